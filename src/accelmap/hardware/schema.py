@@ -1,0 +1,290 @@
+"""Schema of the hardware catalog: accelerators and the systems built from them.
+
+One YAML file describes one accelerator (``data/accelerators/*.yaml``) or one system preset
+(``data/systems/*.yaml``). Every number is a :mod:`accelmap.cited` value: unit, scope, source.
+Peaks are *dense*; where a datasheet only gives a with-sparsity figure the catalog halves it and
+says so in the note (NVIDIA Ampere+ datasheets mark sparse figures with an asterisk).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from accelmap.cited import (
+    Capacity,
+    CitedCount,
+    Clock,
+    DeviceBandwidth,
+    Frozen,
+    Latency,
+    LinkBandwidth,
+    PeakRate,
+    Power,
+    PriceRate,
+    Source,
+    TierBandwidth,
+)
+from accelmap.units import DType
+
+ID_PATTERN = r"^[a-z0-9][a-z0-9.+-]*$"
+
+
+class DeviceClass(StrEnum):
+    GPU = "gpu"
+    TPU = "tpu"
+    ASIC = "asic"
+    SRAM_MACHINE = "sram-machine"
+    FPGA = "fpga"
+    EDGE_NPU = "edge-npu"
+    CPU = "cpu"
+
+
+class MemoryKind(StrEnum):
+    HBM2 = "HBM2"
+    HBM2E = "HBM2e"
+    HBM3 = "HBM3"
+    HBM3E = "HBM3e"
+    GDDR6 = "GDDR6"
+    GDDR6X = "GDDR6X"
+    GDDR7 = "GDDR7"
+    LPDDR4X = "LPDDR4X"
+    LPDDR5 = "LPDDR5"
+    LPDDR5X = "LPDDR5X"
+    DDR4 = "DDR4"
+    DDR5 = "DDR5"
+    SRAM = "SRAM"
+
+    @property
+    def family(self) -> str:
+        """HBM, GDDR, LPDDR, DDR or SRAM: the family that sets plausible bandwidth bounds."""
+        for fam in ("HBM", "GDDR", "LPDDR", "DDR", "SRAM"):
+            if self.value.startswith(fam):
+                return fam
+        raise AssertionError(self)  # pragma: no cover - every member starts with a family
+
+
+class MemoryRole(StrEnum):
+    DEVICE = "device"  # where weights and activations live (HBM; SRAM on SRAM machines)
+    ONCHIP = "on-chip"  # caches and scratchpads (L2, Infinity Cache, VMEM, SBUF)
+    HOST = "host"  # memory reachable over a coherent link (GH200 LPDDR5X, SN40L DDR)
+
+
+class ComputeUnitKind(StrEnum):
+    MATRIX = "matrix"  # tensor cores, MXU/systolic arrays, AMX tiles, AI engines
+    VECTOR = "vector"  # SIMT/CUDA cores, vector units, SIMD lanes
+
+
+class LinkRole(StrEnum):
+    SCALE_UP = "scale-up"  # NVLink, Infinity Fabric, ICI, NeuronLink, on-package fabrics
+    SCALE_OUT = "scale-out"  # InfiniBand, RoCE/Ethernet, DCN
+    HOST = "host"  # PCIe, NVLink-C2C to the host CPU
+
+
+class MemoryLevel(Frozen):
+    name: str
+    kind: MemoryKind
+    role: MemoryRole
+    capacity: Capacity
+    bandwidth: DeviceBandwidth | None = None
+
+
+class ComputeUnits(Frozen):
+    """The parallel engines of the chip; their count drives wave quantization later."""
+
+    count: CitedCount
+    clock: Clock | None = None
+    # Native matrix-unit tile (M, N[, K]) in elements, e.g. a TPU MXU is 128 x 128.
+    matrix_tile: tuple[int, ...] | None = None
+
+
+class Link(Frozen):
+    name: str
+    role: LinkRole
+    bandwidth_per_direction: LinkBandwidth
+    count: int = Field(gt=0)
+    latency: Latency | None = None
+
+    @property
+    def aggregate_per_direction(self) -> float:
+        """Bytes/s one device can push over all links of this kind in one direction."""
+        return self.bandwidth_per_direction.value * self.count
+
+
+class PriceQuote(Frozen):
+    """Indicative price of one device-hour: a snapshot, not a list price."""
+
+    usd_per_hour: PriceRate
+    date: str = Field(pattern=r"^\d{4}-\d{2}(-\d{2})?$", description="YYYY-MM of the quote")
+    market: str = Field(description="where and how: 'RunPod on-demand', 'GCP list', ...")
+
+
+class Accelerator(Frozen):
+    """One accelerator (GPU, TPU chip, wafer, FPGA card, CPU socket ...)."""
+
+    id: str = Field(pattern=ID_PATTERN)
+    name: str
+    vendor: str
+    device_class: DeviceClass = Field(alias="class")
+    form_factor: str | None = None
+    release_year: int = Field(ge=1990, le=2035)
+    aliases: tuple[str, ...] = ()
+    description: str | None = None
+    matrix: dict[DType, PeakRate] = Field(default_factory=dict)
+    vector: dict[DType, PeakRate] = Field(default_factory=dict)
+    compute_units: ComputeUnits | None = None
+    memory: tuple[MemoryLevel, ...]
+    tdp: Power | None = None
+    links: tuple[Link, ...] = ()
+    scale_up_domain: CitedCount | None = None
+    price: PriceQuote | None = None
+    sources: dict[str, Source] = Field(default_factory=dict)
+    doubts: tuple[str, ...] = ()
+
+    @field_validator("aliases", mode="before")
+    @classmethod
+    def _aliases(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _check(self) -> Accelerator:
+        if not self.matrix and not self.vector:
+            raise ValueError("give at least one dense peak under 'matrix' or 'vector'")
+        if not any(m.role == MemoryRole.DEVICE for m in self.memory):
+            raise ValueError("one memory level needs role 'device' (where the weights live)")
+        return self
+
+    # --- derived views -------------------------------------------------------------------
+    @property
+    def device_memory(self) -> MemoryLevel:
+        """The memory level weights live in: the first with role 'device'."""
+        return next(m for m in self.memory if m.role == MemoryRole.DEVICE)
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.device_memory.capacity.value
+
+    @property
+    def memory_bandwidth(self) -> float | None:
+        bw = self.device_memory.bandwidth
+        return bw.value if bw else None
+
+    def peak(self, dtype: DType) -> float | None:
+        """Best dense peak for ``dtype`` over matrix and vector units, FLOP/s (None: unsupported)."""
+        values = [u[dtype].value for u in (self.matrix, self.vector) if dtype in u]
+        return max(values) if values else None
+
+    def peak_entry(self, dtype: DType) -> tuple[str, PeakRate] | None:
+        best: tuple[str, PeakRate] | None = None
+        for unit_name, table in (("matrix", self.matrix), ("vector", self.vector)):
+            if dtype in table and (best is None or table[dtype].value > best[1].value):
+                best = (unit_name, table[dtype])
+        return best
+
+    @property
+    def dtypes(self) -> list[DType]:
+        return [d for d in DType if self.peak(d) is not None]
+
+    def links_by_role(self, role: LinkRole) -> list[Link]:
+        return [link for link in self.links if link.role == role]
+
+    def bandwidth_per_direction(self, role: LinkRole) -> float:
+        """Sum over the device's links of one role, bytes/s per direction (0 when none)."""
+        return sum(link.aggregate_per_direction for link in self.links_by_role(role))
+
+    def cited_ids(self) -> set[str]:
+        """All source ids referred to by values in this entry."""
+        return _collect_source_ids(self)
+
+
+class Topology(StrEnum):
+    SWITCH = "switch"  # full-bandwidth switch inside the domain (NVSwitch)
+    FULL_MESH = "full-mesh"  # point-to-point links to every peer (MI300X Infinity Fabric, Gaudi)
+    TORUS_2D = "torus-2d"  # TPU v5e/v6e ICI
+    TORUS_3D = "torus-3d"  # TPU v4/v5p ICI, Trn2 UltraServer
+    RING = "ring"
+    FAT_TREE = "fat-tree"  # non-blocking Clos over InfiniBand/RoCE
+    RAIL_OPTIMIZED = "rail-optimized"  # fat-tree where GPU i of every node shares leaf switch i
+    SINGLE = "single"  # no network: one device
+
+
+class NetworkTier(Frozen):
+    """One level of the network: what a device reaches and at what per-direction bandwidth."""
+
+    name: str
+    role: LinkRole
+    topology: Topology
+    domain_size: int = Field(gt=0, description="devices reachable inside this tier")
+    bandwidth_per_direction: TierBandwidth
+    latency: Latency | None = None
+    in_network_reduction: bool = Field(
+        default=False, description="switch-side reduction (NVLink SHARP / NVLS, IB SHARP)"
+    )
+
+
+class SystemPreset(Frozen):
+    """A named system: accelerator x devices per node x nodes, with its network tiers."""
+
+    id: str = Field(pattern=ID_PATTERN)
+    name: str
+    accelerator: str = Field(description="id of an accelerator in the catalog")
+    devices_per_node: int = Field(gt=0)
+    nodes: int = Field(default=1, gt=0)
+    torus: tuple[int, ...] | None = Field(default=None, description="ICI torus/mesh shape")
+    tiers: tuple[NetworkTier, ...]
+    aliases: tuple[str, ...] = ()
+    description: str | None = None
+    host_memory: Capacity | None = None
+    price: PriceQuote | None = None
+    sources: dict[str, Source] = Field(default_factory=dict)
+    doubts: tuple[str, ...] = ()
+
+    @field_validator("aliases", mode="before")
+    @classmethod
+    def _aliases(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _check(self) -> SystemPreset:
+        if self.torus is not None:
+            size = 1
+            for d in self.torus:
+                if d <= 0:
+                    raise ValueError(f"torus dimensions must be positive, got {self.torus}")
+                size *= d
+            if size != self.devices:
+                raise ValueError(
+                    f"torus {self.torus} holds {size} devices but the system has "
+                    f"{self.devices} (devices_per_node x nodes)"
+                )
+        if not self.tiers:
+            raise ValueError("give at least one network tier")
+        return self
+
+    @property
+    def devices(self) -> int:
+        return self.devices_per_node * self.nodes
+
+    def cited_ids(self) -> set[str]:
+        return _collect_source_ids(self)
+
+
+def _collect_source_ids(obj: Any) -> set[str]:
+    """Walk a model and gather every 'source' tuple (the ids cited by its values)."""
+    found: set[str] = set()
+    if isinstance(obj, Frozen):
+        for name in type(obj).model_fields:
+            value = getattr(obj, name)
+            if name == "source" and isinstance(value, tuple):
+                found.update(value)
+            elif name != "sources":
+                found |= _collect_source_ids(value)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            found |= _collect_source_ids(v)
+    elif isinstance(obj, list | tuple):
+        for v in obj:
+            found |= _collect_source_ids(v)
+    return found

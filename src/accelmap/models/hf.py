@@ -1,0 +1,153 @@
+"""Import a Hugging Face ``config.json`` into a ModelSpec, one explicit mapper per ``model_type``.
+
+No architecture is guessed from ratios: a config whose ``model_type`` has no mapper is refused
+with the list of supported types. Remote code is never run; only the JSON file is read (from a
+local path, or downloaded by repo id through ``huggingface_hub`` when that optional extra is
+installed and the network allows).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from accelmap.errors import AccelmapError, InputError, UnsupportedModelError
+from accelmap.models.schema import ModelSpec
+
+_MISSING = object()
+
+
+class HFConfig:
+    """Read-only view of a config.json with field errors that name the file and the key."""
+
+    def __init__(self, data: dict[str, Any], origin: str) -> None:
+        self.data = data
+        self.origin = origin
+
+    @property
+    def model_type(self) -> str:
+        return str(self.data.get("model_type", ""))
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def get(self, *keys: str, default: Any = _MISSING) -> Any:
+        """First present (non-null) key among ``keys``; ``default`` if none; error if no default."""
+        for key in keys:
+            if self.data.get(key) is not None:
+                return self.data[key]
+        if default is _MISSING:
+            raise InputError(
+                f"{self.origin}: field {' or '.join(repr(k) for k in keys)} is missing, and the "
+                f"{self.model_type!r} mapper needs it"
+            )
+        return default
+
+    def int(self, *keys: str, default: Any = _MISSING) -> Any:
+        value = self.get(*keys, default=default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+            raise InputError(f"{self.origin}: field {keys[0]!r} should be an integer, got {value!r}")
+        return int(value)
+
+
+Mapper = Callable[[HFConfig], dict[str, Any]]
+_MAPPERS: dict[str, Mapper] = {}
+
+
+def register(*model_types: str) -> Callable[[Mapper], Mapper]:
+    """Register a mapper for one or more ``model_type`` values; a duplicate fails loudly."""
+
+    def wrap(fn: Mapper) -> Mapper:
+        for t in model_types:
+            if t in _MAPPERS:
+                raise RuntimeError(f"model_type {t!r} has two mappers: {_MAPPERS[t]} and {fn}")
+            _MAPPERS[t] = fn
+        return fn
+
+    return wrap
+
+
+def _load_mappers() -> None:
+    # Imported for its @register side effects, lazily so `accelmap --help` stays fast.
+    from accelmap.models import hf_mappers  # noqa: F401
+
+
+def supported_model_types() -> list[str]:
+    _load_mappers()
+    return sorted(_MAPPERS)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9.+-]+", "-", text.lower()).strip("-.") or "imported-model"
+
+
+def spec_from_hf_dict(data: dict[str, Any], origin: str, name: str | None = None) -> ModelSpec:
+    """Map an already-parsed config.json dictionary to a ModelSpec."""
+    _load_mappers()
+    if not isinstance(data, dict):
+        raise InputError(f"{origin}: a config.json must hold a JSON object")
+    cfg = HFConfig(data, origin)
+    mtype = cfg.model_type
+    if not mtype:
+        raise InputError(f"{origin}: field 'model_type' is missing; is this a config.json?")
+    mapper = _MAPPERS.get(mtype)
+    if mapper is None:
+        raise UnsupportedModelError(
+            f"{origin}: model_type {mtype!r} is not supported; supported types: "
+            f"{', '.join(sorted(_MAPPERS))}"
+        )
+    fields = mapper(cfg)
+    label = name or data.get("_name_or_path") or Path(origin).parent.name or mtype
+    fields.setdefault("id", _slug(str(label)))
+    fields.setdefault("name", str(label))
+    fields.setdefault("family", mtype)
+    fields.setdefault("notes", (f"imported from {origin} by the {mtype!r} mapper",))
+    try:
+        return ModelSpec.model_validate(fields)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "config"
+        raise InputError(f"{origin}: {loc}: {err['msg']}") from None
+
+
+def load_hf_config(path_or_repo: str, name: str | None = None) -> ModelSpec:
+    """Read a config.json (file, directory holding one, or a Hub repo id) into a ModelSpec."""
+    path = Path(path_or_repo).expanduser()
+    if path.is_dir():
+        path = path / "config.json"
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+        return spec_from_hf_dict(data, str(path), name)
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", path_or_repo):
+        return spec_from_hf_dict(_download_config(path_or_repo), f"{path_or_repo}/config.json",
+                                 name or path_or_repo.split("/")[-1])
+    raise InputError(f"{path_or_repo!r} is neither a config.json file nor a Hub repo id "
+                     "(owner/name)")
+
+
+def _download_config(repo_id: str) -> dict[str, Any]:
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        raise AccelmapError(
+            f"to import {repo_id!r} by repo id, install the 'hf' extra "
+            "(pip install 'accelmap[hf]'), or download its config.json and pass the file"
+        ) from None
+    try:
+        local = hf_hub_download(repo_id, "config.json")  # JSON only: no remote code is run
+    except Exception as e:  # network, auth, missing repo: all are user-facing
+        raise AccelmapError(
+            f"could not download config.json of {repo_id!r} ({type(e).__name__}); check the "
+            "name, your network and HF_TOKEN for gated models, or pass a local config.json"
+        ) from None
+    return dict(json.loads(Path(local).read_text(encoding="utf-8")))

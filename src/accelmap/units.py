@@ -1,0 +1,190 @@
+"""SI units inside, human units at the edges.
+
+Every quantity inside accelmap is a plain float in base SI units: bytes, FLOP, seconds, bytes per
+second, FLOP per second, watts, hertz, US dollars per hour. This module parses the strings people
+and datasheets write ("3.35 TB/s", "989.4 TFLOP/s", "400 Gb/s", "80 GiB") into those floats and
+formats them back.
+
+Prefixes follow SI (k = 1e3 ... E = 1e18) and IEC (Ki = 2**10 ... Ei = 2**60). Datasheets quote
+memory bandwidth and link rates in decimal units (1 TB/s = 1e12 B/s; 1 Gb/s = 1e9 bit/s), and HBM
+capacity in binary-ish marketing "GB" that vendors mean as 1e9 bytes for bandwidth but often
+GiB-sized stacks for capacity (an "80 GB" H100 reports 85,520,809,984 bytes = 79.6 GiB). The
+catalog therefore records capacity in the unit the source states and this module keeps them apart.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from enum import StrEnum
+
+from accelmap.errors import InputError
+
+
+class Dimension(StrEnum):
+    """What a quantity measures; the base unit is in the comment."""
+
+    BYTES = "bytes"  # B
+    BANDWIDTH = "bandwidth"  # B/s
+    FLOPS = "flops"  # FLOP/s (also integer operations per second, OP/s)
+    FLOP = "flop"  # FLOP
+    POWER = "power"  # W
+    FREQUENCY = "frequency"  # Hz
+    TIME = "time"  # s
+    PRICE_RATE = "price_rate"  # USD per hour
+    ENERGY = "energy"  # J
+
+
+class DType(StrEnum):
+    """Numeric formats for compute peaks, weights, activations and KV cache."""
+
+    FP64 = "fp64"
+    FP32 = "fp32"
+    TF32 = "tf32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+    INT8 = "int8"
+    FP4 = "fp4"
+    INT4 = "int4"
+
+    @property
+    def bytes(self) -> float:
+        """Storage size of one element. TF32 is stored in 32-bit words (NVIDIA A100 whitepaper)."""
+        return _DTYPE_BYTES[self]
+
+    @property
+    def is_integer(self) -> bool:
+        return self in (DType.INT8, DType.INT4)
+
+
+_DTYPE_BYTES: dict[DType, float] = {
+    DType.FP64: 8.0,
+    DType.FP32: 4.0,
+    DType.TF32: 4.0,
+    DType.BF16: 2.0,
+    DType.FP16: 2.0,
+    DType.FP8: 1.0,
+    DType.INT8: 1.0,
+    DType.FP4: 0.5,
+    DType.INT4: 0.5,
+}
+
+_SI = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+_IEC = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
+_SMALL = {"m": 1e-3, "u": 1e-6, "µ": 1e-6, "n": 1e-9, "p": 1e-12}
+
+# Base symbol -> (dimension, factor to SI base). Bits are converted to bytes (8 bits per byte).
+_BASE_UNITS: dict[str, tuple[Dimension, float]] = {
+    "B": (Dimension.BYTES, 1.0),
+    "b": (Dimension.BYTES, 1 / 8),
+    "B/s": (Dimension.BANDWIDTH, 1.0),
+    "Bps": (Dimension.BANDWIDTH, 1.0),
+    "b/s": (Dimension.BANDWIDTH, 1 / 8),
+    "bps": (Dimension.BANDWIDTH, 1 / 8),
+    "FLOP/s": (Dimension.FLOPS, 1.0),
+    "FLOPS": (Dimension.FLOPS, 1.0),
+    "OP/s": (Dimension.FLOPS, 1.0),
+    "OPS": (Dimension.FLOPS, 1.0),
+    "FLOP": (Dimension.FLOP, 1.0),
+    "W": (Dimension.POWER, 1.0),
+    "Hz": (Dimension.FREQUENCY, 1.0),
+    "s": (Dimension.TIME, 1.0),
+    "J": (Dimension.ENERGY, 1.0),
+    "USD/h": (Dimension.PRICE_RATE, 1.0),
+    "$/h": (Dimension.PRICE_RATE, 1.0),
+}
+
+_BASE_SYMBOL: dict[Dimension, str] = {
+    Dimension.BYTES: "B",
+    Dimension.BANDWIDTH: "B/s",
+    Dimension.FLOPS: "FLOP/s",
+    Dimension.FLOP: "FLOP",
+    Dimension.POWER: "W",
+    Dimension.FREQUENCY: "Hz",
+    Dimension.TIME: "s",
+    Dimension.PRICE_RATE: "USD/h",
+    Dimension.ENERGY: "J",
+}
+
+_QUANTITY = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\s].*?)?\s*$")
+
+
+def _split_unit(unit: str) -> tuple[float, Dimension]:
+    """Return (factor to SI, dimension) for a unit such as 'TB/s', 'GiB', 'Gb/s', 'us'."""
+    if unit in _BASE_UNITS:
+        dim, factor = _BASE_UNITS[unit]
+        return factor, dim
+    for table in (_IEC, _SI, _SMALL):
+        for prefix, scale in sorted(table.items(), key=lambda kv: -len(kv[0])):
+            if prefix and unit.startswith(prefix) and unit[len(prefix) :] in _BASE_UNITS:
+                dim, factor = _BASE_UNITS[unit[len(prefix) :]]
+                if table is _SMALL and dim is not Dimension.TIME:
+                    continue  # "mB" is not a unit anyone means; refuse rather than guess
+                return scale * factor, dim
+    raise InputError(
+        f"unknown unit {unit!r}: use one of B, b, B/s, b/s, FLOP/s, OP/s, W, Hz, s, J, USD/h "
+        "with an SI (k, M, G, T, P) or IEC (Ki, Mi, Gi, Ti) prefix, for example '3.35 TB/s'"
+    )
+
+
+def parse_quantity(
+    text: str | float | int, expected: Dimension | None = None, require_unit: bool = False
+) -> float:
+    """Parse '3.35 TB/s' into 3.35e12 (SI base units).
+
+    A bare number is accepted only when ``expected`` is given and ``require_unit`` is false, and is
+    then taken as already in SI base units. Raises :class:`InputError` with a sentence on anything else.
+    """
+    if isinstance(text, bool):
+        raise InputError(f"expected a quantity with a unit, got {text!r}")
+    if isinstance(text, int | float):
+        if expected is None or require_unit:
+            raise InputError(f"the number {text!r} needs a unit, for example '{text} GB'")
+        value = float(text)
+        dim = expected
+    else:
+        m = _QUANTITY.match(text)
+        if not m:
+            raise InputError(f"cannot read {text!r} as a quantity: write a number and a unit, "
+                             "for example '80 GB' or '989 TFLOP/s'")
+        number, unit = m.group(1), (m.group(2) or "")
+        if not unit:
+            if expected is None or require_unit:
+                raise InputError(f"{text!r} has no unit: write it as, for example, '{number} GB'")
+            factor, dim = 1.0, expected
+        else:
+            factor, dim = _split_unit(unit)
+        value = float(number) * factor
+    if expected is not None and dim is not expected:
+        raise InputError(
+            f"{text!r} is a {dim.value} quantity, but a {expected.value} quantity "
+            f"(base unit {_BASE_SYMBOL[expected]}) is needed here"
+        )
+    if not math.isfinite(value):
+        raise InputError(f"{text!r} is not a finite number")
+    return value
+
+
+def base_symbol(dim: Dimension) -> str:
+    return _BASE_SYMBOL[dim]
+
+
+def format_quantity(value: float, dim: Dimension, digits: int = 3, binary: bool = False) -> str:
+    """Format an SI value with a decimal (or binary) prefix: 3.35e12, BANDWIDTH -> '3.35 TB/s'."""
+    symbol = _BASE_SYMBOL[dim]
+    if dim is Dimension.PRICE_RATE:
+        return f"{value:.2f} {symbol}"
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g} {symbol}"
+    if dim is Dimension.TIME and abs(value) < 1:
+        for prefix, scale in (("m", 1e-3), ("µ", 1e-6), ("n", 1e-9)):
+            if abs(value) >= scale:
+                return f"{value / scale:.{digits}g} {prefix}{symbol}"
+        return f"{value:.{digits}g} {symbol}"
+    table = _IEC if binary else {k: v for k, v in _SI.items() if k != "K"}
+    best_prefix, best_scale = "", 1.0
+    for prefix, scale in sorted(table.items(), key=lambda kv: kv[1]):
+        if abs(value) >= scale:
+            best_prefix, best_scale = prefix, scale
+    return f"{value / best_scale:.{digits}g} {best_prefix}{symbol}"
