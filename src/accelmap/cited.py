@@ -35,6 +35,7 @@ class Scope(StrEnum):
     PER_LINK_DIRECTION = "per link, per direction"
     PER_DEVICE_DIRECTION = "per device, per direction"
     PER_DEVICE_HOUR = "per device-hour"
+    PER_NODE = "per node"
     PER_SYSTEM = "per system"
 
 
@@ -137,6 +138,13 @@ class PeakRate(Cited):
 class Capacity(Cited):
     dimension = Dimension.BYTES
     scope = Scope.PER_DEVICE
+
+
+class NodeCapacity(Cited):
+    """Memory of one node (host DRAM of a DGX, say), not of one device."""
+
+    dimension = Dimension.BYTES
+    scope = Scope.PER_NODE
 
 
 class DeviceBandwidth(Cited):

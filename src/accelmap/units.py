@@ -119,7 +119,7 @@ def _split_unit(unit: str) -> tuple[float, Dimension]:
         for prefix, scale in sorted(table.items(), key=lambda kv: -len(kv[0])):
             if prefix and unit.startswith(prefix) and unit[len(prefix) :] in _BASE_UNITS:
                 dim, factor = _BASE_UNITS[unit[len(prefix) :]]
-                if table is _SMALL and dim is not Dimension.TIME:
+                if table is _SMALL and dim not in (Dimension.TIME, Dimension.ENERGY):
                     continue  # "mB" is not a unit anyone means; refuse rather than guess
                 return scale * factor, dim
     raise InputError(

@@ -21,6 +21,7 @@ from accelmap.cited import (
     Frozen,
     Latency,
     LinkBandwidth,
+    NodeCapacity,
     PeakRate,
     Power,
     PriceRate,
@@ -204,6 +205,8 @@ class Topology(StrEnum):
     FULL_MESH = "full-mesh"  # point-to-point links to every peer (MI300X Infinity Fabric, Gaudi)
     TORUS_2D = "torus-2d"  # TPU v5e/v6e ICI
     TORUS_3D = "torus-3d"  # TPU v4/v5p ICI, Trn2 UltraServer
+    MESH_2D = "mesh-2d"  # a torus-shaped slice too small to wrap around (TPU v5e 2x4)
+    MESH_3D = "mesh-3d"
     RING = "ring"
     FAT_TREE = "fat-tree"  # non-blocking Clos over InfiniBand/RoCE
     RAIL_OPTIMIZED = "rail-optimized"  # fat-tree where GPU i of every node shares leaf switch i
@@ -236,7 +239,7 @@ class SystemPreset(Frozen):
     tiers: tuple[NetworkTier, ...]
     aliases: tuple[str, ...] = ()
     description: str | None = None
-    host_memory: Capacity | None = None
+    host_memory: NodeCapacity | None = None
     price: PriceQuote | None = None
     sources: dict[str, Source] = Field(default_factory=dict)
     doubts: tuple[str, ...] = ()

@@ -1,0 +1,201 @@
+"""The catalog: bundled accelerators, systems and models, plus the user's own YAML folders.
+
+User folders come from ``--catalog DIR`` and the ``ACCELMAP_CATALOG`` environment variable
+(several folders separated by ``os.pathsep``). A user file says what it holds with a top-level
+``kind: accelerator | system | model``, or by sitting in a folder named ``accelerators``,
+``systems`` or ``models``. Every file is validated by the same schema as the bundled ones; an
+error names the file and the field. Two entries with the same id fail loudly: a user entry does
+not silently shadow a bundled one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from accelmap.cited import Source
+from accelmap.errors import CatalogError
+from accelmap.hardware.schema import Accelerator, SystemPreset
+from accelmap.models.schema import ModelSpec
+
+ENV_VAR = "ACCELMAP_CATALOG"
+
+try:  # libyaml's parser is ~10x faster; the pure-Python one gives identical results
+    _Loader: Any = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - depends on how PyYAML was built
+    _Loader = yaml.SafeLoader
+
+
+class EntryKind(StrEnum):
+    ACCELERATOR = "accelerator"
+    SYSTEM = "system"
+    MODEL = "model"
+
+
+_FOLDER_KIND = {
+    "accelerators": EntryKind.ACCELERATOR,
+    "systems": EntryKind.SYSTEM,
+    "models": EntryKind.MODEL,
+}
+_SCHEMA: dict[EntryKind, type[BaseModel]] = {
+    EntryKind.ACCELERATOR: Accelerator,
+    EntryKind.SYSTEM: SystemPreset,
+    EntryKind.MODEL: ModelSpec,
+}
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    accelerators: Mapping[str, Accelerator]
+    systems: Mapping[str, SystemPreset]
+    models: Mapping[str, ModelSpec]
+    sources: Mapping[str, Source]  # shared hardware sources (sources.yaml)
+    origins: Mapping[tuple[EntryKind, str], str] = field(default_factory=dict)
+
+    def source(self, sid: str, local: Mapping[str, Source] | None = None) -> Source | None:
+        if local and sid in local:
+            return local[sid]
+        return self.sources.get(sid)
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse one YAML file; a syntax error becomes a CatalogError naming file and line."""
+    try:
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise CatalogError(f"{path}:{where}: malformed YAML ({problem})") from None
+    except OSError as e:
+        raise CatalogError(f"{path}: cannot read ({e.strerror})") from None
+
+
+def validate_entry(schema: type[M], data: Any, origin: str) -> M:
+    """Validate ``data`` against ``schema``; the first error names the file and field path."""
+    if not isinstance(data, dict):
+        raise CatalogError(f"{origin}: expected a mapping of fields at the top level")
+    try:
+        return schema.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"] if p != "__root__") or "(top level)"
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+        raise CatalogError(f"{origin}: field '{loc}': {msg}{more}") from None
+
+
+def user_dirs(extra: Iterable[str | Path] = ()) -> tuple[Path, ...]:
+    """Folders from the command line first, then from ACCELMAP_CATALOG."""
+    dirs = [Path(p).expanduser() for p in extra]
+    env = os.environ.get(ENV_VAR, "")
+    dirs += [Path(p).expanduser() for p in env.split(os.pathsep) if p.strip()]
+    for d in dirs:
+        if not d.is_dir():
+            raise CatalogError(f"catalog folder {d} does not exist (from --catalog or {ENV_VAR})")
+    return tuple(dirs)
+
+
+def _bundled_files() -> Iterator[tuple[EntryKind, Path]]:
+    root = resources.files("accelmap")
+    for kind, sub in (
+        (EntryKind.ACCELERATOR, "hardware/data/accelerators"),
+        (EntryKind.SYSTEM, "hardware/data/systems"),
+        (EntryKind.MODEL, "models/data"),
+    ):
+        folder = Path(str(root.joinpath(sub)))
+        for path in sorted(folder.glob("*.yaml")):
+            yield kind, path
+
+
+def _user_files(folder: Path) -> Iterator[tuple[EntryKind | None, Path]]:
+    for path in sorted(folder.rglob("*.y*ml")):
+        if path.suffix in (".yaml", ".yml") and path.is_file():
+            yield _FOLDER_KIND.get(path.parent.name), path
+
+
+@lru_cache(maxsize=8)
+def _load(dirs: tuple[Path, ...]) -> Catalog:
+    root = resources.files("accelmap")
+    sources_path = Path(str(root.joinpath("hardware/data/sources.yaml")))
+    raw_sources = read_yaml(sources_path) or {}
+    sources = {k: validate_entry(Source, v, f"{sources_path} [{k}]") for k, v in
+               raw_sources.items()}
+
+    tables: dict[EntryKind, dict[str, Any]] = {k: {} for k in EntryKind}
+    origins: dict[tuple[EntryKind, str], str] = {}
+
+    def add(kind: EntryKind | None, path: Path, user: bool) -> None:
+        data = read_yaml(path)
+        if isinstance(data, dict) and "kind" in data:
+            data = dict(data)
+            declared = data.pop("kind")
+            try:
+                kind = EntryKind(declared)
+            except ValueError:
+                raise CatalogError(
+                    f"{path}: field 'kind': {declared!r} is not one of "
+                    f"{', '.join(k.value for k in EntryKind)}"
+                ) from None
+        if kind is None:
+            raise CatalogError(
+                f"{path}: add a top-level 'kind: accelerator', 'kind: system' or 'kind: model' "
+                "(or put the file in a folder named accelerators, systems or models)"
+            )
+        entry = validate_entry(_SCHEMA[kind], data, str(path))
+        eid = entry.id  # type: ignore[attr-defined]
+        if eid in tables[kind]:
+            raise CatalogError(
+                f"{path}: {kind.value} id {eid!r} is already defined in {origins[(kind, eid)]}; "
+                "give the new entry another id"
+            )
+        if user:
+            _check_user_sources(entry, sources, path)
+        tables[kind][eid] = entry
+        origins[(kind, eid)] = str(path)
+
+    for kind, path in _bundled_files():
+        add(kind, path, user=False)
+    for folder in dirs:
+        for ukind, path in _user_files(folder):
+            add(ukind, path, user=True)
+
+    for sid, system in tables[EntryKind.SYSTEM].items():
+        if system.accelerator not in tables[EntryKind.ACCELERATOR]:
+            raise CatalogError(
+                f"{origins[(EntryKind.SYSTEM, sid)]}: field 'accelerator': no accelerator with "
+                f"id {system.accelerator!r} in the catalog"
+            )
+    return Catalog(
+        accelerators=tables[EntryKind.ACCELERATOR],
+        systems=tables[EntryKind.SYSTEM],
+        models=tables[EntryKind.MODEL],
+        sources=sources,
+        origins=origins,
+    )
+
+
+def _check_user_sources(entry: Any, sources: Mapping[str, Source], path: Path) -> None:
+    cited = entry.cited_ids() if hasattr(entry, "cited_ids") else set(entry.source)
+    missing = sorted(cited - set(sources) - set(entry.sources))
+    if missing:
+        raise CatalogError(
+            f"{path}: field 'sources': source id {missing[0]!r} is cited but not defined; add it "
+            "under 'sources:' as {title: ..., url: ...}"
+        )
+
+
+def load_catalog(extra_dirs: Iterable[str | Path] = ()) -> Catalog:
+    """Bundled catalog plus user folders (``--catalog`` and ``ACCELMAP_CATALOG``), cached."""
+    return _load(user_dirs(extra_dirs))

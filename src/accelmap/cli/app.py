@@ -1,0 +1,63 @@
+"""The `accelmap` command: a thin typer layer over the public API.
+
+Errors caused by input (unknown names, malformed files, bad sizes) print one line and exit 2;
+a bug prints one line too, and the traceback only with ACCELMAP_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from accelmap.cli import hw, models
+
+app = typer.Typer(
+    name="accelmap",
+    help=(
+        "Map large language models onto accelerators: will it fit, how to split it, how fast, "
+        "at what cost.\n\n"
+        "Start with: accelmap hw compare · accelmap hw list · accelmap models list"
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(hw.app, name="hw")
+app.add_typer(models.app, name="models")
+
+
+@app.command("version")
+def version() -> None:
+    """Print the accelmap version."""
+    from importlib.metadata import version as pkg_version
+
+    typer.echo(pkg_version("accelmap"))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    from accelmap.errors import AccelmapError
+
+    try:
+        app(args=argv, standalone_mode=True)
+    except AccelmapError as e:
+        sys.stderr.write(f"error: {e}\n")
+        raise SystemExit(e.exit_code) from None
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        raise SystemExit(130) from None
+    except Exception as e:  # a bug: one line by default, the traceback on request
+        if os.environ.get("ACCELMAP_DEBUG"):
+            raise
+        sys.stderr.write(
+            f"internal error: {type(e).__name__}: {e} (set ACCELMAP_DEBUG=1 for the traceback, "
+            "and please report it)\n"
+        )
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,73 @@
+"""Shared CLI pieces: options, output (rich tables or JSON), and quantity formatting.
+
+Kept free of heavy imports so ``accelmap --help`` stays fast; the catalog and pydantic load only
+when a command runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from accelmap.catalog import Catalog
+
+CatalogOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--catalog",
+        help="Extra catalog folder with your own YAML (repeatable); also $ACCELMAP_CATALOG.",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+def get_catalog(dirs: list[Path] | None) -> Catalog:
+    from accelmap.catalog import load_catalog
+
+    return load_catalog(dirs or ())
+
+
+def console() -> Console:
+    from rich.console import Console
+
+    # A pipe or a file gets a wide table rather than 80 columns of truncated ids.
+    width = None if sys.stdout.isatty() else 200
+    return Console(soft_wrap=False, width=width)
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=_json_default) + "\n")
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json", by_alias=True)
+    if isinstance(obj, set | frozenset | tuple):
+        return list(obj)
+    raise TypeError(f"cannot serialise {type(obj).__name__}")
+
+
+def fmt(value: float | None, dim: str, digits: int = 3, integer_ops: bool = False) -> str:
+    """Format an SI value for a table cell; '-' when missing. Integer peaks read as OP/s."""
+    if value is None:
+        return "-"
+    from accelmap.units import Dimension, format_quantity
+
+    text = format_quantity(value, Dimension(dim), digits)
+    return text.replace("FLOP/s", "OP/s") if integer_ops else text
+
+
+def fmt_count(n: float) -> str:
+    """12,345,678,901 -> '12.35B' (parameter counts)."""
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= scale:
+            return f"{n / scale:.4g}{suffix}"
+    return f"{n:g}"

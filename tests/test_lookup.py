@@ -1,0 +1,53 @@
+"""Forgiving name matching."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from accelmap.errors import AmbiguousNameError, NotFoundError
+from accelmap.lookup import find, resolve
+
+
+@dataclass(frozen=True)
+class E:
+    id: str
+    name: str
+    aliases: tuple[str, ...] = field(default=())
+
+
+TABLE = {e.id: e for e in [
+    E("h100-sxm5-80gb", "NVIDIA H100 SXM5 80GB", ("h100-sxm",)),
+    E("h100-pcie-80gb", "NVIDIA H100 PCIe 80GB"),
+    E("h100-nvl", "NVIDIA H100 NVL"),
+    E("a100-sxm4-80gb", "NVIDIA A100 SXM4 80GB"),
+    E("a100-sxm4-40gb", "NVIDIA A100 SXM4 40GB"),
+    E("mi300x", "AMD Instinct MI300X", ("mi300",)),
+]}
+
+
+def test_exact_id_and_alias() -> None:
+    assert resolve("h100-nvl", TABLE, "accelerator", "ls").id == "h100-nvl"
+    assert resolve("H100 SXM", TABLE, "accelerator", "ls").id == "h100-sxm5-80gb"
+    assert resolve("MI-300", TABLE, "accelerator", "ls").id == "mi300x"
+
+
+def test_family_name_is_ambiguous_and_lists_variants() -> None:
+    with pytest.raises(AmbiguousNameError) as info:
+        resolve("h100", TABLE, "accelerator", "ls")
+    assert info.value.candidates == ["h100-nvl", "h100-pcie-80gb", "h100-sxm5-80gb"]
+
+
+def test_words_narrow_the_match() -> None:
+    assert [e.id for e in find("a100 40gb", TABLE)] == ["a100-sxm4-40gb"]
+
+
+def test_typo_gets_did_you_mean() -> None:
+    with pytest.raises(NotFoundError, match="did you mean.*mi300x"):
+        resolve("mi300z", TABLE, "accelerator", "ls")
+
+
+def test_nothing_close() -> None:
+    with pytest.raises(NotFoundError, match="'ls' lists them all"):
+        resolve("zzzz", TABLE, "accelerator", "ls")
