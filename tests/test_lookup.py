@@ -44,7 +44,7 @@ def test_words_narrow_the_match() -> None:
 
 
 def test_typo_gets_did_you_mean() -> None:
-    with pytest.raises(NotFoundError, match="did you mean.*mi300x"):
+    with pytest.raises(NotFoundError, match=r"did you mean.*mi300x"):
         resolve("mi300z", TABLE, "accelerator", "ls")
 
 

@@ -189,7 +189,7 @@ class PriceRate(Cited):
 
 
 class CitedCount(Frozen):
-    """An integer count with the thing it counts as its unit: {value: 132, unit: SM, source: S11}."""
+    """An integer count with what it counts as its unit: {value: 132, unit: SM, source: S11}."""
 
     value: int = Field(gt=0)
     unit: str = Field(min_length=1)

@@ -134,7 +134,8 @@ def parse_quantity(
     """Parse '3.35 TB/s' into 3.35e12 (SI base units).
 
     A bare number is accepted only when ``expected`` is given and ``require_unit`` is false, and is
-    then taken as already in SI base units. Raises :class:`InputError` with a sentence on anything else.
+    then taken as already in SI base units. Raises :class:`InputError` with a sentence on
+    anything else.
     """
     if isinstance(text, bool):
         raise InputError(f"expected a quantity with a unit, got {text!r}")

@@ -200,6 +200,7 @@ def _sources_of(cat: Catalog, ids: set[str], local: Mapping[str, Any]) -> dict[s
 
 
 def _show_accelerator(cat: Catalog, acc: Accelerator, json_out: bool) -> None:
+    from accelmap.catalog import EntryKind
     from accelmap.hardware.derived import derive
 
     d = derive(acc)
@@ -214,7 +215,7 @@ def _show_accelerator(cat: Catalog, acc: Accelerator, json_out: bool) -> None:
             "flops_per_watt": d.flops_per_watt,
         }
         data["sources"] = _sources_of(cat, acc.cited_ids(), acc.sources)
-        data["origin"] = cat.origins.get(("accelerator", acc.id))  # type: ignore[call-overload]
+        data["origin"] = cat.origins.get((EntryKind.ACCELERATOR, acc.id))
         emit_json(data)
         return
     from rich.table import Table

@@ -173,7 +173,7 @@ class Accelerator(Frozen):
         return bw.value if bw else None
 
     def peak(self, dtype: DType) -> float | None:
-        """Best dense peak for ``dtype`` over matrix and vector units, FLOP/s (None: unsupported)."""
+        """Best dense peak for ``dtype`` over matrix and vector units, FLOP/s (None: none)."""
         values = [u[dtype].value for u in (self.matrix, self.vector) if dtype in u]
         return max(values) if values else None
 

@@ -53,7 +53,9 @@ class HFConfig:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
-            raise InputError(f"{self.origin}: field {keys[0]!r} should be an integer, got {value!r}")
+            raise InputError(
+                f"{self.origin}: field {keys[0]!r} should be an integer, got {value!r}"
+            )
         return int(value)
 
 
@@ -76,7 +78,7 @@ def register(*model_types: str) -> Callable[[Mapper], Mapper]:
 
 def _load_mappers() -> None:
     # Imported for its @register side effects, lazily so `accelmap --help` stays fast.
-    from accelmap.models import hf_mappers  # noqa: F401
+    from accelmap.models import mappers  # noqa: F401
 
 
 def supported_model_types() -> list[str]:
@@ -86,6 +88,12 @@ def supported_model_types() -> list[str]:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9.+-]+", "-", text.lower()).strip("-.") or "imported-model"
+
+
+def _label_from_path(origin: str) -> str:
+    """'models/Llama-2-7b/config.json' -> 'Llama-2-7b'; 'fixtures/gpt2.json' -> 'gpt2'."""
+    path = Path(origin)
+    return path.parent.name if path.name == "config.json" else path.stem
 
 
 def spec_from_hf_dict(data: dict[str, Any], origin: str, name: str | None = None) -> ModelSpec:
@@ -104,7 +112,8 @@ def spec_from_hf_dict(data: dict[str, Any], origin: str, name: str | None = None
             f"{', '.join(sorted(_MAPPERS))}"
         )
     fields = mapper(cfg)
-    label = name or data.get("_name_or_path") or Path(origin).parent.name or mtype
+    label = name or data.get("_name_or_path") or _label_from_path(origin) or mtype
+    label = str(label).rstrip("/").split("/")[-1]  # "meta-llama/Llama-2-7b-hf" -> repo name
     fields.setdefault("id", _slug(str(label)))
     fields.setdefault("name", str(label))
     fields.setdefault("family", mtype)
