@@ -187,7 +187,7 @@ def _load(dirs: tuple[Path, ...]) -> Catalog:
 
 
 def _check_user_sources(entry: Any, sources: Mapping[str, Source], path: Path) -> None:
-    cited = entry.cited_ids() if hasattr(entry, "cited_ids") else set(entry.source)
+    cited = entry.cited_ids()
     missing = sorted(cited - set(sources) - set(entry.sources))
     if missing:
         raise CatalogError(

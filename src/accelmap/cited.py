@@ -188,6 +188,48 @@ class PriceRate(Cited):
     scope = Scope.PER_DEVICE_HOUR
 
 
+ID_PATTERN = r"^[a-z0-9][a-z0-9.+-]*$"
+
+
+class CatalogEntry(Frozen):
+    """What every catalog entry (accelerator, system, model) carries besides its own fields."""
+
+    id: str = Field(pattern=ID_PATTERN)
+    name: str
+    aliases: tuple[str, ...] = ()
+    description: str | None = None
+    sources: dict[str, Source] = Field(default_factory=dict)
+    doubts: tuple[str, ...] = ()
+
+    @field_validator("aliases", "doubts", mode="before")
+    @classmethod
+    def _listify(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+    def cited_ids(self) -> set[str]:
+        """All source ids referred to by values in this entry."""
+        return collect_source_ids(self)
+
+
+def collect_source_ids(obj: Any) -> set[str]:
+    """Walk a model and gather every 'source' tuple (the ids cited by its values)."""
+    found: set[str] = set()
+    if isinstance(obj, Frozen):
+        for name in type(obj).model_fields:
+            value = getattr(obj, name)
+            if name == "source" and isinstance(value, tuple):
+                found.update(value)
+            elif name != "sources":
+                found |= collect_source_ids(value)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            found |= collect_source_ids(v)
+    elif isinstance(obj, list | tuple):
+        for v in obj:
+            found |= collect_source_ids(v)
+    return found
+
+
 class CitedCount(Frozen):
     """An integer count with what it counts as its unit: {value: 132, unit: SM, source: S11}."""
 

@@ -169,3 +169,11 @@ def test_properties(layers: int, d: int, heads: int, kv_div: int, experts: int, 
     assert mc.total - pc.total == layers * ((experts - 1) * expert + d * experts)
     deeper = count_params(dense.model_copy(update={"n_layers": layers + 1}))
     assert deeper.total - pc.total == pc.layers[0].total
+
+
+def test_every_preset_cites_defined_sources(catalog: Catalog) -> None:
+    for spec in catalog.models.values():
+        assert spec.source, f"{spec.id} cites no source"
+        assert spec.cited_ids() <= set(spec.sources), spec.id
+        if spec.published_params is not None:
+            assert spec.published_params_source, spec.id

@@ -9,12 +9,12 @@ says so in the note (NVIDIA Ampere+ datasheets mark sparse figures with an aster
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from accelmap.cited import (
     Capacity,
+    CatalogEntry,
     CitedCount,
     Clock,
     DeviceBandwidth,
@@ -25,12 +25,9 @@ from accelmap.cited import (
     PeakRate,
     Power,
     PriceRate,
-    Source,
     TierBandwidth,
 )
 from accelmap.units import DType
-
-ID_PATTERN = r"^[a-z0-9][a-z0-9.+-]*$"
 
 
 class DeviceClass(StrEnum):
@@ -122,17 +119,13 @@ class PriceQuote(Frozen):
     market: str = Field(description="where and how: 'RunPod on-demand', 'GCP list', ...")
 
 
-class Accelerator(Frozen):
+class Accelerator(CatalogEntry):
     """One accelerator (GPU, TPU chip, wafer, FPGA card, CPU socket ...)."""
 
-    id: str = Field(pattern=ID_PATTERN)
-    name: str
     vendor: str
     device_class: DeviceClass = Field(alias="class")
     form_factor: str | None = None
     release_year: int = Field(ge=1990, le=2035)
-    aliases: tuple[str, ...] = ()
-    description: str | None = None
     matrix: dict[DType, PeakRate] = Field(default_factory=dict)
     vector: dict[DType, PeakRate] = Field(default_factory=dict)
     compute_units: ComputeUnits | None = None
@@ -141,13 +134,6 @@ class Accelerator(Frozen):
     links: tuple[Link, ...] = ()
     scale_up_domain: CitedCount | None = None
     price: PriceQuote | None = None
-    sources: dict[str, Source] = Field(default_factory=dict)
-    doubts: tuple[str, ...] = ()
-
-    @field_validator("aliases", mode="before")
-    @classmethod
-    def _aliases(cls, v: Any) -> Any:
-        return [v] if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _check(self) -> Accelerator:
@@ -195,10 +181,6 @@ class Accelerator(Frozen):
         """Sum over the device's links of one role, bytes/s per direction (0 when none)."""
         return sum(link.aggregate_per_direction for link in self.links_by_role(role))
 
-    def cited_ids(self) -> set[str]:
-        """All source ids referred to by values in this entry."""
-        return _collect_source_ids(self)
-
 
 class Topology(StrEnum):
     SWITCH = "switch"  # full-bandwidth switch inside the domain (NVSwitch)
@@ -227,27 +209,16 @@ class NetworkTier(Frozen):
     )
 
 
-class SystemPreset(Frozen):
+class SystemPreset(CatalogEntry):
     """A named system: accelerator x devices per node x nodes, with its network tiers."""
 
-    id: str = Field(pattern=ID_PATTERN)
-    name: str
     accelerator: str = Field(description="id of an accelerator in the catalog")
     devices_per_node: int = Field(gt=0)
     nodes: int = Field(default=1, gt=0)
     torus: tuple[int, ...] | None = Field(default=None, description="ICI torus/mesh shape")
     tiers: tuple[NetworkTier, ...]
-    aliases: tuple[str, ...] = ()
-    description: str | None = None
     host_memory: NodeCapacity | None = None
     price: PriceQuote | None = None
-    sources: dict[str, Source] = Field(default_factory=dict)
-    doubts: tuple[str, ...] = ()
-
-    @field_validator("aliases", mode="before")
-    @classmethod
-    def _aliases(cls, v: Any) -> Any:
-        return [v] if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _check(self) -> SystemPreset:
@@ -269,25 +240,3 @@ class SystemPreset(Frozen):
     @property
     def devices(self) -> int:
         return self.devices_per_node * self.nodes
-
-    def cited_ids(self) -> set[str]:
-        return _collect_source_ids(self)
-
-
-def _collect_source_ids(obj: Any) -> set[str]:
-    """Walk a model and gather every 'source' tuple (the ids cited by its values)."""
-    found: set[str] = set()
-    if isinstance(obj, Frozen):
-        for name in type(obj).model_fields:
-            value = getattr(obj, name)
-            if name == "source" and isinstance(value, tuple):
-                found.update(value)
-            elif name != "sources":
-                found |= _collect_source_ids(value)
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            found |= _collect_source_ids(v)
-    elif isinstance(obj, list | tuple):
-        for v in obj:
-            found |= _collect_source_ids(v)
-    return found

@@ -15,8 +15,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from accelmap.cited import Frozen, Source
-from accelmap.hardware.schema import ID_PATTERN
+from accelmap.cited import CatalogEntry, Frozen
 
 
 class AttentionKind(StrEnum):
@@ -94,13 +93,9 @@ class MoEConfig(Frozen):
         return self.shared_expert_ffn_dim or self.expert_ffn_dim
 
 
-class ModelSpec(Frozen):
-    id: str = Field(pattern=ID_PATTERN)
-    name: str
+class ModelSpec(CatalogEntry):
     family: str
     year: int | None = Field(default=None, ge=2017, le=2035)
-    aliases: tuple[str, ...] = ()
-    description: str | None = None
 
     n_layers: int = Field(gt=0)
     d_model: int = Field(gt=0)
@@ -141,16 +136,15 @@ class ModelSpec(Frozen):
     moe: MoEConfig | None = None
 
     source: tuple[str, ...] = Field(default=(), description="ids into sources")
-    sources: dict[str, Source] = Field(default_factory=dict)
     published_params: int | None = Field(
         default=None, gt=0, description="exact total published by the authors or checkpoint"
     )
     published_params_source: str | None = None
     notes: tuple[str, ...] = ()
 
-    @field_validator("aliases", "notes", "source", mode="before")
+    @field_validator("notes", "source", mode="before")
     @classmethod
-    def _listify(cls, v: Any) -> Any:
+    def _listify_more(cls, v: Any) -> Any:
         return [v] if isinstance(v, str) else v
 
     @model_validator(mode="after")
