@@ -70,6 +70,25 @@ def mixtral(cfg: HFConfig) -> dict[str, Any]:
     return fields
 
 
+def _qwen_moe(
+    cfg: HFConfig, n_layers: int, *, experts: int, top_k: int, expert_ffn: int
+) -> dict[str, Any] | None:
+    """Routed experts of a Qwen MoE config (class defaults passed in), or None if no layer is
+    sparse. Sparse layers follow ``decoder_sparse_step`` / ``mlp_only_layers``."""
+    num_experts = cfg.int("num_experts", default=experts)
+    moe_layers = _qwen_moe_layers(cfg, n_layers, num_experts)
+    if not moe_layers:
+        return None
+    dense, freq = _moe_schedule(cfg, n_layers, moe_layers, "decoder_sparse_step/mlp_only_layers")
+    return {
+        "num_experts": num_experts,
+        "top_k": cfg.int("num_experts_per_tok", default=top_k),
+        "expert_ffn_dim": cfg.int("moe_intermediate_size", default=expert_ffn),
+        "dense_layers": dense,
+        "layer_frequency": freq,
+    }
+
+
 @register("qwen2")
 def qwen2(cfg: HFConfig) -> dict[str, Any]:
     """Qwen2Config: Llama layout with biases on q/k/v (not on o_proj); optional sliding window on
@@ -119,9 +138,8 @@ def qwen2_moe(cfg: HFConfig) -> dict[str, Any]:
             mwl = cfg.int("max_window_layers", default=28)
             sliding = [bool((i + 1) % 2) and i < mwl for i in range(n)]
         fields.update(_window_fields(cfg, window, sliding))
-    num_experts = cfg.int("num_experts", default=60)
-    moe_layers = _qwen_moe_layers(cfg, n, num_experts)
-    if moe_layers:
+    moe = _qwen_moe(cfg, n, experts=60, top_k=4, expert_ffn=1408)
+    if moe:
         shared = cfg.int("shared_expert_intermediate_size", default=5632)
         if shared <= 0:
             raise _refuse(
@@ -129,17 +147,8 @@ def qwen2_moe(cfg: HFConfig) -> dict[str, Any]:
                 "shared_expert_intermediate_size 0 leaves a parameter-free shared expert with a "
                 "live gate, which ModelSpec cannot express",
             )
-        dense, freq = _moe_schedule(cfg, n, moe_layers, "decoder_sparse_step/mlp_only_layers")
-        fields["moe"] = {
-            "num_experts": num_experts,
-            "top_k": cfg.int("num_experts_per_tok", default=4),
-            "expert_ffn_dim": cfg.int("moe_intermediate_size", default=1408),
-            "num_shared_experts": 1,
-            "shared_expert_ffn_dim": shared,
-            "shared_expert_gate": True,
-            "dense_layers": dense,
-            "layer_frequency": freq,
-        }
+        moe.update(num_shared_experts=1, shared_expert_ffn_dim=shared, shared_expert_gate=True)
+        fields["moe"] = moe
     fields["notes"] = _notes(cfg)
     return fields
 
@@ -189,17 +198,9 @@ def qwen3_moe(cfg: HFConfig) -> dict[str, Any]:
     fields.update({"qk_norm": True, "qkv_bias": bias, "attn_out_bias": bias})
     n = fields["n_layers"]
     fields.update(_qwen_windows(cfg, n, 28))
-    num_experts = cfg.int("num_experts", default=128)
-    moe_layers = _qwen_moe_layers(cfg, n, num_experts)
-    if moe_layers:
-        dense, freq = _moe_schedule(cfg, n, moe_layers, "decoder_sparse_step/mlp_only_layers")
-        fields["moe"] = {
-            "num_experts": num_experts,
-            "top_k": cfg.int("num_experts_per_tok", default=8),
-            "expert_ffn_dim": cfg.int("moe_intermediate_size", default=768),
-            "dense_layers": dense,
-            "layer_frequency": freq,
-        }
+    moe = _qwen_moe(cfg, n, experts=128, top_k=8, expert_ffn=768)
+    if moe:
+        fields["moe"] = moe
     fields["notes"] = _notes(cfg)
     return fields
 
