@@ -183,3 +183,25 @@ def test_bad_user_yaml_names_file_and_field(cli: Run, tmp_path: Path) -> None:
 def test_help_has_examples(cli: Run) -> None:
     r = cli("hw", "list", "--help")
     assert r.code == 0 and "Examples" in r.out
+
+
+def test_ambiguous_name_asks_which_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    import typer
+
+    from accelmap.catalog import load_catalog
+    from accelmap.cli import hw
+
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    asked: list[str] = []
+
+    def fake_prompt(text: str, type: type) -> int:
+        asked.append(text)
+        return 1
+
+    monkeypatch.setattr(typer, "prompt", fake_prompt)
+    accs = load_catalog().accelerators
+    chosen = hw._pick("h100", accs, "accelerator", "accelmap hw list", interactive=True)
+    assert asked and chosen.id.startswith("h100")
