@@ -1,0 +1,136 @@
+"""Achievable, not peak: what fraction of the datasheet a device really delivers.
+
+Matmul: the maximum achievable matmul FLOPS measured by shape sweep (``data/
+achievable_matmul.yaml``, from the shared measurements) divided by the catalog's dense peak. A
+device without a measurement takes the median over measured devices of its vendor and class, then
+over all measured devices, and the estimate says which default it used. On top of that best-case
+efficiency, a GEMM of a given shape loses to
+
+- tile quantization: the kernel computes whole tiles, so an m x n output costs
+  ceil(m/tm)*tm x ceil(n/tn)*tn (NVIDIA, "Matrix Multiplication Background User's Guide",
+  sec. "Tile Quantization"); small m uses small tiles (down to the 16-row MMA shape, PTX ISA
+  mma.m16n8k16) as cuBLAS heuristics do;
+- wave quantization: tiles run in waves of one tile per SM/CU; a last partial wave idles the rest
+  (same guide, sec. "Wave Quantization": 133 tiles on 132 SMs take two waves). Too few tiles are
+  split along k (split-K) up to the SM count, as cuBLAS does for skinny GEMMs;
+- on TPUs the systolic array pads k and n to the MXU size (128, or 256 on v6e; Google, "Cloud TPU
+  performance guide", sec. "Tiling/padding").
+
+Memory: achievable HBM bandwidth is 1700 of 2039 GB/s on A100 80GB (gpt-fast README, measured
+"about 1700 GB/s"; shared matmul.csv row M0021), i.e. 0.834; no other device has a published
+stream measurement in the shared data, so this fraction is the default for every device, and the
+output says so. A user's own measurements replace these (issue "measure").
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from accelmap.hardware.schema import Accelerator, DeviceClass
+from accelmap.units import DType
+
+Num = Any
+
+BANDWIDTH_EFFICIENCY = 1700 / 2039  # gpt-fast README, A100 80GB: "about 1700 GB/s" (row M0021)
+BANDWIDTH_SOURCE = "default 0.834 of peak (A100 measurement, gpt-fast M0021; not this device)"
+
+MMA_M = 16  # smallest tensor-core tile rows (PTX mma.m16n8k16)
+DEFAULT_TILE = (128, 128)  # CTA tile (NVIDIA matmul guide); also used for AMD/Gaudi defaults
+SPLIT_K_MIN = 256  # do not split k below 256 per split (keeps each split a full MMA pipeline)
+
+
+@lru_cache(maxsize=1)
+def measured_matmul() -> dict[str, dict[str, dict[str, Any]]]:
+    path = Path(str(resources.files("accelmap").joinpath("cost/data/achievable_matmul.yaml")))
+    return dict(yaml.safe_load(path.read_text()) or {})
+
+
+@dataclass(frozen=True)
+class MatmulEfficiency:
+    value: float
+    source: str  # "measured (M0005)" or "default: median of 7 measured NVIDIA gpu devices"
+    measured: bool
+
+
+def matmul_efficiency(acc: Accelerator, dtype: DType, exclude: str | None = None
+                      ) -> MatmulEfficiency:
+    """Best-shape efficiency for ``acc`` and ``dtype``; ``exclude`` drops one device's own
+    measurement (leave-one-out validation)."""
+    table = {k: v for k, v in measured_matmul().items() if k != exclude}
+    own = table.get(acc.id, {})
+    if dtype.value in own:
+        e = own[dtype.value]
+        return MatmulEfficiency(float(e["efficiency"]), f"measured ({e['source']})", True)
+    if own:  # same device, other dtype: its bf16 figure is the closest evidence
+        key = "bf16" if "bf16" in own else next(iter(own))
+        e = own[key]
+        return MatmulEfficiency(float(e["efficiency"]),
+                                f"measured {key} ({e['source']}) used for {dtype.value}", True)
+    from accelmap.catalog import load_catalog
+
+    cat = load_catalog()
+    peers = [
+        (v.get(dtype.value) or v.get("bf16") or next(iter(v.values())))["efficiency"]
+        for k, v in table.items()
+        if k in cat.accelerators and cat.accelerators[k].vendor == acc.vendor
+        and cat.accelerators[k].device_class == acc.device_class
+    ]
+    if peers:
+        return MatmulEfficiency(
+            statistics.median(peers),
+            f"default: median of {len(peers)} measured {acc.vendor} {acc.device_class.value} "
+            "devices", False)
+    everyone = [v.get("bf16", next(iter(v.values())))["efficiency"] for v in table.values()]
+    return MatmulEfficiency(statistics.median(everyone),
+                            f"default: median of all {len(everyone)} measured devices", False)
+
+
+@dataclass(frozen=True)
+class GemmGeometry:
+    tile: tuple[int, int]
+    units: int  # SMs/CUs that each take one tile per wave; 0 = no wave model (systolic)
+    systolic: int  # MXU side for TPUs (pads k and n); 0 = not systolic
+
+
+def geometry(acc: Accelerator) -> GemmGeometry:
+    cu = acc.compute_units
+    if acc.device_class == DeviceClass.TPU:
+        side = cu.matrix_tile[0] if cu and cu.matrix_tile else 128
+        return GemmGeometry(tile=(side, side), units=0, systolic=side)
+    units = cu.count.value if cu and acc.device_class == DeviceClass.GPU else 0
+    return GemmGeometry(tile=DEFAULT_TILE, units=units, systolic=0)
+
+
+def _ceil_to(x: Num, q: Num) -> Num:
+    return np.ceil(np.asarray(x, dtype=float) / q) * q
+
+
+def shape_efficiency(m: Num, n: Num, k: Num, geo: GemmGeometry) -> Num:
+    """Fraction of the padded, wave-quantized work that is useful (1.0 = perfect shape)."""
+    m = np.maximum(np.asarray(m, dtype=float), 1.0)
+    n = np.asarray(n, dtype=float)
+    k = np.asarray(k, dtype=float)
+    if geo.systolic:
+        s = geo.systolic
+        return (n / _ceil_to(n, s)) * (k / _ceil_to(k, s))
+    tn = geo.tile[1]
+    # small m: the smallest power-of-two tile >= m, at least the MMA height
+    tm = np.clip(2.0 ** np.ceil(np.log2(m)), MMA_M, geo.tile[0])
+    tiles_m = np.ceil(m / tm)
+    tiles_n = np.ceil(n / tn)
+    tile_eff = (m * n) / (tiles_m * tm * tiles_n * tn)
+    if not geo.units:
+        return tile_eff
+    tiles = tiles_m * tiles_n
+    splits = np.clip(np.floor(geo.units / tiles), 1.0, np.maximum(np.floor(k / SPLIT_K_MIN), 1.0))
+    work = tiles * splits
+    waves = np.ceil(work / geo.units)
+    return tile_eff * work / (waves * geo.units)

@@ -1,0 +1,64 @@
+"""Framework profiles: what a software stack hides or adds, as named behaviour (DESIGN), never as
+per-case constants.
+
+- ``kernel_overhead_s``: host launch plus inter-kernel gap per kernel. Eager PyTorch pays the
+  launch each time, about 4-6 us (measured on an RTX 5070 Ti: "about 4-6 us" per submission,
+  susun-blog.com/blog/pegainfer-3-cuda-graph); CUDA-graph replay (torch.compile "reduce-overhead",
+  TensorRT-LLM, vLLM) leaves the device-side gap between kernels. Graph-replay gaps are
+  *calibrated* (``data/framework_calibration.yaml``, rows named there) and validated on others.
+- ``fuses_elementwise``: norms, activations, rotary and residual adds run inside neighbouring
+  kernels (torch.compile/Inductor, TensorRT-LLM plugins, Megatron fused kernels), so they cost no
+  memory pass and no launch of their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from accelmap.errors import InputError
+
+EAGER_LAUNCH_S = 5e-6  # middle of the 4-6 us per launch measured by the pegainfer post
+
+
+class Framework(StrEnum):
+    EAGER = "eager"
+    TORCH_COMPILE = "torch-compile"  # gpt-fast: Inductor fusion + CUDA graphs
+    TENSORRT_LLM = "tensorrt-llm"
+    VLLM = "vllm"
+    MEGATRON = "megatron"
+
+
+@dataclass(frozen=True)
+class FrameworkProfile:
+    name: Framework
+    kernel_overhead_s: float
+    fuses_elementwise: bool
+    overhead_source: str
+
+
+@lru_cache(maxsize=1)
+def _calibration() -> dict[str, dict[str, object]]:
+    path = Path(str(resources.files("accelmap").joinpath("cost/data/framework_calibration.yaml")))
+    return dict(yaml.safe_load(path.read_text()) or {})
+
+
+def profile(name: Framework | str) -> FrameworkProfile:
+    try:
+        fw = Framework(name)
+    except ValueError:
+        raise InputError(f"unknown framework {name!r}; use one of "
+                         f"{', '.join(f.value for f in Framework)}") from None
+    if fw is Framework.EAGER:
+        return FrameworkProfile(fw, EAGER_LAUNCH_S, False, "eager launch, 4-6 us (pegainfer)")
+    if fw is Framework.MEGATRON:
+        # Megatron launches eagerly but fuses elementwise work (bias-GeLU, softmax, RoPE kernels).
+        return FrameworkProfile(fw, EAGER_LAUNCH_S, True, "eager launch, fused elementwise")
+    cal = _calibration().get(fw.value, {})
+    return FrameworkProfile(fw, float(cal.get("kernel_overhead_s", 0.0)), True,  # type: ignore[arg-type]
+                            str(cal.get("source", "no calibration: 0 s per kernel")))

@@ -1,0 +1,124 @@
+"""Roofline per operator on one accelerator: compute time at achievable throughput, memory time
+at achievable bandwidth, an explicit overlap rule, and per-kernel overhead.
+
+time = overlap(compute, memory) + kernels x overhead, with overlap MAX (a kernel streams memory
+while its units compute: the roofline model of Williams, Waterman & Patterson 2009) or SUM (no
+overlap, a pessimistic bound). The bound is whichever term is larger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from accelmap.cost.efficiency import (
+    BANDWIDTH_EFFICIENCY,
+    BANDWIDTH_SOURCE,
+    geometry,
+    matmul_efficiency,
+    shape_efficiency,
+)
+from accelmap.cost.framework import FrameworkProfile
+from accelmap.hardware.schema import Accelerator
+from accelmap.ops.graph import Op, Unit
+from accelmap.units import DType
+
+Num = Any
+
+# FlashAttention-2 reaches 50-73 % of A100 peak (Dao 2023, arXiv:2307.08691, sec. 4.1) where the
+# best cuBLAS GEMM reaches 87 % (shared matmul.csv M0002): 0.73 / 0.87 ~ 0.84 of GEMM efficiency.
+ATTENTION_RELATIVE_EFFICIENCY = 0.73 / 0.87
+
+
+class Overlap(StrEnum):
+    MAX = "max"
+    SUM = "sum"
+
+
+@dataclass(frozen=True)
+class OpTime:
+    op: Op
+    compute_s: Num  # per occurrence
+    memory_s: Num
+    overhead_s: Num
+    time_s: Num  # per occurrence, including overhead
+    achievable_flops: Num  # FLOP/s this op's compute term assumed
+
+    @property
+    def total_s(self) -> Num:
+        return self.time_s * self.op.count
+
+    @property
+    def bound(self) -> str:
+        return "compute" if np.all(self.compute_s >= self.memory_s) else "memory"
+
+
+@dataclass(frozen=True)
+class Device:
+    """The accelerator with the achievable figures the roofline uses, and where they come from."""
+
+    acc: Accelerator
+    bandwidth: float  # achievable device-memory bandwidth, B/s
+    bandwidth_source: str
+    fraction: float = 1.0  # part of the catalog device in use (one GCD of an MI250X = 0.5)
+    exclude_measurement: str | None = None  # leave-one-out validation
+
+    @classmethod
+    def of(cls, acc: Accelerator, fraction: float = 1.0, exclude: str | None = None) -> Device:
+        bw = (acc.memory_bandwidth or 0.0) * BANDWIDTH_EFFICIENCY * fraction
+        return cls(acc, bw, BANDWIDTH_SOURCE, fraction, exclude)
+
+    def peak(self, dtype: DType, unit: Unit) -> tuple[float, str]:
+        """Dense peak for an op: its dtype on its unit, falling back to a slower path."""
+        acc = self.acc
+        table = acc.matrix if unit is Unit.MATRIX else acc.vector
+        if dtype in table:
+            return table[dtype].value * self.fraction, dtype.value
+        for fallback in (DType.BF16, DType.FP16, DType.FP32):
+            p = acc.peak(fallback)
+            if p:
+                return p * self.fraction, f"{fallback.value} (no {dtype.value} {unit.value} peak)"
+        p = max(acc.peak(d) or 0.0 for d in DType)
+        return p * self.fraction, "best available dtype"
+
+    def matmul_efficiency(self, dtype: DType) -> tuple[float, str]:
+        e = matmul_efficiency(self.acc, dtype, exclude=self.exclude_measurement)
+        return e.value, e.source
+
+    @property
+    def ridge_point(self) -> float:
+        p, _ = self.peak(DType.BF16, Unit.MATRIX)
+        return p / self.bandwidth if self.bandwidth else float("inf")
+
+
+def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overlap.MAX) -> OpTime:
+    fused = op.fusable and fw.fuses_elementwise
+    peak, _ = dev.peak(op.dtype, op.unit)
+    if op.unit is Unit.MATRIX:
+        eff, _ = dev.matmul_efficiency(op.dtype)
+        if op.gemm is not None:
+            eff = eff * shape_efficiency(*op.gemm, geometry(dev.acc))
+        else:  # attention core
+            eff = eff * ATTENTION_RELATIVE_EFFICIENCY
+        achievable = peak * eff
+    else:
+        achievable = peak
+    compute = op.flops / np.maximum(achievable, 1.0)
+    memory = 0.0 * compute if fused else op.total_bytes / dev.bandwidth
+    if fused:
+        compute = 0.0 * compute  # its arithmetic hides inside the kernel it is fused into
+    body = np.maximum(compute, memory) if overlap is Overlap.MAX else compute + memory
+    overhead = 0.0 if fused else fw.kernel_overhead_s
+    return OpTime(op, compute, memory, overhead + 0.0 * body, body + overhead, achievable)
+
+
+def time_ops(ops: list[Op], dev: Device, fw: FrameworkProfile,
+             overlap: Overlap = Overlap.MAX) -> list[OpTime]:
+    return [time_op(op, dev, fw, overlap) for op in ops]
+
+
+def total_time(times: list[OpTime]) -> Num:
+    return sum(t.total_s for t in times)

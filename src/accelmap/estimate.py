@@ -1,0 +1,277 @@
+"""estimate(model, device, workload) -> Estimate: the one pure function everything else calls.
+
+Single device (this issue); the distributed engine adds a Mapping. Definitions:
+
+- model FLOPs (for MFU) follow PaLM (Chowdhery et al. 2022, App. B): 6N per token plus
+  12 * L * h * d_head * s for attention, i.e. 3 x the forward FLOPs with full (not causal-halved)
+  attention; ``models.flops.forward_flops_per_token(causal=False)``;
+- hardware FLOPs (for HFU) are what the operator graph executes, recomputation included;
+- MFU = model FLOPs per second / dense peak of the training dtype; ``tflops_per_device`` uses
+  model FLOPs;
+- inference: TTFT = prefill time of the whole prompt batch; TPOT = one decode step at the mean
+  context (prompt + output/2: decode time is linear in context); throughput = batch x output /
+  (TTFT + (output - 1) x TPOT).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from accelmap.cost.energy import op_energy_j
+from accelmap.cost.framework import Framework, FrameworkProfile, profile
+from accelmap.cost.roofline import Device, OpTime, Overlap, time_ops, total_time
+from accelmap.memory.budget import MemoryBudget, inference_memory, training_memory
+from accelmap.models.flops import forward_flops_per_token
+from accelmap.models.params import count_params
+from accelmap.models.schema import ModelSpec
+from accelmap.ops.graph import Op, Precision, Shape, Stage, Unit, forward_ops
+from accelmap.ops.training import backward_ops, optimizer_ops, recompute_ops
+from accelmap.units import DType
+from accelmap.workload import Inference, Phase, Training
+
+Num = Any
+
+
+@dataclass(frozen=True)
+class Estimate:
+    phase: Phase
+    model: str
+    accelerator: str
+    feasible: bool
+    reason: str | None
+    memory: MemoryBudget
+    metrics: dict[str, Any]
+    times: dict[str, list[OpTime]]  # stage group ("prefill", "decode", "step") -> op times
+    assumptions: tuple[str, ...] = field(default=())
+
+    def to_dict(self, ops: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "phase": self.phase.value,
+            "model": self.model,
+            "accelerator": self.accelerator,
+            "feasible": bool(self.feasible),
+            "reason": self.reason,
+            **{k: _plain(v) for k, v in self.metrics.items()},
+            "memory": {
+                "total_bytes": float(self.memory.total),
+                "capacity_bytes": self.memory.capacity,
+                "margin_bytes": float(self.memory.margin),
+                "fits": bool(self.memory.fits),
+                "breakdown": self.memory.tree(),
+            },
+            "assumptions": list(self.assumptions),
+        }
+        if ops:
+            out["ops"] = {group: [op_row(t) for t in ts] for group, ts in self.times.items()}
+        return out
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def op_row(t: OpTime) -> dict[str, Any]:
+    op = t.op
+    return {
+        "name": op.name,
+        "stage": op.stage.value,
+        "unit": op.unit.value,
+        "dtype": op.dtype.value,
+        "count": op.count,
+        "flops": float(op.flops),
+        "bytes": {k.value: float(v) for k, v in op.bytes.items()},
+        "intensity_flop_per_byte": float(op.intensity),
+        "compute_s": float(t.compute_s),
+        "memory_s": float(t.memory_s),
+        "overhead_s": float(t.overhead_s),
+        "time_s": float(t.time_s),
+        "total_s": float(t.total_s),
+        "bound": t.bound,
+        "achievable_flops": float(t.achievable_flops),
+    }
+
+
+def _assumptions(dev: Device, dtype: DType, fw: FrameworkProfile) -> list[str]:
+    eff, src = dev.matmul_efficiency(dtype)
+    peak, peak_src = dev.peak(dtype, Unit.MATRIX)
+    notes = [
+        f"matmul efficiency {eff:.3f} of dense peak: {src}",
+        f"matmul peak {peak / 1e12:.1f} TFLOP/s ({peak_src})",
+        f"memory bandwidth {dev.bandwidth / 1e9:.0f} GB/s achievable: {dev.bandwidth_source}",
+        f"framework {fw.name.value}: {fw.kernel_overhead_s * 1e6:.2f} us per kernel "
+        f"({fw.overhead_source}); elementwise fused: {fw.fuses_elementwise}",
+    ]
+    if dev.fraction != 1.0:
+        notes.append(f"uses {dev.fraction:g} of the catalog device")
+    return notes
+
+
+def training_ops(spec: ModelSpec, wl: Training, imbalance: float = 1.0) -> list[Op]:
+    s = wl.seq_len
+    shape = Shape(
+        tokens=wl.batch * s,
+        context=(s + 1) / 2 if wl.flash_attention else float(s),  # naive computes the full s x s
+        kv_tokens=wl.batch * s,
+        sequences=wl.batch,
+        logits_tokens=wl.batch * s,
+        dropout=wl.dropout,
+    )
+    p = Precision(act=wl.dtype, weight=wl.dtype, compute=wl.dtype, kv=wl.dtype)
+    fwd = forward_ops(spec, shape, p, flash=wl.flash_attention, imbalance=imbalance,
+                      training=True)
+    return (fwd + recompute_ops(fwd, wl.recompute, wl.flash_attention)
+            + backward_ops(fwd, wl.grad_dtype)
+            + optimizer_ops(float(count_params(spec).total), wl.optimizer, wl.grad_dtype))
+
+
+def estimate_training(spec: ModelSpec, dev: Device, wl: Training,
+                      framework: Framework | str = Framework.MEGATRON,
+                      overlap: Overlap = Overlap.MAX, imbalance: float = 1.0,
+                      price_usd_per_hour: float | None = None) -> Estimate:
+    fw = profile(framework)
+    ops = training_ops(spec, wl, imbalance)
+    times = time_ops(ops, dev, fw, overlap)
+    step = total_time(times)
+    tokens = wl.tokens_per_step
+    model_flops = 3.0 * forward_flops_per_token(spec, wl.seq_len, causal=False) * tokens
+    hw_flops = sum(o.flops * o.count for o in ops if o.stage is not Stage.OPTIMIZER)
+    peak, _ = dev.peak(wl.dtype, Unit.MATRIX)
+    fwd_ops = [o for o in ops if o.stage is Stage.FORWARD]
+    memory = training_memory(spec, wl, fwd_ops, dev.acc.memory_bytes * dev.fraction)
+    tdp = dev.acc.tdp.value * dev.fraction if dev.acc.tdp else None
+    metrics: dict[str, Any] = {
+        "step_time_s": step,
+        "tokens_per_s": tokens / step,
+        "mfu": model_flops / (step * peak),
+        "hfu": hw_flops / (step * peak),
+        "tflops_per_device": model_flops / step / 1e12,
+        "model_flops_per_step": model_flops,
+        "hardware_flops_per_step": hw_flops,
+        "time_breakdown_s": _breakdown(times),
+        "energy_j_per_token_tdp": tdp * step / tokens if tdp else None,
+        "energy_j_per_token_ops": op_energy_j(ops, dev.acc.device_memory.kind) / tokens,
+    }
+    if wl.tokens_to_train:
+        seconds = wl.tokens_to_train / metrics["tokens_per_s"]
+        metrics["time_to_train_s"] = seconds
+        if price_usd_per_hour:
+            metrics["cost_to_train_usd"] = seconds / 3600 * price_usd_per_hour
+    feasible, reason = _fits(memory)
+    return Estimate(Phase.TRAIN, spec.id, dev.acc.id, feasible, reason, memory, metrics,
+                    {"step": times}, tuple(_assumptions(dev, wl.dtype, fw)))
+
+
+def _fits(memory: MemoryBudget) -> tuple[bool, str | None]:
+    if np.all(memory.fits):
+        return True, None
+    need = float(np.max(memory.total)) / 2**30
+    have = memory.capacity / 2**30
+    return False, (f"needs {need:.1f} GiB per device but the device has {have:.1f} GiB "
+                   "(memory rule)")
+
+
+def _breakdown(times: list[OpTime]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for t in times:
+        key = f"{t.op.stage.value}/{t.op.name}"
+        out[key] = out.get(key, 0.0) + float(np.sum(t.total_s))
+    return out
+
+
+def inference_shapes(spec: ModelSpec, wl: Inference) -> tuple[Shape, Shape]:
+    b, p, o = wl.batch, wl.prompt_len, wl.output_len
+    prefill = Shape(tokens=b * p, context=(p + 1) / 2, kv_tokens=b * p, sequences=b,
+                    logits_tokens=b)
+    ctx = p + max(o, 1) / 2  # mean cached length over the decode steps
+    decode = Shape(tokens=b, context=ctx, kv_tokens=b * ctx, sequences=b, logits_tokens=b,
+                   decode=True)
+    return prefill, decode
+
+
+def inference_precision(wl: Inference) -> Precision:
+    from accelmap.memory.budget import weight_bytes_per_param
+
+    return Precision(act=wl.act_dtype, weight=wl.weight_dtype, compute=wl.compute_dtype,
+                     kv=wl.kv_dtype,
+                     weight_bytes_per_param=weight_bytes_per_param(wl.weight_dtype,
+                                                                   wl.quant_group))
+
+
+def estimate_inference(spec: ModelSpec, dev: Device, wl: Inference,
+                       framework: Framework | str = Framework.VLLM,
+                       overlap: Overlap = Overlap.MAX, imbalance: float = 1.0) -> Estimate:
+    fw = profile(framework)
+    prefill_shape, decode_shape = inference_shapes(spec, wl)
+    p = inference_precision(wl)
+    pre = time_ops(forward_ops(spec, prefill_shape, p, wl.flash_attention, imbalance), dev, fw,
+                   overlap)
+    dec = time_ops(forward_ops(spec, decode_shape, p, wl.flash_attention, imbalance), dev, fw,
+                   overlap)
+    ttft = total_time(pre)
+    tpot = total_time(dec)
+    total = ttft + max(wl.output_len - 1, 0) * tpot
+    out_tokens = wl.batch * wl.output_len
+    memory = inference_memory(spec, wl, dev.acc.memory_bytes * dev.fraction)
+    tdp = dev.acc.tdp.value * dev.fraction if dev.acc.tdp else None
+    all_ops = [t.op for t in pre] + [t.op for t in dec]
+    op_energy = (op_energy_j([t.op for t in pre], dev.acc.device_memory.kind)
+                 + max(wl.output_len - 1, 0)
+                 * op_energy_j([t.op for t in dec], dev.acc.device_memory.kind))
+    del all_ops
+    peak, _ = dev.peak(wl.compute_dtype, Unit.MATRIX)
+    decode_flops = wl.batch * forward_flops_per_token(spec, int(decode_shape.context), False)
+    metrics: dict[str, Any] = {
+        "ttft_s": ttft,
+        "tpot_s": tpot,
+        "total_time_s": total,
+        "tokens_per_s": out_tokens / total if wl.output_len else 0.0,
+        "prefill_tokens_per_s": wl.batch * wl.prompt_len / ttft,
+        "decode_mfu": decode_flops / tpot / peak,
+        "decode_bandwidth_utilization": sum(float(t.op.total_bytes) * t.op.count for t in dec)
+        / tpot / (dev.acc.memory_bandwidth or 1.0) / dev.fraction,
+        "energy_j_per_token_tdp": tdp * total / max(out_tokens, 1) if tdp else None,
+        "energy_j_per_token_ops": op_energy / max(out_tokens, 1),
+        "time_breakdown_s": {**{f"prefill/{k}": v for k, v in _breakdown(pre).items()},
+                             **{f"decode/{k}": v for k, v in _breakdown(dec).items()}},
+    }
+    metrics.update(_limits(spec, wl, dev))
+    feasible, reason = _fits(memory)
+    return Estimate(Phase.DECODE if wl.output_len else Phase.PREFILL, spec.id, dev.acc.id,
+                    feasible, reason, memory, metrics, {"prefill": pre, "decode": dec},
+                    tuple(_assumptions(dev, wl.compute_dtype, fw)))
+
+
+def _limits(spec: ModelSpec, wl: Inference, dev: Device) -> dict[str, int]:
+    """Largest batch at this length and longest context at this batch that fit in memory."""
+    from dataclasses import replace
+
+    cap = dev.acc.memory_bytes * dev.fraction
+
+    def fits(batch: int, seq: int) -> bool:
+        w = replace(wl, batch=batch, prompt_len=max(seq - wl.output_len, 1))
+        return bool(inference_memory(spec, w, cap, tokens=seq).fits)
+
+    def largest(pred: Any, hi_limit: int) -> int:
+        if not pred(1):
+            return 0
+        lo, hi = 1, 2
+        while hi <= hi_limit and pred(hi):
+            lo, hi = hi, hi * 2
+        hi = min(hi, hi_limit + 1)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if pred(mid) else (lo, mid)
+        return lo
+
+    seq = wl.prompt_len + wl.output_len
+    return {
+        "max_batch": largest(lambda b: fits(b, seq), 1 << 20),
+        "max_context": largest(lambda s: fits(wl.batch, s), 1 << 24),
+    }

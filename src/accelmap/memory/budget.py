@@ -1,0 +1,187 @@
+"""Memory per device as a tree of named items (slash keys), with fits / does not fit and margin.
+
+Structured for sharding: each item is a plain number of bytes for one unsharded replica, and the
+distributed engine divides the items it shards (weights by tp*pp, optimizer by the ZeRO degree,
+...). Formulas:
+
+- mixed-precision training with Adam keeps 2 (bf16 weights) + 4 (fp32 master) + 4 (fp32 grads) +
+  8 (m, v) bytes per parameter: 18 B/param (Rajbhandari et al. 2020, ZeRO, sec. 3.1 counts 16 with
+  fp16 gradients; Megatron keeps fp32 gradient buffers, hence 4);
+- SGD with momentum and Lion keep one fp32 state; Adafactor keeps row and column statistics of
+  each matrix, (rows + cols) x 4 bytes (Shazeer & Stern 2018 sec. 3);
+- activations: the bytes each forward op saves for backward (ops/graph.py), summed per layer and
+  multiplied by the number of layers; selective recompute drops the attention core's saves
+  (Korthikanti et al. 2022 sec. 5), full recompute keeps each layer's input plus one layer's
+  activations while it is recomputed;
+- KV cache: 2 x kv_heads x head_dim per token per layer (GQA/MQA), or (kv_lora_rank + rope dim)
+  per token per layer for MLA (DeepSeek-V2 sec. 2.1.2), rounded up to whole paged blocks
+  (Kwon et al. 2023, vLLM, sec. 4.1);
+- weight-only INT8/INT4 store one 16-bit scale (and one 16-bit zero point for INT4, as
+  gpt-fast's int4 groupwise kernel does) per quantization group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from accelmap.models.flops import layer_matrices
+from accelmap.models.params import count_params
+from accelmap.models.schema import ModelSpec
+from accelmap.ops.graph import Op
+from accelmap.units import DType
+from accelmap.workload import Inference, Optimizer, Recompute, Training
+
+Num = Any
+
+# Runtime overhead outside the model's own tensors, a named assumption (not a measurement):
+# CUDA context + cuBLAS/cuDNN workspaces + NCCL buffers on one device. PyTorch reports ~0.5-1 GiB
+# of "non-PyTorch memory" on H100-class GPUs; 1 GiB is taken.
+RUNTIME_OVERHEAD_BYTES = 1.0 * 2**30
+# The PyTorch caching allocator rounds and fragments; 5 % of dynamic memory (activations, KV,
+# temporaries) is a conservative middle of what torch.cuda.memory_stats reports for LLM training.
+FRAGMENTATION = 0.05
+
+OPTIMIZER_STATES = {Optimizer.ADAMW: 2, Optimizer.SGD: 1, Optimizer.LION: 1, Optimizer.ADAFACTOR: 0}
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    items: dict[str, Num]  # slash keys -> bytes
+    capacity: float
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def total(self) -> Num:
+        return sum(self.items.values())
+
+    @property
+    def margin(self) -> Num:
+        """Bytes left (negative: over capacity)."""
+        return self.capacity - self.total
+
+    @property
+    def fits(self) -> Num:
+        return self.total <= self.capacity
+
+    def tree(self) -> dict[str, Any]:
+        """Nested dict of the slash keys, each level with its own 'total_bytes'."""
+        root: dict[str, Any] = {}
+        for key, value in self.items.items():
+            node = root
+            for part in key.split("/")[:-1]:
+                node = node.setdefault(part, {})
+            node[key.split("/")[-1]] = float(value) if np.ndim(value) == 0 else value
+
+        def total(node: dict[str, Any]) -> float:
+            s = 0.0
+            for k, v in list(node.items()):
+                if isinstance(v, dict):
+                    v["total_bytes"] = total(v)
+                    s += v["total_bytes"]
+                elif k != "total_bytes":
+                    s += v
+            return s
+
+        root["total_bytes"] = total(root)
+        return root
+
+
+def weight_bytes_per_param(dtype: DType, group: int = 128) -> float:
+    """Storage per weight including quantization scales (and zero points for INT4)."""
+    if dtype is DType.INT8:
+        return 1.0 + 2.0 / group  # one fp16 scale per group
+    if dtype is DType.INT4:
+        return 0.5 + 4.0 / group  # fp16 scale + fp16 zero point per group (gpt-fast int4)
+    return dtype.bytes
+
+
+def adafactor_state_bytes(spec: ModelSpec) -> float:
+    total = 0.0
+    for layer in range(spec.n_layers):
+        for m in layer_matrices(spec, layer):
+            total += (m.rows + m.cols) * m.copies * 4.0
+    return total
+
+
+def kv_bytes_per_token(spec: ModelSpec, dtype: DType) -> float:
+    """KV-cache bytes one token adds, summed over layers."""
+    if spec.mla is not None:
+        width = spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim
+    else:
+        width = 2 * spec.kv_heads * spec.head_size
+    return float(spec.n_layers * width * dtype.bytes)
+
+
+def kv_cache_bytes(spec: ModelSpec, batch: Num, tokens: Num, dtype: DType, block: int) -> Num:
+    """Paged KV cache: every sequence holds whole blocks; sliding-window layers keep a window."""
+    per_layer_width = kv_bytes_per_token(spec, dtype) / spec.n_layers
+    blocks = np.ceil(np.asarray(tokens, dtype=float) / block) * block
+    total: Num = 0.0
+    for layer in range(spec.n_layers):
+        kept = blocks
+        if spec.is_sliding_layer(layer) and spec.sliding_window is not None:
+            kept = np.minimum(blocks, np.ceil(spec.sliding_window / block) * block)
+        total = total + kept * per_layer_width
+    return batch * total
+
+
+def activation_bytes(ops: list[Op], recompute: Recompute, spec: ModelSpec, tokens: Num,
+                     act_bytes: float) -> Num:
+    """Activations kept for backward across all layers, by recompute policy."""
+    layer_ops = [o for o in ops if o.name.startswith("layers/")]
+    other = sum(o.saved * o.count for o in ops if not o.name.startswith("layers/"))
+    if recompute is Recompute.FULL:
+        # Checkpoint only each layer's input; during backward one layer's activations live again.
+        # (With several layer groups, e.g. dense + MoE, one layer of each is counted: a small
+        # overestimate on the safe side.)
+        one_layer = sum(o.saved for o in layer_ops)
+        return spec.n_layers * tokens * spec.d_model * act_bytes + one_layer + other
+    kept = [o for o in layer_ops if not (recompute is Recompute.SELECTIVE and o.attention_core)]
+    return sum(o.saved * o.count for o in kept) + other
+
+
+def training_memory(spec: ModelSpec, wl: Training, ops: list[Op], capacity: float) -> MemoryBudget:
+    P = float(count_params(spec).total)
+    T = wl.tokens_per_step
+    items: dict[str, Num] = {
+        "weights": P * wl.dtype.bytes,
+        "gradients": P * wl.grad_dtype.bytes,
+    }
+    if wl.master_dtype is not wl.dtype:
+        items["optimizer/master_weights"] = P * wl.master_dtype.bytes
+    states = OPTIMIZER_STATES[wl.optimizer]
+    if wl.optimizer is Optimizer.ADAFACTOR:
+        items["optimizer/states"] = adafactor_state_bytes(spec)
+    else:
+        items["optimizer/states"] = states * P * 4.0
+    acts = activation_bytes(ops, wl.recompute, spec, T, wl.dtype.bytes)
+    items["activations/layers"] = acts
+    # fp32 logits and their gradient for the loss (not fused away in the default profile)
+    items["activations/logits"] = 2.0 * T * spec.vocab_size * 4.0
+    items["runtime/context"] = RUNTIME_OVERHEAD_BYTES
+    items["runtime/fragmentation"] = FRAGMENTATION * (acts + items["activations/logits"])
+    return MemoryBudget(items=items, capacity=capacity)
+
+
+def inference_memory(spec: ModelSpec, wl: Inference, capacity: float,
+                     tokens: Num | None = None) -> MemoryBudget:
+    """Weights + KV cache for the whole request (prompt + output) + the largest temporaries."""
+    P = float(count_params(spec).total)
+    seq = wl.prompt_len + wl.output_len if tokens is None else tokens
+    items: dict[str, Num] = {
+        "weights": P * weight_bytes_per_param(wl.weight_dtype, wl.quant_group),
+        "kv_cache": kv_cache_bytes(spec, wl.batch, seq, wl.kv_dtype, wl.kv_block),
+    }
+    # Peak temporary during prefill: the widest intermediate (gate+up or QKV) of one layer for all
+    # prompt tokens, plus last-position logits in fp32.
+    widest = max(2 * spec.ffn_dim, (spec.n_heads + 2 * spec.kv_heads) * spec.head_size,
+                 spec.moe.expert_ffn_dim * 2 if spec.moe else 0)
+    prompt_tokens = wl.batch * wl.prompt_len
+    items["activations/peak"] = prompt_tokens * (widest + 2 * spec.d_model) * wl.act_dtype.bytes
+    items["activations/logits"] = wl.batch * spec.vocab_size * 4.0
+    items["runtime/context"] = RUNTIME_OVERHEAD_BYTES
+    items["runtime/fragmentation"] = FRAGMENTATION * (items["kv_cache"] + items["activations/peak"])
+    return MemoryBudget(items=items, capacity=capacity)

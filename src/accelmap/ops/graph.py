@@ -1,0 +1,298 @@
+"""Operator graph: FLOPs and bytes of every operator of one model step, never time.
+
+One :class:`Op` stands for ``count`` identical kernels (the same op in every layer of a layer
+group). Sizes (tokens, context) may be numpy arrays; every field is then an array of the same
+shape, so one graph evaluates many workloads at once.
+
+Conventions (per occurrence):
+- a GEMM ``[m x k] @ [k x n]`` costs 2*m*n*k FLOPs and moves k*n weights plus m*k inputs and m*n
+  outputs (each read or written once: the roofline's compulsory traffic);
+- vector ops (norms, activations, softmax, residual adds, rotary, the optimizer step) move their
+  inputs and outputs; their FLOPs per element are small constants (below);
+- attention: scores 2*T*C*h*d_qk, context 2*T*C*h*d_v, where T queries see C keys each (C is the
+  mean causal context for prefill/training, the cached length for decode). Flash attention
+  (Dao et al. 2022) keeps the T x C scores on chip; the naive form writes and reads them.
+- ``saved`` is the activation memory an op keeps for its backward pass without recomputation;
+  summed over a GPT layer it reproduces Korthikanti et al. 2022 eq. (1), 34*s*b*h + 5*a*s^2*b
+  bytes with dropout (sec. 4.1; tested).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from accelmap.models.schema import FFNKind, ModelSpec, NormKind, PositionKind
+from accelmap.units import DType
+
+Num = Any  # float or numpy array (array-friendly arithmetic)
+
+# FLOPs per element of vector ops (counted as the reference implementations compute them):
+NORM_FLOPS = 5.0  # RMSNorm: square, mean, rsqrt, scale, weight (LayerNorm ~ 7; both tiny)
+ACT_FLOPS = 8.0  # SiLU/GELU incl. the exp/tanh (Megatron counts activations as ~free)
+SOFTMAX_FLOPS = 5.0  # max, subtract, exp, sum, divide
+ROPE_FLOPS = 3.0  # two multiplies and an add per element
+LOSS_FLOPS = 6.0  # log-softmax + NLL over the vocabulary
+
+
+class Unit(StrEnum):
+    MATRIX = "matrix"
+    VECTOR = "vector"
+
+
+class ByteKind(StrEnum):
+    WEIGHTS = "weights"
+    ACTIVATIONS = "activations"
+    KV_CACHE = "kv_cache"
+    GRADIENTS = "gradients"
+    OPTIMIZER = "optimizer"
+
+
+class Stage(StrEnum):
+    FORWARD = "forward"
+    RECOMPUTE = "recompute"  # forward work redone for backward (recompute policies)
+    BACKWARD_DGRAD = "backward/dgrad"  # gradient w.r.t. activations
+    BACKWARD_WGRAD = "backward/wgrad"  # gradient w.r.t. weights
+    OPTIMIZER = "optimizer"
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str  # slash key, e.g. "layers/attention/qkv"
+    unit: Unit
+    dtype: DType
+    flops: Num
+    bytes: dict[ByteKind, Num]
+    count: int = 1
+    stage: Stage = Stage.FORWARD
+    gemm: tuple[Num, Num, Num] | None = None  # (m, n, k) for tile and wave quantization
+    saved: Num = 0.0  # activation bytes kept for backward (no recompute)
+    attention_core: bool = False  # recomputed under selective recompute
+    fusable: bool = False  # elementwise op a fused kernel can absorb (no own memory pass)
+    model_flops: Num | None = None  # when the work differs from the model FLOPs (recompute)
+
+    @property
+    def total_bytes(self) -> Num:
+        return sum(self.bytes.values())
+
+    @property
+    def intensity(self) -> Num:
+        """Arithmetic intensity, FLOP per byte moved (Williams et al. 2009)."""
+        return self.flops / np.maximum(self.total_bytes, 1.0)
+
+
+@dataclass(frozen=True)
+class Precision:
+    act: DType = DType.BF16  # activations and matmul inputs
+    weight: DType = DType.BF16  # weights as stored
+    compute: DType = DType.BF16  # matmul precision (FP8 for FP8 serving)
+    kv: DType = DType.BF16
+    weight_bytes_per_param: float | None = None  # incl. quantization scales, if not weight.bytes
+
+    @property
+    def wbytes(self) -> float:
+        return self.weight_bytes_per_param or self.weight.bytes
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How many tokens flow through the step and what each query attends to."""
+
+    tokens: Num  # T: query tokens in this step (batch x seq for prefill/train, batch for decode)
+    context: Num  # C: mean number of keys per query
+    kv_tokens: Num  # tokens whose K/V are read per step (batch x cached length for decode)
+    sequences: Num  # batch size (sequences)
+    logits_tokens: Num  # rows through the LM head (all tokens in training, last per seq in prefill)
+    decode: bool = False
+    dropout: bool = False
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def _gemm(name: str, m: Num, n: int, k: int, p: Precision, count: int, weight_bytes: Num = None,
+          saved: bool = True) -> Op:
+    a = p.act.bytes
+    wb = k * n * p.wbytes if weight_bytes is None else weight_bytes
+    return Op(
+        name=name, unit=Unit.MATRIX, dtype=p.compute, count=count,
+        flops=2.0 * m * n * k,
+        bytes={ByteKind.WEIGHTS: wb, ByteKind.ACTIVATIONS: (m * k + m * n) * a},
+        gemm=(m, n, k),
+        saved=m * k * a if saved else 0.0,
+    )
+
+
+def _vector(name: str, elems: Num, flops_per: float, p: Precision, count: int, saved: Num = 0.0,
+            extra_bytes: Num = 0.0, fusable: bool = True) -> Op:
+    return Op(
+        name=name, unit=Unit.VECTOR, dtype=p.act, count=count,
+        flops=flops_per * elems,
+        bytes={ByteKind.ACTIVATIONS: 2.0 * elems * p.act.bytes + extra_bytes},
+        saved=saved, fusable=fusable,
+    )
+
+
+def _norm(name: str, spec: ModelSpec, s: Shape, p: Precision, count: int) -> Op:
+    d = spec.d_model
+    op = _vector(name, s.tokens * d, NORM_FLOPS, p, count, saved=s.tokens * d * p.act.bytes)
+    params = d * (2 if spec.norm is NormKind.LAYERNORM and spec.norm_bias else 1)
+    return replace(op, bytes={**op.bytes, ByteKind.WEIGHTS: params * p.act.bytes})
+
+
+def _attention_core(spec: ModelSpec, s: Shape, p: Precision, count: int, flash: bool,
+                    sliding: bool) -> list[Op]:
+    h = spec.n_heads
+    if spec.mla is not None:
+        d_qk, d_v = spec.mla.qk_head_dim, spec.mla.v_head_dim
+        kv_width = spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim  # latent cache (sec. 2.1.2)
+        kv_heads = h
+    else:
+        d_qk = d_v = spec.head_size
+        kv_width = 2 * spec.kv_heads * spec.head_size
+        kv_heads = spec.kv_heads
+    ctx = s.context
+    kv_tokens = s.kv_tokens
+    if sliding and spec.sliding_window is not None:
+        ctx = np.minimum(ctx, spec.sliding_window)
+        kv_tokens = np.minimum(kv_tokens, s.sequences * spec.sliding_window)
+    a, T = p.act.bytes, s.tokens
+    q_bytes = T * h * d_qk * a
+    o_bytes = T * h * d_v * a
+    kv_read = kv_tokens * kv_width * (p.kv.bytes if s.decode else a)
+    kv_kind = ByteKind.KV_CACHE if s.decode else ByteKind.ACTIVATIONS
+    score_flops = 2.0 * T * ctx * h * d_qk
+    ctx_flops = 2.0 * T * ctx * h * d_v
+    kv_saved = T * 2 * kv_heads * d_qk * a  # K and V of this step, kept for backward
+    dropout_mask = T * ctx * h * 1.0 if s.dropout else 0.0  # one byte per score
+    if flash:
+        # FlashAttention keeps scores on chip; saves Q, K, V, O and the softmax statistics.
+        return [Op(
+            name="layers/attention/core", unit=Unit.MATRIX, dtype=p.compute, count=count,
+            flops=score_flops + ctx_flops,
+            bytes={ByteKind.ACTIVATIONS: q_bytes + o_bytes, kv_kind: kv_read},
+            saved=q_bytes + kv_saved + o_bytes + T * h * 4.0,
+            attention_core=True,
+        )]
+    scores = T * ctx * h  # elements of the attention matrix
+    return [
+        Op(name="layers/attention/scores", unit=Unit.MATRIX, dtype=p.compute, count=count,
+           flops=score_flops,
+           bytes={ByteKind.ACTIVATIONS: q_bytes + scores * a, kv_kind: kv_read / 2},
+           saved=q_bytes + kv_saved / 2, attention_core=True),
+        # Korthikanti et al. eq. (1): softmax output 2as^2b, its dropout mask as^2b and the dropout
+        # output 2as^2b are kept for backward.
+        Op(name="layers/attention/softmax", unit=Unit.VECTOR, dtype=p.act, count=count,
+           flops=SOFTMAX_FLOPS * scores, bytes={ByteKind.ACTIVATIONS: 2.0 * scores * a},
+           saved=scores * a + dropout_mask + (scores * a if s.dropout else 0.0),
+           attention_core=True),
+        Op(name="layers/attention/context", unit=Unit.MATRIX, dtype=p.compute, count=count,
+           flops=ctx_flops,
+           bytes={ByteKind.ACTIVATIONS: scores * a + o_bytes, kv_kind: kv_read / 2},
+           saved=kv_saved / 2, attention_core=True),
+    ]
+
+
+def _attention(spec: ModelSpec, s: Shape, p: Precision, count: int, flash: bool,
+               sliding: bool) -> list[Op]:
+    d, h, T = spec.d_model, spec.n_heads, s.tokens
+    ops: list[Op] = []
+    if spec.mla is not None:
+        m = spec.mla
+        if m.q_lora_rank is None:
+            ops.append(_gemm("layers/attention/q", T, h * m.qk_head_dim, d, p, count))
+        else:
+            ops.append(_gemm("layers/attention/q_down", T, m.q_lora_rank, d, p, count))
+            ops.append(_gemm("layers/attention/q_up", T, h * m.qk_head_dim, m.q_lora_rank, p,
+                             count))
+        ops.append(_gemm("layers/attention/kv_down", T, m.kv_lora_rank + m.qk_rope_head_dim, d,
+                         p, count))
+        ops.append(_gemm("layers/attention/kv_up", T, h * (m.qk_nope_head_dim + m.v_head_dim),
+                         m.kv_lora_rank, p, count))
+        v_width = h * m.v_head_dim
+        rope_elems = T * (h + 1) * m.qk_rope_head_dim
+    else:
+        hd, kv = spec.head_size, spec.kv_heads
+        ops.append(_gemm("layers/attention/qkv", T, (h + 2 * kv) * hd, d, p, count))
+        v_width = h * hd
+        rope_elems = T * (h + kv) * hd * spec.rope_fraction
+    if spec.position is PositionKind.ROPE:
+        ops.append(_vector("layers/attention/rope", rope_elems, ROPE_FLOPS, p, count))
+    ops += _attention_core(spec, s, p, count, flash, sliding)
+    ops.append(_gemm("layers/attention/out", T, d, v_width, p, count))
+    if s.dropout:  # dropout after the output projection keeps a 1-byte mask: s*b*h
+        ops.append(_vector("layers/attention/dropout", T * d, 1.0, p, count, saved=T * d))
+    return ops
+
+
+def _mlp(spec: ModelSpec, s: Shape, p: Precision, count: int, hidden: int, prefix: str,
+         tokens: Num, copies: int = 1, weight_copies: Num = None) -> list[Op]:
+    """One (or ``copies`` identical) MLP(s) over ``tokens`` tokens each."""
+    d = spec.d_model
+    gated = spec.ffn_kind is FFNKind.GATED
+    up_width = 2 * hidden if gated else hidden
+    wc = copies if weight_copies is None else weight_copies
+    up = _gemm(f"{prefix}/up", tokens * copies, up_width, d, p, count,
+               weight_bytes=wc * d * up_width * p.wbytes)
+    # activation input (2 x hidden for gated: gate and up halves) is kept for backward, and its
+    # output is the input of the down projection (saved by that GEMM).
+    act = _vector(f"{prefix}/act", tokens * copies * hidden, ACT_FLOPS, p, count,
+                  saved=tokens * copies * up_width * p.act.bytes)
+    down = _gemm(f"{prefix}/down", tokens * copies, d, hidden, p, count,
+                 weight_bytes=wc * hidden * d * p.wbytes)
+    return [up, act, down]
+
+
+def _moe(spec: ModelSpec, s: Shape, p: Precision, count: int, imbalance: float) -> list[Op]:
+    moe = spec.moe
+    assert moe is not None
+    d, T, E, k = spec.d_model, s.tokens, moe.num_experts, moe.top_k
+    ops = [_gemm("layers/moe/router", T, E, d, p, count)]
+    # Balanced routing: T*k/E tokens per expert; the slowest expert sets the time, so the
+    # per-expert load is scaled by the imbalance factor (1.0 = perfectly balanced).
+    per_expert = T * k / E * imbalance
+    # Distinct experts hit by T tokens choosing k of E uniformly: E * (1 - (1 - k/E)^T).
+    touched = E * (1.0 - (1.0 - k / E) ** T)
+    ops += _mlp(spec, s, p, count, moe.expert_ffn_dim, "layers/moe/experts", per_expert,
+                copies=E, weight_copies=touched)
+    if moe.num_shared_experts:
+        ops += _mlp(spec, s, p, count, moe.shared_ffn * moe.num_shared_experts,
+                    "layers/moe/shared", T)
+    return ops
+
+
+def forward_ops(spec: ModelSpec, s: Shape, p: Precision, flash: bool = True,
+                imbalance: float = 1.0, training: bool = False) -> list[Op]:
+    """All forward operators of one step, grouped by identical layers."""
+    from accelmap.models.flops import layer_groups
+
+    d, T = spec.d_model, s.tokens
+    ops: list[Op] = [Op(
+        name="embedding", unit=Unit.VECTOR, dtype=p.act, flops=0.0,
+        bytes={ByteKind.WEIGHTS: T * d * p.act.bytes, ByteKind.ACTIVATIONS: T * d * p.act.bytes},
+    )]
+    for g in layer_groups(spec):
+        n = g.count
+        moe_layer = g.kind.startswith("moe")
+        sliding = g.kind.endswith("+sliding")
+        ops.append(_norm("layers/attention/norm", spec, s, p, n))
+        ops += _attention(spec, s, p, n, flash, sliding)
+        ops.append(_vector("layers/residual", T * d, 1.0, p, 2 * n))
+        ops.append(_norm("layers/mlp/norm", spec, s, p, n))
+        if moe_layer:
+            ops += _moe(spec, s, p, n, imbalance)
+        else:
+            ops += _mlp(spec, s, p, n, spec.ffn_dim, "layers/mlp", T)
+        if s.dropout:
+            ops.append(_vector("layers/mlp/dropout", T * d, 1.0, p, n, saved=T * d))
+    if spec.final_norm:
+        ops.append(_norm("final_norm", spec, s, p, 1))
+    L = s.logits_tokens
+    head = _gemm("lm_head", L, spec.vocab_size, d, p, 1)
+    ops.append(replace(head, bytes={**head.bytes, ByteKind.ACTIVATIONS:
+                                    L * d * p.act.bytes + L * spec.vocab_size * 4.0}))
+    if training:  # fp32 logits -> log-softmax -> loss (Megatron fuses this cross-entropy)
+        ops.append(_vector("loss", L * spec.vocab_size, LOSS_FLOPS, p, 1,
+                           extra_bytes=L * spec.vocab_size * 4.0, fusable=False))
+    return ops

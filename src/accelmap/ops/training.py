@@ -1,0 +1,89 @@
+"""Backward, recompute and optimizer operators, derived from the forward graph.
+
+- Every GEMM Y = X W has two backward GEMMs of the same FLOPs: dX = dY W^T (activation gradient,
+  "dgrad") and dW = X^T dY (weight gradient, "wgrad"), so backward = 2 x forward for matmuls
+  (Kaplan et al. 2020 sec. 2.1; Narayanan et al. 2021 sec. 5.1). wgrad accumulates into the
+  gradient buffer (read + write in ``grad_dtype``).
+- FlashAttention's backward recomputes the scores: 5 matmuls against the forward's 2, i.e. 2.5x
+  the forward FLOPs of which 2x are model FLOPs (Dao 2023, FlashAttention-2, sec. 3.1.2).
+- Vector ops read the output gradient and their saved input and write the input gradient: twice
+  the forward traffic.
+- Recompute: selective re-runs the attention core (Korthikanti et al. 2022 sec. 5); with
+  FlashAttention that is already inside the backward kernel, so it costs nothing extra; full
+  recompute re-runs every layer's forward once.
+- Optimizer step, bytes per parameter read+written (fp32 master weights and states, gradients in
+  ``grad_dtype``, plus writing the 16-bit working copy): AdamW 26 + g, SGD-momentum and Lion
+  18 + g, Adafactor 10 + g; FLOPs per parameter: AdamW 12, Lion 6, SGD 4, Adafactor 10 (update
+  arithmetic of each paper's algorithm box, rounded up).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from accelmap.ops.graph import ByteKind, Op, Stage, Unit
+from accelmap.units import DType
+from accelmap.workload import Optimizer, Recompute
+
+FLASH_BACKWARD_FACTOR = 2.5  # FlashAttention-2 backward: 5 matmuls vs 2 in forward
+
+OPTIMIZER_BYTES = {Optimizer.ADAMW: 26.0, Optimizer.SGD: 18.0, Optimizer.LION: 18.0,
+                   Optimizer.ADAFACTOR: 10.0}
+OPTIMIZER_FLOPS = {Optimizer.ADAMW: 12.0, Optimizer.SGD: 4.0, Optimizer.LION: 6.0,
+                   Optimizer.ADAFACTOR: 10.0}
+
+
+def backward_ops(forward: list[Op], grad_dtype: DType) -> list[Op]:
+    out: list[Op] = []
+    for op in forward:
+        act = op.bytes.get(ByteKind.ACTIVATIONS, 0.0)
+        if op.unit is Unit.MATRIX and op.gemm is not None:
+            m, n, k = op.gemm
+            a = op.dtype.bytes if op.dtype.bytes >= 1 else 1.0
+            weights = op.bytes.get(ByteKind.WEIGHTS, 0.0)
+            out.append(replace(op, name=f"{op.name}/dgrad", stage=Stage.BACKWARD_DGRAD,
+                               gemm=(m, k, n), saved=0.0,
+                               bytes={ByteKind.WEIGHTS: weights, ByteKind.ACTIVATIONS: act}))
+            grads = 2.0 * weights / a * grad_dtype.bytes  # read-modify-write the accumulator
+            out.append(replace(op, name=f"{op.name}/wgrad", stage=Stage.BACKWARD_WGRAD,
+                               gemm=(k, n, m), saved=0.0,
+                               bytes={ByteKind.ACTIVATIONS: act, ByteKind.GRADIENTS: grads}))
+        elif op.unit is Unit.MATRIX:  # attention core (flash or naive scores/context)
+            flash = op.name.endswith("/core")
+            factor = FLASH_BACKWARD_FACTOR if flash else 2.0
+            out.append(replace(op, name=f"{op.name}/backward", stage=Stage.BACKWARD_DGRAD,
+                               flops=factor * op.flops, model_flops=2.0 * op.flops, saved=0.0,
+                               bytes={k: 2.0 * v for k, v in op.bytes.items()}))
+        elif op.name == "embedding":
+            rows = op.bytes.get(ByteKind.ACTIVATIONS, 0.0)
+            out.append(replace(op, name="embedding/wgrad", stage=Stage.BACKWARD_WGRAD, saved=0.0,
+                               bytes={ByteKind.ACTIVATIONS: rows,
+                                      ByteKind.GRADIENTS: 2.0 * rows / op.dtype.bytes
+                                      * grad_dtype.bytes}))
+        else:
+            out.append(replace(op, name=f"{op.name}/backward", stage=Stage.BACKWARD_DGRAD,
+                               flops=2.0 * op.flops, saved=0.0,
+                               bytes={k: 2.0 * v for k, v in op.bytes.items()}))
+    return out
+
+
+def recompute_ops(forward: list[Op], policy: Recompute, flash: bool) -> list[Op]:
+    if policy is Recompute.NONE:
+        return []
+    if policy is Recompute.SELECTIVE:
+        if flash:
+            return []  # already recomputed inside the flash backward kernel
+        chosen = [o for o in forward if o.attention_core]
+    else:
+        chosen = [o for o in forward if o.name.startswith("layers/")]
+    return [replace(o, name=f"{o.name}/recompute", stage=Stage.RECOMPUTE, saved=0.0,
+                    model_flops=0.0) for o in chosen]
+
+
+def optimizer_ops(params: float, optimizer: Optimizer, grad_dtype: DType) -> list[Op]:
+    bytes_per_param = OPTIMIZER_BYTES[optimizer] + grad_dtype.bytes
+    return [Op(
+        name=f"optimizer/{optimizer.value}", unit=Unit.VECTOR, dtype=DType.FP32,
+        flops=OPTIMIZER_FLOPS[optimizer] * params, stage=Stage.OPTIMIZER,
+        bytes={ByteKind.OPTIMIZER: bytes_per_param * params}, model_flops=0.0,
+    )]

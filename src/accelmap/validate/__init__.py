@@ -1,0 +1,1 @@
+"""Predicted vs published and measured cases, with the error summary (`accelmap validate`)."""

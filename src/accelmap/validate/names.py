@@ -1,0 +1,51 @@
+"""Accelerator names as the shared measurement files spell them -> catalog ids.
+
+An explicit table, not fuzzy matching: a wrong guess here would silently validate against the
+wrong chip. ``fraction`` < 1 means the row measured part of a catalog device (one GCD of an
+MI250X is half the OAM package). ``None`` means the catalog has no such device yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MeasuredDevice:
+    catalog_id: str | None
+    fraction: float = 1.0
+    note: str = ""
+
+
+MEASURED_NAMES: dict[str, MeasuredDevice] = {
+    "AMD MI250X (one GCD)": MeasuredDevice("mi250x", 0.5, "one of the two GCDs of the package"),
+    "AMD MI300X": MeasuredDevice("mi300x"),
+    "AMD MI325X": MeasuredDevice("mi325x"),
+    "AMD MI355X": MeasuredDevice("mi355x"),
+    "Intel Gaudi 2": MeasuredDevice("gaudi2"),
+    "Intel Gaudi 3": MeasuredDevice("gaudi3"),
+    "NVIDIA A100": MeasuredDevice("a100-sxm4-80gb", note="variant not stated; SXM 80GB assumed"),
+    "NVIDIA A100 (80GB?)": MeasuredDevice("a100-sxm4-80gb", note="80GB SXM assumed"),
+    "NVIDIA A100 (DGX A100)": MeasuredDevice("a100-sxm4-80gb", note="DGX A100; 80GB assumed"),
+    "NVIDIA A100 PCIe": MeasuredDevice("a100-pcie-80gb"),
+    "NVIDIA A100 SXM": MeasuredDevice("a100-sxm4-80gb"),
+    "NVIDIA A100 SXM 80GB (power-limited 330W)": MeasuredDevice(
+        "a100-sxm4-80gb", note="power-limited to 330 W"),
+    "NVIDIA A100 SXM 80GB (power-limited to 330W; 8x node, hybrid cube mesh)": MeasuredDevice(
+        "a100-sxm4-80gb", note="power-limited to 330 W"),
+    "NVIDIA B200 SXM": MeasuredDevice("b200"),
+    "NVIDIA B300 SXM": MeasuredDevice("b300"),
+    "NVIDIA GB200 SXM": MeasuredDevice("gb200"),
+    "NVIDIA GH200 SXM": MeasuredDevice("gh200"),
+    "NVIDIA H100 (HBM2e 96GB variant, 500W power limit; Grand Teton)": MeasuredDevice(
+        None, note="96GB HBM2e H100 variant is not in the catalog"),
+    "NVIDIA H100 SXM": MeasuredDevice("h100-sxm5-80gb"),
+    "NVIDIA H100 SXM (DGX-H100)": MeasuredDevice("h100-sxm5-80gb"),
+    "NVIDIA H100 SXM 80GB (HBM3)": MeasuredDevice("h100-sxm5-80gb"),
+    "NVIDIA H100 SXM?": MeasuredDevice("h100-sxm5-80gb", note="source unsure it was SXM"),
+    "NVIDIA H200 SXM": MeasuredDevice("h200-sxm"),
+    "NVIDIA H200 SXM 141GB": MeasuredDevice("h200-sxm"),
+    "NVIDIA L40S": MeasuredDevice("l40s"),
+    "NVIDIA V100 (DGX-2)": MeasuredDevice("v100-sxm2-32gb", note="DGX-2 V100 32GB"),
+    "NVIDIA V100 32GB (DGX-2)": MeasuredDevice("v100-sxm2-32gb"),
+}

@@ -1,0 +1,104 @@
+"""Workloads: how much work, in which precision. Training or inference, kept apart from the model
+and the hardware (DESIGN: ModelSpec x System x Workload x Mapping -> Estimate).
+
+Sizes are plain numbers here; the formulas that consume them are written so that batch and
+sequence lengths may also be numpy arrays (the planner evaluates many at once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from accelmap.errors import InputError
+from accelmap.units import DType
+
+
+class Phase(StrEnum):
+    TRAIN = "train"  # forward + backward + optimizer step
+    PREFILL = "prefill"  # inference: the prompt in one forward pass
+    DECODE = "decode"  # inference: one new token per sequence per step
+
+
+class Optimizer(StrEnum):
+    SGD = "sgd"  # with momentum: 1 state per parameter
+    ADAMW = "adamw"  # Loshchilov & Hutter 2019: 2 states (m, v)
+    ADAFACTOR = "adafactor"  # Shazeer & Stern 2018: factored second moment, ~0 states
+    LION = "lion"  # Chen et al. 2023: 1 state (momentum)
+
+
+class Recompute(StrEnum):
+    NONE = "none"
+    SELECTIVE = "selective"  # Korthikanti et al. 2022 sec. 5: recompute attention core only
+    FULL = "full"  # keep each layer's input, recompute the whole layer in backward
+
+
+def _positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise InputError(f"{name} must be positive, got {value}")
+
+
+@dataclass(frozen=True)
+class Training:
+    """One optimizer step on one device (single-device engine; sharding comes with a Mapping).
+
+    ``batch`` sequences of ``seq_len`` tokens per step (micro-batch x accumulation folded in).
+    """
+
+    batch: int = 1
+    seq_len: int = 2048
+    dtype: DType = DType.BF16  # compute and activation precision
+    master_dtype: DType = DType.FP32  # master weights kept by mixed-precision training
+    grad_dtype: DType = DType.FP32  # gradient accumulation buffer (Megatron default fp32)
+    optimizer: Optimizer = Optimizer.ADAMW
+    recompute: Recompute = Recompute.NONE
+    flash_attention: bool = True
+    dropout: bool = False  # dropout masks add activation memory (Korthikanti et al. 2022)
+    tokens_to_train: float = 0.0  # for time and cost to train; 0 = not asked
+
+    def __post_init__(self) -> None:
+        _positive("batch", self.batch)
+        _positive("seq_len", self.seq_len)
+
+    @property
+    def tokens_per_step(self) -> float:
+        return float(self.batch * self.seq_len)
+
+
+@dataclass(frozen=True)
+class Inference:
+    """Serving a batch: prefill ``prompt_len`` tokens, then decode ``output_len`` tokens each.
+
+    ``weight_dtype`` INT8/INT4 means weight-only quantization with one ``act_dtype`` scale per
+    ``quant_group`` weights (gpt-fast, AWQ/GPTQ style); FP8 means FP8 weights and activations.
+    """
+
+    batch: int = 1
+    prompt_len: int = 512
+    output_len: int = 128
+    weight_dtype: DType = DType.BF16
+    act_dtype: DType = DType.BF16
+    kv_dtype: DType = DType.BF16
+    quant_group: int = 128  # weights per scale for weight-only INT8/INT4
+    flash_attention: bool = True
+    kv_block: int = 16  # paged-KV block size in tokens (vLLM default)
+
+    def __post_init__(self) -> None:
+        _positive("batch", self.batch)
+        _positive("prompt_len", self.prompt_len)
+        if self.output_len < 0:
+            raise InputError(f"output_len must be zero or more, got {self.output_len}")
+        _positive("quant_group", self.quant_group)
+        _positive("kv_block", self.kv_block)
+
+    @property
+    def compute_dtype(self) -> DType:
+        """Matmul precision: FP8 weights run FP8 GEMMs; weight-only int formats dequantize to the
+        activation dtype, so their matmuls run at the activation precision."""
+        if self.weight_dtype in (DType.FP8, DType.FP4):
+            return self.weight_dtype
+        return self.act_dtype
+
+    @property
+    def weight_only_quantized(self) -> bool:
+        return self.weight_dtype in (DType.INT8, DType.INT4)
