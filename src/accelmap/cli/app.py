@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from accelmap.cli import hw, models
+from accelmap.cli import estimate, hw, models
 
 app = typer.Typer(
     name="accelmap",
@@ -27,6 +27,8 @@ app = typer.Typer(
 )
 app.add_typer(hw.app, name="hw")
 app.add_typer(models.app, name="models")
+app.command("estimate")(estimate.estimate_cmd)
+app.command("roofline")(estimate.roofline_cmd)
 
 
 @app.command("version")

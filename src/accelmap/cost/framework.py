@@ -7,8 +7,9 @@ per-case constants.
   TensorRT-LLM, vLLM) leaves the device-side gap between kernels. Graph-replay gaps are
   *calibrated* (``data/framework_calibration.yaml``, rows named there) and validated on others.
 - ``fuses_elementwise``: norms, activations, rotary and residual adds run inside neighbouring
-  kernels (torch.compile/Inductor, TensorRT-LLM plugins, Megatron fused kernels), so they cost no
-  memory pass and no launch of their own.
+  kernels (torch.compile/Inductor, TensorRT-LLM and vLLM fused kernels), so they cost no memory
+  pass and no launch of their own. Megatron's fused kernels are separate launches that make one
+  pass each: they are counted like eager elementwise ops.
 """
 
 from __future__ import annotations
@@ -57,8 +58,11 @@ def profile(name: Framework | str) -> FrameworkProfile:
     if fw is Framework.EAGER:
         return FrameworkProfile(fw, EAGER_LAUNCH_S, False, "eager launch, 4-6 us (pegainfer)")
     if fw is Framework.MEGATRON:
-        # Megatron launches eagerly but fuses elementwise work (bias-GeLU, softmax, RoPE kernels).
-        return FrameworkProfile(fw, EAGER_LAUNCH_S, True, "eager launch, fused elementwise")
+        # Megatron launches eagerly; its fused kernels (bias-GeLU, bias-dropout-add, fused
+        # LayerNorm, RoPE) still make one memory pass each, which is what the graph's vector ops
+        # already count, so they are not free here.
+        return FrameworkProfile(fw, EAGER_LAUNCH_S, False,
+                                "eager launch; one memory pass per fused elementwise kernel")
     cal = _calibration().get(fw.value, {})
     return FrameworkProfile(fw, float(cal.get("kernel_overhead_s", 0.0)), True,  # type: ignore[arg-type]
                             str(cal.get("source", "no calibration: 0 s per kernel")))

@@ -46,6 +46,7 @@ class OpTime:
     overhead_s: Num
     time_s: Num  # per occurrence, including overhead
     achievable_flops: Num  # FLOP/s this op's compute term assumed
+    fused: bool = False  # absorbed into a neighbouring kernel by the framework
 
     @property
     def total_s(self) -> Num:
@@ -53,6 +54,8 @@ class OpTime:
 
     @property
     def bound(self) -> str:
+        if self.fused:
+            return "fused"
         return "compute" if np.all(self.compute_s >= self.memory_s) else "memory"
 
 
@@ -112,7 +115,7 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
         compute = 0.0 * compute  # its arithmetic hides inside the kernel it is fused into
     body = np.maximum(compute, memory) if overlap is Overlap.MAX else compute + memory
     overhead = 0.0 if fused else fw.kernel_overhead_s
-    return OpTime(op, compute, memory, overhead + 0.0 * body, body + overhead, achievable)
+    return OpTime(op, compute, memory, overhead + 0.0 * body, body + overhead, achievable, fused)
 
 
 def time_ops(ops: list[Op], dev: Device, fw: FrameworkProfile,

@@ -10,8 +10,8 @@ distributed engine divides the items it shards (weights by tp*pp, optimizer by t
 - SGD with momentum and Lion keep one fp32 state; Adafactor keeps row and column statistics of
   each matrix, (rows + cols) x 4 bytes (Shazeer & Stern 2018 sec. 3);
 - activations: the bytes each forward op saves for backward (ops/graph.py), summed per layer and
-  multiplied by the number of layers; selective recompute drops the attention core's saves
-  (Korthikanti et al. 2022 sec. 5), full recompute keeps each layer's input plus one layer's
+  multiplied by the number of layers; selective recompute drops the s x s softmax and dropout
+  tensors of the attention core and keeps Q, K, V (Korthikanti et al. 2022 sec. 5), full recompute keeps each layer's input plus one layer's
   activations while it is recomputed;
 - KV cache: 2 x kv_heads x head_dim per token per layer (GQA/MQA), or (kv_lora_rank + rope dim)
   per token per layer for MLA (DeepSeek-V2 sec. 2.1.2), rounded up to whole paged blocks
@@ -139,8 +139,9 @@ def activation_bytes(ops: list[Op], recompute: Recompute, spec: ModelSpec, token
         # overestimate on the safe side.)
         one_layer = sum(o.saved for o in layer_ops)
         return spec.n_layers * tokens * spec.d_model * act_bytes + one_layer + other
-    kept = [o for o in layer_ops if not (recompute is Recompute.SELECTIVE and o.attention_core)]
-    return sum(o.saved * o.count for o in kept) + other
+    if recompute is Recompute.SELECTIVE:  # keep Q, K, V; drop the s x s tensors (sec. 5)
+        return sum((o.saved - o.selective_dropped) * o.count for o in layer_ops) + other
+    return sum(o.saved * o.count for o in layer_ops) + other
 
 
 def training_memory(spec: ModelSpec, wl: Training, ops: list[Op], capacity: float) -> MemoryBudget:

@@ -71,6 +71,7 @@ class Op:
     gemm: tuple[Num, Num, Num] | None = None  # (m, n, k) for tile and wave quantization
     saved: Num = 0.0  # activation bytes kept for backward (no recompute)
     attention_core: bool = False  # recomputed under selective recompute
+    selective_dropped: Num = 0.0  # part of ``saved`` that selective recompute does not keep
     fusable: bool = False  # elementwise op a fused kernel can absorb (no own memory pass)
     model_flops: Num | None = None  # when the work differs from the model FLOPs (recompute)
 
@@ -186,6 +187,7 @@ def _attention_core(spec: ModelSpec, s: Shape, p: Precision, count: int, flash: 
         Op(name="layers/attention/softmax", unit=Unit.VECTOR, dtype=p.act, count=count,
            flops=SOFTMAX_FLOPS * scores, bytes={ByteKind.ACTIVATIONS: 2.0 * scores * a},
            saved=scores * a + dropout_mask + (scores * a if s.dropout else 0.0),
+           selective_dropped=scores * a + dropout_mask + (scores * a if s.dropout else 0.0),
            attention_core=True),
         Op(name="layers/attention/context", unit=Unit.MATRIX, dtype=p.compute, count=count,
            flops=ctx_flops,

@@ -1,0 +1,250 @@
+"""`accelmap estimate` and `accelmap roofline`: one model on one accelerator."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from accelmap.cli.common import CatalogOpt, JsonOpt, console, emit_json, fmt, get_catalog
+
+if TYPE_CHECKING:
+    from accelmap.estimate import Estimate
+
+HwOpt = Annotated[str, typer.Option("--hw", help="Accelerator id or name (see `accelmap hw list`).")]
+BatchOpt = Annotated[int, typer.Option(min=1, help="Sequences per step (training) or batch size "
+                                       "(serving).")]
+SeqOpt = Annotated[int, typer.Option("--seq", min=1, help="Training sequence length.")]
+PromptOpt = Annotated[int, typer.Option(min=1, help="Prompt tokens per request (serving).")]
+OutputOpt = Annotated[int, typer.Option(min=0, help="Generated tokens per request (serving).")]
+DtypeOpt = Annotated[str, typer.Option(help="Training compute dtype: bf16, fp16, fp8, fp32.")]
+WeightsOpt = Annotated[str, typer.Option(help="Serving weights: bf16, fp16, fp8, int8, int4.")]
+KvOpt = Annotated[str | None, typer.Option("--kv", help="KV-cache dtype (default: activation "
+                                           "dtype; fp8 with fp8 weights).")]
+GroupOpt = Annotated[int, typer.Option(min=1, help="Weights per scale for int8/int4.")]
+FrameworkOpt = Annotated[str | None, typer.Option(
+    help="eager, torch-compile, tensorrt-llm, vllm, megatron (default: megatron for training, "
+         "vllm for serving).")]
+OptimizerOpt = Annotated[str, typer.Option(help="adamw, sgd, lion, adafactor.")]
+RecomputeOpt = Annotated[str, typer.Option(help="none, selective, full.")]
+FlashOpt = Annotated[bool, typer.Option("--flash/--no-flash", help="Flash attention.")]
+TokensOpt = Annotated[str | None, typer.Option(help="Tokens to train, for time and cost "
+                                               "(e.g. 1e12 or 1T).")]
+
+
+def _dtype(text: str, what: str) -> Any:
+    from accelmap.errors import InputError
+    from accelmap.units import DType
+
+    try:
+        return DType(text.lower())
+    except ValueError:
+        raise InputError(f"unknown {what} dtype {text!r}; use one of "
+                         f"{', '.join(d.value for d in DType)}") from None
+
+
+def _enum(enum: Any, text: str, what: str) -> Any:
+    from accelmap.errors import InputError
+
+    try:
+        return enum(text.lower())
+    except ValueError:
+        raise InputError(f"unknown {what} {text!r}; use one of "
+                         f"{', '.join(e.value for e in enum)}") from None
+
+
+def _count(text: str) -> float:
+    from accelmap.errors import InputError
+
+    scale = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+    t = text.strip().lower()
+    try:
+        if t and t[-1] in scale:
+            return float(t[:-1]) * scale[t[-1]]
+        return float(t)
+    except ValueError:
+        raise InputError(f"cannot read {text!r} as a token count; write e.g. 2T or 2e12") from None
+
+
+def _resolve(model: str, hw: str, catalog: Any) -> tuple[Any, Any]:
+    from accelmap.cli.models import load_model
+    from accelmap.cost.roofline import Device
+    from accelmap.lookup import resolve
+
+    cat = get_catalog(catalog)
+    spec = load_model(model, cat)
+    acc = resolve(hw, cat.accelerators, "accelerator", "accelmap hw list")
+    return spec, Device.of(acc)
+
+
+def run_estimate(model: str, hw: str, train: bool, batch: int, seq: int, prompt: int,
+                 output: int, dtype: str, weights: str, kv: str | None, group: int,
+                 framework: str | None, optimizer: str, recompute: str, flash: bool,
+                 tokens: str | None, catalog: Any) -> Estimate:
+    from accelmap.estimate import estimate_inference, estimate_training
+    from accelmap.units import DType
+    from accelmap.workload import Inference, Optimizer, Recompute, Training
+
+    spec, dev = _resolve(model, hw, catalog)
+    if train:
+        wl = Training(batch=batch, seq_len=seq, dtype=_dtype(dtype, "training"),
+                      optimizer=_enum(Optimizer, optimizer, "optimizer"),
+                      recompute=_enum(Recompute, recompute, "recompute policy"),
+                      flash_attention=flash, tokens_to_train=_count(tokens) if tokens else 0.0)
+        price = dev.acc.price.usd_per_hour.value if dev.acc.price else None
+        return estimate_training(spec, dev, wl, framework or "megatron",
+                                 price_usd_per_hour=price)
+    w = _dtype(weights, "weight")
+    act = DType.FP8 if w is DType.FP8 else DType.BF16
+    kv_dtype = _dtype(kv, "KV-cache") if kv else act
+    inf = Inference(batch=batch, prompt_len=prompt, output_len=output, weight_dtype=w,
+                    act_dtype=act, kv_dtype=kv_dtype, quant_group=group, flash_attention=flash)
+    return estimate_inference(spec, dev, inf, framework or "vllm")
+
+
+def estimate_cmd(
+    model: Annotated[str, typer.Argument(help="Model preset, config.json or spec YAML.")],
+    hw: HwOpt,
+    train: Annotated[bool, typer.Option("--train/--serve", help="Training step or serving.")
+                     ] = False,
+    batch: BatchOpt = 1,
+    seq: SeqOpt = 2048,
+    prompt: PromptOpt = 512,
+    output: OutputOpt = 128,
+    dtype: DtypeOpt = "bf16",
+    weights: WeightsOpt = "bf16",
+    kv: KvOpt = None,
+    group: GroupOpt = 128,
+    framework: FrameworkOpt = None,
+    optimizer: OptimizerOpt = "adamw",
+    recompute: RecomputeOpt = "none",
+    flash: FlashOpt = True,
+    tokens: TokensOpt = None,
+    catalog: CatalogOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Estimate time, throughput, memory, energy and cost of one model on one accelerator.
+
+    Examples:
+      accelmap estimate llama-3.1-8b --hw h100-sxm5-80gb --serve --batch 16 --prompt 2048
+      accelmap estimate llama-2-7b --hw a100-sxm4-80gb --serve --weights int4 --group 32
+      accelmap estimate gpt3-1.3b --hw a100-sxm4-80gb --train --batch 8 --seq 2048 --tokens 300B
+    """
+    est = run_estimate(model, hw, train, batch, seq, prompt, output, dtype, weights, kv, group,
+                       framework, optimizer, recompute, flash, tokens, catalog)
+    if json_out:
+        emit_json(est.to_dict(ops=False))
+        return
+    print_estimate(est)
+
+
+def print_estimate(est: Estimate) -> None:
+    from rich.table import Table
+
+    con = console()
+    m = est.metrics
+    verdict = "fits" if est.feasible else f"[red]does not fit[/red]: {est.reason}"
+    con.print(f"[bold]{est.model}[/bold] on [bold]{est.accelerator}[/bold], {est.phase.value}: "
+              f"{verdict}")
+    t = Table(title="Estimate")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    rows: list[tuple[str, str]] = []
+    if est.phase.value == "train":
+        rows += [("step time", fmt(m["step_time_s"], "time")),
+                 ("tokens/s", f"{m['tokens_per_s']:,.0f}"),
+                 ("MFU (model FLOPs)", f"{m['mfu']:.1%}"), ("HFU", f"{m['hfu']:.1%}"),
+                 ("TFLOP/s per device (model)", f"{m['tflops_per_device']:.1f}")]
+        if "time_to_train_s" in m:
+            rows.append(("time to train", f"{m['time_to_train_s'] / 86400:,.1f} days"))
+        if "cost_to_train_usd" in m:
+            rows.append(("cost to train", f"${m['cost_to_train_usd']:,.0f}"))
+    else:
+        rows += [("TTFT", fmt(m["ttft_s"], "time")), ("TPOT", fmt(m["tpot_s"], "time")),
+                 ("output tokens/s", f"{m['tokens_per_s']:,.1f}"),
+                 ("decode HBM utilization", f"{m['decode_bandwidth_utilization']:.0%}"),
+                 ("largest batch that fits", str(m["max_batch"])),
+                 ("longest context at this batch", f"{m['max_context']:,}")]
+    if m.get("energy_j_per_token_tdp") is not None:
+        rows.append(("energy/token at TDP (upper bound)", f"{m['energy_j_per_token_tdp']:.3g} J"))
+    rows.append(("energy/token from ops+bytes (lower bound)", f"{m['energy_j_per_token_ops']:.3g} J"))
+    for k, v in rows:
+        t.add_row(k, v)
+    con.print(t)
+    mem = Table(title=f"Memory per device: {fmt(float(est.memory.total), 'bytes')} of "
+                      f"{fmt(est.memory.capacity, 'bytes')} (margin "
+                      f"{fmt(float(est.memory.margin), 'bytes')})")
+    mem.add_column("item")
+    mem.add_column("bytes", justify="right")
+    for k, v in est.memory.items.items():
+        mem.add_row(k, fmt(float(v), "bytes"))
+    con.print(mem)
+    top = sorted(m["time_breakdown_s"].items(), key=lambda kv: -kv[1])[:8]
+    tt = Table(title="Where the time goes (top operators, summed over layers)")
+    tt.add_column("operator")
+    tt.add_column("time", justify="right")
+    for k, v in top:
+        tt.add_row(k, fmt(v, "time"))
+    con.print(tt)
+    for a in est.assumptions:
+        con.print(f"assumption: {a}", highlight=False)
+
+
+def roofline_cmd(
+    model: Annotated[str, typer.Argument(help="Model preset, config.json or spec YAML.")],
+    hw: HwOpt,
+    phase: Annotated[str, typer.Option(help="prefill, decode or train.")] = "prefill",
+    batch: BatchOpt = 1,
+    seq: SeqOpt = 2048,
+    prompt: PromptOpt = 512,
+    output: OutputOpt = 128,
+    dtype: DtypeOpt = "bf16",
+    weights: WeightsOpt = "bf16",
+    kv: KvOpt = None,
+    group: GroupOpt = 128,
+    framework: FrameworkOpt = None,
+    recompute: RecomputeOpt = "none",
+    flash: FlashOpt = True,
+    catalog: CatalogOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Per-operator roofline: FLOPs, bytes, intensity vs the ridge point, time and bound.
+
+    Examples:
+      accelmap roofline llama-3.1-8b --hw h100-sxm5-80gb --phase decode --batch 8
+      accelmap roofline mixtral-8x7b --hw mi300x --phase prefill --prompt 4096 --json
+    """
+    from accelmap.workload import Phase
+
+    ph = _enum(Phase, phase, "phase")
+    train = ph is Phase.TRAIN
+    est = run_estimate(model, hw, train, batch, seq, prompt, output, dtype, weights, kv, group,
+                       framework, "adamw", recompute, flash, None, catalog)
+    group_key = "step" if train else ph.value
+    times = est.times[group_key]
+    from accelmap.estimate import op_row
+
+    rows = [op_row(t) for t in times]
+    total = sum(r["total_s"] for r in rows)
+    _, dev = _resolve(model, hw, catalog)
+    ridge = dev.ridge_point
+    if json_out:
+        emit_json({"model": est.model, "accelerator": est.accelerator, "phase": ph.value,
+                   "ridge_flop_per_byte": ridge, "total_s": total, "ops": rows,
+                   "assumptions": list(est.assumptions)})
+        return
+    from rich.table import Table
+
+    t = Table(title=f"Roofline: {est.model} on {est.accelerator}, {ph.value} "
+                    f"(ridge {ridge:.0f} FLOP/B at achievable bandwidth; total "
+                    f"{fmt(total, 'time')})")
+    for c in ("operator", "stage", "x", "FLOPs", "bytes", "FLOP/B", "time", "bound", "share"):
+        t.add_column(c, justify="left" if c in ("operator", "stage", "bound") else "right")
+    for r in rows:
+        t.add_row(r["name"], r["stage"], str(r["count"]), fmt(r["flops"], "flop"),
+                  fmt(sum(r["bytes"].values()), "bytes"), f"{r['intensity_flop_per_byte']:.1f}",
+                  fmt(r["total_s"], "time"), r["bound"],
+                  f"{r['total_s'] / total:.1%}" if total else "-")
+    console().print(t)
+    for a in est.assumptions:
+        console().print(f"assumption: {a}", highlight=False)
