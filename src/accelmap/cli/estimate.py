@@ -11,7 +11,7 @@ from accelmap.cli.common import CatalogOpt, JsonOpt, console, emit_json, fmt, ge
 if TYPE_CHECKING:
     from accelmap.estimate import Estimate
 
-HwOpt = Annotated[str, typer.Option("--hw", help="Accelerator id or name (see `accelmap hw list`).")]
+HwOpt = Annotated[str, typer.Option("--hw", help="Accelerator id or name (`accelmap hw list`).")]
 BatchOpt = Annotated[int, typer.Option(min=1, help="Sequences per step (training) or batch size "
                                        "(serving).")]
 SeqOpt = Annotated[int, typer.Option("--seq", min=1, help="Training sequence length.")]
@@ -167,7 +167,8 @@ def print_estimate(est: Estimate) -> None:
                  ("longest context at this batch", f"{m['max_context']:,}")]
     if m.get("energy_j_per_token_tdp") is not None:
         rows.append(("energy/token at TDP (upper bound)", f"{m['energy_j_per_token_tdp']:.3g} J"))
-    rows.append(("energy/token from ops+bytes (lower bound)", f"{m['energy_j_per_token_ops']:.3g} J"))
+    rows.append(("energy/token from ops+bytes (lower bound)",
+                 f"{m['energy_j_per_token_ops']:.3g} J"))
     for k, v in rows:
         t.add_row(k, v)
     con.print(t)

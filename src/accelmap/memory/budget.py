@@ -11,8 +11,8 @@ distributed engine divides the items it shards (weights by tp*pp, optimizer by t
   each matrix, (rows + cols) x 4 bytes (Shazeer & Stern 2018 sec. 3);
 - activations: the bytes each forward op saves for backward (ops/graph.py), summed per layer and
   multiplied by the number of layers; selective recompute drops the s x s softmax and dropout
-  tensors of the attention core and keeps Q, K, V (Korthikanti et al. 2022 sec. 5), full recompute keeps each layer's input plus one layer's
-  activations while it is recomputed;
+  tensors of the attention core and keeps Q, K, V (Korthikanti et al. 2022 sec. 5), full
+  recompute keeps each layer's input plus one layer's activations while it is recomputed;
 - KV cache: 2 x kv_heads x head_dim per token per layer (GQA/MQA), or (kv_lora_rank + rope dim)
   per token per layer for MLA (DeepSeek-V2 sec. 2.1.2), rounded up to whole paged blocks
   (Kwon et al. 2023, vLLM, sec. 4.1);
