@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import typer
 
@@ -39,12 +40,40 @@ def version() -> None:
     typer.echo(pkg_version("accelmap"))
 
 
+def _click_exceptions() -> Any:
+    """Typer >= 0.20 vendors click as typer._click; older releases use click itself."""
+    try:
+        from typer._click import exceptions
+    except ImportError:  # pragma: no cover - depends on the installed typer
+        from click import exceptions  # type: ignore[no-redef]
+    return exceptions
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     from accelmap.errors import AccelmapError
 
+    click = _click_exceptions()
+
     try:
-        app(args=argv, standalone_mode=True)
+        result = app(args=argv, standalone_mode=False)
+        if isinstance(result, int) and result:
+            raise SystemExit(result)
+    except click.NoArgsIsHelpError as e:
+        # typer's rich formatter has already printed the help; plain click only returns it
+        text = e.format_message()
+        if text.strip():
+            sys.stdout.write(text + "\n")
+        raise SystemExit(0) from None
+    except click.UsageError as e:  # bad option values, unknown commands: one line, with a hint
+        where = e.ctx.command_path if e.ctx else "accelmap"
+        sys.stderr.write(f"error: {e.format_message()} (see '{where} --help')\n")
+        raise SystemExit(2) from None
+    except typer.Exit as e:
+        raise SystemExit(e.exit_code) from None
+    except typer.Abort:
+        sys.stderr.write("aborted\n")
+        raise SystemExit(130) from None
     except AccelmapError as e:
         sys.stderr.write(f"error: {e}\n")
         raise SystemExit(e.exit_code) from None

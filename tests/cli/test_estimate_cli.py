@@ -1,0 +1,77 @@
+"""`accelmap estimate` and `accelmap roofline`: JSON contract and bad input."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+Run = Callable[..., Any]
+
+
+def j(r: Any) -> Any:
+    assert r.code == 0, r.err
+    return json.loads(r.out)
+
+
+def test_estimate_serve_json_keys(cli: Run) -> None:
+    d = j(cli("estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb", "--serve", "--batch", "8",
+              "--prompt", "1024", "--output", "64", "--json"))
+    for key in ("feasible", "ttft_s", "tpot_s", "tokens_per_s", "max_batch", "max_context",
+                "energy_j_per_token_tdp", "energy_j_per_token_ops"):
+        assert key in d, key
+    assert d["memory"]["total_bytes"] == pytest.approx(d["memory"]["breakdown"]["total_bytes"])
+    assert d["feasible"] is True and d["ttft_s"] > d["tpot_s"] > 0
+
+
+def test_estimate_train_json_keys(cli: Run) -> None:
+    d = j(cli("estimate", "gpt3-1.3b", "--hw", "a100-sxm4-80gb", "--train", "--batch", "4",
+              "--seq", "2048", "--tokens", "300B", "--json"))
+    for key in ("feasible", "step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_device",
+                "time_to_train_s", "cost_to_train_usd"):
+        assert key in d, key
+    assert 0 < d["mfu"] <= 1
+    assert d["time_to_train_s"] == pytest.approx(300e9 / d["tokens_per_s"])
+
+
+def test_estimate_infeasible_is_reported_not_raised(cli: Run) -> None:
+    d = j(cli("estimate", "llama-3.1-405b", "--hw", "h100-sxm5-80gb", "--json"))
+    assert d["feasible"] is False and "GiB" in d["reason"]
+
+
+def test_roofline_json(cli: Run) -> None:
+    d = j(cli("roofline", "llama-2-7b", "--hw", "a100-sxm4-80gb", "--phase", "decode", "--json"))
+    assert d["ridge_flop_per_byte"] > 100
+    qkv = next(o for o in d["ops"] if o["name"] == "layers/attention/qkv")
+    assert qkv["bound"] == "memory" and qkv["count"] == 32
+    assert {"time_s", "intensity_flop_per_byte", "flops", "bytes"} <= set(qkv)
+
+
+def test_roofline_train_table(cli: Run) -> None:
+    r = cli("roofline", "gpt3-125m", "--hw", "h100-sxm5-80gb", "--phase", "train", "--batch", "2")
+    assert r.code == 0 and "backward/dgrad" in r.out and "optimizer" in r.out
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("estimate", "llama-2-7b", "--hw", "h100-sxm5-80gb", "--batch", "0"), "--batch"),
+        (("estimate", "llama-2-7b", "--hw", "h100-sxm5-80gb", "--weights", "int3"),
+         "unknown weight dtype"),
+        (("estimate", "llama-2-7b", "--hw", "h100"), "matches 3 accelerators"),
+        (("estimate", "llama-2-7b", "--hw", "h100-sxm5-80gb", "--train", "--tokens", "lots"),
+         "token count"),
+        (("roofline", "llama-2-7b", "--hw", "h100-sxm5-80gb", "--phase", "sideways"),
+         "unknown phase"),
+        (("estimate", "llama-2-7b"), "--hw"),
+        (("frobnicate",), "No such command"),
+    ],
+)
+def test_bad_input_is_one_line(cli: Run, args: tuple[str, ...], needle: str) -> None:
+    r = cli(*args)
+    assert r.code == 2
+    lines = [ln for ln in r.err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0], r.err
+    assert "Traceback" not in r.err
