@@ -214,11 +214,12 @@ def estimate_inference(spec: ModelSpec, dev: Device, wl: Inference,
                    overlap)
     dec = time_ops(forward_ops(spec, decode_shape, p, wl.flash_attention, imbalance), dev, fw,
                    overlap)
-    ttft = total_time(pre)
+    ttft = total_time(pre) + fw.request_overhead_s
     tpot = total_time(dec)
     total = ttft + max(wl.output_len - 1, 0) * tpot
     out_tokens = wl.batch * wl.output_len
-    memory = inference_memory(spec, wl, dev.acc.memory_bytes * dev.fraction)
+    memory = inference_memory(spec, wl, dev.acc.memory_bytes * dev.fraction,
+                              prefill_chunk=fw.prefill_chunk_tokens)
     tdp = dev.acc.tdp.value * dev.fraction if dev.acc.tdp else None
     all_ops = [t.op for t in pre] + [t.op for t in dec]
     op_energy = (op_energy_j([t.op for t in pre], dev.acc.device_memory.kind)
@@ -241,14 +242,14 @@ def estimate_inference(spec: ModelSpec, dev: Device, wl: Inference,
         "time_breakdown_s": {**{f"prefill/{k}": v for k, v in _breakdown(pre).items()},
                              **{f"decode/{k}": v for k, v in _breakdown(dec).items()}},
     }
-    metrics.update(_limits(spec, wl, dev))
+    metrics.update(_limits(spec, wl, dev, fw.prefill_chunk_tokens))
     feasible, reason = _fits(memory)
     return Estimate(Phase.DECODE if wl.output_len else Phase.PREFILL, spec.id, dev.acc.id,
                     feasible, reason, memory, metrics, {"prefill": pre, "decode": dec},
                     tuple(_assumptions(dev, wl.compute_dtype, fw)))
 
 
-def _limits(spec: ModelSpec, wl: Inference, dev: Device) -> dict[str, int]:
+def _limits(spec: ModelSpec, wl: Inference, dev: Device, chunk: int | None) -> dict[str, int]:
     """Largest batch at this length and longest context at this batch that fit in memory."""
     from dataclasses import replace
 
@@ -256,7 +257,7 @@ def _limits(spec: ModelSpec, wl: Inference, dev: Device) -> dict[str, int]:
 
     def fits(batch: int, seq: int) -> bool:
         w = replace(wl, batch=batch, prompt_len=max(seq - wl.output_len, 1))
-        return bool(inference_memory(spec, w, cap, tokens=seq).fits)
+        return bool(inference_memory(spec, w, cap, tokens=seq, prefill_chunk=chunk).fits)
 
     def largest(pred: Any, hi_limit: int) -> int:
         if not pred(1):

@@ -81,7 +81,8 @@ def test_hw_compare_json_derived(cli: Run) -> None:
     assert h100["ridge_flop_per_byte"]["bf16"] == pytest.approx(295, rel=0.01)
     assert mi["memory_bytes"] > h100["memory_bytes"]
     assert h100["bytes_per_flop"] == pytest.approx(3.35e12 / 989.4e12)
-    assert h100["memory_bytes_per_usd_hour"] == pytest.approx(80e9 / 2.69, rel=0.01)
+    # 81559 MiB (nvidia-smi) per 2.69 USD/h
+    assert h100["memory_bytes_per_usd_hour"] == pytest.approx(81559 * 2**20 / 2.69, rel=0.01)
 
 
 def test_hw_compare_default_set(cli: Run) -> None:

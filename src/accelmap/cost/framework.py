@@ -6,6 +6,9 @@ per-case constants.
   susun-blog.com/blog/pegainfer-3-cuda-graph); CUDA-graph replay (torch.compile "reduce-overhead",
   TensorRT-LLM, vLLM) leaves the device-side gap between kernels. Graph-replay gaps are
   *calibrated* (``data/framework_calibration.yaml``, rows named there) and validated on others.
+- ``request_overhead_s`` (per request, added to TTFT) and ``quantized_weight_efficiency`` (how
+  much of the 16-bit streaming bandwidth a weight-only INT8/INT4 kernel reaches) are calibrated
+  the same way, each on the first row of its kind.
 - ``fuses_elementwise``: norms, activations, rotary and residual adds run inside neighbouring
   kernels (torch.compile/Inductor, TensorRT-LLM and vLLM fused kernels), so they cost no memory
   pass and no launch of their own. Megatron's fused kernels are separate launches that make one
@@ -14,15 +17,18 @@ per-case constants.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from typing import Any
+
 import yaml
 
 from accelmap.errors import InputError
+from accelmap.units import DType
 
 EAGER_LAUNCH_S = 5e-6  # middle of the 4-6 us per launch measured by the pegainfer post
 
@@ -35,12 +41,26 @@ class Framework(StrEnum):
     MEGATRON = "megatron"
 
 
+# Documented defaults for how many prompt tokens one prefill pass takes (memory of the
+# activations scales with it): TensorRT-LLM ``max_num_tokens`` default 8192 (TensorRT-LLM docs,
+# "Best practices for tuning"), vLLM ``max_num_batched_tokens`` 8192 with chunked prefill (vLLM
+# docs, "Optimization and tuning").
+PREFILL_CHUNK: dict[Framework, int] = {Framework.TENSORRT_LLM: 8192, Framework.VLLM: 8192}
+
+
 @dataclass(frozen=True)
 class FrameworkProfile:
     name: Framework
     kernel_overhead_s: float
     fuses_elementwise: bool
     overhead_source: str
+    # Added to TTFT once per request: scheduling, sampling, host synchronisation.
+    request_overhead_s: float = 0.0
+    # Weight-only quantized GEMMs (dequantize in the kernel) stream their weights at this
+    # fraction of the bandwidth a 16-bit GEMM reaches; 1.0 where not calibrated.
+    quantized_weight_efficiency: dict[DType, float] = field(default_factory=dict)
+    # Prompt tokens processed per prefill pass (chunked prefill / max_num_tokens); None = all.
+    prefill_chunk_tokens: int | None = None
 
 
 @lru_cache(maxsize=1)
@@ -63,6 +83,14 @@ def profile(name: Framework | str) -> FrameworkProfile:
         # already count, so they are not free here.
         return FrameworkProfile(fw, EAGER_LAUNCH_S, False,
                                 "eager launch; one memory pass per fused elementwise kernel")
-    cal = _calibration().get(fw.value, {})
-    return FrameworkProfile(fw, float(cal.get("kernel_overhead_s", 0.0)), True,  # type: ignore[arg-type]
-                            str(cal.get("source", "no calibration: 0 s per kernel")))
+    cal: dict[str, Any] = _calibration().get(fw.value, {})
+    quant = {DType(k): float(v) for k, v in (cal.get("quantized_weight_efficiency") or {}).items()}
+    return FrameworkProfile(
+        fw,
+        float(cal.get("kernel_overhead_s", 0.0)),
+        True,
+        str(cal.get("source", "no calibration: 0 s per kernel")),
+        request_overhead_s=float(cal.get("request_overhead_s", 0.0)),
+        quantized_weight_efficiency=quant,
+        prefill_chunk_tokens=PREFILL_CHUNK.get(fw),
+    )

@@ -23,7 +23,7 @@ from accelmap.cost.efficiency import (
 )
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.hardware.schema import Accelerator
-from accelmap.ops.graph import Op, Unit
+from accelmap.ops.graph import ByteKind, Op, Unit
 from accelmap.units import DType
 
 Num = Any
@@ -111,6 +111,10 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
         achievable = peak
     compute = op.flops / np.maximum(achievable, 1.0)
     memory = 0.0 * compute if fused else op.total_bytes / dev.bandwidth
+    if op.weight_dtype in fw.quantized_weight_efficiency and ByteKind.WEIGHTS in op.bytes:
+        # dequantizing kernels stream their weights below the 16-bit GEMM's bandwidth
+        slow = op.bytes[ByteKind.WEIGHTS] / dev.bandwidth
+        memory = memory + slow * (1.0 / fw.quantized_weight_efficiency[op.weight_dtype] - 1.0)
     if fused:
         compute = 0.0 * compute  # its arithmetic hides inside the kernel it is fused into
     body = np.maximum(compute, memory) if overlap is Overlap.MAX else compute + memory

@@ -74,6 +74,7 @@ class Op:
     selective_dropped: Num = 0.0  # part of ``saved`` that selective recompute does not keep
     fusable: bool = False  # elementwise op a fused kernel can absorb (no own memory pass)
     model_flops: Num | None = None  # when the work differs from the model FLOPs (recompute)
+    weight_dtype: DType | None = None  # storage format of the weights this op streams
 
     @property
     def total_bytes(self) -> Num:
@@ -122,6 +123,7 @@ def _gemm(name: str, m: Num, n: int, k: int, p: Precision, count: int, weight_by
         bytes={ByteKind.WEIGHTS: wb, ByteKind.ACTIVATIONS: (m * k + m * n) * a},
         gemm=(m, n, k),
         saved=m * k * a if saved else 0.0,
+        weight_dtype=p.weight,
     )
 
 
