@@ -10,6 +10,12 @@ from typing import TYPE_CHECKING, Any
 __all__ = [
     "Accelerator",
     "Catalog",
+    "Device",
+    "Estimate",
+    "Inference",
+    "Training",
+    "estimate_inference",
+    "estimate_training",
     "ModelSpec",
     "SystemPreset",
     "count_params",
@@ -19,12 +25,21 @@ __all__ = [
 
 if TYPE_CHECKING:
     from accelmap.catalog import Catalog, load_catalog
+    from accelmap.cost.roofline import Device
+    from accelmap.estimate import Estimate, estimate_inference, estimate_training
     from accelmap.hardware.schema import Accelerator, SystemPreset
     from accelmap.models.hf import load_hf_config
     from accelmap.models.params import count_params
     from accelmap.models.schema import ModelSpec
+    from accelmap.workload import Inference, Training
 
 _LAZY = {
+    "Device": "accelmap.cost.roofline",
+    "Estimate": "accelmap.estimate",
+    "estimate_inference": "accelmap.estimate",
+    "estimate_training": "accelmap.estimate",
+    "Inference": "accelmap.workload",
+    "Training": "accelmap.workload",
     "Catalog": "accelmap.catalog",
     "load_catalog": "accelmap.catalog",
     "Accelerator": "accelmap.hardware.schema",
