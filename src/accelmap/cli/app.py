@@ -12,14 +12,15 @@ from typing import Any
 
 import typer
 
-from accelmap.cli import estimate, hw, models
+from accelmap.cli import estimate, hw, models, validate
 
 app = typer.Typer(
     name="accelmap",
     help=(
         "Map large language models onto accelerators: will it fit, how to split it, how fast, "
         "at what cost.\n\n"
-        "Start with: accelmap hw compare · accelmap hw list · accelmap models list"
+        "Start with: accelmap hw compare · accelmap hw list · accelmap models list · "
+        "accelmap validate --cases FILE.csv"
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -28,6 +29,7 @@ app = typer.Typer(
 )
 app.add_typer(hw.app, name="hw")
 app.add_typer(models.app, name="models")
+app.command("validate", help=validate.validate_cmd.__doc__)(validate.validate_cmd)
 app.command("estimate")(estimate.estimate_cmd)
 app.command("roofline")(estimate.roofline_cmd)
 

@@ -22,7 +22,6 @@ from enum import StrEnum
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-
 from typing import Any
 
 import yaml

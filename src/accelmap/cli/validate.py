@@ -1,0 +1,139 @@
+"""`accelmap validate`: predicted vs measured on published cases, with the error summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from accelmap.cli.common import JsonOpt, console, emit_json
+
+if TYPE_CHECKING:
+    from accelmap.validate.predict import Prediction
+    from accelmap.validate.report import GroupStats, Summary
+
+CasesOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--cases", help="Measurements CSV (inference, training or matmul layout, "
+                 "recognised from its header); repeatable.", show_default=False),
+]
+ShowSkippedOpt = Annotated[
+    bool, typer.Option("--show-skipped", help="List skipped rows in the tables too (by default "
+                       "they are grouped by reason under the tables).")]
+
+EXAMPLES = (
+    "Examples:\n\n"
+    "  accelmap validate --cases ../shared/reference/measurements/inference.csv\n\n"
+    "  accelmap validate --cases inference.csv --cases matmul.csv --cases training.csv --json"
+    "\n\n"
+    "Rows the single-device engine cannot predict (multi-device runs, unknown devices or "
+    "models, missing sizes) are kept and skipped with the reason. Rows a general parameter was "
+    "calibrated on (framework_calibration.yaml 'calibrated_on', and the HBM-bandwidth row "
+    "M0021) are marked 'calibration' and left out of the error statistics.\n\n"
+    "Signed error: positive = accelmap predicts faster than measured (optimistic)."
+)
+
+
+def validate_cmd(cases: CasesOpt = None, json_out: JsonOpt = False,
+                 show_skipped: ShowSkippedOpt = False) -> None:
+    """Compare accelmap's predictions with published measurements and summarise the error."""
+    from accelmap.catalog import load_catalog
+    from accelmap.errors import InputError
+    from accelmap.validate.cases import read_cases
+    from accelmap.validate.predict import predict_cases
+    from accelmap.validate.report import summarize
+
+    if not cases:
+        raise InputError("no measurements given: pass --cases FILE.csv (repeatable), e.g. "
+                         "--cases ../shared/reference/measurements/inference.csv")
+    files = [read_cases(p) for p in cases]  # read all first: a bad file fails before any work
+    catalog = load_catalog()
+    per_file = [(f.path, predict_cases(f.cases, catalog)) for f in files]
+    preds = [p for _, ps in per_file for p in ps]
+    summary = summarize(preds)
+    if json_out:
+        emit_json({"rows": [p.to_dict() for p in preds], "summary": summary.to_dict()})
+        return
+    con = console()
+    for path, ps in per_file:
+        table = _rows_table(path, ps, show_skipped)
+        if table.row_count:
+            con.print(table)
+        else:
+            con.print(f"{table.title} (reasons below)")
+    _print_summary(con, summary)
+
+
+validate_cmd.__doc__ = (validate_cmd.__doc__ or "") + "\n\n" + EXAMPLES
+
+
+def _num(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
+
+
+def _pct(v: float | None, signed: bool = False) -> str:
+    if v is None:
+        return "-"
+    return f"{v:+.1f}" if signed else f"{v:.1f}"
+
+
+def _rows_table(path: Path, preds: list[Prediction], show_skipped: bool) -> Any:
+    from rich.table import Table
+
+    from accelmap.validate.predict import Status
+
+    shown = [p for p in preds if show_skipped or p.status is not Status.SKIPPED]
+    n_skip = sum(p.status is Status.SKIPPED for p in preds)
+    t = Table(title=f"{path.name}: {len(preds)} rows, {len(preds) - n_skip} predicted, "
+                    f"{n_skip} skipped", title_justify="left")
+    for col in ("row", "model", "accelerator", "metric", "unit", "measured", "predicted",
+                "error %", "status"):
+        t.add_column(col, justify="right" if col in ("measured", "predicted", "error %")
+                     else "left", overflow="fold")
+    for p in shown:
+        status = p.status.value
+        if p.status is Status.SKIPPED:
+            status = f"skipped: {p.skipped_reason}"
+        elif p.fits is False:
+            status += ", predicted NOT to fit"
+        t.add_row(p.row_id, p.model_id or p.model, p.accelerator_id or p.accelerator, p.metric,
+                  p.unit, _num(p.measured), _num(p.predicted), _pct(p.signed_pct_error, True),
+                  status)
+    return t
+
+
+def _stats_row(name: str, s: GroupStats) -> list[str]:
+    return [name, str(s.n), _pct(s.median_abs_pct_error), _pct(s.p90_abs_pct_error),
+            _pct(s.median_signed_pct_error, True), _pct(s.max_abs_pct_error)]
+
+
+def _print_summary(con: Any, summary: Summary) -> None:
+    from rich.table import Table
+
+    from accelmap.validate.report import compress_ids
+
+    t = Table(title="Error summary (scored rows only; abs % error; signed + = optimistic)",
+              title_justify="left")
+    for col in ("group", "n", "median", "p90", "signed median", "max"):
+        t.add_column(col, justify="left" if col == "group" else "right")
+    t.add_row(*_stats_row("overall", summary.overall), style="bold")
+    t.add_section()
+    for name, s in summary.by_kind.items():
+        t.add_row(*_stats_row(f"kind: {name}", s))
+    t.add_section()
+    for name, s in summary.by_source.items():
+        t.add_row(*_stats_row(f"source: {name}", s))
+    con.print(t)
+    if summary.calibration_rows:
+        con.print("Calibration rows (fitted, not scored): "
+                  + compress_ids(summary.calibration_rows))
+    if summary.not_fitting:
+        con.print("[bold]Finding:[/bold] published configurations predicted NOT to fit in "
+                  "memory: " + compress_ids(summary.not_fitting))
+    if summary.skipped:
+        con.print(f"Skipped {sum(len(v) for v in summary.skipped.values())} rows:")
+        for reason, ids in summary.skipped.items():
+            con.print(f"  {len(ids):4d}  {reason}: {compress_ids(ids)}", soft_wrap=True)

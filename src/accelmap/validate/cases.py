@@ -1,0 +1,280 @@
+"""Read the shared measurement files (inference, training, matmul) into typed, frozen rows.
+
+The format is recognised from the header, never from the file name, so a user's own file in one
+of these layouts works too. Cells follow the conventions of ``shared/reference/measurements/
+SOURCES.md``: ``?`` marks a value the source does not state or that could not be verified, and
+text after ``?`` is an unverified best reading. :func:`parse_number` turns a cell into
+``(value, verified)``:
+
+- ``""``, ``"?"``, ``"n/a"``, ``"-"``, ``"? (MP=8)"`` (unknown; the reading after ``?`` is not
+  used), ``"40 or 80 ?"`` (ambiguous) -> ``(None, False)``;
+- ``"8192?"``, ``"~32"``, ``"8192 (llama3_8b.toml default)?"`` -> the number, unverified;
+- ``"128256 (HF)"``, ``"2,657"``, ``"80.3%"`` -> the number, verified.
+
+Malformed files (unreadable, no header, ragged rows) raise :class:`~accelmap.errors.InputError`
+naming the file (and line); a row whose metric is not a number is kept and skipped later with
+its reason, because one bad cell must not hide the other rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from accelmap.errors import InputError
+
+_UNKNOWN = {"", "?", "n/a", "na", "-", "none", "unknown"}
+_NUMBER = re.compile(r"^[~≈]?\s*([-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?)")
+
+
+def parse_number(text: str | None) -> tuple[float | None, bool]:
+    """A cell -> ``(value, verified)``; see the module docstring for the rules."""
+    s = (text or "").strip()
+    if s.lower() in _UNKNOWN or s.startswith("?") or " or " in s:
+        return None, False
+    m = _NUMBER.match(s)
+    if not m:
+        return None, False
+    value = float(m.group(1).replace(",", ""))
+    verified = "?" not in s and not s.startswith(("~", "≈"))
+    return value, verified
+
+
+def parse_int(text: str | None) -> tuple[int | None, bool]:
+    value, ok = parse_number(text)
+    if value is None or value != int(value):
+        return None, False
+    return int(value), ok
+
+
+class CaseFormat(StrEnum):
+    INFERENCE = "inference"
+    TRAINING = "training"
+    MATMUL = "matmul"
+
+
+# Columns that identify each layout (a subset of what the shared files carry).
+REQUIRED: dict[CaseFormat, tuple[str, ...]] = {
+    CaseFormat.INFERENCE: ("row_id", "model", "accelerator", "framework", "precision_weights",
+                           "batch_size", "input_len", "output_len", "metric_name",
+                           "metric_value", "metric_unit"),
+    CaseFormat.TRAINING: ("row_id", "model", "accelerator", "seq_len", "micro_batch",
+                          "global_batch_seqs", "precision", "framework",
+                          "achieved_tflops_per_device", "tflops_definition"),
+    CaseFormat.MATMUL: ("row_id", "accelerator", "dtype", "kind", "measured_value",
+                        "measured_unit"),
+}
+
+
+@dataclass(frozen=True)
+class Arch:
+    """Model dimensions as the row states them (any may be missing)."""
+
+    layers: int | None = None
+    hidden: int | None = None
+    heads: int | None = None
+    kv_heads: int | None = None
+    ffn_hidden: int | None = None
+    vocab: int | None = None
+
+
+@dataclass(frozen=True)
+class Parallel:
+    num_devices: int | None = None
+    tp: int | None = None
+    pp: int | None = None
+    dp: int | None = None
+    cp: int | None = None
+    ep: int | None = None
+
+    @property
+    def devices(self) -> int | None:
+        """Devices the row ran on: ``num_devices``, else the product of the stated degrees
+        when TP, PP and DP are all stated."""
+        if self.num_devices is not None:
+            return self.num_devices
+        if None in (self.tp, self.pp, self.dp):
+            return None
+        return (self.tp or 1) * (self.pp or 1) * (self.dp or 1) * (self.cp or 1) * (self.ep or 1)
+
+
+@dataclass(frozen=True)
+class _Base:
+    row_id: str
+    file: str  # file name the row came from
+    line: int  # line number in the file (header = 1)
+    source: str  # the row's source_key, or the file's stem
+    accelerator: str
+    unverified: frozenset[str] = field(default=frozenset())  # columns holding '?' or '~'
+    notes_text: str = ""
+
+
+@dataclass(frozen=True)
+class InferenceCase(_Base):
+    model: str = ""
+    arch: Arch = Arch()
+    accel_mem_gb: float | None = None
+    parallel: Parallel = Parallel()
+    framework: str = ""
+    precision_weights: str = ""
+    precision_kv: str = ""
+    batch: int | None = None
+    input_len: int | None = None
+    output_len: int | None = None
+    scenario: str = ""
+    metric_name: str = ""
+    metric_value: float | None = None
+    metric_unit: str = ""
+
+
+@dataclass(frozen=True)
+class TrainingCase(_Base):
+    model: str = ""
+    arch: Arch = Arch()
+    accel_mem_gb: float | None = None
+    parallel: Parallel = Parallel()
+    seq_len: int | None = None
+    micro_batch: int | None = None
+    global_batch_seqs: int | None = None
+    grad_accum: int | None = None
+    recompute: str = ""
+    precision: str = ""
+    framework: str = ""
+    achieved_tflops_per_device: float | None = None
+    tflops_definition: str = ""
+    tokens_per_s_per_device: float | None = None
+
+
+@dataclass(frozen=True)
+class MatmulCase(_Base):
+    dtype: str = ""
+    kind: str = ""
+    measured_value: float | None = None
+    measured_unit: str = ""
+    theoretical_peak: float | None = None
+    best_shape: str = ""
+
+
+Case = InferenceCase | TrainingCase | MatmulCase
+
+
+@dataclass(frozen=True)
+class CaseFile:
+    path: Path
+    format: CaseFormat
+    cases: tuple[Case, ...]
+
+
+def detect_format(columns: list[str] | tuple[str, ...], path: Path) -> CaseFormat:
+    have = set(columns)
+    for fmt, need in REQUIRED.items():
+        if set(need) <= have:
+            return fmt
+    expected = "; ".join(f"{fmt.value}: {', '.join(need)}" for fmt, need in REQUIRED.items())
+    raise InputError(f"{path}: unknown measurement format: the header must hold the columns of "
+                     f"one of these layouts ({expected})")
+
+
+class _Row:
+    """One CSV record with typed getters that remember which cells were unverified."""
+
+    def __init__(self, raw: Mapping[str, str | None]) -> None:
+        self.raw = raw
+        self.unverified: set[str] = set()
+
+    def text(self, key: str) -> str:
+        return (self.raw.get(key) or "").strip()
+
+    def num(self, key: str) -> float | None:
+        value, ok = parse_number(self.raw.get(key))
+        if value is not None and not ok:
+            self.unverified.add(key)
+        return value
+
+    def integer(self, key: str) -> int | None:
+        value, ok = parse_int(self.raw.get(key))
+        if value is not None and not ok:
+            self.unverified.add(key)
+        return value
+
+    def arch(self) -> Arch:
+        return Arch(self.integer("layers"), self.integer("hidden"), self.integer("heads"),
+                    self.integer("kv_heads"), self.integer("ffn_hidden"), self.integer("vocab"))
+
+    def parallel(self) -> Parallel:
+        i = self.integer
+        return Parallel(i("num_devices"), i("TP"), i("PP"), i("DP"), i("CP"), i("EP"))
+
+
+def _build(fmt: CaseFormat, r: _Row, path: Path, line: int) -> Case:
+    base: dict[str, Any] = {"row_id": r.text("row_id"), "file": path.name, "line": line,
+            "source": r.text("source_key") or path.stem, "accelerator": r.text("accelerator"),
+            "notes_text": r.text("notes")}
+    case: Case
+    if fmt is CaseFormat.INFERENCE:
+        case = InferenceCase(
+            **base, model=r.text("model"), arch=r.arch(), accel_mem_gb=r.num("accel_mem_GB"),
+            parallel=r.parallel(), framework=r.text("framework"),
+            precision_weights=r.text("precision_weights"),
+            precision_kv=r.text("precision_kv_or_compute"), batch=r.integer("batch_size"),
+            input_len=r.integer("input_len"), output_len=r.integer("output_len"),
+            scenario=r.text("scenario"), metric_name=r.text("metric_name"),
+            metric_value=r.num("metric_value"), metric_unit=r.text("metric_unit"))
+    elif fmt is CaseFormat.TRAINING:
+        case = TrainingCase(
+            **base, model=r.text("model"), arch=r.arch(), accel_mem_gb=r.num("accel_mem_GB"),
+            parallel=r.parallel(), seq_len=r.integer("seq_len"),
+            micro_batch=r.integer("micro_batch"),
+            global_batch_seqs=r.integer("global_batch_seqs"), grad_accum=r.integer("grad_accum"),
+            recompute=r.text("recompute"), precision=r.text("precision"),
+            framework=r.text("framework"),
+            achieved_tflops_per_device=r.num("achieved_tflops_per_device"),
+            tflops_definition=r.text("tflops_definition"),
+            tokens_per_s_per_device=r.num("throughput_tokens_per_s_per_device"))
+    else:
+        case = MatmulCase(
+            **base, dtype=r.text("dtype"), kind=r.text("kind"),
+            measured_value=r.num("measured_value"), measured_unit=r.text("measured_unit"),
+            theoretical_peak=r.num("theoretical_peak"), best_shape=r.text("best_shape_MxNxK"))
+    return replace(case, unverified=frozenset(r.unverified))
+
+
+def read_cases(path: str | Path) -> CaseFile:
+    """Read one measurement CSV; its layout comes from the header."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file (pass a measurements CSV, e.g. "
+                         "../shared/reference/measurements/inference.csv)")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read it as UTF-8 text ({e})") from None
+    reader = csv.DictReader(text.splitlines())
+    try:
+        columns = reader.fieldnames
+        if not columns:
+            raise InputError(f"{path}: the file is empty; expected a CSV with a header row")
+        fmt = detect_format(list(columns), path)
+        cases: list[Case] = []
+        seen: set[str] = set()
+        for raw in reader:
+            line = reader.line_num
+            if None in raw or any(v is None for v in raw.values()):
+                raise InputError(f"{path}:{line}: the row does not have the header's "
+                                 f"{len(columns)} fields; check its commas and quotes")
+            row = _Row(raw)
+            rid = row.text("row_id")
+            if not rid:
+                raise InputError(f"{path}:{line}: the row has no row_id")
+            if rid in seen:
+                raise InputError(f"{path}:{line}: row_id {rid} appears twice")
+            seen.add(rid)
+            cases.append(_build(fmt, row, path, line))
+    except csv.Error as e:
+        raise InputError(f"{path}:{reader.line_num}: malformed CSV ({e})") from None
+    return CaseFile(path, fmt, tuple(cases))

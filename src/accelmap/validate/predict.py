@@ -1,0 +1,334 @@
+"""Predict each measurement row's metric with the single-device engine, without per-row tuning.
+
+Every row goes through the same general path: accelerator via ``validate/names.py``, model via
+``validate/resolve.py`` (catalog preset or the row's own dimensions), workload from the row's
+columns, framework profile from its framework column. Rows the single-device engine cannot
+predict are kept with the reason. Rows that calibrated a general parameter (listed under
+``calibrated_on`` in ``cost/data/framework_calibration.yaml``, and the HBM-bandwidth row that
+:data:`accelmap.cost.efficiency.BANDWIDTH_EFFICIENCY` comes from) are predicted but marked
+``calibration``: the summary leaves them out, because they match by construction.
+
+Errors are signed as optimism: positive means accelmap predicts *faster* than measured (a higher
+rate, or a lower latency); see :attr:`Prediction.signed_pct_error`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from accelmap.catalog import Catalog
+from accelmap.cost.efficiency import BANDWIDTH_EFFICIENCY, matmul_efficiency
+from accelmap.cost.roofline import Device
+from accelmap.estimate import estimate_inference, estimate_training
+from accelmap.ops.graph import Unit
+from accelmap.units import DType
+from accelmap.validate import resolve as rs
+from accelmap.validate.cases import Case, InferenceCase, MatmulCase, TrainingCase
+from accelmap.workload import Inference, Training
+
+# The HBM-bandwidth statement that BANDWIDTH_EFFICIENCY is derived from (efficiency.py).
+BANDWIDTH_CALIBRATION_ROWS = frozenset({"M0021"})
+GPT_FAST_MAX_NEW_TOKENS = 200  # gpt-fast generate.py: --max_new_tokens default 200
+MULTI_DEVICE = "multi-device: needs the distributed engine"
+
+
+class MetricKind(StrEnum):
+    DECODE = "decode"  # per-user decode rate at batch 1 (gpt-fast)
+    TTFT = "ttft"  # first-token latency (prefill)
+    THROUGHPUT = "throughput"  # output tokens/s per device, static batch
+    MATMUL = "matmul"  # maximum achievable matmul TFLOP/s
+    BANDWIDTH = "bandwidth"  # achievable HBM bandwidth
+    TRAINING = "training"  # achieved TFLOP/s (or tokens/s) per device
+
+
+class Status(StrEnum):
+    OK = "ok"
+    SKIPPED = "skipped"
+    CALIBRATION = "calibration"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    row_id: str
+    file: str
+    source: str
+    model: str
+    accelerator: str
+    metric: str = ""
+    unit: str = ""
+    kind: MetricKind | None = None
+    measured: float | None = None
+    predicted: float | None = None
+    status: Status = Status.SKIPPED
+    skipped_reason: str | None = None
+    higher_is_better: bool = True
+    fits: bool | None = None  # None: no memory check for this kind of row
+    model_id: str | None = None
+    accelerator_id: str | None = None
+    framework: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def abs_pct_error(self) -> float | None:
+        if self.predicted is None or not self.measured:
+            return None
+        return abs(self.predicted - self.measured) / self.measured * 100.0
+
+    @property
+    def signed_pct_error(self) -> float | None:
+        """(predicted - measured) / measured in %, sign flipped for latencies, so that a
+        positive value always means "accelmap is optimistic" (predicts faster)."""
+        if self.predicted is None or not self.measured:
+            return None
+        raw = (self.predicted - self.measured) / self.measured * 100.0
+        return raw if self.higher_is_better else -raw
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "row_id": self.row_id, "file": self.file, "source": self.source,
+            "kind": self.kind.value if self.kind else None, "metric": self.metric,
+            "unit": self.unit, "model": self.model, "accelerator": self.accelerator,
+            "measured": self.measured, "predicted": self.predicted,
+            "abs_pct_error": self.abs_pct_error, "signed_pct_error": self.signed_pct_error,
+            "status": self.status.value, "skipped_reason": self.skipped_reason,
+            "fits": self.fits, "model_id": self.model_id,
+            "accelerator_id": self.accelerator_id, "framework": self.framework,
+            "notes": list(self.notes),
+        }
+
+
+def calibration_file() -> Path:
+    return Path(str(resources.files("accelmap").joinpath(
+        "cost/data/framework_calibration.yaml")))
+
+
+@lru_cache(maxsize=1)
+def calibration_rows() -> frozenset[str]:
+    """Row ids some general parameter was calibrated on (never scored)."""
+    data = yaml.safe_load(calibration_file().read_text()) or {}
+    rows = {str(r) for entry in data.values() if isinstance(entry, dict)
+            for r in entry.get("calibrated_on") or ()}
+    return frozenset(rows | BANDWIDTH_CALIBRATION_ROWS)
+
+
+def _skip(base: Prediction, reasons: list[str], notes: list[str]) -> Prediction:
+    return replace(base, status=Status.SKIPPED, skipped_reason="; ".join(reasons),
+                   notes=tuple(notes))
+
+
+def _done(base: Prediction, predicted: float, calibrated: frozenset[str], notes: list[str],
+          **extra: Any) -> Prediction:
+    status = Status.CALIBRATION if base.row_id in calibrated else Status.OK
+    if status is Status.CALIBRATION:
+        notes = [*notes, "calibration row: a general parameter was fitted to it; not scored"]
+    return replace(base, predicted=float(predicted), status=status, notes=tuple(notes), **extra)
+
+
+def _devices_reason(devices: int | None) -> str | None:
+    if devices is None:
+        return "device count not stated"
+    return None if devices == 1 else MULTI_DEVICE
+
+
+def _inference_metric(case: InferenceCase) -> tuple[MetricKind, str, bool] | None:
+    name, unit = case.metric_name.lower(), case.metric_unit.lower()
+    if name == "throughput" and "per gpu" in unit:
+        return MetricKind.THROUGHPUT, "output_tokens_per_s_per_device", True
+    if "1st token latency" in name and unit == "ms":
+        return MetricKind.TTFT, "ttft_ms", False
+    if name == "tokens/second" and "per user" in unit:
+        return MetricKind.DECODE, "tokens_per_s_per_user", True
+    return None
+
+
+def predict_inference(case: InferenceCase, catalog: Catalog,
+                      calibrated: frozenset[str]) -> Prediction:
+    fw = rs.inference_framework(case.framework)
+    metric = _inference_metric(case)
+    base = Prediction(case.row_id, case.file, case.source, case.model, case.accelerator,
+                      metric=metric[1] if metric else case.metric_name,
+                      unit=case.metric_unit, kind=metric[0] if metric else None,
+                      measured=case.metric_value,
+                      higher_is_better=metric[2] if metric else True, framework=fw.value)
+    reasons: list[str] = []
+    notes: list[str] = []
+    if r := _devices_reason(case.parallel.devices):
+        reasons.append(r)
+    if "speculative" in case.framework.lower() or "speculative" in case.scenario.lower():
+        reasons.append("speculative decoding is not modelled")
+    dev = rs.resolve_device(case.accelerator, catalog)
+    model = rs.resolve_model(case.model, case.arch, catalog, None, megatron=False)
+    for res in (dev, model):
+        reasons += [res.reason] if res.reason else []
+        notes += res.notes
+    if metric is None:
+        reasons.append(f"metric {case.metric_name!r} in {case.metric_unit!r} is not supported")
+    if case.metric_value is None:
+        reasons.append("measured value is not a number")
+    if case.batch is None or case.input_len is None:
+        reasons.append("batch size or input length not stated")
+    output = case.output_len
+    if metric and metric[0] is MetricKind.DECODE and output is None:
+        output = GPT_FAST_MAX_NEW_TOKENS
+        notes.append(f"output length not stated: gpt-fast's default max_new_tokens "
+                     f"{GPT_FAST_MAX_NEW_TOKENS} assumed")
+    if output is None:
+        reasons.append("output length not stated")
+    if reasons or dev.value is None or model.value is None or metric is None:
+        return _skip(base, reasons, notes)
+    spec, device = model.value, dev.value
+    prec = rs.inference_precision(case.precision_weights, case.precision_kv, spec.d_model)
+    if isinstance(prec, str):
+        return _skip(base, [prec], notes)
+    notes += prec.notes
+    if mem := rs.memory_note(device.acc, device.fraction, case.accel_mem_gb):
+        notes.append(mem)
+    assert case.batch is not None and case.input_len is not None and output is not None
+    wl = Inference(batch=case.batch, prompt_len=case.input_len, output_len=output,
+                   weight_dtype=prec.weight, act_dtype=prec.act, kv_dtype=prec.kv,
+                   quant_group=prec.quant_group)
+    est = estimate_inference(spec, device, wl, fw)
+    kind = metric[0]
+    if kind is MetricKind.TTFT:
+        value = float(est.metrics["ttft_s"]) * 1e3
+    else:
+        # gpt-fast reports tokens generated / wall time of generate() (prefill included), which
+        # is the engine's batch x output / (TTFT + (output - 1) x TPOT); so is TensorRT-LLM's
+        # static-batch throughput.
+        value = float(est.metrics["tokens_per_s"])
+    if not est.feasible:
+        notes.append(f"published configuration predicted NOT to fit: {est.reason}")
+    notes += [a for a in est.assumptions if a.startswith(("matmul efficiency", "framework"))]
+    return _done(base, value, calibrated, notes, fits=bool(est.feasible), model_id=spec.id,
+                 accelerator_id=device.acc.id)
+
+
+def _training_flops_kind(case: TrainingCase, megatron: bool) -> tuple[str, str | None]:
+    d = case.tflops_definition.lower()
+    if "model" in d:
+        return "model_flops_per_step", None
+    if "hardware" in d or "hfu" in d or "recompute" in d:
+        return "hardware_flops_per_step", None
+    if megatron:
+        return "hardware_flops_per_step", ("TFLOP/s definition not stated: Megatron's Eq. 3 "
+                                           "counts the recompute forward (hardware FLOPs)")
+    return "model_flops_per_step", "TFLOP/s definition not stated: model FLOPs assumed"
+
+
+def predict_training(case: TrainingCase, catalog: Catalog,
+                     calibrated: frozenset[str]) -> Prediction:
+    fw = rs.training_framework(case.framework)
+    megatron = fw.value == "megatron"
+    tflops = case.achieved_tflops_per_device is not None
+    measured = case.achieved_tflops_per_device if tflops else case.tokens_per_s_per_device
+    base = Prediction(case.row_id, case.file, case.source, case.model, case.accelerator,
+                      metric="tflops_per_device" if tflops else "tokens_per_s_per_device",
+                      unit="TFLOP/s" if tflops else "tokens/s", kind=MetricKind.TRAINING,
+                      measured=measured, framework=fw.value)
+    reasons: list[str] = []
+    notes: list[str] = []
+    if r := _devices_reason(case.parallel.devices):
+        reasons.append(r)
+    if "lora" in case.model.lower():
+        reasons.append("LoRA fine-tuning is not modelled")
+    dev = rs.resolve_device(case.accelerator, catalog)
+    model = rs.resolve_model(case.model, case.arch, catalog, case.seq_len, megatron)
+    for res in (dev, model):
+        reasons += [res.reason] if res.reason else []
+        notes += res.notes
+    if measured is None:
+        reasons.append("no TFLOP/s or tokens/s per device to compare")
+    if case.seq_len is None:
+        reasons.append("seq_len not stated")
+    batch = case.global_batch_seqs
+    if batch is None and case.micro_batch is not None:
+        batch = case.micro_batch * (case.grad_accum or 1)
+    if batch is None:
+        reasons.append("micro-batch / global batch not stated")
+    dtype = rs.training_dtype(case.precision)
+    if dtype is None:
+        reasons.append(f"precision {case.precision!r} is not understood")
+    if reasons or dev.value is None or model.value is None:
+        return _skip(base, reasons, notes)
+    assert case.seq_len is not None and batch is not None and dtype is not None
+    if mem := rs.memory_note(dev.value.acc, dev.value.fraction, case.accel_mem_gb):
+        notes.append(mem)
+    recompute, rnote = rs.recompute_policy(case.recompute, megatron)
+    notes += [rnote] if rnote else []
+    flops_key, fnote = _training_flops_kind(case, megatron)
+    notes += [fnote] if fnote else []
+    wl = Training(batch=batch, seq_len=case.seq_len, dtype=dtype, recompute=recompute)
+    est = estimate_training(model.value, dev.value, wl, fw)
+    step = float(est.metrics["step_time_s"])
+    value = (float(est.metrics[flops_key]) / step / 1e12 if tflops
+             else float(est.metrics["tokens_per_s"]))
+    if not est.feasible:
+        notes.append(f"published configuration predicted NOT to fit: {est.reason}")
+    return _done(base, value, calibrated, notes, fits=bool(est.feasible),
+                 model_id=model.value.id, accelerator_id=dev.value.acc.id)
+
+
+def _matmul_dtype(text: str) -> DType | None:
+    word = text.split()[0].lower() if text.strip() else ""
+    try:
+        return DType(word)
+    except ValueError:
+        return None
+
+
+def predict_matmul(case: MatmulCase, catalog: Catalog, calibrated: frozenset[str]) -> Prediction:
+    bandwidth = case.kind.lower().startswith("hbm") or case.measured_unit.lower() == "gb/s"
+    base = Prediction(case.row_id, case.file, case.source, "-", case.accelerator,
+                      metric="hbm_GBps" if bandwidth else "matmul_tflops",
+                      unit="GB/s" if bandwidth else "TFLOP/s",
+                      kind=MetricKind.BANDWIDTH if bandwidth else MetricKind.MATMUL,
+                      measured=case.measured_value)
+    dev = rs.resolve_device(case.accelerator, catalog)
+    reasons = [dev.reason] if dev.reason else []
+    if case.measured_value is None:
+        reasons.append("measured value is not a number")
+    dtype = None if bandwidth else _matmul_dtype(case.dtype)
+    if not bandwidth and dtype is None:
+        reasons.append(f"dtype {case.dtype!r} is not understood")
+    if reasons or dev.value is None:
+        return _skip(base, reasons, list(dev.notes))
+    device: Device = dev.value
+    acc = device.acc
+    notes = list(dev.notes)
+    if bandwidth:
+        value = (acc.memory_bandwidth or 0.0) * device.fraction * BANDWIDTH_EFFICIENCY / 1e9
+        notes.append(f"catalog {(acc.memory_bandwidth or 0) / 1e9:.0f} GB/s x "
+                     f"BANDWIDTH_EFFICIENCY {BANDWIDTH_EFFICIENCY:.3f}")
+        return _done(base, value, calibrated, notes, accelerator_id=acc.id)
+    assert dtype is not None
+    peak, _ = device.peak(dtype, Unit.MATRIX)
+    # Leave-one-out: this device's own measurements (all dtypes) are excluded.
+    eff = matmul_efficiency(acc, dtype, exclude=acc.id)
+    notes.append(f"catalog dense peak {peak / 1e12:.1f} TFLOP/s x efficiency {eff.value:.3f} "
+                 f"({eff.source}; leave-one-out: {acc.id}'s own rows excluded)")
+    if case.theoretical_peak and abs(peak / 1e12 / case.theoretical_peak - 1) > 0.02:
+        notes.append(f"the row's peak {case.theoretical_peak:g} TFLOP/s differs from the "
+                     f"catalog's {peak / 1e12:g}")
+    return _done(base, peak * eff.value / 1e12, calibrated, notes, accelerator_id=acc.id)
+
+
+def predict_case(case: Case, catalog: Catalog,
+                 calibrated: frozenset[str] | None = None) -> Prediction:
+    cal = calibration_rows() if calibrated is None else calibrated
+    if isinstance(case, InferenceCase):
+        return predict_inference(case, catalog, cal)
+    if isinstance(case, TrainingCase):
+        return predict_training(case, catalog, cal)
+    return predict_matmul(case, catalog, cal)
+
+
+def predict_cases(cases: tuple[Case, ...] | list[Case], catalog: Catalog,
+                  calibrated: frozenset[str] | None = None) -> list[Prediction]:
+    return [predict_case(c, catalog, calibrated) for c in cases]

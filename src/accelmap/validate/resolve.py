@@ -1,0 +1,243 @@
+"""From a measurement row's words to accelmap's inputs: device, model, framework, precision.
+
+Explicit tables, not fuzzy matching (a wrong guess would silently validate against the wrong
+chip or model). Each resolver returns what it found plus notes saying what it assumed, or a
+reason why it could not; it never raises for a row it does not understand.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from accelmap.catalog import Catalog
+from accelmap.cost.framework import Framework
+from accelmap.cost.roofline import Device
+from accelmap.hardware.schema import Accelerator
+from accelmap.models.schema import ModelSpec
+from accelmap.units import DType
+from accelmap.validate.cases import Arch
+from accelmap.validate.names import MEASURED_NAMES
+from accelmap.workload import Recompute
+
+# Model names as the shared measurement files spell them -> catalog preset ids.
+MODEL_NAMES: dict[str, str] = {
+    # inference.csv
+    "GPT-J 6B": "gpt-j-6b",
+    "Llama 2 7B": "llama-2-7b",
+    "Llama 2 13B": "llama-2-13b",
+    "Llama 2 70B": "llama-2-70b",
+    "Llama-2-7B": "llama-2-7b",
+    "Llama-2-70B": "llama-2-70b",
+    "Llama-3.1-8B": "llama-3.1-8b",
+    "Llama-3.1-70B": "llama-3.1-70b",
+    "Llama-3.1-405B": "llama-3.1-405b",
+    "Falcon 180B": "falcon-180b",
+    # training.csv
+    "GPT (1.7B)": "megatron-1.7b",
+    "GPT (3.6B)": "megatron-3.6b",
+    "GPT (7.5B)": "megatron-7.5b",
+    "GPT (18B)": "megatron-18.4b",
+    "GPT (39B)": "megatron-39.1b",
+    "GPT (76B)": "megatron-76.1b",
+    "GPT (145B)": "megatron-145.6b",
+    "GPT (530B)": "megatron-529.6b",
+    "GPT (1T)": "megatron-1t",
+    "GPT-3 (175B)": "gpt3-175b",
+    "GPT3-175B": "gpt3-175b",
+    "MPT-7b": "mpt-7b",
+    "MPT-30b": "mpt-30b",
+    "LLAMA2-7B": "llama-2-7b",
+    "LLAMA2-13B": "llama-2-13b",
+    "LLAMA2-70B": "llama-2-70b",
+    "LLAMA2-7B SFT (SQuAD v1.1 packed)": "llama-2-7b",
+    "LLAMA2-13B SFT (SQuAD v1.1 packed)": "llama-2-13b",
+    "LLAMA2-70B SFT (SQuAD v1.1 packed)": "llama-2-70b",
+    "LLAMA3-8B": "llama-3.1-8b",  # Llama 3 and 3.1 8B share every dimension (RoPE scaling aside)
+    "LLAMA3-70B": "llama-3.1-70b",
+    "Llama 3.1 8B": "llama-3.1-8b",
+    "Llama 3.1 70B": "llama-3.1-70b",
+    "Llama 3.1 405B": "llama-3.1-405b",
+}
+
+# Architecture of a model built from a row's columns, by family. GPT style: GPT-2/Megatron
+# GPTModel (pre-LayerNorm with bias, biases on every linear, 4h GELU MLP, learned positions).
+# MPT (MosaicML): ALiBi, no biases anywhere, LayerNorm without bias, tied embeddings.
+_GPT_STYLE: dict[str, Any] = {
+    "ffn_kind": "plain", "activation": "gelu", "position": "learned", "norm": "layernorm",
+    "norm_bias": True, "qkv_bias": True, "attn_out_bias": True, "mlp_bias": True,
+}
+_MPT_STYLE: dict[str, Any] = {
+    "ffn_kind": "plain", "activation": "gelu", "position": "alibi", "norm": "layernorm",
+    "norm_bias": False, "tied_embeddings": True,
+}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    value: Any  # Device, ModelSpec, ... or None when unresolved
+    notes: tuple[str, ...] = ()
+    reason: str | None = None  # why it could not be resolved
+
+
+def resolve_device(name: str, catalog: Catalog, exclude: str | None = None) -> Resolved:
+    dev = MEASURED_NAMES.get(name)
+    if dev is None:
+        return Resolved(None, reason=f"accelerator {name!r} is not in validate/names.py")
+    if dev.catalog_id is None:
+        return Resolved(None, reason=f"accelerator {name!r} has no catalog entry ({dev.note})")
+    acc = catalog.accelerators.get(dev.catalog_id)
+    if acc is None:
+        return Resolved(None, reason=f"catalog has no accelerator {dev.catalog_id!r}")
+    notes = (f"{name} -> {acc.id}" + (f" ({dev.note})" if dev.note else ""),)
+    return Resolved(Device.of(acc, fraction=dev.fraction, exclude=exclude), notes)
+
+
+def memory_note(acc: Accelerator, fraction: float, stated_gb: float | None) -> str | None:
+    """A note when the row's stated memory disagrees with the catalog device's by > 10 %."""
+    if stated_gb is None:
+        return None
+    have = acc.memory_bytes * fraction
+    if min(abs(have / 1e9 - stated_gb), abs(have / 2**30 - stated_gb)) <= 0.1 * stated_gb:
+        return None
+    return (f"row states {stated_gb:g} GB of device memory; {acc.id} has "
+            f"{have / 1e9:.0f} GB: the catalog variant may be the wrong one")
+
+
+def _dims_note(spec: ModelSpec, arch: Arch) -> str | None:
+    pairs = (("layers", arch.layers, spec.n_layers), ("hidden", arch.hidden, spec.d_model),
+             ("heads", arch.heads, spec.n_heads), ("kv_heads", arch.kv_heads, spec.kv_heads),
+             ("ffn_hidden", arch.ffn_hidden, spec.ffn_dim), ("vocab", arch.vocab,
+                                                             spec.vocab_size))
+    diff = [f"{k} {row} vs {have}" for k, row, have in pairs if row is not None and row != have]
+    return f"row and preset {spec.id} differ: {', '.join(diff)}" if diff else None
+
+
+def resolve_model(name: str, arch: Arch, catalog: Catalog, seq_len: int | None,
+                  megatron: bool) -> Resolved:
+    """A catalog preset from :data:`MODEL_NAMES`, else a ModelSpec built from the row's
+    dimensions (GPT style, or MPT style for MPT rows), else a reason."""
+    pid = MODEL_NAMES.get(name)
+    if pid is not None:
+        spec = catalog.models.get(pid)
+        if spec is None:
+            return Resolved(None, reason=f"model preset {pid!r} is not in the catalog")
+        note = _dims_note(spec, arch)
+        return Resolved(spec, (f"model preset {pid}",) + ((note,) if note else ()))
+    need = {"layers": arch.layers, "hidden": arch.hidden, "heads": arch.heads,
+            "vocab": arch.vocab}
+    missing = [k for k, v in need.items() if v is None]
+    if missing:
+        return Resolved(None, reason=f"model {name!r}: no catalog preset and the row lacks "
+                                     f"{', '.join(missing)}")
+    assert arch.hidden and arch.heads and arch.layers and arch.vocab
+    mpt = name.lower().startswith("mpt")
+    style = dict(_MPT_STYLE if mpt else _GPT_STYLE)
+    notes = []
+    if megatron and not mpt:
+        style["tied_embeddings"] = True
+    ffn = arch.ffn_hidden or 4 * arch.hidden
+    if arch.ffn_hidden is None:
+        notes.append("ffn_hidden not stated: 4 x hidden assumed")
+    max_seq = seq_len or 2048
+    data = {"id": f"row-{re.sub(r'[^a-z0-9.]+', '-', name.lower()).strip('-')}", "name": name,
+            "family": "mpt" if mpt else "gpt", "n_layers": arch.layers, "d_model": arch.hidden,
+            "n_heads": arch.heads, "n_kv_heads": arch.kv_heads, "ffn_dim": ffn,
+            "vocab_size": arch.vocab, "max_seq_len": max_seq, **style}
+    try:
+        spec = ModelSpec.model_validate(data)
+    except ValidationError as e:
+        msg = str(e.errors()[0]["msg"]).removeprefix("Value error, ")
+        return Resolved(None, reason=f"model {name!r}: the row's dimensions are invalid ({msg})")
+    kind = ("MPT style (ALiBi, no biases, LayerNorm without bias, tied embeddings)" if mpt else
+            "GPT style (plain GELU MLP, learned positions, LayerNorm and biases"
+            + (", tied embeddings as Megatron GPT)" if megatron else ", untied embeddings)"))
+    notes.insert(0, f"no preset for {name!r}: built from the row's dimensions, {kind}")
+    return Resolved(spec, tuple(notes))
+
+
+def inference_framework(text: str) -> Framework:
+    t = text.lower()
+    if "tensorrt" in t:
+        return Framework.TENSORRT_LLM
+    if "gpt-fast" in t:
+        return Framework.TORCH_COMPILE
+    if "vllm" in t:
+        return Framework.VLLM
+    return Framework.EAGER
+
+
+def training_framework(text: str) -> Framework:
+    t = text.lower()
+    return Framework.MEGATRON if ("megatron" in t or "nemo" in t) else Framework.EAGER
+
+
+@dataclass(frozen=True)
+class InferencePrecision:
+    weight: DType
+    act: DType
+    kv: DType
+    quant_group: int
+    notes: tuple[str, ...]
+
+
+_DTYPE_WORDS = {"fp8": DType.FP8, "fp16": DType.FP16, "bf16": DType.BF16, "fp32": DType.FP32}
+
+
+def _dtype_word(text: str) -> DType | None:
+    m = re.match(r"\s*(fp8|fp16|bf16|fp32)\b", text.lower())
+    return _DTYPE_WORDS[m.group(1)] if m else None
+
+
+def inference_precision(weights: str, kv_or_compute: str, hidden: int) -> InferencePrecision | str:
+    """Precision columns -> dtypes, or a reason string when the words are not understood.
+
+    gpt-fast int8 is per output channel (``WeightOnlyInt8QuantHandler``: one scale per row of
+    ``in_features`` weights), so its group is taken as ``hidden``; int4 states its group
+    ("g32")."""
+    w = weights.strip().lower()
+    kv = _dtype_word(kv_or_compute)
+    notes: list[str] = []
+    if "int8" in w and "weight-only" in w:
+        notes.append(f"int8 weight-only, per-channel scales (group = hidden = {hidden})")
+        return InferencePrecision(DType.INT8, DType.BF16, kv or DType.BF16, hidden, tuple(notes))
+    if "int4" in w and "weight-only" in w:
+        m = re.search(r"\bg(\d+)\b", w)
+        group = int(m.group(1)) if m else 128
+        if not m:
+            notes.append("int4 group size not stated: 128 assumed")
+        return InferencePrecision(DType.INT4, DType.BF16, kv or DType.BF16, group, tuple(notes))
+    dtype = _dtype_word(w)
+    if dtype is None:
+        return f"precision {weights!r} is not understood"
+    if "?" in kv_or_compute:
+        notes.append(f"KV/compute precision {kv_or_compute!r} is unverified")
+    return InferencePrecision(dtype, dtype, kv or dtype, 128, tuple(notes))
+
+
+def training_dtype(text: str) -> DType | None:
+    t = text.lower()
+    if "fp8" in t or "float8" in t:
+        return DType.FP8
+    if "bf16" in t or "bfloat16" in t:
+        return DType.BF16
+    if "fp16" in t:
+        return DType.FP16
+    return None
+
+
+def recompute_policy(text: str, megatron: bool) -> tuple[Recompute, str | None]:
+    t = text.lower()
+    if "selective" in t and "?" not in t:
+        return Recompute.SELECTIVE, None
+    if "full" in t and "?" not in t:
+        return Recompute.FULL, None
+    if t == "none":
+        return Recompute.NONE, None
+    if megatron:
+        return Recompute.FULL, ("recompute not stated: full assumed (Megatron's "
+                                "--checkpoint-activations in its published GPT runs)")
+    return Recompute.NONE, "recompute not stated: none assumed"
