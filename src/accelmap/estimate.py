@@ -214,7 +214,7 @@ def estimate_inference(spec: ModelSpec, dev: Device, wl: Inference,
                    overlap)
     dec = time_ops(forward_ops(spec, decode_shape, p, wl.flash_attention, imbalance), dev, fw,
                    overlap)
-    ttft = total_time(pre) + fw.request_overhead_s
+    ttft = total_time(pre)
     tpot = total_time(dec)
     total = ttft + max(wl.output_len - 1, 0) * tpot
     out_tokens = wl.batch * wl.output_len

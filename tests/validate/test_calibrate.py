@@ -31,8 +31,8 @@ def cal() -> ModuleType:
 def test_rule_picks_first_row_of_each_kind(cal: ModuleType) -> None:
     cases = read_cases(FIXTURES / "inference.csv").cases
     rows = cal.calibration_rows(cases, {})
-    assert rows[(Framework.TENSORRT_LLM, "kernel_overhead_s")].row_id == "I0001"
-    assert rows[(Framework.TENSORRT_LLM, "request_overhead_s")].row_id == "I0038"
+    # kernel overhead is identifiable only where kernels are short: the first batch-1 row
+    assert rows[(Framework.TENSORRT_LLM, "kernel_overhead_s")].row_id == "I0038"
     assert rows[(Framework.TORCH_COMPILE, "kernel_overhead_s")].row_id == "I0198"
     assert not any(fw is Framework.VLLM for fw, _ in rows)
 

@@ -6,9 +6,8 @@ per-case constants.
   susun-blog.com/blog/pegainfer-3-cuda-graph); CUDA-graph replay (torch.compile "reduce-overhead",
   TensorRT-LLM, vLLM) leaves the device-side gap between kernels. Graph-replay gaps are
   *calibrated* (``data/framework_calibration.yaml``, rows named there) and validated on others.
-- ``request_overhead_s`` (per request, added to TTFT) and ``quantized_weight_efficiency`` (how
-  much of the 16-bit streaming bandwidth a weight-only INT8/INT4 kernel reaches) are calibrated
-  the same way, each on the first row of its kind.
+- ``quantized_weight_efficiency`` (how much of the 16-bit streaming bandwidth a weight-only
+  INT8/INT4 kernel reaches) is calibrated the same way, on the first row of its kind.
 - ``fuses_elementwise``: norms, activations, rotary and residual adds run inside neighbouring
   kernels (torch.compile/Inductor, TensorRT-LLM and vLLM fused kernels), so they cost no memory
   pass and no launch of their own. Megatron's fused kernels are separate launches that make one
@@ -53,8 +52,6 @@ class FrameworkProfile:
     kernel_overhead_s: float
     fuses_elementwise: bool
     overhead_source: str
-    # Added to TTFT once per request: scheduling, sampling, host synchronisation.
-    request_overhead_s: float = 0.0
     # Weight-only quantized GEMMs (dequantize in the kernel) stream their weights at this
     # fraction of the bandwidth a 16-bit GEMM reaches; 1.0 where not calibrated.
     quantized_weight_efficiency: dict[DType, float] = field(default_factory=dict)
@@ -89,7 +86,6 @@ def profile(name: Framework | str) -> FrameworkProfile:
         float(cal.get("kernel_overhead_s", 0.0)),
         True,
         str(cal.get("source", "no calibration: 0 s per kernel")),
-        request_overhead_s=float(cal.get("request_overhead_s", 0.0)),
         quantized_weight_efficiency=quant,
         prefill_chunk_tokens=PREFILL_CHUNK.get(fw),
     )
