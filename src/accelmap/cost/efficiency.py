@@ -43,7 +43,8 @@ BANDWIDTH_EFFICIENCY = 1700 / 2039  # gpt-fast README, A100 80GB: "about 1700 GB
 BANDWIDTH_SOURCE = "default 0.834 of peak (A100 measurement, gpt-fast M0021; not this device)"
 
 MMA_M = 16  # smallest tensor-core tile rows (PTX mma.m16n8k16)
-DEFAULT_TILE = (256, 128)  # CTA tile of large GEMMs (NVIDIA matmul guide, A100 example); also AMD/Gaudi
+# CTA tile of large GEMMs (NVIDIA matmul guide, A100 example); also the AMD/Gaudi default
+DEFAULT_TILE = (256, 128)
 SPLIT_K_MIN = 256  # do not split k below 256 per split (keeps each split a full MMA pipeline)
 
 
