@@ -28,6 +28,8 @@ FrameworkOpt = Annotated[str | None, typer.Option(
 OptimizerOpt = Annotated[str, typer.Option(help="adamw, sgd, lion, adafactor.")]
 RecomputeOpt = Annotated[str, typer.Option(help="none, selective, full.")]
 FlashOpt = Annotated[bool, typer.Option("--flash/--no-flash", help="Flash attention.")]
+ImbalanceOpt = Annotated[float, typer.Option(
+    "--moe-imbalance", min=1.0, help="MoE: busiest expert's load / mean load (1 = balanced).")]
 TokensOpt = Annotated[str | None, typer.Option(help="Tokens to train, for time and cost "
                                                "(e.g. 1e12 or 1T).")]
 
@@ -80,7 +82,7 @@ def _resolve(model: str, hw: str, catalog: Any) -> tuple[Any, Any]:
 def run_estimate(model: str, hw: str, train: bool, batch: int, seq: int, prompt: int,
                  output: int, dtype: str, weights: str, kv: str | None, group: int,
                  framework: str | None, optimizer: str, recompute: str, flash: bool,
-                 tokens: str | None, catalog: Any) -> Estimate:
+                 tokens: str | None, catalog: Any, imbalance: float = 1.0) -> Estimate:
     from accelmap.estimate import estimate_inference, estimate_training
     from accelmap.units import DType
     from accelmap.workload import Inference, Optimizer, Recompute, Training
@@ -92,14 +94,14 @@ def run_estimate(model: str, hw: str, train: bool, batch: int, seq: int, prompt:
                       recompute=_enum(Recompute, recompute, "recompute policy"),
                       flash_attention=flash, tokens_to_train=_count(tokens) if tokens else 0.0)
         price = dev.acc.price.usd_per_hour.value if dev.acc.price else None
-        return estimate_training(spec, dev, wl, framework or "megatron",
+        return estimate_training(spec, dev, wl, framework or "megatron", imbalance=imbalance,
                                  price_usd_per_hour=price)
     w = _dtype(weights, "weight")
     act = DType.FP8 if w is DType.FP8 else DType.BF16
     kv_dtype = _dtype(kv, "KV-cache") if kv else act
     inf = Inference(batch=batch, prompt_len=prompt, output_len=output, weight_dtype=w,
                     act_dtype=act, kv_dtype=kv_dtype, quant_group=group, flash_attention=flash)
-    return estimate_inference(spec, dev, inf, framework or "vllm")
+    return estimate_inference(spec, dev, inf, framework or "vllm", imbalance=imbalance)
 
 
 def estimate_cmd(
@@ -120,6 +122,7 @@ def estimate_cmd(
     recompute: RecomputeOpt = "none",
     flash: FlashOpt = True,
     tokens: TokensOpt = None,
+    imbalance: ImbalanceOpt = 1.0,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -131,7 +134,7 @@ def estimate_cmd(
       accelmap estimate gpt3-1.3b --hw a100-sxm4-80gb --train --batch 8 --seq 2048 --tokens 300B
     """
     est = run_estimate(model, hw, train, batch, seq, prompt, output, dtype, weights, kv, group,
-                       framework, optimizer, recompute, flash, tokens, catalog)
+                       framework, optimizer, recompute, flash, tokens, catalog, imbalance)
     if json_out:
         emit_json(est.to_dict(ops=False))
         return
