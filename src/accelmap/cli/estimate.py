@@ -30,6 +30,12 @@ RecomputeOpt = Annotated[str, typer.Option(help="none, selective, full.")]
 FlashOpt = Annotated[bool, typer.Option("--flash/--no-flash", help="Flash attention.")]
 ImbalanceOpt = Annotated[float, typer.Option(
     "--moe-imbalance", min=1.0, help="MoE: busiest expert's load / mean load (1 = balanced).")]
+ClusterOpt = Annotated[str | None, typer.Option(
+    "--cluster", help="Cluster: preset (dgx-h100, tpu-v5p-1024), 64xH100, 8x8xh100-sxm5-80gb, "
+    "or a system YAML. With it, --batch is the global batch (training) or per-replica batch.")]
+IntOpt = Annotated[int, typer.Option(min=1)]
+ZeroOpt = Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 (3 = FSDP).")]
+ScheduleOpt = Annotated[str, typer.Option(help="gpipe, 1f1b, interleaved-1f1b, zb-h1.")]
 TokensOpt = Annotated[str | None, typer.Option(help="Tokens to train, for time and cost "
                                                "(e.g. 1e12 or 1T).")]
 
@@ -104,9 +110,58 @@ def run_estimate(model: str, hw: str, train: bool, batch: int, seq: int, prompt:
     return estimate_inference(spec, dev, inf, framework or "vllm", imbalance=imbalance)
 
 
+def run_parallel(model: str, cluster_spec: str, train: bool, batch: int, seq: int, prompt: int,
+                 output: int, dtype: str, weights: str, kv: str | None, group: int,
+                 framework: str | None, optimizer: str, recompute: str, flash: bool,
+                 tokens: str | None, catalog: Any, imbalance: float, tp: int, pp: int,
+                 dp: int | None, cp: int, ep: int, zero: int, micro_batch: int, vpp: int,
+                 schedule: str, sp: bool, tp_overlap: bool, force_tp: bool,
+                 replicas: int) -> Estimate:
+    from accelmap.cli.models import load_model
+    from accelmap.cost.schedules import Schedule
+    from accelmap.errors import InputError
+    from accelmap.hardware.cluster import parse_cluster
+    from accelmap.mapping.plan import Mapping, ServeMapping, ZeroStage
+    from accelmap.parallel.serve import parallel_inference
+    from accelmap.parallel.train import parallel_training
+    from accelmap.units import DType
+    from accelmap.workload import Inference, Optimizer, Recompute, Training
+
+    cat = get_catalog(catalog)
+    spec = load_model(model, cat)
+    cl = parse_cluster(cluster_spec, cat)
+    if train:
+        inner = tp * pp * cp
+        if dp is None:
+            if cl.devices % inner:
+                raise InputError(f"tp x pp x cp = {inner} does not divide the cluster's "
+                                 f"{cl.devices} devices")
+            dp = cl.devices // inner
+        m = Mapping(dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, sequence_parallel=sp,
+                    zero=ZeroStage(zero), micro_batch=micro_batch, virtual_stages=vpp,
+                    schedule=_enum(Schedule, schedule, "schedule"),
+                    recompute=_enum(Recompute, recompute, "recompute policy"),
+                    tp_comm_overlap=tp_overlap, force_tp_across_nodes=force_tp)
+        wl = Training(batch=batch, seq_len=seq, dtype=_dtype(dtype, "training"),
+                      optimizer=_enum(Optimizer, optimizer, "optimizer"),
+                      recompute=m.recompute, flash_attention=flash,
+                      tokens_to_train=_count(tokens) if tokens else 0.0)
+        price = cl.accelerator.price.usd_per_hour.value if cl.accelerator.price else None
+        return parallel_training(spec, cl, wl, m, framework or "megatron", imbalance=imbalance,
+                                 price_usd_per_hour=price)
+    w = _dtype(weights, "weight")
+    act = DType.FP8 if w is DType.FP8 else DType.BF16
+    inf = Inference(batch=batch, prompt_len=prompt, output_len=output, weight_dtype=w,
+                    act_dtype=act, kv_dtype=_dtype(kv, "KV-cache") if kv else act,
+                    quant_group=group, flash_attention=flash)
+    sm = ServeMapping(tp=tp, pp=pp, ep=ep, replicas=replicas)
+    return parallel_inference(spec, cl, inf, sm, framework or "vllm", imbalance=imbalance)
+
+
 def estimate_cmd(
     model: Annotated[str, typer.Argument(help="Model preset, config.json or spec YAML.")],
-    hw: HwOpt,
+    hw: Annotated[str | None, typer.Option("--hw", help="Accelerator id or name (one device; "
+                                           "or use --cluster).")] = None,
     train: Annotated[bool, typer.Option("--train/--serve", help="Training step or serving.")
                      ] = False,
     batch: BatchOpt = 1,
@@ -123,6 +178,23 @@ def estimate_cmd(
     flash: FlashOpt = True,
     tokens: TokensOpt = None,
     imbalance: ImbalanceOpt = 1.0,
+    cluster: ClusterOpt = None,
+    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor parallel size.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", min=1, help="Pipeline parallel size.")] = 1,
+    dp: Annotated[int | None, typer.Option("--dp", min=1, help="Data parallel size (default: "
+                                           "what the cluster leaves).")] = None,
+    cp: Annotated[int, typer.Option("--cp", min=1, help="Context parallel size.")] = 1,
+    ep: Annotated[int, typer.Option("--ep", min=1, help="Expert parallel size.")] = 1,
+    zero: ZeroOpt = 1,
+    micro_batch: Annotated[int, typer.Option("--micro-batch", min=1)] = 1,
+    vpp: Annotated[int, typer.Option("--vpp", min=1, help="Virtual pipeline stages.")] = 1,
+    schedule: ScheduleOpt = "1f1b",
+    no_sp: Annotated[bool, typer.Option("--no-sp", help="Disable sequence parallelism.")] = False,
+    tp_overlap: Annotated[bool, typer.Option("--tp-overlap", help="Overlap TP communication "
+                                             "with GEMMs.")] = False,
+    force_tp: Annotated[bool, typer.Option("--force-tp", help="Allow tp across the scale-up "
+                                           "domain.")] = False,
+    replicas: Annotated[int, typer.Option(min=1, help="Serving replicas.")] = 1,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -132,7 +204,25 @@ def estimate_cmd(
       accelmap estimate llama-3.1-8b --hw h100-sxm5-80gb --serve --batch 16 --prompt 2048
       accelmap estimate llama-2-7b --hw a100-sxm4-80gb --serve --weights int4 --group 32
       accelmap estimate gpt3-1.3b --hw a100-sxm4-80gb --train --batch 8 --seq 2048 --tokens 300B
+      accelmap estimate llama-3.1-70b --cluster 64xH100 --train --tp 8 --pp 2 --zero 1 \
+          --batch 512 --seq 8192 --recompute full
+      accelmap estimate llama-3.1-70b --cluster dgx-h100 --serve --tp 8 --batch 32
     """
+    if cluster is not None:
+        est = run_parallel(model, cluster, train, batch, seq, prompt, output, dtype, weights, kv,
+                           group, framework, optimizer, recompute, flash, tokens, catalog,
+                           imbalance, tp, pp, dp, cp, ep, zero, micro_batch, vpp, schedule,
+                           not no_sp, tp_overlap, force_tp, replicas)
+        if json_out:
+            emit_json(est.to_dict(ops=False))
+        else:
+            print_estimate(est)
+        return
+    if hw is None:
+        from accelmap.errors import InputError
+
+        raise InputError("give --hw NAME for one device or --cluster SPEC for several "
+                         "(e.g. --cluster 64xH100)")
     est = run_estimate(model, hw, train, batch, seq, prompt, output, dtype, weights, kv, group,
                        framework, optimizer, recompute, flash, tokens, catalog, imbalance)
     if json_out:
@@ -170,8 +260,9 @@ def print_estimate(est: Estimate) -> None:
                  ("longest context at this batch", f"{m['max_context']:,}")]
     if m.get("energy_j_per_token_tdp") is not None:
         rows.append(("energy/token at TDP (upper bound)", f"{m['energy_j_per_token_tdp']:.3g} J"))
-    rows.append(("energy/token from ops+bytes (lower bound)",
-                 f"{m['energy_j_per_token_ops']:.3g} J"))
+    if m.get("energy_j_per_token_ops") is not None:
+        rows.append(("energy/token from ops+bytes (lower bound)",
+                     f"{m['energy_j_per_token_ops']:.3g} J"))
     for k, v in rows:
         t.add_row(k, v)
     con.print(t)

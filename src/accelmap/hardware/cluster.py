@@ -22,7 +22,7 @@ from accelmap.hardware.schema import (
     SystemPreset,
     Topology,
 )
-from accelmap.lookup import find, resolve
+from accelmap.lookup import find, normalize, resolve
 
 
 @dataclass(frozen=True)
@@ -127,24 +127,27 @@ def parse_cluster(spec: str, cat: Catalog) -> Cluster:
     first, second, name = int(m.group(1)), m.group(2), m.group(3)
     if first <= 0 or (second is not None and int(second) <= 0):
         raise InputError(f"cluster {spec!r}: counts must be positive")
-    if find(name, cat.systems) and not find(name, cat.accelerators):
-        preset = resolve(name, cat.systems, "system", "accelmap hw systems")
+    systems = find(name, cat.systems)
+    exact = [p for p in systems if normalize(name) in {normalize(x) for x in (p.id, *p.aliases)}]
+    if exact or (systems and not find(name, cat.accelerators)):
+        system: SystemPreset = (exact[0] if exact else
+                                resolve(name, cat.systems, "system", "accelmap hw systems"))
         if second is not None:
-            raise InputError(f"cluster {spec!r}: write N x {preset.id} (N presets), not NxMx")
-        return from_preset(preset, cat, nodes=first * preset.nodes)
+            raise InputError(f"cluster {spec!r}: write N x {system.id} (N presets), not NxMx")
+        return from_preset(system, cat, nodes=first * system.nodes)
     acc = _accelerator_for_cluster(name, cat)
-    preset = _preset_for(acc, cat)
+    base = _preset_for(acc, cat)
     if second is not None:
         nodes, per_node = first, int(second)
     else:
-        per_node = preset.devices_per_node if preset else min(first, 8)
+        per_node = base.devices_per_node if base else min(first, 8)
         if first % per_node:
             raise InputError(f"cluster {spec!r}: {first} devices do not fill whole nodes of "
                              f"{per_node}; write nodes x per-node x {acc.id}")
         nodes = first // per_node
-    if preset and preset.devices_per_node == per_node:
-        return Cluster(f"{nodes} x {per_node} x {acc.id}", acc, per_node, nodes, preset.tiers,
-                       None, f"tiers of preset {preset.id}")
+    if base and base.devices_per_node == per_node:
+        return Cluster(f"{nodes} x {per_node} x {acc.id}", acc, per_node, nodes, base.tiers,
+                       None, f"tiers of preset {base.id}")
     return Cluster(f"{nodes} x {per_node} x {acc.id}", acc, per_node, nodes,
                    _generic_tiers(acc, per_node), None,
                    "tiers derived from the accelerator's links (no matching preset)")

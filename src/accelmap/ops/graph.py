@@ -66,7 +66,7 @@ class Op:
     dtype: DType
     flops: Num
     bytes: dict[ByteKind, Num]
-    count: int = 1
+    count: Num = 1  # occurrences; fractional for a pipeline stage's share of a layer group
     stage: Stage = Stage.FORWARD
     gemm: tuple[Num, Num, Num] | None = None  # (m, n, k) for tile and wave quantization
     saved: Num = 0.0  # activation bytes kept for backward (no recompute)
@@ -110,7 +110,14 @@ class Shape:
     logits_tokens: Num  # rows through the LM head (all tokens in training, last per seq in prefill)
     decode: bool = False
     dropout: bool = False
+    # Tokens seen by ops outside the tensor-parallel regions (norms, residuals, dropout): T/tp
+    # with sequence parallelism (Korthikanti et al. 2022 sec. 4.2.2), T without; None = tokens.
+    sp_tokens: Num | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def outside_tokens(self) -> Num:
+        return self.tokens if self.sp_tokens is None else self.sp_tokens
 
 
 def _gemm(name: str, m: Num, n: int, k: int, p: Precision, count: int, weight_bytes: Num = None,
@@ -139,7 +146,8 @@ def _vector(name: str, elems: Num, flops_per: float, p: Precision, count: int, s
 
 def _norm(name: str, spec: ModelSpec, s: Shape, p: Precision, count: int) -> Op:
     d = spec.d_model
-    op = _vector(name, s.tokens * d, NORM_FLOPS, p, count, saved=s.tokens * d * p.act.bytes)
+    t = s.outside_tokens
+    op = _vector(name, t * d, NORM_FLOPS, p, count, saved=t * d * p.act.bytes)
     params = d * (2 if spec.norm is NormKind.LAYERNORM and spec.norm_bias else 1)
     return replace(op, bytes={**op.bytes, ByteKind.WEIGHTS: params * p.act.bytes})
 
@@ -226,7 +234,8 @@ def _attention(spec: ModelSpec, s: Shape, p: Precision, count: int, flash: bool,
     ops += _attention_core(spec, s, p, count, flash, sliding)
     ops.append(_gemm("layers/attention/out", T, d, v_width, p, count))
     if s.dropout:  # dropout after the output projection keeps a 1-byte mask: s*b*h
-        ops.append(_vector("layers/attention/dropout", T * d, 1.0, p, count, saved=T * d))
+        t = s.outside_tokens
+        ops.append(_vector("layers/attention/dropout", t * d, 1.0, p, count, saved=t * d))
     return ops
 
 
@@ -256,8 +265,9 @@ def _moe(spec: ModelSpec, s: Shape, p: Precision, count: int, imbalance: float) 
     # Balanced routing: T*k/E tokens per expert; the slowest expert sets the time, so the
     # per-expert load is scaled by the imbalance factor (1.0 = perfectly balanced).
     per_expert = T * k / E * imbalance
-    # Distinct experts hit by T tokens choosing k of E uniformly: E * (1 - (1 - k/E)^T).
-    touched = E * (1.0 - (1.0 - k / E) ** T)
+    # Distinct experts hit by T tokens choosing k of E uniformly: E * (1 - (1 - k/E)^T). (Under
+    # expert parallelism E is the local expert count and k/E is capped at 1.)
+    touched = E * (1.0 - (1.0 - min(k / E, 1.0)) ** T)
     ops += _mlp(spec, s, p, count, moe.expert_ffn_dim, "layers/moe/experts", per_expert,
                 copies=E, weight_copies=touched)
     if moe.num_shared_experts:
@@ -282,14 +292,15 @@ def forward_ops(spec: ModelSpec, s: Shape, p: Precision, flash: bool = True,
         sliding = g.kind.endswith("+sliding")
         ops.append(_norm("layers/attention/norm", spec, s, p, n))
         ops += _attention(spec, s, p, n, flash, sliding)
-        ops.append(_vector("layers/residual", T * d, 1.0, p, 2 * n))
+        ops.append(_vector("layers/residual", s.outside_tokens * d, 1.0, p, 2 * n))
         ops.append(_norm("layers/mlp/norm", spec, s, p, n))
         if moe_layer:
             ops += _moe(spec, s, p, n, imbalance)
         else:
             ops += _mlp(spec, s, p, n, spec.ffn_dim, "layers/mlp", T)
         if s.dropout:
-            ops.append(_vector("layers/mlp/dropout", T * d, 1.0, p, n, saved=T * d))
+            t = s.outside_tokens
+            ops.append(_vector("layers/mlp/dropout", t * d, 1.0, p, n, saved=t * d))
     if spec.final_norm:
         ops.append(_norm("final_norm", spec, s, p, 1))
     L = s.logits_tokens

@@ -1,0 +1,1 @@
+"""How the work is split and where it lands: mesh axes on network tiers (``placement``)."""
