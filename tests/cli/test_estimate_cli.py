@@ -75,3 +75,23 @@ def test_bad_input_is_one_line(cli: Run, args: tuple[str, ...], needle: str) -> 
     lines = [ln for ln in r.err.splitlines() if ln.strip()]
     assert len(lines) == 1 and needle in lines[0], r.err
     assert "Traceback" not in r.err
+
+
+def test_estimate_cluster_training_json(cli: Run) -> None:
+    d = j(cli("estimate", "llama-3.1-70b", "--cluster", "64xH100", "--train", "--tp", "8",
+              "--pp", "2", "--zero", "1", "--batch", "256", "--seq", "8192", "--recompute",
+              "full", "--json"))
+    assert d["feasible"] and 0 < d["mfu"] < 1
+    assert {"tp", "pp", "dp"} <= set(d["communication_s"])
+    assert "NVLink" in d["axes"]["tp"] or "scale-up" in d["axes"]["tp"]
+
+
+def test_estimate_cluster_rule_violation(cli: Run) -> None:
+    d = j(cli("estimate", "llama-3.1-70b", "--cluster", "64xH100", "--train", "--tp", "16",
+              "--json"))
+    assert d["feasible"] is False and "scale-up domain" in d["reason"]
+
+
+def test_estimate_cluster_bad_shorthand(cli: Run) -> None:
+    r = cli("estimate", "llama-2-7b", "--cluster", "lots of gpus")
+    assert r.code == 2 and "cannot read cluster" in r.err

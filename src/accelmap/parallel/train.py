@@ -47,6 +47,7 @@ from accelmap.memory.budget import (
     MemoryBudget,
     activation_bytes,
 )
+from accelmap.memory.sharding import model_state_bytes
 from accelmap.models.flops import forward_flops_per_token
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
@@ -267,17 +268,14 @@ def parallel_training(spec: ModelSpec, cluster: Cluster, wl: Training, m: Mappin
 def _memory(spec: ModelSpec, shard: ModelSpec, wl: Training, m: Mapping,
             stages: dict[str, list[Op]], per_stage: int, p_dev: float, micro_batches: int,
             dev: Device, T: float) -> MemoryBudget:
-    zero_n = m.zero_shards
-    w = p_dev * wl.dtype.bytes / (zero_n if m.zero >= ZeroStage.PARAMETERS else 1)
-    g = p_dev * wl.grad_dtype.bytes / (zero_n if m.zero >= ZeroStage.GRADIENTS else 1)
-    opt_n = zero_n if m.zero >= ZeroStage.OPTIMIZER else 1
     states = (OPTIMIZER_STATES[wl.optimizer] * 4.0 if wl.optimizer is not Optimizer.ADAFACTOR
               else 0.0)
     master = wl.master_dtype.bytes if wl.master_dtype is not wl.dtype else 0.0
-    opt = p_dev * (states + master) / opt_n
-    items: dict[str, Num] = {"weights": w, "gradients": g}
+    ms = model_state_bytes(p_dev, int(m.zero), m.zero_shards, wl.dtype.bytes,
+                           wl.grad_dtype.bytes, states + master)
+    items: dict[str, Num] = {"weights": ms["weights"], "gradients": ms["gradients"]}
     if m.offload_optimizer is Offload.NONE:
-        items["optimizer"] = opt
+        items["optimizer"] = ms["optimizer"]
     # activations: the first stage holds the most micro-batches in flight under 1F1B
     first = [o for o in stages["first"] if o.stage is Stage.FORWARD]
     in_flight = float(in_flight_micro_batches(m.schedule, m.pp, micro_batches, 0,
