@@ -111,3 +111,17 @@ def test_pipeline_bubble_shrinks_with_micro_batches() -> None:
     many = parallel_training(spec, C64, Training(batch=256, seq_len=4096),
                              Mapping(dp=2, tp=8, pp=4, recompute=Recompute.FULL))
     assert many.metrics["bubble_fraction"] < few.metrics["bubble_fraction"]
+
+
+def test_offload_trades_memory_for_time() -> None:
+    from accelmap.mapping.plan import Offload
+
+    node = parse_cluster("dgx-h100", CAT)
+    spec = CAT.models["llama-2-13b"]
+    base = Mapping(dp=8, zero=ZeroStage.PARAMETERS, recompute=Recompute.FULL)
+    off = Mapping(dp=8, zero=ZeroStage.PARAMETERS, recompute=Recompute.FULL,
+                  offload_params=Offload.CPU, offload_optimizer=Offload.CPU)
+    a = parallel_training(spec, node, Training(batch=64, seq_len=4096), base)
+    b = parallel_training(spec, node, Training(batch=64, seq_len=4096), off)
+    assert float(b.memory.total) < float(a.memory.total)
+    assert b.metrics["step_time_s"] > a.metrics["step_time_s"]

@@ -61,6 +61,9 @@ Num = Any
 # NCCL channel buffers and framework bucket buffers on each device: NCCL_BUFFSIZE 4 MiB x
 # channels x peers; Megatron DDP buckets of 40M elements (fp32 grads: 160 MB). A named estimate.
 COMM_BUFFER_BYTES = 0.5 * 2**30
+# Host link when the catalog entry lists none: PCIe 4.0 x16, 16 GT/s x 16 lanes ~ 32 GB/s raw,
+# ~16 GB/s achieved for pinned transfers in one direction is a conservative middle.
+HOST_FALLBACK_BW = 16e9
 
 
 @dataclass(frozen=True)
@@ -207,9 +210,16 @@ def parallel_training(spec: ModelSpec, cluster: Cluster, wl: Training, m: Mappin
     opt_shards = zero_n if m.zero >= ZeroStage.OPTIMIZER else 1
     opt_ops = optimizer_ops(p_dev / opt_shards, wl.optimizer, wl.grad_dtype)
     t_opt = float(total_time(time_ops(opt_ops, dev, fw)))
+    host = dev.acc.bandwidth_per_direction(LinkRole.HOST) or HOST_FALLBACK_BW
     if m.offload_optimizer is not Offload.NONE:
-        host = dev.acc.bandwidth_per_direction(LinkRole.HOST) or 16e9  # PCIe 4 x16 if unknown
-        t_opt += 2 * p_dev / opt_shards * wl.grad_dtype.bytes / host  # grads out, params in
+        # ZeRO-Offload (Ren et al. 2021): gradients go to the host, updated parameters come back
+        t_opt += 2 * p_dev / opt_shards * wl.grad_dtype.bytes / host
+    if m.offload_params is not Offload.NONE:
+        # ZeRO-Infinity (Rajbhandari et al. 2021): parameters stream in for forward and backward
+        # of every micro-batch, prefetched behind compute
+        fetch = 2 * p_dev * wl.dtype.bytes / host
+        per_mb += max(fetch - (t_fwd + t_bwd), 0.0)
+        comm["offload"] = fetch * micro_batches
     step = micro_batches * per_mb + bubble * micro_batches * (t_fwd + t_bwd) + dp_tail + t_opt
 
     tokens = wl.batch * s
@@ -274,6 +284,9 @@ def _memory(spec: ModelSpec, shard: ModelSpec, wl: Training, m: Mapping,
     ms = model_state_bytes(p_dev, int(m.zero), m.zero_shards, wl.dtype.bytes,
                            wl.grad_dtype.bytes, states + master)
     items: dict[str, Num] = {"weights": ms["weights"], "gradients": ms["gradients"]}
+    if m.offload_params is not Offload.NONE:  # only the layers being computed stay resident
+        layer = sum(lp.total for lp in count_params(shard).layers) / spec.n_layers
+        items["weights"] = 2 * layer * wl.dtype.bytes
     if m.offload_optimizer is Offload.NONE:
         items["optimizer"] = ms["optimizer"]
     # activations: the first stage holds the most micro-batches in flight under 1F1B
