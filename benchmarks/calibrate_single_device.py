@@ -50,6 +50,12 @@ DEFAULT_CSV = ROOT.parent / "shared" / "reference" / "measurements" / "inference
 OUT = ROOT / "src" / "accelmap" / "cost" / "data" / "framework_calibration.yaml"
 GRAPH_STACKS = (Framework.TENSORRT_LLM, Framework.TORCH_COMPILE, Framework.VLLM)
 RULE = "rule: first row of its kind for the framework in inference.csv"
+HEADER = ("# General parameters of the framework profiles. CUDA-graph profiles (tensorrt-llm,\n"
+          "# torch-compile, vllm): benchmarks/calibrate_single_device.py (" + RULE + ").\n"
+          "# Training profiles (fsdp, megatron): benchmarks/calibrate_multi_device.py (rule in its"
+          "\n# docstring). Rows under calibrated_on are marked 'calibration' by `accelmap "
+          "validate` and\n# never scored; fitted_on says which rows fixed which parameter; "
+          "not_calibrated says why a\n# parameter was left at the loader's default.\n")
 Table = dict[str, dict[str, Any]]
 
 
@@ -137,8 +143,8 @@ def calibration_rows(cases: tuple[Case, ...], table: Table
                      ) -> dict[tuple[Framework, str], InferenceCase]:
     rows: dict[tuple[Framework, str], InferenceCase] = {}
     for case in cases:
-        if not isinstance(case, InferenceCase):
-            continue
+        if not isinstance(case, InferenceCase) or case.parallel.devices != 1:
+            continue  # the rule is about single-device rows (multi-device ones are now predicted)
         fw = inference_framework(case.framework)
         if fw not in GRAPH_STACKS:
             continue
@@ -201,12 +207,9 @@ def main() -> None:
         entry["calibrated_on"] = sorted(set(fitted.values()))
         entry["fitted_on"] = fitted
         entry["not_calibrated"] = unfitted
-    header = ("# General parameters of the CUDA-graph framework profiles, fitted by\n"
-              "# benchmarks/calibrate_single_device.py (" + RULE + ").\n"
-              "# Rows under calibrated_on are marked 'calibration' by `accelmap validate` and "
-              "never scored;\n# fitted_on says which row fixed which parameter; parameters "
-              "left out keep the loader's default.\n")
-    OUT.write_text(header + yaml.safe_dump(table, sort_keys=False, width=100))
+    # entries this script does not manage (fsdp, megatron: calibrate_multi_device.py) stay
+    merged = {**old, **table}  # old key order, this script's values
+    OUT.write_text(HEADER + yaml.safe_dump(merged, sort_keys=False, width=100))
     fwmod._calibration.cache_clear()
     pr.calibration_rows.cache_clear()
     print(f"wrote {OUT}")

@@ -113,6 +113,14 @@ def _assumptions(dev: Device, dtype: DType, fw: FrameworkProfile) -> list[str]:
     return notes
 
 
+def training_precision(dtype: DType) -> Precision:
+    """FP8 training (Transformer Engine, torchao float8) runs the GEMMs in FP8 and keeps weights,
+    activations, attention and vector ops in BF16 (NVIDIA Transformer Engine docs, "Using FP8")."""
+    if dtype.bytes < 2:
+        return Precision(act=DType.BF16, weight=DType.BF16, compute=dtype, kv=DType.BF16)
+    return Precision(act=dtype, weight=dtype, compute=dtype, kv=dtype, attention=dtype)
+
+
 def training_ops(spec: ModelSpec, wl: Training, imbalance: float = 1.0) -> list[Op]:
     s = wl.seq_len
     shape = Shape(
@@ -123,7 +131,7 @@ def training_ops(spec: ModelSpec, wl: Training, imbalance: float = 1.0) -> list[
         logits_tokens=wl.batch * s,
         dropout=wl.dropout,
     )
-    p = Precision(act=wl.dtype, weight=wl.dtype, compute=wl.dtype, kv=wl.dtype)
+    p = training_precision(wl.dtype)
     fwd = forward_ops(spec, shape, p, flash=wl.flash_attention, imbalance=imbalance,
                       training=True)
     return (fwd + recompute_ops(fwd, wl.recompute, wl.flash_attention)

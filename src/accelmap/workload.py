@@ -64,6 +64,11 @@ class Training:
     def tokens_per_step(self) -> float:
         return float(self.batch * self.seq_len)
 
+    @property
+    def storage_dtype(self) -> DType:
+        """Weights and activations are kept in 16 bits when the GEMMs run in FP8."""
+        return DType.BF16 if self.dtype.bytes < 2 else self.dtype
+
 
 @dataclass(frozen=True)
 class Inference:

@@ -35,9 +35,12 @@ def test_json_schema(cli: Run) -> None:
     assert data["rows"] and all(need <= set(row) for row in data["rows"])
     assert {"n", "median_abs_pct_error", "p90_abs_pct_error"} <= set(data["summary"])
     by_id = {row["row_id"]: row for row in data["rows"]}
-    assert by_id["I0009"]["skipped_reason"].startswith("multi-device")
-    assert by_id["I0009"]["predicted"] is None and by_id["I0005"]["predicted"] > 0
-    assert by_id["I0005"]["abs_pct_error"] >= 0
+    # multi-device rows go through the distributed engine and carry their step breakdown
+    assert by_id["I0009"]["skipped_reason"] is None and by_id["I0009"]["predicted"] > 0
+    assert by_id["I0005"]["predicted"] > 0 and by_id["I0005"]["abs_pct_error"] >= 0
+    assert by_id["T0048"]["breakdown"]["compute/backward"] > 0
+    assert {"training", "inference"} <= set(data["summary"]["by_phase"])
+    assert "n_not_fit" in data["summary"]["by_source"]["megatron_readme_jan2021"]
 
 
 def test_calibration_rows_listed_apart_not_scored(cli: Run) -> None:
@@ -55,9 +58,10 @@ def test_table_output(cli: Run) -> None:
     r = cli("validate", *ALL)
     assert r.code == 0, r.err
     assert "I0005" in r.out and "M0002" in r.out and "Error summary" in r.out
-    assert "multi-device: needs the distributed engine" in r.out
+    assert "phase: training" in r.out and "not fit" in r.out
+    assert "device count not stated" in r.out  # skipped rows, grouped by reason
     shown = cli("validate", *ALL, "--show-skipped")
-    assert "T0048" in shown.out
+    assert "I0225" in shown.out
 
 
 @pytest.mark.parametrize(("args", "match"), [

@@ -23,8 +23,8 @@ KvOpt = Annotated[str | None, typer.Option("--kv", help="KV-cache dtype (default
                                            "dtype; fp8 with fp8 weights).")]
 GroupOpt = Annotated[int, typer.Option(min=1, help="Weights per scale for int8/int4.")]
 FrameworkOpt = Annotated[str | None, typer.Option(
-    help="eager, torch-compile, tensorrt-llm, vllm, megatron (default: megatron for training, "
-         "vllm for serving).")]
+    help="eager, torch-compile, tensorrt-llm, vllm, megatron, fsdp (default: megatron for "
+         "training, vllm for serving).")]
 OptimizerOpt = Annotated[str, typer.Option(help="adamw, sgd, lion, adafactor.")]
 RecomputeOpt = Annotated[str, typer.Option(help="none, selective, full.")]
 FlashOpt = Annotated[bool, typer.Option("--flash/--no-flash", help="Flash attention.")]

@@ -27,8 +27,10 @@ EXAMPLES = (
     "  accelmap validate --cases ../shared/reference/measurements/inference.csv\n\n"
     "  accelmap validate --cases inference.csv --cases matmul.csv --cases training.csv --json"
     "\n\n"
-    "Rows the single-device engine cannot predict (multi-device runs, unknown devices or "
-    "models, missing sizes) are kept and skipped with the reason. Rows a general parameter was "
+    "Single-device rows use the single-device engine, multi-device rows the distributed engine "
+    "(cluster and mapping from the row; the software stack's documented defaults where the row "
+    "is silent, each noted). Rows neither can predict (unknown devices or models, missing "
+    "sizes) are kept and skipped with the reason. Rows a general parameter was "
     "calibrated on (framework_calibration.yaml 'calibrated_on', and the HBM-bandwidth row "
     "M0021) are marked 'calibration' and left out of the error statistics.\n\n"
     "Signed error: positive = accelmap predicts faster than measured (optimistic)."
@@ -107,7 +109,7 @@ def _rows_table(path: Path, preds: list[Prediction], show_skipped: bool) -> Any:
 
 def _stats_row(name: str, s: GroupStats) -> list[str]:
     return [name, str(s.n), _pct(s.median_abs_pct_error), _pct(s.p90_abs_pct_error),
-            _pct(s.median_signed_pct_error, True), _pct(s.max_abs_pct_error)]
+            _pct(s.median_signed_pct_error, True), _pct(s.max_abs_pct_error), str(s.n_not_fit)]
 
 
 def _print_summary(con: Any, summary: Summary) -> None:
@@ -117,9 +119,12 @@ def _print_summary(con: Any, summary: Summary) -> None:
 
     t = Table(title="Error summary (scored rows only; abs % error; signed + = optimistic)",
               title_justify="left")
-    for col in ("group", "n", "median", "p90", "signed median", "max"):
+    for col in ("group", "n", "median", "p90", "signed median", "max", "not fit"):
         t.add_column(col, justify="left" if col == "group" else "right")
     t.add_row(*_stats_row("overall", summary.overall), style="bold")
+    t.add_section()
+    for name, s in summary.by_phase.items():
+        t.add_row(*_stats_row(f"phase: {name}", s))
     t.add_section()
     for name, s in summary.by_kind.items():
         t.add_row(*_stats_row(f"kind: {name}", s))

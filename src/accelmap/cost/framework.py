@@ -37,6 +37,7 @@ class Framework(StrEnum):
     TENSORRT_LLM = "tensorrt-llm"
     VLLM = "vllm"
     MEGATRON = "megatron"
+    FSDP = "fsdp"  # PyTorch FSDP / torchtitan / llm-foundry (Composer) without torch.compile
 
 
 # Documented defaults for how many prompt tokens one prefill pass takes (memory of the
@@ -80,6 +81,14 @@ def profile(name: Framework | str) -> FrameworkProfile:
         return FrameworkProfile(fw, EAGER_LAUNCH_S, False,
                                 "eager launch; one memory pass per fused elementwise kernel")
     cal: dict[str, Any] = _calibration().get(fw.value, {})
+    if fw is Framework.FSDP:
+        # Eager PyTorch under FSDP: every op a launch of its own, no elementwise fusion (that
+        # needs torch.compile, a separate profile); parameter all-gathers are prefetched, which
+        # is the engine's OverlapPolicy.zero3_prefetch. The per-kernel overhead may be
+        # calibrated (benchmarks/calibrate_multi_device.py), else the eager launch cost.
+        return FrameworkProfile(
+            fw, float(cal.get("kernel_overhead_s", EAGER_LAUNCH_S)), False,
+            str(cal.get("source", "eager launch, 4-6 us (pegainfer); not calibrated")))
     quant = {DType(k): float(v) for k, v in (cal.get("quantized_weight_efficiency") or {}).items()}
     return FrameworkProfile(
         fw,

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from accelmap.cost.attention import attention_plateau, attention_ramp
 from accelmap.cost.efficiency import (
     BANDWIDTH_EFFICIENCY,
     BANDWIDTH_SOURCE,
@@ -104,7 +105,10 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
         eff, _ = dev.matmul_efficiency(op.dtype)
         if op.gemm is not None:
             eff = eff * shape_efficiency(*op.gemm, geometry(dev.acc))
-        else:  # attention core
+        elif (plateau := attention_plateau(dev.acc.id)) is not None:
+            eff = plateau[0] * attention_ramp(op.attention_keys if op.attention_keys is not None
+                                              else 1e9)
+        else:  # no attention measurement for this device: relative to its GEMM efficiency
             eff = eff * ATTENTION_RELATIVE_EFFICIENCY
         achievable = peak * eff
     else:

@@ -44,6 +44,8 @@ RUNTIME_OVERHEAD_BYTES = 1.0 * 2**30
 # temporaries) is a conservative middle of what torch.cuda.memory_stats reports for LLM training.
 FRAGMENTATION = 0.05
 
+LOGITS_BYTES = 4.0  # fp32 per logit, one buffer (see training_memory)
+
 OPTIMIZER_STATES = {Optimizer.ADAMW: 2, Optimizer.SGD: 1, Optimizer.LION: 1, Optimizer.ADAFACTOR: 0}
 
 
@@ -129,15 +131,17 @@ def kv_cache_bytes(spec: ModelSpec, batch: Num, tokens: Num, dtype: DType, block
 
 
 def activation_bytes(ops: list[Op], recompute: Recompute, spec: ModelSpec, tokens: Num,
-                     act_bytes: float) -> Num:
-    """Activations kept for backward across all layers, by recompute policy."""
+                     act_bytes: float, working_set: bool = True) -> Num:
+    """Activations kept for backward across all layers, by recompute policy. ``working_set``
+    adds, under full recompute, the one layer whose activations live again while it is
+    recomputed (count it once per device, not once per micro-batch in flight)."""
     layer_ops = [o for o in ops if o.name.startswith("layers/")]
     other = sum(o.saved * o.count for o in ops if not o.name.startswith("layers/"))
     if recompute is Recompute.FULL:
         # Checkpoint only each layer's input; during backward one layer's activations live again.
         # (With several layer groups, e.g. dense + MoE, one layer of each is counted: a small
         # overestimate on the safe side.)
-        one_layer = sum(o.saved for o in layer_ops)
+        one_layer = sum(o.saved for o in layer_ops) if working_set else 0.0
         return spec.n_layers * tokens * spec.d_model * act_bytes + one_layer + other
     if recompute is Recompute.SELECTIVE:  # keep Q, K, V; drop the s x s tensors (sec. 5)
         return sum((o.saved - o.selective_dropped) * o.count for o in layer_ops) + other
@@ -148,20 +152,21 @@ def training_memory(spec: ModelSpec, wl: Training, ops: list[Op], capacity: floa
     P = float(count_params(spec).total)
     T = wl.tokens_per_step
     items: dict[str, Num] = {
-        "weights": P * wl.dtype.bytes,
+        "weights": P * wl.storage_dtype.bytes,
         "gradients": P * wl.grad_dtype.bytes,
     }
-    if wl.master_dtype is not wl.dtype:
+    if wl.master_dtype is not wl.storage_dtype:
         items["optimizer/master_weights"] = P * wl.master_dtype.bytes
     states = OPTIMIZER_STATES[wl.optimizer]
     if wl.optimizer is Optimizer.ADAFACTOR:
         items["optimizer/states"] = adafactor_state_bytes(spec)
     else:
         items["optimizer/states"] = states * P * 4.0
-    acts = activation_bytes(ops, wl.recompute, spec, T, wl.dtype.bytes)
+    acts = activation_bytes(ops, wl.recompute, spec, T, wl.storage_dtype.bytes)
     items["activations/layers"] = acts
-    # fp32 logits and their gradient for the loss (not fused away in the default profile)
-    items["activations/logits"] = 2.0 * T * spec.vocab_size * 4.0
+    # One fp32 logits buffer: Megatron's vocab-parallel cross-entropy turns the logits into the
+    # softmax in place and reuses that buffer for the gradient (tensor_parallel/cross_entropy.py)
+    items["activations/logits"] = LOGITS_BYTES * T * spec.vocab_size
     items["runtime/context"] = RUNTIME_OVERHEAD_BYTES
     items["runtime/fragmentation"] = FRAGMENTATION * (acts + items["activations/logits"])
     return MemoryBudget(items=items, capacity=capacity)

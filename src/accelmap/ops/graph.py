@@ -75,6 +75,7 @@ class Op:
     fusable: bool = False  # elementwise op a fused kernel can absorb (no own memory pass)
     model_flops: Num | None = None  # when the work differs from the model FLOPs (recompute)
     weight_dtype: DType | None = None  # storage format of the weights this op streams
+    attention_keys: Num | None = None  # keys per query of an attention kernel (efficiency ramp)
 
     @property
     def total_bytes(self) -> Num:
@@ -93,6 +94,9 @@ class Precision:
     compute: DType = DType.BF16  # matmul precision (FP8 for FP8 serving)
     kv: DType = DType.BF16
     weight_bytes_per_param: float | None = None  # incl. quantization scales, if not weight.bytes
+    # Attention runs in 16 bits even in FP8 training and serving (Transformer Engine keeps the
+    # attention core and vector ops in BF16; FP8 applies to the GEMMs).
+    attention: DType = DType.BF16
 
     @property
     def wbytes(self) -> float:
@@ -180,16 +184,16 @@ def _attention_core(spec: ModelSpec, s: Shape, p: Precision, count: int, flash: 
     if flash:
         # FlashAttention keeps scores on chip; saves Q, K, V, O and the softmax statistics.
         return [Op(
-            name="layers/attention/core", unit=Unit.MATRIX, dtype=p.compute, count=count,
-            flops=score_flops + ctx_flops,
+            name="layers/attention/core", unit=Unit.MATRIX, dtype=p.attention, count=count,
+            flops=score_flops + ctx_flops, attention_keys=ctx,
             bytes={ByteKind.ACTIVATIONS: q_bytes + o_bytes, kv_kind: kv_read},
             saved=q_bytes + kv_saved + o_bytes + T * h * 4.0,
             attention_core=True,
         )]
     scores = T * ctx * h  # elements of the attention matrix
     return [
-        Op(name="layers/attention/scores", unit=Unit.MATRIX, dtype=p.compute, count=count,
-           flops=score_flops,
+        Op(name="layers/attention/scores", unit=Unit.MATRIX, dtype=p.attention, count=count,
+           flops=score_flops, attention_keys=ctx,
            bytes={ByteKind.ACTIVATIONS: q_bytes + scores * a, kv_kind: kv_read / 2},
            saved=q_bytes + kv_saved / 2, attention_core=True),
         # Korthikanti et al. eq. (1): softmax output 2as^2b, its dropout mask as^2b and the dropout
@@ -199,8 +203,8 @@ def _attention_core(spec: ModelSpec, s: Shape, p: Precision, count: int, flash: 
            saved=scores * a + dropout_mask + (scores * a if s.dropout else 0.0),
            selective_dropped=scores * a + dropout_mask + (scores * a if s.dropout else 0.0),
            attention_core=True),
-        Op(name="layers/attention/context", unit=Unit.MATRIX, dtype=p.compute, count=count,
-           flops=ctx_flops,
+        Op(name="layers/attention/context", unit=Unit.MATRIX, dtype=p.attention, count=count,
+           flops=ctx_flops, attention_keys=ctx,
            bytes={ByteKind.ACTIVATIONS: scores * a + o_bytes, kv_kind: kv_read / 2},
            saved=kv_saved / 2, attention_core=True),
     ]

@@ -34,7 +34,7 @@ from accelmap.cost.collectives import Collective
 from accelmap.cost.framework import Framework, profile
 from accelmap.cost.roofline import Device, OpTime, time_ops, total_time
 from accelmap.cost.schedules import bubble_over_ideal, in_flight_micro_batches
-from accelmap.estimate import Estimate
+from accelmap.estimate import Estimate, training_precision
 from accelmap.hardware.cluster import Cluster
 from accelmap.hardware.schema import LinkRole
 from accelmap.mapping.constraints import TrainingJob, check_training
@@ -42,6 +42,7 @@ from accelmap.mapping.placement import place_axes
 from accelmap.mapping.plan import Mapping, Offload, ZeroStage
 from accelmap.memory.budget import (
     FRAGMENTATION,
+    LOGITS_BYTES,
     OPTIMIZER_STATES,
     RUNTIME_OVERHEAD_BYTES,
     MemoryBudget,
@@ -51,7 +52,7 @@ from accelmap.memory.sharding import model_state_bytes
 from accelmap.models.flops import forward_flops_per_token
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
-from accelmap.ops.graph import Op, Precision, Shape, Stage, Unit, forward_ops
+from accelmap.ops.graph import Op, Shape, Stage, Unit, forward_ops
 from accelmap.ops.training import backward_ops, optimizer_ops, recompute_ops
 from accelmap.parallel.shard import shard_spec
 from accelmap.workload import Optimizer, Phase, Training
@@ -115,7 +116,7 @@ def parallel_training(spec: ModelSpec, cluster: Cluster, wl: Training, m: Mappin
                   kv_tokens=m.micro_batch * s, sequences=m.micro_batch,
                   logits_tokens=T, dropout=wl.dropout,
                   sp_tokens=T / m.tp if (m.sequence_parallel and m.tp > 1) else None)
-    p = Precision(act=wl.dtype, weight=wl.dtype, compute=wl.dtype, kv=wl.dtype)
+    p = training_precision(wl.dtype)
     fwd_all = forward_ops(shard, shape, p, flash=wl.flash_attention, imbalance=imbalance,
                           training=True)
     L = spec.n_layers
@@ -139,7 +140,7 @@ def parallel_training(spec: ModelSpec, cluster: Cluster, wl: Training, m: Mappin
     links = place_axes(cluster, {"tp": m.tp, "cp": m.cp, "pp": m.pp, "dp": m.dp},
                        order=("tp", "cp", "pp", "dp"))
     links["ep"] = place_axes(cluster, {"tp": m.tp, "ep": m.ep}, order=("tp", "ep"))["ep"]
-    a = wl.dtype.bytes
+    a = wl.storage_dtype.bytes
     d = spec.d_model
     layers = per_stage
     moe_layers = math.ceil(spec.n_moe_layers / m.pp)
@@ -217,7 +218,7 @@ def parallel_training(spec: ModelSpec, cluster: Cluster, wl: Training, m: Mappin
     if m.offload_params is not Offload.NONE:
         # ZeRO-Infinity (Rajbhandari et al. 2021): parameters stream in for forward and backward
         # of every micro-batch, prefetched behind compute
-        fetch = 2 * p_dev * wl.dtype.bytes / host
+        fetch = 2 * p_dev * wl.storage_dtype.bytes / host
         per_mb += max(fetch - (t_fwd + t_bwd), 0.0)
         comm["offload"] = fetch * micro_batches
     step = micro_batches * per_mb + bubble * micro_batches * (t_fwd + t_bwd) + dp_tail + t_opt
@@ -280,28 +281,30 @@ def _memory(spec: ModelSpec, shard: ModelSpec, wl: Training, m: Mapping,
             dev: Device, T: float) -> MemoryBudget:
     states = (OPTIMIZER_STATES[wl.optimizer] * 4.0 if wl.optimizer is not Optimizer.ADAFACTOR
               else 0.0)
-    master = wl.master_dtype.bytes if wl.master_dtype is not wl.dtype else 0.0
-    ms = model_state_bytes(p_dev, int(m.zero), m.zero_shards, wl.dtype.bytes,
+    master = wl.master_dtype.bytes if wl.master_dtype is not wl.storage_dtype else 0.0
+    ms = model_state_bytes(p_dev, int(m.zero), m.zero_shards, wl.storage_dtype.bytes,
                            wl.grad_dtype.bytes, states + master)
     items: dict[str, Num] = {"weights": ms["weights"], "gradients": ms["gradients"]}
     if m.offload_params is not Offload.NONE:  # only the layers being computed stay resident
         layer = sum(lp.total for lp in count_params(shard).layers) / spec.n_layers
-        items["weights"] = 2 * layer * wl.dtype.bytes
+        items["weights"] = 2 * layer * wl.storage_dtype.bytes
     if m.offload_optimizer is Offload.NONE:
         items["optimizer"] = ms["optimizer"]
     # activations: the first stage holds the most micro-batches in flight under 1F1B
     first = [o for o in stages["first"] if o.stage is Stage.FORWARD]
     in_flight = float(in_flight_micro_batches(m.schedule, m.pp, micro_batches, 0,
                                               m.virtual_stages))
-    per_mb = activation_bytes(first, m.recompute, _stage_view(shard, per_stage), T,
-                              wl.dtype.bytes)
-    items["activations/layers"] = per_mb * in_flight
+    view = _stage_view(shard, per_stage)
+    a = wl.storage_dtype.bytes
+    per_mb = activation_bytes(first, m.recompute, view, T, a, working_set=False)
+    working = activation_bytes(first, m.recompute, view, T, a) - per_mb
+    items["activations/layers"] = per_mb * in_flight + working
     if m.pp == 1:
-        items["activations/logits"] = 2.0 * T * shard.vocab_size * 4.0
+        items["activations/logits"] = LOGITS_BYTES * T * shard.vocab_size
     if m.zero >= ZeroStage.PARAMETERS:
         # two layers' full parameters live while gathered (current + prefetched)
         layer = sum(lp.total for lp in count_params(shard).layers) / spec.n_layers
-        items["zero3/gathered_params"] = 2 * layer * wl.dtype.bytes
+        items["zero3/gathered_params"] = 2 * layer * wl.storage_dtype.bytes
     items["runtime/context"] = RUNTIME_OVERHEAD_BYTES
     items["runtime/comm_buffers"] = COMM_BUFFER_BYTES
     items["runtime/fragmentation"] = FRAGMENTATION * items["activations/layers"]

@@ -91,6 +91,7 @@ class Parallel:
     dp: int | None = None
     cp: int | None = None
     ep: int | None = None
+    nodes: int | None = None  # num_nodes, where the file has it
 
     @property
     def devices(self) -> int | None:
@@ -148,6 +149,10 @@ class TrainingCase(_Base):
     achieved_tflops_per_device: float | None = None
     tflops_definition: str = ""
     tokens_per_s_per_device: float | None = None
+    mfu_pct: float | None = None
+    sharding: str = ""  # sharding_zero as written ("PyTorch FSDP FULL_SHARD", "FSDP2 (8)")
+    interleave: str = ""  # VPP_or_interleave as written ("6", "Interleaved 1F1B")
+    sequence_parallel: str = ""
 
 
 @dataclass(frozen=True)
@@ -208,7 +213,8 @@ class _Row:
 
     def parallel(self) -> Parallel:
         i = self.integer
-        return Parallel(i("num_devices"), i("TP"), i("PP"), i("DP"), i("CP"), i("EP"))
+        return Parallel(i("num_devices"), i("TP"), i("PP"), i("DP"), i("CP"), i("EP"),
+                        i("num_nodes"))
 
 
 def _build(fmt: CaseFormat, r: _Row, path: Path, line: int) -> Case:
@@ -235,7 +241,10 @@ def _build(fmt: CaseFormat, r: _Row, path: Path, line: int) -> Case:
             framework=r.text("framework"),
             achieved_tflops_per_device=r.num("achieved_tflops_per_device"),
             tflops_definition=r.text("tflops_definition"),
-            tokens_per_s_per_device=r.num("throughput_tokens_per_s_per_device"))
+            tokens_per_s_per_device=r.num("throughput_tokens_per_s_per_device"),
+            mfu_pct=r.num("mfu_pct"), sharding=r.text("sharding_zero"),
+            interleave=r.text("VPP_or_interleave"),
+            sequence_parallel=r.text("sequence_parallel"))
     else:
         case = MatmulCase(
             **base, dtype=r.text("dtype"), kind=r.text("kind"),

@@ -3,6 +3,11 @@
 An explicit table, not fuzzy matching: a wrong guess here would silently validate against the
 wrong chip. ``fraction`` < 1 means the row measured part of a catalog device (one GCD of an
 MI250X is half the OAM package). ``None`` means the catalog has no such device yet.
+
+:data:`MEMORY_VARIANTS` lists the catalog devices that differ from a name's default only in
+memory size: a row whose ``accel_mem_GB`` (verified, not "80?") matches one of them and not the
+default is resolved to it (llm-foundry's "A100 40GB" table writes the device as "NVIDIA A100"
+with 40 in the memory column).
 """
 
 from __future__ import annotations
@@ -48,4 +53,10 @@ MEASURED_NAMES: dict[str, MeasuredDevice] = {
     "NVIDIA L40S": MeasuredDevice("l40s"),
     "NVIDIA V100 (DGX-2)": MeasuredDevice("v100-sxm2-32gb", note="DGX-2 V100 32GB"),
     "NVIDIA V100 32GB (DGX-2)": MeasuredDevice("v100-sxm2-32gb"),
+}
+
+# default catalog id -> catalog ids of the same part with another memory size
+MEMORY_VARIANTS: dict[str, tuple[str, ...]] = {
+    "a100-sxm4-80gb": ("a100-sxm4-40gb",),
+    "a100-sxm4-40gb": ("a100-sxm4-80gb",),
 }

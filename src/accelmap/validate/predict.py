@@ -1,12 +1,15 @@
-"""Predict each measurement row's metric with the single-device engine, without per-row tuning.
+"""Predict each measurement row's metric with accelmap's engines, without per-row tuning.
 
-Every row goes through the same general path: accelerator via ``validate/names.py``, model via
-``validate/resolve.py`` (catalog preset or the row's own dimensions), workload from the row's
-columns, framework profile from its framework column. Rows the single-device engine cannot
-predict are kept with the reason. Rows that calibrated a general parameter (listed under
-``calibrated_on`` in ``cost/data/framework_calibration.yaml``, and the HBM-bandwidth row that
-:data:`accelmap.cost.efficiency.BANDWIDTH_EFFICIENCY` comes from) are predicted but marked
-``calibration``: the summary leaves them out, because they match by construction.
+Every row goes through the same general path: accelerator via ``validate/names.py`` (its memory
+column picks between same-part variants), model via ``validate/resolve.py`` (catalog preset or
+the row's own dimensions), workload from the row's columns, framework profile from its framework
+column. Single-device rows use ``estimate.py``; multi-device rows the distributed engine
+(``validate/multi.py``: cluster and mapping from the row, the stack's documented defaults where
+it is silent). Rows the engines cannot predict are kept with the reason. Rows that calibrated a
+general parameter (listed under ``calibrated_on`` in ``cost/data/framework_calibration.yaml``,
+and the HBM-bandwidth row that :data:`accelmap.cost.efficiency.BANDWIDTH_EFFICIENCY` comes from)
+are predicted but marked ``calibration``: the summary leaves them out, because they match by
+construction.
 
 Errors are signed as optimism: positive means accelmap predicts *faster* than measured (a higher
 rate, or a lower latency); see :attr:`Prediction.signed_pct_error`.
@@ -14,12 +17,9 @@ rate, or a lower latency); see :attr:`Prediction.signed_pct_error`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -29,79 +29,18 @@ from accelmap.cost.roofline import Device
 from accelmap.estimate import estimate_inference, estimate_training
 from accelmap.ops.graph import Unit
 from accelmap.units import DType
+from accelmap.validate import multi
 from accelmap.validate import resolve as rs
 from accelmap.validate.cases import Case, InferenceCase, MatmulCase, TrainingCase
+from accelmap.validate.outcome import MetricKind, Prediction, Status, done, skip
 from accelmap.workload import Inference, Training
 
 # The HBM-bandwidth statement that BANDWIDTH_EFFICIENCY is derived from (efficiency.py).
 BANDWIDTH_CALIBRATION_ROWS = frozenset({"M0021"})
 GPT_FAST_MAX_NEW_TOKENS = 200  # gpt-fast generate.py: --max_new_tokens default 200
-MULTI_DEVICE = "multi-device: needs the distributed engine"
 
-
-class MetricKind(StrEnum):
-    DECODE = "decode"  # per-user decode rate at batch 1 (gpt-fast)
-    TTFT = "ttft"  # first-token latency (prefill)
-    THROUGHPUT = "throughput"  # output tokens/s per device, static batch
-    MATMUL = "matmul"  # maximum achievable matmul TFLOP/s
-    BANDWIDTH = "bandwidth"  # achievable HBM bandwidth
-    TRAINING = "training"  # achieved TFLOP/s (or tokens/s) per device
-
-
-class Status(StrEnum):
-    OK = "ok"
-    SKIPPED = "skipped"
-    CALIBRATION = "calibration"
-
-
-@dataclass(frozen=True)
-class Prediction:
-    row_id: str
-    file: str
-    source: str
-    model: str
-    accelerator: str
-    metric: str = ""
-    unit: str = ""
-    kind: MetricKind | None = None
-    measured: float | None = None
-    predicted: float | None = None
-    status: Status = Status.SKIPPED
-    skipped_reason: str | None = None
-    higher_is_better: bool = True
-    fits: bool | None = None  # None: no memory check for this kind of row
-    model_id: str | None = None
-    accelerator_id: str | None = None
-    framework: str | None = None
-    notes: tuple[str, ...] = field(default=())
-
-    @property
-    def abs_pct_error(self) -> float | None:
-        if self.predicted is None or not self.measured:
-            return None
-        return abs(self.predicted - self.measured) / self.measured * 100.0
-
-    @property
-    def signed_pct_error(self) -> float | None:
-        """(predicted - measured) / measured in %, sign flipped for latencies, so that a
-        positive value always means "accelmap is optimistic" (predicts faster)."""
-        if self.predicted is None or not self.measured:
-            return None
-        raw = (self.predicted - self.measured) / self.measured * 100.0
-        return raw if self.higher_is_better else -raw
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "row_id": self.row_id, "file": self.file, "source": self.source,
-            "kind": self.kind.value if self.kind else None, "metric": self.metric,
-            "unit": self.unit, "model": self.model, "accelerator": self.accelerator,
-            "measured": self.measured, "predicted": self.predicted,
-            "abs_pct_error": self.abs_pct_error, "signed_pct_error": self.signed_pct_error,
-            "status": self.status.value, "skipped_reason": self.skipped_reason,
-            "fits": self.fits, "model_id": self.model_id,
-            "accelerator_id": self.accelerator_id, "framework": self.framework,
-            "notes": list(self.notes),
-        }
+__all__ = ["MetricKind", "Prediction", "Status", "calibration_rows", "predict_case",
+           "predict_cases"]
 
 
 def calibration_file() -> Path:
@@ -118,23 +57,8 @@ def calibration_rows() -> frozenset[str]:
     return frozenset(rows | BANDWIDTH_CALIBRATION_ROWS)
 
 
-def _skip(base: Prediction, reasons: list[str], notes: list[str]) -> Prediction:
-    return replace(base, status=Status.SKIPPED, skipped_reason="; ".join(reasons),
-                   notes=tuple(notes))
-
-
-def _done(base: Prediction, predicted: float, calibrated: frozenset[str], notes: list[str],
-          **extra: Any) -> Prediction:
-    status = Status.CALIBRATION if base.row_id in calibrated else Status.OK
-    if status is Status.CALIBRATION:
-        notes = [*notes, "calibration row: a general parameter was fitted to it; not scored"]
-    return replace(base, predicted=float(predicted), status=status, notes=tuple(notes), **extra)
-
-
 def _devices_reason(devices: int | None) -> str | None:
-    if devices is None:
-        return "device count not stated"
-    return None if devices == 1 else MULTI_DEVICE
+    return "device count not stated" if devices is None else None
 
 
 def _inference_metric(case: InferenceCase) -> tuple[MetricKind, str, bool] | None:
@@ -163,8 +87,11 @@ def predict_inference(case: InferenceCase, catalog: Catalog,
         reasons.append(r)
     if "speculative" in case.framework.lower() or "speculative" in case.scenario.lower():
         reasons.append("speculative decoding is not modelled")
-    dev = rs.resolve_device(case.accelerator, catalog)
+    dev = rs.resolve_device(case.accelerator, catalog, memory_gb=multi.verified_memory(case))
     model = rs.resolve_model(case.model, case.arch, catalog, None, megatron=False)
+    devices = case.parallel.devices or 1
+    if devices > 1 and dev.value is not None and dev.value.fraction != 1.0:
+        reasons.append("multi-device runs of part of a device are not modelled")
     for res in (dev, model):
         reasons += [res.reason] if res.reason else []
         notes += res.notes
@@ -182,11 +109,11 @@ def predict_inference(case: InferenceCase, catalog: Catalog,
     if output is None:
         reasons.append("output length not stated")
     if reasons or dev.value is None or model.value is None or metric is None:
-        return _skip(base, reasons, notes)
+        return skip(base, reasons, notes)
     spec, device = model.value, dev.value
     prec = rs.inference_precision(case.precision_weights, case.precision_kv, spec.d_model)
     if isinstance(prec, str):
-        return _skip(base, [prec], notes)
+        return skip(base, [prec], notes)
     notes += prec.notes
     if mem := rs.memory_note(device.acc, device.fraction, case.accel_mem_gb):
         notes.append(mem)
@@ -194,19 +121,27 @@ def predict_inference(case: InferenceCase, catalog: Catalog,
     wl = Inference(batch=case.batch, prompt_len=case.input_len, output_len=output,
                    weight_dtype=prec.weight, act_dtype=prec.act, kv_dtype=prec.kv,
                    quant_group=prec.quant_group)
-    est = estimate_inference(spec, device, wl, fw)
     kind = metric[0]
+    if devices == 1:
+        est = estimate_inference(spec, device, wl, fw)
+    else:
+        multi_est = multi.serve_estimate(spec, device.acc, devices, case, wl, fw, catalog, notes)
+        if isinstance(multi_est, str):
+            return skip(base, [multi_est], notes)
+        est = multi_est
     if kind is MetricKind.TTFT:
         value = float(est.metrics["ttft_s"]) * 1e3
+    elif kind is MetricKind.THROUGHPUT and devices > 1:
+        value = float(est.metrics["tokens_per_s_per_device"])
     else:
         # gpt-fast reports tokens generated / wall time of generate() (prefill included), which
         # is the engine's batch x output / (TTFT + (output - 1) x TPOT); so is TensorRT-LLM's
         # static-batch throughput.
         value = float(est.metrics["tokens_per_s"])
     if not est.feasible:
-        notes.append(f"published configuration predicted NOT to fit: {est.reason}")
+        notes.append(f"{multi.NOT_FIT}: {est.reason}")
     notes += [a for a in est.assumptions if a.startswith(("matmul efficiency", "framework"))]
-    return _done(base, value, calibrated, notes, fits=bool(est.feasible), model_id=spec.id,
+    return done(base, value, calibrated, notes, fits=bool(est.feasible), model_id=spec.id,
                  accelerator_id=device.acc.id)
 
 
@@ -224,6 +159,8 @@ def _training_flops_kind(case: TrainingCase, megatron: bool) -> tuple[str, str |
 
 def predict_training(case: TrainingCase, catalog: Catalog,
                      calibrated: frozenset[str]) -> Prediction:
+    if (case.parallel.devices or 1) > 1:
+        return multi.predict_training(case, catalog, calibrated)
     fw = rs.training_framework(case.framework)
     megatron = fw.value == "megatron"
     tflops = case.achieved_tflops_per_device is not None
@@ -256,7 +193,7 @@ def predict_training(case: TrainingCase, catalog: Catalog,
     if dtype is None:
         reasons.append(f"precision {case.precision!r} is not understood")
     if reasons or dev.value is None or model.value is None:
-        return _skip(base, reasons, notes)
+        return skip(base, reasons, notes)
     assert case.seq_len is not None and batch is not None and dtype is not None
     if mem := rs.memory_note(dev.value.acc, dev.value.fraction, case.accel_mem_gb):
         notes.append(mem)
@@ -271,7 +208,7 @@ def predict_training(case: TrainingCase, catalog: Catalog,
              else float(est.metrics["tokens_per_s"]))
     if not est.feasible:
         notes.append(f"published configuration predicted NOT to fit: {est.reason}")
-    return _done(base, value, calibrated, notes, fits=bool(est.feasible),
+    return done(base, value, calibrated, notes, fits=bool(est.feasible),
                  model_id=model.value.id, accelerator_id=dev.value.acc.id)
 
 
@@ -298,7 +235,7 @@ def predict_matmul(case: MatmulCase, catalog: Catalog, calibrated: frozenset[str
     if not bandwidth and dtype is None:
         reasons.append(f"dtype {case.dtype!r} is not understood")
     if reasons or dev.value is None:
-        return _skip(base, reasons, list(dev.notes))
+        return skip(base, reasons, list(dev.notes))
     device: Device = dev.value
     acc = device.acc
     notes = list(dev.notes)
@@ -306,7 +243,7 @@ def predict_matmul(case: MatmulCase, catalog: Catalog, calibrated: frozenset[str
         value = (acc.memory_bandwidth or 0.0) * device.fraction * BANDWIDTH_EFFICIENCY / 1e9
         notes.append(f"catalog {(acc.memory_bandwidth or 0) / 1e9:.0f} GB/s x "
                      f"BANDWIDTH_EFFICIENCY {BANDWIDTH_EFFICIENCY:.3f}")
-        return _done(base, value, calibrated, notes, accelerator_id=acc.id)
+        return done(base, value, calibrated, notes, accelerator_id=acc.id)
     assert dtype is not None
     peak, _ = device.peak(dtype, Unit.MATRIX)
     # Leave-one-out: this device's own measurements (all dtypes) are excluded.
@@ -316,7 +253,7 @@ def predict_matmul(case: MatmulCase, catalog: Catalog, calibrated: frozenset[str
     if case.theoretical_peak and abs(peak / 1e12 / case.theoretical_peak - 1) > 0.02:
         notes.append(f"the row's peak {case.theoretical_peak:g} TFLOP/s differs from the "
                      f"catalog's {peak / 1e12:g}")
-    return _done(base, peak * eff.value / 1e12, calibrated, notes, accelerator_id=acc.id)
+    return done(base, peak * eff.value / 1e12, calibrated, notes, accelerator_id=acc.id)
 
 
 def predict_case(case: Case, catalog: Catalog,

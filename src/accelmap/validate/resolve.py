@@ -20,7 +20,7 @@ from accelmap.hardware.schema import Accelerator
 from accelmap.models.schema import ModelSpec
 from accelmap.units import DType
 from accelmap.validate.cases import Arch
-from accelmap.validate.names import MEASURED_NAMES
+from accelmap.validate.names import MEASURED_NAMES, MEMORY_VARIANTS
 from accelmap.workload import Recompute
 
 # Model names as the shared measurement files spell them -> catalog preset ids.
@@ -83,7 +83,16 @@ class Resolved:
     reason: str | None = None  # why it could not be resolved
 
 
-def resolve_device(name: str, catalog: Catalog, exclude: str | None = None) -> Resolved:
+def _matches(acc: Accelerator, fraction: float, stated_gb: float) -> bool:
+    have = acc.memory_bytes * fraction
+    return min(abs(have / 1e9 - stated_gb), abs(have / 2**30 - stated_gb)) <= 0.1 * stated_gb
+
+
+def resolve_device(name: str, catalog: Catalog, exclude: str | None = None,
+                   memory_gb: float | None = None) -> Resolved:
+    """The catalog device for a row's accelerator name; ``memory_gb`` (the row's verified
+    ``accel_mem_GB``) picks a :data:`MEMORY_VARIANTS` entry when it matches that one and not
+    the name's default."""
     dev = MEASURED_NAMES.get(name)
     if dev is None:
         return Resolved(None, reason=f"accelerator {name!r} is not in validate/names.py")
@@ -92,19 +101,24 @@ def resolve_device(name: str, catalog: Catalog, exclude: str | None = None) -> R
     acc = catalog.accelerators.get(dev.catalog_id)
     if acc is None:
         return Resolved(None, reason=f"catalog has no accelerator {dev.catalog_id!r}")
-    notes = (f"{name} -> {acc.id}" + (f" ({dev.note})" if dev.note else ""),)
-    return Resolved(Device.of(acc, fraction=dev.fraction, exclude=exclude), notes)
+    notes = [f"{name} -> {acc.id}" + (f" ({dev.note})" if dev.note else "")]
+    if memory_gb is not None and not _matches(acc, dev.fraction, memory_gb):
+        variants = [catalog.accelerators[v] for v in MEMORY_VARIANTS.get(acc.id, ())
+                    if v in catalog.accelerators]
+        fit = [v for v in variants if _matches(v, dev.fraction, memory_gb)]
+        if fit:
+            acc = fit[0]
+            notes = [f"{name} with {memory_gb:g} GB (accel_mem_GB) -> {acc.id}"]
+    return Resolved(Device.of(acc, fraction=dev.fraction, exclude=exclude), tuple(notes))
 
 
 def memory_note(acc: Accelerator, fraction: float, stated_gb: float | None) -> str | None:
     """A note when the row's stated memory disagrees with the catalog device's by > 10 %."""
-    if stated_gb is None:
-        return None
-    have = acc.memory_bytes * fraction
-    if min(abs(have / 1e9 - stated_gb), abs(have / 2**30 - stated_gb)) <= 0.1 * stated_gb:
+    if stated_gb is None or _matches(acc, fraction, stated_gb):
         return None
     return (f"row states {stated_gb:g} GB of device memory; {acc.id} has "
-            f"{have / 1e9:.0f} GB: the catalog variant may be the wrong one")
+            f"{acc.memory_bytes * fraction / 1e9:.0f} GB: the catalog variant may be the wrong "
+            "one")
 
 
 def _dims_note(spec: ModelSpec, arch: Arch) -> str | None:

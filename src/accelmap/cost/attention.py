@@ -1,0 +1,48 @@
+"""Achievable throughput of the fused attention kernel, which is not a GEMM.
+
+FlashAttention-2 (the kernel behind PyTorch SDPA, llm-foundry and torchtitan through 2024)
+reaches a plateau fraction of the 16-bit dense peak that depends on the GPU generation, and less
+at short sequences:
+
+- Ampere (A100): forward up to 73 % of peak (Dao 2023, "FlashAttention-2", sec. 4.1, Fig. 4);
+- Hopper (H100): FlashAttention-2 plateaus at 370 of 989 TFLOP/s = 37 % (head dim 128, forward;
+  Shah et al. 2024, "FlashAttention-3", Fig. 7), because it does not use wgmma/TMA; at 512
+  tokens it reaches 191-309 TFLOP/s.
+
+The ramp with sequence length is fitted to that FlashAttention-3 paper figure (FA2 series, head
+dim 128, 512 to 16k keys): efficiency = plateau x keys / (keys + 300). Blackwell and non-NVIDIA
+devices have no published measurement in our sources; they keep the GEMM-relative rule of the
+roofline (FlashAttention-2 73 % vs cuBLAS 87 % on A100) and say so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+Num = Any
+
+HALF_EFFICIENCY_KEYS = 300.0  # fit to Shah et al. 2024 Fig. 7 (FA2, H100, hd 128)
+
+FA2_PLATEAU: dict[str, tuple[float, str]] = {
+    "ampere": (0.73, "FlashAttention-2 on A100, Dao 2023 sec. 4.1"),
+    "hopper": (370 / 989.4, "FlashAttention-2 on H100, Shah et al. 2024 Fig. 7"),
+}
+
+GENERATION = {
+    **dict.fromkeys(("a100-sxm4-40gb", "a100-sxm4-80gb", "a100-pcie-80gb"), "ampere"),
+    **dict.fromkeys(("h100-sxm5-80gb", "h100-pcie-80gb", "h100-nvl", "h800-sxm5", "h20",
+                     "h200-sxm", "gh200"), "hopper"),
+}
+
+
+def attention_plateau(accelerator_id: str) -> tuple[float, str] | None:
+    """Plateau fraction of dense 16-bit peak for this device's generation, if measured."""
+    gen = GENERATION.get(accelerator_id)
+    return FA2_PLATEAU[gen] if gen else None
+
+
+def attention_ramp(keys: Num) -> Num:
+    k = np.asarray(keys, dtype=float)
+    return k / (k + HALF_EFFICIENCY_KEYS)

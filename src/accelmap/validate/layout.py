@@ -1,0 +1,213 @@
+"""From a multi-device row to the distributed engine's inputs: a Cluster and a Mapping.
+
+Every choice is general (the row's columns, else the stack's documented default from
+``validate/stacks.py``) and leaves a note; a row whose layout cannot be read is skipped with the
+reason. Cluster: ``num_devices`` devices, ``num_devices / num_nodes`` per node where the row
+says so, else the catalog's single-node preset for the accelerator (8 per DGX/HGX); the network
+tiers come from that preset (``from_preset``), or from the accelerator's own links when the
+catalog has none (``parse_cluster``, which says so). Fewer devices than a node are that many
+devices of one node (same NVLink/NVSwitch tier).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+
+from accelmap.catalog import Catalog
+from accelmap.cost.schedules import Schedule
+from accelmap.hardware.cluster import Cluster, from_preset, parse_cluster
+from accelmap.hardware.schema import Accelerator, SystemPreset
+from accelmap.mapping.plan import Mapping, ServeMapping, ZeroStage
+from accelmap.units import DType
+from accelmap.validate.cases import InferenceCase, TrainingCase
+from accelmap.validate.resolve import Resolved
+from accelmap.validate.stacks import StackDefaults
+from accelmap.workload import Recompute
+
+DEFAULT_NODE = 8  # devices per node when neither the row nor a catalog preset says
+
+
+def node_preset(acc: Accelerator, catalog: Catalog) -> SystemPreset | None:
+    """The single-node system preset built on this accelerator (most devices per node)."""
+    same = [p for p in catalog.systems.values() if p.accelerator == acc.id and p.nodes == 1]
+    return max(same, key=lambda p: p.devices_per_node) if same else None
+
+
+def build_cluster(acc: Accelerator, devices: int, nodes: int | None,
+                  catalog: Catalog) -> Resolved:
+    """A cluster of exactly ``devices`` devices (see the module docstring)."""
+    preset = node_preset(acc, catalog)
+    notes: list[str] = []
+    node = preset.devices_per_node if preset else DEFAULT_NODE
+    if nodes and devices % nodes == 0:
+        per_node = devices // nodes
+    else:
+        per_node = min(devices, node)
+        if devices >= node:
+            notes.append(f"node count not stated: nodes of {node} assumed")
+    if devices % per_node:
+        return Resolved(None, reason=f"{devices} devices do not fill nodes of {per_node}")
+    n = devices // per_node
+    cluster: Cluster
+    if preset and per_node <= preset.devices_per_node:
+        cluster = from_preset(preset, catalog, nodes=n)
+        if per_node < preset.devices_per_node:
+            cluster = replace(cluster, devices_per_node=per_node,
+                              name=f"{per_node} of the {preset.devices_per_node} devices of "
+                                   f"{n} x {preset.name}")
+            notes.append(f"{per_node} devices of one {preset.id} node" if n == 1 else
+                         f"{per_node} devices of each of {n} {preset.id} nodes")
+        else:
+            notes.append(f"cluster {n} x {per_node} x {acc.id}, tiers of preset {preset.id}")
+    else:
+        cluster = parse_cluster(f"{n}x{per_node}x{acc.id}", catalog)
+        notes.append(f"cluster {cluster.name}: {cluster.origin}")
+    return Resolved(cluster, tuple(notes))
+
+
+@dataclass(frozen=True)
+class Degrees:
+    dp: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+
+
+def _degrees(case: TrainingCase, per_node: int, split_model_parallel: bool,
+             notes: list[str]) -> Degrees | str:
+    p = case.parallel
+    n = p.devices or 1
+    cp, ep = p.cp or 1, p.ep or 1
+    tp, pp, dp = p.tp, p.pp, p.dp
+    if tp is None and pp is None and split_model_parallel and dp:
+        mp = n // (dp * cp)
+        tp = math.gcd(mp, per_node)
+        pp = mp // tp
+        notes.append(f"TP/PP split not stated: model-parallel size {mp} = devices / DP split as "
+                     f"TP={tp} inside the node x PP={pp} across (Narayanan et al. 2021 sec. 3.3)")
+    if tp is None:
+        tp = 1
+        notes.append("TP not stated: 1 assumed")
+    if pp is None:
+        pp = 1
+        notes.append("PP not stated: 1 assumed")
+    if dp is None:
+        dp = n // (tp * pp * cp)
+        notes.append(f"DP not stated: devices / (TP x PP x CP) = {dp}")
+    if dp * tp * pp * cp != n:
+        return (f"DP x TP x PP x CP = {dp * tp * pp * cp} but the row ran on {n} devices")
+    return Degrees(dp, tp, pp, cp, ep)
+
+
+def zero_stage(text: str, dp: int, per_node: int, d: StackDefaults,
+               notes: list[str]) -> tuple[ZeroStage, int | None]:
+    """``sharding_zero`` words -> ZeRO stage and HSDP shard group (None = all of dp). "FSDP2
+    (n)" shards over n ranks; HYBRID_SHARD / HSDP without a size shards inside the node
+    (PyTorch's HYBRID_SHARD default)."""
+    t = text.lower()
+    group = None
+    if m := re.search(r"\((\d+)\)", t):
+        group = int(m.group(1)) if int(m.group(1)) < dp else None
+    if "hybrid" in t or "hsdp" in t:
+        if group is None and per_node < dp:
+            group = per_node
+            notes.append(f"HSDP shard group not stated: the node ({per_node} devices)")
+        return ZeroStage.PARAMETERS, group
+    if "shard_grad_op" in t or re.search(r"zero[- ]?2", t):
+        return ZeroStage.GRADIENTS, None
+    if "full_shard" in t or "fsdp" in t or re.search(r"zero[- ]?3", t):
+        return ZeroStage.PARAMETERS, group
+    if "distributed optimizer" in t or re.search(r"zero[- ]?1", t):
+        return ZeroStage.OPTIMIZER, None
+    notes.append(f"sharding {'not stated' if not t else repr(text) + ' not understood'}: "
+                 f"ZeRO-{int(d.zero)} ({d.source})")
+    return d.zero, None
+
+
+def recompute(text: str, d: StackDefaults, notes: list[str]) -> Recompute:
+    t = text.lower()
+    if "?" not in t:
+        if "selective" in t:
+            return Recompute.SELECTIVE
+        if "full" in t:
+            return Recompute.FULL
+        if t in ("none", "no", "false"):
+            return Recompute.NONE
+    notes.append(f"recompute {'not stated' if not t else repr(text)}: {d.recompute.value} "
+                 f"({d.source})")
+    return d.recompute
+
+
+def _flag(text: str, default: bool) -> bool:
+    t = text.lower().strip()
+    if t in ("yes", "true", "on", "1"):
+        return True
+    if t in ("no", "false", "off", "0"):
+        return False
+    return default
+
+
+def _virtual_stages(text: str, pp: int, notes: list[str]) -> int | str:
+    t = text.strip().lower()
+    if not t or t == "1f1b":
+        if not t and pp > 1:
+            notes.append("interleaving not stated: none (plain 1F1B)")
+        return 1
+    if t.isdigit():
+        return int(t)
+    return f"interleaved schedule {text!r} without the number of virtual stages"
+
+
+def training_mapping(case: TrainingCase, cluster: Cluster, d: StackDefaults,
+                     notes: list[str]) -> Mapping | str:
+    """The row's Mapping, or the reason it cannot be built."""
+    deg = _degrees(case, cluster.devices_per_node, d.stack.value == "megatron-lm", notes)
+    if isinstance(deg, str):
+        return deg
+    zero, group = zero_stage(case.sharding, deg.dp, cluster.devices_per_node, d, notes)
+    vpp = _virtual_stages(case.interleave, deg.pp, notes)
+    if isinstance(vpp, str):
+        return vpp
+    mb = case.micro_batch
+    if mb is None:
+        mb = d.micro_batch
+        notes.append(f"micro-batch not stated: {mb} ({d.source})")
+    fw = case.framework.lower()
+    tp_overlap = d.tp_comm_overlap or "async" in fw
+    sp = _flag(case.sequence_parallel, d.sequence_parallel)
+    if deg.tp > 1:
+        notes.append(f"sequence parallel {'on' if sp else 'off'}, TP comm overlap "
+                     f"{'on' if tp_overlap else 'off'} ({d.source})")
+    return Mapping(dp=deg.dp, tp=deg.tp, pp=deg.pp, cp=deg.cp, ep=deg.ep,
+                   sequence_parallel=sp, zero=zero, shard_group=group, micro_batch=mb,
+                   virtual_stages=vpp,
+                   schedule=Schedule.INTERLEAVED if vpp > 1 else Schedule.ONE_F_ONE_B,
+                   recompute=recompute(case.recompute, d, notes), tp_comm_overlap=tp_overlap)
+
+
+def global_batch(case: TrainingCase, m: Mapping, notes: list[str]) -> int:
+    if case.global_batch_seqs is not None:
+        return case.global_batch_seqs
+    accum = case.grad_accum or 1
+    notes.append(f"global batch not stated: micro-batch x DP x accumulation "
+                 f"= {m.micro_batch} x {m.dp} x {accum}")
+    return m.micro_batch * m.dp * accum
+
+
+def grad_dtype(precision: str, d: StackDefaults) -> DType:
+    """Composer ``PURE`` mixed precision reduces gradients in bf16 (``DEFAULT``: fp32)."""
+    return DType.BF16 if "pure" in precision.lower() else d.grad_dtype
+
+
+def serve_mapping(case: InferenceCase, notes: list[str]) -> ServeMapping | str:
+    p = case.parallel
+    tp, pp, ep, dp = p.tp or 1, p.pp or 1, p.ep or 1, p.dp or 1
+    n = p.devices or 1
+    if tp * pp * dp != n:
+        return f"TP x PP x DP = {tp * pp * dp} but the row ran on {n} devices"
+    notes.append(f"serving tp={tp} pp={pp}" + (f" ep={ep}" if ep > 1 else "")
+                 + (f" x {dp} replicas" if dp > 1 else ""))
+    return ServeMapping(tp=tp, pp=pp, ep=ep, replicas=dp)
