@@ -102,23 +102,22 @@ def _with_table(table: Table) -> Iterator[None]:
         yield
 
 
-def _fsdp(table: Table, value: float) -> Any:
-    trial = copy.deepcopy(table)
-    trial.setdefault(Framework.FSDP.value, {})["kernel_overhead_s"] = value
-    return _with_table(trial)
+def _setter(framework: Framework, key: str) -> Callable[[Table, float], Any]:
+    def apply(table: Table, value: float) -> Any:
+        trial = copy.deepcopy(table)
+        trial.setdefault(framework.value, {})[key] = value
+        return _with_table(trial)
 
-
-@contextmanager
-def _megatron(table: Table, value: float) -> Iterator[None]:
-    # evaluation only: the Megatron profile takes the eager launch constant at call time
-    with _with_table(table), mock.patch.object(fwmod, "EAGER_LAUNCH_S", value):
-        yield
+    return apply
 
 
 PARAMS = (
-    Param(Framework.FSDP, "kernel_overhead_s", EAGER_LAUNCH_S, True, _fsdp),
-    Param(Framework.MEGATRON, "kernel_overhead_s", EAGER_LAUNCH_S, False, _megatron),
+    Param(Framework.FSDP, "gemm_efficiency", 1.0, True, _setter(Framework.FSDP,
+                                                                "gemm_efficiency")),
+    Param(Framework.MEGATRON, "gemm_efficiency", 1.0, True, _setter(Framework.MEGATRON,
+                                                                    "gemm_efficiency")),
 )
+GEMM_EFFICIENCY_RANGE = (0.3, 1.0)  # physical: above 1.0 would beat the measured MAMF
 
 
 def predict(cases: list[TrainingCase], catalog: Catalog, param: Param, table: Table,
@@ -138,22 +137,22 @@ def median_abs(preds: list[pr.Prediction]) -> float:
 
 def fit(cases: list[TrainingCase], catalog: Catalog, param: Param, table: Table
         ) -> tuple[float, str]:
-    """Bisection on the median signed error of the calibration rows (optimism falls as the
-    per-kernel overhead grows)."""
+    """Bisection on the median signed error of the calibration rows (optimism rises with the
+    GEMM efficiency)."""
 
     def optimism(value: float) -> float:
         return median_signed(predict(cases, catalog, param, table, value))
 
-    lo, hi = 0.0, MAX_KERNEL_OVERHEAD_S
+    lo, hi = GEMM_EFFICIENCY_RANGE
     at_lo, at_hi = optimism(lo), optimism(hi)
-    if at_lo <= 0:
-        return lo, f"median signed error already {at_lo:+.1f} % at 0 s: bound kept"
-    if at_hi >= 0:
-        return hi, (f"median signed error still {at_hi:+.1f} % at the physical bound "
-                    f"{hi * 1e6:g} us per kernel: the per-kernel overhead is not what is off")
-    for _ in range(40):
+    if at_hi <= 0:
+        return hi, f"median signed error already {at_hi:+.1f} % at {hi:g}: default kept"
+    if at_lo >= 0:
+        return lo, (f"median signed error still {at_lo:+.1f} % at the physical bound {lo:g}: "
+                    "GEMM efficiency is not what is off")
+    for _ in range(30):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if optimism(mid) > 0 else (lo, mid)
+        lo, hi = (lo, mid) if optimism(mid) > 0 else (mid, hi)
     return (lo + hi) / 2, "fitted"
 
 
@@ -172,11 +171,8 @@ def calibrate(cases: list[TrainingCase], catalog: Catalog, param: Param, table: 
               "held_out_before": (median_abs(before), median_signed(before)) if before else None,
               "held_out_after": (median_abs(after), median_signed(after)) if after else None}
     if verdict == "fitted" and before and median_abs(after) >= median_abs(before):
-        result["verdict"] = (f"fit {value * 1e6:.3g} us does not improve the held-out median "
-                             f"abs error ({median_abs(before):.1f} -> {median_abs(after):.1f} %)")
-    if verdict == "fitted" and not param.writable:
-        result["verdict"] = (f"fit {value * 1e6:.3g} us (evaluation only: the {param.framework} "
-                             "profile does not read this file)")
+        result["verdict"] = (f"fit {value:.3g} does not improve the held-out median abs error "
+                             f"({median_abs(before):.1f} -> {median_abs(after):.1f} %)")
     return result
 
 
@@ -191,8 +187,7 @@ def entry(param: Param, res: dict[str, Any]) -> dict[str, Any]:
                 "not_calibrated": {}}
     return {"source": f"not calibrated ({SPLIT}): {res['verdict']}",
             "calibrated_on": [], "fitted_on": {},
-            "not_calibrated": {name: f"{res['verdict']}; the eager launch cost "
-                                     f"{EAGER_LAUNCH_S * 1e6:g} us is kept"}}
+            "not_calibrated": {name: f"{res['verdict']}; 1.0 kept"}}
 
 
 def main() -> None:
@@ -201,7 +196,7 @@ def main() -> None:
     catalog = load_catalog()
     old: Table = yaml.safe_load(OUT.read_text()) or {} if OUT.exists() else {}
     table = {k: v for k, v in old.items() if k not in {p.framework.value for p in PARAMS}}
-    out = dict(old)
+    out = dict(table)
     for param in PARAMS:
         res = calibrate(cases, catalog, param, table)
         print(f"{param.framework.value:9s} {param.key}: {res['verdict']}")
@@ -210,7 +205,7 @@ def main() -> None:
             (b_abs, b_sig), (a_abs, a_sig) = res["held_out_before"], res["held_out_after"]
             print(f"          held-out ({res['held_out_n']} rows) median abs / signed: "
                   f"{b_abs:.1f} / {b_sig:+.1f} % at the default, {a_abs:.1f} / {a_sig:+.1f} % "
-                  f"at {res['value'] * 1e6:.3g} us")
+                  f"at {res['value']:.3g}")
         out[param.framework.value] = entry(param, res)
     sys.path.insert(0, str(Path(__file__).parent))
     from calibrate_single_device import HEADER  # same file, same header

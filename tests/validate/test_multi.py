@@ -201,23 +201,24 @@ def test_calibration_split_and_entries(cal: ModuleType) -> None:
     assert not cal.is_calibration_row("T0049") and not cal.is_calibration_row("X")
     fsdp = cal.PARAMS[0]
     kept = cal.entry(fsdp, {"verdict": "still +40 % at the bound", "rows": ["T0104"]})
-    assert kept["calibrated_on"] == [] and "kernel_overhead_s" not in kept
-    fitted = cal.entry(fsdp, {"verdict": "fitted", "value": 7e-6, "rows": ["T0108", "T0104"]})
+    assert kept["calibrated_on"] == [] and "gemm_efficiency" not in kept
+    fitted = cal.entry(fsdp, {"verdict": "fitted", "value": 0.7, "rows": ["T0108", "T0104"]})
     assert fitted["calibrated_on"] == ["T0104", "T0108"]
-    assert fitted["kernel_overhead_s"] == pytest.approx(7e-6)
-    megatron = cal.PARAMS[1]  # the Megatron profile does not read the file: never written
-    assert cal.entry(megatron, {"verdict": "fitted", "value": 7e-6, "rows": ["T0048"]}
-                     )["calibrated_on"] == []
+    assert fitted["gemm_efficiency"] == pytest.approx(0.7)
 
 
-def test_fsdp_profile_reads_its_calibration(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_training_profiles_read_their_calibration(monkeypatch: pytest.MonkeyPatch) -> None:
     from accelmap.cost import framework as fwmod
 
-    monkeypatch.setattr(fwmod, "_calibration", lambda: {"fsdp": {"kernel_overhead_s": 9e-6}})
+    monkeypatch.setattr(fwmod, "_calibration", lambda: {
+        "fsdp": {"kernel_overhead_s": 9e-6, "gemm_efficiency": 0.6},
+        "megatron": {"gemm_efficiency": 0.8}})
     p = fwmod.profile("fsdp")
-    assert p.kernel_overhead_s == 9e-6 and not p.fuses_elementwise
+    assert p.kernel_overhead_s == 9e-6 and not p.fuses_elementwise and p.gemm_efficiency == 0.6
+    assert fwmod.profile("megatron").gemm_efficiency == 0.8
     monkeypatch.setattr(fwmod, "_calibration", lambda: {})
     assert fwmod.profile(Framework.FSDP).kernel_overhead_s == fwmod.EAGER_LAUNCH_S
+    assert fwmod.profile(Framework.FSDP).gemm_efficiency == 1.0
 
 
 @pytest.mark.parametrize(("text", "stage", "group"), [

@@ -39,9 +39,8 @@ from accelmap.validate.stacks import DEFAULTS, Stack, stack_framework, training_
 from accelmap.workload import Inference, Training
 
 NOT_FIT = "published configuration predicted NOT to fit"
-FP8_NOTE = ("FP8: the engine runs every matmul (attention included) at the FP8 rate; the "
-            "published recipes (Transformer Engine, torchao float8) run the linear layers in FP8 "
-            "and attention and vector ops in BF16")
+FP8_NOTE = ("FP8: linear layers at the FP8 rate; attention, vector ops and stored activations "
+            "in BF16 (Transformer Engine / torchao float8 recipes)")
 
 
 def training_metric(case: TrainingCase, stack: Stack | None
