@@ -11,37 +11,25 @@ FSDP profile on llm-foundry's large-scale H100 table alone (the largest models, 
 score it on tables it never saw. A row-id rule also cannot drift when the engine changes which
 rows it can predict.
 
-**Parameters** (general: one value per framework profile, never per row; at most three):
+**Parameters** (general: one value per training profile, never per row):
 
-1. ``fsdp.kernel_overhead_s``: the per-kernel launch/gap of the FSDP profile (eager PyTorch
-   under FSDP: llm-foundry, torchtitan without compile), fitted on the calibration rows whose
-   profile is ``fsdp``;
-2. ``megatron.kernel_overhead_s``: the same for Megatron-LM / NeMo rows. *Evaluation only*:
-   ``cost/framework.py``'s Megatron profile does not read this file (it is the eager launch
-   cost by construction), so the script reports what a fit would do for the engine owner and
-   writes the verdict, never a value the loader would ignore.
+1. ``fsdp.gemm_efficiency`` and 2. ``megatron.gemm_efficiency``: the fraction of the
+   best-shape matmul efficiency (MAMF, from the shared matmul.csv) that the stack's GEMMs reach
+   end to end in training (kernel choice for real shapes, epilogues, sustained clocks). Range
+   [0.3, 1.0]; 1.0 would mean training GEMMs run as fast as the best-shape microbenchmark.
 
-The scale-out NIC-sharing rule (``mapping/placement.py`` ``share_scale_out``) is not a
-candidate: ``parallel_training`` does not expose it, and scale-out traffic is hidden behind
-compute in all but a handful of rows (the step breakdowns in ``accelmap validate --json``).
-Collective efficiencies are measured (``collective_efficiency.yaml``, from nccl-tests rows),
-not free parameters.
+Earlier candidates, the per-kernel overheads, were rejected: no value inside a physical range
+(0-20 us) removed the bias (the FSDP calibration rows stayed +46 % optimistic at 20 us).
 
 **Fit**: bisection for the value at which the median signed error over the profile's
-calibration rows is zero (the prediction slows monotonically as the per-kernel cost grows),
-inside the physical range [0, ``MAX_KERNEL_OVERHEAD_S``]. **Acceptance**: the value is written
-only if it lies strictly inside that range *and* the median absolute error of the profile's
-held-out rows improves. Otherwise the loader's default stays, ``not_calibrated`` says why, and
-no row is listed under ``calibrated_on`` (nothing was fitted to it, so it stays scored).
+calibration rows is zero. **Acceptance**: the value is written only if it lies strictly inside
+the range *and* the median absolute error of the profile's held-out rows improves; otherwise
+1.0 stays and ``not_calibrated`` says why.
 
-**Result on the shared training.csv** (engine as of this script's commit): neither parameter
-is fitted. The 54 FSDP calibration rows (llm-foundry T0104 ... T0316) are still +46 % optimistic
-(median signed) at the 20 us bound; removing that bias needs more than half a millisecond per
-kernel, 100x the measured launch cost: the per-kernel term would be absorbing an error that lives
-elsewhere (GEMM and attention efficiency and the FP8 scope of the compute term; see
-``benchmarks/training_error_terms.py``). The 5 Megatron calibration rows (T0048, T0052, T0056,
-T0320, T0328) are +16.5 % at the bound. The held-out rows keep the loader's defaults, and the
-yaml says why.
+**Result on the shared training.csv** (this commit): fsdp 0.614 on 54 llm-foundry rows
+(held-out 162 rows: median abs 37.0 -> 15.7 %), megatron 0.789 on 5 rows (T0048, T0052, T0056,
+T0320, T0328; held-out 16 rows: 21.9 -> 5.5 %). A single factor per stack cannot capture the
+A100 vs H100 difference the llm-foundry rows show (see the closing note).
 
 Run: python benchmarks/calibrate_multi_device.py [path/to/training.csv]
 """
