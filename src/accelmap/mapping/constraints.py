@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from accelmap.hardware.cluster import Cluster
 from accelmap.mapping.plan import Mapping, ServeMapping
@@ -32,114 +35,108 @@ class TrainingJob:
     seq_len: int
 
 
-Rule = Callable[[TrainingJob, Mapping], Violation | None]
+@dataclass(frozen=True)
+class Rule:
+    """One rule: an array-friendly predicate (``bad``: True where the mapping breaks it) and the
+    sentence that says why (for one mapping). ``m`` is a Mapping, or any object with the same
+    attributes holding numpy arrays (the planner's candidate table)."""
+
+    name: str
+    bad: Callable[[TrainingJob, Any], Any]
+    sentence: Callable[[TrainingJob, Any], str]
 
 
-def world_size(job: TrainingJob, m: Mapping) -> Violation | None:
-    if m.world != job.cluster.devices:
-        return Violation("world_size", f"dp x tp x pp x cp = {m.world} but the cluster has "
-                                       f"{job.cluster.devices} devices")
-    return None
-
-
-def heads_divisible(job: TrainingJob, m: Mapping) -> Violation | None:
-    # Megatron: num_attention_heads % tensor_model_parallel_size == 0 (each rank owns whole heads)
-    if job.spec.n_heads % m.tp:
-        return Violation("heads_divisible", f"{job.spec.n_heads} attention heads do not split "
-                                            f"over tp={m.tp}")
-    return None
-
-
-def kv_heads_split(job: TrainingJob, m: Mapping) -> Violation | None:
-    # GQA: KV heads are split when kv % tp == 0 and replicated when tp % kv == 0 (vLLM and
-    # Megatron-Core both need one of the two).
+def _kv_bad(job: TrainingJob, m: Any) -> Any:
+    tp = np.asarray(m.tp)
     kv = job.spec.kv_heads
-    if job.spec.mla is None and kv % m.tp and m.tp % kv:
-        return Violation("kv_heads", f"{kv} KV heads can be neither split nor replicated evenly "
-                                     f"over tp={m.tp}")
-    return None
+    if job.spec.mla is not None:
+        return np.zeros_like(tp, dtype=bool)
+    return (kv % tp != 0) & (tp % kv != 0)
 
 
-def ffn_divisible(job: TrainingJob, m: Mapping) -> Violation | None:
+def _ffn_bad(job: TrainingJob, m: Any) -> Any:
     s = job.spec
-    ffn = [s.ffn_dim] + ([s.moe.expert_ffn_dim] if s.moe else [])
-    bad = [f for f in ffn if f % m.tp]
-    if bad:
-        return Violation("ffn_divisible", f"FFN width {bad[0]} does not split over tp={m.tp}")
-    return None
+    bad = s.ffn_dim % np.asarray(m.tp) != 0
+    if s.moe:
+        bad = bad | (s.moe.expert_ffn_dim % np.asarray(m.tp) != 0)
+    return bad
 
 
-def layers_over_stages(job: TrainingJob, m: Mapping) -> Violation | None:
-    L = job.spec.n_layers
-    if m.pp > L:
-        return Violation("layers_over_stages", f"pp={m.pp} stages for only {L} layers")
-    if m.virtual_stages > 1 and L % (m.pp * m.virtual_stages):
-        # Megatron: interleaved schedule needs num_layers % (pp * vpp) == 0
-        return Violation("virtual_stages", f"{L} layers do not split into pp={m.pp} x "
-                                           f"vpp={m.virtual_stages} chunks")
-    return None
-
-
-def experts_divisible(job: TrainingJob, m: Mapping) -> Violation | None:
+def _experts_bad(job: TrainingJob, m: Any) -> Any:
+    ep = np.asarray(m.ep)
     moe = job.spec.moe
-    if m.ep == 1:
-        return None
     if moe is None:
-        return Violation("experts_divisible", f"ep={m.ep} on a dense model")
-    if moe.num_experts % m.ep:
-        return Violation("experts_divisible", f"{moe.num_experts} experts do not split over "
-                                              f"ep={m.ep}")
-    if (m.dp * m.cp) % m.ep:
-        # Megatron-Core: expert parallelism is carved out of data x context parallelism
-        return Violation("ep_within_dp", f"ep={m.ep} must divide dp x cp = {m.dp * m.cp}")
-    return None
+        return ep > 1
+    return (ep > 1) & ((moe.num_experts % ep != 0) | ((np.asarray(m.dp) * m.cp) % ep != 0))
 
 
-def tp_in_scale_up(job: TrainingJob, m: Mapping) -> Violation | None:
-    dom = job.cluster.scale_up_domain
-    if m.tp > dom and not m.force_tp_across_nodes:
-        return Violation("tp_in_scale_up", f"tp={m.tp} crosses the {dom}-device scale-up domain "
-                                           "(tensor parallelism needs the fast links; force it "
-                                           "with --force-tp)")
-    return None
+def _batch_bad(job: TrainingJob, m: Any) -> Any:
+    per_step = np.asarray(m.dp) * np.asarray(m.micro_batch)
+    bad = job.global_batch % per_step != 0
+    micro = job.global_batch // np.maximum(per_step, 1)
+    # Megatron: the interleaved schedule needs micro-batches divisible by pp
+    return bad | ((np.asarray(m.virtual_stages) > 1) & (micro % np.asarray(m.pp) != 0))
 
 
-def batch_divisible(job: TrainingJob, m: Mapping) -> Violation | None:
-    per_step = m.dp * m.micro_batch
-    if job.global_batch % per_step:
-        return Violation("batch_divisible", f"global batch {job.global_batch} is not a multiple "
-                                            f"of dp x micro-batch = {per_step}")
-    micro_batches = job.global_batch // per_step
-    if m.virtual_stages > 1 and micro_batches % m.pp:
-        # Megatron: the interleaved schedule needs micro-batches divisible by pp
-        return Violation("interleave_micro_batches", f"{micro_batches} micro-batches do not "
-                                                     f"divide by pp={m.pp} (interleaved)")
-    return None
-
-
-def context_parallel(job: TrainingJob, m: Mapping) -> Violation | None:
-    # load-balanced ring attention splits the sequence into 2 x cp chunks
-    if m.cp > 1 and job.seq_len % (2 * m.cp):
-        return Violation("cp_divides_seq", f"sequence {job.seq_len} does not split into "
-                                           f"2 x cp = {2 * m.cp} chunks")
-    return None
-
-
-def zero_groups(job: TrainingJob, m: Mapping) -> Violation | None:
-    if m.shard_group is not None and (m.shard_group <= 0 or m.dp % m.shard_group):
-        return Violation("shard_group", f"HSDP shard group {m.shard_group} does not divide "
-                                        f"dp={m.dp}")
-    return None
+def _shard_group(m: Any) -> Any:
+    group = getattr(m, "shard_group", None)
+    return np.asarray(m.dp) if group is None else np.asarray(group)
 
 
 TRAINING_RULES: tuple[Rule, ...] = (
-    world_size, heads_divisible, kv_heads_split, ffn_divisible, layers_over_stages,
-    experts_divisible, tp_in_scale_up, batch_divisible, context_parallel, zero_groups,
+    Rule("world_size",
+         lambda j, m: np.asarray(m.dp) * m.tp * m.pp * m.cp != j.cluster.devices,
+         lambda j, m: f"dp x tp x pp x cp = {m.dp * m.tp * m.pp * m.cp} but the cluster has "
+                      f"{j.cluster.devices} devices"),
+    # Megatron: num_attention_heads % tensor_model_parallel_size == 0 (whole heads per rank)
+    Rule("heads_divisible", lambda j, m: j.spec.n_heads % np.asarray(m.tp) != 0,
+         lambda j, m: f"{j.spec.n_heads} attention heads do not split over tp={m.tp}"),
+    # GQA: KV heads split when kv % tp == 0, replicated when tp % kv == 0 (vLLM, Megatron-Core)
+    Rule("kv_heads", _kv_bad,
+         lambda j, m: f"{j.spec.kv_heads} KV heads can be neither split nor replicated evenly "
+                      f"over tp={m.tp}"),
+    Rule("ffn_divisible", _ffn_bad,
+         lambda j, m: f"an FFN width does not split over tp={m.tp}"),
+    Rule("layers_over_stages", lambda j, m: np.asarray(m.pp) > j.spec.n_layers,
+         lambda j, m: f"pp={m.pp} stages for only {j.spec.n_layers} layers"),
+    # Megatron: interleaved schedule needs num_layers % (pp * vpp) == 0
+    Rule("virtual_stages",
+         lambda j, m: (np.asarray(m.virtual_stages) > 1)
+         & (j.spec.n_layers % (np.asarray(m.pp) * m.virtual_stages) != 0),
+         lambda j, m: f"{j.spec.n_layers} layers do not split into pp={m.pp} x "
+                      f"vpp={m.virtual_stages} chunks"),
+    # Megatron-Core: expert parallelism is carved out of data x context parallelism
+    Rule("experts_divisible", _experts_bad,
+         lambda j, m: f"ep={m.ep} does not split the experts within dp x cp = {m.dp * m.cp}"),
+    Rule("tp_in_scale_up",
+         lambda j, m: (np.asarray(m.tp) > j.cluster.scale_up_domain)
+         & ~np.asarray(getattr(m, "force_tp_across_nodes", False)),
+         lambda j, m: f"tp={m.tp} crosses the {j.cluster.scale_up_domain}-device scale-up "
+                      "domain (tensor parallelism needs the fast links; force it with "
+                      "--force-tp)"),
+    Rule("batch_divisible", _batch_bad,
+         lambda j, m: f"global batch {j.global_batch} does not split into dp x micro-batch = "
+                      f"{m.dp * m.micro_batch} (or, interleaved, into micro-batches divisible "
+                      f"by pp={m.pp})"),
+    # load-balanced ring attention splits the sequence into 2 x cp chunks
+    Rule("cp_divides_seq",
+         lambda j, m: (np.asarray(m.cp) > 1) & (j.seq_len % (2 * np.asarray(m.cp)) != 0),
+         lambda j, m: f"sequence {j.seq_len} does not split into 2 x cp = {2 * m.cp} chunks"),
+    Rule("shard_group",
+         lambda j, m: (_shard_group(m) <= 0)
+         | (np.asarray(m.dp) % np.maximum(_shard_group(m), 1) != 0),
+         lambda j, m: f"HSDP shard group {m.shard_group} does not divide dp={m.dp}"),
 )
 
 
 def check_training(job: TrainingJob, m: Mapping) -> list[Violation]:
-    return [v for rule in TRAINING_RULES if (v := rule(job, m)) is not None]
+    return [Violation(r.name, r.sentence(job, m)) for r in TRAINING_RULES
+            if bool(np.any(r.bad(job, m)))]
+
+
+def training_masks(job: TrainingJob, candidates: Any) -> dict[str, Any]:
+    """For a table of candidate mappings (array attributes), where each rule is broken."""
+    return {r.name: np.asarray(r.bad(job, candidates), dtype=bool) for r in TRAINING_RULES}
 
 
 def check_serving(spec: ModelSpec, cluster: Cluster, m: ServeMapping) -> list[Violation]:

@@ -24,22 +24,21 @@ FLOPs (PaLM convention) over world x peak.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from accelmap.cost.collectives import Collective
-from accelmap.cost.framework import Framework, profile
+from accelmap.cost.framework import Framework, FrameworkProfile, profile
 from accelmap.cost.roofline import Device, OpTime, time_ops, total_time
-from accelmap.cost.schedules import bubble_over_ideal, in_flight_micro_batches
+from accelmap.cost.schedules import Schedule, bubble_over_ideal, in_flight_micro_batches
 from accelmap.estimate import Estimate, training_precision
 from accelmap.hardware.cluster import Cluster
 from accelmap.hardware.schema import LinkRole
 from accelmap.mapping.constraints import TrainingJob, check_training
 from accelmap.mapping.placement import place_axes
-from accelmap.mapping.plan import Mapping, Offload, ZeroStage
+from accelmap.mapping.plan import Mapping, Offload
 from accelmap.memory.budget import (
     FRAGMENTATION,
     LOGITS_BYTES,
@@ -52,10 +51,10 @@ from accelmap.memory.sharding import model_state_bytes
 from accelmap.models.flops import forward_flops_per_token
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
-from accelmap.ops.graph import Op, Shape, Stage, Unit, forward_ops
+from accelmap.ops.graph import Op, Shape, Unit, forward_ops
 from accelmap.ops.training import backward_ops, optimizer_ops, recompute_ops
 from accelmap.parallel.shard import shard_spec
-from accelmap.workload import Optimizer, Phase, Training
+from accelmap.workload import Optimizer, Phase, Recompute, Training
 
 Num = Any
 
@@ -80,19 +79,237 @@ class OverlapPolicy:
     pp_p2p: bool = False
 
 
-def _stage_ops(ops: list[Op], layers_on_stage: int, n_layers: int, first: bool,
-               last: bool) -> list[Op]:
-    """The operators of one pipeline stage: its share of the layers, plus embedding on the
-    first stage and head/loss on the last."""
-    out = []
-    for op in ops:
-        if op.name.startswith("layers/"):
-            # the stage runs its share of every layer group's occurrences
-            out.append(replace(op, count=op.count * layers_on_stage / n_layers))
-        elif (op.name.startswith("embedding") and first) or (not op.name.startswith(
-                ("embedding", "layers/", "optimizer")) and last):
-            out.append(op)
-    return out
+@dataclass(frozen=True)
+class LayerProfile:
+    """What one (tp, ep, cp, micro-batch, recompute) choice costs: per average layer of the
+    sharded model, plus the embedding (first stage) and head + loss (last stage). Everything the
+    pipeline/data-parallel composition needs, computed once from the operator graph."""
+
+    T: float  # tokens per micro-batch per rank
+    layer_fwd_s: float
+    layer_bwd_s: float  # backward + recompute
+    layer_gemm_s: float  # forward + backward GEMM time (what TP comm overlap hides behind)
+    layer_attn_s: float  # attention-core time (what the CP ring hides behind)
+    embed_fwd_s: float
+    embed_bwd_s: float
+    head_fwd_s: float
+    head_bwd_s: float
+    layer_hw_flops: float  # forward + recompute + backward, one layer
+    ends_hw_flops: float  # embedding + head + loss
+    layer_params: float  # one rank's share of an average layer
+    embed_params: float
+    head_params: float
+    layer_act_bytes: float  # kept per layer per micro-batch under the recompute policy
+    working_bytes: float  # full recompute: one layer's activations while recomputed
+    head_act_bytes: float  # logits buffer and head input on the last stage, per micro-batch
+    kv_width: int
+    forward: tuple[OpTime, ...]
+    backward: tuple[OpTime, ...]
+
+
+def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Training, tp: int,
+                  ep: int, cp: int, micro_batch: int, sequence_parallel: bool,
+                  recompute: Recompute, imbalance: float = 1.0) -> LayerProfile:
+    s = wl.seq_len
+    T = micro_batch * s / cp
+    shard = shard_spec(spec, tp, ep)
+    shape = Shape(tokens=T, context=(s + 1) / 2 if wl.flash_attention else float(s),
+                  kv_tokens=micro_batch * s, sequences=micro_batch, logits_tokens=T,
+                  dropout=wl.dropout, sp_tokens=T / tp if (sequence_parallel and tp > 1) else None)
+    fwd = forward_ops(shard, shape, training_precision(wl.dtype), flash=wl.flash_attention,
+                      imbalance=imbalance, training=True)
+    bwd = recompute_ops(fwd, recompute, wl.flash_attention) + backward_ops(fwd, wl.grad_dtype)
+    tf, tb = time_ops(fwd, dev, fw), time_ops(bwd, dev, fw)
+    L = spec.n_layers
+
+    def part(times: list[OpTime], pick: Any) -> float:
+        return float(sum(float(t.total_s) for t in times if pick(t.op.name)))
+
+    def is_layer(n: str) -> bool:
+        return n.startswith("layers/")
+
+    def is_embed(n: str) -> bool:
+        return n.startswith("embedding")
+
+    def is_head(n: str) -> bool:
+        return not (is_layer(n) or is_embed(n) or n.startswith("optimizer"))
+
+    def flops(ops: list[Op], pick: Any) -> float:
+        return float(sum(float(o.flops) * o.count for o in ops if pick(o.name)))
+
+    a = wl.storage_dtype.bytes
+    layer_ops = [o for o in fwd if is_layer(o.name)]
+    kept = activation_bytes(layer_ops, recompute, shard, T, a, working_set=False)
+    working = activation_bytes(layer_ops, recompute, shard, T, a) - kept
+    pc = count_params(shard)
+    gemm = [t for t in tf + tb if t.op.gemm is not None and is_layer(t.op.name)]
+    attn = [t for t in tf + tb if "attention/core" in t.op.name]
+    kv_width = (shard.mla.kv_lora_rank + shard.mla.qk_rope_head_dim if shard.mla
+                else 2 * shard.kv_heads * shard.head_size)
+    return LayerProfile(
+        T=T,
+        layer_fwd_s=part(tf, is_layer) / L, layer_bwd_s=part(tb, is_layer) / L,
+        layer_gemm_s=float(sum(float(t.total_s) for t in gemm)) / L,
+        layer_attn_s=float(sum(float(t.total_s) for t in attn)) / L,
+        embed_fwd_s=part(tf, is_embed), embed_bwd_s=part(tb, is_embed),
+        head_fwd_s=part(tf, is_head), head_bwd_s=part(tb, is_head),
+        layer_hw_flops=(flops(fwd, is_layer) + flops(bwd, is_layer)) / L,
+        ends_hw_flops=flops(fwd + bwd, lambda n: not is_layer(n)),
+        layer_params=sum(lp.total for lp in pc.layers) / L,
+        embed_params=float(pc.embedding), head_params=float(pc.lm_head),
+        layer_act_bytes=float(kept) / L, working_bytes=float(working),
+        head_act_bytes=LOGITS_BYTES * T * shard.vocab_size + T * spec.d_model * a,
+        kv_width=kv_width, forward=tuple(tf), backward=tuple(tb))
+
+
+def compose(prof: LayerProfile, spec: ModelSpec, cluster: Cluster, wl: Training, dev: Device,
+            fw: FrameworkProfile, overlap: OverlapPolicy, tp: Num, ep: Num, cp: Num, pp: Num,
+            dp: Num, micro_batch: Num, vpp: Num, zero: Num, zero_shards: Num,
+            schedule: Schedule, offload_optimizer: Num = False, offload_params: Num = False
+            ) -> dict[str, Any]:
+    """Step time, memory and their breakdowns for one or many mappings that share ``prof``.
+
+    Mapping sizes may be numpy arrays (the planner evaluates thousands at once); every branch
+    on them is an ``np.where``. ``parallel_training`` calls this with scalars, so the planner and
+    ``estimate`` share one implementation."""
+    pp, dp, vpp = (np.asarray(x, dtype=float) for x in (pp, dp, vpp))
+    zero = np.asarray(zero)
+    L = spec.n_layers
+    a = wl.storage_dtype.bytes
+    d = spec.d_model
+    T = prof.T
+    micro = wl.batch / (dp * micro_batch)
+    per_stage = np.ceil(L / pp)
+    last_layers = np.maximum(L - per_stage * (pp - 1), 1.0)
+    single = pp <= 1
+    fwd_first = per_stage * prof.layer_fwd_s + prof.embed_fwd_s + np.where(single,
+                                                                           prof.head_fwd_s, 0)
+    bwd_first = per_stage * prof.layer_bwd_s + prof.embed_bwd_s + np.where(single,
+                                                                           prof.head_bwd_s, 0)
+    fwd_last = last_layers * prof.layer_fwd_s + prof.head_fwd_s + np.where(single,
+                                                                           prof.embed_fwd_s, 0)
+    bwd_last = last_layers * prof.layer_bwd_s + prof.head_bwd_s + np.where(single,
+                                                                           prof.embed_bwd_s, 0)
+    first_slower = fwd_first + bwd_first >= fwd_last + bwd_last
+    t_fwd = np.where(first_slower, fwd_first, fwd_last)
+    t_bwd = np.where(first_slower, bwd_first, bwd_last)
+
+    # Dense axes fill the world (tp innermost, dp outermost); expert parallelism is carved out
+    # of dp x cp next to tp (Megatron-Core), so its group is placed separately.
+    links = place_axes(cluster, {"tp": tp, "cp": cp, "pp": pp, "dp": dp},
+                       order=("tp", "cp", "pp", "dp"))
+    links["ep"] = place_axes(cluster, {"tp": tp, "ep": ep}, order=("tp", "ep"))["ep"]
+    comm: dict[str, Num] = {}
+    exposed: dict[str, Num] = {}
+    # TP: 4 collectives per layer per micro-batch (2 forward, 2 backward) of T x d activations
+    tp_t = 4 * per_stage * links["tp"].time(Collective.ALL_REDUCE, T * d * a)
+    comm["tp"] = tp_t
+    exposed["tp"] = (np.maximum(tp_t - per_stage * prof.layer_gemm_s, 0.0) if overlap.tp
+                     else tp_t)
+    # CP: (cp - 1) ring steps of this rank's K and V chunk per layer, 3x for fwd + bwd (dK, dV)
+    cp_t = 3 * per_stage * (np.asarray(cp) - 1) * links["cp"].time(Collective.SEND_RECV,
+                                                                   T * prof.kv_width * a)
+    comm["cp"] = cp_t
+    exposed["cp"] = (np.maximum(cp_t - per_stage * prof.layer_attn_s, 0.0) if overlap.cp_ring
+                     else cp_t)
+    # EP: dispatch + combine, forward and backward, of T x top_k tokens of width d
+    top_k = spec.moe.top_k if spec.moe else 0
+    ep_t = 4 * np.ceil(spec.n_moe_layers / pp) * links["ep"].time(Collective.ALL_TO_ALL,
+                                                                  T * top_k * d * a)
+    comm["ep"] = ep_t
+    exposed["ep"] = 0.0 * ep_t if overlap.ep_all_to_all else ep_t
+    # PP: activations out and gradients back, once per micro-batch
+    pp_t = np.where(single, 0.0, 2 * links["pp"].time(Collective.SEND_RECV, T * d * a))
+    comm["pp"] = pp_t
+    exposed["pp"] = 0.0 * pp_t if overlap.pp_p2p else pp_t
+
+    # parameters one device holds (its stage, its tp/ep shard)
+    p_dev = prof.layer_params * per_stage + prof.embed_params + np.where(single,
+                                                                         prof.head_params, 0)
+    g = wl.grad_dtype.bytes
+    z3 = zero >= 3
+    # ZeRO-3: gather 16-bit params fwd + bwd, reduce-scatter grads, every micro-batch
+    z3_mb = (2 * links["dp"].time(Collective.ALL_GATHER, p_dev * a)
+             + links["dp"].time(Collective.REDUCE_SCATTER, p_dev * g))
+    z3_exposed = np.maximum(z3_mb - (t_fwd + t_bwd if overlap.zero3_prefetch else 0.0), 0.0)
+    # ZeRO 1-2 (distributed optimizer): reduce-scatter grads, all-gather params; ZeRO-0:
+    # all-reduce grads; both overlapped with the last backward / the next forward
+    sharded = zero >= 1
+    grad = np.where(sharded, links["dp"].time(Collective.REDUCE_SCATTER, p_dev * g),
+                    links["dp"].time(Collective.ALL_REDUCE, p_dev * g))
+    gather = np.where(sharded, links["dp"].time(Collective.ALL_GATHER, p_dev * a), 0.0)
+    tail = (np.maximum(grad - t_bwd, 0.0) if overlap.dp_grad_reduce else grad) + (
+        np.maximum(gather - t_fwd, 0.0) if overlap.dp_param_gather else gather)
+    dp_tail = np.where(z3, 0.0, tail)
+    comm["dp"] = np.where(z3, z3_mb * micro, grad + gather)
+    exposed["dp"] = np.where(z3, z3_exposed * micro, tail)
+
+    per_mb = (t_fwd + t_bwd + exposed["tp"] + exposed["cp"] + exposed["ep"] + exposed["pp"]
+              + np.where(z3, z3_exposed, 0.0))
+    interleaved = vpp > 1
+    bubble = np.where(interleaved,
+                      bubble_over_ideal(Schedule.INTERLEAVED, pp, micro, vpp),
+                      bubble_over_ideal(schedule, pp, micro, 1))
+    opt_shards = np.where(sharded, zero_shards, 1)
+    t_opt = total_time(time_ops(optimizer_ops(p_dev / opt_shards, wl.optimizer, wl.grad_dtype),
+                                dev, fw))
+    host = dev.acc.bandwidth_per_direction(LinkRole.HOST) or HOST_FALLBACK_BW
+    # ZeRO-Offload (Ren et al. 2021): gradients go to the host, updated parameters come back
+    t_opt = t_opt + np.where(offload_optimizer, 2 * p_dev / opt_shards * g / host, 0.0)
+    # ZeRO-Infinity (Rajbhandari et al. 2021): parameters stream in for forward and backward of
+    # every micro-batch, prefetched behind compute
+    fetch = 2 * p_dev * a / host
+    per_mb = per_mb + np.where(offload_params, np.maximum(fetch - (t_fwd + t_bwd), 0.0), 0.0)
+    comm["offload"] = np.where(offload_params, fetch * micro, 0.0)
+    step = micro * per_mb + bubble * micro * (t_fwd + t_bwd) + dp_tail + t_opt
+
+    # memory of the first stage (it holds the most micro-batches in flight under 1F1B)
+    states = (OPTIMIZER_STATES[wl.optimizer] * 4.0 if wl.optimizer is not Optimizer.ADAFACTOR
+              else 0.0)
+    master = wl.master_dtype.bytes if wl.master_dtype is not wl.storage_dtype else 0.0
+    ms = model_state_bytes(p_dev, zero, zero_shards, a, g, states + master)
+    in_flight = np.where(interleaved,
+                         in_flight_micro_batches(Schedule.INTERLEAVED, pp, micro, 0, vpp),
+                         in_flight_micro_batches(schedule, pp, micro, 0, 1))
+    acts = prof.layer_act_bytes * per_stage * in_flight + prof.working_bytes
+    items: dict[str, Num] = {
+        "weights": np.where(offload_params, 2 * prof.layer_params * a, ms["weights"]),
+        "gradients": ms["gradients"],
+        "optimizer": np.where(offload_optimizer, 0.0, ms["optimizer"]),
+        "activations/layers": acts,
+        "activations/logits": np.where(single, prof.head_act_bytes, 0.0),
+        "zero3/gathered_params": np.where(z3, 2 * prof.layer_params * a, 0.0),
+        "runtime/context": RUNTIME_OVERHEAD_BYTES,
+        "runtime/comm_buffers": COMM_BUFFER_BYTES,
+        "runtime/fragmentation": FRAGMENTATION * acts,
+    }
+    tokens = wl.batch * wl.seq_len
+    world = dp * np.asarray(tp) * pp * np.asarray(cp)
+    model_flops = 3.0 * forward_flops_per_token(spec, wl.seq_len, causal=False) * tokens
+    peak, _ = dev.peak(wl.dtype, Unit.MATRIX)
+    hw_flops = (prof.layer_hw_flops * L + prof.ends_hw_flops) * micro * dp * np.asarray(tp) \
+        * np.asarray(cp)
+    return {
+        "step_time_s": step,
+        "tokens_per_s": tokens / step,
+        "tokens_per_s_per_device": tokens / step / world,
+        "mfu": model_flops / (step * world * peak),
+        "hfu": hw_flops / (step * world * peak),
+        "tflops_per_device": model_flops / step / world / 1e12,
+        "hardware_tflops_per_device": hw_flops / step / world / 1e12,
+        "micro_batches": micro,
+        "bubble_s": bubble * micro * (t_fwd + t_bwd),
+        "compute_forward_s": micro * t_fwd,
+        "compute_backward_s": micro * t_bwd,
+        "optimizer_s": t_opt,
+        "exposed": {k: (v * micro if k in ("tp", "cp", "ep", "pp") else v)
+                    for k, v in exposed.items()},
+        "comm": {k: (v * micro if k in ("tp", "cp", "ep", "pp") else v) for k, v in comm.items()},
+        "memory_items": items,
+        "memory_total": sum(items.values()),
+        "links": links,
+        "world": world,
+    }
 
 
 def parallel_training(spec: ModelSpec, cluster: Cluster, wl: Training, m: Mapping,
@@ -103,157 +320,37 @@ def parallel_training(spec: ModelSpec, cluster: Cluster, wl: Training, m: Mappin
     overlap = overlap or OverlapPolicy(tp=m.tp_comm_overlap)
     fw = profile(framework)
     dev = Device.of(cluster.accelerator)
-    job = TrainingJob(spec, cluster, wl.batch, wl.seq_len)
-    violations = check_training(job, m)
+    violations = check_training(TrainingJob(spec, cluster, wl.batch, wl.seq_len), m)
     if violations:
         return _infeasible(spec, cluster, violations[0].rule, violations[0].sentence)
-
-    micro_batches = wl.batch // (m.dp * m.micro_batch)
-    s = wl.seq_len
-    T = m.micro_batch * s / m.cp
-    shard = shard_spec(spec, m.tp, m.ep)
-    shape = Shape(tokens=T, context=(s + 1) / 2 if wl.flash_attention else float(s),
-                  kv_tokens=m.micro_batch * s, sequences=m.micro_batch,
-                  logits_tokens=T, dropout=wl.dropout,
-                  sp_tokens=T / m.tp if (m.sequence_parallel and m.tp > 1) else None)
-    p = training_precision(wl.dtype)
-    fwd_all = forward_ops(shard, shape, p, flash=wl.flash_attention, imbalance=imbalance,
-                          training=True)
-    L = spec.n_layers
-    per_stage = math.ceil(L / m.pp)
-    last_layers = L - per_stage * (m.pp - 1) if m.pp > 1 else L
-    stages = {"first": _stage_ops(fwd_all, per_stage, L, True, m.pp == 1),
-              "last": _stage_ops(fwd_all, max(last_layers, 1), L, m.pp == 1, True)}
-
-    def stage_times(fwd: list[Op]) -> tuple[list[OpTime], list[OpTime]]:
-        rec = recompute_ops(fwd, m.recompute, wl.flash_attention)
-        bwd = backward_ops(fwd, wl.grad_dtype)
-        return time_ops(fwd, dev, fw), time_ops(rec + bwd, dev, fw)
-
-    timed = {k: stage_times(v) for k, v in stages.items()}
-    t_fwd = max(float(total_time(f)) for f, _ in timed.values())
-    t_bwd = max(float(total_time(b)) for _, b in timed.values())
-    slow = max(timed, key=lambda k: float(total_time(timed[k][0]) + total_time(timed[k][1])))
-
-    # Dense axes fill the world (tp innermost, dp outermost); expert parallelism is carved out
-    # of dp x cp next to tp (Megatron-Core), so its group is placed separately.
-    links = place_axes(cluster, {"tp": m.tp, "cp": m.cp, "pp": m.pp, "dp": m.dp},
-                       order=("tp", "cp", "pp", "dp"))
-    links["ep"] = place_axes(cluster, {"tp": m.tp, "ep": m.ep}, order=("tp", "ep"))["ep"]
-    a = wl.storage_dtype.bytes
-    d = spec.d_model
-    layers = per_stage
-    moe_layers = math.ceil(spec.n_moe_layers / m.pp)
-    comm: dict[str, float] = {}
-    exposed: dict[str, float] = {}
-
-    # TP: 4 collectives per layer per micro-batch (2 forward, 2 backward) of T x d activations
-    tp_t = 4 * layers * float(links["tp"].time(Collective.ALL_REDUCE, T * d * a))
-    comm["tp"] = tp_t
-    gemm_time = sum(float(t.total_s) for t in timed[slow][0] + timed[slow][1]
-                    if t.op.gemm is not None)
-    exposed["tp"] = max(tp_t - gemm_time, 0.0) if overlap.tp else tp_t
-    # CP: (cp - 1) ring steps of this rank's K and V chunk per layer, 3x for fwd + bwd (dK, dV)
-    kv_width = (shard.mla.kv_lora_rank + shard.mla.qk_rope_head_dim if shard.mla
-                else 2 * shard.kv_heads * shard.head_size)
-    cp_t = 3 * layers * (m.cp - 1) * float(links["cp"].time(Collective.SEND_RECV,
-                                                            T * kv_width * a))
-    attn = sum(float(t.total_s) for t in timed[slow][0] + timed[slow][1]
-               if "attention/core" in t.op.name)
-    comm["cp"] = cp_t
-    exposed["cp"] = max(cp_t - attn, 0.0) if overlap.cp_ring else cp_t
-    # EP: dispatch + combine, forward and backward, of T x top_k tokens of width d
-    if spec.moe is not None:
-        ep_t = 4 * moe_layers * float(links["ep"].time(Collective.ALL_TO_ALL,
-                                                       T * spec.moe.top_k * d * a))
-    else:
-        ep_t = 0.0
-    comm["ep"] = ep_t
-    exposed["ep"] = ep_t if not overlap.ep_all_to_all else 0.0
-    # PP: activations out and gradients back, once per micro-batch
-    pp_t = 2 * float(links["pp"].time(Collective.SEND_RECV, T * d * a)) if m.pp > 1 else 0.0
-    comm["pp"] = pp_t
-    exposed["pp"] = 0.0 if overlap.pp_p2p else pp_t
-
-    # parameters one device holds (its stage, its tp/ep shard)
-    p_shard = count_params(shard)
-    layer_params = sum(lp.total for lp in p_shard.layers) / L
-    p_dev = layer_params * per_stage + p_shard.embedding + (p_shard.lm_head if m.pp == 1 else 0)
-    zero_n = m.zero_shards
-    per_mb_zero3 = 0.0
-    if m.zero >= ZeroStage.PARAMETERS:
-        # gather bf16 params fwd + bwd, reduce-scatter grads, every micro-batch
-        ag = float(links["dp"].time(Collective.ALL_GATHER, p_dev * a))
-        rs = float(links["dp"].time(Collective.REDUCE_SCATTER, p_dev * wl.grad_dtype.bytes))
-        per_mb_zero3 = 2 * ag + rs
-        comm["dp"] = per_mb_zero3 * micro_batches
-        hidden = t_fwd + t_bwd if overlap.zero3_prefetch else 0.0
-        exposed_mb_zero3 = max(per_mb_zero3 - hidden, 0.0)
-        exposed["dp"] = exposed_mb_zero3 * micro_batches
-        dp_tail = 0.0
-    else:
-        if m.zero >= ZeroStage.OPTIMIZER:
-            grad = float(links["dp"].time(Collective.REDUCE_SCATTER, p_dev * wl.grad_dtype.bytes))
-            gather = float(links["dp"].time(Collective.ALL_GATHER, p_dev * a))
-        else:
-            grad = float(links["dp"].time(Collective.ALL_REDUCE, p_dev * wl.grad_dtype.bytes))
-            gather = 0.0
-        comm["dp"] = grad + gather
-        exp_grad = max(grad - t_bwd, 0.0) if overlap.dp_grad_reduce else grad
-        exp_gather = max(gather - t_fwd, 0.0) if overlap.dp_param_gather else gather
-        dp_tail = exp_grad + exp_gather
-        exposed["dp"] = dp_tail
-
-    per_mb = t_fwd + t_bwd + exposed["tp"] + exposed["cp"] + exposed["ep"] + exposed["pp"]
-    if m.zero >= ZeroStage.PARAMETERS:
-        per_mb += exposed["dp"] / micro_batches
-    bubble = float(bubble_over_ideal(m.schedule, m.pp, micro_batches, m.virtual_stages))
-    opt_shards = zero_n if m.zero >= ZeroStage.OPTIMIZER else 1
-    opt_ops = optimizer_ops(p_dev / opt_shards, wl.optimizer, wl.grad_dtype)
-    t_opt = float(total_time(time_ops(opt_ops, dev, fw)))
-    host = dev.acc.bandwidth_per_direction(LinkRole.HOST) or HOST_FALLBACK_BW
-    if m.offload_optimizer is not Offload.NONE:
-        # ZeRO-Offload (Ren et al. 2021): gradients go to the host, updated parameters come back
-        t_opt += 2 * p_dev / opt_shards * wl.grad_dtype.bytes / host
-    if m.offload_params is not Offload.NONE:
-        # ZeRO-Infinity (Rajbhandari et al. 2021): parameters stream in for forward and backward
-        # of every micro-batch, prefetched behind compute
-        fetch = 2 * p_dev * wl.storage_dtype.bytes / host
-        per_mb += max(fetch - (t_fwd + t_bwd), 0.0)
-        comm["offload"] = fetch * micro_batches
-    step = micro_batches * per_mb + bubble * micro_batches * (t_fwd + t_bwd) + dp_tail + t_opt
-
-    tokens = wl.batch * s
-    model_flops = 3.0 * forward_flops_per_token(spec, s, causal=False) * tokens
-    peak, _ = dev.peak(wl.dtype, Unit.MATRIX)
-    world = m.world
-    fwd_hw = sum(float(t.op.flops) * t.op.count for t in timed[slow][0])
-    bwd_hw = sum(float(t.op.flops) * t.op.count for t in timed[slow][1])
-    hw_flops = (fwd_hw + bwd_hw) * micro_batches * m.pp * m.dp * m.cp * m.tp
-    memory = _memory(spec, shard, wl, m, stages, per_stage, p_dev, micro_batches, dev, T)
+    prof = layer_profile(spec, dev, fw, wl, m.tp, m.ep, m.cp, m.micro_batch,
+                         m.sequence_parallel, m.recompute, imbalance)
+    r = compose(prof, spec, cluster, wl, dev, fw, overlap, m.tp, m.ep, m.cp, m.pp, m.dp,
+                m.micro_batch, m.virtual_stages, int(m.zero), m.zero_shards, m.schedule,
+                m.offload_optimizer is not Offload.NONE, m.offload_params is not Offload.NONE)
+    f = {k: float(v) for k, v in r.items() if np.ndim(v) == 0 and not isinstance(v, dict)}
+    items = {k: float(v) for k, v in r["memory_items"].items() if float(v) > 0}
+    memory = MemoryBudget(items=items, capacity=dev.acc.memory_bytes)
+    step = f["step_time_s"]
     breakdown = {
-        "compute/forward": micro_batches * t_fwd,
-        "compute/backward": micro_batches * t_bwd,
-        "bubble": bubble * micro_batches * (t_fwd + t_bwd),
-        "optimizer": t_opt,
-        **{f"exposed_comm/{k}": (v * micro_batches if k in ("tp", "cp", "ep", "pp") else v)
-           for k, v in exposed.items()},
+        "compute/forward": f["compute_forward_s"],
+        "compute/backward": f["compute_backward_s"],
+        "bubble": f["bubble_s"],
+        "optimizer": f["optimizer_s"],
+        **{f"exposed_comm/{k}": float(v) for k, v in r["exposed"].items()},
     }
     tdp = dev.acc.tdp.value if dev.acc.tdp else None
+    world = m.world
+    tokens = wl.batch * wl.seq_len
     metrics: dict[str, Any] = {
-        "step_time_s": step,
-        "tokens_per_s": tokens / step,
-        "tokens_per_s_per_device": tokens / step / world,
-        "mfu": model_flops / (step * world * peak),
-        "hfu": hw_flops / (step * world * peak),
-        "tflops_per_device": model_flops / step / world / 1e12,
-        "hardware_tflops_per_device": hw_flops / step / world / 1e12,
-        "micro_batches": micro_batches,
-        "bubble_fraction": breakdown["bubble"] / step,
+        **{k: f[k] for k in ("step_time_s", "tokens_per_s", "tokens_per_s_per_device", "mfu",
+                             "hfu", "tflops_per_device", "hardware_tflops_per_device")},
+        "micro_batches": round(f["micro_batches"]),
+        "bubble_fraction": f["bubble_s"] / step,
         "time_breakdown_s": breakdown,
-        "communication_s": {k: (v * micro_batches if k in ("tp", "cp", "ep", "pp") else v)
-                            for k, v in comm.items()},
-        "axes": {k: links[k].describe() for k in ("tp", "cp", "ep", "pp", "dp")},
+        "communication_s": {k: float(v) for k, v in r["comm"].items() if k != "offload"
+                            or float(v) > 0},
+        "axes": {k: r["links"][k].describe() for k in ("tp", "cp", "ep", "pp", "dp")},
         "overlap_policy": overlap.__dict__,
         "energy_j_per_token_tdp": tdp * world * step / tokens if tdp else None,
     }
@@ -262,58 +359,20 @@ def parallel_training(spec: ModelSpec, cluster: Cluster, wl: Training, m: Mappin
         metrics["time_to_train_s"] = secs
         if price_usd_per_hour:
             metrics["cost_to_train_usd"] = secs / 3600 * price_usd_per_hour * world
-    feasible = bool(np.all(memory.fits))
+    feasible = bool(memory.fits)
     reason = None if feasible else (
         f"needs {float(memory.total) / 2**30:.1f} GiB per device but the device has "
         f"{memory.capacity / 2**30:.1f} GiB (memory rule)")
+    bubble = f["bubble_s"] / max(f["compute_forward_s"] + f["compute_backward_s"], 1e-30)
     assumptions = (
         f"mapping {m.describe()} on {cluster.name} ({cluster.origin})",
         f"framework {fw.name.value}; overlap {overlap}",
-        f"pipeline schedule {m.schedule.value}, {micro_batches} micro-batches, bubble "
-        f"{bubble:.3f} of ideal",
+        f"pipeline schedule {m.schedule.value}, {metrics['micro_batches']} micro-batches, "
+        f"bubble {bubble:.3f} of ideal",
     )
     return Estimate(Phase.TRAIN, spec.id, dev.acc.id, feasible, reason, memory, metrics,
-                    {"forward": timed[slow][0], "backward": timed[slow][1]}, assumptions)
-
-
-def _memory(spec: ModelSpec, shard: ModelSpec, wl: Training, m: Mapping,
-            stages: dict[str, list[Op]], per_stage: int, p_dev: float, micro_batches: int,
-            dev: Device, T: float) -> MemoryBudget:
-    states = (OPTIMIZER_STATES[wl.optimizer] * 4.0 if wl.optimizer is not Optimizer.ADAFACTOR
-              else 0.0)
-    master = wl.master_dtype.bytes if wl.master_dtype is not wl.storage_dtype else 0.0
-    ms = model_state_bytes(p_dev, int(m.zero), m.zero_shards, wl.storage_dtype.bytes,
-                           wl.grad_dtype.bytes, states + master)
-    items: dict[str, Num] = {"weights": ms["weights"], "gradients": ms["gradients"]}
-    if m.offload_params is not Offload.NONE:  # only the layers being computed stay resident
-        layer = sum(lp.total for lp in count_params(shard).layers) / spec.n_layers
-        items["weights"] = 2 * layer * wl.storage_dtype.bytes
-    if m.offload_optimizer is Offload.NONE:
-        items["optimizer"] = ms["optimizer"]
-    # activations: the first stage holds the most micro-batches in flight under 1F1B
-    first = [o for o in stages["first"] if o.stage is Stage.FORWARD]
-    in_flight = float(in_flight_micro_batches(m.schedule, m.pp, micro_batches, 0,
-                                              m.virtual_stages))
-    view = _stage_view(shard, per_stage)
-    a = wl.storage_dtype.bytes
-    per_mb = activation_bytes(first, m.recompute, view, T, a, working_set=False)
-    working = activation_bytes(first, m.recompute, view, T, a) - per_mb
-    items["activations/layers"] = per_mb * in_flight + working
-    if m.pp == 1:
-        items["activations/logits"] = LOGITS_BYTES * T * shard.vocab_size
-    if m.zero >= ZeroStage.PARAMETERS:
-        # two layers' full parameters live while gathered (current + prefetched)
-        layer = sum(lp.total for lp in count_params(shard).layers) / spec.n_layers
-        items["zero3/gathered_params"] = 2 * layer * wl.storage_dtype.bytes
-    items["runtime/context"] = RUNTIME_OVERHEAD_BYTES
-    items["runtime/comm_buffers"] = COMM_BUFFER_BYTES
-    items["runtime/fragmentation"] = FRAGMENTATION * items["activations/layers"]
-    return MemoryBudget(items=items, capacity=dev.acc.memory_bytes)
-
-
-def _stage_view(shard: ModelSpec, layers: int) -> ModelSpec:
-    """Full recompute keeps one input per layer of the stage: a spec with the stage's layers."""
-    return shard.model_copy(update={"n_layers": layers})
+                    {"forward": list(prof.forward), "backward": list(prof.backward)},
+                    assumptions)
 
 
 def _infeasible(spec: ModelSpec, cluster: Cluster, rule: str, sentence: str) -> Estimate:
