@@ -85,7 +85,8 @@ def _shard_group(m: Any) -> Any:
 
 TRAINING_RULES: tuple[Rule, ...] = (
     Rule("world_size",
-         lambda j, m: np.asarray(m.dp) * m.tp * m.pp * m.cp != j.cluster.devices,
+         lambda j, m: (np.asarray(m.dp) * m.tp * m.pp * m.cp != j.cluster.devices)
+         | (np.asarray(m.dp) % 1 != 0) | (np.asarray(m.dp) < 1),
          lambda j, m: f"dp x tp x pp x cp = {m.dp * m.tp * m.pp * m.cp} but the cluster has "
                       f"{j.cluster.devices} devices"),
     # Megatron: num_attention_heads % tensor_model_parallel_size == 0 (whole heads per rank)
@@ -99,12 +100,13 @@ TRAINING_RULES: tuple[Rule, ...] = (
          lambda j, m: f"an FFN width does not split over tp={m.tp}"),
     Rule("layers_over_stages", lambda j, m: np.asarray(m.pp) > j.spec.n_layers,
          lambda j, m: f"pp={m.pp} stages for only {j.spec.n_layers} layers"),
-    # Megatron: interleaved schedule needs num_layers % (pp * vpp) == 0
+    # Megatron: interleaved schedule needs pp > 1 and num_layers % (pp * vpp) == 0
     Rule("virtual_stages",
          lambda j, m: (np.asarray(m.virtual_stages) > 1)
-         & (j.spec.n_layers % (np.asarray(m.pp) * m.virtual_stages) != 0),
+         & ((np.asarray(m.pp) <= 1)
+            | (j.spec.n_layers % (np.asarray(m.pp) * m.virtual_stages) != 0)),
          lambda j, m: f"{j.spec.n_layers} layers do not split into pp={m.pp} x "
-                      f"vpp={m.virtual_stages} chunks"),
+                      f"vpp={m.virtual_stages} chunks (virtual stages need pp > 1)"),
     # Megatron-Core: expert parallelism is carved out of data x context parallelism
     Rule("experts_divisible", _experts_bad,
          lambda j, m: f"ep={m.ep} does not split the experts within dp x cp = {m.dp * m.cp}"),

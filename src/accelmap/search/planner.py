@@ -1,0 +1,239 @@
+"""Training planner: every valid mapping of a model on a cluster, ranked by an objective.
+
+The search evaluates candidates with the same functions as ``accelmap estimate``:
+``parallel.train.layer_profile`` once per (tp, ep, cp, micro-batch, recompute) group, then
+``parallel.train.compose`` on numpy arrays over (pp, vpp, ZeRO stage, offload) -- no second
+implementation. Rules come from ``mapping.constraints`` as array masks; each dropped candidate
+is counted under the first rule it breaks, or under "memory" when it does not fit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from accelmap.cost.framework import Framework, profile
+from accelmap.cost.roofline import Device
+from accelmap.cost.schedules import Schedule
+from accelmap.hardware.cluster import Cluster
+from accelmap.mapping.constraints import TRAINING_RULES, TrainingJob, training_masks
+from accelmap.mapping.plan import Mapping, Offload, ZeroStage
+from accelmap.models.schema import ModelSpec
+from accelmap.parallel.train import OverlapPolicy, compose, layer_profile, parallel_training
+from accelmap.search.result import Objective, Plan, PlanResult, pareto_front
+from accelmap.search.space import TrainingSpace
+from accelmap.units import DType
+from accelmap.workload import Recompute, Training
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class _Candidates:
+    """Array attributes named like Mapping's, so the rules and compose take them as they are."""
+
+    dp: Any
+    tp: Any
+    pp: Any
+    cp: Any
+    ep: Any
+    micro_batch: Any
+    virtual_stages: Any
+    zero: Any
+    offload: Any
+    force_tp_across_nodes: Any
+    shard_group: Any = None
+
+
+def _grid(space: TrainingSpace, cluster: Cluster, tp: int, cp: int, ep: int, mb: int
+          ) -> _Candidates:
+    pp, vpp, zero, off = (a.ravel() for a in np.meshgrid(
+        np.array(space.pp, dtype=float), np.array(space.vpp, dtype=float),
+        np.array(space.zero), np.array(space.offload), indexing="ij"))
+    dp = cluster.devices / (tp * pp * cp)
+    ones = np.ones_like(pp)
+    return _Candidates(dp=dp, tp=tp * ones, pp=pp, cp=cp * ones, ep=ep * ones,
+                       micro_batch=mb * ones, virtual_stages=vpp, zero=zero, offload=off,
+                       force_tp_across_nodes=np.full(pp.shape, space.force_tp))
+
+
+def _score(objective: Objective, tokens_per_s: Any, energy_per_token: Any) -> Any:
+    """Larger is better."""
+    if objective is Objective.ENERGY:
+        return -energy_per_token
+    # throughput, time and cost all rank by tokens/s on one cluster (cost = price x time)
+    return tokens_per_s
+
+
+def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch: int, *,
+                  objective: Objective = Objective.THROUGHPUT,
+                  framework: Framework | str = Framework.MEGATRON, top: int = 10,
+                  tokens_to_train: float = 0.0, dtype: DType = DType.BF16,
+                  space: TrainingSpace | None = None, overlap: OverlapPolicy | None = None,
+                  progress: Progress | None = None, explain: bool = True) -> PlanResult:
+    start = time.perf_counter()
+    space = space or TrainingSpace.default(spec, cluster, seq_len)
+    fw = profile(framework)
+    dev = Device.of(cluster.accelerator)
+    wl = Training(batch=global_batch, seq_len=seq_len, dtype=dtype,
+                  tokens_to_train=tokens_to_train)
+    job = TrainingJob(spec, cluster, global_batch, seq_len)
+    overlap = overlap or OverlapPolicy()
+    price = cluster.accelerator.price.usd_per_hour.value if cluster.accelerator.price else None
+    tdp = cluster.accelerator.tdp.value if cluster.accelerator.tdp else None
+    rejected = {r.name: 0 for r in TRAINING_RULES} | {"memory": 0}
+    rows: list[dict[str, Any]] = []
+    groups = list(itertools.product(space.tp, space.ep, space.cp, space.micro_batch,
+                                    space.recompute))
+    evaluated = 0
+    interrupted = False
+    try:
+        for i, (tp, ep, cp, mb, rec) in enumerate(groups):
+            if progress:
+                progress(i, len(groups))
+            cand = _grid(space, cluster, tp, cp, ep, mb)
+            evaluated += cand.pp.size
+            masks = training_masks(job, cand)
+            dropped = np.zeros(cand.pp.shape, dtype=bool)
+            for name, bad in masks.items():  # count each candidate under its first broken rule
+                rejected[name] += int(np.sum(bad & ~dropped))
+                dropped |= bad
+            ok = ~dropped
+            if not ok.any():
+                continue
+            prof = layer_profile(spec, dev, fw, wl, tp, ep, cp, mb, True, rec)
+            sel = {k: (v[ok] if isinstance(v, np.ndarray) else v)
+                   for k, v in cand.__dict__.items()}
+            r = compose(prof, spec, cluster, wl, dev, fw, overlap, tp, ep, cp, sel["pp"],
+                        sel["dp"], mb, sel["virtual_stages"], sel["zero"], sel["dp"],
+                        Schedule.ONE_F_ONE_B, sel["offload"], sel["offload"])
+            mem = np.broadcast_to(r["memory_total"], sel["pp"].shape)
+            fits = mem <= dev.acc.memory_bytes
+            rejected["memory"] += int(np.sum(~fits))
+            step = np.broadcast_to(r["step_time_s"], sel["pp"].shape)
+            tps = np.broadcast_to(r["tokens_per_s"], sel["pp"].shape)
+            mfu = np.broadcast_to(r["mfu"], sel["pp"].shape)
+            for j in np.flatnonzero(fits):
+                rows.append({"tp": tp, "ep": ep, "cp": cp, "micro_batch": mb,
+                             "recompute": rec.value, "pp": int(sel["pp"][j]),
+                             "dp": int(sel["dp"][j]), "vpp": int(sel["virtual_stages"][j]),
+                             "zero": int(sel["zero"][j]), "offload": bool(sel["offload"][j]),
+                             "step_time_s": float(step[j]), "tokens_per_s": float(tps[j]),
+                             "mfu": float(mfu[j]), "memory_bytes": float(mem[j])})
+    except KeyboardInterrupt:
+        interrupted = True
+
+    world = cluster.devices
+    for row in rows:
+        row["energy_j_per_token"] = (tdp * world / row["tokens_per_s"]) if tdp else None
+        row["cost_usd_per_million_tokens"] = (price * world / 3600 / row["tokens_per_s"] * 1e6
+                                              if price else None)
+    energy = np.array([r["energy_j_per_token"] or 0.0 for r in rows])
+    score = _score(objective, np.array([r["tokens_per_s"] for r in rows]), energy)
+    # Ties (to 0.1 %) go to the simpler mapping: less recompute, no interleaving, lower ZeRO
+    # stage, no offload, fewer parallel dimensions.
+    rank = [("none", "selective", "full").index(r["recompute"]) * 1000 + r["vpp"] * 100
+            + r["zero"] * 10 + r["offload"] for r in rows]
+    rounded = np.round(score / np.max(np.abs(score)) * 1000) if rows else score
+    order = np.lexsort((np.array(rank), -rounded)) if rows else np.array([], dtype=int)
+    plans = []
+    seen: set[tuple[float, float]] = set()
+    for k in order:  # equal-performance twins (e.g. selective recompute under flash) shown once
+        key = (round(rows[k]["tokens_per_s"], 3), round(rows[k]["memory_bytes"], -6))
+        if key in seen:
+            continue
+        seen.add(key)
+        plans.append(_plan(rows[k], cluster, tokens_to_train))
+        if len(plans) >= top:
+            break
+    notes = []
+    if objective is Objective.COST and price is None:
+        notes.append(f"{cluster.accelerator.id} has no catalog price: ranked by throughput")
+    explanation = (explain_top(spec, cluster, wl, rows, order, framework, overlap)
+                   if explain and rows and not interrupted else [])
+    front = pareto_front([{"mapping": _mapping(r), "tokens_per_s": r["tokens_per_s"],
+                           "memory_per_device_bytes": r["memory_bytes"]} for r in rows],
+                         maximize="tokens_per_s", minimize="memory_per_device_bytes")
+    return PlanResult(objective=objective, plans=plans, evaluated=evaluated, feasible=len(rows),
+                      seconds=time.perf_counter() - start,
+                      rejected_by_rule={k: v for k, v in rejected.items() if v},
+                      explanation=explanation,
+                      pareto={"throughput_vs_memory": front[:50]},
+                      interrupted=interrupted, notes=notes)
+
+
+def _mapping(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: row[k] for k in ("dp", "tp", "pp", "cp", "ep", "zero", "micro_batch", "vpp",
+                                "recompute", "offload")}
+
+
+def _plan(row: dict[str, Any], cluster: Cluster, tokens: float) -> Plan:
+    metrics: dict[str, Any] = {
+        "tokens_per_s": row["tokens_per_s"],
+        "tokens_per_s_per_device": row["tokens_per_s"] / cluster.devices,
+        "mfu": row["mfu"],
+        "step_time_s": row["step_time_s"],
+        "memory_per_device_bytes": row["memory_bytes"],
+        "cost_usd_per_million_tokens": row["cost_usd_per_million_tokens"],
+        "energy_j_per_token": row["energy_j_per_token"],
+    }
+    if tokens:
+        secs = tokens / row["tokens_per_s"]
+        metrics["time_to_train_s"] = secs
+        metrics["cost_usd"] = (row["cost_usd_per_million_tokens"] * tokens / 1e6
+                               if row["cost_usd_per_million_tokens"] is not None else None)
+        metrics["energy_j"] = (row["energy_j_per_token"] * tokens
+                               if row["energy_j_per_token"] is not None else None)
+    else:
+        metrics["cost_usd"] = row["cost_usd_per_million_tokens"]
+        metrics["energy_j"] = row["energy_j_per_token"]
+    return Plan(mapping=_mapping(row), cluster=cluster.name,
+                accelerator=cluster.accelerator.id, devices=cluster.devices, feasible=True,
+                metrics=metrics)
+
+
+def to_mapping(row: dict[str, Any], force_tp: bool = False) -> Mapping:
+    return Mapping(dp=row["dp"], tp=row["tp"], pp=row["pp"], cp=row["cp"], ep=row["ep"],
+                   zero=ZeroStage(row["zero"]), micro_batch=row["micro_batch"],
+                   virtual_stages=row["vpp"],
+                   schedule=Schedule.INTERLEAVED if row["vpp"] > 1 else Schedule.ONE_F_ONE_B,
+                   recompute=Recompute(row["recompute"]),
+                   offload_optimizer=Offload.CPU if row["offload"] else Offload.NONE,
+                   offload_params=Offload.CPU if row["offload"] else Offload.NONE,
+                   force_tp_across_nodes=force_tp)
+
+
+ALTERNATIVE_FIELDS = ("tp", "pp", "zero", "recompute", "micro_batch", "cp", "vpp")
+
+
+def explain_top(spec: ModelSpec, cluster: Cluster, wl: Training, rows: list[dict[str, Any]],
+                order: Any, framework: Framework | str, overlap: OverlapPolicy) -> list[str]:
+    """What limits the best plan, and why the common alternatives lose."""
+    best = rows[order[0]]
+    est = parallel_training(spec, cluster, wl, to_mapping(best), framework, overlap)
+    step = est.metrics["step_time_s"]
+    bd = est.metrics["time_breakdown_s"]
+    out = []
+    limits = [f"{k.split('/')[-1].upper()} communication {v / step:.0%}"
+              for k, v in bd.items() if k.startswith("exposed_comm/") and v / step >= 0.01]
+    limits += [f"pipeline bubble {bd['bubble'] / step:.0%}"] if bd["bubble"] / step >= 0.01 else []
+    compute = (bd["compute/forward"] + bd["compute/backward"]) / step
+    mem = float(est.memory.total) / 1e9
+    cap = est.memory.capacity / 1e9
+    out.append(f"best: {to_mapping(best).describe()}: compute {compute:.0%} of the step"
+               + (", exposed " + ", ".join(limits) if limits else "")
+               + f"; memory {mem:.0f} of {cap:.0f} GB")
+    for fld in ALTERNATIVE_FIELDS:
+        others = [k for k in order if rows[k][fld] != best[fld]]
+        if not others:
+            continue
+        alt = rows[others[0]]
+        slower = best["tokens_per_s"] / alt["tokens_per_s"] - 1
+        out.append(f"best with {fld}={alt[fld]} instead of {best[fld]}: {slower:+.0%} step time"
+                   f" ({to_mapping(alt).describe()})")
+    return out

@@ -1,0 +1,64 @@
+"""The training mapping space: which values of each parallelism dimension are tried.
+
+Defaults follow what the frameworks support and what published runs use: tp in powers of two up
+to the scale-up domain (Megatron keeps TP inside NVLink, Narayanan et al. 2021 sec. 3.2), pp in
+powers of two up to the layer count, cp for long sequences, ep over divisors of the expert
+count, micro-batches 1-8, 1-4 virtual stages, every ZeRO stage and recompute policy. dp is not
+searched: it is what the cluster leaves (devices / (tp x pp x cp)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelmap.hardware.cluster import Cluster
+from accelmap.models.schema import ModelSpec
+from accelmap.workload import Recompute
+
+
+def powers_of_two(limit: int) -> tuple[int, ...]:
+    out, v = [], 1
+    while v <= limit:
+        out.append(v)
+        v *= 2
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class TrainingSpace:
+    tp: tuple[int, ...]
+    pp: tuple[int, ...]
+    cp: tuple[int, ...]
+    ep: tuple[int, ...]
+    micro_batch: tuple[int, ...] = (1, 2, 4, 8)
+    vpp: tuple[int, ...] = (1, 2, 4)
+    zero: tuple[int, ...] = (0, 1, 2, 3)
+    recompute: tuple[Recompute, ...] = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
+    offload: tuple[bool, ...] = (False,)
+    force_tp: bool = False
+
+    @classmethod
+    def default(cls, spec: ModelSpec, cluster: Cluster, seq_len: int, offload: bool = False,
+                force_tp: bool = False) -> TrainingSpace:
+        n = cluster.devices
+        tp_limit = n if force_tp else min(cluster.scale_up_domain, n)
+        tp = tuple(t for t in powers_of_two(tp_limit) if spec.n_heads % t == 0)
+        pp = tuple(p for p in powers_of_two(min(spec.n_layers, n)) if n % p == 0)
+        # context parallelism pays off only for long sequences (Megatron-Core CP docs: >= 8k)
+        cp = tuple(c for c in powers_of_two(min(8, n)) if c == 1 or seq_len >= 8192 * c // 2)
+        if spec.moe is None:
+            ep: tuple[int, ...] = (1,)
+        else:
+            ep = tuple(e for e in powers_of_two(min(spec.moe.num_experts, n))
+                       if spec.moe.num_experts % e == 0)
+        return cls(tp=tp, pp=pp, cp=cp, ep=ep, offload=(False, True) if offload else (False,),
+                   force_tp=force_tp)
+
+    @property
+    def size(self) -> int:
+        """Upper bound on candidates (before dp is derived and rules applied)."""
+        n = 1
+        for axis in (self.tp, self.pp, self.cp, self.ep, self.micro_batch, self.vpp, self.zero,
+                     self.recompute, self.offload):
+            n *= len(axis)
+        return n
