@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from accelmap.cli import estimate, hw, models, validate
+from accelmap.cli import estimate, hw, models, plan, validate
 
 app = typer.Typer(
     name="accelmap",
@@ -32,6 +32,7 @@ app.add_typer(models.app, name="models")
 app.command("validate", help=validate.validate_cmd.__doc__)(validate.validate_cmd)
 app.command("estimate")(estimate.estimate_cmd)
 app.command("roofline")(estimate.roofline_cmd)
+app.command("plan")(plan.plan_cmd)
 
 
 @app.command("version")
