@@ -95,3 +95,25 @@ def test_estimate_cluster_rule_violation(cli: Run) -> None:
 def test_estimate_cluster_bad_shorthand(cli: Run) -> None:
     r = cli("estimate", "llama-2-7b", "--cluster", "lots of gpus")
     assert r.code == 2 and "cannot read cluster" in r.err
+
+
+def test_plan_training_json_contract(cli: Run) -> None:
+    d = j(cli("plan", "llama-2-13b", "--cluster", "64xH100", "--train", "--seq", "4096",
+              "--global-batch-tokens", "2M", "--tokens", "1T", "--top", "3", "--json"))
+    for key in ("plans", "evaluated", "feasible", "seconds", "rejected_by_rule"):
+        assert key in d
+    p = d["plans"][0]
+    for key in ("mapping", "feasible", "tokens_per_s", "mfu", "step_time_s",
+                "memory_per_device_bytes", "cost_usd", "energy_j"):
+        assert key in p, key
+    assert p["cost_usd"] > 0 and p["time_to_train_s"] > 0
+
+
+def test_plan_bad_objective(cli: Run) -> None:
+    r = cli("plan", "llama-2-13b", "--cluster", "64xH100", "--objective", "vibes")
+    assert r.code == 2 and "unknown objective" in r.err
+
+
+def test_plan_needs_a_target(cli: Run) -> None:
+    r = cli("plan", "llama-2-13b")
+    assert r.code == 2 and "--cluster" in r.err

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -75,13 +75,20 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
                   framework: Framework | str = Framework.MEGATRON, top: int = 10,
                   tokens_to_train: float = 0.0, dtype: DType = DType.BF16,
                   space: TrainingSpace | None = None, overlap: OverlapPolicy | None = None,
-                  progress: Progress | None = None, explain: bool = True) -> PlanResult:
+                  progress: Progress | None = None, explain: bool = True,
+                  workload: Training | None = None) -> PlanResult:
+    """``workload`` (optional) carries precision, gradient dtype, flash attention and dropout
+    settings; its batch and sequence are replaced by ``global_batch`` and ``seq_len``."""
     start = time.perf_counter()
     space = space or TrainingSpace.default(spec, cluster, seq_len)
     fw = profile(framework)
     dev = Device.of(cluster.accelerator)
-    wl = Training(batch=global_batch, seq_len=seq_len, dtype=dtype,
-                  tokens_to_train=tokens_to_train)
+    if workload is not None:
+        wl = replace(workload, batch=global_batch, seq_len=seq_len,
+                     tokens_to_train=tokens_to_train)
+    else:
+        wl = Training(batch=global_batch, seq_len=seq_len, dtype=dtype,
+                      tokens_to_train=tokens_to_train)
     job = TrainingJob(spec, cluster, global_batch, seq_len)
     overlap = overlap or OverlapPolicy()
     price = cluster.accelerator.price.usd_per_hour.value if cluster.accelerator.price else None

@@ -1,0 +1,70 @@
+"""Planner speed: candidates per second on one core, and wall time for two large searches.
+
+Goals (issue "Planner"): >= 1,000,000 candidates/s; Llama 3.1 405B on 16,384 H100 <= 2 s;
+DeepSeek-V3 on 2,048 H800 with expert parallelism <= 2 s.
+
+- "vectorized" is ``parallel.train.compose`` on one array of candidates (the inner loop);
+- "end to end" is ``plan_training`` (operator-graph profile once per tp/ep/cp/micro-batch/
+  recompute group, then the vectorized composition), evaluated candidates / wall time.
+
+Run: python benchmarks/planner_speed.py
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core, as the goal says
+
+import numpy as np
+
+from accelmap.catalog import load_catalog
+from accelmap.cost.framework import profile
+from accelmap.cost.roofline import Device
+from accelmap.cost.schedules import Schedule
+from accelmap.hardware.cluster import parse_cluster
+from accelmap.parallel.train import OverlapPolicy, compose, layer_profile
+from accelmap.search.planner import plan_training
+from accelmap.workload import Recompute, Training
+
+
+def vectorized_rate(n: int = 1_000_000) -> float:
+    cat = load_catalog()
+    cluster = parse_cluster("16384xH100", cat)
+    spec = cat.models["llama-3.1-405b"]
+    dev, fw = Device.of(cluster.accelerator), profile("megatron")
+    wl = Training(batch=2048, seq_len=8192)
+    prof = layer_profile(spec, dev, fw, wl, 8, 1, 1, 1, True, Recompute.FULL)
+    rng = np.random.default_rng(0)
+    pp = rng.choice([2.0, 4.0, 8.0, 16.0], n)
+    dp = cluster.devices / (8 * pp)
+    zero = rng.choice([0, 1, 2, 3], n)
+    vpp = rng.choice([1.0, 2.0], n)
+    start = time.perf_counter()
+    compose(prof, spec, cluster, wl, dev, fw, OverlapPolicy(), 8, 1, 1, pp, dp, 1, vpp, zero,
+            dp, Schedule.ONE_F_ONE_B)
+    return n / (time.perf_counter() - start)
+
+
+def end_to_end(model: str, cluster: str, seq: int, batch: int) -> tuple[float, int, int, str]:
+    cat = load_catalog()
+    start = time.perf_counter()
+    r = plan_training(cat.models[model], parse_cluster(cluster, cat), seq, batch, top=1,
+                      explain=False)
+    best = " ".join(f"{k}={v}" for k, v in r.plans[0].mapping.items()) if r.plans else "-"
+    return time.perf_counter() - start, r.evaluated, r.feasible, best
+
+
+def main() -> None:
+    load_catalog()  # warm the catalog cache (what a second query in one process costs)
+    print(f"vectorized composition: {vectorized_rate():,.0f} candidates/s (one core)")
+    for model, cluster, seq, batch in (("llama-3.1-405b", "16384xH100", 8192, 2048),
+                                       ("deepseek-v3", "2048xH800", 4096, 3840)):
+        secs, n, ok, best = end_to_end(model, cluster, seq, batch)
+        print(f"{model} on {cluster}: {secs:.2f} s wall, {n:,} candidates "
+              f"({n / secs:,.0f}/s end to end), {ok:,} feasible; best {best}")
+
+
+if __name__ == "__main__":
+    main()

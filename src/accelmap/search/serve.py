@@ -1,0 +1,373 @@
+"""Serving planner: search tp x pp x ep x replicas x batch x weight/KV precision for one model on
+one cluster, score every candidate with ``parallel_inference`` (the formulas of ``accelmap
+estimate``; no second implementation) and rank by an objective.
+
+Search space (documented rules, all powers of two):
+
+- tp: 1, 2, 4 ... up to the cluster's scale-up domain; candidates that break a ``check_serving``
+  rule (heads not divisible, KV heads neither split nor replicated) are counted under that rule.
+- pp: 1, and 2 ... min(8, layers) only together with the largest valid tp. In
+  ``parallel_inference`` a lone batch visits the stages one after the other (no speed-up), so
+  swapping pipeline stages for tensor ranks or replicas never loses while tp can still grow;
+  pipeline parallelism is for when tp is capped by the scale-up domain (multi-node replicas).
+- ep (MoE only): 1 and each power of two <= tp dividing the expert count: the expert-parallel
+  group is the tensor-parallel group of one stage (vLLM ``--enable-expert-parallel``), never across
+  stages, which hold different layers.
+- replicas = devices // (tp x pp): the whole cluster serves.
+- batch per replica: 1, 2, 4 ... <= ``max_batch``.
+- weights: the 16-bit format (bf16, fp16 where the device lacks bf16), fp8 where the accelerator has
+  an FP8 peak, int8 and int4 weight-only (group 128); KV cache: 16-bit and fp8 (fp8 devices only).
+  Activations are fp8 with fp8 weights, else 16-bit.
+
+Pruning (exact, not heuristic): memory, TTFT and TPOT all grow with the batch, so once a
+configuration breaks one of them at batch b, every larger batch is counted under the same rule
+without being evaluated. ``rejected_by_rule`` therefore counts every candidate of the space that is
+not feasible, whether evaluated or pruned; ``evaluated`` counts ``parallel_inference`` calls.
+
+Ranking: one plan per configuration (tp, pp, ep, weights, KV), at the batch that is best for the
+objective, so the top list shows distinct mappings; the Pareto fronts keep every batch.
+Cost counts every device of the cluster (rented whether used or not); energy counts the devices in
+use at TDP.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from accelmap.cost.framework import Framework
+from accelmap.estimate import Estimate
+from accelmap.hardware.cluster import Cluster
+from accelmap.mapping.constraints import check_serving
+from accelmap.mapping.plan import ServeMapping
+from accelmap.models.schema import ModelSpec
+from accelmap.ops.graph import ByteKind
+from accelmap.parallel import serve as _engine
+from accelmap.search.result import Objective, Plan, PlanResult, pareto_front
+from accelmap.units import DType
+from accelmap.workload import Inference
+
+QUANT_GROUP = 128  # weights per scale for weight-only int8/int4 (AWQ/GPTQ default)
+MAX_PP = 8  # deepest pipeline searched
+
+Config = tuple[int, int, int, DType, DType]  # tp, pp, ep, weight dtype, KV dtype
+
+
+@dataclass
+class _Point:
+    """One candidate: a configuration at one batch; ``rule`` is None when it is feasible."""
+
+    config: Config
+    batch: int
+    rule: str | None
+    reason: str = ""
+    metrics: dict[str, Any] | None = None
+    est: Estimate | None = None
+
+
+def _pow2(limit: int) -> list[int]:
+    out, v = [], 1
+    while v <= limit:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def _half(cluster: Cluster) -> DType:
+    """The 16-bit format: bf16, or fp16 on devices without a bf16 path."""
+    acc = cluster.accelerator
+    return DType.BF16 if acc.peak(DType.BF16) or not acc.peak(DType.FP16) else DType.FP16
+
+
+def _dtypes(cluster: Cluster, weight_dtypes: Sequence[DType | str] | None,
+            kv_dtypes: Sequence[DType | str] | None) -> tuple[list[DType], list[DType], list[str]]:
+    acc = cluster.accelerator
+    half = _half(cluster)
+    fp8 = acc.peak(DType.FP8) is not None
+    ws = [DType(w) for w in weight_dtypes] if weight_dtypes else (
+        [half, *([DType.FP8] if fp8 else []), DType.INT8, DType.INT4])
+    kvs = [DType(k) for k in kv_dtypes] if kv_dtypes else [half, *([DType.FP8] if fp8 else [])]
+    notes = []
+    if not fp8 and (DType.FP8 in ws or DType.FP8 in kvs):
+        notes.append(f"{acc.id} has no FP8 path: fp8 weights/KV left out of the search")
+        ws = [w for w in ws if w is not DType.FP8]
+        kvs = [k for k in kvs if k is not DType.FP8]
+    return ws, kvs, notes
+
+
+def _configs(spec: ModelSpec, cluster: Cluster, ws: list[DType], kvs: list[DType]
+             ) -> list[Config]:
+    tps = _pow2(cluster.scale_up_domain)
+    valid = [t for t in tps if not check_serving(spec, cluster, ServeMapping(tp=t))]
+    tp_max = max(valid, default=1)
+    out: list[Config] = []
+    for tp in tps:
+        pps = [p for p in _pow2(min(MAX_PP, spec.n_layers)) if tp * p <= cluster.devices]
+        for pp in pps if tp == tp_max else [1]:
+            eps = [e for e in _pow2(tp) if spec.moe and spec.moe.num_experts % e == 0] or [1]
+            out += [(tp, pp, ep, w, kv) for ep in eps for w in ws for kv in kvs]
+    return out
+
+
+def _workload(prompt_len: int, output_len: int, batch: int, w: DType, kv: DType,
+              half: DType) -> Inference:
+    act = DType.FP8 if w is DType.FP8 else half
+    return Inference(batch=batch, prompt_len=prompt_len, output_len=output_len, weight_dtype=w,
+                     act_dtype=act, kv_dtype=kv, quant_group=QUANT_GROUP)
+
+
+class _Score:
+    """The objective: a sort key (smaller is better) and a value with its name for sentences."""
+
+    def __init__(self, objective: Objective, price: float | None, tdp: float | None) -> None:
+        self.notes: list[str] = []
+        obj = objective
+        if obj is Objective.COST and price is None:
+            self.notes.append("no price in the catalog for this accelerator: ranked by throughput")
+            obj = Objective.THROUGHPUT
+        if obj is Objective.ENERGY and tdp is None:
+            self.notes.append("no TDP in the catalog for this accelerator: ranked by throughput")
+            obj = Objective.THROUGHPUT
+        self.objective = obj
+        self.name, self.field, self.higher_better = {
+            Objective.COST: ("cost per token", "cost_usd_per_million_tokens", False),
+            Objective.ENERGY: ("energy per token", "energy_j_per_token", False),
+            Objective.LATENCY: ("TPOT", "tpot_s", False),
+        }.get(obj, ("throughput", "tokens_per_s", True))
+
+    def key(self, m: dict[str, Any]) -> tuple[float, float]:
+        v = float(m[self.field])
+        return (-v if self.higher_better else v, -float(m["tokens_per_s"]))
+
+    def compare(self, alt: dict[str, Any], best: dict[str, Any]) -> str:
+        a, b = float(alt[self.field]), float(best[self.field])
+        pct = abs(a - b) / b * 100 if b else 0.0
+        worse = a < b if self.higher_better else a > b
+        word = ("lower" if self.higher_better else "higher") if worse else (
+            "higher" if self.higher_better else "lower")
+        if pct < 0.05:
+            return f"same {self.name}"
+        return f"{pct:.0f}% {word} {self.name}"
+
+
+def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len: int, *,
+                 ttft_s: float | None = None, tpot_s: float | None = None,
+                 objective: Objective | str = Objective.THROUGHPUT,
+                 framework: Framework | str = "vllm", top: int = 10,
+                 weight_dtypes: Sequence[DType | str] | None = None,
+                 kv_dtypes: Sequence[DType | str] | None = None, max_batch: int = 1024,
+                 progress: Callable[[int, int], None] | None = None) -> PlanResult:
+    """Best serving mappings of ``spec`` on ``cluster`` for requests of ``prompt_len`` prompt and
+    ``output_len`` generated tokens, under optional TTFT/TPOT targets (seconds)."""
+    from accelmap.errors import InputError
+
+    if output_len < 1:
+        raise InputError("serving plans rank generated tokens: give output_len >= 1")
+    if max_batch < 1:
+        raise InputError(f"max_batch must be at least 1, got {max_batch}")
+    start = time.perf_counter()
+    obj = Objective(objective)
+    acc = cluster.accelerator
+    price = acc.price.usd_per_hour.value if acc.price else None
+    tdp = acc.tdp.value if acc.tdp else None
+    score = _Score(obj, price, tdp)
+    ws, kvs, notes = _dtypes(cluster, weight_dtypes, kv_dtypes)
+    configs = _configs(spec, cluster, ws, kvs)
+    half = _half(cluster)
+    batches = _pow2(max_batch)
+    total = len(configs) * len(batches)
+    points: dict[Config, list[_Point]] = {}
+    rejected: dict[str, int] = {}
+    evaluated = done = 0
+    interrupted = False
+
+    def reject(config: Config, from_batch: int, rule: str, reason: str) -> None:
+        nonlocal done
+        for b in batches[from_batch:]:
+            points[config].append(_Point(config, b, rule, reason))
+        n = len(batches) - from_batch
+        rejected[rule] = rejected.get(rule, 0) + n
+        done += n
+
+    try:
+        for config in configs:
+            tp, pp, ep, w, kv = config
+            points[config] = []
+            m = ServeMapping(tp=tp, pp=pp, ep=ep, replicas=cluster.devices // (tp * pp))
+            bad = check_serving(spec, cluster, m)
+            if bad:
+                reject(config, 0, bad[0].rule, bad[0].sentence)
+            for i, b in enumerate([] if bad else batches):
+                est = _engine.parallel_inference(spec, cluster,
+                                                 _workload(prompt_len, output_len, b, w, kv, half),
+                                                 m, framework)
+                evaluated += 1
+                rule, reason = _violation(est, ttft_s, tpot_s)
+                if rule:
+                    reject(config, i, rule, reason)
+                    break
+                points[config].append(_Point(config, b, None, "", _metrics(
+                    est, m, b, w, kv, cluster, price, tdp), est))
+                done += 1
+                if progress:
+                    progress(done, total)
+            if progress:
+                progress(done, total)
+    except KeyboardInterrupt:
+        interrupted = True
+        notes.append(f"interrupted after {evaluated} evaluations: best plans found so far")
+
+    feasible = [p for ps in points.values() for p in ps if p.rule is None]
+    best = {c: min((p for p in ps if p.rule is None), key=lambda p: score.key(_m(p)))
+            for c, ps in points.items() if any(p.rule is None for p in ps)}
+    ranked = sorted(best.values(), key=lambda p: score.key(_m(p)))[:top]
+    plans = [Plan(_m(p)["mapping"], cluster.name, acc.id, cluster.devices, True,
+                  {k: v for k, v in _m(p).items() if k != "mapping"}) for p in ranked]
+    pareto = {"latency_vs_throughput": _front(feasible, "tokens_per_s", "tpot_s")}
+    if price is not None:
+        pareto["throughput_vs_cost"] = _front(feasible, "tokens_per_s",
+                                              "cost_usd_per_million_tokens")
+    explanation = _explain(ranked[0], points, best, score, cluster, batches,
+                           ttft_s, tpot_s) if ranked else _explain_none(rejected)
+    return PlanResult(obj, plans, evaluated, len(feasible), time.perf_counter() - start,
+                      dict(sorted(rejected.items(), key=lambda kv_: -kv_[1])), explanation,
+                      pareto, interrupted, notes + score.notes)
+
+
+def _m(p: _Point) -> dict[str, Any]:
+    assert p.metrics is not None
+    return p.metrics
+
+
+def _violation(est: Estimate, ttft: float | None, tpot: float | None) -> tuple[str | None, str]:
+    if not est.feasible:
+        return str(est.metrics.get("violated_rule", "memory")), est.reason or ""
+    if ttft is not None and est.metrics["ttft_s"] > ttft:
+        return "ttft_target", (f"TTFT {est.metrics['ttft_s'] * 1e3:.0f} ms exceeds the "
+                               f"{ttft * 1e3:.0f} ms target")
+    if tpot is not None and est.metrics["tpot_s"] > tpot:
+        return "tpot_target", (f"TPOT {est.metrics['tpot_s'] * 1e3:.1f} ms exceeds the "
+                               f"{tpot * 1e3:.1f} ms target")
+    return None, ""
+
+
+def _metrics(est: Estimate, m: ServeMapping, batch: int, w: DType, kv: DType, cluster: Cluster,
+             price: float | None, tdp: float | None) -> dict[str, Any]:
+    tps = float(est.metrics["tokens_per_s"])
+    return {
+        "mapping": {"tp": m.tp, "pp": m.pp, "ep": m.ep, "replicas": m.replicas, "batch": batch,
+                    "weight_dtype": w.value, "kv_dtype": kv.value},
+        "tokens_per_s": tps,
+        "tokens_per_s_per_device": tps / cluster.devices,
+        "ttft_s": float(est.metrics["ttft_s"]),
+        "tpot_s": float(est.metrics["tpot_s"]),
+        "batch": batch,
+        "replicas": m.replicas,
+        "memory_per_device_bytes": float(est.memory.total),
+        "memory_capacity_bytes": float(est.memory.capacity),
+        "cost_usd_per_million_tokens": (price * cluster.devices / 3600 / tps * 1e6
+                                        if price is not None and tps > 0 else None),
+        "energy_j_per_token": tdp * m.world / tps if tdp is not None and tps > 0 else None,
+        "weight_dtype": w.value,
+        "kv_dtype": kv.value,
+    }
+
+
+def _front(points: list[_Point], maximize: str, minimize: str) -> list[dict[str, Any]]:
+    rows = [{"mapping": _m(p)["mapping"], maximize: _m(p)[maximize],
+             minimize: _m(p)[minimize]} for p in points]
+    return pareto_front(rows, maximize, minimize)
+
+
+def _label(c: Config, batch: int | None = None) -> str:
+    tp, pp, ep, w, kv = c
+    s = f"tp={tp}" + (f" pp={pp}" if pp > 1 else "") + (f" ep={ep}" if ep > 1 else "")
+    s += f", {w.value} weights, {kv.value} KV"
+    return s + (f", batch {batch}" if batch is not None else "")
+
+
+def _limits(p: _Point, cluster: Cluster) -> list[str]:
+    """What bounds the top plan's decode step and memory (from its own Estimate)."""
+    est, m = p.est, _m(p)
+    assert est is not None
+    tpot = m["tpot_s"]
+    dec = est.times.get("decode", [])
+    mem_s = sum(float(t.total_s) for t in dec if t.bound == "memory")
+    cmp_s = sum(float(t.total_s) for t in dec if t.bound == "compute")
+    over_s = sum(float(t.overhead_s) * float(t.op.count) for t in dec)
+    streamed = {k: sum(float(t.op.bytes.get(k, 0.0)) * float(t.op.count) for t in dec)
+                for k in (ByteKind.WEIGHTS, ByteKind.KV_CACHE)}
+    kind = "memory-bound" if mem_s >= cmp_s else "compute-bound"
+    out = [f"decode is {kind}: memory-bound kernels (weights {streamed[ByteKind.WEIGHTS] / 1e9:.1f}"
+           f" GB + KV {streamed[ByteKind.KV_CACHE] / 1e9:.1f} GB per step per device) take "
+           f"{mem_s / tpot:.0%} of the {tpot * 1e3:.1f} ms step, compute-bound ones "
+           f"{cmp_s / tpot:.0%}, kernel overheads {over_s / tpot:.0%}"]
+    comm = est.metrics.get("communication_s", {}).get("decode_step", {})
+    for axis, what in (("tp", "TP all-reduce"), ("ep", "EP all-to-all"), ("pp", "PP send")):
+        if comm.get(axis, 0.0) > 0:
+            out.append(f"{what} is {comm[axis] / tpot:.0%} of TPOT "
+                       f"({est.metrics['axes'][axis]})")
+    kv_bytes = float(est.memory.items.get("kv_cache", 0.0))
+    out.append(f"memory {m['memory_per_device_bytes'] / 2**30:.1f} of "
+               f"{m['memory_capacity_bytes'] / 2**30:.1f} GiB per device "
+               f"(KV cache {kv_bytes / 2**30:.1f} GiB)")
+    out.append(f"TTFT {m['ttft_s'] * 1e3:.0f} ms, TPOT {tpot * 1e3:.1f} ms, "
+               f"{m['tokens_per_s']:,.0f} tokens/s over {m['replicas']} replica(s) on "
+               f"{cluster.devices} devices")
+    return out
+
+
+def _alt(name: str, config: Config, points: dict[Config, list[_Point]],
+         best: dict[Config, _Point], top: _Point, score: _Score, why_missing: str) -> str:
+    if config in best:
+        alt = best[config]
+        return f"{name}: {score.compare(_m(alt), _m(top))} (at its best batch, {alt.batch})"
+    if points.get(config):
+        first = points[config][0]
+        return f"{name}: infeasible at every batch: {first.reason} ({first.rule} rule)"
+    return f"{name}: {why_missing}"
+
+
+def _explain(top: _Point, points: dict[Config, list[_Point]], best: dict[Config, _Point],
+             score: _Score, cluster: Cluster, batches: list[int], ttft: float | None,
+             tpot: float | None) -> list[str]:
+    out = [f"best by {score.name}: {_label(top.config, top.batch)}", *_limits(top, cluster)]
+    tp, pp, ep, w, kv = top.config
+    for new_tp in (tp // 2, tp * 2):
+        if new_tp < 1:
+            continue
+        c = (new_tp, pp, min(ep, new_tp), w, kv)
+        why = (f"crosses the {cluster.scale_up_domain}-device scale-up domain"
+               if new_tp > cluster.scale_up_domain else
+               "outside the search space (pp > 1 only with the largest tp; tp x pp <= devices)")
+        out.append(_alt(f"tp={new_tp}", c, points, best, top, score, why))
+    for other_ep in [e for e in dict.fromkeys(c[2] for c in points if c[0] == tp) if e != ep]:
+        out.append(_alt(f"ep={other_ep}", (tp, pp, other_ep, w, kv), points, best, top, score,
+                        "not searched"))
+    for other in [x for x in dict.fromkeys(c[3] for c in points) if x is not w]:
+        out.append(_alt(f"{other.value} weights", (tp, pp, ep, other, kv), points, best, top,
+                        score, "not searched"))
+    for other in [x for x in dict.fromkeys(c[4] for c in points) if x is not kv]:
+        out.append(_alt(f"{other.value} KV", (tp, pp, ep, w, other), points, best, top, score,
+                        "not searched"))
+    by_batch = {p.batch: p for p in points[top.config]}
+    for b in (top.batch // 2, top.batch * 2):
+        p = by_batch.get(b)
+        if p is None:
+            if b > batches[-1]:
+                out.append(f"batch {b}: above max_batch {batches[-1]}")
+            continue
+        if p.rule is not None:
+            out.append(f"batch {b}: {p.reason or p.rule}")
+        else:
+            out.append(f"batch {b}: {score.compare(_m(p), _m(top))}")
+    return out
+
+
+def _explain_none(rejected: dict[str, int]) -> list[str]:
+    if not rejected:
+        return ["no candidate was evaluated"]
+    rules = ", ".join(f"{k}: {v}" for k, v in sorted(rejected.items(), key=lambda kv: -kv[1]))
+    return [f"no feasible serving plan; candidates rejected by rule: {rules}"]

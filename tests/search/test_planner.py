@@ -1,0 +1,98 @@
+"""Training planner: batch evaluation equals the single-plan estimate; ranking; rule counts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from accelmap.catalog import load_catalog
+from accelmap.cost.framework import profile
+from accelmap.cost.roofline import Device
+from accelmap.cost.schedules import Schedule
+from accelmap.hardware.cluster import parse_cluster
+from accelmap.mapping.plan import Mapping, ZeroStage
+from accelmap.parallel.train import OverlapPolicy, compose, layer_profile, parallel_training
+from accelmap.search.planner import plan_training, to_mapping
+from accelmap.search.result import Objective, pareto_front
+from accelmap.workload import Recompute, Training
+
+CAT = load_catalog()
+C64 = parse_cluster("64xH100", CAT)
+L13 = CAT.models["llama-2-13b"]
+
+
+def test_batch_evaluation_equals_single_estimate_on_random_mappings() -> None:
+    """The planner's vectorized composition and `estimate` are one implementation."""
+    rng = np.random.default_rng(7)
+    wl = Training(batch=512, seq_len=4096)
+    dev, fw = Device.of(C64.accelerator), profile("megatron")
+    for _ in range(4):
+        tp, mb = int(rng.choice([1, 2, 4, 8])), int(rng.choice([1, 2]))
+        rec = Recompute(rng.choice(["none", "selective", "full"]))
+        pp = rng.choice([1.0, 2.0, 4.0], 6)
+        zero = rng.choice([0, 1, 2, 3], 6)
+        dp = C64.devices / (tp * pp)
+        prof = layer_profile(L13, dev, fw, wl, tp, 1, 1, mb, True, rec)
+        r = compose(prof, L13, C64, wl, dev, fw, OverlapPolicy(), tp, 1, 1, pp, dp, mb,
+                    np.ones(6), zero, dp, Schedule.ONE_F_ONE_B)
+        for j in range(6):
+            m = Mapping(dp=int(dp[j]), tp=tp, pp=int(pp[j]), micro_batch=mb, recompute=rec,
+                        zero=ZeroStage(int(zero[j])))
+            e = parallel_training(L13, C64, Training(batch=512, seq_len=4096, recompute=rec), m)
+            if "violated_rule" in e.metrics:
+                continue
+            assert e.metrics["step_time_s"] == pytest.approx(float(r["step_time_s"][j]))
+            assert float(e.memory.total) == pytest.approx(float(r["memory_total"][j]))
+
+
+def test_plans_match_estimate_and_beat_a_hand_mapping() -> None:
+    res = plan_training(L13, C64, 4096, 512, top=5)
+    assert res.plans and res.feasible <= res.evaluated
+    assert sum(res.rejected_by_rule.values()) + res.feasible == res.evaluated
+    best = res.plans[0]
+    est = parallel_training(L13, C64, Training(batch=512, seq_len=4096),
+                            to_mapping(best.mapping))
+    assert est.metrics["tokens_per_s"] == pytest.approx(best.metrics["tokens_per_s"])
+    hand = parallel_training(L13, C64, Training(batch=512, seq_len=4096,
+                                                recompute=Recompute.FULL),
+                             Mapping(dp=8, tp=8, zero=ZeroStage.OPTIMIZER,
+                                     recompute=Recompute.FULL))
+    assert hand.feasible and best.metrics["tokens_per_s"] >= hand.metrics["tokens_per_s"]
+    tps = [p.metrics["tokens_per_s"] for p in res.plans]
+    assert tps == sorted(tps, reverse=True)
+    assert res.explanation and res.explanation[0].startswith("best:")
+
+
+def test_energy_objective_ranks_by_joules() -> None:
+    res = plan_training(L13, C64, 4096, 512, top=5, objective=Objective.ENERGY, explain=False)
+    e = [p.metrics["energy_j_per_token"] for p in res.plans]
+    assert e == sorted(e)
+
+
+def test_impossible_job_is_a_result() -> None:
+    res = plan_training(CAT.models["llama-3.1-405b"], parse_cluster("dgx-h100", CAT), 8192, 64,
+                        top=3, explain=False)
+    assert res.plans == [] and res.rejected_by_rule.get("memory", 0) > 0
+
+
+def test_interrupt_returns_best_so_far(monkeypatch: pytest.MonkeyPatch) -> None:
+    from accelmap.search import planner
+
+    calls = {"n": 0}
+    real = planner.layer_profile
+
+    def flaky(*a: object, **k: object) -> object:
+        calls["n"] += 1
+        if calls["n"] > 6:
+            raise KeyboardInterrupt
+        return real(*a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(planner, "layer_profile", flaky)
+    res = planner.plan_training(L13, C64, 4096, 512, top=3)
+    assert res.interrupted and res.plans
+
+
+def test_pareto_front_is_non_dominated() -> None:
+    pts = [{"a": 1, "b": 1}, {"a": 2, "b": 2}, {"a": 1.5, "b": 3}, {"a": 3, "b": 2.5}]
+    front = pareto_front(pts, maximize="a", minimize="b")
+    assert front == [{"a": 1, "b": 1}, {"a": 2, "b": 2}, {"a": 3, "b": 2.5}]
