@@ -158,6 +158,9 @@ def check_serving(spec: ModelSpec, cluster: Cluster, m: ServeMapping) -> list[Vi
         out.append(Violation("layers_over_stages", f"pp={m.pp} for {spec.n_layers} layers"))
     if m.ep > 1 and (spec.moe is None or spec.moe.num_experts % m.ep):
         out.append(Violation("experts_divisible", f"ep={m.ep} does not split the experts"))
+    if m.ep > 1 and m.tp % m.ep:
+        # vLLM expert parallelism splits the tensor-parallel group: ep must divide tp
+        out.append(Violation("ep_within_tp", f"ep={m.ep} must divide tp={m.tp} (serving)"))
     if m.tp > cluster.scale_up_domain:
         out.append(Violation("tp_in_scale_up", f"tp={m.tp} crosses the "
                                                f"{cluster.scale_up_domain}-device scale-up "

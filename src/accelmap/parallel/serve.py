@@ -44,13 +44,15 @@ def parallel_inference(spec: ModelSpec, cluster: Cluster, wl: Inference, m: Serv
                         f"{bad[0].sentence} ({bad[0].rule} rule)",
                         MemoryBudget(items={}, capacity=dev.acc.memory_bytes),
                         {"violated_rule": bad[0].rule}, {}, ())
-    shard = shard_spec(spec, m.tp, m.ep)
+    shard = shard_spec(spec, m.tp, m.ep, expert_tp=max(m.tp // m.ep, 1))
     p = inference_precision(wl)
     pre_shape, dec_shape = inference_shapes(spec, wl)
     # a lone batch visits the stages one after the other: its latency is the whole sharded graph
     pre = time_ops(forward_ops(shard, pre_shape, p, wl.flash_attention, imbalance), dev, fw)
     dec = time_ops(forward_ops(shard, dec_shape, p, wl.flash_attention, imbalance), dev, fw)
-    links = place_axes(cluster, {"tp": m.tp, "ep": m.ep, "pp": m.pp})
+    # expert parallelism splits the tensor-parallel group (vLLM): same devices, same links
+    links = place_axes(cluster, {"tp": m.tp, "pp": m.pp}, order=("tp", "pp"))
+    links["ep"] = links["tp"]
     a, d = wl.act_dtype.bytes, spec.d_model
     layers = spec.n_layers
     moe_layers = spec.n_moe_layers

@@ -18,8 +18,14 @@ import math
 from accelmap.models.schema import ModelSpec
 
 
-def shard_spec(spec: ModelSpec, tp: int, ep: int = 1) -> ModelSpec:
-    """A ModelSpec whose operators are one rank's share (not a real model: not re-validated)."""
+def shard_spec(spec: ModelSpec, tp: int, ep: int = 1, expert_tp: int | None = None
+               ) -> ModelSpec:
+    """A ModelSpec whose operators are one rank's share (not a real model: not re-validated).
+
+    ``expert_tp`` is the tensor-parallel degree inside each expert: tp in Megatron-Core training
+    (expert parallelism carved out of data parallelism), tp / ep in serving, where vLLM's expert
+    parallelism splits the tensor-parallel group itself (``--enable-expert-parallel``)."""
+    etp = tp if expert_tp is None else expert_tp
     update: dict[str, object] = {
         "n_heads": spec.n_heads // tp,
         "head_dim": spec.head_size,
@@ -32,7 +38,7 @@ def shard_spec(spec: ModelSpec, tp: int, ep: int = 1) -> ModelSpec:
         moe = spec.moe
         update["moe"] = moe.model_copy(update={
             "num_experts": max(moe.num_experts // ep, 1),
-            "expert_ffn_dim": max(moe.expert_ffn_dim // tp, 1),
+            "expert_ffn_dim": max(moe.expert_ffn_dim // etp, 1),
             "shared_expert_ffn_dim": max(moe.shared_ffn // tp, 1),
         })
     return spec.model_copy(update=update)

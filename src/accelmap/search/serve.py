@@ -81,14 +81,24 @@ def _half(cluster: Cluster) -> DType:
     return DType.BF16 if acc.peak(DType.BF16) or not acc.peak(DType.FP16) else DType.FP16
 
 
+def _dtype(text: DType | str) -> DType:
+    from accelmap.errors import InputError
+
+    try:
+        return DType(str(text).lower())
+    except ValueError:
+        raise InputError(f"unknown dtype {text!r}; use one of "
+                         f"{', '.join(d.value for d in DType)}") from None
+
+
 def _dtypes(cluster: Cluster, weight_dtypes: Sequence[DType | str] | None,
             kv_dtypes: Sequence[DType | str] | None) -> tuple[list[DType], list[DType], list[str]]:
     acc = cluster.accelerator
     half = _half(cluster)
     fp8 = acc.peak(DType.FP8) is not None
-    ws = [DType(w) for w in weight_dtypes] if weight_dtypes else (
+    ws = [_dtype(w) for w in weight_dtypes] if weight_dtypes else (
         [half, *([DType.FP8] if fp8 else []), DType.INT8, DType.INT4])
-    kvs = [DType(k) for k in kv_dtypes] if kv_dtypes else [half, *([DType.FP8] if fp8 else [])]
+    kvs = [_dtype(k) for k in kv_dtypes] if kv_dtypes else [half, *([DType.FP8] if fp8 else [])]
     notes = []
     if not fp8 and (DType.FP8 in ws or DType.FP8 in kvs):
         notes.append(f"{acc.id} has no FP8 path: fp8 weights/KV left out of the search")
@@ -113,7 +123,7 @@ def _configs(spec: ModelSpec, cluster: Cluster, ws: list[DType], kvs: list[DType
 
 def _workload(prompt_len: int, output_len: int, batch: int, w: DType, kv: DType,
               half: DType) -> Inference:
-    act = DType.FP8 if w is DType.FP8 else half
+    act = DType.FP8 if w is DType.FP8 else (w if w in (DType.BF16, DType.FP16) else half)
     return Inference(batch=batch, prompt_len=prompt_len, output_len=output_len, weight_dtype=w,
                      act_dtype=act, kv_dtype=kv, quant_group=QUANT_GROUP)
 
@@ -303,7 +313,7 @@ def _limits(p: _Point, cluster: Cluster) -> list[str]:
     out = [f"decode is {kind}: memory-bound kernels (weights {streamed[ByteKind.WEIGHTS] / 1e9:.1f}"
            f" GB + KV {streamed[ByteKind.KV_CACHE] / 1e9:.1f} GB per step per device) take "
            f"{mem_s / tpot:.0%} of the {tpot * 1e3:.1f} ms step, compute-bound ones "
-           f"{cmp_s / tpot:.0%}, kernel overheads {over_s / tpot:.0%}"]
+           f"{cmp_s / tpot:.0%}" + (f", kernel overheads {over_s / tpot:.0%}" if over_s else "")]
     comm = est.metrics.get("communication_s", {}).get("decode_step", {})
     for axis, what in (("tp", "TP all-reduce"), ("ep", "EP all-to-all"), ("pp", "PP send")):
         if comm.get(axis, 0.0) > 0:
@@ -326,7 +336,8 @@ def _alt(name: str, config: Config, points: dict[Config, list[_Point]],
         return f"{name}: {score.compare(_m(alt), _m(top))} (at its best batch, {alt.batch})"
     if points.get(config):
         first = points[config][0]
-        return f"{name}: infeasible at every batch: {first.reason} ({first.rule} rule)"
+        why = first.reason if "rule)" in first.reason else f"{first.reason} ({first.rule} rule)"
+        return f"{name}: infeasible at every batch: {why}"
     return f"{name}: {why_missing}"
 
 
@@ -343,6 +354,9 @@ def _explain(top: _Point, points: dict[Config, list[_Point]], best: dict[Config,
                if new_tp > cluster.scale_up_domain else
                "outside the search space (pp > 1 only with the largest tp; tp x pp <= devices)")
         out.append(_alt(f"tp={new_tp}", c, points, best, top, score, why))
+    for other_pp in [q for q in dict.fromkeys(c[1] for c in points if c[0] == tp) if q != pp]:
+        out.append(_alt(f"pp={other_pp}", (tp, other_pp, ep, w, kv), points, best, top, score,
+                        "not searched"))
     for other_ep in [e for e in dict.fromkeys(c[2] for c in points if c[0] == tp) if e != ep]:
         out.append(_alt(f"ep={other_ep}", (tp, pp, other_ep, w, kv), points, best, top, score,
                         "not searched"))
