@@ -117,3 +117,25 @@ def test_plan_bad_objective(cli: Run) -> None:
 def test_plan_needs_a_target(cli: Run) -> None:
     r = cli("plan", "llama-2-13b")
     assert r.code == 2 and "--cluster" in r.err
+
+
+def test_plan_serving_json(cli: Run) -> None:
+    d = j(cli("plan", "llama-2-7b", "--cluster", "dgx-h100", "--serve", "--prompt", "512",
+              "--output", "64", "--tpot", "50ms", "--top", "3", "--json"))
+    assert d["plans"] and all(p["tpot_s"] <= 0.05 for p in d["plans"])
+    assert "latency_vs_throughput" in d["pareto"]
+
+
+def test_plan_hw_list_compares(cli: Run) -> None:
+    d = j(cli("plan", "llama-2-7b", "--hw", "h100-sxm5-80gb,mi300x", "--devices", "16",
+              "--train", "--seq", "4096", "--global-batch-tokens", "1M", "--json"))
+    assert {r["accelerator"] for r in d["hardware"]} == {"h100-sxm5-80gb", "mi300x"}
+    assert d["pareto"]["throughput_vs_cost"]
+
+
+def test_plan_deadline(cli: Run) -> None:
+    d = j(cli("plan", "llama-2-7b", "--hw", "h100-sxm5-80gb", "--train", "--seq", "4096",
+              "--global-batch-tokens", "1M", "--tokens", "100B", "--deadline", "30d", "--json"))
+    assert d["found"] and d["found"]["time_to_train_s"] <= 30 * 86400
+    sizes = [t["devices"] for t in d["tried"]]
+    assert sizes == sorted(sizes) and d["found"]["devices"] == sizes[-1]

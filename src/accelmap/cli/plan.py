@@ -39,6 +39,14 @@ def parse_count(text: str) -> float:
     return _count(text)
 
 
+def parse_batch_tokens(text: str) -> float:
+    """Batch sizes in tokens use binary K/M: '4M' = 4 x 2^20 (GPT-3's '0.5M' is 2^19)."""
+    t = text.strip().upper()
+    if t and t[-1] in "KM" and t[:-1].replace(".", "", 1).isdigit():
+        return float(t[:-1]) * (2**10 if t[-1] == "K" else 2**20)
+    return parse_count(text)
+
+
 @contextmanager
 def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
     """A transient progress bar on a terminal for searches that take more than a moment."""
@@ -97,7 +105,8 @@ def plan_cmd(
     train: Annotated[bool, typer.Option("--train/--serve", help="Training or serving.")] = True,
     seq: Annotated[int, typer.Option("--seq", min=1, help="Training sequence length.")] = 4096,
     global_batch_tokens: Annotated[str, typer.Option(
-        "--global-batch-tokens", help="Tokens per optimizer step (e.g. 4M, 16M).")] = "4M",
+        "--global-batch-tokens", help="Tokens per optimizer step (e.g. 4M, 16M; K/M here are "
+                                      "binary, 4M = 4 x 2^20, as papers count batches).")] = "4M",
     tokens: Annotated[str | None, typer.Option(help="Tokens to train (e.g. 15T), for time, "
                                                "cost and energy.")] = None,
     deadline: Annotated[str | None, typer.Option(help="Find the smallest cluster that trains "
@@ -152,8 +161,7 @@ def plan_cmd(
             if train:
                 from accelmap.search.planner import plan_training
 
-                gbt = parse_count(global_batch_tokens)
-                batch = max(round(gbt / seq), 1)
+                batch = max(round(parse_batch_tokens(global_batch_tokens) / seq), 1)
                 from accelmap.search.space import TrainingSpace
 
                 space = TrainingSpace.default(spec, cl, seq, offload=offload, force_tp=force_tp)
@@ -253,7 +261,15 @@ def _compare(clusters: list[Cluster], run: Callable[[Cluster, bool], PlanResult]
                      "time_to_train_s": best.metrics.get("time_to_train_s") if best else None})
     rows.sort(key=lambda r: -(r["tokens_per_s_per_device"] or 0))
     if json_out:
-        emit_json({"hardware": rows})
+        from accelmap.search.result import pareto_front
+
+        front = pareto_front([{"accelerator": r["accelerator"],
+                               "tokens_per_s_per_device": r["tokens_per_s_per_device"],
+                               "cost_usd_per_million_tokens": r["cost_usd_per_million_tokens"]}
+                              for r in rows if r["feasible"]],
+                             maximize="tokens_per_s_per_device",
+                             minimize="cost_usd_per_million_tokens")
+        emit_json({"hardware": rows, "pareto": {"throughput_vs_cost": front}})
         return
     from rich.table import Table
 
