@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from accelmap.cli import estimate, hw, models, plan, validate
+from accelmap.cli import estimate, export, hw, models, plan, validate
 
 app = typer.Typer(
     name="accelmap",
@@ -33,6 +33,7 @@ app.command("validate", help=validate.validate_cmd.__doc__)(validate.validate_cm
 app.command("estimate")(estimate.estimate_cmd)
 app.command("roofline")(estimate.roofline_cmd)
 app.command("plan")(plan.plan_cmd)
+app.command("export")(export.export_cmd)
 
 
 @app.command("version")

@@ -122,6 +122,10 @@ def plan_cmd(
     framework: Annotated[str | None, typer.Option(
         help="megatron/fsdp (training), vllm/tensorrt-llm (serving).")] = None,
     offload: Annotated[bool, typer.Option("--offload", help="Also try CPU offload.")] = False,
+    export: Annotated[str | None, typer.Option(
+        "--export", help="Also write the best plan as this format (accelmap export --list).")
+    ] = None,
+    out: Annotated[str, typer.Option("--out", help="Folder for --export files.")] = ".",
     force_tp: Annotated[bool, typer.Option("--force-tp", help="Allow tp across the scale-up "
                                            "domain.")] = False,
     catalog: CatalogOpt = None,
@@ -183,10 +187,25 @@ def plan_cmd(
         _compare(clusters, run, json_out, train)
         return
     result = run(clusters[0], True)
+    cl = clusters[0]
+    job = {"kind": "train" if train else "serve", "model": spec.id,
+           "accelerator": cl.accelerator.id, "devices_per_node": cl.devices_per_node,
+           "nodes": cl.nodes, "seq_len": seq if train else prompt + output,
+           "global_batch": max(round(parse_batch_tokens(global_batch_tokens) / seq), 1),
+           "dtype": "bf16", "prompt_len": prompt, "output_len": output,
+           "framework": framework or ("megatron" if train else "vllm")}
     if json_out:
-        emit_json({"model": spec.id, "cluster": clusters[0].name, **result.to_dict()})
-        return
-    print_result(spec.id, clusters[0], result, train)
+        emit_json({"model": spec.id, "cluster": cl.name, "job": job, **result.to_dict()})
+    else:
+        print_result(spec.id, cl, result, train)
+    if export and result.plans:
+        from pathlib import Path
+
+        from accelmap.cli.export import write_export
+        from accelmap.export.base import PlanJob
+
+        write_export(export, PlanJob.from_dict({**job, "mapping": result.plans[0].mapping}),
+                     Path(out), quiet=json_out)
 
 
 def print_result(model: str, cl: Cluster, r: PlanResult, train: bool) -> None:

@@ -1,0 +1,1 @@
+"""Export plans as launchable framework configs (`accelmap export`)."""
