@@ -72,8 +72,8 @@ def export_cmd(
         t = Table(title="Exporters")
         for c in ("name", "framework", "targets", "plans", "documentation"):
             t.add_column(c)
-        for r in rows:
-            t.add_row(r["name"], r["framework"], r["version"], ", ".join(r["plans"]), r["url"])
+        for e in exporters().values():
+            t.add_row(e.name, e.framework, e.version, ", ".join(e.kinds), e.url)
         console().print(t)
         return
     if fmt is None or from_ is None:

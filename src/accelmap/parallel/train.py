@@ -103,6 +103,7 @@ class LayerProfile:
     working_bytes: float  # full recompute: one layer's activations while recomputed
     head_act_bytes: float  # logits buffer and head input on the last stage, per micro-batch
     kv_width: int
+    n_layers: int
     forward: tuple[OpTime, ...]
     backward: tuple[OpTime, ...]
 
@@ -159,14 +160,14 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
         embed_params=float(pc.embedding), head_params=float(pc.lm_head),
         layer_act_bytes=float(kept) / L, working_bytes=float(working),
         head_act_bytes=LOGITS_BYTES * T * shard.vocab_size + T * spec.d_model * a,
-        kv_width=kv_width, forward=tuple(tf), backward=tuple(tb))
+        kv_width=kv_width, n_layers=L, forward=tuple(tf), backward=tuple(tb))
 
 
 def compose(prof: LayerProfile, spec: ModelSpec, cluster: Cluster, wl: Training, dev: Device,
             fw: FrameworkProfile, overlap: OverlapPolicy, tp: Num, ep: Num, cp: Num, pp: Num,
             dp: Num, micro_batch: Num, vpp: Num, zero: Num, zero_shards: Num,
-            schedule: Schedule, offload_optimizer: Num = False, offload_params: Num = False
-            ) -> dict[str, Any]:
+            schedule: Schedule, offload_optimizer: Num = False, offload_params: Num = False,
+            detail: bool = True) -> dict[str, Any]:
     """Step time, memory and their breakdowns for one or many mappings that share ``prof``.
 
     Mapping sizes may be numpy arrays (the planner evaluates thousands at once); every branch
@@ -177,7 +178,6 @@ def compose(prof: LayerProfile, spec: ModelSpec, cluster: Cluster, wl: Training,
     L = spec.n_layers
     a = wl.storage_dtype.bytes
     d = spec.d_model
-    T = prof.T
     micro = wl.batch / (dp * micro_batch)
     per_stage = np.ceil(L / pp)
     last_layers = np.maximum(L - per_stage * (pp - 1), 1.0)
@@ -194,50 +194,42 @@ def compose(prof: LayerProfile, spec: ModelSpec, cluster: Cluster, wl: Training,
     t_fwd = np.where(first_slower, fwd_first, fwd_last)
     t_bwd = np.where(first_slower, bwd_first, bwd_last)
 
-    # Dense axes fill the world (tp innermost, dp outermost); expert parallelism is carved out
-    # of dp x cp next to tp (Megatron-Core), so its group is placed separately.
-    links = place_axes(cluster, {"tp": tp, "cp": cp, "pp": pp, "dp": dp},
-                       order=("tp", "cp", "pp", "dp"))
-    links["ep"] = place_axes(cluster, {"tp": tp, "ep": ep}, order=("tp", "ep"))["ep"]
-    comm: dict[str, Num] = {}
-    exposed: dict[str, Num] = {}
-    # TP: 4 collectives per layer per micro-batch (2 forward, 2 backward) of T x d activations
-    tp_t = 4 * per_stage * links["tp"].time(Collective.ALL_REDUCE, T * d * a)
-    comm["tp"] = tp_t
-    exposed["tp"] = (np.maximum(tp_t - per_stage * prof.layer_gemm_s, 0.0) if overlap.tp
-                     else tp_t)
-    # CP: (cp - 1) ring steps of this rank's K and V chunk per layer, 3x for fwd + bwd (dK, dV)
-    cp_t = 3 * per_stage * (np.asarray(cp) - 1) * links["cp"].time(Collective.SEND_RECV,
-                                                                   T * prof.kv_width * a)
-    comm["cp"] = cp_t
-    exposed["cp"] = (np.maximum(cp_t - per_stage * prof.layer_attn_s, 0.0) if overlap.cp_ring
-                     else cp_t)
-    # EP: dispatch + combine, forward and backward, of T x top_k tokens of width d
-    top_k = spec.moe.top_k if spec.moe else 0
-    ep_t = 4 * np.ceil(spec.n_moe_layers / pp) * links["ep"].time(Collective.ALL_TO_ALL,
-                                                                  T * top_k * d * a)
-    comm["ep"] = ep_t
-    exposed["ep"] = 0.0 * ep_t if overlap.ep_all_to_all else ep_t
-    # PP: activations out and gradients back, once per micro-batch
-    pp_t = np.where(single, 0.0, 2 * links["pp"].time(Collective.SEND_RECV, T * d * a))
-    comm["pp"] = pp_t
-    exposed["pp"] = 0.0 * pp_t if overlap.pp_p2p else pp_t
-
     # parameters one device holds (its stage, its tp/ep shard)
     p_dev = prof.layer_params * per_stage + prof.embed_params + np.where(single,
                                                                          prof.head_params, 0)
     g = wl.grad_dtype.bytes
+    top_k = spec.moe.top_k if spec.moe else 0
+    ct, links = _collective_times(cluster, tp, cp, ep, pp, dp, prof, a, g, d, top_k)
+    comm: dict[str, Num] = {}
+    exposed: dict[str, Num] = {}
+    # TP: 4 collectives per layer per micro-batch (2 forward, 2 backward) of T x d activations
+    tp_t = 4 * per_stage * ct["tp"]
+    comm["tp"] = tp_t
+    exposed["tp"] = (np.maximum(tp_t - per_stage * prof.layer_gemm_s, 0.0) if overlap.tp
+                     else tp_t)
+    # CP: (cp - 1) ring steps of this rank's K and V chunk per layer, 3x for fwd + bwd (dK, dV)
+    cp_t = 3 * per_stage * (np.asarray(cp) - 1) * ct["cp"]
+    comm["cp"] = cp_t
+    exposed["cp"] = (np.maximum(cp_t - per_stage * prof.layer_attn_s, 0.0) if overlap.cp_ring
+                     else cp_t)
+    # EP: dispatch + combine, forward and backward, of T x top_k tokens of width d
+    ep_t = 4 * np.ceil(spec.n_moe_layers / pp) * ct["ep"]
+    comm["ep"] = ep_t
+    exposed["ep"] = 0.0 * ep_t if overlap.ep_all_to_all else ep_t
+    # PP: activations out and gradients back, once per micro-batch
+    pp_t = np.where(single, 0.0, 2 * ct["pp"])
+    comm["pp"] = pp_t
+    exposed["pp"] = 0.0 * pp_t if overlap.pp_p2p else pp_t
+
     z3 = zero >= 3
     # ZeRO-3: gather 16-bit params fwd + bwd, reduce-scatter grads, every micro-batch
-    z3_mb = (2 * links["dp"].time(Collective.ALL_GATHER, p_dev * a)
-             + links["dp"].time(Collective.REDUCE_SCATTER, p_dev * g))
+    z3_mb = 2 * ct["dp_ag"] + ct["dp_rs"]
     z3_exposed = np.maximum(z3_mb - (t_fwd + t_bwd if overlap.zero3_prefetch else 0.0), 0.0)
     # ZeRO 1-2 (distributed optimizer): reduce-scatter grads, all-gather params; ZeRO-0:
     # all-reduce grads; both overlapped with the last backward / the next forward
     sharded = zero >= 1
-    grad = np.where(sharded, links["dp"].time(Collective.REDUCE_SCATTER, p_dev * g),
-                    links["dp"].time(Collective.ALL_REDUCE, p_dev * g))
-    gather = np.where(sharded, links["dp"].time(Collective.ALL_GATHER, p_dev * a), 0.0)
+    grad = np.where(sharded, ct["dp_rs"], ct["dp_ar"])
+    gather = np.where(sharded, ct["dp_ag"], 0.0)
     tail = (np.maximum(grad - t_bwd, 0.0) if overlap.dp_grad_reduce else grad) + (
         np.maximum(gather - t_fwd, 0.0) if overlap.dp_param_gather else gather)
     dp_tail = np.where(z3, 0.0, tail)
@@ -289,11 +281,17 @@ def compose(prof: LayerProfile, spec: ModelSpec, cluster: Cluster, wl: Training,
     peak, _ = dev.peak(wl.dtype, Unit.MATRIX)
     hw_flops = (prof.layer_hw_flops * L + prof.ends_hw_flops) * micro * dp * np.asarray(tp) \
         * np.asarray(cp)
-    return {
+    out: dict[str, Any] = {
         "step_time_s": step,
         "tokens_per_s": tokens / step,
         "tokens_per_s_per_device": tokens / step / world,
         "mfu": model_flops / (step * world * peak),
+        "memory_total": sum(items.values()),
+        "world": world,
+    }
+    if not detail:  # the planner's hot path: ranking needs no breakdowns
+        return out
+    out.update({
         "hfu": hw_flops / (step * world * peak),
         "tflops_per_device": model_flops / step / world / 1e12,
         "hardware_tflops_per_device": hw_flops / step / world / 1e12,
@@ -306,10 +304,47 @@ def compose(prof: LayerProfile, spec: ModelSpec, cluster: Cluster, wl: Training,
                     for k, v in exposed.items()},
         "comm": {k: (v * micro if k in ("tp", "cp", "ep", "pp") else v) for k, v in comm.items()},
         "memory_items": items,
-        "memory_total": sum(items.values()),
-        "links": links,
-        "world": world,
+        "links": links,  # None when the times came from the distinct-pairs shortcut
+    })
+    return out
+
+
+def _collective_times(cluster: Cluster, tp: Num, cp: Num, ep: Num, pp: Any, dp: Any,
+                      prof: LayerProfile, a: float, g: float, d: int, top_k: int
+                      ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Every collective a step needs, for each (pp, dp) pair. They depend on nothing else once
+    tp, cp and ep are fixed, so a large candidate table is reduced to its few distinct (pp, dp)
+    pairs first (the planner's hot path); the answer is the same either way."""
+    L_params = prof.layer_params
+    shape = np.broadcast(pp, dp).shape
+    scalar_axes = all(np.ndim(x) == 0 for x in (tp, cp, ep))
+    if scalar_axes and int(np.prod(shape)) > 64:
+        pp_b, dp_b = np.broadcast_to(pp, shape).ravel(), np.broadcast_to(dp, shape).ravel()
+        key = pp_b * 1e9 + dp_b
+        uniq, inv = np.unique(key, return_inverse=True)
+        pp_u = np.floor(uniq / 1e9)
+        times, _ = _collective_times(cluster, tp, cp, ep, pp_u, uniq - pp_u * 1e9, prof, a, g,
+                                     d, top_k)
+        return {k: v[inv].reshape(shape) for k, v in times.items()}, None
+    # Dense axes fill the world (tp innermost, dp outermost); expert parallelism is carved out
+    # of dp x cp next to tp (Megatron-Core), so its group is placed separately.
+    links = place_axes(cluster, {"tp": tp, "cp": cp, "pp": pp, "dp": dp},
+                       order=("tp", "cp", "pp", "dp"))
+    links["ep"] = place_axes(cluster, {"tp": tp, "ep": ep}, order=("tp", "ep"))["ep"]
+    single = np.asarray(pp) <= 1
+    per_stage = np.ceil(prof.n_layers / np.asarray(pp))
+    p_dev = L_params * per_stage + prof.embed_params + np.where(single, prof.head_params, 0)
+    T = prof.T
+    times = {
+        "tp": links["tp"].time(Collective.ALL_REDUCE, T * d * a),
+        "cp": links["cp"].time(Collective.SEND_RECV, T * prof.kv_width * a),
+        "ep": links["ep"].time(Collective.ALL_TO_ALL, T * top_k * d * a),
+        "pp": links["pp"].time(Collective.SEND_RECV, T * d * a),
+        "dp_ag": links["dp"].time(Collective.ALL_GATHER, p_dev * a),
+        "dp_rs": links["dp"].time(Collective.REDUCE_SCATTER, p_dev * g),
+        "dp_ar": links["dp"].time(Collective.ALL_REDUCE, p_dev * g),
     }
+    return {k: np.broadcast_to(v, np.broadcast(pp, dp).shape) for k, v in times.items()}, links
 
 
 def parallel_training(spec: ModelSpec, cluster: Cluster, wl: Training, m: Mapping,
@@ -350,7 +385,8 @@ def parallel_training(spec: ModelSpec, cluster: Cluster, wl: Training, m: Mappin
         "time_breakdown_s": breakdown,
         "communication_s": {k: float(v) for k, v in r["comm"].items() if k != "offload"
                             or float(v) > 0},
-        "axes": {k: r["links"][k].describe() for k in ("tp", "cp", "ep", "pp", "dp")},
+        "axes": {k: r["links"][k].describe() for k in ("tp", "cp", "ep", "pp", "dp")}
+        if r["links"] else {},
         "overlap_policy": overlap.__dict__,
         "energy_j_per_token_tdp": tdp * world * step / tokens if tdp else None,
     }
