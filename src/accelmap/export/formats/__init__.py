@@ -1,0 +1,13 @@
+"""Every exporter, one module each; importing this package registers them all."""
+
+from accelmap.export.formats import (
+    deepspeed,
+    launch,
+    maxtext,
+    megatron,
+    sglang,
+    torchtitan,
+    vllm,
+)
+
+__all__ = ["deepspeed", "launch", "maxtext", "megatron", "sglang", "torchtitan", "vllm"]

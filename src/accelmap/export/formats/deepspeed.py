@@ -1,0 +1,162 @@
+"""DeepSpeed: the plan as ``ds_config.json`` plus the ``deepspeed`` launcher line.
+
+What the JSON can say: the batch split, bf16/fp16, the ZeRO stage, CPU offload of optimizer state
+and (stage 3 only) parameters, activation checkpointing settings, AutoTP tensor parallelism and
+AutoEP expert parallelism. What it cannot: pipeline stages (built in code with
+``deepspeed.pipe.PipelineModule``), interleaved stages, context/sequence parallel degrees, and a
+selective (attention-only) recompute policy; those are reported in ``unsupported``.
+
+Two caveats a user should know (not plan fields, so not in ``unsupported``):
+``activation_checkpointing`` only configures ``deepspeed.checkpointing.checkpoint``; the model code
+(or Hugging Face ``gradient_checkpointing_enable()``) must wrap each layer. AutoTP and AutoEP
+partition Hugging Face models by their module names.
+
+Every key below is from docs/_pages/config-json.md of deepspeedai/DeepSpeed at commit
+``DS_COMMIT`` (section named in each comment); the launcher flags are from
+deepspeed/launcher/runner.py (``--hostfile``, ``--num_nodes``, ``--num_gpus``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from accelmap.export.base import Exporter, ExportResult, PlanJob, register
+from accelmap.export.formats.launch import batch_split
+
+DS_COMMIT = "00376da49967bc6a15d70a550200ac67277b1fb4"
+DS_URL = f"https://github.com/deepspeedai/DeepSpeed/blob/{DS_COMMIT}/docs/_pages/config-json.md"
+
+CONFIG_FILE = "ds_config.json"
+HOSTFILE = "hostfile"
+
+# "Gradient Clipping": gradient_clipping, documented default 1.0 (written out so it is visible).
+GRADIENT_CLIPPING = 1.0
+
+
+def _config(job: PlanJob, spec: Any) -> tuple[dict[str, Any], list[str]]:
+    m = job.mapping
+    dp, micro, accum = batch_split(job)
+    tp, pp, cp, ep = (int(m[k]) for k in ("tp", "pp", "cp", "ep"))
+    zero, vpp, recompute = int(m["zero"]), int(m["vpp"]), str(m["recompute"])
+    offload = bool(m["offload"])
+    unsupported: list[str] = []
+    cfg: dict[str, Any] = {
+        # "Batch Size Related Parameters": train_batch_size = micro * accumulation * dp ranks
+        "train_batch_size": job.global_batch,
+        "train_micro_batch_size_per_gpu": micro,
+        "gradient_accumulation_steps": accum,
+        "gradient_clipping": GRADIENT_CLIPPING,  # "Gradient Clipping"
+    }
+    # "FP16 training options" fp16.enabled / "BFLOAT16 training options" bf16.enabled
+    if job.dtype == "fp16":
+        cfg["fp16"] = {"enabled": True}
+    else:
+        cfg["bf16"] = {"enabled": True}
+        if job.dtype == "fp8":
+            unsupported.append("dtype=fp8: ds_config.json has no FP8 training switch (FP8 "
+                               "GEMMs come from Transformer Engine in the model code); "
+                               "exported as bf16")
+    # "ZeRO Optimizations for FP16 Training": zero_optimization.stage 0-3
+    zero_cfg: dict[str, Any] = {"stage": zero}
+    if offload:
+        # "Optimizer offloading": offload_optimizer.device cpu, valid for stages 1, 2, 3
+        # "Parameter offloading": offload_param.device cpu, valid only with stage 3
+        if zero >= 1:
+            zero_cfg["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+        if zero == 3:
+            zero_cfg["offload_param"] = {"device": "cpu", "pin_memory": True}
+        elif zero >= 1:
+            unsupported.append(f"offload=True: DeepSpeed offloads parameters only under ZeRO "
+                               f"stage 3 (offload_param); with zero={zero} only the optimizer "
+                               "state goes to the CPU")
+        else:
+            unsupported.append("offload=True: ZeRO offload needs zero >= 1 (offload_optimizer "
+                               "is valid for stages 1-3); nothing is offloaded at zero=0")
+    cfg["zero_optimization"] = zero_cfg
+    if recompute == "full":
+        # "Activation Checkpointing"; partition_activations splits the saved layer inputs over
+        # the tensor-parallel group, so it is on only when there is one.
+        cfg["activation_checkpointing"] = {
+            "partition_activations": tp > 1,
+            "cpu_checkpointing": False,
+            "contiguous_memory_optimization": False,
+            "synchronize_checkpoint_boundary": False,
+            "profile": False,
+        }
+    elif recompute == "selective":
+        unsupported.append("recompute=selective: DeepSpeed's activation_checkpointing "
+                           "checkpoints whole functions the model wraps; attention-only "
+                           "(selective) recompute has to be written in the model code")
+    if tp > 1:
+        # "Tensor Parallel (AutoTP)": tensor_parallel.autotp_size (ZeRO 0-3 at this commit)
+        cfg["tensor_parallel"] = {"autotp_size": tp}
+    if ep > 1:
+        if tp > 1:
+            unsupported.append(f"ep={ep}: AutoEP cannot be combined with AutoTP "
+                               "(tensor_parallel.autotp_size > 1) at this DeepSpeed version")
+        else:
+            # "Expert Parallel (AutoEP)": expert_parallel.enabled, expert_parallel.autoep_size
+            cfg["expert_parallel"] = {"enabled": True, "autoep_size": ep}
+    if pp > 1:
+        unsupported.append(f"pp={pp}: ds_config.json has no pipeline degree; build the "
+                           f"pipeline in code (deepspeed.pipe.PipelineModule(num_stages={pp})) "
+                           f"or use Megatron-DeepSpeed; the batch keys assume the plan's "
+                           f"dp={dp} data-parallel ranks, as with that pipeline")
+    if vpp > 1:
+        unsupported.append(f"vpp={vpp}: DeepSpeed's pipeline engine has no interleaved "
+                           "(virtual) stages")
+    if cp > 1:
+        unsupported.append(f"cp={cp}: ds_config.json has no context-parallel degree; "
+                           "DeepSpeed-Ulysses sequence parallelism is set up in code "
+                           "(deepspeed.sequence.layer.DistributedAttention) and must take "
+                           f"{cp} ranks out of the data-parallel group")
+    return cfg, unsupported
+
+
+def _hostfile(job: PlanJob) -> str:
+    # runner.py: MPI-style hostfile, one "<host> slots=<gpus>" line per node
+    lines = [f"# {job.nodes} node(s) x {job.devices_per_node} GPUs: replace the names with your "
+             "hosts (deepspeed --hostfile)"]
+    lines += [f"node-{i} slots={job.devices_per_node}" for i in range(job.nodes)]
+    return "\n".join(lines) + "\n"
+
+
+def export(job: PlanJob, spec: Any) -> ExportResult:
+    cfg, unsupported = _config(job, spec)
+    launch = (f"deepspeed --hostfile {HOSTFILE} --num_nodes {job.nodes} "
+              f"--num_gpus {job.devices_per_node} train.py --deepspeed "
+              f"--deepspeed_config {CONFIG_FILE}")
+    files = {CONFIG_FILE: json.dumps(cfg, indent=2) + "\n", HOSTFILE: _hostfile(job)}
+    return ExportResult(files=files, launch=launch, unsupported=unsupported)
+
+
+def read_back(files: dict[str, str]) -> dict[str, Any]:
+    cfg = json.loads(files[CONFIG_FILE])
+    micro = int(cfg["train_micro_batch_size_per_gpu"])
+    accum = int(cfg["gradient_accumulation_steps"])
+    zero_cfg = cfg.get("zero_optimization", {})
+    ep_cfg = cfg.get("expert_parallel", {})
+    return {
+        "dp": int(cfg["train_batch_size"]) // (micro * accum),
+        "tp": int(cfg.get("tensor_parallel", {}).get("autotp_size", 0)) or 1,
+        "pp": 1,  # no pipeline in a ds_config.json
+        "cp": 1,
+        "ep": int(ep_cfg.get("autoep_size", 1)) if ep_cfg.get("enabled") else 1,
+        "zero": int(zero_cfg.get("stage", 0)),
+        "micro_batch": micro,
+        "vpp": 1,
+        "recompute": "full" if "activation_checkpointing" in cfg else "none",
+        "offload": zero_cfg.get("offload_optimizer", {}).get("device") == "cpu",
+    }
+
+
+EXPORTER = register(Exporter(
+    name="deepspeed",
+    framework="DeepSpeed",
+    version=f"DeepSpeed @ {DS_COMMIT[:12]} (docs/_pages/config-json.md)",
+    url=DS_URL,
+    kinds=("train",),
+    export=export,
+    read_back=read_back,
+))

@@ -1,0 +1,244 @@
+"""MaxText: a training plan as config overrides (maxtext_overrides.yml) and the train command.
+
+Pinned to MaxText 0.2.5 (the PyPI wheel ``maxtext-0.2.5``). Every key below is a key of that
+release's ``maxtext/configs/base.yml`` (repository path ``src/maxtext/configs/base.yml``) except
+``base_config``, the inheritance key of ``maxtext/configs/pyconfig.py`` (``_BASE_CONFIG_ATTR``).
+The entry point is ``python3 -m maxtext.trainers.pre_train.train CONFIG key=value ...``
+(``maxtext/configs/pyconfig.py``: the first ``.yml`` argument is the config, the rest are
+overrides; ``src/maxtext/configs/base.yml`` also resolves in a pip install).
+
+Mesh (base.yml: "product of the DCN axes should equal number of slices and product of the ICI
+axes should equal number of devices per slice"; both default to one ``-1`` auto axis, so every
+axis used here is written out). ICI spans one TPU slice, or one GPU node (MaxText's GPU recipes
+put the 8 GPUs of a node on ICI and the nodes on DCN, e.g.
+``configs/gpu/a3/llama_3.1_405b/128vm.sh``). The plan does not name its TPU slice, so the slice is
+the largest catalog system on the same accelerator whose size divides the job (tpu-v5p-1024 =
+512 chips: a 1024-chip job is two slices). Plan axes -> mesh axes:
+
+- dp -> ``data`` (ZeRO 0, or 1 with ``shard_optimizer_over_data: true``, base.yml "Enable ZeRO-1
+  optimizer sharding over data axis") or ``fsdp`` (ZeRO 3: params, grads and optimizer sharded).
+  ZeRO 2 has no MaxText form and is exported as fsdp.
+- ep -> ``expert``, carved out of dp as in the plan (the ``activation_batch`` rule of base.yml
+  shards the batch over data, fsdp and expert). tp -> ``tensor``; pp -> ``pipeline``;
+  cp -> ``context``.
+- Slices (DCN) take the outer axes first, in the planner's order (dp, pp, ep, cp, tp), so for
+  multi-slice the dp axis goes on DCN.
+
+Batch: MaxText trains on ``int(devices x per_device_batch_size) x gradient_accumulation_steps``
+sequences a step (``calculate_global_batch_sizes`` in ``configs/types.py``; a fractional
+per_device_batch_size is allowed). Without pp, each of the plan's micro-batches is one
+accumulation step; with pp, ``num_pipeline_microbatches`` = global / (micro_batch x dp) (it must be
+a multiple of pp, types.py) and virtual stages are ``num_pipeline_repeats`` with
+``num_layers_per_pipeline_stage`` = layers / (pp x vpp) (base.yml: layers = stages x repeats x
+layers per stage). MaxText's pipeline runs a circular GPipe-style schedule, not 1F1B.
+
+Recompute -> ``remat_policy`` (base.yml list; policies in ``maxtext/layers/nnx_decoders.py``):
+full -> ``full``; selective (recompute the attention core) -> ``minimal`` (saves the q/k/v/out
+and MLP matmul outputs, recomputes attention); none -> ``minimal_with_context`` (also saves the
+attention output; only elementwise ops are recomputed: the nearest listed policy to none).
+Offload -> ``optimizer_memory_host_offload`` and ``parameter_memory_host_offload``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import yaml
+
+from accelmap.export.base import Exporter, ExportResult, PlanJob, register
+
+VERSION = "0.2.5"
+URL = "https://pypi.org/project/maxtext/0.2.5/"
+TRAIN = "python3 -m maxtext.trainers.pre_train.train"
+BASE_YML = "src/maxtext/configs/base.yml"
+
+# Catalog model id -> MaxText model_name (maxtext/configs/models/<name>.yml in 0.2.5).
+MODEL_NAMES: dict[str, str] = {
+    "llama-2-7b": "llama2-7b", "llama-2-13b": "llama2-13b", "llama-2-70b": "llama2-70b",
+    "llama-3.1-8b": "llama3.1-8b", "llama-3.1-70b": "llama3.1-70b",
+    "llama-3.1-405b": "llama3.1-405b", "mistral-7b": "mistral-7b",
+    "mixtral-8x7b": "mixtral-8x7b", "mixtral-8x22b": "mixtral-8x22b",
+    "gemma-2-9b": "gemma2-9b", "gemma-2-27b": "gemma2-27b", "deepseek-v3": "deepseek3-671b",
+    "qwen2.5-7b": "qwen2.5-7b", "qwen3-8b": "qwen3-8b", "qwen3-30b-a3b": "qwen3-30b-a3b",
+    "gpt3-175b": "gpt3-175b",
+}
+REMAT = {"none": "minimal_with_context", "selective": "minimal", "full": "full"}
+REMAT_BACK = {v: k for k, v in REMAT.items()}
+DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "bfloat16"}
+# Mesh axis -> key stem (ici_<stem>_parallelism / dcn_<stem>_parallelism), outermost first.
+AXES = {"data": "data", "fsdp": "fsdp", "stage": "pipeline", "expert": "expert",
+        "context": "context", "tensor": "tensor"}
+
+
+def slice_size(job: PlanJob, unsupported: list[str]) -> tuple[str, int]:
+    """(hardware, devices on ICI): a TPU slice from the catalog, or one GPU node."""
+    from accelmap.catalog import load_catalog
+
+    cat = load_catalog()
+    acc = cat.accelerators.get(job.accelerator)
+    vendor = acc.vendor if acc else ""
+    if not job.accelerator.startswith("tpu") and "Google" not in vendor:
+        if not any(v in vendor for v in ("NVIDIA", "AMD")):
+            unsupported.append(f"accelerator: MaxText {VERSION} runs on TPUs and NVIDIA/AMD "
+                               f"GPUs ('hardware' in base.yml), not on {job.accelerator}")
+        return "gpu", job.devices_per_node
+    sizes = [p.devices_per_node * p.nodes for p in cat.systems.values()
+             if p.accelerator == job.accelerator]
+    fits = [s for s in sizes if s <= job.devices and job.devices % s == 0]
+    return "tpu", max(fits, default=job.devices)
+
+
+def split_mesh(sizes: dict[str, int], slices: int) -> tuple[dict[str, int], dict[str, int], int]:
+    """(ici, dcn, left over): each axis gives the slices the largest share of itself that still
+    divides them, outermost axis first."""
+    left = slices
+    dcn: dict[str, int] = {}
+    for axis in AXES:
+        dcn[axis] = math.gcd(left, sizes.get(axis, 1))
+        left //= dcn[axis]
+    ici = {a: sizes.get(a, 1) // dcn[a] for a in AXES}
+    return ici, dcn, left
+
+
+def _batch(job: PlanJob, dp: int, pp: int, out: dict[str, Any], unsupported: list[str]) -> None:
+    mb = int(job.mapping.get("micro_batch", 1))
+    micro = job.global_batch // (mb * dp) if job.global_batch % (mb * dp) == 0 else 0
+    if not micro:
+        unsupported.append(f"micro_batch={mb}: global batch {job.global_batch} is not a whole "
+                           f"number of micro-batches of {mb} x dp={dp}")
+        micro = max(job.global_batch // max(mb * dp, 1), 1)
+    accum = 1 if pp > 1 else micro
+    pdbs = job.global_batch / (job.devices * accum)
+    out["per_device_batch_size"] = int(pdbs) if pdbs == int(pdbs) else pdbs
+    out["gradient_accumulation_steps"] = accum
+    if int(job.devices * pdbs) * accum != job.global_batch:
+        unsupported.append(f"global_batch={job.global_batch}: not {job.devices} devices x a "
+                           "per-device batch MaxText can hold exactly")
+    if pp > 1:
+        out["num_pipeline_microbatches"] = micro
+        if micro % pp:
+            unsupported.append(f"micro_batch={mb}: {micro} pipeline micro-batches are not a "
+                               f"multiple of pp={pp}, which MaxText requires")
+
+
+def _pipeline(spec: Any, pp: int, vpp: int, out: dict[str, Any],
+              unsupported: list[str]) -> None:
+    layers = int(spec.n_layers)
+    if layers % (pp * vpp):
+        unsupported.append(f"vpp={vpp}: {layers} layers do not split into pp={pp} x vpp={vpp} "
+                           "equal stages (MaxText needs pipeline_parallel_layers for that)")
+        vpp = 1 if layers % pp == 0 else vpp
+    out["num_layers_per_pipeline_stage"] = max(layers // (pp * vpp), 1)
+    out["num_pipeline_repeats"] = vpp
+    out["scan_layers"] = False  # base.yml: "recommend setting this to false when using pipeline"
+
+
+def overrides(job: PlanJob, spec: Any) -> tuple[dict[str, Any], list[str]]:
+    """The MaxText keys of a training plan and the plan fields it cannot express."""
+    m = job.mapping
+    unsupported: list[str] = []
+    dp, tp, pp = int(m.get("dp", 1)), int(m.get("tp", 1)), int(m.get("pp", 1))
+    cp, ep, zero = int(m.get("cp", 1)), int(m.get("ep", 1)), int(m.get("zero", 0))
+    vpp = int(m.get("vpp", 1))
+    if dp * tp * pp * cp != job.devices:
+        unsupported.append(f"dp x tp x pp x cp = {dp * tp * pp * cp} is not the job's "
+                           f"{job.devices} devices")
+    out: dict[str, Any] = {"base_config": "base.yml"}
+    name = MODEL_NAMES.get(job.model)
+    if name:
+        out["model_name"] = name
+    else:
+        unsupported.append(f"model: MaxText {VERSION} has no model config for {job.model!r}; "
+                           "set model_name or the base_* dimensions")
+    hardware, ici_devices = slice_size(job, unsupported)
+    out["hardware"] = hardware
+    expert = ep if ep > 1 and dp % ep == 0 else 1
+    if ep > 1 and expert == 1:
+        unsupported.append(f"ep={ep}: MaxText's expert axis is carved out of dp={dp} here, "
+                           "which ep does not divide; exported without expert parallelism")
+    axis = "fsdp" if zero >= 2 else "data"
+    if zero == 2:
+        unsupported.append("zero=2: MaxText shards optimizer states alone (ZeRO-1) or params, "
+                           "grads and optimizer together (fsdp, ZeRO-3); exported as fsdp")
+    elif zero and dp // expert == 1:
+        unsupported.append(f"zero={zero}: with dp={dp} there is no data axis to shard over")
+    if zero == 1:
+        out["shard_optimizer_over_data"] = True
+    sizes = {axis: dp // expert, "stage": pp, "expert": expert, "context": cp, "tensor": tp}
+    ici, dcn, left = split_mesh(sizes, max(job.devices // ici_devices, 1))
+    if left != 1:
+        unsupported.append(f"mesh: the plan's axes cannot be split over "
+                           f"{job.devices // ici_devices} slices of {ici_devices} devices")
+    for a, stem in AXES.items():
+        out[f"ici_{stem}_parallelism"] = ici[a]
+    for a, stem in AXES.items():
+        out[f"dcn_{stem}_parallelism"] = dcn[a]
+    out["max_target_length"] = job.seq_len
+    out["dtype"] = DTYPES.get(job.dtype, "bfloat16")
+    if job.dtype == "fp8":
+        out["quantization"] = "fp8"  # base.yml: "'fp8' for 8-bit floating-point GeMMs on GPUs"
+    _batch(job, dp, pp, out, unsupported)
+    if pp > 1:
+        _pipeline(spec, pp, vpp, out, unsupported)
+    elif vpp > 1:
+        unsupported.append(f"vpp={vpp}: virtual stages need pp > 1")
+    out["remat_policy"] = REMAT[str(m.get("recompute", "full"))]
+    offload = bool(m.get("offload", False))
+    out["optimizer_memory_host_offload"] = offload
+    out["parameter_memory_host_offload"] = offload
+    return out, unsupported
+
+
+def _yaml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return f'"{v}"'
+    return repr(v)
+
+
+def export(job: PlanJob, spec: Any) -> ExportResult:
+    keys, unsupported = overrides(job, spec)
+    run = f"accelmap-{job.model}"
+    head = [f"# MaxText {VERSION} overrides for {job.model} on {job.nodes} x "
+            f"{job.devices_per_node} {job.accelerator}, written by accelmap.",
+            f"# Keys from maxtext/configs/base.yml of maxtext {VERSION} ({URL}).",
+            f"# Run: {TRAIN} maxtext_overrides.yml run_name={run}",
+            "# (base_config resolves base.yml beside this file, else in MaxText's configs).",
+            "# Set dataset_type / dataset_path, steps and base_output_directory for a real run."]
+    body = [f"{k}: {_yaml_value(v)}" for k, v in keys.items()]
+    launch = " ".join([TRAIN, BASE_YML, f"run_name={run}",
+                       *(f"{k}={_yaml_value(v).strip(chr(34))}" for k, v in keys.items()
+                         if k != "base_config")])
+    return ExportResult({"maxtext_overrides.yml": "\n".join([*head, *body, ""])}, launch,
+                        unsupported)
+
+
+def read_back(files: dict[str, str]) -> dict[str, Any]:
+    cfg = yaml.safe_load(files["maxtext_overrides.yml"]) or {}
+
+    def size(stem: str) -> int:
+        return int(cfg.get(f"ici_{stem}_parallelism", 1)) * int(
+            cfg.get(f"dcn_{stem}_parallelism", 1))
+
+    data, fsdp, expert = size("data"), size("fsdp"), size("expert")
+    dp, pp = data * fsdp * expert, size("pipeline")
+    devices = math.prod(size(s) for s in AXES.values())
+    step = int(devices * float(cfg.get("per_device_batch_size", 1)))
+    micro = int(cfg.get("num_pipeline_microbatches", 1)) if pp > 1 else 1
+    offload = bool(cfg.get("optimizer_memory_host_offload")) and bool(
+        cfg.get("parameter_memory_host_offload"))
+    return {
+        "dp": dp, "tp": size("tensor"), "pp": pp, "cp": size("context"), "ep": expert,
+        "zero": 3 if fsdp > 1 else (1 if cfg.get("shard_optimizer_over_data") else 0),
+        "micro_batch": step // (micro * dp) if micro * dp else 0,
+        "vpp": int(cfg.get("num_pipeline_repeats", 1)) if pp > 1 else 1,
+        "recompute": REMAT_BACK.get(str(cfg.get("remat_policy", "full")), "full"),
+        "offload": offload,
+    }
+
+
+EXPORTER = register(Exporter(
+    name="maxtext", framework="MaxText", version=VERSION, url=URL, kinds=("train",),
+    export=export, read_back=read_back))

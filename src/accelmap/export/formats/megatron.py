@@ -1,0 +1,292 @@
+"""Megatron-LM / Megatron-Core: ``pretrain_gpt.py`` arguments for the plan, and its torchrun line.
+
+``megatron_args.sh`` defines bash arrays (one ``--flag value`` per line): ``MEGATRON_ARGS`` carries
+the plan (parallel degrees, batch, recompute, ZeRO-like sharding, offload, precision) and the
+model shape; ``RUN_ARGS`` holds runnable placeholders (mock data, null tokenizer, a short
+iteration count and a learning rate) to replace for a real run. ``launch_megatron.sh`` sources it
+and runs torchrun on each node.
+
+ZeRO stages: 1 is Megatron's distributed optimizer (``--use-distributed-optimizer``: optimizer
+state sharded over data-parallel ranks, gradients reduce-scattered); 2 and 3 use Megatron-FSDP
+(``--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads | optim_grads_params``, which
+needs ``--ckpt-format fsdp_dtensor``). Offload maps to ``--optimizer-cpu-offload`` (optimizer state
+only; parameters stay on the GPU), which needs ``--use-precision-aware-optimizer``.
+
+Every flag is from megatron/training/arguments.py of NVIDIA/Megatron-LM at commit
+``MEGATRON_COMMIT`` (the ``_add_*_args`` group is named in each comment).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from accelmap.export.base import Exporter, ExportResult, PlanJob, register
+from accelmap.export.formats.launch import (
+    batch_split,
+    parse_torchrun,
+    shell_block,
+    shell_word,
+    torchrun_command,
+)
+from accelmap.models.schema import Activation, FFNKind, ModelSpec, NormKind, PositionKind
+
+MEGATRON_COMMIT = "000c4ac24f61159c138b0975def722c65245983c"
+MEGATRON_URL = (f"https://github.com/NVIDIA/Megatron-LM/blob/{MEGATRON_COMMIT}/"
+                "megatron/training/arguments.py")
+
+ARGS_FILE = "megatron_args.sh"
+LAUNCH_FILE = "launch_megatron.sh"
+
+# Placeholders that make the args file runnable as a short throughput check; replace them.
+SMOKE_TRAIN_ITERS = 20
+SMOKE_LR = 1.0e-4
+
+# --data-parallel-sharding-strategy choices (_add_distributed_args) for ZeRO stages 2 and 3;
+# Megatron-FSDP's ShardingStrategy docs equate optim_grads with ZeRO-2, optim_grads_params with 3.
+FSDP_STRATEGY = {2: "optim_grads", 3: "optim_grads_params"}
+
+Flag = tuple[str, str | None]  # (--flag, value or None for store_true)
+
+
+def _parallel_flags(job: PlanJob) -> tuple[list[Flag], list[str]]:
+    batch_split(job)  # the global batch must split into dp x micro-batches (validate_args)
+    m = job.mapping
+    tp, pp, cp, ep = (int(m[k]) for k in ("tp", "pp", "cp", "ep"))
+    vpp, zero, recompute = int(m["vpp"]), int(m["zero"]), str(m["recompute"])
+    flags: list[Flag] = [
+        ("--tensor-model-parallel-size", str(tp)),  # _add_distributed_args
+        ("--pipeline-model-parallel-size", str(pp)),  # _add_distributed_args
+        ("--context-parallel-size", str(cp)),  # _add_distributed_args
+        ("--expert-model-parallel-size", str(ep)),  # _add_moe_args
+    ]
+    unsupported: list[str] = []
+    if vpp > 1:
+        # _add_distributed_args: stages per rank directly (validate_args turns it into
+        # virtual_pipeline_model_parallel_size); the other spelling counts layers per stage.
+        flags.append(("--num-virtual-stages-per-pipeline-rank", str(vpp)))
+    if tp > 1:
+        flags.append(("--sequence-parallel", None))  # _add_training_args
+    if zero == 1:
+        flags.append(("--use-distributed-optimizer", None))  # _add_distributed_args
+    elif zero in FSDP_STRATEGY:
+        flags += [("--use-megatron-fsdp", None),  # _add_distributed_args
+                  ("--data-parallel-sharding-strategy", FSDP_STRATEGY[zero]),
+                  # _add_checkpointing_args; validate_args: "Megatron FSDP only supports
+                  # fsdp_dtensor checkpoint format"
+                  ("--ckpt-format", "fsdp_dtensor")]
+    if recompute in ("selective", "full"):
+        flags.append(("--recompute-granularity", recompute))  # _add_training_args
+    if recompute == "full":
+        # _add_training_args: recompute each layer's input (uniform chunks of one layer)
+        flags += [("--recompute-method", "uniform"), ("--recompute-num-layers", "1")]
+    if m["offload"]:
+        # _add_training_args --optimizer-cpu-offload; validate_args requires
+        # --use-precision-aware-optimizer (_add_experimental_args) with it.
+        flags += [("--optimizer-cpu-offload", None), ("--use-precision-aware-optimizer", None)]
+        unsupported.append("offload=True: Megatron offloads only the optimizer state "
+                           "(--optimizer-cpu-offload); parameters stay on the GPU")
+    flags += [
+        ("--micro-batch-size", str(m["micro_batch"])),  # _add_training_args
+        ("--global-batch-size", str(job.global_batch)),  # _add_training_args
+        ("--seq-length", str(job.seq_len)),  # _add_data_args
+    ]
+    # _add_mixed_precision_args --bf16/--fp16; _add_transformer_engine_args --fp8-format
+    # (e4m3|hybrid; hybrid = E4M3 forward, E5M2 gradients).
+    flags.append(("--fp16", None) if job.dtype == "fp16" else ("--bf16", None))
+    if job.dtype == "fp8":
+        flags.append(("--fp8-format", "hybrid"))
+    return flags, unsupported
+
+
+def _moe_layer_freq(spec: ModelSpec) -> str:
+    """--moe-layer-freq: an int N (every N-th layer) or a list pattern (1 = MoE layer)."""
+    moe = spec.moe
+    assert moe is not None
+    if moe.dense_layers == 0:
+        return str(moe.layer_frequency)
+    return "[" + ",".join("1" if spec.is_moe_layer(i) else "0"
+                          for i in range(spec.n_layers)) + "]"
+
+
+def _model_flags(job: PlanJob, spec: ModelSpec) -> tuple[list[Flag], list[str]]:
+    flags: list[Flag] = [  # _add_network_size_args unless noted
+        ("--num-layers", str(spec.n_layers)),
+        ("--hidden-size", str(spec.d_model)),
+        ("--ffn-hidden-size", str(spec.ffn_dim)),
+        ("--num-attention-heads", str(spec.n_heads)),
+        # validate_args asserts max_position_embeddings >= seq_length
+        ("--max-position-embeddings", str(max(spec.max_seq_len, job.seq_len))),
+        ("--normalization", "RMSNorm" if spec.norm == NormKind.RMSNORM else "LayerNorm"),
+    ]
+    notes: list[str] = []
+    if spec.mla is not None:
+        mla = spec.mla
+        flags.append(("--multi-latent-attention", None))
+        # _add_mla_args: q_head_dim = qk_head_dim + qk_pos_emb_head_dim
+        if mla.q_lora_rank is not None:
+            flags.append(("--q-lora-rank", str(mla.q_lora_rank)))
+        flags += [("--kv-lora-rank", str(mla.kv_lora_rank)),
+                  ("--qk-head-dim", str(mla.qk_nope_head_dim)),
+                  ("--qk-pos-emb-head-dim", str(mla.qk_rope_head_dim)),
+                  ("--v-head-dim", str(mla.v_head_dim))]
+    else:
+        if spec.head_size != spec.d_model // spec.n_heads:
+            flags.append(("--kv-channels", str(spec.head_size)))
+        if spec.kv_heads < spec.n_heads:
+            flags += [("--group-query-attention", None),
+                      ("--num-query-groups", str(spec.kv_heads))]
+    if spec.ffn_kind == FFNKind.GATED:
+        if spec.activation == Activation.SILU:
+            flags.append(("--swiglu", None))
+        else:
+            notes.append(f"model={spec.id}: gated {spec.activation.value} FFN has no "
+                         "pretrain_gpt.py flag (only --swiglu); exported with --swiglu")
+            flags.append(("--swiglu", None))
+    elif spec.activation not in (Activation.GELU, Activation.GELU_TANH):
+        notes.append(f"model={spec.id}: a plain {spec.activation.value} FFN has no "
+                     "pretrain_gpt.py flag (the default is GeLU); exported with GeLU")
+    if spec.parallel_block:
+        notes.append(f"model={spec.id}: parallel attention + MLP blocks have no "
+                     "pretrain_gpt.py flag; exported as sequential blocks")
+    position = {PositionKind.ROPE: "rope", PositionKind.LEARNED: "learned_absolute",
+                PositionKind.NONE: "none"}.get(spec.position)
+    if position is None:
+        notes.append(f"model={spec.id}: {spec.position.value} positions have no "
+                     "--position-embedding-type choice; exported without positions")
+        position = "none"
+    flags.append(("--position-embedding-type", position))
+    if spec.position == PositionKind.ROPE and spec.rope_fraction < 1:
+        flags.append(("--rotary-percent", str(spec.rope_fraction)))
+    if not spec.tied_embeddings:
+        flags.append(("--untie-embeddings-and-output-weights", None))
+    if not (spec.qkv_bias or spec.attn_out_bias or spec.mlp_bias):
+        flags.append(("--disable-bias-linear", None))  # _add_training_args
+    elif spec.qkv_bias and not (spec.attn_out_bias or spec.mlp_bias):
+        flags += [("--disable-bias-linear", None), ("--add-qkv-bias", None)]
+    if spec.qk_norm:
+        flags.append(("--qk-layernorm", None))  # _add_vision_args (generic q/k norm)
+    if spec.moe is not None:
+        moe = spec.moe
+        flags += [("--num-experts", str(moe.num_experts)),  # _add_moe_args
+                  ("--moe-router-topk", str(moe.top_k)),
+                  ("--moe-ffn-hidden-size", str(moe.expert_ffn_dim)),
+                  ("--moe-layer-freq", _moe_layer_freq(spec))]
+        if moe.num_shared_experts:
+            # "num_shared_experts * ffn_size_of_each_shared_expert"
+            flags.append(("--moe-shared-expert-intermediate-size",
+                          str(moe.num_shared_experts * moe.shared_ffn)))
+        if moe.router_bias:
+            flags.append(("--moe-router-enable-expert-bias", None))
+        if int(job.mapping["ep"]) > 1:
+            # help text: "We recommend using 'alltoall' when applying expert parallelism"
+            flags.append(("--moe-token-dispatcher-type", "alltoall"))
+        if moe.shared_expert_gate:
+            notes.append(f"model={spec.id}: the shared-expert sigmoid gate has no "
+                         "pretrain_gpt.py flag at this version")
+    if spec.sliding_window is not None:
+        notes.append(f"model={spec.id}: sliding-window attention is not exported; set "
+                     "--window-size and --window-attn-skip-freq by hand")
+    return flags, notes
+
+
+def _run_flags(spec: ModelSpec) -> list[Flag]:
+    return [("--mock-data", None),  # _add_data_args
+            ("--tokenizer-type", "NullTokenizer"),  # _add_tokenizer_args
+            ("--vocab-size", str(spec.vocab_size)),  # _add_tokenizer_args
+            ("--train-iters", str(SMOKE_TRAIN_ITERS)),  # _add_training_args
+            ("--lr", str(SMOKE_LR))]  # _add_learning_rate_args
+
+
+def _array(name: str, flags: list[Flag]) -> str:
+    lines = [f"{name}=("]
+    for flag, value in flags:
+        lines.append(f"    {flag}" + ("" if value is None else f" {shell_word(value)}"))
+    return "\n".join(lines) + "\n)\n"
+
+
+def export(job: PlanJob, spec: ModelSpec) -> ExportResult:
+    plan_flags, unsupported = _parallel_flags(job)
+    model_flags, notes = _model_flags(job, spec)
+    args = (
+        f"# Megatron-LM pretrain_gpt.py arguments: {job.model} on {job.nodes} x "
+        f"{job.devices_per_node} {job.accelerator} (accelmap export megatron)\n"
+        f"# flags: NVIDIA/Megatron-LM megatron/training/arguments.py @ {MEGATRON_COMMIT[:12]}\n"
+        "# Rotary base and RoPE scaling are not in accelmap's ModelSpec: add --rotary-base /\n"
+        "# --use-rope-scaling to match a checkpoint.\n"
+        + _array("MEGATRON_ARGS", plan_flags + model_flags)
+        + "# Placeholders for a short run on mock data: replace with your data, tokenizer,\n"
+        "# schedule and optimizer settings.\n"
+        + _array("RUN_ARGS", _run_flags(spec))
+    )
+    zero = int(job.mapping["zero"])
+    model_parallel = int(job.mapping["tp"]) > 1 or int(job.mapping["cp"]) > 1
+    # validate_args (before Blackwell): TP/CP without FSDP asserts CUDA_DEVICE_MAX_CONNECTIONS=1;
+    # FSDP asserts it is not 1.
+    env = "export CUDA_DEVICE_MAX_CONNECTIONS=1\n" if model_parallel and zero < 2 else ""
+    command = torchrun_command(job, ["pretrain_gpt.py", '${MEGATRON_ARGS[@]}',
+                                     '${RUN_ARGS[@]}'])
+    launch_script = (
+        "#!/bin/bash\n"
+        f"# Run on each of the {job.nodes} node(s), e.g. srun --ntasks-per-node=1 bash "
+        f"{LAUNCH_FILE}, from the Megatron-LM checkout.\n"
+        "set -euo pipefail\n"
+        ': "${MASTER_ADDR:?set MASTER_ADDR to the address of node 0}"\n'
+        f'source "$(dirname "$0")/{ARGS_FILE}"\n'
+        + env
+        + shell_block(command) + "\n"
+    )
+    launch = f"source {ARGS_FILE} && " + " ".join(shell_word(w) for w in command)
+    return ExportResult(files={ARGS_FILE: args, LAUNCH_FILE: launch_script}, launch=launch,
+                        unsupported=unsupported + notes)
+
+
+def parse_args_file(text: str) -> dict[str, str | None]:
+    """Every ``--flag [value]`` in the bash arrays of ``megatron_args.sh``."""
+    words: list[str] = []
+    for body in re.findall(r"^\w+=\((.*?)^\)", text, re.MULTILINE | re.DOTALL):
+        words += shlex.split(body, comments=True)
+    flags: dict[str, str | None] = {}
+    for i, word in enumerate(words):
+        if word.startswith("--"):
+            nxt = words[i + 1] if i + 1 < len(words) else None
+            flags[word] = None if nxt is None or nxt.startswith("--") else nxt
+    return flags
+
+
+def read_back(files: dict[str, str]) -> dict[str, Any]:
+    flags = parse_args_file(files[ARGS_FILE])
+    cluster = parse_torchrun(files[LAUNCH_FILE])
+
+    def degree(flag: str) -> int:
+        return int(flags.get(flag) or 1)
+
+    tp, pp, cp = (degree(f"--{k}-parallel-size") for k in ("tensor-model", "pipeline-model",
+                                                              "context"))
+    if "--use-megatron-fsdp" in flags:
+        by_strategy = {v: k for k, v in FSDP_STRATEGY.items()}
+        zero = by_strategy[str(flags["--data-parallel-sharding-strategy"])]
+    else:
+        zero = 1 if "--use-distributed-optimizer" in flags else 0
+    return {
+        "dp": cluster["nodes"] * cluster["gpus_per_node"] // (tp * pp * cp),
+        "tp": tp, "pp": pp, "cp": cp,
+        "ep": degree("--expert-model-parallel-size"),
+        "zero": zero,
+        "micro_batch": int(flags["--micro-batch-size"] or 0),
+        "vpp": degree("--num-virtual-stages-per-pipeline-rank"),
+        "recompute": flags.get("--recompute-granularity") or "none",
+        "offload": "--optimizer-cpu-offload" in flags,
+    }
+
+
+EXPORTER = register(Exporter(
+    name="megatron",
+    framework="Megatron-LM",
+    version=f"Megatron-LM @ {MEGATRON_COMMIT[:12]} (megatron/training/arguments.py)",
+    url=MEGATRON_URL,
+    kinds=("train",),
+    export=export,
+    read_back=read_back,
+))

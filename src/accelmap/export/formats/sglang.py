@@ -1,0 +1,120 @@
+"""SGLang: a serving plan as ``python -m sglang.launch_server`` command lines (serve.sh).
+
+Pinned to SGLang 0.5.23. Every flag below was read in that release (the PyPI wheel
+``sglang-0.5.23``): in 0.5.23 the server arguments are msgspec fields whose flag is the field
+name with dashes (``_field_to_cli_name`` in ``python/sglang/srt/arg_groups/arg_utils.py``):
+``arg_groups/fields/model.py`` (``model_path``, ``context_length``, ``dtype`` and its choices,
+``quantization``, ``kv_cache_dtype`` and its choices), ``fields/parallel.py`` (``tp_size``,
+``pp_size``, ``dp_size``: "The number of data-parallel replicas of the model", ``ep_size``,
+``nnodes``, ``node_rank``, ``dist_init_addr``), ``fields/schedule.py``
+(``max_running_requests``), ``fields/serving.py`` (``host``, ``port``), and
+``arg_groups/choices.py`` (``QUANTIZATION_CHOICES``, where "fp8" is "MOE + linear online
+quantization"). ``python/sglang/launch_server.py`` is the entry point.
+
+Mapping (plan field -> SGLang):
+
+- replicas: ``--dp-size`` = the replicas on one node. The data-parallel controller launches
+  its replicas on local GPUs only (``launch_dp_schedulers`` in
+  ``srt/managers/data_parallel_controller.py`` steps ``base_gpu_id`` by tp x pp), so each node
+  gets its own server; put a router in front of the nodes.
+- tp, pp: ``--tp-size``, ``--pp-size``; a replica wider than a node spans nodes with
+  ``--nnodes``, ``--node-rank``, ``--dist-init-addr``.
+- ep: ``--ep-size``; the expert group lives inside the tp group (``moe_tp_size = tp_size //
+  moe_ep_size // moe_dp_size``, ``model_runner_components/moe_ep_setup.py``), as in the plan.
+- batch: ``--max-running-requests`` (each replica's scheduler gets it; the code divides it only by
+  ``attn_dp_size``, which stays 1 here).
+- weight_dtype: bf16/fp16 -> ``--dtype bfloat16|float16``; fp8 -> ``--quantization fp8``;
+  int8/int4 need a pre-quantized checkpoint (``unsupported``).
+- kv_dtype: ``--kv-cache-dtype fp8_e4m3`` or ``auto`` (0.5.23 has no plain "fp8" choice).
+- context: ``--context-length`` = prompt + output rounded up (shared with the vLLM exporter).
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from accelmap.export.base import Exporter, ExportResult, PlanJob, register
+from accelmap.export.formats.vllm import (
+    HALF_FROM_NAME,
+    HALF_NAMES,
+    commands,
+    context_length,
+    half_dtype,
+    model_path,
+    place_replicas,
+    shell_script,
+    weight_note,
+)
+
+VERSION = "0.5.23"
+URL = ("https://github.com/sgl-project/sglang/tree/v0.5.23/python/sglang/srt/arg_groups/"
+       "fields")
+PORT = 30000  # fields/serving.py: port default
+DIST_PORT = 50000  # port of --dist-init-addr for a replica that spans nodes (any free port)
+
+
+def export(job: PlanJob, spec: Any) -> ExportResult:
+    m = job.mapping
+    unsupported: list[str] = []
+    tp, pp, ep = int(m.get("tp", 1)), int(m.get("pp", 1)), int(m.get("ep", 1))
+    weight, kv = str(m.get("weight_dtype", "bf16")), str(m.get("kv_dtype", "bf16"))
+    flags = [f"--tp-size {tp}", f"--pp-size {pp}"]
+    if ep > 1:
+        flags.append(f"--ep-size {ep}")
+    flags.append(f"--max-running-requests {int(m.get('batch', 1))}")
+    flags.append(f"--context-length {context_length(job, spec, unsupported)}")
+    flags.append(f"--dtype {HALF_NAMES[half_dtype(job)]}")
+    if weight == "fp8":
+        flags.append("--quantization fp8")
+    weight_note("SGLang", weight, unsupported)
+    flags.append(f"--kv-cache-dtype {'fp8_e4m3' if kv == 'fp8' else 'auto'}")
+    model = shlex.quote(model_path(job, unsupported))
+    base = f"python -m sglang.launch_server --model-path {model} --host 0.0.0.0 --port {PORT}"
+    slots = place_replicas(job, unsupported)
+    by_node: dict[int, list[str]] = {}
+    local = [s for s in slots if s.nnodes == 1]
+    for node in sorted({s.node for s in local}):
+        here = [s for s in local if s.node == node]
+        dp = f" --dp-size {len(here)}" if len(here) > 1 else ""
+        by_node[node] = [f"# replicas {here[0].replica}-{here[-1].replica}",
+                         f"{base} {' '.join(flags)}{dp} &"]
+    for s in (s for s in slots if s.nnodes > 1):
+        head = s.node - s.node_rank
+        addr = f'"${{REPLICA{s.replica}_ADDR:?address of node {head}}}:{DIST_PORT}"'
+        by_node.setdefault(s.node, []).append(
+            f"# replica {s.replica} (node {s.node_rank + 1} of {s.nnodes})")
+        by_node[s.node].append(f"{base} {' '.join(flags)} --nnodes {s.nnodes} "
+                               f"--node-rank {s.node_rank} --dist-init-addr {addr} &")
+    nodes = max(by_node, default=0) + 1
+    title = [f"SGLang {VERSION}: {job.model}, {int(m.get('replicas', 1))} replica(s) of tp={tp} "
+             f"pp={pp} on {job.nodes} node(s) x {job.devices_per_node} {job.accelerator}",
+             f"written by accelmap; flags from sglang {VERSION} ({URL})",
+             "one server per node (--dp-size = replicas on it); route requests over the nodes",
+             "run on every node with NODE_RANK set to its index"]
+    launch = ("bash serve.sh" if nodes == 1 else
+              f"NODE_RANK=<0..{nodes - 1}> bash serve.sh  # on each of the {nodes} nodes")
+    return ExportResult({"serve.sh": shell_script(title, by_node)}, launch, unsupported)
+
+
+def read_back(files: dict[str, str]) -> dict[str, Any]:
+    cmds = commands(files["serve.sh"], ("python", "-m", "sglang.launch_server"))
+    if not cmds:
+        return {}
+    c = cmds[0]
+    half = HALF_FROM_NAME.get(c.get("--dtype", "bfloat16"), "bf16")
+    return {
+        "tp": int(c.get("--tp-size", "1")),
+        "pp": int(c.get("--pp-size", "1")),
+        "ep": int(c.get("--ep-size", "1")),
+        "replicas": sum(int(x.get("--dp-size", "1")) for x in cmds
+                        if x.get("--node-rank", "0") == "0"),
+        "batch": int(c.get("--max-running-requests", "0")),
+        "weight_dtype": "fp8" if c.get("--quantization") == "fp8" else half,
+        "kv_dtype": "fp8" if c.get("--kv-cache-dtype", "auto").startswith("fp8") else half,
+    }
+
+
+EXPORTER = register(Exporter(
+    name="sglang", framework="SGLang", version=VERSION, url=URL, kinds=("serve",),
+    export=export, read_back=read_back))

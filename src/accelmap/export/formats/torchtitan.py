@@ -1,0 +1,233 @@
+"""torchtitan: the plan as a job-config TOML, and the torchrun line that trains with it.
+
+Mapping onto torchtitan's FSDP2-based parallelism:
+
+* ZeRO 3 -> ``data_parallel_shard_degree = dp`` with ``fsdp_reshard_after_forward = "always"``
+  (parameters re-gathered for backward). ZeRO 2 -> the same sharding with ``"never"``: parameters
+  stay gathered from forward to backward, gradients and optimizer state are sharded. FSDP2 has no
+  optimizer-only mode, so ZeRO 1 is exported as that ZeRO-2 equivalent and reported.
+* ZeRO 0 -> ``data_parallel_replicate_degree = dp`` (DDP), which torchtitan allows only when no
+  other parallelism is on (parallelize.py raises "DDP has not supported > 1D parallelism");
+  otherwise it is exported as the ZeRO-2 equivalent and reported.
+* Pipeline: ``pipeline_parallel_degree``; vpp 1 -> schedule ``1F1B``, vpp > 1 ->
+  ``Interleaved1F1B``, with ``module_fqns_per_model_part`` listing pp * vpp even chunks of
+  layers. Pipeline micro-batches come from ``local_batch_size`` (= micro * accumulation) split into
+  ``pipeline_parallel_microbatch_size`` pieces; without PP, ``local_batch_size`` is the micro-batch
+  and torchtitan accumulates ``global_batch_size / (local_batch_size * dp)`` steps.
+* ``expert_parallel_degree`` borrows from dp x cp; ``expert_tensor_parallel_degree = tp`` keeps
+  experts tensor-parallel like Megatron-Core's default.
+
+Keys: torchtitan/config/job_config.py of pytorch/torchtitan at ``TITAN_COMMIT`` (the dataclass is
+named in each comment); the torchrun entry point ``-m torchtitan.train --job.config_file`` is
+that version's run_train.sh. The architecture comes from a registered model flavor, not the TOML.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+from accelmap.export.base import Exporter, ExportResult, PlanJob, register
+from accelmap.export.formats.launch import (
+    batch_split,
+    shell_block,
+    shell_line,
+    torchrun_command,
+)
+from accelmap.models.schema import ModelSpec
+
+TITAN_COMMIT = "038d5fd1bb3056e3c676d261fd720e1dfbc04bfe"
+TITAN_URL = (f"https://github.com/pytorch/torchtitan/blob/{TITAN_COMMIT}/"
+             "torchtitan/config/job_config.py")
+
+CONFIG_FILE = "job.toml"
+LAUNCH_FILE = "launch_torchtitan.sh"
+
+# Catalog model -> (Model.name, Model.flavor) registered in torchtitan/models/llama3/__init__.py.
+FLAVORS = {
+    "llama-3.1-8b": ("llama3", "8B"),
+    "llama-3.1-70b": ("llama3", "70B"),
+    "llama-3.1-405b": ("llama3", "405B"),
+}
+
+# Training.max_norm: gradient clipping norm, job_config.py default 1.0 (written out).
+MAX_NORM = 1.0
+
+# Parallelism.fsdp_reshard_after_forward per ZeRO stage expressed with FSDP2.
+RESHARD = {3: "always", 2: "never"}
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML form for {value!r}")
+
+
+def _toml(sections: dict[str, dict[str, Any]]) -> str:
+    out: list[str] = []
+    for name, table in sections.items():
+        out.append(f"[{name}]")
+        for key, value in table.items():
+            if isinstance(value, list) and value and isinstance(value[0], list):
+                rows = ",\n".join("  " + _toml_value(v) for v in value)
+                out.append(f"{key} = [\n{rows},\n]")
+            else:
+                out.append(f"{key} = {_toml_value(value)}")
+        out.append("")
+    return "\n".join(out)
+
+
+def _model_parts(n_layers: int, parts: int) -> list[list[str]]:
+    """Module FQNs per pipeline chunk: layers split as evenly as possible, embeddings first,
+    final norm and output last (the names torchtitan's llama3 model uses)."""
+    base, extra = divmod(n_layers, parts)
+    chunks: list[list[str]] = []
+    start = 0
+    for i in range(parts):
+        size = base + (1 if i < extra else 0)
+        chunks.append([f"layers.{j}" for j in range(start, start + size)])
+        start += size
+    chunks[0].insert(0, "tok_embeddings")
+    chunks[-1] += ["norm", "output"]
+    return chunks
+
+
+def _data_parallel(job: PlanJob) -> tuple[dict[str, Any], list[str]]:
+    m = job.mapping
+    dp, zero, offload = int(m["dp"]), int(m["zero"]), bool(m["offload"])
+    others = any(int(m[k]) > 1 for k in ("tp", "pp", "cp", "ep"))
+    unsupported: list[str] = []
+    if offload and dp * int(m["cp"]) == 1:
+        unsupported.append("offload=True: torchtitan offloads through FSDP "
+                           "(Training.enable_cpu_offload), which is not applied with dp=1 and "
+                           "cp=1")
+    if zero == 0 and (dp == 1 or not (others or offload)):
+        # Parallelism.data_parallel_replicate_degree > 1 alone = DDP
+        return {"data_parallel_replicate_degree": dp,
+                "data_parallel_shard_degree": 1}, unsupported
+    if zero == 0:
+        unsupported.append("zero=0: torchtitan's DDP (data_parallel_replicate_degree) runs only "
+                           "without TP/PP/CP/EP and without CPU offload; exported as FSDP2 "
+                           "without resharding (ZeRO-2 equivalent)")
+    elif zero == 1:
+        unsupported.append("zero=1: FSDP2 has no optimizer-only sharding; exported as the "
+                           "ZeRO-2 equivalent (fsdp_reshard_after_forward = \"never\": "
+                           "gradients and optimizer state sharded, parameters gathered from "
+                           "forward to backward)")
+    return {
+        "data_parallel_replicate_degree": 1,  # Parallelism
+        "data_parallel_shard_degree": dp,  # Parallelism: FSDP2 over the dp ranks
+        "fsdp_reshard_after_forward": RESHARD.get(zero, "never"),  # Parallelism
+    }, unsupported
+
+
+def _sections(job: PlanJob, spec: ModelSpec) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    m = job.mapping
+    _, micro, accum = batch_split(job)
+    tp, pp, cp, ep, vpp = (int(m[k]) for k in ("tp", "pp", "cp", "ep", "vpp"))
+    unsupported: list[str] = []
+    name, flavor = FLAVORS.get(job.model, (job.model, job.model))
+    if job.model not in FLAVORS:
+        unsupported.append(
+            f"model={job.model}: torchtitan builds the network from a registered flavor "
+            "(torchtitan/models/*/__init__.py); none matches, so register one with "
+            f"n_layers={spec.n_layers}, dim={spec.d_model}, n_heads={spec.n_heads}, "
+            f"n_kv_heads={spec.kv_heads}, vocab_size={spec.vocab_size} and set [model]")
+    model: dict[str, Any] = {"name": name, "flavor": flavor}  # Model
+    if job.dtype == "fp8":
+        model["converters"] = ["float8"]  # Model.converters: Float8Linear via torchao
+    if job.dtype == "fp16":
+        unsupported.append("dtype=fp16: Training.mixed_precision_param takes bfloat16 or "
+                           "float32 only; exported as bfloat16")
+    training = {  # Training
+        # with PP the local batch holds all micro-batches of a step; without, one micro-batch
+        "local_batch_size": micro * accum if pp > 1 else micro,
+        "global_batch_size": job.global_batch,
+        "seq_len": job.seq_len,
+        "max_norm": MAX_NORM,
+        "mixed_precision_param": "bfloat16",
+        "enable_cpu_offload": bool(m["offload"]),  # FSDP CPU offload: params, grads, optimizer
+    }
+    parallelism, notes = _data_parallel(job)
+    unsupported += notes
+    parallelism["tensor_parallel_degree"] = tp  # Parallelism
+    parallelism["pipeline_parallel_degree"] = pp  # Parallelism
+    if pp > 1:
+        parallelism["pipeline_parallel_schedule"] = "Interleaved1F1B" if vpp > 1 else "1F1B"
+        parallelism["pipeline_parallel_microbatch_size"] = micro
+        parallelism["module_fqns_per_model_part"] = _model_parts(spec.n_layers, pp * vpp)
+    elif vpp > 1:
+        unsupported.append(f"vpp={vpp}: virtual stages need pipeline_parallel_degree > 1")
+    parallelism["context_parallel_degree"] = cp  # Parallelism
+    parallelism["expert_parallel_degree"] = ep  # Parallelism
+    if ep > 1:
+        parallelism["expert_tensor_parallel_degree"] = tp  # Parallelism: "etp = tp" mode
+    recompute = str(m["recompute"])
+    return {
+        "job": {"description": f"accelmap plan for {job.model} on {job.nodes} x "
+                               f"{job.devices_per_node} {job.accelerator}"},  # Job
+        "model": model,
+        "training": training,
+        "parallelism": parallelism,
+        # ActivationCheckpoint.mode none|selective|full; "op" = per-op selective AC
+        "activation_checkpoint": ({"mode": recompute, "selective_ac_option": "op"}
+                                  if recompute == "selective" else {"mode": recompute}),
+    }, unsupported
+
+
+def export(job: PlanJob, spec: ModelSpec) -> ExportResult:
+    sections, unsupported = _sections(job, spec)
+    header = (f"# torchtitan job config (accelmap export torchtitan); keys: pytorch/torchtitan "
+              f"torchtitan/config/job_config.py @ {TITAN_COMMIT[:12]}\n")
+    command = torchrun_command(job, ["-m", "torchtitan.train", "--job.config_file",
+                                     CONFIG_FILE])
+    script = (
+        "#!/bin/bash\n"
+        f"# Run on each of the {job.nodes} node(s) from the torchtitan checkout.\n"
+        "set -euo pipefail\n"
+        ': "${MASTER_ADDR:?set MASTER_ADDR to the address of node 0}"\n'
+        + shell_block(command) + "\n"
+    )
+    return ExportResult(files={CONFIG_FILE: header + _toml(sections), LAUNCH_FILE: script},
+                        launch=shell_line(command), unsupported=unsupported)
+
+
+def read_back(files: dict[str, str]) -> dict[str, Any]:
+    cfg = tomllib.loads(files[CONFIG_FILE])
+    par, training = cfg["parallelism"], cfg["training"]
+    replicate = int(par.get("data_parallel_replicate_degree", 1))
+    shard = int(par.get("data_parallel_shard_degree", 1))
+    pp = int(par.get("pipeline_parallel_degree", 1))
+    policy = par.get("fsdp_reshard_after_forward")
+    zero = {"always": 3, "never": 2}.get(str(policy), 0)
+    parts = par.get("module_fqns_per_model_part")
+    return {
+        "dp": replicate * shard,
+        "tp": int(par.get("tensor_parallel_degree", 1)),
+        "pp": pp,
+        "cp": int(par.get("context_parallel_degree", 1)),
+        "ep": int(par.get("expert_parallel_degree", 1)),
+        "zero": zero,
+        "micro_batch": int(par["pipeline_parallel_microbatch_size"] if pp > 1
+                           else training["local_batch_size"]),
+        "vpp": len(parts) // pp if parts else 1,
+        "recompute": cfg.get("activation_checkpoint", {}).get("mode", "selective"),
+        "offload": bool(training.get("enable_cpu_offload", False)),
+    }
+
+
+EXPORTER = register(Exporter(
+    name="torchtitan",
+    framework="torchtitan",
+    version=f"torchtitan @ {TITAN_COMMIT[:12]} (torchtitan/config/job_config.py)",
+    url=TITAN_URL,
+    kinds=("train",),
+    export=export,
+    read_back=read_back,
+))
