@@ -33,11 +33,12 @@ def write_export(fmt: str, job: PlanJob, out: Path, quiet: bool = False,
     if not quiet:
         con = console()
         con.print(f"{exporter.framework} ({exporter.version}): wrote "
-                  + ", ".join(str(out / n) for n in result.files), highlight=False)
-        con.print(f"launch: {result.launch}", highlight=False)
+                  + ", ".join(str(out / n) for n in result.files), highlight=False, markup=False)
+        # launch lines hold shell syntax such as "${ARGS[@]}": print them verbatim
+        con.print(f"launch: {result.launch}", highlight=False, markup=False)
         for field in result.unsupported:
-            con.print(f"[yellow]not expressible in {exporter.framework}:[/yellow] {field}",
-                      highlight=False)
+            con.print(f"not expressible in {exporter.framework}: {field}", highlight=False,
+                      markup=False)
     return result
 
 
