@@ -102,6 +102,7 @@ def _assumptions(dev: Device, dtype: DType, fw: FrameworkProfile) -> list[str]:
     eff, src = dev.matmul_efficiency(dtype)
     peak, peak_src = dev.peak(dtype, Unit.MATRIX)
     notes = [
+        f"calibration: {dev.calibration}",
         f"matmul efficiency {eff:.3f} of dense peak: {src}",
         f"matmul peak {peak / 1e12:.1f} TFLOP/s ({peak_src})",
         f"memory bandwidth {dev.bandwidth / 1e9:.0f} GB/s achievable: {dev.bandwidth_source}",

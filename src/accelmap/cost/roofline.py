@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from accelmap.cost.attention import attention_plateau, attention_ramp
+from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.efficiency import (
     BANDWIDTH_EFFICIENCY,
     BANDWIDTH_SOURCE,
@@ -69,11 +70,24 @@ class Device:
     bandwidth_source: str
     fraction: float = 1.0  # part of the catalog device in use (one GCD of an MI250X = 0.5)
     exclude_measurement: str | None = None  # leave-one-out validation
+    profile: CalibrationProfile | None = None  # the user's own measurements (accelmap calibrate)
 
     @classmethod
-    def of(cls, acc: Accelerator, fraction: float = 1.0, exclude: str | None = None) -> Device:
+    def of(cls, acc: Accelerator, fraction: float = 1.0, exclude: str | None = None,
+           profile: CalibrationProfile | None = None) -> Device:
+        if profile is not None and profile.bandwidth:
+            return cls(acc, profile.bandwidth * fraction,
+                       f"measured {profile.bandwidth / 1e9:.0f} GB/s (profile {profile.name})",
+                       fraction, exclude, profile)
         bw = (acc.memory_bandwidth or 0.0) * BANDWIDTH_EFFICIENCY * fraction
-        return cls(acc, bw, BANDWIDTH_SOURCE, fraction, exclude)
+        return cls(acc, bw, BANDWIDTH_SOURCE, fraction, exclude, profile)
+
+    @property
+    def calibration(self) -> str:
+        """What the achievable figures come from, for every estimate's assumptions."""
+        if self.profile is None:
+            return "datasheet-derived defaults (no measured profile)"
+        return f"measured profile {self.profile.name!r}: {self.profile.source}"
 
     def peak(self, dtype: DType, unit: Unit) -> tuple[float, str]:
         """Dense peak for an op: its dtype on its unit, falling back to a slower path."""
@@ -89,6 +103,9 @@ class Device:
         return p * self.fraction, "best available dtype"
 
     def matmul_efficiency(self, dtype: DType) -> tuple[float, str]:
+        if self.profile is not None and dtype in self.profile.matmul_efficiency:
+            return (self.profile.matmul_efficiency[dtype],
+                    f"measured (profile {self.profile.name})")
         e = matmul_efficiency(self.acc, dtype, exclude=self.exclude_measurement)
         return e.value, e.source
 
