@@ -33,6 +33,8 @@ from accelmap.units import DType
 from accelmap.workload import Inference, Phase, Training
 
 Num = Any
+# prefix of the assumption line that says where the achievable figures come from
+CALIBRATION_NOTE = "calibration: "
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,12 @@ class Estimate:
     metrics: dict[str, Any]
     times: dict[str, list[OpTime]]  # stage group ("prefill", "decode", "step") -> op times
     assumptions: tuple[str, ...] = field(default=())
+
+    @property
+    def calibration(self) -> str | None:
+        """'datasheet-derived defaults ...' or 'measured profile ...' (the Device's word)."""
+        return next((a.removeprefix(CALIBRATION_NOTE) for a in self.assumptions
+                     if a.startswith(CALIBRATION_NOTE)), None)
 
     def to_dict(self, ops: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -62,6 +70,7 @@ class Estimate:
                 "fits": bool(self.memory.fits),
                 "breakdown": self.memory.tree(),
             },
+            "calibration": self.calibration,
             "assumptions": list(self.assumptions),
         }
         if ops:
@@ -102,7 +111,7 @@ def _assumptions(dev: Device, dtype: DType, fw: FrameworkProfile) -> list[str]:
     eff, src = dev.matmul_efficiency(dtype)
     peak, peak_src = dev.peak(dtype, Unit.MATRIX)
     notes = [
-        f"calibration: {dev.calibration}",
+        f"{CALIBRATION_NOTE}{dev.calibration}",
         f"matmul efficiency {eff:.3f} of dense peak: {src}",
         f"matmul peak {peak / 1e12:.1f} TFLOP/s ({peak_src})",
         f"memory bandwidth {dev.bandwidth / 1e9:.0f} GB/s achievable: {dev.bandwidth_source}",

@@ -12,7 +12,17 @@ from typing import Any
 
 import typer
 
-from accelmap.cli import estimate, export, hw, models, plan, validate
+from accelmap.cli import (
+    estimate,
+    export,
+    hw,
+    measure_coll,
+    measure_hw,
+    measure_store,
+    models,
+    plan,
+    validate,
+)
 
 app = typer.Typer(
     name="accelmap",
@@ -34,6 +44,18 @@ app.command("estimate")(estimate.estimate_cmd)
 app.command("roofline")(estimate.roofline_cmd)
 app.command("plan")(plan.plan_cmd)
 app.command("export")(export.export_cmd)
+
+measure_app = typer.Typer(help="Measure the hardware and manage the measurement store.",
+                          no_args_is_help=True)
+measure_app.command("matmul", help=measure_hw.matmul_cmd.__doc__)(measure_hw.matmul_cmd)
+measure_app.command("bandwidth", help=measure_hw.bandwidth_cmd.__doc__)(measure_hw.bandwidth_cmd)
+measure_app.command("collectives", help=measure_coll.collectives_cmd.__doc__)(
+    measure_coll.collectives_cmd)
+measure_app.command("list")(measure_store.list_cmd)
+measure_app.command("show")(measure_store.show_cmd)
+measure_app.command("export")(measure_store.export_cmd)
+app.add_typer(measure_app, name="measure")
+app.command("calibrate")(measure_store.calibrate_cmd)
 
 
 @app.command("version")

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from accelmap.cli.common import CatalogOpt, JsonOpt, console, emit_json, fmt, get_catalog
+from accelmap.cli.measure_store import DbOpt, ProfileOpt, load_profile
 
 if TYPE_CHECKING:
+    from accelmap.cost.calibration import CalibrationProfile
     from accelmap.estimate import Estimate
 
 HwOpt = Annotated[str, typer.Option("--hw", help="Accelerator id or name (`accelmap hw list`).")]
@@ -74,7 +76,8 @@ def _count(text: str) -> float:
         raise InputError(f"cannot read {text!r} as a token count; write e.g. 2T or 2e12") from None
 
 
-def _resolve(model: str, hw: str, catalog: Any) -> tuple[Any, Any]:
+def _resolve(model: str, hw: str, catalog: Any,
+             profile: CalibrationProfile | None = None) -> tuple[Any, Any]:
     from accelmap.cli.models import load_model
     from accelmap.cost.roofline import Device
     from accelmap.lookup import resolve
@@ -82,18 +85,19 @@ def _resolve(model: str, hw: str, catalog: Any) -> tuple[Any, Any]:
     cat = get_catalog(catalog)
     spec = load_model(model, cat)
     acc = resolve(hw, cat.accelerators, "accelerator", "accelmap hw list")
-    return spec, Device.of(acc)
+    return spec, Device.of(acc, profile=profile)
 
 
 def run_estimate(model: str, hw: str, train: bool, batch: int, seq: int, prompt: int,
                  output: int, dtype: str, weights: str, kv: str | None, group: int,
                  framework: str | None, optimizer: str, recompute: str, flash: bool,
-                 tokens: str | None, catalog: Any, imbalance: float = 1.0) -> Estimate:
+                 tokens: str | None, catalog: Any, imbalance: float = 1.0,
+                 profile: CalibrationProfile | None = None) -> Estimate:
     from accelmap.estimate import estimate_inference, estimate_training
     from accelmap.units import DType
     from accelmap.workload import Inference, Optimizer, Recompute, Training
 
-    spec, dev = _resolve(model, hw, catalog)
+    spec, dev = _resolve(model, hw, catalog, profile)
     if train:
         wl = Training(batch=batch, seq_len=seq, dtype=_dtype(dtype, "training"),
                       optimizer=_enum(Optimizer, optimizer, "optimizer"),
@@ -116,7 +120,7 @@ def run_parallel(model: str, cluster_spec: str, train: bool, batch: int, seq: in
                  tokens: str | None, catalog: Any, imbalance: float, tp: int, pp: int,
                  dp: int | None, cp: int, ep: int, zero: int, micro_batch: int, vpp: int,
                  schedule: str, sp: bool, tp_overlap: bool, force_tp: bool,
-                 replicas: int) -> Estimate:
+                 replicas: int, profile: CalibrationProfile | None = None) -> Estimate:
     from accelmap.cli.models import load_model
     from accelmap.cost.schedules import Schedule
     from accelmap.errors import InputError
@@ -148,14 +152,15 @@ def run_parallel(model: str, cluster_spec: str, train: bool, batch: int, seq: in
                       tokens_to_train=_count(tokens) if tokens else 0.0)
         price = cl.accelerator.price.usd_per_hour.value if cl.accelerator.price else None
         return parallel_training(spec, cl, wl, m, framework or "megatron", imbalance=imbalance,
-                                 price_usd_per_hour=price)
+                                 price_usd_per_hour=price, profile=profile)
     w = _dtype(weights, "weight")
     act = DType.FP8 if w is DType.FP8 else DType.BF16
     inf = Inference(batch=batch, prompt_len=prompt, output_len=output, weight_dtype=w,
                     act_dtype=act, kv_dtype=_dtype(kv, "KV-cache") if kv else act,
                     quant_group=group, flash_attention=flash)
     sm = ServeMapping(tp=tp, pp=pp, ep=ep, replicas=replicas)
-    return parallel_inference(spec, cl, inf, sm, framework or "vllm", imbalance=imbalance)
+    return parallel_inference(spec, cl, inf, sm, framework or "vllm", imbalance=imbalance,
+                              profile=profile)
 
 
 def estimate_cmd(
@@ -195,6 +200,8 @@ def estimate_cmd(
     force_tp: Annotated[bool, typer.Option("--force-tp", help="Allow tp across the scale-up "
                                            "domain.")] = False,
     replicas: Annotated[int, typer.Option(min=1, help="Serving replicas.")] = 1,
+    profile: ProfileOpt = None,
+    db: DbOpt = None,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -207,12 +214,14 @@ def estimate_cmd(
       accelmap estimate llama-3.1-70b --cluster 64xH100 --train --tp 8 --pp 2 --zero 1 \
           --batch 512 --seq 8192 --recompute full
       accelmap estimate llama-3.1-70b --cluster dgx-h100 --serve --tp 8 --batch 32
+      accelmap estimate llama-3.1-8b --hw h100-sxm5-80gb --serve --profile my-h100
     """
+    cal = load_profile(profile, db)
     if cluster is not None:
         est = run_parallel(model, cluster, train, batch, seq, prompt, output, dtype, weights, kv,
                            group, framework, optimizer, recompute, flash, tokens, catalog,
                            imbalance, tp, pp, dp, cp, ep, zero, micro_batch, vpp, schedule,
-                           not no_sp, tp_overlap, force_tp, replicas)
+                           not no_sp, tp_overlap, force_tp, replicas, cal)
         if json_out:
             emit_json(est.to_dict(ops=False))
         else:
@@ -224,7 +233,7 @@ def estimate_cmd(
         raise InputError("give --hw NAME for one device or --cluster SPEC for several "
                          "(e.g. --cluster 64xH100)")
     est = run_estimate(model, hw, train, batch, seq, prompt, output, dtype, weights, kv, group,
-                       framework, optimizer, recompute, flash, tokens, catalog, imbalance)
+                       framework, optimizer, recompute, flash, tokens, catalog, imbalance, cal)
     if json_out:
         emit_json(est.to_dict(ops=False))
         return
@@ -300,6 +309,8 @@ def roofline_cmd(
     framework: FrameworkOpt = None,
     recompute: RecomputeOpt = "none",
     flash: FlashOpt = True,
+    profile: ProfileOpt = None,
+    db: DbOpt = None,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -308,25 +319,27 @@ def roofline_cmd(
     Examples:
       accelmap roofline llama-3.1-8b --hw h100-sxm5-80gb --phase decode --batch 8
       accelmap roofline mixtral-8x7b --hw mi300x --phase prefill --prompt 4096 --json
+      accelmap roofline llama-3.1-8b --hw h100-sxm5-80gb --phase decode --profile my-h100
     """
     from accelmap.workload import Phase
 
     ph = _enum(Phase, phase, "phase")
     train = ph is Phase.TRAIN
+    cal = load_profile(profile, db)
     est = run_estimate(model, hw, train, batch, seq, prompt, output, dtype, weights, kv, group,
-                       framework, "adamw", recompute, flash, None, catalog)
+                       framework, "adamw", recompute, flash, None, catalog, profile=cal)
     group_key = "step" if train else ph.value
     times = est.times[group_key]
     from accelmap.estimate import op_row
 
     rows = [op_row(t) for t in times]
     total = sum(r["total_s"] for r in rows)
-    _, dev = _resolve(model, hw, catalog)
+    _, dev = _resolve(model, hw, catalog, cal)
     ridge = dev.ridge_point
     if json_out:
         emit_json({"model": est.model, "accelerator": est.accelerator, "phase": ph.value,
                    "ridge_flop_per_byte": ridge, "total_s": total, "ops": rows,
-                   "assumptions": list(est.assumptions)})
+                   "calibration": est.calibration, "assumptions": list(est.assumptions)})
         return
     from rich.table import Table
 

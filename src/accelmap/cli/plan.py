@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from accelmap.cli.common import CatalogOpt, JsonOpt, console, emit_json, fmt, get_catalog
+from accelmap.cli.measure_store import DbOpt, ProfileOpt, load_profile
 
 if TYPE_CHECKING:
     from accelmap.catalog import Catalog
@@ -128,6 +129,8 @@ def plan_cmd(
     out: Annotated[str, typer.Option("--out", help="Folder for --export files.")] = ".",
     force_tp: Annotated[bool, typer.Option("--force-tp", help="Allow tp across the scale-up "
                                            "domain.")] = False,
+    profile: ProfileOpt = None,
+    db: DbOpt = None,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -141,6 +144,7 @@ def plan_cmd(
       accelmap plan llama-3.1-70b --hw H100 --train --tokens 2T --deadline 30d
       accelmap plan llama-3.1-70b --cluster dgx-h100 --serve --prompt 2048 --output 256 \\
           --tpot 50ms
+      accelmap plan llama-3.1-8b --cluster 8xH100 --serve --profile my-h100
     """
     from accelmap.cli.models import load_model
     from accelmap.errors import InputError
@@ -159,6 +163,13 @@ def plan_cmd(
     clusters = _clusters(cat, cluster, hw, devices, train)
     if not clusters:
         raise InputError(f"no cluster could be built for --hw {hw}")
+    cal = load_profile(profile, db)
+    if cal is not None:
+        other = sorted({c.accelerator.id for c in clusters} - {cal.accelerator_id})
+        if other:
+            raise InputError(f"calibration profile {cal.name!r} was measured on "
+                             f"{cal.accelerator_id}, not {', '.join(other)}: plan on "
+                             f"{cal.accelerator_id} or drop --profile")
 
     def run(cl: Cluster, show_progress: bool) -> PlanResult:
         with _progress(show_progress and not json_out) as progress:
@@ -171,14 +182,15 @@ def plan_cmd(
                 space = TrainingSpace.default(spec, cl, seq, offload=offload, force_tp=force_tp)
                 return plan_training(spec, cl, seq, batch, objective=obj,
                                      framework=framework or "megatron", top=top,
-                                     tokens_to_train=n_tokens, space=space, progress=progress)
+                                     tokens_to_train=n_tokens, space=space, progress=progress,
+                                     profile=cal)
             from accelmap.search.serve import plan_serving
 
             return plan_serving(spec, cl, prompt, output,
                                 ttft_s=parse_duration(ttft) if ttft else None,
                                 tpot_s=parse_duration(tpot) if tpot else None,
                                 objective=obj, framework=framework or "vllm", top=top,
-                                progress=progress)
+                                progress=progress, profile=cal)
 
     if deadline:
         _deadline(spec.id, clusters[0], parse_duration(deadline), n_tokens, run, cat, json_out)
@@ -260,6 +272,8 @@ def print_result(model: str, cl: Cluster, r: PlanResult, train: bool) -> None:
         con.print(f"- {line}", highlight=False)
     for note in r.notes:
         con.print(f"note: {note}", highlight=False)
+    if r.calibration:
+        con.print(f"calibration: {r.calibration}", highlight=False)
 
 
 def _compare(clusters: list[Cluster], run: Callable[[Cluster, bool], PlanResult],

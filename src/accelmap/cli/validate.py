@@ -8,6 +8,20 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from accelmap.cli.common import JsonOpt, console, emit_json
+from accelmap.cli.validate_local import (
+    BatchOpt,
+    DbOpt,
+    DecodeOpt,
+    DeviceOpt,
+    DtypeOpt,
+    HwOpt,
+    LocalOpt,
+    ProfileOpt,
+    ScaleOpt,
+    SeqOpt,
+    StepsOpt,
+    WarmupOpt,
+)
 
 if TYPE_CHECKING:
     from accelmap.validate.predict import Prediction
@@ -33,22 +47,43 @@ EXAMPLES = (
     "sizes) are kept and skipped with the reason. Rows a general parameter was "
     "calibrated on (framework_calibration.yaml 'calibrated_on', and the HBM-bandwidth row "
     "M0021) are marked 'calibration' and left out of the error statistics.\n\n"
-    "Signed error: positive = accelmap predicts faster than measured (optimistic)."
+    "Signed error: positive = accelmap predicts faster than measured (optimistic).\n\n"
+    "Local ground truth (needs PyTorch: pip install 'accelmap[measure]'):\n\n"
+    "  accelmap validate --local gpt3-125m --scale tiny --steps 5 --batch 4 --seq 256\n\n"
+    "  accelmap validate --local llama-3.1-8b --device cuda --profile my-h100 --json\n\n"
+    "builds the model in PyTorch from its spec (random weights, no downloads; presets above "
+    "50 M parameters are scaled down unless --scale full), times training steps "
+    "(forward+backward+AdamW), prefill and decode with a KV cache on the device, measures peak "
+    "memory, and prints them next to accelmap's prediction for the same device (and calibration "
+    "profile). The timings are stored in the measurement store."
 )
 
 
 def validate_cmd(cases: CasesOpt = None, json_out: JsonOpt = False,
-                 show_skipped: ShowSkippedOpt = False) -> None:
-    """Compare accelmap's predictions with published measurements and summarise the error."""
+                 show_skipped: ShowSkippedOpt = False, local: LocalOpt = None,
+                 device: DeviceOpt = None, steps: StepsOpt = 5, warmup: WarmupOpt = 2,
+                 batch: BatchOpt = 4, seq: SeqOpt = 256, decode_tokens: DecodeOpt = 32,
+                 scale: ScaleOpt = "auto", dtype: DtypeOpt = None, profile: ProfileOpt = None,
+                 hw: HwOpt = None, db: DbOpt = None) -> None:
+    """Compare predictions with published measurements (--cases) or a run here (--local)."""
     from accelmap.catalog import load_catalog
     from accelmap.errors import InputError
     from accelmap.validate.cases import read_cases
     from accelmap.validate.predict import predict_cases
     from accelmap.validate.report import summarize
 
+    if local is not None:
+        if cases:
+            raise InputError("give either --cases or --local, not both")
+        from accelmap.cli.validate_local import validate_local
+
+        validate_local(local, device, steps, warmup, batch, seq, decode_tokens, scale, dtype,
+                       profile, hw, db, json_out)
+        return
     if not cases:
         raise InputError("no measurements given: pass --cases FILE.csv (repeatable), e.g. "
-                         "--cases ../shared/reference/measurements/inference.csv")
+                         "--cases ../shared/reference/measurements/inference.csv, or --local "
+                         "MODEL to compare with a run on this machine")
     files = [read_cases(p) for p in cases]  # read all first: a bad file fails before any work
     catalog = load_catalog()
     per_file = [(f.path, predict_cases(f.cases, catalog)) for f in files]

@@ -75,6 +75,12 @@ class Device:
     @classmethod
     def of(cls, acc: Accelerator, fraction: float = 1.0, exclude: str | None = None,
            profile: CalibrationProfile | None = None) -> Device:
+        if profile is not None and profile.accelerator_id != acc.id:
+            from accelmap.errors import InputError
+
+            raise InputError(f"calibration profile {profile.name!r} was measured on "
+                             f"{profile.accelerator_id}, not {acc.id}: calibrate {acc.id} "
+                             "or choose a profile of that device")
         if profile is not None and profile.bandwidth:
             return cls(acc, profile.bandwidth * fraction,
                        f"measured {profile.bandwidth / 1e9:.0f} GB/s (profile {profile.name})",
@@ -95,6 +101,10 @@ class Device:
         table = acc.matrix if unit is Unit.MATRIX else acc.vector
         if dtype in table:
             return table[dtype].value * self.fraction, dtype.value
+        if unit is Unit.MATRIX and dtype in acc.vector:
+            # no matrix engine for this dtype (fp32 on AMX CPUs, GPUs without tf32 use): the
+            # same dtype on the vector units, before any other dtype
+            return acc.vector[dtype].value * self.fraction, f"{dtype.value} (vector units)"
         for fallback in (DType.BF16, DType.FP16, DType.FP32):
             p = acc.peak(fallback)
             if p:

@@ -1,17 +1,29 @@
 """The measurement store: one SQLite file in the user's data directory.
 
 Path: ``$ACCELMAP_DB`` if set, else ``$XDG_DATA_HOME/accelmap/measurements.sqlite`` (default
-``~/.local/share/accelmap``), or the path given. SQLite in WAL mode with a busy timeout makes
-concurrent writers from several processes (one per rank of a torchrun collectives run) wait
-rather than fail; each run is written in one transaction, so an interrupted run leaves either
-all of its rows or none (SQLite's atomic commit).
+``~/.local/share/accelmap``), or the path given.
+
+Safety (SQLite's own guarantees, https://www.sqlite.org/atomiccommit.html and /wal.html):
+
+- WAL mode with a busy timeout makes concurrent writers from several processes (one per rank of
+  a torchrun collectives run) wait for each other rather than fail, and readers never block;
+- each run is written in one ``BEGIN IMMEDIATE`` transaction (the write lock is taken before
+  the first row), so an interrupted run - an exception, Ctrl-C, a killed process, a power cut -
+  leaves either all of its rows or none;
+- a path that cannot be opened or is not a SQLite database gives one ``InputError`` that names
+  the file and says how to point accelmap elsewhere.
+
+Two tables: ``measurements`` (one row per measured point, grouped by ``run_id``) and
+``profiles`` (calibration profiles made by ``accelmap calibrate``, by name, as JSON).
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import sqlite3
+import tempfile
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -20,11 +32,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from accelmap.cost.calibration import CalibrationProfile
 from accelmap.errors import InputError
 from accelmap.measure.records import Kind, Measurement
 
 ENV_DB = "ACCELMAP_DB"
 BUSY_TIMEOUT_S = 30.0  # how long a writer waits for another process's transaction
+EXPORT_FORMATS = ("json", "csv")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS measurements (
@@ -46,7 +60,16 @@ CREATE TABLE IF NOT EXISTS measurements (
 );
 CREATE INDEX IF NOT EXISTS measurements_run ON measurements(run_id);
 CREATE INDEX IF NOT EXISTS measurements_kind ON measurements(kind, accelerator_id);
+CREATE TABLE IF NOT EXISTS profiles (
+    name TEXT PRIMARY KEY,
+    accelerator_id TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
 """
+
+COLUMNS = ("run_id", "created_at", "kind", "device", "accelerator_id", "dtype", "label", "value",
+           "unit", "median", "spread", "repetitions", "settings", "environment")
 
 
 def default_path() -> Path:
@@ -55,6 +78,10 @@ def default_path() -> Path:
         return Path(env).expanduser()
     base = Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share"))
     return base / "accelmap" / "measurements.sqlite"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @dataclass(frozen=True)
@@ -69,40 +96,75 @@ class RunSummary:
     unit: str
 
 
+@dataclass(frozen=True)
+class SavedProfile:
+    name: str
+    accelerator_id: str
+    created_at: str
+    profile: CalibrationProfile
+
+
 class Store:
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = Path(path).expanduser() if path is not None else default_path()
-        try:
+        with self._guard("open"):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._connect() as db:
+                db.execute("PRAGMA journal_mode=WAL")  # persistent: recorded in the file
                 db.executescript(SCHEMA)
+
+    # --- plumbing ------------------------------------------------------------------------
+    @contextmanager
+    def _guard(self, action: str) -> Iterator[None]:
+        """Storage failures (unwritable folder, not a database, disk full) as one sentence."""
+        try:
+            yield
+        except sqlite3.IntegrityError:
+            raise  # a malformed record is a bug in the caller, not the user's input
         except (OSError, sqlite3.Error) as e:
-            raise InputError(f"cannot open the measurement store {self.path} ({e}); set "
-                             f"{ENV_DB} to a writable file") from None
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise InputError(f"cannot {action} the measurement store {self.path} ({msg}); "
+                             f"give --db PATH or set {ENV_DB} to a writable file") from None
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
+        # autocommit: transactions are explicit (BEGIN IMMEDIATE in _write)
+        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         try:
-            db.execute("PRAGMA journal_mode=WAL")
             yield db
         finally:
             db.close()
 
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: the write lock is taken first; any exception rolls back."""
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    def _read(self, sql: str, args: Iterable[Any] = ()) -> list[sqlite3.Row]:
+        with self._guard("read"), self._connect() as db:
+            db.row_factory = sqlite3.Row
+            return db.execute(sql, list(args)).fetchall()
+
+    # --- measurements --------------------------------------------------------------------
     def add(self, measurements: Iterable[Measurement], run_id: str | None = None) -> str:
         """Store a run's measurements in one transaction; returns the run id."""
         rid = run_id or uuid.uuid4().hex[:12]
-        now = datetime.now(UTC).isoformat(timespec="seconds")
+        now = now_iso()
         rows = [(rid, m.created_at or now, m.kind.value, m.device, m.accelerator_id, m.dtype,
                  m.label, m.value, m.unit, m.median, m.spread, m.repetitions,
-                 json.dumps(m.settings, sort_keys=True), json.dumps(m.environment,
-                                                                    sort_keys=True))
+                 json.dumps(m.settings, sort_keys=True),
+                 json.dumps(m.environment, sort_keys=True))
                 for m in measurements]
-        with self._connect() as db, db:  # `with db` = one transaction, rolled back on error
-            db.executemany(
-                "INSERT INTO measurements (run_id, created_at, kind, device, accelerator_id,"
-                " dtype, label, value, unit, median, spread, repetitions, settings, environment)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        with self._guard("write to"), self._write() as db:
+            db.executemany(f"INSERT INTO measurements ({', '.join(COLUMNS)})"
+                           f" VALUES ({', '.join('?' * len(COLUMNS))})", rows)
         return rid
 
     def query(self, kind: Kind | str | None = None, accelerator_id: str | None = None,
@@ -113,10 +175,7 @@ class Store:
             if val is not None:
                 sql += f" AND {col} = ?"
                 args.append(str(val))
-        with self._connect() as db:
-            db.row_factory = sqlite3.Row
-            rows = db.execute(sql + " ORDER BY id", args).fetchall()
-        return [_row(r) for r in rows]
+        return [_row(r) for r in self._read(sql + " ORDER BY id", args)]
 
     def runs(self, kind: Kind | str | None = None) -> list[RunSummary]:
         sql = ("SELECT run_id, MIN(created_at), kind, device, accelerator_id, COUNT(*),"
@@ -126,8 +185,80 @@ class Store:
             sql += " WHERE kind = ?"
             args.append(str(kind))
         sql += " GROUP BY run_id, kind ORDER BY MIN(id)"
-        with self._connect() as db:
-            return [RunSummary(*r) for r in db.execute(sql, args).fetchall()]
+        return [RunSummary(*r) for r in self._read(sql, args)]
+
+    def accelerators(self) -> list[str]:
+        """Catalog ids that have stored measurements."""
+        rows = self._read("SELECT DISTINCT accelerator_id FROM measurements"
+                          " WHERE accelerator_id IS NOT NULL ORDER BY accelerator_id")
+        return [r[0] for r in rows]
+
+    # --- calibration profiles ------------------------------------------------------------
+    def save_profile(self, profile: CalibrationProfile) -> None:
+        """Store (or replace) a profile under its name."""
+        payload = json.dumps(profile.to_dict(), sort_keys=True)
+        with self._guard("write to"), self._write() as db:
+            db.execute("INSERT OR REPLACE INTO profiles (name, accelerator_id, payload,"
+                       " created_at) VALUES (?, ?, ?, ?)",
+                       (profile.name, profile.accelerator_id, payload, now_iso()))
+
+    def list_profiles(self) -> list[SavedProfile]:
+        rows = self._read("SELECT * FROM profiles ORDER BY name")
+        return [SavedProfile(r["name"], r["accelerator_id"], r["created_at"],
+                             CalibrationProfile.from_dict(json.loads(r["payload"])))
+                for r in rows]
+
+    def load_profile(self, name: str) -> CalibrationProfile:
+        rows = self._read("SELECT payload FROM profiles WHERE name = ?", [name])
+        if rows:
+            return CalibrationProfile.from_dict(json.loads(rows[0]["payload"]))
+        names = [p.name for p in self.list_profiles()]
+        saved = (f"saved profiles: {', '.join(names)}" if names else
+                 "no profiles are saved yet (make one with 'accelmap calibrate')")
+        raise InputError(f"unknown calibration profile {name!r} in {self.path}; {saved}")
+
+    # --- export --------------------------------------------------------------------------
+    def export(self, path: Path | str, format: str = "json", kind: Kind | str | None = None,
+               run_id: str | None = None) -> int:
+        """Write measurements (JSON also carries the profiles) to ``path``; returns the number
+        of measurements. The file is replaced atomically."""
+        fmt = format.lower()
+        if fmt not in EXPORT_FORMATS:
+            raise InputError(f"unknown export format {format!r}; use one of "
+                             f"{', '.join(EXPORT_FORMATS)}")
+        ms = self.query(kind=kind, run_id=run_id)
+        profiles = self.list_profiles() if fmt == "json" else []
+        out = Path(path).expanduser()
+        tmp: str | None = None
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+            with os.fdopen(fd, "w", newline="") as f:
+                if fmt == "json":
+                    json.dump({"store": str(self.path),
+                               "measurements": [m.to_dict() for m in ms],
+                               "profiles": [{"created_at": p.created_at, **p.profile.to_dict()}
+                                            for p in profiles]}, f, indent=2)
+                    f.write("\n")
+                else:
+                    _write_csv(f, ms)
+            os.replace(tmp, out)
+        except OSError as e:
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
+            raise InputError(f"cannot write {out} ({e.strerror or e}); choose another --out "
+                             "path") from None
+        return len(ms)
+
+
+def _write_csv(f: Any, ms: list[Measurement]) -> None:
+    """One row per measurement; settings and environment as JSON text."""
+    w = csv.writer(f)
+    w.writerow(COLUMNS)
+    for m in ms:
+        d = m.to_dict()
+        w.writerow([json.dumps(d[c], sort_keys=True) if c in ("settings", "environment")
+                    else d[c] for c in COLUMNS])
 
 
 def _row(r: sqlite3.Row) -> Measurement:

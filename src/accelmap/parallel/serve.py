@@ -16,10 +16,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.collectives import Collective
-from accelmap.cost.framework import Framework, profile
+from accelmap.cost.framework import Framework
+from accelmap.cost.framework import profile as framework_profile
 from accelmap.cost.roofline import Device, time_ops, total_time
-from accelmap.estimate import Estimate, inference_precision, inference_shapes
+from accelmap.estimate import CALIBRATION_NOTE, Estimate, inference_precision, inference_shapes
 from accelmap.hardware.cluster import Cluster
 from accelmap.mapping.constraints import check_serving
 from accelmap.mapping.placement import place_axes
@@ -33,9 +35,11 @@ from accelmap.workload import Inference, Phase
 
 def parallel_inference(spec: ModelSpec, cluster: Cluster, wl: Inference, m: ServeMapping,
                        framework: Framework | str = Framework.VLLM,
-                       imbalance: float = 1.0) -> Estimate:
-    fw = profile(framework)
-    dev = Device.of(cluster.accelerator)
+                       imbalance: float = 1.0,
+                       profile: CalibrationProfile | None = None) -> Estimate:
+    """``profile``: a measured calibration of the cluster's accelerator (accelmap calibrate)."""
+    fw = framework_profile(framework)
+    dev = Device.of(cluster.accelerator, profile=profile)
     bad = check_serving(spec, cluster, m)
     if bad:
         from accelmap.memory.budget import MemoryBudget
@@ -86,7 +90,8 @@ def parallel_inference(spec: ModelSpec, cluster: Cluster, wl: Inference, m: Serv
         f"{memory.capacity / 2**30:.1f} GiB (memory rule)")
     return Estimate(Phase.DECODE if wl.output_len else Phase.PREFILL, spec.id, dev.acc.id,
                     feasible, reason, memory, metrics, {"prefill": pre, "decode": dec},
-                    (f"tp={m.tp} pp={m.pp} ep={m.ep} x {m.replicas} replicas on {cluster.name}",))
+                    (f"tp={m.tp} pp={m.pp} ep={m.ep} x {m.replicas} replicas on {cluster.name}",
+                     f"{CALIBRATION_NOTE}{dev.calibration}"))
 
 
 def _memory(spec: ModelSpec, shard: ModelSpec, wl: Inference, m: ServeMapping, dev: Device,

@@ -29,11 +29,13 @@ from typing import Any
 
 import numpy as np
 
+from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.collectives import Collective
-from accelmap.cost.framework import Framework, FrameworkProfile, profile
+from accelmap.cost.framework import Framework, FrameworkProfile
+from accelmap.cost.framework import profile as framework_profile
 from accelmap.cost.roofline import Device, OpTime, time_ops, total_time
 from accelmap.cost.schedules import Schedule, bubble_over_ideal, in_flight_micro_batches
-from accelmap.estimate import Estimate, training_precision
+from accelmap.estimate import CALIBRATION_NOTE, Estimate, training_precision
 from accelmap.hardware.cluster import Cluster
 from accelmap.hardware.schema import LinkRole
 from accelmap.mapping.constraints import TrainingJob, check_training
@@ -350,11 +352,13 @@ def _collective_times(cluster: Cluster, tp: Num, cp: Num, ep: Num, pp: Any, dp: 
 def parallel_training(spec: ModelSpec, cluster: Cluster, wl: Training, m: Mapping,
                       framework: Framework | str = Framework.MEGATRON,
                       overlap: OverlapPolicy | None = None, imbalance: float = 1.0,
-                      price_usd_per_hour: float | None = None) -> Estimate:
-    """``wl.batch`` is the global batch in sequences; ``m`` splits it."""
+                      price_usd_per_hour: float | None = None,
+                      profile: CalibrationProfile | None = None) -> Estimate:
+    """``wl.batch`` is the global batch in sequences; ``m`` splits it; ``profile`` is a measured
+    calibration of the cluster's accelerator (``accelmap calibrate``)."""
     overlap = overlap or OverlapPolicy(tp=m.tp_comm_overlap)
-    fw = profile(framework)
-    dev = Device.of(cluster.accelerator)
+    fw = framework_profile(framework)
+    dev = Device.of(cluster.accelerator, profile=profile)
     violations = check_training(TrainingJob(spec, cluster, wl.batch, wl.seq_len), m)
     if violations:
         return _infeasible(spec, cluster, violations[0].rule, violations[0].sentence)
@@ -405,6 +409,7 @@ def parallel_training(spec: ModelSpec, cluster: Cluster, wl: Training, m: Mappin
         f"framework {fw.name.value}; overlap {overlap}",
         f"pipeline schedule {m.schedule.value}, {metrics['micro_batches']} micro-batches, "
         f"bubble {bubble:.3f} of ideal",
+        f"{CALIBRATION_NOTE}{dev.calibration}",
     )
     return Estimate(Phase.TRAIN, spec.id, dev.acc.id, feasible, reason, memory, metrics,
                     {"forward": list(prof.forward), "backward": list(prof.backward)},

@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from accelmap.cost.framework import Framework, profile
+from accelmap.cost.calibration import CalibrationProfile
+from accelmap.cost.framework import Framework
+from accelmap.cost.framework import profile as framework_profile
 from accelmap.cost.roofline import Device
 from accelmap.cost.schedules import Schedule
 from accelmap.hardware.cluster import Cluster
@@ -76,13 +78,15 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
                   tokens_to_train: float = 0.0, dtype: DType = DType.BF16,
                   space: TrainingSpace | None = None, overlap: OverlapPolicy | None = None,
                   progress: Progress | None = None, explain: bool = True,
-                  workload: Training | None = None) -> PlanResult:
+                  workload: Training | None = None,
+                  profile: CalibrationProfile | None = None) -> PlanResult:
     """``workload`` (optional) carries precision, gradient dtype, flash attention and dropout
-    settings; its batch and sequence are replaced by ``global_batch`` and ``seq_len``."""
+    settings; its batch and sequence are replaced by ``global_batch`` and ``seq_len``.
+    ``profile``: a measured calibration of the cluster's accelerator (accelmap calibrate)."""
     start = time.perf_counter()
     space = space or TrainingSpace.default(spec, cluster, seq_len)
-    fw = profile(framework)
-    dev = Device.of(cluster.accelerator)
+    fw = framework_profile(framework)
+    dev = Device.of(cluster.accelerator, profile=profile)
     if workload is not None:
         wl = replace(workload, batch=global_batch, seq_len=seq_len,
                      tokens_to_train=tokens_to_train)
@@ -161,7 +165,7 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
     notes = []
     if objective is Objective.COST and price is None:
         notes.append(f"{cluster.accelerator.id} has no catalog price: ranked by throughput")
-    explanation = (explain_top(spec, cluster, wl, rows, order, framework, overlap)
+    explanation = (explain_top(spec, cluster, wl, rows, order, framework, overlap, profile)
                    if explain and rows and not interrupted else [])
     front = pareto_front([{"mapping": _mapping(r), "tokens_per_s": r["tokens_per_s"],
                            "memory_per_device_bytes": r["memory_bytes"]} for r in rows],
@@ -171,7 +175,7 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
                       rejected_by_rule={k: v for k, v in rejected.items() if v},
                       explanation=explanation,
                       pareto={"throughput_vs_memory": front[:50]},
-                      interrupted=interrupted, notes=notes)
+                      interrupted=interrupted, notes=notes, calibration=dev.calibration)
 
 
 def _mapping(row: dict[str, Any]) -> dict[str, Any]:
@@ -219,10 +223,12 @@ ALTERNATIVE_FIELDS = ("tp", "pp", "zero", "recompute", "micro_batch", "cp", "vpp
 
 
 def explain_top(spec: ModelSpec, cluster: Cluster, wl: Training, rows: list[dict[str, Any]],
-                order: Any, framework: Framework | str, overlap: OverlapPolicy) -> list[str]:
+                order: Any, framework: Framework | str, overlap: OverlapPolicy,
+                profile: CalibrationProfile | None = None) -> list[str]:
     """What limits the best plan, and why the common alternatives lose."""
     best = rows[order[0]]
-    est = parallel_training(spec, cluster, wl, to_mapping(best), framework, overlap)
+    est = parallel_training(spec, cluster, wl, to_mapping(best), framework, overlap,
+                            profile=profile)
     step = est.metrics["step_time_s"]
     bd = est.metrics["time_breakdown_s"]
     out = []

@@ -46,6 +46,7 @@ class PlanResult:
     pareto: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
+    calibration: str | None = None  # Device.calibration: datasheet defaults or measured profile
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +60,7 @@ class PlanResult:
             "pareto": self.pareto,
             "interrupted": self.interrupted,
             "notes": self.notes,
+            "calibration": self.calibration,
         }
 
 

@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.framework import Framework
 from accelmap.estimate import Estimate
 from accelmap.hardware.cluster import Cluster
@@ -168,9 +169,12 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
                  framework: Framework | str = "vllm", top: int = 10,
                  weight_dtypes: Sequence[DType | str] | None = None,
                  kv_dtypes: Sequence[DType | str] | None = None, max_batch: int = 1024,
-                 progress: Callable[[int, int], None] | None = None) -> PlanResult:
+                 progress: Callable[[int, int], None] | None = None,
+                 profile: CalibrationProfile | None = None) -> PlanResult:
     """Best serving mappings of ``spec`` on ``cluster`` for requests of ``prompt_len`` prompt and
-    ``output_len`` generated tokens, under optional TTFT/TPOT targets (seconds)."""
+    ``output_len`` generated tokens, under optional TTFT/TPOT targets (seconds); ``profile`` is
+    a measured calibration of the cluster's accelerator (accelmap calibrate)."""
+    from accelmap.cost.roofline import Device
     from accelmap.errors import InputError
 
     if output_len < 1:
@@ -184,6 +188,7 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
     tdp = acc.tdp.value if acc.tdp else None
     score = _Score(obj, price, tdp)
     ws, kvs, notes = _dtypes(cluster, weight_dtypes, kv_dtypes)
+    calibration = Device.of(acc, profile=profile).calibration  # also checks the profile's device
     configs = _configs(spec, cluster, ws, kvs)
     half = _half(cluster)
     batches = _pow2(max_batch)
@@ -212,7 +217,7 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
             for i, b in enumerate([] if bad else batches):
                 est = _engine.parallel_inference(spec, cluster,
                                                  _workload(prompt_len, output_len, b, w, kv, half),
-                                                 m, framework)
+                                                 m, framework, profile=profile)
                 evaluated += 1
                 rule, reason = _violation(est, ttft_s, tpot_s)
                 if rule:
@@ -243,7 +248,7 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
                            ttft_s, tpot_s) if ranked else _explain_none(rejected)
     return PlanResult(obj, plans, evaluated, len(feasible), time.perf_counter() - start,
                       dict(sorted(rejected.items(), key=lambda kv_: -kv_[1])), explanation,
-                      pareto, interrupted, notes + score.notes)
+                      pareto, interrupted, notes + score.notes, calibration)
 
 
 def _m(p: _Point) -> dict[str, Any]:

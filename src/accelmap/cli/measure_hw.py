@@ -1,0 +1,249 @@
+"""`accelmap measure matmul` and `accelmap measure bandwidth`: what this hardware really achieves.
+
+Both store every measurement in the measurement store (``--db``, else ``$ACCELMAP_DB``, else the
+user's data directory) and compare with the catalog: the accelerator named by ``--hw``, else one
+guessed from the device name, else (on the CPU) a description of the local CPU whose peaks are
+derived from its ISA flags. The sub-app that holds these commands is wired in ``cli/app.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from accelmap.cli.common import CatalogOpt, JsonOpt, console, emit_json, fmt
+
+if TYPE_CHECKING:
+    from accelmap.catalog import Catalog
+    from accelmap.hardware.schema import Accelerator
+    from accelmap.measure.bandwidth import BandwidthResult
+    from accelmap.measure.matmul import SweepResult
+    from accelmap.measure.store import Store
+
+DeviceOpt = Annotated[str, typer.Option(
+    "--device", "-d", help="Torch device: cpu, cuda, cuda:1, mps, xpu ... (cpu also works "
+    "without PyTorch, through NumPy).")]
+HwOpt = Annotated[str | None, typer.Option(
+    "--hw", help="Catalog accelerator to compare with (id or name; 'local' = this CPU's "
+    "description). Default: guessed from the device name; on the CPU the local description.",
+    show_default=False)]
+BackendOpt = Annotated[str | None, typer.Option(
+    "--backend", help="torch or numpy (default: torch when installed, else numpy on the CPU).",
+    show_default=False)]
+DbOpt = Annotated[Path | None, typer.Option(
+    "--db", help="Measurement store (SQLite); default $ACCELMAP_DB or "
+    "~/.local/share/accelmap/measurements.sqlite.", show_default=False)]
+RepsOpt = Annotated[int, typer.Option("--reps", min=1, help="Timed repetitions per shape/size "
+                                      "(median and spread over these).")]
+FlushOpt = Annotated[bool | None, typer.Option(
+    "--flush/--no-flush", help="Write a buffer twice the last-level cache before every "
+    "repetition (default: on, except for matmul on the CPU).", show_default=False)]
+
+MATMUL_EXAMPLES = (
+    "Examples:\n\n"
+    "  accelmap measure matmul                      # this CPU, bf16, torch (or numpy)\n\n"
+    "  accelmap measure matmul --dtype bf16 --dtype fp32 --budget 30\n\n"
+    "  accelmap measure matmul --device cuda --dtype bf16 --dtype fp8 --hw h100-sxm5-80gb\n\n"
+    "  accelmap measure matmul --backend numpy --dtype fp32 --json\n\n"
+    "Shapes are derived from the device: multiples of its matrix tile whose tile count fills "
+    "whole waves of its compute units, within its memory and the time budget, then refined "
+    "around the best shape."
+)
+BANDWIDTH_EXAMPLES = (
+    "Examples:\n\n"
+    "  accelmap measure bandwidth                   # this CPU: copy, read, write\n\n"
+    "  accelmap measure bandwidth --device cuda --hw h100-sxm5-80gb --budget 20\n\n"
+    "  accelmap measure bandwidth --kernel copy --json\n\n"
+    "Buffers are at least 4x the on-chip memory (STREAM's rule); copy counts read + write bytes."
+)
+
+
+def resolve_accelerator(hw: str | None, device: str, device_label: str,
+                        catalog: Catalog) -> tuple[Accelerator | None, str]:
+    """(accelerator, how it was chosen) for --hw, or a guess from the device name."""
+    from accelmap.hardware.local import is_local_id, local_cpu, read_cpu_facts
+    from accelmap.lookup import find, resolve
+
+    is_cpu = device.split(":")[0] == "cpu"
+    if hw is not None:
+        if hw == "local" or is_local_id(hw):
+            return local_cpu(), "--hw"
+        return resolve(hw, catalog.accelerators, "accelerator", "accelmap hw list"), "--hw"
+    name = device_label.split(" ", 1)[1] if " " in device_label else device_label
+    hint = RUNTIME_NAMES.get(name.lower())
+    if hint and hint in catalog.accelerators:
+        return catalog.accelerators[hint], f"recognised from the device name {name!r}"
+    words = [w for w in _words(name) if w not in _GENERIC]
+    for i in range(len(words), 0, -1):
+        hits = find(" ".join(words[:i]), catalog.accelerators) if any(
+            c.isdigit() for c in "".join(words[:i])) else []
+        if len(hits) == 1:
+            acc = hits[0]
+            if is_cpu and acc.compute_units and acc.compute_units.count.value != \
+                    read_cpu_facts().cores:
+                break  # same model, other core count (a VM slice): the catalog peak is wrong
+            return acc, f"guessed from the device name {name!r}"
+        if len(hits) > 1:
+            break
+    if is_cpu:
+        return local_cpu(), "local CPU description (peaks derived from ISA flags)"
+    return None, f"no catalog entry recognised from {name!r}; pass --hw to compare"
+
+
+# Names the runtime reports that the catalog's names and aliases do not contain.
+RUNTIME_NAMES = {
+    "nvidia h100 80gb hbm3": "h100-sxm5-80gb",  # torch/nvidia-smi name of the SXM5 part
+}
+_GENERIC = {"r", "tm", "c", "cpu", "gpu", "processor", "graphics", "nvidia", "amd", "intel",
+            "apple", "corporation", "device"}
+
+
+def _words(text: str) -> list[str]:
+    import re
+
+    text = re.sub(r"@.*$", "", re.sub(r"\((r|tm|c)\)", " ", text, flags=re.IGNORECASE))
+    return [w for w in re.split(r"[^a-z0-9.+]+", text.lower()) if w]
+
+
+def _open_store(db: Path | None) -> Store:
+    """Opened before measuring, so a bad --db fails before minutes of work, not after."""
+    from accelmap.measure.store import Store
+
+    return Store(db)
+
+
+def _store(results: list[Any], store: Store) -> tuple[str, str]:
+    records = [m for r in results for m in r.measurements]
+    return store.add(records), str(store.path)
+
+
+def _pct(x: float | None) -> str:
+    return f"{100 * x:.1f} %" if x is not None else "-"
+
+
+def matmul_cmd(
+    device: DeviceOpt = "cpu",
+    dtype: Annotated[list[str], typer.Option(
+        "--dtype", help="bf16, fp16, fp32, tf32, fp8, int8, fp64; repeatable.")] = ["bf16"],  # noqa: B006
+    hw: HwOpt = None,
+    budget: Annotated[float, typer.Option(
+        "--budget", min=0.1, help="Seconds of sweeping per dtype.")] = 30.0,
+    backend: BackendOpt = None,
+    reps: RepsOpt = 5,
+    flush: FlushOpt = None,
+    db: DbOpt = None,
+    catalog: CatalogOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Maximum achievable matmul FLOPS: sweep GEMM shapes, report the best vs the dense peak."""
+    from accelmap.cli.common import get_catalog
+    from accelmap.measure.backends import get_backend
+    from accelmap.measure.matmul import parse_dtype, sweep
+
+    dtypes = [parse_dtype(d) for d in dtype]  # bad input fails before any work
+    store = _open_store(db)
+    be = get_backend(device, backend)
+    acc, how = resolve_accelerator(hw, device, be.describe(), get_catalog(catalog))
+    results = [sweep(device, d, acc, budget, backend=be, reps=reps, flush=flush)
+               for d in dtypes]
+    run_id, path = _store(results, store)
+    if json_out:
+        emit_json({"run_id": run_id, "db": path, "accelerator_id": acc.id if acc else None,
+                   "compared_with": how, "results": [r.to_dict() for r in results]})
+        return
+    _print_matmul(results, acc, how, run_id, path)
+
+
+matmul_cmd.__doc__ = (matmul_cmd.__doc__ or "") + "\n\n" + MATMUL_EXAMPLES
+
+
+def bandwidth_cmd(
+    device: DeviceOpt = "cpu",
+    kernel: Annotated[list[str], typer.Option(
+        "--kernel", help="copy, read, write; repeatable.")] = ["copy", "read", "write"],  # noqa: B006
+    hw: HwOpt = None,
+    budget: Annotated[float, typer.Option(
+        "--budget", min=0.1, help="Seconds for all kernels and sizes together.")] = 20.0,
+    backend: BackendOpt = None,
+    size: Annotated[list[str] | None, typer.Option(
+        "--size", help="Buffer size such as '2 GiB' (repeatable); default: 4x and 8x the "
+        "on-chip memory.", show_default=False)] = None,
+    reps: RepsOpt = 5,
+    flush: FlushOpt = None,
+    db: DbOpt = None,
+    catalog: CatalogOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Achievable memory bandwidth: copy/read/write over buffers far above the caches."""
+    from accelmap.cli.common import get_catalog
+    from accelmap.measure.backends import get_backend
+    from accelmap.measure.bandwidth import measure_bandwidth
+    from accelmap.units import Dimension, parse_quantity
+
+    sizes = [int(parse_quantity(s, Dimension.BYTES)) for s in size] if size else None
+    store = _open_store(db)
+    be = get_backend(device, backend)
+    acc, how = resolve_accelerator(hw, device, be.describe(), get_catalog(catalog))
+    result = measure_bandwidth(device, acc, budget, kinds=kernel, sizes=sizes, backend=be,
+                               reps=reps, flush=flush is not False)
+    run_id, path = _store([result], store)
+    if json_out:
+        emit_json({"run_id": run_id, "db": path, "compared_with": how, **result.to_dict()})
+        return
+    _print_bandwidth(result, acc, how, run_id, path)
+
+
+bandwidth_cmd.__doc__ = (bandwidth_cmd.__doc__ or "") + "\n\n" + BANDWIDTH_EXAMPLES
+
+
+def _print_matmul(results: list[SweepResult], acc: Accelerator | None, how: str, run_id: str,
+                  path: str) -> None:
+    from rich.table import Table
+
+    con = console()
+    first = results[0]
+    table = Table(title=f"Maximum achievable matmul: {first.device}")
+    for col in ("dtype", "backend", "best", "shape (MxNxK)", "dense peak", "efficiency",
+                "spread", "shapes", "time"):
+        table.add_column(col, justify="left" if col in ("dtype", "backend", "shape (MxNxK)")
+                         else "right")
+    for r in results:
+        peak = fmt(r.peak, "flops") if r.peak else "-"
+        table.add_row(r.dtype.value, r.backend, fmt(r.best_flops_per_s, "flops"), r.best_shape,
+                      ("~" if r.peak_derived else "") + peak, _pct(r.efficiency),
+                      _pct(r.best.timing.spread), str(len(r.points)), f"{r.elapsed_s:.1f} s")
+    con.print(table)
+    for r in results:
+        curve = Table(title=f"{r.dtype.value}: efficiency vs GEMM size (fastest shape per size)")
+        for col in ("GFLOP", "shape", "achieved", "efficiency", "phase"):
+            curve.add_column(col, justify="left" if col in ("shape", "phase") else "right")
+        for p in r.curve:
+            curve.add_row(f"{p.gemm.flops / 1e9:,.3g}", p.gemm.label, fmt(p.flops_per_s, "flops"),
+                          _pct(p.efficiency), p.phase)
+        con.print(curve)
+    who = f"{acc.name} ({acc.id}); {how}" if acc else how
+    con.print(f"Compared with: {who}. '~' marks a derived peak (cores x FLOP/cycle x clock).")
+    con.print(f"Stored {sum(len(r.measurements) for r in results)} measurements in {path} "
+              f"(run {run_id}).")
+
+
+def _print_bandwidth(r: BandwidthResult, acc: Accelerator | None, how: str, run_id: str,
+                     path: str) -> None:
+    from rich.table import Table
+
+    con = console()
+    table = Table(title=f"Achievable memory bandwidth: {r.device} ({r.backend})")
+    for col in ("kernel", "buffer", "achieved", "catalog", "efficiency", "spread", "best"):
+        table.add_column(col, justify="left" if col in ("kernel", "best") else "right")
+    for p in r.points:
+        best = r.best(p.kind)
+        table.add_row(p.kind, fmt(p.buffer_bytes, "bytes"), fmt(p.bytes_per_s, "bandwidth"),
+                      fmt(r.catalog, "bandwidth"), _pct(p.efficiency), _pct(p.timing.spread),
+                      "*" if best is p else "")
+    con.print(table)
+    who = f"{acc.name} ({acc.id}); {how}" if acc else how
+    con.print(f"Compared with: {who}. Caches: {fmt(r.cache_bytes, 'bytes')} ({r.cache_source}); "
+              "copy counts read + write bytes.")
+    con.print(f"Stored {len(r.measurements)} measurements in {path} (run {run_id}).")

@@ -1,0 +1,193 @@
+"""Stored measurements -> a calibration profile for one accelerator (``accelmap calibrate``).
+
+Pure functions: no store, no clock. For one accelerator ``acc``:
+
+- ``matmul_efficiency[dtype]`` = best measured GEMM FLOP/s of that dtype / the dense matrix
+  peak that the roofline multiplies the efficiency with (``Device.peak(dtype, MATRIX)``: the
+  catalog's peak, or the local device's derived peak when ``acc`` is the local device), so that
+  ``peak x efficiency`` reproduces the best measurement exactly;
+- ``matmul_curve[dtype]`` = (GEMM FLOPs, efficiency) points: the upper envelope over shapes
+  (the best shape in each half-octave of FLOPs, ``CURVE_BINS_PER_OCTAVE``), made non-decreasing
+  in FLOPs by isotonic regression (pool adjacent violators; Barlow et al. 1972), because a larger
+  GEMM can always be run at least as efficiently as a smaller one (split it) and dips between
+  neighbouring sizes are timing noise or a missed shape, not a property of the device;
+- ``bandwidth`` = best measured copy/read bandwidth (``BANDWIDTH_KERNELS``), B/s;
+- ``source`` names the device, the software, the time of the newest measurement and the runs.
+
+Dtypes that were not measured are left out: the roofline keeps its datasheet-derived default
+for them (and says so per estimate).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from accelmap.cost.calibration import CalibrationProfile
+from accelmap.cost.roofline import Device
+from accelmap.errors import InputError
+from accelmap.hardware.schema import Accelerator
+from accelmap.measure.records import Kind, Measurement
+from accelmap.ops.graph import Unit
+from accelmap.units import DType
+
+CURVE_BINS_PER_OCTAVE = 2  # one envelope point per half-octave (factor sqrt 2) of GEMM FLOPs
+BANDWIDTH_KERNELS = ("copy", "read")  # STREAM-style kernels that bound the memory term
+_SHAPE = re.compile(r"(\d+)\s*[x×*]\s*(\d+)\s*[x×*]\s*(\d+)")
+_DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16",
+                  "bfloat16": "bf16", "float64": "fp64", "double": "fp64",
+                  "tensorfloat32": "tf32", "float8": "fp8", "float8_e4m3fn": "fp8"}
+
+
+@dataclass(frozen=True)
+class Best:
+    """The best measurement of one dtype (matmul) or of memory bandwidth."""
+
+    value: float  # FLOP/s or B/s
+    label: str  # shape "MxNxK" or kernel and size
+    run_id: str
+    peak: float | None  # what it is compared with (dense peak, catalog bandwidth)
+    peak_source: str = ""  # which peak: "bf16", "bf16 (no fp32 matrix peak)", "catalog"
+
+    @property
+    def efficiency(self) -> float | None:
+        return self.value / self.peak if self.peak else None
+
+
+def parse_dtype(text: str | None) -> DType | None:
+    """'bf16', 'bfloat16', 'torch.float32' -> DType; None when not a known format."""
+    if not text:
+        return None
+    t = text.lower().removeprefix("torch.").removeprefix("numpy.")
+    try:
+        return DType(_DTYPE_ALIASES.get(t, t))
+    except ValueError:
+        return None
+
+
+def gemm_flops(m: Measurement) -> float | None:
+    """2 M N K of a matmul measurement: ``settings['flops']``, ``settings`` m/n/k, or the
+    'MxNxK' label (None when none of these is there)."""
+    s = m.settings
+    if isinstance(s.get("flops"), int | float) and s["flops"] > 0:
+        return float(s["flops"])
+    dims = [s.get(k, s.get(k.upper())) for k in ("m", "n", "k")]
+    sizes = [float(d) for d in dims if isinstance(d, int | float) and d > 0]
+    if len(sizes) == 3:
+        return 2.0 * math.prod(sizes)
+    hit = _SHAPE.search(m.label)
+    if hit:
+        return 2.0 * math.prod(float(g) for g in hit.groups())
+    return None
+
+
+def matmul_peak(acc: Accelerator, dtype: DType) -> tuple[float, str]:
+    """The dense peak that the roofline multiplies a matmul efficiency with, FLOP/s, and
+    which peak it is (the roofline falls back to another dtype's where ``dtype`` has none)."""
+    return Device.of(acc).peak(dtype, Unit.MATRIX)
+
+
+def _kernel(m: Measurement) -> str:
+    k = m.settings.get("kernel")
+    return str(k).lower() if k else (m.label.split() or [""])[0].lower()
+
+
+def _own(ms: Iterable[Measurement], acc: Accelerator, kind: Kind) -> list[Measurement]:
+    return [m for m in ms if m.kind is kind and m.accelerator_id == acc.id and m.value > 0
+            and math.isfinite(m.value)]
+
+
+def best_matmul(ms: Iterable[Measurement], acc: Accelerator) -> dict[DType, Best]:
+    out: dict[DType, Best] = {}
+    for m in _own(ms, acc, Kind.MATMUL):
+        d = parse_dtype(m.dtype)
+        if d is not None and (d not in out or m.value > out[d].value):
+            out[d] = Best(m.value, m.label, m.run_id, *matmul_peak(acc, d))
+    return dict(sorted(out.items(), key=lambda kv: list(DType).index(kv[0])))
+
+
+def best_bandwidth(ms: Iterable[Measurement], acc: Accelerator) -> Best | None:
+    cands = [m for m in _own(ms, acc, Kind.BANDWIDTH) if _kernel(m) in BANDWIDTH_KERNELS]
+    if not cands:
+        return None
+    m = max(cands, key=lambda x: x.value)
+    return Best(m.value, m.label, m.run_id, acc.memory_bandwidth, "catalog")
+
+
+def isotonic(values: Sequence[float]) -> list[float]:
+    """Least-squares non-decreasing fit, equal weights (pool adjacent violators)."""
+    blocks: list[list[float]] = []  # [mean, count]
+    for v in values:
+        blocks.append([float(v), 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m2, n2), (m1, n1) = blocks.pop(), blocks.pop()
+            blocks.append([(m1 * n1 + m2 * n2) / (n1 + n2), n1 + n2])
+    return [m for m, n in blocks for _ in range(int(n))]
+
+
+def envelope(points: Iterable[tuple[float, float]],
+             bins_per_octave: int = CURVE_BINS_PER_OCTAVE) -> tuple[tuple[float, float], ...]:
+    """Best (FLOPs, efficiency) per 1/bins_per_octave octave of FLOPs, sorted, then isotonic."""
+    best: dict[int, tuple[float, float]] = {}
+    for f, e in points:
+        b = round(math.log2(f) * bins_per_octave)
+        if b not in best or e > best[b][1]:
+            best[b] = (f, e)
+    pts = [best[b] for b in sorted(best)]
+    smooth = isotonic([e for _, e in pts])
+    return tuple((f, e) for (f, _), e in zip(pts, smooth, strict=True))
+
+
+def matmul_curves(ms: Iterable[Measurement], acc: Accelerator
+                  ) -> dict[DType, tuple[tuple[float, float], ...]]:
+    points: dict[DType, list[tuple[float, float]]] = {}
+    for m in _own(ms, acc, Kind.MATMUL):
+        d, f = parse_dtype(m.dtype), gemm_flops(m)
+        if d is None or f is None:
+            continue
+        peak, _ = matmul_peak(acc, d)
+        if peak > 0:
+            points.setdefault(d, []).append((f, m.value / peak))
+    return {d: envelope(p) for d, p in points.items()}
+
+
+def describe(ms: Sequence[Measurement], acc: Accelerator) -> str:
+    """'measured on <device> (<software>) up to <time>, runs a, b; ...'"""
+    own = [m for m in ms if m.accelerator_id == acc.id]
+    devices = sorted({m.device for m in own})
+    runs = sorted({m.run_id for m in own if m.run_id})
+    newest = max((m.created_at for m in own if m.created_at), default="unknown time")
+    env: dict[str, str] = {}
+    for m in own:
+        env.update({k: str(v) for k, v in m.environment.items()
+                    if k in ("torch", "numpy", "cuda", "driver", "backend")})
+    software = ", ".join(f"{k} {v}" for k, v in sorted(env.items()))
+    return (f"measured on {'; '.join(devices) or acc.id}"
+            + (f" ({software})" if software else "")
+            + f" up to {newest}, run{'s' if len(runs) != 1 else ''} {', '.join(runs) or '-'}")
+
+
+def calibrate(ms: Sequence[Measurement], acc: Accelerator, name: str | None = None
+              ) -> CalibrationProfile:
+    """The profile of ``acc`` from its matmul and bandwidth measurements in ``ms`` (others,
+    and other devices' measurements, are ignored)."""
+    matmul = best_matmul(ms, acc)
+    bw = best_bandwidth(ms, acc)
+    if not matmul and bw is None:
+        raise InputError(f"no matmul or copy/read bandwidth measurements of {acc.id} to "
+                         f"calibrate from; run 'accelmap measure matmul' and 'accelmap measure "
+                         f"bandwidth' on that device first")
+    eff = {d: b.value / b.peak for d, b in matmul.items() if b.peak}
+    notes = [describe(ms, acc)]
+    notes += [f"{d.value} {b.value / 1e12:.3g} TFLOP/s at {b.label}" for d, b in matmul.items()]
+    above = [d.value for d, e in eff.items() if e > 1.0]
+    if above:
+        notes.append(f"above the catalog peak for {', '.join(above)}: check the catalog entry")
+    notes.append(f"bandwidth {bw.value / 1e9:.0f} GB/s ({bw.label})" if bw else
+                 "bandwidth not measured (datasheet-derived default kept)")
+    return CalibrationProfile(name=name or acc.id, accelerator_id=acc.id, matmul_efficiency=eff,
+                              matmul_curve=matmul_curves(ms, acc),
+                              bandwidth=bw.value if bw else None, source="; ".join(notes),
+                              matmul_peak={d: b.peak for d, b in matmul.items() if b.peak})

@@ -1,0 +1,140 @@
+"""accelmap's prediction for a local run, as rows in the format of `validate --cases`.
+
+The same (scaled) spec, batch, lengths and precision as the run, the eager framework profile
+(PyTorch launches every op), flash attention (PyTorch's fused SDPA), AdamW with fp32 states, and a
+KV cache allocated exactly (block of 1 token: the run's static cache). Memory is compared without
+the estimate's CUDA-context and fragmentation allowances (see ``measure/local_run.py``).
+
+Rows (errors signed as in ``validate --cases``: positive = accelmap predicts faster or smaller):
+
+    local/train             step_time_s        estimate_training step_time_s
+    local/train/memory      peak_memory_bytes  training memory (tensors)
+    local/prefill           ttft_s             estimate_inference ttft_s
+    local/decode            tpot_s             estimate_inference tpot_s
+    local/inference/memory  peak_memory_bytes  inference memory (tensors)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from accelmap.validate.outcome import MetricKind, Prediction, Status
+
+if TYPE_CHECKING:
+    from accelmap.cost.calibration import CalibrationProfile
+    from accelmap.cost.roofline import Device
+    from accelmap.estimate import Estimate
+    from accelmap.hardware.schema import Accelerator
+    from accelmap.measure.local_run import LocalRun
+    from accelmap.memory.budget import MemoryBudget
+
+NOT_TENSORS = ("runtime/context", "runtime/fragmentation")  # allowances, not tensor bytes
+
+
+@dataclass(frozen=True)
+class LocalComparison:
+    rows: list[Prediction]
+    predicted: dict[str, float]  # train/prefill/decode seconds, *_memory bytes
+    training: Estimate
+    inference: Estimate
+
+
+def tensor_bytes(memory: MemoryBudget) -> float:
+    return float(sum(v for k, v in memory.items.items() if k not in NOT_TENSORS))
+
+
+def device_for(acc: Accelerator, fraction: float = 1.0,
+               profile: CalibrationProfile | None = None) -> Device:
+    """The roofline device to predict with; an InputError (before any run) where it cannot."""
+    from accelmap.cost.roofline import Device
+    from accelmap.errors import InputError
+
+    dev = Device.of(acc, fraction=fraction, profile=profile)
+    if not dev.bandwidth:
+        raise InputError(f"{acc.id} has no memory bandwidth to predict with (the local CPU's is "
+                         "not visible from the OS): measure it with `accelmap measure bandwidth`, "
+                         "make a profile with `accelmap calibrate`, and pass --profile NAME (or "
+                         "--hw with a catalog id)")
+    return dev
+
+
+def predict_local(run: LocalRun, acc: Accelerator, fraction: float = 1.0,
+                  profile: CalibrationProfile | None = None,
+                  how: str = "") -> LocalComparison:
+    from accelmap.cost.framework import Framework
+    from accelmap.estimate import estimate_inference, estimate_training
+    from accelmap.units import DType
+    from accelmap.workload import Inference, Optimizer, Recompute, Training
+
+    s = run.settings
+    dtype = DType(s.dtype)
+    dev = device_for(acc, fraction, profile)
+    train = estimate_training(
+        run.spec, dev,
+        Training(batch=s.batch, seq_len=s.seq, dtype=dtype, master_dtype=DType.FP32,
+                 grad_dtype=DType.FP32, optimizer=Optimizer.ADAMW, recompute=Recompute.NONE,
+                 flash_attention=True),
+        framework=Framework.EAGER)
+    infer = estimate_inference(
+        run.spec, dev,
+        Inference(batch=s.batch, prompt_len=s.seq, output_len=s.decode_tokens,
+                  weight_dtype=dtype, act_dtype=dtype, kv_dtype=dtype, flash_attention=True,
+                  kv_block=1),
+        framework=Framework.EAGER)
+    predicted = {
+        "train": float(train.metrics["step_time_s"]),
+        "prefill": float(infer.metrics["ttft_s"]),
+        "decode": float(infer.metrics["tpot_s"]),
+        "train_memory": tensor_bytes(train.memory),
+        "inference_memory": tensor_bytes(infer.memory),
+    }
+    notes = (*run.notes, f"device {run.device}" + (f", {run.threads} threads"
+                                                   if run.threads else ""),
+             f"accelerator: {how or acc.id}", f"calibration: {dev.calibration}",
+             f"memory measured as: {run.memory_method or 'not measurable on this platform'}")
+    base: dict[str, Any] = {
+        "file": "local", "source": "local run", "model": run.spec.id,
+        "accelerator": acc.id, "status": Status.OK, "higher_is_better": False,
+        "model_id": run.spec.id, "accelerator_id": acc.id, "framework": "eager",
+        "notes": notes,
+    }
+    rows = [
+        Prediction(row_id="local/train", metric="step_time_s", unit="s",
+                   kind=MetricKind.TRAINING, measured=run.train.median,
+                   predicted=predicted["train"], fits=bool(train.memory.fits), **base),
+        _memory_row("local/train/memory", run.train_peak_bytes, predicted["train_memory"],
+                    bool(train.memory.fits), base),
+        Prediction(row_id="local/prefill", metric="ttft_s", unit="s", kind=MetricKind.TTFT,
+                   measured=run.prefill.median, predicted=predicted["prefill"],
+                   fits=bool(infer.memory.fits), **base),
+        Prediction(row_id="local/decode", metric="tpot_s", unit="s", kind=MetricKind.DECODE,
+                   measured=run.decode.median, predicted=predicted["decode"],
+                   fits=bool(infer.memory.fits), **base),
+        _memory_row("local/inference/memory", run.inference_peak_bytes,
+                    predicted["inference_memory"], bool(infer.memory.fits), base),
+    ]
+    return LocalComparison(rows, predicted, train, infer)
+
+
+def _memory_row(row_id: str, measured: int | None, predicted: float, fits: bool,
+                base: dict[str, Any]) -> Prediction:
+    if measured is None:
+        return Prediction(row_id=row_id, metric="peak_memory_bytes", unit="B",
+                          **{**base, "status": Status.SKIPPED},
+                          skipped_reason="peak memory is not measurable on this platform",
+                          predicted=predicted)
+    return Prediction(row_id=row_id, metric="peak_memory_bytes", unit="B",
+                      measured=float(measured), predicted=predicted, fits=fits, **base)
+
+
+def summary(rows: list[Prediction]) -> dict[str, Any]:
+    """`validate --cases`' summary, plus the time and memory rows apart."""
+    from accelmap.validate.report import stats, summarize
+
+    out = summarize(rows).to_dict()
+    out["by_quantity"] = {
+        "time": stats(r for r in rows if r.unit == "s").to_dict(),
+        "memory": stats(r for r in rows if r.unit == "B").to_dict(),
+    }
+    return out

@@ -1,0 +1,386 @@
+"""Local ground truth (`accelmap validate --local`): run a real transformer built from a ModelSpec
+on this machine's device and put its time and peak memory next to accelmap's prediction.
+
+Three phases, each timed as the median of ``steps`` runs after ``warmup`` untimed ones, with a
+device synchronisation around every timed region:
+
+- ``train``: forward, cross-entropy over all positions, backward, AdamW step, zero_grad
+  (set_to_none) on ``batch`` sequences of ``seq`` tokens; compared with ``estimate_training``'s
+  ``step_time_s`` (framework profile ``eager``: PyTorch launches every op);
+- ``prefill``: one forward over the ``batch x seq`` prompt that fills the KV cache and computes
+  the last position's logits; compared with ``ttft_s``;
+- ``decode``: ``decode_tokens`` one-token steps with the cache (greedy next token); the median
+  step sits at the middle of the generated context, which is where ``tpot_s`` is evaluated.
+
+Precision: fp32 on a CPU; on a GPU bf16 autocast over fp32 parameters for training (fp32
+weights + fp32 gradients + two fp32 Adam states + bf16 weight copies = the estimate's 18 B per
+parameter of bf16 training with fp32 master weights) and bf16 weights for inference.
+
+Memory: the peak above the phase start (:mod:`accelmap.measure.peak_memory`), compared with the
+estimate's memory total less its CUDA-context and fragmentation allowances (neither is a tensor).
+
+Large presets are shrunk (``scale``): ``tiny`` and ``small`` keep the architecture (attention
+kind, norms, FFN kind, positions, MoE structure, tying, biases) and set the sizes; the scaled
+spec is what is both built and estimated, and the rows say so.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from accelmap.errors import InputError
+from accelmap.measure.records import Kind, Measurement
+from accelmap.models.params import count_params
+from accelmap.models.schema import ModelSpec
+
+if TYPE_CHECKING:
+    from accelmap.cost.calibration import CalibrationProfile
+    from accelmap.hardware.schema import Accelerator
+    from accelmap.measure.peak_memory import PeakMemory
+
+SCALES = ("auto", "tiny", "small", "full")
+AUTO_FULL_MAX_PARAMS = 50e6  # `auto` keeps presets up to this size, shrinks the rest to tiny
+
+
+@dataclass(frozen=True)
+class Dims:
+    n_layers: int
+    d_model: int
+    n_heads: int
+    vocab: int
+    max_seq: int
+    experts: int
+    mla: tuple[int, int, int, int, int]  # q_lora, kv_lora, qk_nope, qk_rope, v_head
+
+
+DIMS = {
+    "tiny": Dims(2, 256, 4, 4096, 2048, 4, (64, 64, 32, 16, 32)),  # ~2-8 M parameters
+    "small": Dims(4, 512, 8, 16384, 2048, 8, (128, 128, 64, 32, 64)),  # ~20-30 M
+    "micro": Dims(1, 64, 4, 512, 64, 4, (16, 16, 8, 8, 8)),  # primes the run (internal)
+}
+
+
+def _round(x: float, to: int = 32) -> int:
+    return max(to, round(x / to) * to)
+
+
+def scale_spec(spec: ModelSpec, scale: str = "auto") -> tuple[ModelSpec, str]:
+    """The spec to build and estimate, and a sentence on what changed."""
+    if scale not in (*SCALES, "micro"):
+        raise InputError(f"unknown scale {scale!r}; use one of {', '.join(SCALES)}")
+    total = count_params(spec).total
+    if scale == "full" or (scale == "auto" and total <= AUTO_FULL_MAX_PARAMS):
+        return spec, f"{spec.id} at full size ({total / 1e6:.1f} M parameters)"
+    dims = DIMS["tiny" if scale == "auto" else scale]
+    ratio = dims.d_model / spec.d_model  # FFN widths keep their ratio to d_model
+    kv = {1: 1, spec.n_heads: dims.n_heads}.get(spec.kv_heads, max(1, dims.n_heads // 2))
+    upd: dict[str, Any] = {
+        "id": f"{spec.id}.{scale if scale != 'auto' else 'tiny'}",
+        "name": f"{spec.name} (scaled)", "aliases": (), "published_params": None,
+        "published_params_source": None,
+        "n_layers": min(spec.n_layers, dims.n_layers), "d_model": dims.d_model,
+        "n_heads": dims.n_heads, "n_kv_heads": kv, "head_dim": None,
+        "ffn_dim": _round(spec.ffn_dim * ratio), "vocab_size": min(spec.vocab_size, dims.vocab),
+        "max_seq_len": min(spec.max_seq_len, dims.max_seq),
+    }
+    if spec.mla is not None:
+        q, r, nope, rope, v = dims.mla
+        upd["mla"] = spec.mla.model_copy(update={
+            "q_lora_rank": q if spec.mla.q_lora_rank else None, "kv_lora_rank": r,
+            "qk_nope_head_dim": nope, "qk_rope_head_dim": rope, "v_head_dim": v})
+    if spec.moe is not None:
+        m = spec.moe
+        experts = min(m.num_experts, dims.experts)
+        upd["moe"] = m.model_copy(update={
+            "num_experts": experts, "top_k": max(1, min(m.top_k, experts // 2)),
+            "expert_ffn_dim": _round(m.expert_ffn_dim * ratio),
+            "shared_expert_ffn_dim": (_round(m.shared_expert_ffn_dim * ratio)
+                                      if m.shared_expert_ffn_dim else None),
+            "num_shared_experts": min(m.num_shared_experts, 1),
+            "dense_layers": min(m.dense_layers, 1)})
+    data = {**spec.model_dump(), **upd}
+    for key in ("mla", "moe"):
+        if data.get(key) is not None and not isinstance(data[key], dict):
+            data[key] = data[key].model_dump()
+    scaled = ModelSpec.model_validate(data)
+    new = count_params(scaled).total
+    return scaled, (f"{spec.id} scaled to {scale if scale != 'auto' else 'tiny'}: "
+                    f"{scaled.n_layers} layers, d_model {scaled.d_model}, {scaled.n_heads} heads "
+                    f"({scaled.kv_heads} KV), FFN {scaled.ffn_dim}, vocab {scaled.vocab_size}; "
+                    f"{new / 1e6:.2f} M parameters instead of {total / 1e6:.1f} M")
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    device: str = "cpu"
+    dtype: str = "fp32"  # fp32 or bf16 (bf16: autocast for training, bf16 weights for serving)
+    batch: int = 2
+    seq: int = 128  # training sequence and prompt length
+    steps: int = 5
+    warmup: int = 2
+    decode_tokens: int = 16
+
+    def __post_init__(self) -> None:
+        for name in ("batch", "seq", "steps", "decode_tokens"):
+            if getattr(self, name) < 1:
+                raise InputError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.warmup < 0:
+            raise InputError("--warmup must be zero or more")
+        if self.dtype not in ("fp32", "bf16", "fp16"):
+            raise InputError(f"unknown dtype {self.dtype!r}; use fp32, bf16 or fp16")
+
+
+@dataclass(frozen=True)
+class PhaseResult:
+    times: tuple[float, ...]  # seconds per timed run
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def spread(self) -> float:
+        return (max(self.times) - min(self.times)) / self.median if self.median else 0.0
+
+
+@dataclass(frozen=True)
+class LocalRun:
+    spec: ModelSpec  # as built (scaled)
+    scale_note: str
+    settings: LocalSettings
+    device: str  # "cpu Intel(R) Xeon(R) ..."
+    params: int  # counted on the PyTorch model
+    train: PhaseResult
+    prefill: PhaseResult
+    decode: PhaseResult
+    train_peak_bytes: int | None
+    inference_peak_bytes: int | None
+    memory_method: str | None
+    threads: int
+    notes: tuple[str, ...] = field(default=())
+
+
+def _sync(torch: Any, device: str) -> Callable[[], None]:
+    if torch.device(device).type == "cuda":
+        return lambda: torch.cuda.synchronize()
+    return lambda: None
+
+
+def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
+    sync()
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - t0
+
+
+def run_local(spec: ModelSpec, settings: LocalSettings, scale: str = "auto") -> LocalRun:
+    """Build the (scaled) model on the device and time training, prefill and decode."""
+    from accelmap.measure.torch_env import device_name, require_torch
+
+    torch = require_torch("validate --local")
+    from accelmap.measure.peak_memory import PeakMemory
+
+    built, note = scale_spec(spec, scale)
+    s = settings
+    if s.seq + s.decode_tokens > built.max_seq_len:
+        raise InputError(f"--seq {s.seq} + {s.decode_tokens} decode tokens exceed the model's "
+                         f"max_seq_len {built.max_seq_len}")
+    try:
+        torch.empty(1, device=s.device)
+    except (RuntimeError, AssertionError) as e:
+        raise InputError(f"PyTorch cannot use device {s.device!r} here ({e})") from None
+    # Memory pass first, untimed (see measure/peak_memory.py for why it is apart from the timed
+    # pass on a CPU); a micro model of the same architecture pays the one-time costs before it
+    # (libraries loaded on first use, thread pools, kernel caches: ~100 MB of RSS on a CPU).
+    mem = PeakMemory(torch, s.device)
+    try:
+        micro, _ = scale_spec(built, "micro")
+        prime = LocalSettings(s.device, s.dtype, batch=1, seq=8, steps=1, warmup=1,
+                              decode_tokens=2)
+        _train(torch, micro, prime, mem)
+        _infer(torch, micro, prime, mem)
+        _, _, train_peak = _train(torch, built, replace(s, warmup=1, steps=1), mem)
+        _, _, infer_peak = _infer(torch, built, replace(s, warmup=0, steps=1), mem)
+    finally:
+        mem.close()
+    params, train, _ = _train(torch, built, s, None)
+    prefill, decode, _ = _infer(torch, built, s, None)
+    return LocalRun(spec=built, scale_note=note, settings=s, device=device_name(s.device),
+                    params=params, train=train, prefill=prefill, decode=decode,
+                    train_peak_bytes=train_peak, inference_peak_bytes=infer_peak,
+                    memory_method=mem.method,
+                    threads=0 if torch.device(s.device).type == "cuda"
+                    else int(torch.get_num_threads()),
+                    notes=(note, f"{params:,} parameters in the PyTorch model"))
+
+
+def _tokens(torch: Any, spec: ModelSpec, s: LocalSettings) -> Any:
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    return torch.randint(0, spec.vocab_size, (s.batch, s.seq + 1), generator=gen).to(s.device)
+
+
+def _half(torch: Any, s: LocalSettings) -> Any:
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(s.dtype)
+
+
+def _train(torch: Any, spec: ModelSpec, s: LocalSettings,
+           mem: PeakMemory | None) -> tuple[int, PhaseResult, int | None]:
+    from accelmap.measure.torch_model import build, parameter_count
+
+    tokens = _tokens(torch, spec, s)
+    half = _half(torch, s)
+    dev_type = torch.device(s.device).type
+    sync = _sync(torch, s.device)
+    if mem is not None:
+        mem.start()
+    model = build(spec, s.device, torch.float32)
+    opt = _adamw(torch, model)
+    x, y = tokens[:, :-1], tokens[:, 1:]
+
+    def loss_of() -> Any:  # the logits are not kept past the loss (one fp32 buffer, as estimated)
+        with torch.autocast(dev_type, dtype=half or torch.float32, enabled=half is not None):
+            logits = model(x)
+        return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+
+    def step() -> None:
+        loss = loss_of()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(s.warmup):
+        step()
+    times = tuple(_timed(step, sync) for _ in range(s.steps))
+    peak = mem.peak() if mem is not None else None
+    return parameter_count(model), PhaseResult(times), peak
+
+
+def _adamw(torch: Any, model: Any) -> Any:
+    """Fused AdamW where this PyTorch has it for the device (CPU since 2.4): one kernel over all
+    parameters and no parameter-sized temporaries, as Megatron's fused Adam; the foreach
+    implementation otherwise (its sqrt of the second moment is one more fp32 copy of the
+    parameters at the step, above the estimate's 16 B per parameter)."""
+    try:
+        return torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+
+def _infer(torch: Any, spec: ModelSpec, s: LocalSettings,
+           mem: PeakMemory | None) -> tuple[PhaseResult, PhaseResult, int | None]:
+    from accelmap.measure.torch_model import KVCache, build
+
+    prompt = _tokens(torch, spec, s)[:, :s.seq]
+    dtype = _half(torch, s) or torch.float32
+    sync = _sync(torch, s.device)
+    if mem is not None:
+        mem.start()
+    model = build(spec, s.device, dtype).eval()
+    cache = KVCache.empty(spec, s.batch, s.seq + s.decode_tokens, dtype, s.device)
+    state: dict[str, Any] = {}
+
+    def prefill() -> None:
+        state["next"] = model(prompt, 0, cache, last_only=True)[:, -1].argmax(-1, keepdim=True)
+
+    def decode_at(pos: int) -> Callable[[], None]:
+        def step() -> None:
+            state["next"] = model(state["next"], pos, cache)[:, -1].argmax(-1, keepdim=True)
+        return step
+
+    pre: list[float] = []
+    dec: list[float] = []
+    with torch.inference_mode():
+        for _ in range(s.warmup):
+            prefill()
+            for i in range(min(2, s.decode_tokens)):
+                decode_at(s.seq + i)()
+        for _ in range(s.steps):
+            pre.append(_timed(prefill, sync))
+            dec += [_timed(decode_at(s.seq + i), sync) for i in range(s.decode_tokens)]
+    peak = mem.peak() if mem is not None else None
+    return PhaseResult(tuple(pre)), PhaseResult(tuple(dec)), peak
+
+
+def measurements(run: LocalRun, accelerator_id: str | None,
+                 predicted: dict[str, float]) -> list[Measurement]:
+    """Kind.LOCAL_RUN rows for the store: one per phase time, one per peak memory."""
+    from accelmap.measure.torch_env import environment
+
+    s = run.settings
+    base = {"model": run.spec.id, "batch": s.batch, "seq": s.seq, "steps": s.steps,
+            "warmup": s.warmup, "decode_tokens": s.decode_tokens, "params": run.params,
+            "scale": run.scale_note, "threads": run.threads, "memory": run.memory_method}
+    env = environment()
+    out = []
+    label = f"{run.spec.id} b{s.batch} s{s.seq}"
+    for phase, res in (("train", run.train), ("prefill", run.prefill), ("decode", run.decode)):
+        out.append(Measurement(
+            kind=Kind.LOCAL_RUN, device=run.device, accelerator_id=accelerator_id, dtype=s.dtype,
+            label=f"{phase} {label}", value=res.median, unit="s", median=res.median,
+            spread=res.spread, repetitions=len(res.times),
+            settings={**base, "phase": phase, "predicted_s": predicted.get(phase)},
+            environment=env))
+    for phase, peak in (("train", run.train_peak_bytes), ("inference", run.inference_peak_bytes)):
+        if peak is not None:
+            out.append(Measurement(
+                kind=Kind.LOCAL_RUN, device=run.device, accelerator_id=accelerator_id,
+                dtype=s.dtype, label=f"{phase} peak memory {label}", value=float(peak), unit="B",
+                median=float(peak), spread=0.0, repetitions=1,
+                settings={**base, "phase": phase,
+                          "predicted_bytes": predicted.get(f"{phase}_memory")},
+                environment=env))
+    return out
+
+
+def profile_for(name: str | None, store: Any) -> CalibrationProfile | None:
+    """``Store.load_profile(name)``, with a clear error where this build has no profiles."""
+    if name is None:
+        return None
+    load = getattr(store, "load_profile", None)
+    if load is None:
+        raise InputError("this accelmap build cannot load calibration profiles yet "
+                         "(Store.load_profile is missing); run without --profile")
+    profile: CalibrationProfile | None = load(name)
+    if profile is None:
+        raise InputError(f"no calibration profile {name!r} in {store.path}; create one with "
+                         "`accelmap calibrate` (see `accelmap measure list`)")
+    return profile
+
+
+def local_accelerator(device: str, hw: str | None, catalog: Any) -> tuple[Accelerator, float,
+                                                                          str]:
+    """The catalog/local description of the device: (accelerator, fraction in use, how)."""
+    from accelmap.lookup import resolve
+    from accelmap.measure.torch_env import gpu_catalog_id, require_torch
+
+    torch = require_torch("validate --local")
+    kind = torch.device(device).type
+    if hw:
+        acc = resolve(hw, catalog.accelerators, "accelerator", "accelmap hw list")
+        fraction = 1.0
+        cores = acc.compute_units.count.value if acc.compute_units else None
+        if kind == "cpu" and str(acc.device_class) == "cpu" and cores:
+            fraction = min(1.0, torch.get_num_threads() / cores)
+        return acc, fraction, f"--hw {acc.id} (fraction {fraction:.3g} of it in use)"
+    if kind == "cuda":
+        acc = gpu_catalog_id(device, catalog)
+        if acc is None:
+            raise InputError(f"{torch.cuda.get_device_name()} is not in the catalog; pass --hw "
+                             "with the closest accelerator id (accelmap hw list)")
+        return acc, 1.0, f"catalog {acc.id} from the device name"
+    if kind != "cpu":
+        raise InputError(f"no description of device {device!r}; pass --hw ACCELERATOR_ID")
+    try:
+        from accelmap.hardware.local import local_cpu
+    except ImportError:
+        raise InputError("this build has no description of the local CPU "
+                         "(accelmap.hardware.local.local_cpu is missing); pass --hw with a "
+                         "catalog CPU id, e.g. --hw xeon-8480plus (scaled to the threads in "
+                         "use)") from None
+    acc = local_cpu()
+    return acc, 1.0, f"local CPU description ({acc.id})"
