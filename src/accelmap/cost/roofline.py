@@ -131,7 +131,12 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
     if op.unit is Unit.MATRIX:
         eff, _ = dev.matmul_efficiency(op.dtype)
         if op.gemm is not None:
-            eff = eff * shape_efficiency(*op.gemm, geometry(dev.acc)) * fw.gemm_efficiency
+            # a measured profile knows how efficiency falls with GEMM size: use its curve
+            curve = (dev.profile.efficiency_at(op.dtype, op.flops)
+                     if dev.profile is not None and op.dtype in dev.profile.matmul_curve
+                     else None)
+            base = eff if curve is None else curve
+            eff = base * shape_efficiency(*op.gemm, geometry(dev.acc)) * fw.gemm_efficiency
         elif (plateau := attention_plateau(dev.acc.id)) is not None:
             eff = plateau[0] * attention_ramp(op.attention_keys if op.attention_keys is not None
                                               else 1e9)
