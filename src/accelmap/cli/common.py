@@ -27,6 +27,12 @@ CatalogOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+DbOpt = Annotated[Path | None, typer.Option(
+    "--db", help="Measurement store (SQLite file); default $ACCELMAP_DB, else "
+                 "~/.local/share/accelmap/measurements.sqlite.", show_default=False)]
+ProfileOpt = Annotated[str | None, typer.Option(
+    "--profile", help="Measured calibration profile (made by `accelmap calibrate`) instead of "
+                      "datasheet-derived defaults; looked up in --db.", show_default=False)]
 
 
 def get_catalog(dirs: list[Path] | None) -> Catalog:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from accelmap.cli.common import JsonOpt, console, emit_json
+from accelmap.cli.common import DbOpt, JsonOpt, console, emit_json
 
 NprocOpt = Annotated[int, typer.Option("--nproc", min=1, help="Processes (one per GPU; on a CPU "
                                        "any number, each with one thread).")]
@@ -15,9 +14,6 @@ SizesOpt = Annotated[str, typer.Option("--sizes", help="Per-rank message sizes, 
                                        "K/M/G are powers of 1024 (nccl-tests).")]
 OpsOpt = Annotated[str, typer.Option("--ops", help="all, or a comma list of all_reduce, "
                                      "all_gather, reduce_scatter, all_to_all, send_recv.")]
-DbOpt = Annotated[Path | None, typer.Option("--db", help="Measurement store (default: "
-                                            "$ACCELMAP_DB or the user data directory).",
-                                            show_default=False)]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds before torchrun "
                                            "is stopped.")]
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from accelmap.cli.common import CatalogOpt, JsonOpt, console, emit_json, fmt
+from accelmap.cli.common import CatalogOpt, DbOpt, JsonOpt, console, emit_json, fmt
 
 if TYPE_CHECKING:
     from accelmap.catalog import Catalog
@@ -32,9 +32,6 @@ HwOpt = Annotated[str | None, typer.Option(
 BackendOpt = Annotated[str | None, typer.Option(
     "--backend", help="torch or numpy (default: torch when installed, else numpy on the CPU).",
     show_default=False)]
-DbOpt = Annotated[Path | None, typer.Option(
-    "--db", help="Measurement store (SQLite); default $ACCELMAP_DB or "
-    "~/.local/share/accelmap/measurements.sqlite.", show_default=False)]
 RepsOpt = Annotated[int, typer.Option("--reps", min=1, help="Timed repetitions per shape/size "
                                       "(median and spread over these).")]
 FlushOpt = Annotated[bool | None, typer.Option(

@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from accelmap.cli.common import CatalogOpt, JsonOpt, console, emit_json, fmt, get_catalog
+from accelmap.cli.common import (
+    CatalogOpt,
+    DbOpt,
+    JsonOpt,
+    console,
+    emit_json,
+    fmt,
+    get_catalog,
+)
 
 if TYPE_CHECKING:
     from accelmap.catalog import Catalog
@@ -19,12 +27,6 @@ if TYPE_CHECKING:
     from accelmap.hardware.schema import Accelerator
     from accelmap.measure.store import Store
 
-DbOpt = Annotated[Path | None, typer.Option(
-    "--db", help="Measurement store (SQLite file); default $ACCELMAP_DB, else "
-                 "~/.local/share/accelmap/measurements.sqlite.", show_default=False)]
-ProfileOpt = Annotated[str | None, typer.Option(
-    "--profile", help="Measured calibration profile (made by `accelmap calibrate`) instead of "
-                      "datasheet-derived defaults; looked up in --db.", show_default=False)]
 KindOpt = Annotated[str | None, typer.Option(
     "--kind", help="Only this kind: matmul, bandwidth, collective, local_run.")]
 

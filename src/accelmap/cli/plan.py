@@ -10,8 +10,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from accelmap.cli.common import CatalogOpt, JsonOpt, console, emit_json, fmt, get_catalog
-from accelmap.cli.measure_store import DbOpt, ProfileOpt, load_profile
+from accelmap.cli.common import (
+    CatalogOpt,
+    DbOpt,
+    JsonOpt,
+    ProfileOpt,
+    console,
+    emit_json,
+    fmt,
+    get_catalog,
+)
+from accelmap.cli.measure_store import load_profile
 
 if TYPE_CHECKING:
     from accelmap.catalog import Catalog

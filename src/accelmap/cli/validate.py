@@ -7,16 +7,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from accelmap.cli.common import JsonOpt, console, emit_json
+from accelmap.cli.common import DbOpt, JsonOpt, ProfileOpt, console, emit_json
 from accelmap.cli.validate_local import (
     BatchOpt,
-    DbOpt,
     DecodeOpt,
     DeviceOpt,
     DtypeOpt,
     HwOpt,
     LocalOpt,
-    ProfileOpt,
     ScaleOpt,
     SeqOpt,
     StepsOpt,

@@ -28,15 +28,9 @@ ScaleOpt = Annotated[str, typer.Option(
 DtypeOpt = Annotated[str | None, typer.Option(
     "--dtype", help="--local: fp32, bf16 or fp16 (default: bf16 on GPUs, fp32 on CPUs).",
     show_default=False)]
-ProfileOpt = Annotated[str | None, typer.Option(
-    "--profile", help="--local: calibration profile from the store (accelmap calibrate).",
-    show_default=False)]
 HwOpt = Annotated[str | None, typer.Option(
     "--hw", help="--local: catalog accelerator to predict with (default: from the device name "
     "for GPUs, the local CPU description for CPUs).", show_default=False)]
-DbOpt = Annotated[Path | None, typer.Option(
-    "--db", help="--local: measurement store for the timings (default: $ACCELMAP_DB or the "
-    "user data directory).", show_default=False)]
 
 
 def validate_local(model: str, device: str | None, steps: int, warmup: int, batch: int,
