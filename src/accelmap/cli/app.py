@@ -49,6 +49,7 @@ measure_app = typer.Typer(help="Measure the hardware and manage the measurement 
                           no_args_is_help=True)
 measure_app.command("matmul", help=measure_hw.matmul_cmd.__doc__)(measure_hw.matmul_cmd)
 measure_app.command("bandwidth", help=measure_hw.bandwidth_cmd.__doc__)(measure_hw.bandwidth_cmd)
+measure_app.command("overhead")(measure_hw.overhead_cmd)
 measure_app.command("collectives", help=measure_coll.collectives_cmd.__doc__)(
     measure_coll.collectives_cmd)
 measure_app.command("list")(measure_store.list_cmd)

@@ -244,3 +244,37 @@ def _print_bandwidth(r: BandwidthResult, acc: Accelerator | None, how: str, run_
     con.print(f"Compared with: {who}. Caches: {fmt(r.cache_bytes, 'bytes')} ({r.cache_source}); "
               "copy counts read + write bytes.")
     con.print(f"Stored {len(r.measurements)} measurements in {path} (run {run_id}).")
+
+
+def overhead_cmd(
+    device: DeviceOpt = "cpu",
+    hw: HwOpt = None,
+    reps: RepsOpt = 7,
+    db: DbOpt = None,
+    catalog: CatalogOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Per-operation overhead of eager PyTorch: the fixed cost of one tiny op (dispatch,
+    launch, inter-kernel gap). `accelmap calibrate` puts it in the profile, where it replaces
+    the eager launch default for eager stacks (eager, megatron, fsdp).
+
+    Examples:
+      accelmap measure overhead --device cuda
+      accelmap measure overhead --device cpu --json
+    """
+    from accelmap.cli.common import get_catalog
+    from accelmap.measure.backends import get_backend
+    from accelmap.measure.overhead import measure_overhead
+
+    store = _open_store(db)
+    be = get_backend(device, "torch")
+    acc, how = resolve_accelerator(hw, device, be.describe(), get_catalog(catalog))
+    result = measure_overhead(device, acc.id if acc else None, reps=reps,
+                              environment=be.environment())
+    run_id, path = _store([result], store)
+    if json_out:
+        emit_json({"run_id": run_id, "db": path, "compared_with": how, **result.to_dict()})
+        return
+    console().print(f"{be.describe()}: {result.seconds_per_op * 1e6:.2f} µs per eager op "
+                    f"(spread {100 * result.spread:.1f} %); stored as run {run_id} in {path}",
+                    highlight=False)

@@ -30,6 +30,8 @@ class CalibrationProfile:
     source: str = ""  # "measured on <device> at <time> (run <id>)"
     # the dense peak (FLOP/s) each efficiency was divided by, so a changed catalog can rescale
     matmul_peak: dict[DType, float] = field(default_factory=dict)
+    # measured cost of one eager op (measure/overhead.py); replaces the eager launch default
+    kernel_overhead_s: float | None = None
 
     def efficiency_at(self, dtype: DType, flops: Any) -> Any:
         """Achievable efficiency of a GEMM of ``flops`` FLOPs from the measured curve:
@@ -54,6 +56,7 @@ class CalibrationProfile:
                              for d, pts in self.matmul_curve.items()},
             "matmul_peak_flops": {d.value: p for d, p in self.matmul_peak.items()},
             "bandwidth_bytes_per_s": self.bandwidth,
+            "kernel_overhead_s": self.kernel_overhead_s,
             "source": self.source,
         }
 
@@ -70,4 +73,6 @@ class CalibrationProfile:
                        if d.get("bandwidth_bytes_per_s") is not None else None),
             source=str(d.get("source", "")),
             matmul_peak={DType(k): float(v) for k, v in d.get("matmul_peak_flops", {}).items()},
+            kernel_overhead_s=(float(d["kernel_overhead_s"])
+                               if d.get("kernel_overhead_s") is not None else None),
         )

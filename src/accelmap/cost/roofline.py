@@ -23,7 +23,7 @@ from accelmap.cost.efficiency import (
     matmul_efficiency,
     shape_efficiency,
 )
-from accelmap.cost.framework import FrameworkProfile
+from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.hardware.schema import Accelerator
 from accelmap.ops.graph import ByteKind, Op, Unit
 from accelmap.units import DType
@@ -33,6 +33,11 @@ Num = Any
 # FlashAttention-2 reaches 50-73 % of A100 peak (Dao 2023, arXiv:2307.08691, sec. 4.1) where the
 # best cuBLAS GEMM reaches 87 % (shared matmul.csv M0002): 0.73 / 0.87 ~ 0.84 of GEMM efficiency.
 ATTENTION_RELATIVE_EFFICIENCY = 0.73 / 0.87
+
+
+# Stacks that launch every kernel eagerly: a measured per-op overhead replaces their default.
+# (CUDA-graph stacks keep their calibrated inter-kernel gap.)
+EAGER_STACKS = (Framework.EAGER, Framework.MEGATRON, Framework.FSDP)
 
 
 class Overlap(StrEnum):
@@ -154,7 +159,10 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
     if fused:
         compute = 0.0 * compute  # its arithmetic hides inside the kernel it is fused into
     body = np.maximum(compute, memory) if overlap is Overlap.MAX else compute + memory
-    overhead = 0.0 if fused else fw.kernel_overhead_s
+    per_op = fw.kernel_overhead_s
+    if fw.name in EAGER_STACKS and dev.profile is not None and dev.profile.kernel_overhead_s:
+        per_op = dev.profile.kernel_overhead_s  # measured on this device (measure overhead)
+    overhead = 0.0 if fused else per_op
     return OpTime(op, compute, memory, overhead + 0.0 * body, body + overhead, achievable, fused)
 
 

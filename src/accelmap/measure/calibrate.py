@@ -187,7 +187,17 @@ def calibrate(ms: Sequence[Measurement], acc: Accelerator, name: str | None = No
         notes.append(f"above the catalog peak for {', '.join(above)}: check the catalog entry")
     notes.append(f"bandwidth {bw.value / 1e9:.0f} GB/s ({bw.label})" if bw else
                  "bandwidth not measured (datasheet-derived default kept)")
+    overhead = per_op_overhead(ms, acc)
+    if overhead is not None:
+        notes.append(f"eager op overhead {overhead * 1e6:.1f} us")
     return CalibrationProfile(name=name or acc.id, accelerator_id=acc.id, matmul_efficiency=eff,
                               matmul_curve=matmul_curves(ms, acc),
                               bandwidth=bw.value if bw else None, source="; ".join(notes),
-                              matmul_peak={d: b.peak for d, b in matmul.items() if b.peak})
+                              matmul_peak={d: b.peak for d, b in matmul.items() if b.peak},
+                              kernel_overhead_s=overhead)
+
+
+def per_op_overhead(ms: Iterable[Measurement], acc: Accelerator) -> float | None:
+    """The newest measured eager per-op overhead of this device (measure/overhead.py)."""
+    own = _own(ms, acc, Kind.OVERHEAD)
+    return own[-1].value if own else None

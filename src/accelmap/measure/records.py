@@ -13,6 +13,7 @@ class Kind(StrEnum):
     BANDWIDTH = "bandwidth"  # achieved bytes/s of one copy/read/write kernel and size
     COLLECTIVE = "collective"  # bus bandwidth of one collective, size and world size
     LOCAL_RUN = "local_run"  # a validate --local training step / prefill / decode timing
+    OVERHEAD = "overhead"  # seconds one tiny eager op costs: dispatch + launch + gap
 
 
 @dataclass(frozen=True)
