@@ -153,6 +153,13 @@ def qwen2_moe(cfg: HFConfig) -> dict[str, Any]:
     return fields
 
 
+def _qwen3_attention(cfg: HFConfig) -> dict[str, Any]:
+    """Qwen3 and Qwen3-MoE attention: RMSNorm on each q and k head, and one
+    ``attention_bias`` flag (default false) for the q/k/v and output projections."""
+    bias = _bool(cfg, "attention_bias", False)
+    return {"qk_norm": True, "qkv_bias": bias, "attn_out_bias": bias}
+
+
 @register("qwen3")
 def qwen3(cfg: HFConfig) -> dict[str, Any]:
     """Qwen3Config: explicit ``head_dim`` (default 128), per-head RMSNorm on q and k,
@@ -170,8 +177,7 @@ def qwen3(cfg: HFConfig) -> dict[str, Any]:
         max_position_embeddings=32768,
         tie_word_embeddings=False,
     )
-    bias = _bool(cfg, "attention_bias", False)
-    fields.update({"qk_norm": True, "qkv_bias": bias, "attn_out_bias": bias})
+    fields.update(_qwen3_attention(cfg))
     fields.update(_qwen_windows(cfg, fields["n_layers"], 28))
     fields["notes"] = _notes(cfg)
     return fields
@@ -194,8 +200,7 @@ def qwen3_moe(cfg: HFConfig) -> dict[str, Any]:
         max_position_embeddings=32768,
         tie_word_embeddings=False,
     )
-    bias = _bool(cfg, "attention_bias", False)
-    fields.update({"qk_norm": True, "qkv_bias": bias, "attn_out_bias": bias})
+    fields.update(_qwen3_attention(cfg))
     n = fields["n_layers"]
     fields.update(_qwen_windows(cfg, n, 28))
     moe = _qwen_moe(cfg, n, experts=128, top_k=8, expert_ffn=768)
