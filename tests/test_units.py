@@ -61,6 +61,10 @@ def test_format() -> None:
     assert format_quantity(80e9, Dimension.BYTES) == "80 GB"
     assert format_quantity(2**30, Dimension.BYTES, binary=True) == "1 GiB"
     assert format_quantity(3e-6, Dimension.TIME) == "3 µs"
+    assert format_quantity(7200.0, Dimension.TIME) == "2 h"
+    assert format_quantity(3 * 86400.0, Dimension.TIME) == "3 d"
+    assert format_quantity(1500.0, Dimension.TIME) == "25 min"
+    assert format_quantity(999.0, Dimension.TIME) == "999 s"
 
 
 @given(st.floats(min_value=1e-3, max_value=1e20, allow_nan=False),

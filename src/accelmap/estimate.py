@@ -123,6 +123,16 @@ def _assumptions(dev: Device, dtype: DType, fw: FrameworkProfile) -> list[str]:
     return notes
 
 
+def context_notes(spec: ModelSpec, tokens: int) -> list[str]:
+    """A warning when a sequence runs past the context the model was built for
+    (``max_seq_len``, the config's max_position_embeddings): the estimate still holds for the
+    arithmetic, but the model's quality there is not what its card reports."""
+    if tokens <= spec.max_seq_len:
+        return []
+    return [f"warning: {tokens:,} tokens per sequence exceed {spec.id}'s context of "
+            f"{spec.max_seq_len:,}; the time and memory are extrapolated"]
+
+
 def training_precision(dtype: DType) -> Precision:
     """FP8 training (Transformer Engine, torchao float8) runs the GEMMs in FP8 and keeps weights,
     activations, attention and vector ops in BF16 (NVIDIA Transformer Engine docs, "Using FP8")."""
@@ -181,12 +191,14 @@ def estimate_training(spec: ModelSpec, dev: Device, wl: Training,
         metrics["time_to_train_s"] = seconds
         if price_usd_per_hour:
             metrics["cost_to_train_usd"] = seconds / 3600 * price_usd_per_hour
-    feasible, reason = _fits(memory)
+    feasible, reason = fits(memory)
     return Estimate(Phase.TRAIN, spec.id, dev.acc.id, feasible, reason, memory, metrics,
-                    {"step": times}, tuple(_assumptions(dev, wl.dtype, fw)))
+                    {"step": times},
+                    tuple(context_notes(spec, wl.seq_len) + _assumptions(dev, wl.dtype, fw)))
 
 
-def _fits(memory: MemoryBudget) -> tuple[bool, str | None]:
+def fits(memory: MemoryBudget) -> tuple[bool, str | None]:
+    """Whether the budget fits every device, and if not one sentence saying by how much."""
     if np.all(memory.fits):
         return True, None
     need = float(np.max(memory.total)) / 2**30
@@ -261,10 +273,11 @@ def estimate_inference(spec: ModelSpec, dev: Device, wl: Inference,
                              **{f"decode/{k}": v for k, v in _breakdown(dec).items()}},
     }
     metrics.update(_limits(spec, wl, dev, fw.prefill_chunk_tokens))
-    feasible, reason = _fits(memory)
+    feasible, reason = fits(memory)
     return Estimate(Phase.DECODE if wl.output_len else Phase.PREFILL, spec.id, dev.acc.id,
                     feasible, reason, memory, metrics, {"prefill": pre, "decode": dec},
-                    tuple(_assumptions(dev, wl.compute_dtype, fw)))
+                    tuple(context_notes(spec, wl.prompt_len + wl.output_len)
+                          + _assumptions(dev, wl.compute_dtype, fw)))
 
 
 def _limits(spec: ModelSpec, wl: Inference, dev: Device, chunk: int | None) -> dict[str, int]:

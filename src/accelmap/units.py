@@ -183,6 +183,14 @@ def format_quantity(value: float, dim: Dimension, digits: int = 3, binary: bool 
             if abs(value) >= scale:
                 return f"{value / scale:.{digits}g} {prefix}{symbol}"
         return f"{value:.{digits}g} {symbol}"
+    if dim is Dimension.TIME and abs(value) >= 1000:
+        # Kiloseconds and megaseconds read badly: long times go to minutes, hours, days.
+        for unit, scale in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
+            if abs(value) >= 2 * scale:
+                x = float(f"{value / scale:.{digits}g}")  # round to `digits` significant
+                decimals = max(0, digits - 1 - math.floor(math.log10(abs(x))))
+                text = f"{x:,.{decimals}f}"
+                return f"{text.rstrip('0').rstrip('.') if decimals else text} {unit}"
     table = _IEC if binary else {k: v for k, v in _SI.items() if k != "K"}
     best_prefix, best_scale = "", 1.0
     for prefix, scale in sorted(table.items(), key=lambda kv: kv[1]):

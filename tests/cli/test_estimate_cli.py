@@ -63,6 +63,15 @@ def test_roofline_train_table(cli: Run) -> None:
         (("estimate", "llama-2-7b", "--hw", "h100"), "matches 3 accelerators"),
         (("estimate", "llama-2-7b", "--hw", "h100-sxm5-80gb", "--train", "--tokens", "lots"),
          "token count"),
+        (("estimate", "llama-2-7b", "--hw", "h100-sxm5-80gb", "--train", "--tokens", "-5"),
+         "positive token count"),
+        # --dtype only drives training, but a typo in it is refused in serving mode too
+        (("estimate", "llama-2-7b", "--hw", "h100-sxm5-80gb", "--dtype", "fp7"),
+         "unknown training dtype"),
+        (("estimate", "llama-2-7b", "--cluster", "8xH100", "--dtype", "fp7"),
+         "unknown training dtype"),
+        (("plan", "llama-2-7b", "--cluster", "8xH100", "--train", "--global-batch-tokens", "0"),
+         "positive token count"),
         (("roofline", "llama-2-7b", "--hw", "h100-sxm5-80gb", "--phase", "sideways"),
          "unknown phase"),
         (("estimate", "llama-2-7b"), "--hw"),
@@ -75,6 +84,19 @@ def test_bad_input_is_one_line(cli: Run, args: tuple[str, ...], needle: str) -> 
     lines = [ln for ln in r.err.splitlines() if ln.strip()]
     assert len(lines) == 1 and needle in lines[0], r.err
     assert "Traceback" not in r.err
+
+
+def test_context_past_the_models_window_is_warned(cli: Run) -> None:
+    # Llama 2 was trained with a 4,096-token context (Touvron et al. 2023, section 2.2)
+    inside = j(cli("estimate", "llama-2-7b", "--hw", "h100-sxm5-80gb", "--prompt", "4000",
+                   "--output", "96", "--json"))
+    past = j(cli("estimate", "llama-2-7b", "--hw", "h100-sxm5-80gb", "--prompt", "4000",
+                 "--output", "97", "--json"))
+    assert not any("exceed" in a for a in inside["assumptions"])
+    assert any("4,097 tokens" in a and "4,096" in a for a in past["assumptions"])
+    train = j(cli("estimate", "llama-2-7b", "--cluster", "8xH100", "--train", "--seq", "8192",
+                  "--batch", "8", "--json"))
+    assert any("8,192 tokens" in a for a in train["assumptions"])
 
 
 def test_estimate_cluster_training_json(cli: Run) -> None:

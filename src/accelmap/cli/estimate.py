@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -78,11 +79,17 @@ def _count(text: str) -> float:
     scale = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
     t = text.strip().lower()
     try:
-        if t and t[-1] in scale:
-            return float(t[:-1]) * scale[t[-1]]
-        return float(t)
+        n = float(t[:-1]) * scale[t[-1]] if t and t[-1] in scale else float(t)
     except ValueError:
-        raise InputError(f"cannot read {text!r} as a token count; write e.g. 2T or 2e12") from None
+        n = math.nan
+    if not (math.isfinite(n) and n > 0):
+        raise InputError(f"cannot read {text!r} as a positive token count; write e.g. 2T or 2e12")
+    return n
+
+
+def _assumption_line(text: str) -> str:
+    """Warnings stand out; everything else is labelled as the assumption it is."""
+    return f"[yellow]{text}[/]" if text.startswith("warning:") else f"assumption: {text}"
 
 
 def _resolve(model: str, hw: str, catalog: Any,
@@ -106,9 +113,10 @@ def run_estimate(model: str, hw: str, train: bool, batch: int, seq: int, prompt:
     from accelmap.units import DType
     from accelmap.workload import Inference, Optimizer, Recompute, Training
 
+    train_dtype = _dtype(dtype, "training")  # checked in every mode: a typo is never ignored
     spec, dev = _resolve(model, hw, catalog, profile)
     if train:
-        wl = Training(batch=batch, seq_len=seq, dtype=_dtype(dtype, "training"),
+        wl = Training(batch=batch, seq_len=seq, dtype=train_dtype,
                       optimizer=_enum(Optimizer, optimizer, "optimizer"),
                       recompute=_enum(Recompute, recompute, "recompute policy"),
                       flash_attention=flash, tokens_to_train=_count(tokens) if tokens else 0.0)
@@ -140,6 +148,7 @@ def run_parallel(model: str, cluster_spec: str, train: bool, batch: int, seq: in
     from accelmap.units import DType
     from accelmap.workload import Inference, Optimizer, Recompute, Training
 
+    train_dtype = _dtype(dtype, "training")  # checked in every mode: a typo is never ignored
     cat = get_catalog(catalog)
     spec = load_model(model, cat)
     cl = parse_cluster(cluster_spec, cat)
@@ -155,7 +164,7 @@ def run_parallel(model: str, cluster_spec: str, train: bool, batch: int, seq: in
                     schedule=_enum(Schedule, schedule, "schedule"),
                     recompute=_enum(Recompute, recompute, "recompute policy"),
                     tp_comm_overlap=tp_overlap, force_tp_across_nodes=force_tp)
-        wl = Training(batch=batch, seq_len=seq, dtype=_dtype(dtype, "training"),
+        wl = Training(batch=batch, seq_len=seq, dtype=train_dtype,
                       optimizer=_enum(Optimizer, optimizer, "optimizer"),
                       recompute=m.recompute, flash_attention=flash,
                       tokens_to_train=_count(tokens) if tokens else 0.0)
@@ -300,7 +309,7 @@ def print_estimate(est: Estimate) -> None:
         tt.add_row(k, fmt(v, "time"))
     con.print(tt)
     for a in est.assumptions:
-        con.print(f"assumption: {a}", highlight=False)
+        con.print(_assumption_line(a), highlight=False)
 
 
 def roofline_cmd(
@@ -364,4 +373,4 @@ def roofline_cmd(
                   f"{r['total_s'] / total:.1%}" if total else "-")
     console().print(t)
     for a in est.assumptions:
-        console().print(f"assumption: {a}", highlight=False)
+        console().print(_assumption_line(a), highlight=False)

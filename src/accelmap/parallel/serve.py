@@ -21,7 +21,14 @@ from accelmap.cost.collectives import Collective
 from accelmap.cost.framework import Framework
 from accelmap.cost.framework import profile as framework_profile
 from accelmap.cost.roofline import Device, time_ops, total_time
-from accelmap.estimate import CALIBRATION_NOTE, Estimate, inference_precision, inference_shapes
+from accelmap.estimate import (
+    CALIBRATION_NOTE,
+    Estimate,
+    context_notes,
+    fits,
+    inference_precision,
+    inference_shapes,
+)
 from accelmap.hardware.cluster import Cluster
 from accelmap.mapping.constraints import check_serving
 from accelmap.mapping.placement import place_axes
@@ -84,13 +91,11 @@ def parallel_inference(spec: ModelSpec, cluster: Cluster, wl: Inference, m: Serv
         "communication_s": {"prefill": pre_comm, "decode_step": dec_comm},
         "axes": {k: links[k].describe() for k in ("tp", "ep", "pp")},
     }
-    feasible = bool(memory.fits)
-    reason = None if feasible else (
-        f"needs {float(memory.total) / 2**30:.1f} GiB per device but the device has "
-        f"{memory.capacity / 2**30:.1f} GiB (memory rule)")
+    feasible, reason = fits(memory)
     return Estimate(Phase.DECODE if wl.output_len else Phase.PREFILL, spec.id, dev.acc.id,
                     feasible, reason, memory, metrics, {"prefill": pre, "decode": dec},
-                    (f"tp={m.tp} pp={m.pp} ep={m.ep} x {m.replicas} replicas on {cluster.name}",
+                    (*context_notes(spec, wl.prompt_len + wl.output_len),
+                     f"tp={m.tp} pp={m.pp} ep={m.ep} x {m.replicas} replicas on {cluster.name}",
                      f"{CALIBRATION_NOTE}{dev.calibration}"))
 
 

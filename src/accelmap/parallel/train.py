@@ -35,7 +35,7 @@ from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.cost.framework import profile as framework_profile
 from accelmap.cost.roofline import Device, OpTime, time_ops, total_time
 from accelmap.cost.schedules import Schedule, bubble_over_ideal, in_flight_micro_batches
-from accelmap.estimate import CALIBRATION_NOTE, Estimate, training_precision
+from accelmap.estimate import CALIBRATION_NOTE, Estimate, context_notes, fits, training_precision
 from accelmap.hardware.cluster import Cluster
 from accelmap.hardware.schema import LinkRole
 from accelmap.mapping.constraints import TrainingJob, check_training
@@ -399,12 +399,10 @@ def parallel_training(spec: ModelSpec, cluster: Cluster, wl: Training, m: Mappin
         metrics["time_to_train_s"] = secs
         if price_usd_per_hour:
             metrics["cost_to_train_usd"] = secs / 3600 * price_usd_per_hour * world
-    feasible = bool(memory.fits)
-    reason = None if feasible else (
-        f"needs {float(memory.total) / 2**30:.1f} GiB per device but the device has "
-        f"{memory.capacity / 2**30:.1f} GiB (memory rule)")
+    feasible, reason = fits(memory)
     bubble = f["bubble_s"] / max(f["compute_forward_s"] + f["compute_backward_s"], 1e-30)
     assumptions = (
+        *context_notes(spec, wl.seq_len),
         f"mapping {m.describe()} on {cluster.name} ({cluster.origin})",
         f"framework {fw.name.value}; overlap {overlap}",
         f"pipeline schedule {m.schedule.value}, {metrics['micro_batches']} micro-batches, "
