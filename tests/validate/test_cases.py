@@ -14,6 +14,7 @@ from accelmap.validate.cases import (
     CaseFormat,
     InferenceCase,
     MatmulCase,
+    Parallel,
     TrainingCase,
     parse_int,
     parse_number,
@@ -21,6 +22,8 @@ from accelmap.validate.cases import (
 )
 from accelmap.validate.resolve import (
     inference_framework,
+    parse_recompute,
+    recompute_policy,
     inference_precision,
     resolve_device,
     resolve_model,
@@ -174,3 +177,23 @@ def test_precision_and_framework_words() -> None:
     assert inference_framework("gpt-fast (torch.compile, ROCm)").value == "torch-compile"
     assert inference_framework("vLLM 0.4").value == "vllm"
     assert inference_framework("HF transformers").value == "eager"
+
+
+def test_devices_from_degrees_do_not_multiply_expert_parallelism() -> None:
+    # EP=8 inside DP=8 is 8 GPUs (Megatron-Core carves expert groups out of data parallel)
+    assert Parallel(tp=1, pp=1, dp=8, ep=8).devices == 8
+    assert Parallel(tp=2, pp=4, dp=2, cp=2).devices == 32
+    assert Parallel(num_devices=64, tp=8).devices == 64
+    assert Parallel(tp=8, pp=1).devices is None
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("selective", "selective"), ("Full", "full"), ("none", "none"), ("False", "none"),
+    ("no", "none"), ("full?", None), ("", None),
+])
+def test_recompute_column_parsed_once(text: str, want: str | None) -> None:
+    got = parse_recompute(text)
+    assert (got.value if got else None) == want
+    # a stated "False" is no recompute even for Megatron rows, whose unstated default is full
+    if want is not None:
+        assert recompute_policy(text, megatron=True)[0].value == want

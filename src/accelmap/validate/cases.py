@@ -96,12 +96,13 @@ class Parallel:
     @property
     def devices(self) -> int | None:
         """Devices the row ran on: ``num_devices``, else the product of the stated degrees
-        when TP, PP and DP are all stated."""
+        when TP, PP and DP are all stated. EP is not a factor: experts are split across the
+        data-parallel ranks (Megatron-Core's expert parallelism, as in ``mapping.plan``)."""
         if self.num_devices is not None:
             return self.num_devices
         if None in (self.tp, self.pp, self.dp):
             return None
-        return (self.tp or 1) * (self.pp or 1) * (self.dp or 1) * (self.cp or 1) * (self.ep or 1)
+        return (self.tp or 1) * (self.pp or 1) * (self.dp or 1) * (self.cp or 1)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from accelmap.hardware.schema import Accelerator, SystemPreset
 from accelmap.mapping.plan import Mapping, ServeMapping, ZeroStage
 from accelmap.units import DType
 from accelmap.validate.cases import InferenceCase, TrainingCase
-from accelmap.validate.resolve import Resolved
+from accelmap.validate.resolve import Resolved, parse_recompute
 from accelmap.validate.stacks import StackDefaults
 from accelmap.workload import Recompute
 
@@ -128,15 +128,10 @@ def zero_stage(text: str, dp: int, per_node: int, d: StackDefaults,
 
 
 def recompute(text: str, d: StackDefaults, notes: list[str]) -> Recompute:
-    t = text.lower()
-    if "?" not in t:
-        if "selective" in t:
-            return Recompute.SELECTIVE
-        if "full" in t:
-            return Recompute.FULL
-        if t in ("none", "no", "false"):
-            return Recompute.NONE
-    notes.append(f"recompute {'not stated' if not t else repr(text)}: {d.recompute.value} "
+    stated = parse_recompute(text)
+    if stated is not None:
+        return stated
+    notes.append(f"recompute {'not stated' if not text else repr(text)}: {d.recompute.value} "
                  f"({d.source})")
     return d.recompute
 

@@ -243,14 +243,24 @@ def training_dtype(text: str) -> DType | None:
     return None
 
 
+def parse_recompute(text: str) -> Recompute | None:
+    """A row's recompute column, or None when it is empty or doubtful ('?')."""
+    t = text.lower().strip()
+    if "?" in t:
+        return None
+    if "selective" in t:
+        return Recompute.SELECTIVE
+    if "full" in t:
+        return Recompute.FULL
+    if t in ("none", "no", "false"):
+        return Recompute.NONE
+    return None
+
+
 def recompute_policy(text: str, megatron: bool) -> tuple[Recompute, str | None]:
-    t = text.lower()
-    if "selective" in t and "?" not in t:
-        return Recompute.SELECTIVE, None
-    if "full" in t and "?" not in t:
-        return Recompute.FULL, None
-    if t == "none":
-        return Recompute.NONE, None
+    stated = parse_recompute(text)
+    if stated is not None:
+        return stated, None
     if megatron:
         return Recompute.FULL, ("recompute not stated: full assumed (Megatron's "
                                 "--checkpoint-activations in its published GPT runs)")
