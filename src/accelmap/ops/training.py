@@ -39,12 +39,14 @@ def backward_ops(forward: list[Op], grad_dtype: DType) -> list[Op]:
         act = op.bytes.get(ByteKind.ACTIVATIONS, 0.0)
         if op.unit is Unit.MATRIX and op.gemm is not None:
             m, n, k = op.gemm
-            a = op.dtype.bytes if op.dtype.bytes >= 1 else 1.0
             weights = op.bytes.get(ByteKind.WEIGHTS, 0.0)
+            # parameters from the bytes streamed, in the dtype the weights are stored in (bf16
+            # for fp8 training: the fp8 copy is cast per step), not the compute dtype
+            params = weights / (op.weight_dtype or op.dtype).bytes
             out.append(replace(op, name=f"{op.name}/dgrad", stage=Stage.BACKWARD_DGRAD,
                                gemm=(m, k, n), saved=0.0,
                                bytes={ByteKind.WEIGHTS: weights, ByteKind.ACTIVATIONS: act}))
-            grads = 2.0 * weights / a * grad_dtype.bytes  # read-modify-write the accumulator
+            grads = 2.0 * params * grad_dtype.bytes  # read-modify-write the accumulator
             out.append(replace(op, name=f"{op.name}/wgrad", stage=Stage.BACKWARD_WGRAD,
                                gemm=(k, n, m), saved=0.0,
                                bytes={ByteKind.ACTIVATIONS: act, ByteKind.GRADIENTS: grads}))
