@@ -251,11 +251,9 @@ def estimate_inference(spec: ModelSpec, dev: Device, wl: Inference,
     memory = inference_memory(spec, wl, dev.acc.memory_bytes * dev.fraction,
                               prefill_chunk=fw.prefill_chunk_tokens)
     tdp = dev.acc.tdp.value * dev.fraction if dev.acc.tdp else None
-    all_ops = [t.op for t in pre] + [t.op for t in dec]
     op_energy = (op_energy_j([t.op for t in pre], dev.acc.device_memory.kind)
                  + max(wl.output_len - 1, 0)
                  * op_energy_j([t.op for t in dec], dev.acc.device_memory.kind))
-    del all_ops
     peak, _ = dev.peak(wl.compute_dtype, Unit.MATRIX)
     decode_flops = wl.batch * forward_flops_per_token(spec, int(decode_shape.context), False)
     metrics: dict[str, Any] = {
@@ -265,8 +263,9 @@ def estimate_inference(spec: ModelSpec, dev: Device, wl: Inference,
         "tokens_per_s": out_tokens / total if wl.output_len else 0.0,
         "prefill_tokens_per_s": wl.batch * wl.prompt_len / ttft,
         "decode_mfu": decode_flops / tpot / peak,
+        # of the datasheet peak; none when the catalog has no peak (a profile's measured one)
         "decode_bandwidth_utilization": sum(float(t.op.total_bytes) * t.op.count for t in dec)
-        / tpot / (dev.acc.memory_bandwidth or 1.0) / dev.fraction,
+        / tpot / dev.acc.memory_bandwidth / dev.fraction if dev.acc.memory_bandwidth else None,
         "energy_j_per_token_tdp": tdp * total / max(out_tokens, 1) if tdp else None,
         "energy_j_per_token_ops": op_energy / max(out_tokens, 1),
         "time_breakdown_s": {**{f"prefill/{k}": v for k, v in _breakdown(pre).items()},

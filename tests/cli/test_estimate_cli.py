@@ -161,3 +161,10 @@ def test_plan_deadline(cli: Run) -> None:
     assert d["found"] and d["found"]["time_to_train_s"] <= 30 * 86400
     sizes = [t["devices"] for t in d["tried"]]
     assert sizes == sorted(sizes) and d["found"]["devices"] == sizes[-1]
+
+
+def test_device_without_bandwidth_is_refused_in_one_line(cli: Run) -> None:
+    # the Coral Edge TPU's datasheet gives no memory bandwidth; a 0 B/s roofline would divide
+    # by zero
+    r = cli("estimate", "gpt3-125m", "--hw", "coral-edge-tpu")
+    assert r.code == 2 and "no memory bandwidth" in r.err and "Traceback" not in r.err

@@ -282,7 +282,8 @@ def print_estimate(est: Estimate) -> None:
     else:
         rows += [("TTFT", fmt(m["ttft_s"], "time")), ("TPOT", fmt(m["tpot_s"], "time")),
                  ("output tokens/s", f"{m['tokens_per_s']:,.1f}"),
-                 ("decode HBM utilization", f"{m['decode_bandwidth_utilization']:.0%}"),
+                 ("decode memory-bandwidth utilization",
+                  "-" if (u := m["decode_bandwidth_utilization"]) is None else f"{u:.0%}"),
                  ("largest batch that fits", str(m["max_batch"])),
                  ("longest context at this batch", f"{m['max_context']:,}")]
     if m.get("energy_j_per_token_tdp") is not None:

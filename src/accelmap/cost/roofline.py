@@ -131,6 +131,13 @@ class Device:
 
 
 def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overlap.MAX) -> OpTime:
+    if not dev.bandwidth:
+        from accelmap.errors import InputError
+
+        raise InputError(f"{dev.acc.id} has no memory bandwidth in the catalog, so its time "
+                         "cannot be predicted: add memory.bandwidth to its YAML, or measure it "
+                         "(`accelmap measure bandwidth`, `accelmap calibrate`) and pass "
+                         "--profile NAME")
     fused = op.fusable and fw.fuses_elementwise
     peak, _ = dev.peak(op.dtype, op.unit)
     if op.unit is Unit.MATRIX:
