@@ -69,6 +69,27 @@ def test_energy_objective_ranks_by_joules() -> None:
     assert e == sorted(e)
 
 
+def test_energy_objective_without_tdp_ranks_by_throughput_and_says_so() -> None:
+    # Trainium2 has no published TDP: every energy figure is unknown, so no 0/0 scores
+    res = plan_training(L13, parse_cluster("trn2-48xlarge", CAT), 4096, 64, top=5,
+                        objective=Objective.ENERGY, explain=False)
+    tps = [p.metrics["tokens_per_s"] for p in res.plans]
+    assert tps and tps == sorted(tps, reverse=True)
+    assert any("no catalog TDP" in n for n in res.notes)
+
+
+def test_forced_cross_node_tp_is_explained_not_crashed() -> None:
+    from dataclasses import replace
+
+    from accelmap.search.space import TrainingSpace
+
+    l7 = CAT.models["llama-2-7b"]  # 32 heads: TP 16 divides them, crossing two 8-GPU nodes
+    space = replace(TrainingSpace.default(l7, C64, 4096, force_tp=True), tp=(16,))
+    res = plan_training(l7, C64, 4096, 512, top=3, space=space)
+    assert res.plans and res.plans[0].mapping["tp"] == 16
+    assert res.explanation[0].startswith("best:") and "tp=16" in res.explanation[0]
+
+
 def test_impossible_job_is_a_result() -> None:
     res = plan_training(CAT.models["llama-3.1-405b"], parse_cluster("dgx-h100", CAT), 8192, 64,
                         top=3, explain=False)

@@ -22,9 +22,9 @@ from accelmap.validate.cases import (
 )
 from accelmap.validate.resolve import (
     inference_framework,
+    inference_precision,
     parse_recompute,
     recompute_policy,
-    inference_precision,
     resolve_device,
     resolve_model,
 )

@@ -64,14 +64,6 @@ def _grid(space: TrainingSpace, cluster: Cluster, tp: int, cp: int, ep: int, mb:
                        force_tp_across_nodes=np.full(pp.shape, space.force_tp))
 
 
-def _score(objective: Objective, tokens_per_s: Any, energy_per_token: Any) -> Any:
-    """Larger is better."""
-    if objective is Objective.ENERGY:
-        return -energy_per_token
-    # throughput, time and cost all rank by tokens/s on one cluster (cost = price x time)
-    return tokens_per_s
-
-
 def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch: int, *,
                   objective: Objective = Objective.THROUGHPUT,
                   framework: Framework | str = Framework.MEGATRON, top: int = 10,
@@ -144,10 +136,11 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
         row["energy_j_per_token"] = (tdp * world / row["tokens_per_s"]) if tdp else None
         row["cost_usd_per_million_tokens"] = (price * world / 3600 / row["tokens_per_s"] * 1e6
                                               if price else None)
-    energy = np.array([r["energy_j_per_token"] or 0.0 for r in rows])
-    score = _score(objective, np.array([r["tokens_per_s"] for r in rows]), energy)
+    # On one cluster every objective ranks by tokens/s: time = tokens / rate, cost = price x
+    # devices x time, energy per token = TDP x devices / rate (the TDP bound of cost/energy.py).
+    score = np.array([r["tokens_per_s"] for r in rows])
     # Ties (to 0.1 %) go to the simpler mapping: less recompute, no interleaving, lower ZeRO
-    # stage, no offload, fewer parallel dimensions.
+    # stage, no offload.
     rank = [("none", "selective", "full").index(r["recompute"]) * 1000 + r["vpp"] * 100
             + r["zero"] * 10 + r["offload"] for r in rows]
     rounded = np.round(score / np.max(np.abs(score)) * 1000) if rows else score
@@ -165,7 +158,10 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
     notes = []
     if objective is Objective.COST and price is None:
         notes.append(f"{cluster.accelerator.id} has no catalog price: ranked by throughput")
-    explanation = (explain_top(spec, cluster, wl, rows, order, framework, overlap, profile)
+    if objective is Objective.ENERGY and tdp is None:
+        notes.append(f"{cluster.accelerator.id} has no catalog TDP: ranked by throughput")
+    explanation = (explain_top(spec, cluster, wl, rows, order, framework, overlap, profile,
+                               force_tp=space.force_tp)
                    if explain and rows and not interrupted else [])
     front = pareto_front([{"mapping": _mapping(r), "tokens_per_s": r["tokens_per_s"],
                            "memory_per_device_bytes": r["memory_bytes"]} for r in rows],
@@ -224,10 +220,10 @@ ALTERNATIVE_FIELDS = ("tp", "pp", "zero", "recompute", "micro_batch", "cp", "vpp
 
 def explain_top(spec: ModelSpec, cluster: Cluster, wl: Training, rows: list[dict[str, Any]],
                 order: Any, framework: Framework | str, overlap: OverlapPolicy,
-                profile: CalibrationProfile | None = None) -> list[str]:
+                profile: CalibrationProfile | None = None, force_tp: bool = False) -> list[str]:
     """What limits the best plan, and why the common alternatives lose."""
     best = rows[order[0]]
-    est = parallel_training(spec, cluster, wl, to_mapping(best), framework, overlap,
+    est = parallel_training(spec, cluster, wl, to_mapping(best, force_tp), framework, overlap,
                             profile=profile)
     step = est.metrics["step_time_s"]
     bd = est.metrics["time_breakdown_s"]
@@ -238,7 +234,7 @@ def explain_top(spec: ModelSpec, cluster: Cluster, wl: Training, rows: list[dict
     compute = (bd["compute/forward"] + bd["compute/backward"]) / step
     mem = float(est.memory.total) / 1e9
     cap = est.memory.capacity / 1e9
-    out.append(f"best: {to_mapping(best).describe()}: compute {compute:.0%} of the step"
+    out.append(f"best: {to_mapping(best, force_tp).describe()}: compute {compute:.0%} of the step"
                + (", exposed " + ", ".join(limits) if limits else "")
                + f"; memory {mem:.0f} of {cap:.0f} GB")
     for fld in ALTERNATIVE_FIELDS:
@@ -248,5 +244,5 @@ def explain_top(spec: ModelSpec, cluster: Cluster, wl: Training, rows: list[dict
         alt = rows[others[0]]
         slower = best["tokens_per_s"] / alt["tokens_per_s"] - 1
         out.append(f"best with {fld}={alt[fld]} instead of {best[fld]}: {slower:+.0%} step time"
-                   f" ({to_mapping(alt).describe()})")
+                   f" ({to_mapping(alt, force_tp).describe()})")
     return out
