@@ -27,9 +27,11 @@ the range *and* the median absolute error of the profile's held-out rows improve
 1.0 stays and ``not_calibrated`` says why.
 
 **Result on the shared training.csv** (this commit): fsdp 0.614 on 54 llm-foundry rows
-(held-out 162 rows: median abs 37.0 -> 15.7 %), megatron 0.789 on 5 rows (T0048, T0052, T0056,
-T0320, T0328; held-out 16 rows: 21.9 -> 5.5 %). A single factor per stack cannot capture the
-A100 vs H100 difference the llm-foundry rows show (see the closing note).
+(held-out 162 rows: median abs 37.0 -> 15.7 %), megatron 0.799 on 5 rows (T0048, T0052, T0056,
+T0320, T0328; held-out 16 rows: 22.5 -> 8.1 %; 0.789 and 5.5 % before pipeline stages moved
+outermost in the rank order and gradients were reduced over dp x cp). A single factor per
+stack cannot capture the A100 vs H100 difference the llm-foundry rows show (see the closing
+note).
 
 Run: python benchmarks/calibrate_multi_device.py [path/to/training.csv]
 """

@@ -34,6 +34,14 @@ def test_tp8_on_nvlink_dp8_on_infiniband(h100: Cluster) -> None:
     assert "scale-out" in dp.describe() and "GB/s" in dp.describe()
 
 
+def test_default_order_puts_pipeline_outermost(h100: Cluster) -> None:
+    # Megatron-Core's order "tp-cp-ep-dp-pp" on 8 nodes of 8: tp=4 x dp=2 fill one node, so the
+    # data-parallel pair shares NVLink and the 8 pipeline stages sit on 8 different nodes
+    axes = place_axes(h100, {"tp": 4, "dp": 2, "pp": 8})
+    assert (axes["dp"].placement, axes["dp"].stride) == ("scale-up", 4)
+    assert (axes["pp"].placement, axes["pp"].stride) == ("scale-out", 8)
+
+
 def test_tp16_is_hierarchical(h100: Cluster) -> None:
     tp = place_axes(h100, {"tp": 16, "dp": 4}, share_scale_out=False)["tp"]
     assert (tp.placement, tp.n_inner, tp.n_outer) == ("hierarchical", 8, 2)

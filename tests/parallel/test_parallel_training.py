@@ -78,6 +78,20 @@ def test_seed_example_is_feasible_and_plausible() -> None:
     assert 0.2 < e.metrics["mfu"] < 0.7
 
 
+def test_context_parallel_ranks_reduce_gradients_and_shard_the_optimizer() -> None:
+    """Llama 2 7B at 32k on one DGX H100 as cp=8, dp=1: the 8 cp ranks hold the same weights,
+    so gradients are reduced over them and ZeRO-1 shards over them (Megatron-Core's data-parallel
+    group with context parallel). By hand: 6.74e9 params x 12 B (fp32 master + Adam) / 8 =
+    10.1 GB of optimizer state per device, and a nonzero gradient reduce-scatter."""
+    l7 = CAT.models["llama-2-7b"]
+    dgx = parse_cluster("dgx-h100", CAT)
+    e = parallel_training(l7, dgx, Training(batch=8, seq_len=32768, recompute=Recompute.FULL),
+                          Mapping(dp=1, cp=8, zero=ZeroStage.OPTIMIZER,
+                                  recompute=Recompute.FULL))
+    assert e.memory.items["optimizer"] / 1e9 == pytest.approx(6.74 * 12 / 8, rel=0.03)
+    assert e.metrics["communication_s"]["dp"] > 0
+
+
 @settings(max_examples=15, deadline=None)
 @given(st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2]))
 def test_more_dp_never_raises_weight_memory_under_zero3(tp: int, pp: int) -> None:

@@ -1,10 +1,12 @@
 """Which mesh axis lands on which network tier, and at what bandwidth.
 
-Axes are laid out innermost-first (Megatron-LM's rank order: tensor-parallel ranks are
-consecutive devices, then context, expert, pipeline and data parallel; Narayanan et al. 2021,
-sec. 3.2 "tensor model parallelism within a server"). An axis of size k whose inner axes multiply
-to ``stride`` puts its members ``stride`` devices apart, spanning ``stride x k`` devices. With D
-the scale-up domain (8 on a DGX, 72 on GB200 NVL72, the whole slice on a TPU):
+Axes are laid out innermost-first in Megatron-Core's default rank order, ``order="tp-cp-ep-dp-pp"``
+of ``parallel_state.initialize_model_parallel``: tensor-parallel ranks are consecutive devices
+("tensor model parallelism within a server", Narayanan et al. 2021 sec. 3.2), then context,
+expert and data parallel, with pipeline stages outermost. torchtitan's device mesh
+``(pp, dp_replicate, dp_shard, cp, tp)`` nests the same way. An axis of size k whose inner axes
+multiply to ``stride`` puts its members ``stride`` devices apart, spanning ``stride x k`` devices.
+With D the scale-up domain (8 on a DGX, 72 on GB200 NVL72, the whole slice on a TPU):
 
 - inside: stride x k <= D: every member in one domain, the scale-up tier;
 - across: stride >= D: every member in a different domain, the scale-out tier;
@@ -57,7 +59,7 @@ from accelmap.hardware.schema import LinkRole, NetworkTier, Topology
 
 Num = Any
 
-DEFAULT_ORDER = ("tp", "cp", "ep", "pp", "dp")
+DEFAULT_ORDER = ("tp", "cp", "ep", "dp", "pp")
 _TORUS = (Topology.TORUS_2D, Topology.TORUS_3D, Topology.MESH_2D, Topology.MESH_3D)
 
 

@@ -1,7 +1,7 @@
 """Mapping: how the model and the batch are split over devices and links.
 
 Training: dp x tp x pp x cp devices (world size); ep is carved out of dp x cp as in Megatron-Core
-(expert-data-parallel = dp*cp/ep); ZeRO stage 0-3 over dp (stage 3 = FSDP; ``shard_group`` < dp
+(expert-data-parallel = dp*cp/ep); ZeRO stage 0-3 over dp x cp (stage 3 = FSDP; ``shard_group`` < dp
 = HSDP: shard inside groups of that size, replicate across them); micro-batch and gradient
 accumulation; virtual pipeline stages and the schedule; recompute; CPU/NVMe offload.
 Inference: tp x pp x ep per replica, ``replicas`` copies, the batch and quantization are in the
@@ -55,8 +55,11 @@ class Mapping:
 
     @property
     def zero_shards(self) -> int:
-        """Ranks one ZeRO shard group spans (HSDP shards inside a group, replicates across)."""
-        return self.shard_group or self.dp
+        """Ranks one ZeRO shard group spans (HSDP shards inside a group, replicates across).
+        Context-parallel ranks hold the same weights, so they shard too: Megatron-Core's
+        distributed optimizer uses the data-parallel group with context parallel, torchtitan
+        flattens dp_shard x cp into one FSDP mesh dimension."""
+        return (self.shard_group or self.dp) * self.cp
 
     def describe(self) -> str:
         parts = [f"dp={self.dp}", f"tp={self.tp}", f"pp={self.pp}"]

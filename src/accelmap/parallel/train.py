@@ -328,11 +328,16 @@ def _collective_times(cluster: Cluster, tp: Num, cp: Num, ep: Num, pp: Any, dp: 
         times, _ = _collective_times(cluster, tp, cp, ep, pp_u, uniq - pp_u * 1e9, prof, a, g,
                                      d, top_k)
         return {k: v[inv].reshape(shape) for k, v in times.items()}, None
-    # Dense axes fill the world (tp innermost, dp outermost); expert parallelism is carved out
-    # of dp x cp next to tp (Megatron-Core), so its group is placed separately.
-    links = place_axes(cluster, {"tp": tp, "cp": cp, "pp": pp, "dp": dp},
-                       order=("tp", "cp", "pp", "dp"))
+    # Dense axes fill the world in Megatron-Core's rank order (tp innermost, then cp and dp,
+    # pp outermost: mapping.placement); expert parallelism is carved out of dp x cp next to tp,
+    # so its group is placed separately. Gradients are reduced, and ZeRO shards, over dp x cp
+    # (Megatron-Core's data-parallel group "with context parallel": every cp rank holds the
+    # whole layer's weights), a contiguous group of dp * cp ranks of stride tp.
+    links = place_axes(cluster, {"tp": tp, "cp": cp, "dp": dp, "pp": pp},
+                       order=("tp", "cp", "dp", "pp"))
     links["ep"] = place_axes(cluster, {"tp": tp, "ep": ep}, order=("tp", "ep"))["ep"]
+    links["dp"] = place_axes(cluster, {"tp": tp, "dp": np.asarray(dp) * np.asarray(cp),
+                                       "pp": pp}, order=("tp", "dp", "pp"))["dp"]
     single = np.asarray(pp) <= 1
     per_stage = np.ceil(prof.n_layers / np.asarray(pp))
     p_dev = L_params * per_stage + prof.embed_params + np.where(single, prof.head_params, 0)

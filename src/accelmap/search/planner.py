@@ -113,7 +113,7 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
             sel = {k: (v[ok] if isinstance(v, np.ndarray) else v)
                    for k, v in cand.__dict__.items()}
             r = compose(prof, spec, cluster, wl, dev, fw, overlap, tp, ep, cp, sel["pp"],
-                        sel["dp"], mb, sel["virtual_stages"], sel["zero"], sel["dp"],
+                        sel["dp"], mb, sel["virtual_stages"], sel["zero"], sel["dp"] * cp,
                         Schedule.ONE_F_ONE_B, sel["offload"], sel["offload"], detail=False)
             mem = np.broadcast_to(r["memory_total"], sel["pp"].shape)
             fits = mem <= dev.acc.memory_bytes
