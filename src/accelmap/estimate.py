@@ -27,7 +27,15 @@ from accelmap.memory.budget import MemoryBudget, inference_memory, training_memo
 from accelmap.models.flops import forward_flops_per_token
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
-from accelmap.ops.graph import Op, Precision, Shape, Stage, Unit, forward_ops
+from accelmap.ops.graph import (
+    Op,
+    Precision,
+    Shape,
+    Stage,
+    Unit,
+    causal_shape_context,
+    forward_ops,
+)
 from accelmap.ops.training import backward_ops, optimizer_ops, recompute_ops
 from accelmap.units import DType
 from accelmap.workload import Inference, Phase, Training
@@ -145,7 +153,7 @@ def training_ops(spec: ModelSpec, wl: Training, imbalance: float = 1.0) -> list[
     s = wl.seq_len
     shape = Shape(
         tokens=wl.batch * s,
-        context=(s + 1) / 2 if wl.flash_attention else float(s),  # naive computes the full s x s
+        **causal_shape_context(spec, float(s), wl.flash_attention),
         kv_tokens=wl.batch * s,
         sequences=wl.batch,
         logits_tokens=wl.batch * s,
@@ -217,8 +225,8 @@ def _breakdown(times: list[OpTime]) -> dict[str, float]:
 
 def inference_shapes(spec: ModelSpec, wl: Inference) -> tuple[Shape, Shape]:
     b, p, o = wl.batch, wl.prompt_len, wl.output_len
-    prefill = Shape(tokens=b * p, context=(p + 1) / 2, kv_tokens=b * p, sequences=b,
-                    logits_tokens=b)
+    prefill = Shape(tokens=b * p, kv_tokens=b * p, sequences=b, logits_tokens=b,
+                    **causal_shape_context(spec, float(p), wl.flash_attention))
     ctx = p + max(o, 1) / 2  # mean cached length over the decode steps
     decode = Shape(tokens=b, context=ctx, kv_tokens=b * ctx, sequences=b, logits_tokens=b,
                    decode=True)

@@ -20,6 +20,9 @@ business, not the catalog's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from accelmap.models.params import count_params
 from accelmap.models.schema import FFNKind, ModelSpec
@@ -114,6 +117,17 @@ def layer_groups(spec: ModelSpec) -> list[LayerGroup]:
     return groups
 
 
+def causal_mean_keys(seq_len: Any, window: int | None = None) -> Any:
+    """Mean keys per query of causal attention over ``seq_len`` queries when query i (1-based)
+    sees min(i, window) keys: (1/s) sum_i min(i, w) = (s + 1) / 2 for s <= w, else
+    w - w (w - 1) / (2 s) (the first w queries ramp up, the rest see w). Arrays work."""
+    s = np.asarray(seq_len, dtype=float)
+    if window is None:
+        return (s + 1) / 2
+    w = float(window)
+    return np.where(s <= w, (s + 1) / 2, w - w * (w - 1) / (2 * np.maximum(s, 1.0)))
+
+
 def _attention_flops_per_token(spec: ModelSpec, seq_len: int, causal: bool) -> float:
     if spec.mla is not None:
         d_qk, d_v = spec.mla.qk_head_dim, spec.mla.v_head_dim
@@ -121,11 +135,11 @@ def _attention_flops_per_token(spec: ModelSpec, seq_len: int, causal: bool) -> f
         d_qk = d_v = spec.head_size
     total = 0.0
     for layer in range(spec.n_layers):
-        keys = float(seq_len)
-        if spec.is_sliding_layer(layer) and spec.sliding_window is not None:
-            keys = min(keys, float(spec.sliding_window))
+        window = spec.sliding_window if spec.is_sliding_layer(layer) else None
         if causal:
-            keys = (keys + 1) / 2
+            keys = float(causal_mean_keys(seq_len, window))
+        else:
+            keys = float(min(seq_len, window or seq_len))
         total += 2 * keys * spec.n_heads * (d_qk + d_v)
     return total
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from accelmap.models.flops import causal_mean_keys
 from accelmap.models.schema import FFNKind, ModelSpec, NormKind, PositionKind
 from accelmap.units import DType
 
@@ -114,6 +115,9 @@ class Shape:
     logits_tokens: Num  # rows through the LM head (all tokens in training, last per seq in prefill)
     decode: bool = False
     dropout: bool = False
+    # C on sliding-window layers; None = min(context, window), right for decode where every
+    # query sees the cached length. Prefill/training: see ``causal_shape_context``.
+    window_context: Num | None = None
     # Tokens seen by ops outside the tensor-parallel regions (norms, residuals, dropout): T/tp
     # with sequence parallelism (Korthikanti et al. 2022 sec. 4.2.2), T without; None = tokens.
     sp_tokens: Num | None = None
@@ -122,6 +126,18 @@ class Shape:
     @property
     def outside_tokens(self) -> Num:
         return self.tokens if self.sp_tokens is None else self.sp_tokens
+
+
+def causal_shape_context(spec: ModelSpec, seq_len: Num, flash: bool) -> dict[str, Num]:
+    """``context`` and ``window_context`` of a prefill or training step over sequences of
+    ``seq_len``: flash attention skips masked blocks, so a query sees its causal mean (and the
+    window's, ``models.flops.causal_mean_keys``); naive attention computes the full s x s score
+    matrix and masks it afterwards, on sliding-window layers too."""
+    if not flash:
+        return {"context": seq_len * 1.0, "window_context": seq_len * 1.0}
+    window = spec.sliding_window
+    return {"context": causal_mean_keys(seq_len),
+            "window_context": causal_mean_keys(seq_len, window) if window else None}
 
 
 def _gemm(name: str, m: Num, n: int, k: int, p: Precision, count: int, weight_bytes: Num = None,
@@ -170,7 +186,8 @@ def _attention_core(spec: ModelSpec, s: Shape, p: Precision, count: int, flash: 
     ctx = s.context
     kv_tokens = s.kv_tokens
     if sliding and spec.sliding_window is not None:
-        ctx = np.minimum(ctx, spec.sliding_window)
+        ctx = (s.window_context if s.window_context is not None
+               else np.minimum(ctx, spec.sliding_window))
         kv_tokens = np.minimum(kv_tokens, s.sequences * spec.sliding_window)
     a, T = p.act.bytes, s.tokens
     q_bytes = T * h * d_qk * a

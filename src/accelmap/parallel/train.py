@@ -53,7 +53,7 @@ from accelmap.memory.sharding import model_state_bytes
 from accelmap.models.flops import forward_flops_per_token
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
-from accelmap.ops.graph import Op, Shape, Unit, forward_ops
+from accelmap.ops.graph import Op, Shape, Unit, causal_shape_context, forward_ops
 from accelmap.ops.training import backward_ops, optimizer_ops, recompute_ops
 from accelmap.parallel.shard import shard_spec
 from accelmap.workload import Optimizer, Phase, Recompute, Training
@@ -116,7 +116,7 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
     s = wl.seq_len
     T = micro_batch * s / cp
     shard = shard_spec(spec, tp, ep)
-    shape = Shape(tokens=T, context=(s + 1) / 2 if wl.flash_attention else float(s),
+    shape = Shape(tokens=T, **causal_shape_context(spec, float(s), wl.flash_attention),
                   kv_tokens=micro_batch * s, sequences=micro_batch, logits_tokens=T,
                   dropout=wl.dropout, sp_tokens=T / tp if (sequence_parallel and tp > 1) else None)
     fwd = forward_ops(shard, shape, training_precision(wl.dtype), flash=wl.flash_attention,
