@@ -12,7 +12,7 @@ from accelmap.mapping.constraints import TrainingJob, check_training
 from accelmap.mapping.plan import Mapping, ZeroStage
 from accelmap.memory.sharding import model_state_bytes
 from accelmap.parallel.train import parallel_training
-from accelmap.workload import Recompute, Training
+from accelmap.workload import Optimizer, Recompute, Training
 
 CAT = load_catalog()
 C64 = parse_cluster("64xH100", CAT)
@@ -139,3 +139,19 @@ def test_offload_trades_memory_for_time() -> None:
     b = parallel_training(spec, node, Training(batch=64, seq_len=4096), off)
     assert float(b.memory.total) < float(a.memory.total)
     assert b.metrics["step_time_s"] > a.metrics["step_time_s"]
+
+
+@pytest.mark.parametrize("optimizer", list(Optimizer))
+def test_one_device_optimizer_memory_matches_the_single_device_engine(optimizer: Optimizer) -> None:
+    """dp = tp = pp = 1, ZeRO-0: the distributed engine holds the same optimizer bytes as the
+    single-device budget (master weights + states; Adafactor's factored statistics included)."""
+    from accelmap.cost.roofline import Device
+    from accelmap.estimate import estimate_training
+
+    l7 = CAT.models["llama-2-7b"]
+    one = parse_cluster("1x1xh100-sxm5-80gb", CAT)
+    wl = Training(batch=1, seq_len=1024, optimizer=optimizer, recompute=Recompute.FULL)
+    par = parallel_training(l7, one, wl, Mapping(dp=1, recompute=Recompute.FULL))
+    single = estimate_training(l7, Device.of(one.accelerator), wl)
+    want = sum(v for k, v in single.memory.items.items() if k.startswith("optimizer/"))
+    assert float(par.memory.items["optimizer"]) == pytest.approx(float(want), rel=1e-6)

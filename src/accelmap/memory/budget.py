@@ -108,6 +108,19 @@ def adafactor_state_bytes(spec: ModelSpec) -> float:
     return total
 
 
+def optimizer_state_bytes_per_param(spec: ModelSpec, wl: Training) -> float:
+    """Optimizer bytes per parameter beyond weights and gradients: fp32 states (two for AdamW,
+    one for SGD-momentum and Lion; Adafactor's factored row and column statistics averaged over
+    the parameters) plus the fp32 master copy when the weights are stored in 16 bits
+    (Rajbhandari et al. 2020, ZeRO sec. 3.1: K = 12 for mixed-precision Adam)."""
+    if wl.optimizer is Optimizer.ADAFACTOR:
+        states = adafactor_state_bytes(spec) / float(count_params(spec).total)
+    else:
+        states = OPTIMIZER_STATES[wl.optimizer] * 4.0
+    master = wl.master_dtype.bytes if wl.master_dtype is not wl.storage_dtype else 0.0
+    return states + master
+
+
 def kv_bytes_per_token(spec: ModelSpec, dtype: DType) -> float:
     """KV-cache bytes one token adds, summed over layers."""
     if spec.mla is not None:

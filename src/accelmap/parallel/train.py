@@ -44,10 +44,10 @@ from accelmap.mapping.plan import Mapping, Offload
 from accelmap.memory.budget import (
     FRAGMENTATION,
     LOGITS_BYTES,
-    OPTIMIZER_STATES,
     RUNTIME_OVERHEAD_BYTES,
     MemoryBudget,
     activation_bytes,
+    optimizer_state_bytes_per_param,
 )
 from accelmap.memory.sharding import model_state_bytes
 from accelmap.models.flops import forward_flops_per_token
@@ -56,7 +56,7 @@ from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Op, Shape, Unit, causal_shape_context, forward_ops
 from accelmap.ops.training import backward_ops, optimizer_ops, recompute_ops
 from accelmap.parallel.shard import shard_spec
-from accelmap.workload import Optimizer, Phase, Recompute, Training
+from accelmap.workload import Phase, Recompute, Training
 
 Num = Any
 
@@ -258,10 +258,8 @@ def compose(prof: LayerProfile, spec: ModelSpec, cluster: Cluster, wl: Training,
     step = micro * per_mb + bubble * micro * (t_fwd + t_bwd) + dp_tail + t_opt
 
     # memory of the first stage (it holds the most micro-batches in flight under 1F1B)
-    states = (OPTIMIZER_STATES[wl.optimizer] * 4.0 if wl.optimizer is not Optimizer.ADAFACTOR
-              else 0.0)
-    master = wl.master_dtype.bytes if wl.master_dtype is not wl.storage_dtype else 0.0
-    ms = model_state_bytes(p_dev, zero, zero_shards, a, g, states + master)
+    ms = model_state_bytes(p_dev, zero, zero_shards, a, g,
+                           optimizer_state_bytes_per_param(spec, wl))
     in_flight = np.where(interleaved,
                          in_flight_micro_batches(Schedule.INTERLEAVED, pp, micro, 0, vpp),
                          in_flight_micro_batches(schedule, pp, micro, 0, 1))
