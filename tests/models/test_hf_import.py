@@ -79,6 +79,16 @@ def test_llama_2_7b() -> None:
     assert not s.tied_embeddings and not s.is_moe and s.sliding_window is None
 
 
+def test_llama_reads_its_config_class_like_the_others() -> None:
+    # hidden_act is read (LlamaConfig allows any ACT2FN name), a string "false" is refused
+    # rather than read as true, and absent keys take LlamaConfig's defaults (vocab 32000)
+    base = {k: v for k, v in raw("llama-2-7b").items() if k != "vocab_size"}
+    assert from_dict({**base, "hidden_act": "gelu"}).activation is Activation.GELU
+    assert from_dict(base).vocab_size == 32000
+    with pytest.raises(InputError, match="attention_bias"):
+        from_dict({**base, "attention_bias": "false"})
+
+
 def test_mistral_7b_gqa_and_sliding_window() -> None:
     s = load("mistral-7b-v0.1")
     assert s.attention_kind is AttentionKind.GQA and s.kv_heads == 8

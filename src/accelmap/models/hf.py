@@ -117,7 +117,6 @@ def spec_from_hf_dict(data: dict[str, Any], origin: str, name: str | None = None
     fields.setdefault("id", _slug(str(label)))
     fields.setdefault("name", str(label))
     fields.setdefault("family", mtype)
-    fields.setdefault("notes", (f"imported from {origin} by the {mtype!r} mapper",))
     try:
         return ModelSpec.model_validate(fields)
     except ValidationError as e:

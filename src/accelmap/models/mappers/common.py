@@ -8,14 +8,6 @@ from typing import Any
 from accelmap.errors import InputError
 from accelmap.models.hf import HFConfig
 
-
-def _sliding(cfg: HFConfig) -> dict[str, Any]:
-    window = cfg.get("sliding_window", default=None)
-    if window is None or cfg.get("use_sliding_window", default=True) is False:
-        return {}
-    return {"sliding_window": int(window)}
-
-
 _ACTIVATIONS: dict[str, str] = {
     "silu": "silu",
     "swish": "silu",
@@ -179,6 +171,8 @@ def _require_hidden_size(cfg: HFConfig, *keys: str) -> None:
         cfg.get(*keys)  # raises the standard "field ... is missing" InputError
 
 
-# ----------------------------------------------------------------------------------------------
-# Llama-family (RoPE, RMSNorm, SwiGLU)
-# ----------------------------------------------------------------------------------------------
+def _attention_bias(cfg: HFConfig, default: bool = False) -> dict[str, bool]:
+    """``attention_bias``: one flag for the q/k/v and output projection biases (LlamaConfig,
+    Qwen3Config, Gemma2Config; default false in each)."""
+    bias = _bool(cfg, "attention_bias", default)
+    return {"qkv_bias": bias, "attn_out_bias": bias}

@@ -5,36 +5,31 @@ from __future__ import annotations
 from typing import Any
 
 from accelmap.models.hf import HFConfig, register
+from accelmap.models.mappers.common import (
+    _attention_bias,
+    _bool,
+    _llama_like,
+    _notes,
+    _require_hidden_size,
+)
 
 
 @register("llama")
 def llama(cfg: HFConfig) -> dict[str, Any]:
-    """LlamaConfig: RoPE, RMSNorm, SwiGLU, GQA via num_key_value_heads, optional biases."""
-    bias = bool(cfg.get("attention_bias", default=False))
-    return {
-        "n_layers": cfg.int("num_hidden_layers"),
-        "d_model": cfg.int("hidden_size"),
-        "n_heads": cfg.int("num_attention_heads"),
-        "n_kv_heads": cfg.int("num_key_value_heads", default=None),
-        "head_dim": cfg.int("head_dim", default=None),
-        "ffn_dim": cfg.int("intermediate_size"),
-        "ffn_kind": "gated",
-        "activation": "silu",
-        "vocab_size": cfg.int("vocab_size"),
-        "max_seq_len": cfg.int("max_position_embeddings"),
-        "tied_embeddings": bool(cfg.get("tie_word_embeddings", default=False)),
-        "position": "rope",
-        "norm": "rmsnorm",
-        "qkv_bias": bias,
-        "attn_out_bias": bias,
-        "mlp_bias": bool(cfg.get("mlp_bias", default=False)),
-    }
-
-
-# ----------------------------------------------------------------------------------------------
-# Shared helpers. Each mapper below passes its own configuration class's defaults explicitly, so
-# a reviewer can compare one function with one `configuration_<type>.py` file.
-# ----------------------------------------------------------------------------------------------
-
-# transformers' ACT2FN names -> the schema's activations (gelu_new / gelu_pytorch_tanh / gelu_fast
-# are all the tanh approximation; "gelu" is the exact erf form).
+    """LlamaConfig: RoPE, RMSNorm, gated MLP with ``hidden_act`` (silu), GQA via
+    ``num_key_value_heads`` (null = MHA), optional ``attention_bias`` and ``mlp_bias``."""
+    _require_hidden_size(cfg, "hidden_size")
+    fields = _llama_like(
+        cfg,
+        vocab_size=32000,
+        hidden_size=4096,
+        intermediate_size=11008,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=None,
+        max_position_embeddings=2048,
+        tie_word_embeddings=False,
+    )
+    fields.update(_attention_bias(cfg), mlp_bias=_bool(cfg, "mlp_bias", False))
+    fields["notes"] = _notes(cfg)
+    return fields

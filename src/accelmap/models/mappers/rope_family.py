@@ -7,6 +7,7 @@ from typing import Any
 
 from accelmap.models.hf import HFConfig, register
 from accelmap.models.mappers.common import (
+    _attention_bias,
     _bool,
     _layer_types,
     _llama_like,
@@ -153,13 +154,6 @@ def qwen2_moe(cfg: HFConfig) -> dict[str, Any]:
     return fields
 
 
-def _qwen3_attention(cfg: HFConfig) -> dict[str, Any]:
-    """Qwen3 and Qwen3-MoE attention: RMSNorm on each q and k head, and one
-    ``attention_bias`` flag (default false) for the q/k/v and output projections."""
-    bias = _bool(cfg, "attention_bias", False)
-    return {"qk_norm": True, "qkv_bias": bias, "attn_out_bias": bias}
-
-
 @register("qwen3")
 def qwen3(cfg: HFConfig) -> dict[str, Any]:
     """Qwen3Config: explicit ``head_dim`` (default 128), per-head RMSNorm on q and k,
@@ -177,7 +171,7 @@ def qwen3(cfg: HFConfig) -> dict[str, Any]:
         max_position_embeddings=32768,
         tie_word_embeddings=False,
     )
-    fields.update(_qwen3_attention(cfg))
+    fields.update(qk_norm=True, **_attention_bias(cfg))
     fields.update(_qwen_windows(cfg, fields["n_layers"], 28))
     fields["notes"] = _notes(cfg)
     return fields
@@ -200,7 +194,7 @@ def qwen3_moe(cfg: HFConfig) -> dict[str, Any]:
         max_position_embeddings=32768,
         tie_word_embeddings=False,
     )
-    fields.update(_qwen3_attention(cfg))
+    fields.update(qk_norm=True, **_attention_bias(cfg))
     n = fields["n_layers"]
     fields.update(_qwen_windows(cfg, n, 28))
     moe = _qwen_moe(cfg, n, experts=128, top_k=8, expert_ffn=768)
@@ -231,8 +225,7 @@ def gemma2(cfg: HFConfig) -> dict[str, Any]:
         act_key="hidden_activation",
         act_default="gelu_pytorch_tanh",
     )
-    bias = _bool(cfg, "attention_bias", False)
-    fields.update({"norms_per_layer": 4, "qkv_bias": bias, "attn_out_bias": bias})
+    fields.update(norms_per_layer=4, **_attention_bias(cfg))
     n = fields["n_layers"]
     cfg.int("query_pre_attn_scalar", default=256)  # validated; scaling only, no parameters
     sliding = _layer_types(cfg, n) or [bool((i + 1) % 2) for i in range(n)]
@@ -263,8 +256,3 @@ def phi3(cfg: HFConfig) -> dict[str, Any]:
     fields.update(_window_fields(cfg, window, [True] * fields["n_layers"]))
     fields["notes"] = _notes(cfg)
     return fields
-
-
-# ----------------------------------------------------------------------------------------------
-# GPT-2 lineage (LayerNorm with bias, plain MLP)
-# ----------------------------------------------------------------------------------------------
