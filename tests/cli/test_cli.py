@@ -159,7 +159,7 @@ def test_bad_input_one_line(cli: Run, args: tuple[str, ...], needle: str) -> Non
     ("content", "needle"),
     [
         ("{not json", "not valid JSON"),
-        ('{"model_type": "llama", "hidden_size": 64}', "missing"),
+        ('{"model_type": "llama", "num_hidden_layers": 2}', "missing"),  # no hidden_size
         ('{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, '
          '"num_attention_heads": 5, "intermediate_size": 128, "vocab_size": 10, '
          '"max_position_embeddings": 16}', "does not divide"),
