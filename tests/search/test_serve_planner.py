@@ -92,6 +92,14 @@ def test_70b_needs_tensor_parallelism_in_bf16(catalog: Catalog, node: Cluster) -
                    for line in r.explanation)
 
 
+def test_expert_parallel_is_all_of_a_replica_or_none(catalog: Catalog, node: Cluster) -> None:
+    # vLLM's --enable-expert-parallel puts experts on every tp rank: ep is 1 or tp, never between
+    r = plan_serving(catalog.models["mixtral-8x7b"], node, PROMPT, OUTPUT, max_batch=64, top=50,
+                     weight_dtypes=["bf16"], kv_dtypes=["bf16"])
+    assert r.plans and all(p.mapping["ep"] in (1, p.mapping["tp"]) for p in r.plans)
+    assert any(p.mapping["ep"] == p.mapping["tp"] > 1 for p in r.plans)
+
+
 def test_pareto_fronts_are_non_dominated(small: PlanResult) -> None:
     for name, (hi, lo) in {"latency_vs_throughput": ("tokens_per_s", "tpot_s"),
                            "throughput_vs_cost": ("tokens_per_s",

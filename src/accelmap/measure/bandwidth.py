@@ -23,6 +23,7 @@ from accelmap.measure.backends import STREAM_KINDS, Backend, get_backend
 from accelmap.measure.records import Kind, Measurement
 from accelmap.measure.shapes import MEMORY_FRACTION
 from accelmap.measure.timing import (
+    COST_MARGIN,
     PROCESS_WARMUP_S,
     PROCESS_WARMUP_SHARE,
     Timing,
@@ -38,7 +39,6 @@ LLC_FACTOR = 4  # STREAM: arrays at least 4x the sum of the last-level caches
 SIZE_FACTORS = (1, 2)  # buffer sizes: these multiples of LLC_FACTOR x cache
 MIN_BUFFER = 64 * 2**20  # never smaller than this (timer resolution on small caches)
 FLUSH_FACTOR = 2  # flush buffer: this many times the cache size
-COST_MARGIN = 1.5  # predicted time x this (allocation, first-touch, flushes)
 
 
 def cache_size(acc: Accelerator | None, be: Backend) -> tuple[float, str]:

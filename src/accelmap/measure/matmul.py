@@ -35,6 +35,7 @@ from accelmap.measure.shapes import (
     variants,
 )
 from accelmap.measure.timing import (
+    COST_MARGIN,
     PROCESS_WARMUP_S,
     PROCESS_WARMUP_SHARE,
     Timing,
@@ -49,7 +50,6 @@ VARIANT_SEEDS = 2  # rungs whose variants are tried
 REFINE_ROUNDS = 3  # refine around a new best at most this often
 MAX_CALL_SHARE = 0.05  # one GEMM call may take at most this share of the budget
 FIRST_GUESS = 0.8  # of the dense peak: rate assumed before anything is measured (time cap)
-COST_MARGIN = 1.5  # predicted time x this (allocation, first-touch, flushes)
 # A shape slower than this share of the best smaller shape is timed once more and the faster
 # timing kept: on shared (virtual) machines whole repetitions can stall behind a descheduled
 # thread (seen on a 2-vCPU VM: 256x512x384 bf16 at 15 GFLOP/s, 2 TFLOP/s a minute later).

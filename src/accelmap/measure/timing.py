@@ -82,6 +82,9 @@ def time_kernel(fn: Callable[[], object], sync: Callable[[], None], *, warmup: i
     return Timing(times=tuple(times), inner=inner, warmup=calls)
 
 
+COST_MARGIN = 1.5  # predicted time x this (allocation, first-touch, flushes): a budget, not a model
+
+
 def predicted_cost(seconds_per_call: float, *, warmup: int, reps: int,
                    min_rep_s: float = MIN_REP_S) -> float:
     """Wall seconds :func:`time_kernel` will take for a kernel of this duration (no flushes)."""

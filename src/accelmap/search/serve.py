@@ -47,6 +47,7 @@ from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import ByteKind
 from accelmap.parallel import serve as _engine
 from accelmap.search.result import Objective, Plan, PlanResult, pareto_front
+from accelmap.search.space import powers_of_two
 from accelmap.units import DType
 from accelmap.workload import Inference
 
@@ -66,14 +67,6 @@ class _Point:
     reason: str = ""
     metrics: dict[str, Any] | None = None
     est: Estimate | None = None
-
-
-def _pow2(limit: int) -> list[int]:
-    out, v = [], 1
-    while v <= limit:
-        out.append(v)
-        v *= 2
-    return out
 
 
 def _half(cluster: Cluster) -> DType:
@@ -110,14 +103,16 @@ def _dtypes(cluster: Cluster, weight_dtypes: Sequence[DType | str] | None,
 
 def _configs(spec: ModelSpec, cluster: Cluster, ws: list[DType], kvs: list[DType]
              ) -> list[Config]:
-    tps = _pow2(cluster.scale_up_domain)
+    tps = powers_of_two(cluster.scale_up_domain)
     valid = [t for t in tps if not check_serving(spec, cluster, ServeMapping(tp=t))]
     tp_max = max(valid, default=1)
     out: list[Config] = []
     for tp in tps:
-        pps = [p for p in _pow2(min(MAX_PP, spec.n_layers)) if tp * p <= cluster.devices]
+        pps = [p for p in powers_of_two(min(MAX_PP, spec.n_layers)) if tp * p <= cluster.devices]
         for pp in pps if tp == tp_max else [1]:
-            eps = [e for e in _pow2(tp) if spec.moe and spec.moe.num_experts % e == 0] or [1]
+            # vLLM's --enable-expert-parallel spreads the experts over all tp ranks of a replica
+            # (EP size = TP x DP), so a replica runs ep = 1 or ep = tp, nothing between
+            eps = [e for e in sorted({1, tp}) if spec.moe and spec.moe.num_experts % e == 0] or [1]
             out += [(tp, pp, ep, w, kv) for ep in eps for w in ws for kv in kvs]
     return out
 
@@ -191,7 +186,7 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
     calibration = Device.of(acc, profile=profile).calibration  # also checks the profile's device
     configs = _configs(spec, cluster, ws, kvs)
     half = _half(cluster)
-    batches = _pow2(max_batch)
+    batches = powers_of_two(max_batch)
     total = len(configs) * len(batches)
     points: dict[Config, list[_Point]] = {}
     rejected: dict[str, int] = {}
@@ -347,7 +342,7 @@ def _alt(name: str, config: Config, points: dict[Config, list[_Point]],
 
 
 def _explain(top: _Point, points: dict[Config, list[_Point]], best: dict[Config, _Point],
-             score: _Score, cluster: Cluster, batches: list[int], ttft: float | None,
+             score: _Score, cluster: Cluster, batches: Sequence[int], ttft: float | None,
              tpot: float | None) -> list[str]:
     out = [f"best by {score.name}: {_label(top.config, top.batch)}", *_limits(top, cluster)]
     tp, pp, ep, w, kv = top.config
