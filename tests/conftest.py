@@ -1,10 +1,15 @@
-"""Shared fixtures: the bundled catalog (loaded once) and a CLI runner that uses main()."""
+"""Shared fixtures: the bundled catalog (loaded once), a CLI runner that uses main(), and a
+loader for the benchmark scripts the tests exercise."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -42,3 +47,19 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
         return CliResult(code, captured.out, captured.err)
 
     return run
+
+
+def _load_benchmark(name: str) -> ModuleType:
+    """Import ``benchmarks/<name>.py`` (a script folder, not a package) as module ``name``."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="session")
+def load_benchmark() -> Callable[[str], ModuleType]:
+    return _load_benchmark

@@ -3,8 +3,7 @@ reproduces its row (without writing the bundled yaml)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -18,14 +17,8 @@ FIXTURES = ROOT / "tests" / "fixtures" / "measurements"
 
 
 @pytest.fixture(scope="module")
-def cal() -> ModuleType:
-    path = ROOT / "benchmarks" / "calibrate_single_device.py"
-    spec = importlib.util.spec_from_file_location("calibrate_single_device", path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def cal(load_benchmark: Callable[[str], ModuleType]) -> ModuleType:
+    return load_benchmark("calibrate_single_device")
 
 
 def test_rule_picks_first_row_of_each_kind(cal: ModuleType) -> None:

@@ -5,8 +5,7 @@ calibration split of benchmarks/calibrate_multi_device.py."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -186,14 +185,8 @@ def test_stacks_and_metrics() -> None:
 
 
 @pytest.fixture(scope="module")
-def cal() -> ModuleType:
-    path = ROOT / "benchmarks" / "calibrate_multi_device.py"
-    spec = importlib.util.spec_from_file_location("calibrate_multi_device", path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def cal(load_benchmark: Callable[[str], ModuleType]) -> ModuleType:
+    return load_benchmark("calibrate_multi_device")
 
 
 def test_calibration_split_and_entries(cal: ModuleType) -> None:

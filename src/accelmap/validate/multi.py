@@ -43,22 +43,28 @@ FP8_NOTE = ("FP8: linear layers at the FP8 rate; attention, vector ops and store
             "in BF16 (Transformer Engine / torchao float8 recipes)")
 
 
+def hardware_flops_meant(definition: str, megatron: bool) -> tuple[bool, str | None]:
+    """Whether a row's TFLOP/s count hardware FLOPs (recompute included) rather than model
+    FLOPs, from its definition column, and a note when the column does not say."""
+    d = definition.lower()
+    if "model" in d:
+        return False, None
+    if any(w in d for w in ("hardware", "hfu", "recompute")):
+        return True, None
+    if megatron:
+        return True, ("TFLOP/s definition not stated: Megatron's Eq. 3 counts the recompute "
+                      "forward (hardware FLOPs)")
+    return False, "TFLOP/s definition not stated: model FLOPs assumed"
+
+
 def training_metric(case: TrainingCase, stack: Stack | None
                     ) -> tuple[str, str, float | None, float, str | None]:
     """(engine metric, unit, measured value, scale engine -> row unit, note)."""
     if case.achieved_tflops_per_device is not None:
-        d = case.tflops_definition.lower()
-        value = case.achieved_tflops_per_device
-        if "model" in d:
-            return "tflops_per_device", "TFLOP/s", value, 1.0, None
-        if any(w in d for w in ("hardware", "hfu", "recompute")):
-            return "hardware_tflops_per_device", "TFLOP/s", value, 1.0, None
-        if stack is Stack.MEGATRON_LM:
-            return ("hardware_tflops_per_device", "TFLOP/s", value, 1.0,
-                    "TFLOP/s definition not stated: Megatron's Eq. 3 counts the recompute "
-                    "forward (hardware FLOPs)")
-        return ("tflops_per_device", "TFLOP/s", value, 1.0,
-                "TFLOP/s definition not stated: model FLOPs assumed")
+        hardware, note = hardware_flops_meant(case.tflops_definition,
+                                              stack is Stack.MEGATRON_LM)
+        return ("hardware_tflops_per_device" if hardware else "tflops_per_device", "TFLOP/s",
+                case.achieved_tflops_per_device, 1.0, note)
     if case.tokens_per_s_per_device is not None:
         return "tokens_per_s_per_device", "tokens/s", case.tokens_per_s_per_device, 1.0, None
     if case.mfu_pct is not None:

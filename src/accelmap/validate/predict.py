@@ -146,15 +146,8 @@ def predict_inference(case: InferenceCase, catalog: Catalog,
 
 
 def _training_flops_kind(case: TrainingCase, megatron: bool) -> tuple[str, str | None]:
-    d = case.tflops_definition.lower()
-    if "model" in d:
-        return "model_flops_per_step", None
-    if "hardware" in d or "hfu" in d or "recompute" in d:
-        return "hardware_flops_per_step", None
-    if megatron:
-        return "hardware_flops_per_step", ("TFLOP/s definition not stated: Megatron's Eq. 3 "
-                                           "counts the recompute forward (hardware FLOPs)")
-    return "model_flops_per_step", "TFLOP/s definition not stated: model FLOPs assumed"
+    hardware, note = multi.hardware_flops_meant(case.tflops_definition, megatron)
+    return ("hardware_flops_per_step" if hardware else "model_flops_per_step"), note
 
 
 def predict_training(case: TrainingCase, catalog: Catalog,
@@ -207,7 +200,7 @@ def predict_training(case: TrainingCase, catalog: Catalog,
     value = (float(est.metrics[flops_key]) / step / 1e12 if tflops
              else float(est.metrics["tokens_per_s"]))
     if not est.feasible:
-        notes.append(f"published configuration predicted NOT to fit: {est.reason}")
+        notes.append(f"{multi.NOT_FIT}: {est.reason}")
     return done(base, value, calibrated, notes, fits=bool(est.feasible),
                  model_id=model.value.id, accelerator_id=dev.value.acc.id)
 
