@@ -19,9 +19,12 @@ pytest.importorskip("torch")
 
 
 def test_measured_overhead_is_positive_and_stored(tmp_path: Path) -> None:
+    from accelmap.measure.backends import get_backend
     from accelmap.measure.overhead import measure_overhead
 
-    r = measure_overhead("cpu", "local-test", reps=3)
+    be = get_backend("cpu", "torch")
+    r = measure_overhead(be, "local-test", reps=3)
+    assert r.device == be.describe()  # the same device label as every other measurement
     assert 1e-8 < r.seconds_per_op < 1e-2
     store = Store(tmp_path / "m.sqlite")
     run = store.add(r.measurements)

@@ -269,8 +269,7 @@ def overhead_cmd(
     store = _open_store(db)
     be = get_backend(device, "torch")
     acc, how = resolve_accelerator(hw, device, be.describe(), get_catalog(catalog))
-    result = measure_overhead(device, acc.id if acc else None, reps=reps,
-                              environment=be.environment())
+    result = measure_overhead(be, acc.id if acc else None, reps=reps)
     run_id, path = _store([result], store)
     if json_out:
         emit_json({"run_id": run_id, "db": path, "compared_with": how, **result.to_dict()})

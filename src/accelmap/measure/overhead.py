@@ -4,21 +4,24 @@ The roofline charges each kernel a fixed cost on top of its compute and memory t
 framework profile's ``kernel_overhead_s``; 5 us for eager GPU launches by default). On the
 user's own device that cost is measured instead: a chain of dependent elementwise ops on a
 16-element tensor, so that compute and memory are negligible and what is timed is dispatch,
-launch and the gap between kernels (median of repetitions, device synchronised). Only PyTorch
+launch and the gap between kernels (``timing.time_kernel``: median of repetitions, device
+synchronised through the backend). Only PyTorch
 is meaningful here (its dispatcher is what eager training and decoding pay).
 """
 
 from __future__ import annotations
 
-import statistics
-import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from accelmap.errors import InputError
+from accelmap.measure.backends import Backend
 from accelmap.measure.records import Kind, Measurement
+from accelmap.measure.timing import time_kernel
+from accelmap.measure.torch_env import require_torch
 
 OPS_PER_REP = 2000  # long enough that timer resolution and sync cost vanish
+# A 64-byte fp32 tensor: one cache line, so each op's compute and traffic are ~ns and what is
+# left is the per-op software and launch cost.
 TINY_ELEMENTS = 16
 
 
@@ -34,39 +37,27 @@ class OverheadResult:
                 "spread": self.spread}
 
 
-def measure_overhead(device: str, accelerator_id: str | None, reps: int = 7,
-                     environment: dict[str, str] | None = None) -> OverheadResult:
-    try:
-        import torch
-    except ImportError:
-        raise InputError("measuring per-op overhead needs PyTorch: pip install "
-                         "'accelmap[measure]'") from None
-    dev = torch.device(device)
-    mod = getattr(torch, dev.type, None)
+def measure_overhead(be: Backend, accelerator_id: str | None, reps: int = 7) -> OverheadResult:
+    """Seconds one eager PyTorch op costs on ``be``'s device (a torch backend)."""
+    torch = require_torch("measuring per-op overhead")
+    if be.name != "torch":
+        raise InputError("per-op overhead is PyTorch's dispatch and launch cost: measure it "
+                         "with the torch backend (--backend torch)")
+    state = [torch.zeros(TINY_ELEMENTS, device=be.device)]
 
-    def sync() -> None:
-        fn = getattr(mod, "synchronize", None) if dev.type != "cpu" else None
-        if fn is not None:
-            fn()
-
-    x = torch.zeros(TINY_ELEMENTS, device=dev)
-    for _ in range(200):  # warm-up: allocator, dispatcher caches, lazy module loading
-        x = x + 1.0
-    sync()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
+    def chain() -> None:
+        x = state[0]
         for _ in range(OPS_PER_REP):
             x = x + 1.0  # each op depends on the last: no batching across them
-        sync()
-        times.append((time.perf_counter() - start) / OPS_PER_REP)
-    med = statistics.median(times)
-    spread = (max(times) - min(times)) / med
-    label = f"{device}"
+        state[0] = x
+
+    # one warm-up chain (2000 ops) brings up the allocator, dispatcher caches and lazy modules
+    t = time_kernel(chain, be.synchronize, warmup=1, reps=reps)
+    per_op = t.median / OPS_PER_REP
+    label = be.describe()
     m = Measurement(kind=Kind.OVERHEAD, device=label, accelerator_id=accelerator_id, dtype=None,
                     label=f"dependent add on {TINY_ELEMENTS} elements x {OPS_PER_REP}",
-                    value=med, unit="s", median=med, spread=spread, repetitions=reps,
+                    value=per_op, unit="s", median=per_op, spread=t.spread, repetitions=reps,
                     settings={"ops_per_rep": OPS_PER_REP, "elements": TINY_ELEMENTS},
-                    environment=environment or {"torch": torch.__version__},
-                    created_at=datetime.now(UTC).isoformat(timespec="seconds"))
-    return OverheadResult(label, med, spread, (m,))
+                    environment=be.environment())
+    return OverheadResult(label, per_op, t.spread, (m,))
