@@ -100,7 +100,10 @@ class Cited(Frozen):
         if si <= 0:
             raise ValueError(f"value {raw!r} must be positive")
         data["value"] = si
-        data.setdefault("text", raw.strip())
+        if "text" in data and data["text"] != raw.strip():
+            raise ValueError(f"'text' {data['text']!r} differs from value {raw!r}: leave 'text' "
+                             "out (it is filled from 'value')")
+        data["text"] = raw.strip()
         return data
 
     @field_validator("source", mode="before")

@@ -175,5 +175,3 @@ def test_every_preset_cites_defined_sources(catalog: Catalog) -> None:
     for spec in catalog.models.values():
         assert spec.source, f"{spec.id} cites no source"
         assert spec.cited_ids() <= set(spec.sources), spec.id
-        if spec.published_params is not None:
-            assert spec.published_params_source, spec.id

@@ -160,8 +160,8 @@ class Accelerator(CatalogEntry):
 
     def peak(self, dtype: DType) -> float | None:
         """Best dense peak for ``dtype`` over matrix and vector units, FLOP/s (None: none)."""
-        values = [u[dtype].value for u in (self.matrix, self.vector) if dtype in u]
-        return max(values) if values else None
+        entry = self.peak_entry(dtype)
+        return entry[1].value if entry else None
 
     def peak_entry(self, dtype: DType) -> tuple[str, PeakRate] | None:
         best: tuple[str, PeakRate] | None = None
