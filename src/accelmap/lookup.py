@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Protocol, TypeVar
 
 
@@ -90,9 +90,3 @@ def resolve(query: str, entries: Mapping[str, T], what: str, list_command: str) 
     near = suggestions(query, entries)
     hint = f"; did you mean {', '.join(near)}?" if near else ""
     raise NotFoundError(f"unknown {what} {query!r}{hint} ('{list_command}' lists them all)")
-
-
-def resolve_many(
-    queries: Iterable[str], entries: Mapping[str, T], what: str, list_command: str
-) -> list[T]:
-    return [resolve(q, entries, what, list_command) for q in queries]

@@ -15,7 +15,6 @@ from accelmap.cost.collectives import (
     algorithm_bandwidth,
     bus_bandwidth,
     collective_time,
-    default_algorithm,
     hierarchical_time,
     link_for_tier,
     measured_efficiency,
@@ -67,9 +66,6 @@ def test_base_latency_paid_once() -> None:
 
 def test_default_takes_fastest_candidate() -> None:
     big, small = 1e9, 1e3
-    assert default_algorithm("all_reduce", 8, NVLS) is Algorithm.IN_NETWORK
-    assert default_algorithm("all_reduce", 8, NVLINK) is Algorithm.RING
-    assert default_algorithm("all_to_all", 8, NVLINK) is Algorithm.DIRECT
     # large: in-network wins; small: its 25 us latency loses to ring/tree
     assert collective_time("all_reduce", big, 8, NVLS) == pytest.approx(
         collective_time("all_reduce", big, 8, NVLS, "in_network"))
@@ -151,8 +147,9 @@ def test_hierarchical_cheaper_than_flat_over_the_slow_tier() -> None:
     assert hierarchical_time("all_reduce", 1e9, 8, NVLS, 2, IB) < flat_slow
 
 
-def test_multinode_busbw_matches_nic_bound(catalog: Catalog) -> None:
-    """4 x 8 B200 over 8 x 50 GB/s per node: modelled busbw ~ the measured 381.8 (C0104)."""
+def test_multinode_busbw_reproduces_its_calibration_row(catalog: Catalog) -> None:
+    """4 x 8 B200 over 8 x 50 GB/s per node gives back C0104's 381.8 GB/s busbw. A plumbing check,
+    not validation: the B200 scale-out efficiency (381.8 / 400) was fitted on this very row."""
     cl = parse_cluster("4xdgx-b200", catalog)
     up, out = (link_for_tier(t, "b200") for t in cl.tiers)
     s = 16 * 2**30

@@ -187,19 +187,6 @@ def candidates(kind: Collective, link: Link) -> tuple[Algorithm, ...]:
     return (Algorithm.RING,)
 
 
-def default_algorithm(kind: Collective | str, n: Num, link: Link) -> Algorithm:
-    """The large-message choice: in-network for all-reduce where the switch reduces, direct for
-    all-to-all, else ring. :func:`collective_time` with ``algorithm=None`` takes the fastest
-    candidate per size and n instead (small messages go to ring or tree; NVLS pays off only
-    when (n+1)/n S/B_in < 2(n-1)/n S/B, i.e. from ~4 ranks on: C0001-C0010)."""
-    kind = Collective(kind)
-    if kind is Collective.ALL_TO_ALL:
-        return Algorithm.DIRECT
-    if kind is Collective.ALL_REDUCE and link.in_network_reduction:
-        return Algorithm.IN_NETWORK
-    return Algorithm.RING
-
-
 def _best(kind: Collective, s: Num, n: Num, link: Link) -> Num:
     times = [_algorithm_time(kind, s, n, link, a) for a in candidates(kind, link)]
     return functools.reduce(np.minimum, times)

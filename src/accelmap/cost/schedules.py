@@ -88,12 +88,6 @@ def bubble_over_total(schedule: Schedule | str, pp: Num, micro_batches: Num,
     return _out(b / (1.0 + b))
 
 
-def bubble_fraction(schedule: Schedule | str, pp: Num, micro_batches: Num,
-                    virtual_stages: Num = 1) -> Num:
-    """The bubble over the ideal time, as Narayanan et al. define "bubble time fraction"."""
-    return bubble_over_ideal(schedule, pp, micro_batches, virtual_stages)
-
-
 def in_flight_micro_batches(schedule: Schedule | str, pp: Num, micro_batches: Num, stage: Num = 0,
                             virtual_stages: Num = 1) -> Num:
     """Micro-batches whose activations ``stage`` (0 = first) holds at its peak, in units of one
