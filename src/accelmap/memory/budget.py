@@ -37,7 +37,8 @@ from accelmap.workload import Inference, Optimizer, Recompute, Training
 Num = Any
 
 # Runtime overhead outside the model's own tensors, a named assumption (not a measurement):
-# CUDA context + cuBLAS/cuDNN workspaces + NCCL buffers on one device. PyTorch reports ~0.5-1 GiB
+# CUDA context + cuBLAS/cuDNN workspaces on one device (NCCL buffers are counted apart, by
+# parallel.train's COMM_BUFFER_BYTES, when there is communication). PyTorch reports ~0.5-1 GiB
 # of "non-PyTorch memory" on H100-class GPUs; 1 GiB is taken.
 RUNTIME_OVERHEAD_BYTES = 1.0 * 2**30
 # The PyTorch caching allocator rounds and fragments; 5 % of dynamic memory (activations, KV,
