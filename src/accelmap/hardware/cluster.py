@@ -68,7 +68,8 @@ def _preset_for(acc: Accelerator, cat: Catalog) -> SystemPreset | None:
 
 def _generic_tiers(acc: Accelerator, per_node: int) -> tuple[NetworkTier, ...]:
     """Tiers from the device's own links when no preset exists: scale-up within the node at the
-    sum of its scale-up links, scale-out at its scale-out links (or nothing)."""
+    sum of its scale-up links, scale-out at its scale-out links, else at its host link (a PCIe
+    card reaches other nodes through the host's NIC; the host link bounds it), else nothing."""
     from accelmap.cited import TierBandwidth
 
     tiers = []
@@ -84,6 +85,7 @@ def _generic_tiers(acc: Accelerator, per_node: int) -> tuple[NetworkTier, ...]:
     if out:
         tiers.append(NetworkTier(
             name="scale-out (from the accelerator entry)", role=LinkRole.SCALE_OUT,
+            # the outermost tier spans the whole cluster: a domain larger than any cluster
             topology=Topology.FAT_TREE, domain_size=1_000_000,
             bandwidth_per_direction=TierBandwidth.model_validate(
                 {"value": f"{out} B/s", "source": ["derived"], "derived": True})))
@@ -140,6 +142,8 @@ def parse_cluster(spec: str, cat: Catalog) -> Cluster:
     if second is not None:
         nodes, per_node = first, int(second)
     else:
+        # no system preset for this device: 8 per node, the common server (HGX/DGX, OAM UBB
+        # and most PCIe 8-GPU chassis); "N x M x id" states it otherwise
         per_node = base.devices_per_node if base else min(first, 8)
         if first % per_node:
             raise InputError(f"cluster {spec!r}: {first} devices do not fill whole nodes of "

@@ -43,7 +43,7 @@ from torch import Tensor, nn
 from accelmap.models.schema import Activation, FFNKind, ModelSpec, NormKind, PositionKind
 
 ROPE_THETA = 10_000.0  # Su et al. 2021; the preset's own theta changes no FLOPs or bytes
-NORM_EPS = 1e-5
+NORM_EPS = 1e-5  # LlamaConfig's rms_norm_eps for Llama 2 and torch.nn.LayerNorm's default
 
 
 class RMSNorm(nn.Module):

@@ -156,7 +156,11 @@ def resolve_model(name: str, arch: Arch, catalog: Catalog, seq_len: int | None,
     ffn = arch.ffn_hidden or 4 * arch.hidden
     if arch.ffn_hidden is None:
         notes.append("ffn_hidden not stated: 4 x hidden assumed")
+    # max_seq_len only sizes learned position tables (GPT style): the row's own sequence, or
+    # GPT-3's 2048 context (Brown et al. 2020, sec. 2.1) when the row gives none
     max_seq = seq_len or 2048
+    if not seq_len:
+        notes.append("sequence length not stated: GPT-3's 2048 assumed for position tables")
     data = {"id": f"row-{re.sub(r'[^a-z0-9.]+', '-', name.lower()).strip('-')}", "name": name,
             "family": "mpt" if mpt else "gpt", "n_layers": arch.layers, "d_model": arch.hidden,
             "n_heads": arch.heads, "n_kv_heads": arch.kv_heads, "ffn_dim": ffn,
@@ -220,16 +224,18 @@ def inference_precision(weights: str, kv_or_compute: str, hidden: int) -> Infere
         return InferencePrecision(DType.INT8, DType.BF16, kv or DType.BF16, hidden, tuple(notes))
     if "int4" in w and "weight-only" in w:
         m = re.search(r"\bg(\d+)\b", w)
+        # 128 weights per scale: the default of AWQ (Lin et al. 2024, sec. 5.1) and GPTQ's
+        # common setting, and what int4 kernels such as gpt-fast's and TensorRT-LLM's use
         group = int(m.group(1)) if m else 128
         if not m:
-            notes.append("int4 group size not stated: 128 assumed")
+            notes.append("int4 group size not stated: 128 assumed (AWQ/GPTQ default)")
         return InferencePrecision(DType.INT4, DType.BF16, kv or DType.BF16, group, tuple(notes))
     dtype = _dtype_word(w)
     if dtype is None:
         return f"precision {weights!r} is not understood"
     if "?" in kv_or_compute:
         notes.append(f"KV/compute precision {kv_or_compute!r} is unverified")
-    return InferencePrecision(dtype, dtype, kv or dtype, 128, tuple(notes))
+    return InferencePrecision(dtype, dtype, kv or dtype, 128, tuple(notes))  # group unused
 
 
 def training_dtype(text: str) -> DType | None:
