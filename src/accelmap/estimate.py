@@ -141,12 +141,12 @@ def context_notes(spec: ModelSpec, tokens: int) -> list[str]:
             f"{spec.max_seq_len:,}; the time and memory are extrapolated"]
 
 
-def training_precision(dtype: DType) -> Precision:
+def training_precision(wl: Training) -> Precision:
     """FP8 training (Transformer Engine, torchao float8) runs the GEMMs in FP8 and keeps weights,
-    activations, attention and vector ops in BF16 (NVIDIA Transformer Engine docs, "Using FP8")."""
-    if dtype.bytes < 2:
-        return Precision(act=DType.BF16, weight=DType.BF16, compute=dtype, kv=DType.BF16)
-    return Precision(act=dtype, weight=dtype, compute=dtype, kv=dtype, attention=dtype)
+    activations, attention and vector ops in BF16 (NVIDIA Transformer Engine docs, "Using FP8"):
+    everything but the GEMMs in the workload's storage dtype."""
+    store = wl.storage_dtype
+    return Precision(act=store, weight=store, compute=wl.dtype, kv=store, attention=store)
 
 
 def training_ops(spec: ModelSpec, wl: Training, imbalance: float = 1.0) -> list[Op]:
@@ -159,7 +159,7 @@ def training_ops(spec: ModelSpec, wl: Training, imbalance: float = 1.0) -> list[
         logits_tokens=wl.batch * s,
         dropout=wl.dropout,
     )
-    p = training_precision(wl.dtype)
+    p = training_precision(wl)
     fwd = forward_ops(spec, shape, p, flash=wl.flash_attention, imbalance=imbalance,
                       training=True)
     return (fwd + recompute_ops(fwd, wl.recompute, wl.flash_attention)

@@ -45,7 +45,7 @@ RUNTIME_OVERHEAD_BYTES = 1.0 * 2**30
 # temporaries) is a conservative middle of what torch.cuda.memory_stats reports for LLM training.
 FRAGMENTATION = 0.05
 
-LOGITS_BYTES = 4.0  # fp32 per logit, one buffer (see training_memory)
+LOGITS_BYTES = DType.FP32.bytes  # logits are upcast to fp32 for the softmax/cross-entropy
 
 OPTIMIZER_STATES = {Optimizer.ADAMW: 2, Optimizer.SGD: 1, Optimizer.LION: 1, Optimizer.ADAFACTOR: 0}
 
@@ -124,11 +124,7 @@ def optimizer_state_bytes_per_param(spec: ModelSpec, wl: Training) -> float:
 
 def kv_bytes_per_token(spec: ModelSpec, dtype: DType) -> float:
     """KV-cache bytes one token adds, summed over layers."""
-    if spec.mla is not None:
-        width = spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim
-    else:
-        width = 2 * spec.kv_heads * spec.head_size
-    return float(spec.n_layers * width * dtype.bytes)
+    return float(spec.n_layers * spec.kv_width * dtype.bytes)
 
 
 def kv_cache_bytes(spec: ModelSpec, batch: Num, tokens: Num, dtype: DType, block: int) -> Num:
@@ -204,7 +200,7 @@ def inference_memory(spec: ModelSpec, wl: Inference, capacity: float,
     if prefill_chunk is not None:
         prompt_tokens = np.minimum(prompt_tokens, prefill_chunk)
     items["activations/peak"] = prompt_tokens * (widest + 2 * spec.d_model) * wl.act_dtype.bytes
-    items["activations/logits"] = wl.batch * spec.vocab_size * 4.0
+    items["activations/logits"] = wl.batch * spec.vocab_size * LOGITS_BYTES
     items["runtime/context"] = RUNTIME_OVERHEAD_BYTES
     # The paged KV pool is allocated up front in whole blocks (rounding counted above; Kwon et al.
     # 2023 report under 4 % waste), so only the activations fragment.

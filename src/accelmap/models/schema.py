@@ -177,6 +177,14 @@ class ModelSpec(CatalogEntry):
         return self.head_dim or self.d_model // self.n_heads
 
     @property
+    def kv_width(self) -> int:
+        """Values one token adds to one layer's KV cache: the compressed latent plus the shared
+        RoPE key under MLA (DeepSeek-V2, sec. 2.1.2-2.1.3), else K and V of every KV head."""
+        if self.mla is not None:
+            return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
+        return 2 * self.kv_heads * self.head_size
+
+    @property
     def attention_kind(self) -> AttentionKind:
         if self.mla is not None:
             return AttentionKind.MLA

@@ -29,6 +29,8 @@ from accelmap.models.flops import causal_mean_keys
 from accelmap.models.schema import FFNKind, ModelSpec, NormKind, PositionKind
 from accelmap.units import DType
 
+FP32 = DType.FP32.bytes  # logits and softmax statistics are kept in fp32
+
 Num = Any  # float or numpy array (array-friendly arithmetic)
 
 # FLOPs per element of vector ops (counted as the reference implementations compute them):
@@ -177,11 +179,9 @@ def _attention_core(spec: ModelSpec, s: Shape, p: Precision, count: int, flash: 
     h = spec.n_heads
     if spec.mla is not None:
         d_qk, d_v = spec.mla.qk_head_dim, spec.mla.v_head_dim
-        kv_width = spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim  # latent cache (sec. 2.1.2)
         kv_heads = h
     else:
         d_qk = d_v = spec.head_size
-        kv_width = 2 * spec.kv_heads * spec.head_size
         kv_heads = spec.kv_heads
     ctx = s.context
     kv_tokens = s.kv_tokens
@@ -192,7 +192,7 @@ def _attention_core(spec: ModelSpec, s: Shape, p: Precision, count: int, flash: 
     a, T = p.act.bytes, s.tokens
     q_bytes = T * h * d_qk * a
     o_bytes = T * h * d_v * a
-    kv_read = kv_tokens * kv_width * (p.kv.bytes if s.decode else a)
+    kv_read = kv_tokens * spec.kv_width * (p.kv.bytes if s.decode else a)
     kv_kind = ByteKind.KV_CACHE if s.decode else ByteKind.ACTIVATIONS
     score_flops = 2.0 * T * ctx * h * d_qk
     ctx_flops = 2.0 * T * ctx * h * d_v
@@ -204,7 +204,7 @@ def _attention_core(spec: ModelSpec, s: Shape, p: Precision, count: int, flash: 
             name="layers/attention/core", unit=Unit.MATRIX, dtype=p.attention, count=count,
             flops=score_flops + ctx_flops, attention_keys=ctx,
             bytes={ByteKind.ACTIVATIONS: q_bytes + o_bytes, kv_kind: kv_read},
-            saved=q_bytes + kv_saved + o_bytes + T * h * 4.0,
+            saved=q_bytes + kv_saved + o_bytes + T * h * FP32,  # fp32 logsumexp per row
             attention_core=True,
         )]
     scores = T * ctx * h  # elements of the attention matrix
@@ -327,8 +327,8 @@ def forward_ops(spec: ModelSpec, s: Shape, p: Precision, flash: bool = True,
     L = s.logits_tokens
     head = _gemm("lm_head", L, spec.vocab_size, d, p, 1)
     ops.append(replace(head, bytes={**head.bytes, ByteKind.ACTIVATIONS:
-                                    L * d * p.act.bytes + L * spec.vocab_size * 4.0}))
+                                    L * d * p.act.bytes + L * spec.vocab_size * FP32}))
     if training:  # fp32 logits -> log-softmax -> loss (Megatron fuses this cross-entropy)
         ops.append(_vector("loss", L * spec.vocab_size, LOSS_FLOPS, p, 1,
-                           extra_bytes=L * spec.vocab_size * 4.0, fusable=False))
+                           extra_bytes=L * spec.vocab_size * FP32, fusable=False))
     return ops

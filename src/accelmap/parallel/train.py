@@ -119,7 +119,7 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
     shape = Shape(tokens=T, **causal_shape_context(spec, float(s), wl.flash_attention),
                   kv_tokens=micro_batch * s, sequences=micro_batch, logits_tokens=T,
                   dropout=wl.dropout, sp_tokens=T / tp if (sequence_parallel and tp > 1) else None)
-    fwd = forward_ops(shard, shape, training_precision(wl.dtype), flash=wl.flash_attention,
+    fwd = forward_ops(shard, shape, training_precision(wl), flash=wl.flash_attention,
                       imbalance=imbalance, training=True)
     bwd = recompute_ops(fwd, recompute, wl.flash_attention) + backward_ops(fwd, wl.grad_dtype)
     tf, tb = time_ops(fwd, dev, fw), time_ops(bwd, dev, fw)
@@ -147,8 +147,6 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
     pc = count_params(shard)
     gemm = [t for t in tf + tb if t.op.gemm is not None and is_layer(t.op.name)]
     attn = [t for t in tf + tb if "attention/core" in t.op.name]
-    kv_width = (shard.mla.kv_lora_rank + shard.mla.qk_rope_head_dim if shard.mla
-                else 2 * shard.kv_heads * shard.head_size)
     return LayerProfile(
         T=T,
         layer_fwd_s=part(tf, is_layer) / L, layer_bwd_s=part(tb, is_layer) / L,
@@ -162,7 +160,7 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
         embed_params=float(pc.embedding), head_params=float(pc.lm_head),
         layer_act_bytes=float(kept) / L, working_bytes=float(working),
         head_act_bytes=LOGITS_BYTES * T * shard.vocab_size + T * spec.d_model * a,
-        kv_width=kv_width, n_layers=L, forward=tuple(tf), backward=tuple(tb))
+        kv_width=shard.kv_width, n_layers=L, forward=tuple(tf), backward=tuple(tb))
 
 
 def compose(prof: LayerProfile, spec: ModelSpec, cluster: Cluster, wl: Training, dev: Device,
