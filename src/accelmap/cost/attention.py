@@ -43,6 +43,16 @@ def attention_plateau(accelerator_id: str) -> tuple[float, str] | None:
     return FA2_PLATEAU[gen] if gen else None
 
 
+def relative_to_gemm() -> float:
+    """Attention efficiency as a fraction of the device's best GEMM efficiency, for devices
+    with no attention measurement: FlashAttention-2's A100 plateau over the A100's measured
+    best-shape bf16 GEMM (achievable_matmul.yaml, M0002: 0.869), i.e. 0.73 / 0.869 ~ 0.84."""
+    from accelmap.cost.efficiency import measured_matmul
+
+    return FA2_PLATEAU["ampere"][0] / float(measured_matmul()["a100-sxm4-80gb"]["bf16"]
+                                             ["efficiency"])
+
+
 def attention_ramp(keys: Num) -> Num:
     k = np.asarray(keys, dtype=float)
     return k / (k + HALF_EFFICIENCY_KEYS)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from accelmap.cost.attention import attention_plateau, attention_ramp
+from accelmap.cost.attention import attention_plateau, attention_ramp, relative_to_gemm
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.efficiency import (
     BANDWIDTH_EFFICIENCY,
@@ -30,9 +30,8 @@ from accelmap.units import DType
 
 Num = Any
 
-# FlashAttention-2 reaches 50-73 % of A100 peak (Dao 2023, arXiv:2307.08691, sec. 4.1) where the
-# best cuBLAS GEMM reaches 87 % (shared matmul.csv M0002): 0.73 / 0.87 ~ 0.84 of GEMM efficiency.
-ATTENTION_RELATIVE_EFFICIENCY = 0.73 / 0.87
+ATTENTION_RELATIVE_EFFICIENCY = relative_to_gemm()  # ~0.84, derived in cost.attention
+
 
 
 # Stacks that launch every kernel eagerly: a measured per-op overhead replaces their default.
