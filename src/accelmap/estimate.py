@@ -164,7 +164,7 @@ def training_ops(spec: ModelSpec, wl: Training, imbalance: float = 1.0) -> list[
                       training=True)
     return (fwd + recompute_ops(fwd, wl.recompute, wl.flash_attention)
             + backward_ops(fwd, wl.grad_dtype)
-            + optimizer_ops(float(count_params(spec).total), wl.optimizer, wl.grad_dtype))
+            + optimizer_ops(float(count_params(spec).total), wl))
 
 
 def estimate_training(spec: ModelSpec, dev: Device, wl: Training,

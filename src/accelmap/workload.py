@@ -26,6 +26,11 @@ class Optimizer(StrEnum):
     ADAFACTOR = "adafactor"  # Shazeer & Stern 2018: factored second moment, ~0 states
     LION = "lion"  # Chen et al. 2023: 1 state (momentum)
 
+    @property
+    def fp32_states(self) -> int:
+        """Full-size fp32 state tensors per parameter (Adafactor's factored ones are ~0)."""
+        return {Optimizer.ADAMW: 2, Optimizer.SGD: 1, Optimizer.LION: 1}.get(self, 0)
+
 
 class Recompute(StrEnum):
     NONE = "none"

@@ -7,8 +7,9 @@ import pytest
 from accelmap.catalog import Catalog
 from accelmap.estimate import training_ops
 from accelmap.ops.graph import ByteKind
+from accelmap.ops.training import optimizer_ops
 from accelmap.units import DType
-from accelmap.workload import Training
+from accelmap.workload import Optimizer, Training
 
 
 @pytest.mark.parametrize("dtype", [DType.BF16, DType.FP8])
@@ -20,3 +21,17 @@ def test_wgrad_accumulates_one_gradient_per_parameter(catalog: Catalog, dtype: D
                                            Training(batch=1, seq_len=4096, dtype=dtype))}
     wgrad = next(o for name, o in ops.items() if name.endswith("attention/qkv/wgrad"))
     assert wgrad.bytes[ByteKind.GRADIENTS] == pytest.approx(2 * 4 * 5120 * 15360)
+
+
+@pytest.mark.parametrize(("optimizer", "master", "want"), [
+    # mixed precision (bf16 weights, fp32 master): AdamW 2 states x 8 + master 8 + copy 2 + grad 4
+    (Optimizer.ADAMW, DType.FP32, 16 + 10 + 4),
+    (Optimizer.SGD, DType.FP32, 8 + 10 + 4),
+    # pure bf16 (no master copy): AdamW states 16 + weights read/write 4 + grad 4
+    (Optimizer.ADAMW, DType.BF16, 16 + 4 + 4),
+])
+def test_optimizer_step_bytes_per_parameter(optimizer: Optimizer, master: DType,
+                                            want: float) -> None:
+    wl = Training(batch=1, seq_len=1, optimizer=optimizer, master_dtype=master)
+    (op,) = optimizer_ops(1000.0, wl)
+    assert op.bytes[ByteKind.OPTIMIZER] == pytest.approx(want * 1000)

@@ -47,7 +47,6 @@ FRAGMENTATION = 0.05
 
 LOGITS_BYTES = DType.FP32.bytes  # logits are upcast to fp32 for the softmax/cross-entropy
 
-OPTIMIZER_STATES = {Optimizer.ADAMW: 2, Optimizer.SGD: 1, Optimizer.LION: 1, Optimizer.ADAFACTOR: 0}
 
 
 @dataclass(frozen=True)
@@ -117,7 +116,7 @@ def optimizer_state_bytes_per_param(spec: ModelSpec, wl: Training) -> float:
     if wl.optimizer is Optimizer.ADAFACTOR:
         states = adafactor_state_bytes(spec) / float(count_params(spec).total)
     else:
-        states = OPTIMIZER_STATES[wl.optimizer] * 4.0
+        states = wl.optimizer.fp32_states * 4.0
     master = wl.master_dtype.bytes if wl.master_dtype is not wl.storage_dtype else 0.0
     return states + master
 
@@ -167,11 +166,10 @@ def training_memory(spec: ModelSpec, wl: Training, ops: list[Op], capacity: floa
     }
     if wl.master_dtype is not wl.storage_dtype:
         items["optimizer/master_weights"] = P * wl.master_dtype.bytes
-    states = OPTIMIZER_STATES[wl.optimizer]
     if wl.optimizer is Optimizer.ADAFACTOR:
         items["optimizer/states"] = adafactor_state_bytes(spec)
     else:
-        items["optimizer/states"] = states * P * 4.0
+        items["optimizer/states"] = wl.optimizer.fp32_states * P * 4.0
     acts = activation_bytes(ops, wl.recompute, spec, T, wl.storage_dtype.bytes)
     items["activations/layers"] = acts
     # One fp32 logits buffer: Megatron's vocab-parallel cross-entropy turns the logits into the

@@ -11,24 +11,24 @@
 - Recompute: selective re-runs the attention core (Korthikanti et al. 2022 sec. 5); with
   FlashAttention that is already inside the backward kernel, so it costs nothing extra; full
   recompute re-runs every layer's forward once.
-- Optimizer step, bytes per parameter read+written (fp32 master weights and states, gradients in
-  ``grad_dtype``, plus writing the 16-bit working copy): AdamW 26 + g, SGD-momentum and Lion
-  18 + g, Adafactor 10 + g; FLOPs per parameter: AdamW 12, Lion 6, SGD 4, Adafactor 10 (update
-  arithmetic of each paper's algorithm box, rounded up).
+- Optimizer step, bytes per parameter: read + write each fp32 state (8 per state), read + write
+  the fp32 master copy and write the 16-bit working copy (10) -- or, without a master copy,
+  read + write the weights in their own dtype -- and read the gradient (g). Mixed precision:
+  AdamW 26 + g, SGD-momentum and Lion 18 + g, Adafactor 10 + g. FLOPs per parameter: AdamW 12,
+  Lion 6, SGD 4, Adafactor 10 (update arithmetic of each paper's algorithm box, rounded up).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from accelmap.ops.graph import ByteKind, Op, Stage, Unit
 from accelmap.units import DType
-from accelmap.workload import Optimizer, Recompute
+from accelmap.workload import Optimizer, Recompute, Training
 
 FLASH_BACKWARD_FACTOR = 2.5  # FlashAttention-2 backward: 5 matmuls vs 2 in forward
 
-OPTIMIZER_BYTES = {Optimizer.ADAMW: 26.0, Optimizer.SGD: 18.0, Optimizer.LION: 18.0,
-                   Optimizer.ADAFACTOR: 10.0}
 OPTIMIZER_FLOPS = {Optimizer.ADAMW: 12.0, Optimizer.SGD: 4.0, Optimizer.LION: 6.0,
                    Optimizer.ADAFACTOR: 10.0}
 
@@ -82,10 +82,15 @@ def recompute_ops(forward: list[Op], policy: Recompute, flash: bool) -> list[Op]
                     model_flops=0.0) for o in chosen]
 
 
-def optimizer_ops(params: float, optimizer: Optimizer, grad_dtype: DType) -> list[Op]:
-    bytes_per_param = OPTIMIZER_BYTES[optimizer] + grad_dtype.bytes
+def optimizer_ops(params: Any, wl: Training) -> list[Op]:
+    states = 2 * 4.0 * wl.optimizer.fp32_states
+    if wl.master_dtype is not wl.storage_dtype:
+        weights = 2 * wl.master_dtype.bytes + wl.storage_dtype.bytes
+    else:
+        weights = 2 * wl.storage_dtype.bytes
+    bytes_per_param = states + weights + wl.grad_dtype.bytes
     return [Op(
-        name=f"optimizer/{optimizer.value}", unit=Unit.VECTOR, dtype=DType.FP32,
-        flops=OPTIMIZER_FLOPS[optimizer] * params, stage=Stage.OPTIMIZER,
+        name=f"optimizer/{wl.optimizer.value}", unit=Unit.VECTOR, dtype=DType.FP32,
+        flops=OPTIMIZER_FLOPS[wl.optimizer] * params, stage=Stage.OPTIMIZER,
         bytes={ByteKind.OPTIMIZER: bytes_per_param * params}, model_flops=0.0,
     )]

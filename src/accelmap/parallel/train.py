@@ -243,7 +243,7 @@ def compose(prof: LayerProfile, spec: ModelSpec, cluster: Cluster, wl: Training,
                       bubble_over_ideal(Schedule.INTERLEAVED, pp, micro, vpp),
                       bubble_over_ideal(schedule, pp, micro, 1))
     opt_shards = np.where(sharded, zero_shards, 1)
-    t_opt = total_time(time_ops(optimizer_ops(p_dev / opt_shards, wl.optimizer, wl.grad_dtype),
+    t_opt = total_time(time_ops(optimizer_ops(p_dev / opt_shards, wl),
                                 dev, fw))
     host = dev.acc.bandwidth_per_direction(LinkRole.HOST) or HOST_FALLBACK_BW
     # ZeRO-Offload (Ren et al. 2021): gradients go to the host, updated parameters come back
