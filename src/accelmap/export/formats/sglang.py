@@ -36,11 +36,12 @@ from typing import Any
 
 from accelmap.export.base import Exporter, ExportResult, PlanJob, register
 from accelmap.export.formats.vllm import (
-    HALF_FROM_NAME,
     HALF_NAMES,
     commands,
     context_length,
+    dtype_fields,
     half_dtype,
+    launch_line,
     model_path,
     place_replicas,
     shell_script,
@@ -92,9 +93,8 @@ def export(job: PlanJob, spec: Any) -> ExportResult:
              f"written by accelmap; flags from sglang {VERSION} ({URL})",
              "one server per node (--dp-size = replicas on it); route requests over the nodes",
              "run on every node with NODE_RANK set to its index"]
-    launch = ("bash serve.sh" if nodes == 1 else
-              f"NODE_RANK=<0..{nodes - 1}> bash serve.sh  # on each of the {nodes} nodes")
-    return ExportResult({"serve.sh": shell_script(title, by_node)}, launch, unsupported)
+    return ExportResult({"serve.sh": shell_script(title, by_node)}, launch_line(nodes),
+                        unsupported)
 
 
 def read_back(files: dict[str, str]) -> dict[str, Any]:
@@ -102,7 +102,6 @@ def read_back(files: dict[str, str]) -> dict[str, Any]:
     if not cmds:
         return {}
     c = cmds[0]
-    half = HALF_FROM_NAME.get(c.get("--dtype", "bfloat16"), "bf16")
     return {
         "tp": int(c.get("--tp-size", "1")),
         "pp": int(c.get("--pp-size", "1")),
@@ -110,8 +109,7 @@ def read_back(files: dict[str, str]) -> dict[str, Any]:
         "replicas": sum(int(x.get("--dp-size", "1")) for x in cmds
                         if x.get("--node-rank", "0") == "0"),
         "batch": int(c.get("--max-running-requests", "0")),
-        "weight_dtype": "fp8" if c.get("--quantization") == "fp8" else half,
-        "kv_dtype": "fp8" if c.get("--kv-cache-dtype", "auto").startswith("fp8") else half,
+        **dtype_fields(c),
     }
 
 

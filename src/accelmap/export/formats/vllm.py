@@ -198,10 +198,20 @@ def commands(text: str, program: tuple[str, ...]) -> list[dict[str, str]]:
     return out
 
 
-def _launch(nodes: int) -> str:
+def launch_line(nodes: int) -> str:
+    """How to start serve.sh: once, or on every node with its NODE_RANK."""
     if nodes == 1:
         return "bash serve.sh"
     return f"NODE_RANK=<0..{nodes - 1}> bash serve.sh  # on each of the {nodes} nodes"
+
+
+def dtype_fields(flags: dict[str, str]) -> dict[str, str]:
+    """weight_dtype and kv_dtype from the --dtype, --quantization and --kv-cache-dtype flags
+    that vLLM and SGLang share."""
+    half = HALF_FROM_NAME.get(flags.get("--dtype", "bfloat16"), "bf16")
+    return {"weight_dtype": "fp8" if flags.get("--quantization") == "fp8" else half,
+            "kv_dtype": "fp8" if flags.get("--kv-cache-dtype", "auto").startswith("fp8")
+            else half}
 
 
 def export(job: PlanJob, spec: Any) -> ExportResult:
@@ -245,7 +255,7 @@ def export(job: PlanJob, spec: Any) -> ExportResult:
              f"written by accelmap; flags from vllm {VERSION} ({URL})",
              "each replica is an independent `vllm serve`; balance requests over their ports",
              "run on every node with NODE_RANK set to its index"]
-    return ExportResult({"serve.sh": shell_script(title, by_node)}, _launch(nodes), unsupported)
+    return ExportResult({"serve.sh": shell_script(title, by_node)}, launch_line(nodes), unsupported)
 
 
 def read_back(files: dict[str, str]) -> dict[str, Any]:
@@ -254,15 +264,13 @@ def read_back(files: dict[str, str]) -> dict[str, Any]:
         return {}
     c = cmds[0]
     tp = int(c.get("--tensor-parallel-size", "1"))
-    half = HALF_FROM_NAME.get(c.get("--dtype", "bfloat16"), "bf16")
     return {
         "tp": tp,
         "pp": int(c.get("--pipeline-parallel-size", "1")),
         "ep": tp if "--enable-expert-parallel" in c else 1,
         "replicas": sum(1 for x in cmds if x.get("--node-rank", "0") == "0"),
         "batch": int(c.get("--max-num-seqs", "0")),
-        "weight_dtype": "fp8" if c.get("--quantization") == "fp8" else half,
-        "kv_dtype": "fp8" if c.get("--kv-cache-dtype", "auto").startswith("fp8") else half,
+        **dtype_fields(c),
     }
 
 
