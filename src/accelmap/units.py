@@ -58,6 +58,23 @@ class DType(StrEnum):
         return self in (DType.INT8, DType.INT4)
 
 
+# Library spellings of the formats (PyTorch, NumPy, JAX dtype names) -> DType values.
+_DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16",
+                  "bfloat16": "bf16", "float64": "fp64", "double": "fp64",
+                  "tensorfloat32": "tf32", "float8": "fp8", "float8_e4m3fn": "fp8"}
+
+
+def parse_dtype(text: str | None) -> DType | None:
+    """'bf16', 'bfloat16', 'torch.float32' -> DType; None when not a known format."""
+    if not text:
+        return None
+    t = text.strip().lower().removeprefix("torch.").removeprefix("numpy.")
+    try:
+        return DType(_DTYPE_ALIASES.get(t, t))
+    except ValueError:
+        return None
+
+
 _DTYPE_BYTES: dict[DType, float] = {
     DType.FP64: 8.0,
     DType.FP32: 4.0,

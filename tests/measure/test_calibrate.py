@@ -19,11 +19,10 @@ from accelmap.measure.calibrate import (
     gemm_flops,
     isotonic,
     matmul_peak,
-    parse_dtype,
 )
 from accelmap.measure.records import Kind, Measurement
 from accelmap.ops.graph import Unit
-from accelmap.units import DType
+from accelmap.units import DType, parse_dtype
 
 # Round numbers so the efficiencies can be checked by hand.
 ACC = Accelerator.model_validate({

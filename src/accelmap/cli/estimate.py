@@ -54,13 +54,13 @@ TokensOpt = Annotated[str | None, typer.Option(help="Tokens to train, for time a
 
 def _dtype(text: str, what: str) -> Any:
     from accelmap.errors import InputError
-    from accelmap.units import DType
+    from accelmap.units import DType, parse_dtype
 
-    try:
-        return DType(text.lower())
-    except ValueError:
+    dt = parse_dtype(text)
+    if dt is None:
         raise InputError(f"unknown {what} dtype {text!r}; use one of "
-                         f"{', '.join(d.value for d in DType)}") from None
+                         f"{', '.join(d.value for d in DType)}")
+    return dt
 
 
 def _enum(enum: Any, text: str, what: str) -> Any:

@@ -31,16 +31,11 @@ from accelmap.errors import InputError
 from accelmap.hardware.schema import Accelerator
 from accelmap.measure.records import Kind, Measurement
 from accelmap.ops.graph import Unit
-from accelmap.units import DType
+from accelmap.units import DType, parse_dtype
 
 CURVE_BINS_PER_OCTAVE = 2  # one envelope point per half-octave (factor sqrt 2) of GEMM FLOPs
 BANDWIDTH_KERNELS = ("copy", "read")  # STREAM-style kernels that bound the memory term
 _SHAPE = re.compile(r"(\d+)\s*[x×*]\s*(\d+)\s*[x×*]\s*(\d+)")
-_DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16",
-                  "bfloat16": "bf16", "float64": "fp64", "double": "fp64",
-                  "tensorfloat32": "tf32", "float8": "fp8", "float8_e4m3fn": "fp8"}
-
-
 @dataclass(frozen=True)
 class Best:
     """The best measurement of one dtype (matmul) or of memory bandwidth."""
@@ -54,17 +49,6 @@ class Best:
     @property
     def efficiency(self) -> float | None:
         return self.value / self.peak if self.peak else None
-
-
-def parse_dtype(text: str | None) -> DType | None:
-    """'bf16', 'bfloat16', 'torch.float32' -> DType; None when not a known format."""
-    if not text:
-        return None
-    t = text.lower().removeprefix("torch.").removeprefix("numpy.")
-    try:
-        return DType(_DTYPE_ALIASES.get(t, t))
-    except ValueError:
-        return None
 
 
 def gemm_flops(m: Measurement) -> float | None:

@@ -43,6 +43,7 @@ from accelmap.measure.timing import (
     time_kernel,
 )
 from accelmap.units import DType
+from accelmap.units import parse_dtype as units_parse_dtype
 
 LADDER_SHARE = 0.5  # of the budget: the whole-wave ladder (the efficiency-vs-size curve)
 VARIANT_SHARE = 0.25  # then aspect-ratio and depth variants of the two fastest rungs
@@ -57,11 +58,12 @@ RETRY_BELOW = 0.25
 
 
 def parse_dtype(value: DType | str) -> DType:
-    try:
-        return DType(str(value).lower())
-    except ValueError:
+    """A dtype the user asked to measure, or one sentence naming the accepted ones."""
+    dt = value if isinstance(value, DType) else units_parse_dtype(value)
+    if dt is None:
         raise InputError(f"unknown dtype {value!r}: use one of "
-                         f"{', '.join(d.value for d in DType)}") from None
+                         f"{', '.join(d.value for d in DType)}")
+    return dt
 
 
 @dataclass(frozen=True)

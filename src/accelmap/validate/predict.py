@@ -28,7 +28,7 @@ from accelmap.cost.efficiency import BANDWIDTH_EFFICIENCY, matmul_efficiency
 from accelmap.cost.roofline import Device
 from accelmap.estimate import estimate_inference, estimate_training
 from accelmap.ops.graph import Unit
-from accelmap.units import DType
+from accelmap.units import DType, parse_dtype
 from accelmap.validate import multi
 from accelmap.validate import resolve as rs
 from accelmap.validate.cases import Case, InferenceCase, MatmulCase, TrainingCase
@@ -206,11 +206,7 @@ def predict_training(case: TrainingCase, catalog: Catalog,
 
 
 def _matmul_dtype(text: str) -> DType | None:
-    word = text.split()[0].lower() if text.strip() else ""
-    try:
-        return DType(word)
-    except ValueError:
-        return None
+    return parse_dtype(text.split()[0]) if text.strip() else None
 
 
 def predict_matmul(case: MatmulCase, catalog: Catalog, calibrated: frozenset[str]) -> Prediction:
