@@ -70,7 +70,7 @@ class Cited(Frozen):
     dimension: ClassVar[Dimension] = Dimension.BYTES
     scope: ClassVar[Scope] = Scope.PER_DEVICE
 
-    value: float = Field(description="SI base units")
+    value: float = Field(description="SI base units (prices: USD per device-hour)")
     text: str = Field(description="the value as written in the catalog, with its unit")
     source: tuple[str, ...]
     note: str | None = None
@@ -187,6 +187,9 @@ class Latency(Cited):
 
 
 class PriceRate(Cited):
+    """USD per device-hour, as providers quote it (kept per hour, not per second, so catalog
+    values read as written; cost code divides by 3600)."""
+
     dimension = Dimension.PRICE_RATE
     scope = Scope.PER_DEVICE_HOUR
 

@@ -31,7 +31,7 @@ class Dimension(StrEnum):
     POWER = "power"  # W
     FREQUENCY = "frequency"  # Hz
     TIME = "time"  # s
-    PRICE_RATE = "price_rate"  # USD per hour
+    PRICE_RATE = "price_rate"  # USD per hour: the one non-SI base, as every price list quotes it
     ENERGY = "energy"  # J
 
 

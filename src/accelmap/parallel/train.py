@@ -194,9 +194,7 @@ def compose(prof: LayerProfile, spec: ModelSpec, cluster: Cluster, wl: Training,
     t_fwd = np.where(first_slower, fwd_first, fwd_last)
     t_bwd = np.where(first_slower, bwd_first, bwd_last)
 
-    # parameters one device holds (its stage, its tp/ep shard)
-    p_dev = prof.layer_params * per_stage + prof.embed_params + np.where(single,
-                                                                         prof.head_params, 0)
+    p_dev = params_per_device(prof, pp)
     g = wl.grad_dtype.bytes
     top_k = spec.moe.top_k if spec.moe else 0
     ct, links = _collective_times(cluster, tp, cp, ep, pp, dp, prof, a, g, d, top_k)
@@ -307,13 +305,20 @@ def compose(prof: LayerProfile, spec: ModelSpec, cluster: Cluster, wl: Training,
     return out
 
 
+def params_per_device(prof: LayerProfile, pp: Num) -> Num:
+    """Parameters one device of the first pipeline stage holds (its layers' tp/ep shard plus
+    the embedding; the head too when there is one stage)."""
+    per_stage = np.ceil(prof.n_layers / np.asarray(pp))
+    return (prof.layer_params * per_stage + prof.embed_params
+            + np.where(np.asarray(pp) <= 1, prof.head_params, 0))
+
+
 def _collective_times(cluster: Cluster, tp: Num, cp: Num, ep: Num, pp: Any, dp: Any,
                       prof: LayerProfile, a: float, g: float, d: int, top_k: int
                       ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Every collective a step needs, for each (pp, dp) pair. They depend on nothing else once
     tp, cp and ep are fixed, so a large candidate table is reduced to its few distinct (pp, dp)
     pairs first (the planner's hot path); the answer is the same either way."""
-    L_params = prof.layer_params
     shape = np.broadcast(pp, dp).shape
     scalar_axes = all(np.ndim(x) == 0 for x in (tp, cp, ep))
     if scalar_axes and int(np.prod(shape)) > 64:
@@ -334,9 +339,7 @@ def _collective_times(cluster: Cluster, tp: Num, cp: Num, ep: Num, pp: Any, dp: 
     links["ep"] = place_axes(cluster, {"tp": tp, "ep": ep}, order=("tp", "ep"))["ep"]
     links["dp"] = place_axes(cluster, {"tp": tp, "dp": np.asarray(dp) * np.asarray(cp),
                                        "pp": pp}, order=("tp", "dp", "pp"))["dp"]
-    single = np.asarray(pp) <= 1
-    per_stage = np.ceil(prof.n_layers / np.asarray(pp))
-    p_dev = L_params * per_stage + prof.embed_params + np.where(single, prof.head_params, 0)
+    p_dev = params_per_device(prof, pp)
     T = prof.T
     times = {
         "tp": links["tp"].time(Collective.ALL_REDUCE, T * d * a),
