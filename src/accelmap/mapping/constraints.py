@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from accelmap.hardware.cluster import Cluster
-from accelmap.mapping.plan import Mapping, ServeMapping
+from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
 
 
@@ -39,7 +39,7 @@ class TrainingJob:
 class Rule:
     """One rule: an array-friendly predicate (``bad``: True where the mapping breaks it) and the
     sentence that says why (for one mapping). ``m`` is a Mapping, or any object with the same
-    attributes holding numpy arrays (the planner's candidate table)."""
+    degrees held in numpy arrays (the planner's candidate table)."""
 
     name: str
     bad: Callable[[TrainingJob, Any], Any]
@@ -67,7 +67,9 @@ def _experts_bad(job: TrainingJob, m: Any) -> Any:
     moe = job.spec.moe
     if moe is None:
         return ep > 1
-    return (ep > 1) & ((moe.num_experts % ep != 0) | ((np.asarray(m.dp) * m.cp) % ep != 0))
+    # Megatron-Core: etp x ep x edp = tp x cp x dp ranks of a stage; with etp = tp, ep divides
+    # dp x cp (Mapping.grad_group)
+    return (ep > 1) & ((moe.num_experts % ep != 0) | (np.asarray(m.grad_group) % ep != 0))
 
 
 def _batch_bad(job: TrainingJob, m: Any) -> Any:
@@ -78,16 +80,11 @@ def _batch_bad(job: TrainingJob, m: Any) -> Any:
     return bad | ((np.asarray(m.virtual_stages) > 1) & (micro % np.asarray(m.pp) != 0))
 
 
-def _shard_group(m: Any) -> Any:
-    group = getattr(m, "shard_group", None)
-    return np.asarray(m.dp) if group is None else np.asarray(group)
-
-
 TRAINING_RULES: tuple[Rule, ...] = (
     Rule("world_size",
-         lambda j, m: (np.asarray(m.dp) * m.tp * m.pp * m.cp != j.cluster.devices)
+         lambda j, m: (np.asarray(m.world) != j.cluster.devices)
          | (np.asarray(m.dp) % 1 != 0) | (np.asarray(m.dp) < 1),
-         lambda j, m: f"dp x tp x pp x cp = {m.dp * m.tp * m.pp * m.cp} but the cluster has "
+         lambda j, m: f"dp x tp x pp x cp = {m.world} but the cluster has "
                       f"{j.cluster.devices} devices"),
     # Megatron: num_attention_heads % tensor_model_parallel_size == 0 (whole heads per rank)
     Rule("heads_divisible", lambda j, m: j.spec.n_heads % np.asarray(m.tp) != 0,
@@ -125,8 +122,8 @@ TRAINING_RULES: tuple[Rule, ...] = (
          lambda j, m: (np.asarray(m.cp) > 1) & (j.seq_len % (2 * np.asarray(m.cp)) != 0),
          lambda j, m: f"sequence {j.seq_len} does not split into 2 x cp = {2 * m.cp} chunks"),
     Rule("shard_group",
-         lambda j, m: (_shard_group(m) <= 0)
-         | (np.asarray(m.dp) % np.maximum(_shard_group(m), 1) != 0),
+         lambda j, m: (np.asarray(m.zero_group) <= 0)
+         | (np.asarray(m.dp) % np.maximum(np.asarray(m.zero_group), 1) != 0),
          lambda j, m: f"HSDP shard group {m.shard_group} does not divide dp={m.dp}"),
 )
 
@@ -136,12 +133,13 @@ def check_training(job: TrainingJob, m: Mapping) -> list[Violation]:
             if bool(np.any(r.bad(job, m)))]
 
 
-def training_masks(job: TrainingJob, candidates: Any) -> dict[str, Any]:
-    """For a table of candidate mappings (array attributes), where each rule is broken."""
+def training_masks(job: TrainingJob, candidates: Mapping) -> dict[str, Any]:
+    """For a table of candidate mappings (a Mapping of arrays), where each rule is broken."""
     return {r.name: np.asarray(r.bad(job, candidates), dtype=bool) for r in TRAINING_RULES}
 
 
-def check_serving(spec: ModelSpec, cluster: Cluster, m: ServeMapping) -> list[Violation]:
+def check_serving(spec: ModelSpec, cluster: Cluster, m: Mapping) -> list[Violation]:
+    """Rules for a serving mapping: ``m.replicas`` copies of tp x pp devices."""
     out: list[Violation] = []
     if m.world > cluster.devices:
         out.append(Violation("world_size", f"{m.replicas} replicas x tp={m.tp} x pp={m.pp} need "
@@ -158,6 +156,9 @@ def check_serving(spec: ModelSpec, cluster: Cluster, m: ServeMapping) -> list[Vi
         out.append(Violation("layers_over_stages", f"pp={m.pp} for {spec.n_layers} layers"))
     if m.ep > 1 and (spec.moe is None or spec.moe.num_experts % m.ep):
         out.append(Violation("experts_divisible", f"ep={m.ep} does not split the experts"))
+    if m.cp > 1:
+        out.append(Violation("no_cp_serving", f"cp={m.cp}: context parallelism is not "
+                                              "modelled for serving"))
     if m.ep > 1 and m.tp % m.ep:
         # vLLM expert parallelism splits the tensor-parallel group: ep must divide tp
         out.append(Violation("ep_within_tp", f"ep={m.ep} must divide tp={m.tp} (serving)"))

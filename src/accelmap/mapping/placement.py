@@ -60,6 +60,7 @@ from accelmap.hardware.schema import LinkRole, NetworkTier, Topology
 Num = Any
 
 DEFAULT_ORDER = ("tp", "cp", "ep", "dp", "pp")
+NO_NETWORK = Link(bandwidth=0.0, name="no network (one device)", tree=False)
 _TORUS = (Topology.TORUS_2D, Topology.TORUS_3D, Topology.MESH_2D, Topology.MESH_3D)
 
 
@@ -162,9 +163,9 @@ def place_axes(cluster: Cluster, sizes: dict[str, Num],
     out_tier = _outer_tier(cluster, up_tier)
     up = link_for_tier(up_tier, acc) if up_tier else None
     out = link_for_tier(out_tier, acc) if out_tier else None
-    inner_default = up or out
-    if inner_default is None:
-        raise InputError(f"cluster {cluster.name!r} has no network tier to place axes on")
+    # A system without network tiers (one device): every axis of size 1 costs nothing, and a
+    # larger group has nowhere to go (infinite time, reported by the link's note).
+    inner_default = up or out or NO_NETWORK
 
     strides, stride = {}, np.asarray(1.0)
     for a in order:

@@ -29,40 +29,35 @@ from typing import Any
 
 import numpy as np
 
-from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.collectives import Collective
-from accelmap.cost.framework import Framework, FrameworkProfile
-from accelmap.cost.framework import profile as framework_profile
+from accelmap.cost.energy import op_energy_j
+from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import Device, OpTime, time_ops, total_time
 from accelmap.cost.schedules import Schedule, bubble_over_ideal, in_flight_micro_batches
-from accelmap.estimate import CALIBRATION_NOTE, Estimate, context_notes, fits, training_precision
-from accelmap.hardware.cluster import Cluster
+from accelmap.engine.result import TrainStep, fits
+from accelmap.engine.shapes import context_notes, device_notes, training_precision
+from accelmap.engine.system import System
 from accelmap.hardware.schema import LinkRole
 from accelmap.mapping.constraints import TrainingJob, check_training
 from accelmap.mapping.placement import place_axes
-from accelmap.mapping.plan import Mapping, Offload
+from accelmap.mapping.plan import RANK_ORDER, Mapping
 from accelmap.memory.budget import (
-    FRAGMENTATION,
     LOGITS_BYTES,
-    RUNTIME_OVERHEAD_BYTES,
     MemoryBudget,
     activation_bytes,
     optimizer_state_bytes_per_param,
 )
-from accelmap.memory.sharding import model_state_bytes
+from accelmap.memory.training import training_items
 from accelmap.models.flops import forward_flops_per_token
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Op, Shape, Unit, causal_shape_context, forward_ops
 from accelmap.ops.training import backward_ops, optimizer_ops, recompute_ops
 from accelmap.parallel.shard import shard_spec
-from accelmap.workload import Phase, Recompute, Training
+from accelmap.workload import Recompute, Training
 
 Num = Any
 
-# NCCL channel buffers and framework bucket buffers on each device: NCCL_BUFFSIZE 4 MiB x
-# channels x peers; Megatron DDP buckets of 40M elements (fp32 grads: 160 MB). A named estimate.
-COMM_BUFFER_BYTES = 0.5 * 2**30
 # Host link when the catalog entry lists none: PCIe 4.0 x16, 16 GT/s x 16 lanes ~ 32 GB/s raw,
 # ~16 GB/s achieved for pinned transfers in one direction is a conservative middle.
 HOST_FALLBACK_BW = 16e9
@@ -103,11 +98,32 @@ class LayerProfile:
     head_params: float
     layer_act_bytes: float  # kept per layer per micro-batch under the recompute policy
     working_bytes: float  # full recompute: one layer's activations while recomputed
-    head_act_bytes: float  # logits buffer and head input on the last stage, per micro-batch
+    embed_act_bytes: float  # saved by the embedding's ops, per micro-batch
+    head_act_bytes: float  # head input and final norm saved on the last stage, per micro-batch
+    logits_bytes: float  # the fp32 logits buffer on the last stage
+    layer_energy_j: float  # forward + backward op energy of one layer, one micro-batch
+    ends_energy_j: float
     kv_width: int
     n_layers: int
+    n_moe_layers: int
+    top_k: int
+    d_model: int
+    model_flops_per_token: float  # PaLM convention: 3 x forward, full attention
+    optimizer_bytes_per_param: float  # fp32 states + master copy (memory.budget)
     forward: tuple[OpTime, ...]
     backward: tuple[OpTime, ...]
+
+
+def _is_layer(n: str) -> bool:
+    return n.startswith("layers/")
+
+
+def _is_embed(n: str) -> bool:
+    return n.startswith("embedding")
+
+
+def _is_head(n: str) -> bool:
+    return not (_is_layer(n) or _is_embed(n) or n.startswith("optimizer"))
 
 
 def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Training, tp: int,
@@ -128,57 +144,62 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
     def part(times: list[OpTime], pick: Any) -> float:
         return float(sum(float(t.total_s) for t in times if pick(t.op.name)))
 
-    def is_layer(n: str) -> bool:
-        return n.startswith("layers/")
-
-    def is_embed(n: str) -> bool:
-        return n.startswith("embedding")
-
-    def is_head(n: str) -> bool:
-        return not (is_layer(n) or is_embed(n) or n.startswith("optimizer"))
-
     def flops(ops: list[Op], pick: Any) -> float:
         return float(sum(float(o.flops) * o.count for o in ops if pick(o.name)))
 
+    def saved(pick: Any) -> float:
+        return float(sum(float(o.saved) * o.count for o in fwd if pick(o.name)))
+
     a = wl.storage_dtype.bytes
-    layer_ops = [o for o in fwd if is_layer(o.name)]
+    layer_ops = [o for o in fwd if _is_layer(o.name)]
     kept = activation_bytes(layer_ops, recompute, shard, T, a, working_set=False)
     working = activation_bytes(layer_ops, recompute, shard, T, a) - kept
     pc = count_params(shard)
-    gemm = [t for t in tf + tb if t.op.gemm is not None and is_layer(t.op.name)]
+    gemm = [t for t in tf + tb if t.op.gemm is not None and _is_layer(t.op.name)]
     attn = [t for t in tf + tb if "attention/core" in t.op.name]
+    mem_kind = dev.acc.device_memory.kind
     return LayerProfile(
         T=T,
-        layer_fwd_s=part(tf, is_layer) / L, layer_bwd_s=part(tb, is_layer) / L,
+        layer_fwd_s=part(tf, _is_layer) / L, layer_bwd_s=part(tb, _is_layer) / L,
         layer_gemm_s=float(sum(float(t.total_s) for t in gemm)) / L,
         layer_attn_s=float(sum(float(t.total_s) for t in attn)) / L,
-        embed_fwd_s=part(tf, is_embed), embed_bwd_s=part(tb, is_embed),
-        head_fwd_s=part(tf, is_head), head_bwd_s=part(tb, is_head),
-        layer_hw_flops=(flops(fwd, is_layer) + flops(bwd, is_layer)) / L,
-        ends_hw_flops=flops(fwd + bwd, lambda n: not is_layer(n)),
+        embed_fwd_s=part(tf, _is_embed), embed_bwd_s=part(tb, _is_embed),
+        head_fwd_s=part(tf, _is_head), head_bwd_s=part(tb, _is_head),
+        layer_hw_flops=(flops(fwd, _is_layer) + flops(bwd, _is_layer)) / L,
+        ends_hw_flops=flops(fwd + bwd, lambda n: not _is_layer(n)),
         layer_params=sum(lp.total for lp in pc.layers) / L,
-        embed_params=float(pc.embedding), head_params=float(pc.lm_head),
+        embed_params=float(pc.embedding),
+        # the LM head and the final norm(s) sit on the last stage
+        head_params=float(pc.total - sum(lp.total for lp in pc.layers) - pc.embedding),
         layer_act_bytes=float(kept) / L, working_bytes=float(working),
-        head_act_bytes=LOGITS_BYTES * T * shard.vocab_size + T * spec.d_model * a,
-        kv_width=shard.kv_width, n_layers=L, forward=tuple(tf), backward=tuple(tb))
+        embed_act_bytes=saved(_is_embed), head_act_bytes=saved(_is_head),
+        logits_bytes=LOGITS_BYTES * T * shard.vocab_size,
+        layer_energy_j=float(op_energy_j([o for o in fwd + bwd if _is_layer(o.name)],
+                                         mem_kind)) / L,
+        ends_energy_j=float(op_energy_j([o for o in fwd + bwd if not _is_layer(o.name)],
+                                        mem_kind)),
+        kv_width=shard.kv_width, n_layers=L, n_moe_layers=spec.n_moe_layers,
+        top_k=spec.moe.top_k if spec.moe else 0, d_model=spec.d_model,
+        model_flops_per_token=3.0 * forward_flops_per_token(spec, s, causal=False),
+        optimizer_bytes_per_param=optimizer_state_bytes_per_param(spec, wl),
+        forward=tuple(tf), backward=tuple(tb))
 
 
-def compose(prof: LayerProfile, spec: ModelSpec, cluster: Cluster, wl: Training, dev: Device,
-            fw: FrameworkProfile, overlap: OverlapPolicy, tp: Num, ep: Num, cp: Num, pp: Num,
-            dp: Num, micro_batch: Num, vpp: Num, zero: Num, zero_shards: Num,
-            schedule: Schedule, offload_optimizer: Num = False, offload_params: Num = False,
-            detail: bool = True) -> dict[str, Any]:
-    """Step time, memory and their breakdowns for one or many mappings that share ``prof``.
+def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfile,
+            overlap: OverlapPolicy, m: Mapping, detail: bool = True) -> dict[str, Any]:
+    """Step time, memory and their breakdowns for one mapping or a table of candidates that
+    share ``prof`` (the same tp, ep, cp, micro-batch and recompute).
 
-    Mapping sizes may be numpy arrays (the planner evaluates thousands at once); every branch
-    on them is an ``np.where``. ``parallel_training`` calls this with scalars, so the planner and
-    ``estimate`` share one implementation."""
-    pp, dp, vpp = (np.asarray(x, dtype=float) for x in (pp, dp, vpp))
-    zero = np.asarray(zero)
-    L = spec.n_layers
+    The mapping's pp, dp, vpp, ZeRO stage, shard group and offload may be numpy arrays (the
+    planner evaluates thousands at once); every branch on them is an ``np.where``. ``estimate``
+    calls this with one mapping, so the planner and ``estimate`` share one implementation."""
+    dev, cluster = system.device, system.cluster
+    pp, dp, vpp = (np.asarray(x, dtype=float) for x in (m.pp, m.dp, m.virtual_stages))
+    tp, cp = np.asarray(m.tp), np.asarray(m.cp)
+    zero = np.asarray(m.zero)
+    L = prof.n_layers
     a = wl.storage_dtype.bytes
-    d = spec.d_model
-    micro = wl.batch / (dp * micro_batch)
+    micro = m.micro_batches(wl.batch)
     per_stage = np.ceil(L / pp)
     last_layers = np.maximum(L - per_stage * (pp - 1), 1.0)
     single = pp <= 1
@@ -196,8 +217,7 @@ def compose(prof: LayerProfile, spec: ModelSpec, cluster: Cluster, wl: Training,
 
     p_dev = params_per_device(prof, pp)
     g = wl.grad_dtype.bytes
-    top_k = spec.moe.top_k if spec.moe else 0
-    ct, links = _collective_times(cluster, tp, cp, ep, pp, dp, prof, a, g, d, top_k)
+    ct, links = _collective_times(cluster, m, prof, a, g)
     comm: dict[str, Num] = {}
     exposed: dict[str, Num] = {}
     # TP: 4 collectives per layer per micro-batch (2 forward, 2 backward) of T x d activations
@@ -206,12 +226,12 @@ def compose(prof: LayerProfile, spec: ModelSpec, cluster: Cluster, wl: Training,
     exposed["tp"] = (np.maximum(tp_t - per_stage * prof.layer_gemm_s, 0.0) if overlap.tp
                      else tp_t)
     # CP: (cp - 1) ring steps of this rank's K and V chunk per layer, 3x for fwd + bwd (dK, dV)
-    cp_t = 3 * per_stage * (np.asarray(cp) - 1) * ct["cp"]
+    cp_t = 3 * per_stage * (cp - 1) * ct["cp"]
     comm["cp"] = cp_t
     exposed["cp"] = (np.maximum(cp_t - per_stage * prof.layer_attn_s, 0.0) if overlap.cp_ring
                      else cp_t)
     # EP: dispatch + combine, forward and backward, of T x top_k tokens of width d
-    ep_t = 4 * np.ceil(spec.n_moe_layers / pp) * ct["ep"]
+    ep_t = 4 * np.ceil(prof.n_moe_layers / pp) * ct["ep"]
     comm["ep"] = ep_t
     exposed["ep"] = 0.0 * ep_t if overlap.ep_all_to_all else ep_t
     # PP: activations out and gradients back, once per micro-batch
@@ -239,44 +259,38 @@ def compose(prof: LayerProfile, spec: ModelSpec, cluster: Cluster, wl: Training,
     interleaved = vpp > 1
     bubble = np.where(interleaved,
                       bubble_over_ideal(Schedule.INTERLEAVED, pp, micro, vpp),
-                      bubble_over_ideal(schedule, pp, micro, 1))
-    opt_shards = np.where(sharded, zero_shards, 1)
-    t_opt = total_time(time_ops(optimizer_ops(p_dev / opt_shards, wl),
-                                dev, fw))
+                      bubble_over_ideal(m.schedule, pp, micro, 1))
+    opt_shards = np.where(sharded, m.zero_shards, 1)
+    opt_ops = optimizer_ops(p_dev / opt_shards, wl)
+    t_opt = total_time(time_ops(opt_ops, dev, fw))
     host = dev.acc.bandwidth_per_direction(LinkRole.HOST) or HOST_FALLBACK_BW
     # ZeRO-Offload (Ren et al. 2021): gradients go to the host, updated parameters come back
-    t_opt = t_opt + np.where(offload_optimizer, 2 * p_dev / opt_shards * g / host, 0.0)
+    t_opt = t_opt + np.where(m.offloads_optimizer, 2 * p_dev / opt_shards * g / host, 0.0)
     # ZeRO-Infinity (Rajbhandari et al. 2021): parameters stream in for forward and backward of
     # every micro-batch, prefetched behind compute
     fetch = 2 * p_dev * a / host
-    per_mb = per_mb + np.where(offload_params, np.maximum(fetch - (t_fwd + t_bwd), 0.0), 0.0)
-    comm["offload"] = np.where(offload_params, fetch * micro, 0.0)
+    per_mb = per_mb + np.where(m.offloads_params, np.maximum(fetch - (t_fwd + t_bwd), 0.0), 0.0)
+    comm["offload"] = np.where(m.offloads_params, fetch * micro, 0.0)
     step = micro * per_mb + bubble * micro * (t_fwd + t_bwd) + dp_tail + t_opt
 
     # memory of the first stage (it holds the most micro-batches in flight under 1F1B)
-    ms = model_state_bytes(p_dev, zero, zero_shards, a, g,
-                           optimizer_state_bytes_per_param(spec, wl))
     in_flight = np.where(interleaved,
                          in_flight_micro_batches(Schedule.INTERLEAVED, pp, micro, 0, vpp),
-                         in_flight_micro_batches(schedule, pp, micro, 0, 1))
-    acts = prof.layer_act_bytes * per_stage * in_flight + prof.working_bytes
-    items: dict[str, Num] = {
-        "weights": np.where(offload_params, 2 * prof.layer_params * a, ms["weights"]),
-        "gradients": ms["gradients"],
-        "optimizer": np.where(offload_optimizer, 0.0, ms["optimizer"]),
-        "activations/layers": acts,
-        "activations/logits": np.where(single, prof.head_act_bytes, 0.0),
-        "zero3/gathered_params": np.where(z3, 2 * prof.layer_params * a, 0.0),
-        "runtime/context": RUNTIME_OVERHEAD_BYTES,
-        "runtime/comm_buffers": COMM_BUFFER_BYTES,
-        "runtime/fragmentation": FRAGMENTATION * acts,
-    }
+                         in_flight_micro_batches(m.schedule, pp, micro, 0, 1))
+    master = wl.master_dtype.bytes if wl.master_dtype is not wl.storage_dtype else 0.0
+    items = training_items(
+        params=p_dev, layer_params=prof.layer_params, zero=zero, zero_shards=m.zero_shards,
+        weight_bytes=a, grad_bytes=g, master_bytes=master,
+        state_bytes=prof.optimizer_bytes_per_param - master,
+        offload_optimizer=m.offloads_optimizer, offload_params=m.offloads_params,
+        layer_acts=prof.layer_act_bytes * per_stage * in_flight, working=prof.working_bytes,
+        ends_acts=prof.embed_act_bytes + np.where(single, prof.head_act_bytes, 0.0),
+        logits=np.where(single, prof.logits_bytes, 0.0), world=m.world)
     tokens = wl.batch * wl.seq_len
-    world = dp * np.asarray(tp) * pp * np.asarray(cp)
-    model_flops = 3.0 * forward_flops_per_token(spec, wl.seq_len, causal=False) * tokens
+    world = m.world
+    model_flops = prof.model_flops_per_token * tokens
     peak, _ = dev.peak(wl.dtype, Unit.MATRIX)
-    hw_flops = (prof.layer_hw_flops * L + prof.ends_hw_flops) * micro * dp * np.asarray(tp) \
-        * np.asarray(cp)
+    hw_flops = (prof.layer_hw_flops * L + prof.ends_hw_flops) * micro * dp * tp * cp
     out: dict[str, Any] = {
         "step_time_s": step,
         "tokens_per_s": tokens / step,
@@ -287,15 +301,23 @@ def compose(prof: LayerProfile, spec: ModelSpec, cluster: Cluster, wl: Training,
     }
     if not detail:  # the planner's hot path: ranking needs no breakdowns
         return out
+    energy = ((prof.layer_energy_j * L + prof.ends_energy_j) * micro * dp * tp * cp
+              + op_energy_j(opt_ops, dev.acc.device_memory.kind) * world)
     out.update({
         "hfu": hw_flops / (step * world * peak),
         "tflops_per_device": model_flops / step / world / 1e12,
         "hardware_tflops_per_device": hw_flops / step / world / 1e12,
+        "model_flops_per_step": model_flops,
+        "hardware_flops_per_step": hw_flops,
         "micro_batches": micro,
         "bubble_s": bubble * micro * (t_fwd + t_bwd),
         "compute_forward_s": micro * t_fwd,
         "compute_backward_s": micro * t_bwd,
+        "first_stage_critical": first_slower,
+        "layers_on_critical_stage": np.where(first_slower, per_stage, last_layers),
         "optimizer_s": t_opt,
+        "optimizer_ops": opt_ops,
+        "energy_j_per_step_ops": energy,
         "exposed": {k: (v * micro if k in ("tp", "cp", "ep", "pp") else v)
                     for k, v in exposed.items()},
         "comm": {k: (v * micro if k in ("tp", "cp", "ep", "pp") else v) for k, v in comm.items()},
@@ -313,12 +335,12 @@ def params_per_device(prof: LayerProfile, pp: Num) -> Num:
             + np.where(np.asarray(pp) <= 1, prof.head_params, 0))
 
 
-def _collective_times(cluster: Cluster, tp: Num, cp: Num, ep: Num, pp: Any, dp: Any,
-                      prof: LayerProfile, a: float, g: float, d: int, top_k: int
+def _collective_times(cluster: Any, m: Mapping, prof: LayerProfile, a: float, g: float
                       ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Every collective a step needs, for each (pp, dp) pair. They depend on nothing else once
     tp, cp and ep are fixed, so a large candidate table is reduced to its few distinct (pp, dp)
     pairs first (the planner's hot path); the answer is the same either way."""
+    tp, cp, ep, pp, dp = m.tp, m.cp, m.ep, m.pp, m.dp
     shape = np.broadcast(pp, dp).shape
     scalar_axes = all(np.ndim(x) == 0 for x in (tp, cp, ep))
     if scalar_axes and int(np.prod(shape)) > 64:
@@ -326,100 +348,113 @@ def _collective_times(cluster: Cluster, tp: Num, cp: Num, ep: Num, pp: Any, dp: 
         key = pp_b * 1e9 + dp_b
         uniq, inv = np.unique(key, return_inverse=True)
         pp_u = np.floor(uniq / 1e9)
-        times, _ = _collective_times(cluster, tp, cp, ep, pp_u, uniq - pp_u * 1e9, prof, a, g,
-                                     d, top_k)
+        pairs = Mapping(dp=uniq - pp_u * 1e9, tp=tp, pp=pp_u, cp=cp, ep=ep)
+        times, _ = _collective_times(cluster, pairs, prof, a, g)
         return {k: v[inv].reshape(shape) for k, v in times.items()}, None
-    # Dense axes fill the world in Megatron-Core's rank order (tp innermost, then cp and dp,
-    # pp outermost: mapping.placement); expert parallelism is carved out of dp x cp next to tp,
-    # so its group is placed separately. Gradients are reduced, and ZeRO shards, over dp x cp
-    # (Megatron-Core's data-parallel group "with context parallel": every cp rank holds the
-    # whole layer's weights), a contiguous group of dp * cp ranks of stride tp.
-    links = place_axes(cluster, {"tp": tp, "cp": cp, "dp": dp, "pp": pp},
-                       order=("tp", "cp", "dp", "pp"))
+    # Dense axes fill the world in Megatron-Core's rank order (mapping.plan.RANK_ORDER: tp
+    # innermost, then cp and dp, pp outermost); expert parallelism is carved out of dp x cp next
+    # to tp, so its group is placed separately. Gradients are reduced, and ZeRO shards, over
+    # dp x cp (Mapping.grad_group: every cp rank holds the whole layer's weights), a contiguous
+    # group of dp * cp ranks of stride tp.
+    links = place_axes(cluster, {"tp": tp, "cp": cp, "dp": dp, "pp": pp}, order=RANK_ORDER)
     links["ep"] = place_axes(cluster, {"tp": tp, "ep": ep}, order=("tp", "ep"))["ep"]
-    links["dp"] = place_axes(cluster, {"tp": tp, "dp": np.asarray(dp) * np.asarray(cp),
-                                       "pp": pp}, order=("tp", "dp", "pp"))["dp"]
+    links["dp"] = place_axes(cluster, {"tp": tp, "dp": m.grad_group, "pp": pp},
+                             order=("tp", "dp", "pp"))["dp"]
     p_dev = params_per_device(prof, pp)
-    T = prof.T
+    T, d = prof.T, prof.d_model
     times = {
         "tp": links["tp"].time(Collective.ALL_REDUCE, T * d * a),
         "cp": links["cp"].time(Collective.SEND_RECV, T * prof.kv_width * a),
-        "ep": links["ep"].time(Collective.ALL_TO_ALL, T * top_k * d * a),
+        "ep": links["ep"].time(Collective.ALL_TO_ALL, T * prof.top_k * d * a),
         "pp": links["pp"].time(Collective.SEND_RECV, T * d * a),
         "dp_ag": links["dp"].time(Collective.ALL_GATHER, p_dev * a),
         "dp_rs": links["dp"].time(Collective.REDUCE_SCATTER, p_dev * g),
         "dp_ar": links["dp"].time(Collective.ALL_REDUCE, p_dev * g),
     }
-    return {k: np.broadcast_to(v, np.broadcast(pp, dp).shape) for k, v in times.items()}, links
+    return {k: np.broadcast_to(v, shape) for k, v in times.items()}, links
 
 
-def parallel_training(spec: ModelSpec, cluster: Cluster, wl: Training, m: Mapping,
-                      framework: Framework | str = Framework.MEGATRON,
-                      overlap: OverlapPolicy | None = None, imbalance: float = 1.0,
-                      price_usd_per_hour: float | None = None,
-                      profile: CalibrationProfile | None = None) -> Estimate:
-    """``wl.batch`` is the global batch in sequences; ``m`` splits it; ``profile`` is a measured
-    calibration of the cluster's accelerator (``accelmap calibrate``)."""
+def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
+               fw: FrameworkProfile, overlap: OverlapPolicy | None = None,
+               imbalance: float = 1.0) -> TrainStep:
+    """One optimizer step: ``wl.batch`` is the global batch in sequences; ``m`` splits it."""
+    cluster, dev = system.cluster, system.device
     overlap = overlap or OverlapPolicy(tp=m.tp_comm_overlap)
-    fw = framework_profile(framework)
-    dev = Device.of(cluster.accelerator, profile=profile)
     violations = check_training(TrainingJob(spec, cluster, wl.batch, wl.seq_len), m)
     if violations:
-        return _infeasible(spec, cluster, violations[0].rule, violations[0].sentence)
+        v = violations[0]
+        return TrainStep(spec.id, dev.acc.id, cluster.name, m, False,
+                         f"{v.sentence} ({v.rule} rule)",
+                         MemoryBudget(items={}, capacity=system.memory_bytes),
+                         violated_rule=v.rule)
     prof = layer_profile(spec, dev, fw, wl, m.tp, m.ep, m.cp, m.micro_batch,
                          m.sequence_parallel, m.recompute, imbalance)
-    r = compose(prof, spec, cluster, wl, dev, fw, overlap, m.tp, m.ep, m.cp, m.pp, m.dp,
-                m.micro_batch, m.virtual_stages, int(m.zero), m.zero_shards, m.schedule,
-                m.offload_optimizer is not Offload.NONE, m.offload_params is not Offload.NONE)
+    r = compose(prof, system, wl, fw, overlap, m)
     f = {k: float(v) for k, v in r.items() if np.ndim(v) == 0 and not isinstance(v, dict)}
     items = {k: float(v) for k, v in r["memory_items"].items() if float(v) > 0}
-    memory = MemoryBudget(items=items, capacity=dev.acc.memory_bytes)
+    memory = MemoryBudget(items=items, capacity=system.memory_bytes)
     step = f["step_time_s"]
-    breakdown = {
-        "compute/forward": f["compute_forward_s"],
-        "compute/backward": f["compute_backward_s"],
-        "bubble": f["bubble_s"],
-        "optimizer": f["optimizer_s"],
-        **{f"exposed_comm/{k}": float(v) for k, v in r["exposed"].items()},
-    }
-    tdp = dev.acc.tdp.value if dev.acc.tdp else None
-    world = m.world
+    tdp = system.tdp_w
+    world = int(m.world)
     tokens = wl.batch * wl.seq_len
-    metrics: dict[str, Any] = {
-        **{k: f[k] for k in ("step_time_s", "tokens_per_s", "tokens_per_s_per_device", "mfu",
-                             "hfu", "tflops_per_device", "hardware_tflops_per_device")},
-        "micro_batches": round(f["micro_batches"]),
-        "bubble_fraction": f["bubble_s"] / step,
-        "time_breakdown_s": breakdown,
-        "communication_s": {k: float(v) for k, v in r["comm"].items() if k != "offload"
-                            or float(v) > 0},
-        "axes": {k: r["links"][k].describe() for k in ("tp", "cp", "ep", "pp", "dp")}
-        if r["links"] else {},
-        "overlap_policy": overlap.__dict__,
-        "energy_j_per_token_tdp": tdp * world * step / tokens if tdp else None,
-    }
-    if wl.tokens_to_train:
-        secs = wl.tokens_to_train / metrics["tokens_per_s"]
-        metrics["time_to_train_s"] = secs
-        if price_usd_per_hour:
-            metrics["cost_to_train_usd"] = secs / 3600 * price_usd_per_hour * world
+    time_to_train = wl.tokens_to_train / f["tokens_per_s"] if wl.tokens_to_train else None
+    price = system.price_usd_per_hour
     feasible, reason = fits(memory)
     bubble = f["bubble_s"] / max(f["compute_forward_s"] + f["compute_backward_s"], 1e-30)
     assumptions = (
         *context_notes(spec, wl.seq_len),
         f"mapping {m.describe()} on {cluster.name} ({cluster.origin})",
         f"framework {fw.name.value}; overlap {overlap}",
-        f"pipeline schedule {m.schedule.value}, {metrics['micro_batches']} micro-batches, "
+        f"pipeline schedule {m.schedule.value}, {round(f['micro_batches'])} micro-batches, "
         f"bubble {bubble:.3f} of ideal",
-        f"{CALIBRATION_NOTE}{dev.calibration}",
+        *device_notes(dev, wl.dtype, fw),
     )
-    return Estimate(Phase.TRAIN, spec.id, dev.acc.id, feasible, reason, memory, metrics,
-                    {"forward": list(prof.forward), "backward": list(prof.backward)},
-                    assumptions)
+    return TrainStep(
+        spec.id, dev.acc.id, cluster.name, m, feasible, reason, memory,
+        time=_time_tree(prof, r), ops={"forward": prof.forward, "backward": prof.backward},
+        assumptions=assumptions,
+        step_time_s=step, tokens_per_s=f["tokens_per_s"],
+        tokens_per_s_per_device=f["tokens_per_s_per_device"], mfu=f["mfu"], hfu=f["hfu"],
+        tflops_per_device=f["tflops_per_device"],
+        hardware_tflops_per_device=f["hardware_tflops_per_device"],
+        model_flops_per_step=f["model_flops_per_step"],
+        hardware_flops_per_step=f["hardware_flops_per_step"],
+        micro_batches=round(f["micro_batches"]), bubble_fraction=f["bubble_s"] / step,
+        communication_s={k: float(v) for k, v in r["comm"].items()
+                         if k != "offload" or float(v) > 0} if world > 1 or m.offloads_params
+        else {},
+        axes={k: r["links"][k].describe() for k in ("tp", "cp", "ep", "pp", "dp")}
+        if r["links"] and world > 1 else {},
+        overlap_policy=overlap.__dict__,
+        energy_j_per_token_tdp=tdp * world * step / tokens if tdp else None,
+        energy_j_per_token_ops=f["energy_j_per_step_ops"] / tokens,
+        time_to_train_s=time_to_train,
+        cost_to_train_usd=time_to_train / 3600 * price * world
+        if time_to_train and price else None)
 
 
-def _infeasible(spec: ModelSpec, cluster: Cluster, rule: str, sentence: str) -> Estimate:
-    return Estimate(Phase.TRAIN, spec.id, cluster.accelerator.id, False,
-                    f"{sentence} ({rule} rule)",
-                    MemoryBudget(items={}, capacity=cluster.accelerator.memory_bytes),
-                    {"violated_rule": rule}, {}, ())
+def _time_tree(prof: LayerProfile, r: dict[str, Any]) -> dict[str, float]:
+    """Seconds per step on the critical pipeline stage, phase -> operator, plus the bubble,
+    the optimizer and the exposed communication per axis."""
+    micro = float(r["micro_batches"])
+    first = bool(r["first_stage_critical"])
+    layers = float(r["layers_on_critical_stage"])
+    single = prof.n_layers == layers and first  # one stage holds everything
+    out: dict[str, float] = {}
+    for t in (*prof.forward, *prof.backward):
+        name = t.op.name
+        if _is_layer(name):
+            share = layers / prof.n_layers
+        elif _is_embed(name):
+            share = 1.0 if (first or single) else 0.0
+        else:
+            share = 1.0 if (not first or single) else 0.0
+        if share:
+            key = f"{t.op.stage.value}/{name}"
+            out[key] = out.get(key, 0.0) + float(t.total_s) * share * micro
+    out["bubble"] = float(r["bubble_s"])
+    out["optimizer"] = float(r["optimizer_s"])
+    for k, v in r["exposed"].items():
+        if float(v) > 0:
+            out[f"exposed_comm/{k}"] = float(v)
+    return out

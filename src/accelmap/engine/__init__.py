@@ -1,0 +1,63 @@
+"""The one estimate: model x system x workload x mapping -> TrainStep or ServeStep.
+
+One device is a one-device system with the trivial mapping; training, prefill, decode and
+serving all compose through ``engine.train`` and ``engine.serve``, and the planner calls the
+same functions on tables of candidate mappings.
+"""
+
+from __future__ import annotations
+
+from accelmap.cost.calibration import CalibrationProfile
+from accelmap.cost.framework import Framework
+from accelmap.cost.framework import profile as framework_profile
+from accelmap.engine.result import Estimate, ServeStep, TrainStep
+from accelmap.engine.serve import serve_step
+from accelmap.engine.system import System
+from accelmap.engine.train import OverlapPolicy, train_step
+from accelmap.hardware.cluster import Cluster
+from accelmap.hardware.schema import Accelerator
+from accelmap.mapping.plan import Mapping
+from accelmap.models.schema import ModelSpec
+from accelmap.workload import Inference, Training
+
+__all__ = ["Estimate", "OverlapPolicy", "ServeStep", "System", "TrainStep", "default_mapping",
+           "estimate", "system_of"]
+
+
+def system_of(where: System | Cluster | Accelerator,
+              profile: CalibrationProfile | None = None) -> System:
+    """A System from a cluster, one accelerator, or a System as it is."""
+    if isinstance(where, System):
+        return where
+    if isinstance(where, Cluster):
+        return System.of(where, profile)
+    return System.single(where, profile)
+
+
+def default_mapping(system: System, workload: Training | Inference) -> Mapping:
+    """What a job runs as when no mapping is given: data parallelism over the whole system.
+    Training on one device takes the whole batch in one micro-batch (no accumulation); on a
+    cluster one sequence per micro-batch (Megatron-LM's ``--micro-batch-size`` example value).
+    Serving: one replica per device."""
+    if isinstance(workload, Inference):
+        return Mapping.serving(replicas=system.devices)
+    if system.devices == 1:
+        return Mapping(micro_batch=workload.batch)
+    return Mapping(dp=system.devices)
+
+
+def estimate(model: ModelSpec, system: System | Cluster | Accelerator,
+             workload: Training | Inference, mapping: Mapping | None = None, *,
+             framework: Framework | str | None = None, overlap: OverlapPolicy | None = None,
+             imbalance: float = 1.0, profile: CalibrationProfile | None = None) -> Estimate:
+    """Predict one training step or one serving batch of ``model`` on ``system`` split by
+    ``mapping``. ``framework`` defaults to megatron (training) and vllm (serving);
+    ``imbalance`` is the MoE busiest-expert load over the mean; ``profile`` a measured
+    calibration of the device (``accelmap calibrate``)."""
+    sys_ = system_of(system, profile)
+    m = mapping or default_mapping(sys_, workload)
+    if isinstance(workload, Training):
+        fw = framework_profile(framework or Framework.MEGATRON)
+        return train_step(model, sys_, workload, m, fw, overlap, imbalance)
+    fw = framework_profile(framework or Framework.VLLM)
+    return serve_step(model, sys_, workload, m, fw, imbalance)

@@ -1,0 +1,194 @@
+"""What an estimate returns: typed, frozen results with fixed fields plus the memory and time
+trees. JSON comes from them (``to_dict``), so every face prints the same keys.
+
+- ``TrainStep``: one optimizer step of a training job (PaLM's model-FLOPs MFU, Chowdhery et al.
+  2022 App. B; HFU counts the hardware FLOPs the operator graph executes, recompute included).
+- ``ServeStep``: a serving batch: TTFT (prefill of the whole prompt batch), TPOT (one decode
+  step at the mean context), throughput = batch x output / (TTFT + (output - 1) x TPOT).
+
+Both carry the memory tree of one device (``memory.budget.MemoryBudget``, slash keys such as
+``optimizer/states``) and a time tree with one shape: phase -> operator or collective, seconds
+(``forward/layers/attention/qkv``, ``backward/dgrad/...``, ``exposed_comm/tp``, ``bubble``;
+serving prefixes ``prefill/`` and ``decode/``). An infeasible mapping is a result too:
+``feasible=False`` with the broken rule and one sentence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from accelmap.cost.roofline import OpTime
+from accelmap.engine.shapes import CALIBRATION_NOTE
+from accelmap.mapping.plan import Mapping
+from accelmap.memory.budget import MemoryBudget
+from accelmap.workload import Phase
+
+_COMMON = ("model", "accelerator", "system", "mapping", "feasible", "reason", "violated_rule",
+           "memory", "time", "ops", "assumptions")
+
+
+@dataclass(frozen=True)
+class _Step:
+    model: str
+    accelerator: str
+    system: str
+    mapping: Mapping
+    feasible: bool
+    reason: str | None
+    memory: MemoryBudget
+    time: dict[str, float] = field(default_factory=dict)  # phase/op -> s (see module doc)
+    ops: dict[str, tuple[OpTime, ...]] = field(default_factory=dict)  # op times per pass
+    assumptions: tuple[str, ...] = ()
+    violated_rule: str | None = None
+
+    @property
+    def calibration(self) -> str | None:
+        """'datasheet-derived defaults ...' or 'measured profile ...' (the Device's word)."""
+        return next((a.removeprefix(CALIBRATION_NOTE) for a in self.assumptions
+                     if a.startswith(CALIBRATION_NOTE)), None)
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The fixed figures of this result (None where not applicable), plus the time tree
+        under ``time_breakdown_s``."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _COMMON}
+        out = {k: v for k, v in out.items() if v is not None}
+        if self.violated_rule:
+            out["violated_rule"] = self.violated_rule
+        if self.time:
+            out["time_breakdown_s"] = self.time
+        return out
+
+    @property
+    def times(self) -> dict[str, list[OpTime]]:
+        return {k: list(v) for k, v in self.ops.items()}
+
+    @property
+    def phase(self) -> Phase:
+        raise NotImplementedError
+
+    def to_dict(self, ops: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "phase": self.phase.value,
+            "model": self.model,
+            "accelerator": self.accelerator,
+            "system": self.system,
+            "feasible": bool(self.feasible),
+            "reason": self.reason,
+            **{k: plain(v) for k, v in self.metrics.items()},
+            "memory": {
+                "total_bytes": float(self.memory.total),
+                "capacity_bytes": self.memory.capacity,
+                "margin_bytes": float(self.memory.margin),
+                "fits": bool(self.memory.fits),
+                "breakdown": self.memory.tree(),
+            },
+            "calibration": self.calibration,
+            "assumptions": list(self.assumptions),
+        }
+        if ops:
+            out["ops"] = {group: [op_row(t) for t in ts] for group, ts in self.ops.items()}
+        return out
+
+
+@dataclass(frozen=True)
+class TrainStep(_Step):
+    step_time_s: float | None = None
+    tokens_per_s: float | None = None
+    tokens_per_s_per_device: float | None = None
+    mfu: float | None = None
+    hfu: float | None = None
+    tflops_per_device: float | None = None
+    hardware_tflops_per_device: float | None = None
+    model_flops_per_step: float | None = None
+    hardware_flops_per_step: float | None = None
+    micro_batches: int | None = None
+    bubble_fraction: float | None = None
+    communication_s: dict[str, float] | None = None
+    axes: dict[str, str] | None = None
+    overlap_policy: dict[str, bool] | None = None
+    energy_j_per_token_tdp: float | None = None
+    energy_j_per_token_ops: float | None = None
+    time_to_train_s: float | None = None
+    cost_to_train_usd: float | None = None
+
+    @property
+    def phase(self) -> Phase:
+        return Phase.TRAIN
+
+
+@dataclass(frozen=True)
+class ServeStep(_Step):
+    output_len: int = 0
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    total_time_s: float | None = None
+    tokens_per_s: float | None = None
+    tokens_per_s_per_device: float | None = None
+    prefill_tokens_per_s: float | None = None
+    decode_mfu: float | None = None
+    decode_bandwidth_utilization: float | None = None
+    energy_j_per_token_tdp: float | None = None
+    energy_j_per_token_ops: float | None = None
+    communication_s: dict[str, dict[str, float]] | None = None
+    axes: dict[str, str] | None = None
+    max_batch: int | None = None
+    max_context: int | None = None
+
+    @property
+    def phase(self) -> Phase:
+        return Phase.DECODE if self.output_len else Phase.PREFILL
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        out = super().metrics
+        out.pop("output_len", None)
+        return out
+
+
+Estimate = TrainStep | ServeStep
+
+
+def plain(v: Any) -> Any:
+    """JSON-ready: numpy scalars and arrays become Python numbers and lists."""
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, dict):
+        return {k: plain(x) for k, x in v.items()}
+    return v
+
+
+def op_row(t: OpTime) -> dict[str, Any]:
+    op = t.op
+    return {
+        "name": op.name,
+        "stage": op.stage.value,
+        "unit": op.unit.value,
+        "dtype": op.dtype.value,
+        "count": op.count,
+        "flops": float(op.flops),
+        "bytes": {k.value: float(v) for k, v in op.bytes.items()},
+        "intensity_flop_per_byte": float(op.intensity),
+        "compute_s": float(t.compute_s),
+        "memory_s": float(t.memory_s),
+        "overhead_s": float(t.overhead_s),
+        "time_s": float(t.time_s),
+        "total_s": float(t.total_s),
+        "bound": t.bound,
+        "achievable_flops": float(t.achievable_flops),
+    }
+
+
+def fits(memory: MemoryBudget) -> tuple[bool, str | None]:
+    """Whether the budget fits every device, and if not one sentence saying by how much."""
+    if np.all(memory.fits):
+        return True, None
+    need = float(np.max(memory.total)) / 2**30
+    have = memory.capacity / 2**30
+    return False, (f"needs {need:.1f} GiB per device but the device has {have:.1f} GiB "
+                   "(memory rule)")

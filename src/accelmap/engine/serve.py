@@ -1,0 +1,163 @@
+"""Serving on several devices: tensor, pipeline and expert parallelism inside a replica, and
+replicas side by side.
+
+Per forward pass (prefill of the batch's prompts, or one decode step) each pipeline stage runs
+its layers of the tensor/expert-sharded graph; stages run one after the other for a single batch
+(latency = sum over stages; Narayanan et al. 2021 sec. 2.2 for why a lone batch cannot fill a
+pipeline). Tensor parallelism adds 2 all-reduces of the layer's activations per layer
+(Shoeybi et al. 2019 sec. 3), latency-bound in decode, which is why TP decode scales sub-linearly;
+expert parallelism adds dispatch and combine all-to-alls per MoE layer; pipeline stages pass
+activations once per pass. Memory per device: its share of the weights and of the KV cache
+(KV heads split over tp, replicated when tp exceeds them).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+from accelmap.cost.collectives import Collective
+from accelmap.cost.energy import op_energy_j
+from accelmap.cost.framework import FrameworkProfile
+from accelmap.cost.roofline import OpTime, time_ops, total_time
+from accelmap.engine.result import ServeStep, fits
+from accelmap.engine.shapes import (
+    context_notes,
+    device_notes,
+    inference_precision,
+    inference_shapes,
+)
+from accelmap.engine.system import System
+from accelmap.mapping.constraints import check_serving
+from accelmap.mapping.placement import place_axes
+from accelmap.mapping.plan import Mapping
+from accelmap.memory.budget import MemoryBudget, inference_memory
+from accelmap.models.flops import forward_flops_per_token
+from accelmap.models.params import count_params
+from accelmap.models.schema import ModelSpec
+from accelmap.ops.graph import Unit, forward_ops
+from accelmap.parallel.shard import shard_spec
+from accelmap.workload import Inference
+
+
+def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
+               fw: FrameworkProfile, imbalance: float = 1.0, limits: bool = True) -> ServeStep:
+    """A serving batch of ``wl.batch`` requests on each of ``m.replicas`` replicas;
+    ``limits``: also search the largest batch and context that fit (the planner skips it)."""
+    cluster, dev = system.cluster, system.device
+    bad = check_serving(spec, cluster, m)
+    if bad:
+        return ServeStep(spec.id, dev.acc.id, cluster.name, m, False,
+                         f"{bad[0].sentence} ({bad[0].rule} rule)",
+                         MemoryBudget(items={}, capacity=system.memory_bytes),
+                         violated_rule=bad[0].rule, output_len=wl.output_len)
+    shard = shard_spec(spec, m.tp, m.ep, expert_tp=m.expert_tp)
+    p = inference_precision(wl)
+    pre_shape, dec_shape = inference_shapes(spec, wl)
+    # a lone batch visits the stages one after the other: its latency is the whole sharded graph
+    pre = time_ops(forward_ops(shard, pre_shape, p, wl.flash_attention, imbalance), dev, fw)
+    dec = time_ops(forward_ops(shard, dec_shape, p, wl.flash_attention, imbalance), dev, fw)
+    # expert parallelism splits the tensor-parallel group (vLLM): same devices, same links
+    links = place_axes(cluster, {"tp": m.tp, "pp": m.pp}, order=("tp", "pp"))
+    links["ep"] = links["tp"]
+    a, d = wl.act_dtype.bytes, spec.d_model
+
+    def comm(tokens: float) -> dict[str, float]:
+        out = {"tp": 2 * spec.n_layers * float(links["tp"].time(Collective.ALL_REDUCE,
+                                                                tokens * d * a)),
+               "pp": (m.pp - 1) * float(links["pp"].time(Collective.SEND_RECV, tokens * d * a))}
+        out["ep"] = (2 * spec.n_moe_layers * float(links["ep"].time(
+            Collective.ALL_TO_ALL, tokens * spec.moe.top_k * d * a)) if spec.moe else 0.0)
+        return out
+
+    pre_comm = comm(float(pre_shape.tokens))
+    dec_comm = comm(float(dec_shape.tokens))
+    ttft = float(total_time(pre)) + sum(pre_comm.values())
+    tpot = float(total_time(dec)) + sum(dec_comm.values())
+    steps = max(wl.output_len - 1, 0)
+    total = ttft + steps * tpot
+    world = int(m.world)
+    out_tokens = wl.batch * wl.output_len * m.replicas
+    memory = serving_memory(spec, wl, m, system.memory_bytes, fw.prefill_chunk_tokens)
+    kind = dev.acc.device_memory.kind
+    # energy of one replica's ops: every device of the replica runs its shard of each op
+    ops_energy = (op_energy_j([t.op for t in pre], kind)
+                  + steps * op_energy_j([t.op for t in dec], kind)) * m.devices_per_replica
+    peak, _ = dev.peak(wl.compute_dtype, Unit.MATRIX)
+    decode_flops = wl.batch * forward_flops_per_token(spec, int(dec_shape.context), False)
+    stream = sum(float(t.op.total_bytes) * t.op.count for t in dec)
+    tdp = system.tdp_w
+    per_replica_tokens = max(wl.batch * wl.output_len, 1)
+    feasible, reason = fits(memory)
+    return ServeStep(
+        spec.id, dev.acc.id, cluster.name, m, feasible, reason, memory,
+        time={**_tree("prefill", pre, pre_comm), **_tree("decode", dec, dec_comm)},
+        ops={"prefill": tuple(pre), "decode": tuple(dec)},
+        assumptions=(*context_notes(spec, wl.prompt_len + wl.output_len),
+                     f"{m.describe_serving()} on {cluster.name}",
+                     *device_notes(dev, wl.compute_dtype, fw)),
+        output_len=wl.output_len, ttft_s=ttft, tpot_s=tpot, total_time_s=total,
+        tokens_per_s=out_tokens / total if wl.output_len else 0.0,
+        tokens_per_s_per_device=out_tokens / total / world if wl.output_len else 0.0,
+        prefill_tokens_per_s=wl.batch * wl.prompt_len * m.replicas / ttft,
+        decode_mfu=decode_flops / tpot / (peak * m.devices_per_replica),
+        # of the datasheet peak; none when the catalog has no peak (a profile's measured one)
+        decode_bandwidth_utilization=stream / tpot / dev.acc.memory_bandwidth / dev.fraction
+        if dev.acc.memory_bandwidth else None,
+        energy_j_per_token_tdp=tdp * m.devices_per_replica * total / per_replica_tokens
+        if tdp else None,
+        energy_j_per_token_ops=ops_energy / per_replica_tokens,
+        communication_s={"prefill": pre_comm, "decode_step": dec_comm} if world > 1 else {},
+        axes={k: links[k].describe() for k in ("tp", "ep", "pp")} if world > 1 else {},
+        **(_limits(spec, wl, m, system.memory_bytes, fw.prefill_chunk_tokens) if limits
+           else {}))
+
+
+def _tree(phase: str, times: list[OpTime], comm: dict[str, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for t in times:
+        key = f"{phase}/{t.op.stage.value}/{t.op.name}"
+        out[key] = out.get(key, 0.0) + float(t.total_s)
+    out.update({f"{phase}/exposed_comm/{k}": v for k, v in comm.items() if v > 0})
+    return out
+
+
+def serving_memory(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
+                   chunk: int | None, tokens: Any = None) -> MemoryBudget:
+    """One device's share: the sharded model's weights and KV over ceil(L/pp) layers."""
+    shard = shard_spec(spec, m.tp, m.ep, expert_tp=m.expert_tp)
+    stage = shard.model_copy(update={"n_layers": math.ceil(spec.n_layers / m.pp)})
+    budget = inference_memory(stage, wl, capacity, tokens=tokens, prefill_chunk=chunk)
+    if m.pp > 1:  # the embedding and head sit on the end stages; charge one of them
+        pc = count_params(stage)
+        extra = (pc.total - pc.embedding - pc.lm_head) + max(pc.embedding, pc.lm_head)
+        budget.items["weights"] = budget.items["weights"] * extra / pc.total
+    return budget
+
+
+def _limits(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
+            chunk: int | None) -> dict[str, int]:
+    """Largest batch at this length and longest context at this batch that fit in memory."""
+
+    def fit(batch: int, seq: int) -> bool:
+        w = replace(wl, batch=batch, prompt_len=max(seq - wl.output_len, 1))
+        return bool(serving_memory(spec, w, m, capacity, chunk, tokens=seq).fits)
+
+    def largest(pred: Any, hi_limit: int) -> int:
+        if not pred(1):
+            return 0
+        lo, hi = 1, 2
+        while hi <= hi_limit and pred(hi):
+            lo, hi = hi, hi * 2
+        hi = min(hi, hi_limit + 1)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if pred(mid) else (lo, mid)
+        return lo
+
+    seq = wl.prompt_len + wl.output_len
+    return {
+        "max_batch": largest(lambda b: fit(b, seq), 1 << 20),
+        "max_context": largest(lambda s: fit(wl.batch, s), 1 << 24),
+    }

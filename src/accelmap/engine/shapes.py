@@ -1,0 +1,71 @@
+"""What a workload asks of the operator graph: token shapes and precisions per phase, and the
+notes every estimate carries.
+
+Inference: TTFT = prefill time of the whole prompt batch; TPOT = one decode step at the mean
+context (prompt + output/2: decode time is linear in context).
+"""
+
+from __future__ import annotations
+
+from accelmap.cost.framework import FrameworkProfile
+from accelmap.cost.roofline import Device
+from accelmap.memory.budget import weight_bytes_per_param
+from accelmap.models.schema import ModelSpec
+from accelmap.ops.graph import Precision, Shape, Unit, causal_shape_context
+from accelmap.units import DType
+from accelmap.workload import Inference, Training
+
+# prefix of the assumption line that says where the achievable figures come from
+CALIBRATION_NOTE = "calibration: "
+
+
+def training_precision(wl: Training) -> Precision:
+    """FP8 training (Transformer Engine, torchao float8) runs the GEMMs in FP8 and keeps weights,
+    activations, attention and vector ops in BF16 (NVIDIA Transformer Engine docs, "Using FP8"):
+    everything but the GEMMs in the workload's storage dtype."""
+    store = wl.storage_dtype
+    return Precision(act=store, weight=store, compute=wl.dtype, kv=store, attention=store)
+
+
+def inference_precision(wl: Inference) -> Precision:
+    return Precision(act=wl.act_dtype, weight=wl.weight_dtype, compute=wl.compute_dtype,
+                     kv=wl.kv_dtype,
+                     weight_bytes_per_param=weight_bytes_per_param(wl.weight_dtype,
+                                                                   wl.quant_group))
+
+
+def inference_shapes(spec: ModelSpec, wl: Inference) -> tuple[Shape, Shape]:
+    b, p, o = wl.batch, wl.prompt_len, wl.output_len
+    prefill = Shape(tokens=b * p, kv_tokens=b * p, sequences=b, logits_tokens=b,
+                    **causal_shape_context(spec, float(p), wl.flash_attention))
+    ctx = p + max(o, 1) / 2  # mean cached length over the decode steps
+    decode = Shape(tokens=b, context=ctx, kv_tokens=b * ctx, sequences=b, logits_tokens=b,
+                   decode=True)
+    return prefill, decode
+
+
+def context_notes(spec: ModelSpec, tokens: int) -> list[str]:
+    """A warning when a sequence runs past the context the model was built for
+    (``max_seq_len``, the config's max_position_embeddings): the estimate still holds for the
+    arithmetic, but the model's quality there is not what its card reports."""
+    if tokens <= spec.max_seq_len:
+        return []
+    return [f"warning: {tokens:,} tokens per sequence exceed {spec.id}'s context of "
+            f"{spec.max_seq_len:,}; the time and memory are extrapolated"]
+
+
+def device_notes(dev: Device, dtype: DType, fw: FrameworkProfile) -> list[str]:
+    """Where the achievable figures come from (every estimate says it)."""
+    eff, src = dev.matmul_efficiency(dtype)
+    peak, peak_src = dev.peak(dtype, Unit.MATRIX)
+    notes = [
+        f"{CALIBRATION_NOTE}{dev.calibration}",
+        f"matmul efficiency {eff:.3f} of dense peak: {src}",
+        f"matmul peak {peak / 1e12:.1f} TFLOP/s ({peak_src})",
+        f"memory bandwidth {dev.bandwidth / 1e9:.0f} GB/s achievable: {dev.bandwidth_source}",
+        f"framework {fw.name.value}: {fw.kernel_overhead_s * 1e6:.2f} us per kernel "
+        f"({fw.overhead_source}); elementwise fused: {fw.fuses_elementwise}",
+    ]
+    if dev.fraction != 1.0:
+        notes.append(f"uses {dev.fraction:g} of the catalog device")
+    return notes
