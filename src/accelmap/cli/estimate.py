@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -21,7 +20,7 @@ from accelmap.cli.measure_store import load_profile
 
 if TYPE_CHECKING:
     from accelmap.cost.calibration import CalibrationProfile
-    from accelmap.estimate import Estimate
+    from accelmap.engine.result import Estimate
 
 HwOpt = Annotated[str, typer.Option("--hw", help="Accelerator id or name (`accelmap hw list`).")]
 BatchOpt = Annotated[int, typer.Option(min=1, help="Sequences per step (training) or batch size "
@@ -46,45 +45,11 @@ ClusterOpt = Annotated[str | None, typer.Option(
     "--cluster", help="Cluster: preset (dgx-h100, tpu-v5p-1024), 64xH100, 8x8xh100-sxm5-80gb, "
     "or a system YAML. With it, --batch is the global batch (training) or per-replica batch.")]
 IntOpt = Annotated[int, typer.Option(min=1)]
-ZeroOpt = Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 (3 = FSDP).")]
+ZeroOpt = Annotated[int | None, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 "
+                                             "(3 = FSDP; default 1 on a cluster).")]
 ScheduleOpt = Annotated[str, typer.Option(help="gpipe, 1f1b, interleaved-1f1b, zb-h1.")]
 TokensOpt = Annotated[str | None, typer.Option(help="Tokens to train, for time and cost "
                                                "(e.g. 1e12 or 1T).")]
-
-
-def _dtype(text: str, what: str) -> Any:
-    from accelmap.errors import InputError
-    from accelmap.units import DType, parse_dtype
-
-    dt = parse_dtype(text)
-    if dt is None:
-        raise InputError(f"unknown {what} dtype {text!r}; use one of "
-                         f"{', '.join(d.value for d in DType)}")
-    return dt
-
-
-def _enum(enum: Any, text: str, what: str) -> Any:
-    from accelmap.errors import InputError
-
-    try:
-        return enum(text.lower())
-    except ValueError:
-        raise InputError(f"unknown {what} {text!r}; use one of "
-                         f"{', '.join(e.value for e in enum)}") from None
-
-
-def _count(text: str) -> float:
-    from accelmap.errors import InputError
-
-    scale = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
-    t = text.strip().lower()
-    try:
-        n = float(t[:-1]) * scale[t[-1]] if t and t[-1] in scale else float(t)
-    except ValueError:
-        n = math.nan
-    if not (math.isfinite(n) and n > 0):
-        raise InputError(f"cannot read {text!r} as a positive token count; write e.g. 2T or 2e12")
-    return n
 
 
 def _assumption_line(text: str) -> str:
@@ -92,93 +57,33 @@ def _assumption_line(text: str) -> str:
     return f"[yellow]{text}[/]" if text.startswith("warning:") else f"assumption: {text}"
 
 
-def _resolve(model: str, hw: str, catalog: Any,
-             profile: CalibrationProfile | None = None) -> tuple[Any, Any]:
-    from accelmap.cli.models import load_model
-    from accelmap.cost.roofline import Device
-    from accelmap.lookup import resolve
-
-    cat = get_catalog(catalog)
-    spec = load_model(model, cat)
-    acc = resolve(hw, cat.accelerators, "accelerator", "accelmap hw list")
-    return spec, Device.of(acc, profile=profile)
-
-
-def run_estimate(model: str, hw: str, train: bool, batch: int, seq: int, prompt: int,
-                 output: int, dtype: str, weights: str, kv: str | None, group: int,
-                 framework: str | None, optimizer: str, recompute: str, flash: bool,
+def run_estimate(model: str, hw: str | None, cluster: str | None, train: bool, batch: int,
+                 seq: int, prompt: int, output: int, dtype: str, weights: str, kv: str | None,
+                 group: int, framework: str | None, optimizer: str, recompute: str, flash: bool,
                  tokens: str | None, catalog: Any, imbalance: float = 1.0,
-                 profile: CalibrationProfile | None = None) -> Estimate:
-    from accelmap.estimate import estimate_inference, estimate_training
-    from accelmap.units import DType
-    from accelmap.workload import Inference, Optimizer, Recompute, Training
+                 profile: CalibrationProfile | None = None, tp: int = 1, pp: int = 1,
+                 dp: int | None = None, cp: int = 1, ep: int = 1, zero: int | None = None,
+                 micro_batch: int | None = None, vpp: int = 1, schedule: str = "1f1b",
+                 sp: bool = True, tp_overlap: bool = False, force_tp: bool = False,
+                 replicas: int = 1) -> Estimate:
+    """Parse the options into the API's values and call ``api.estimate`` (one device is a
+    one-device system; the same engine serves both)."""
+    from accelmap import api
 
-    train_dtype = _dtype(dtype, "training")  # checked in every mode: a typo is never ignored
-    spec, dev = _resolve(model, hw, catalog, profile)
-    if train:
-        wl = Training(batch=batch, seq_len=seq, dtype=train_dtype,
-                      optimizer=_enum(Optimizer, optimizer, "optimizer"),
-                      recompute=_enum(Recompute, recompute, "recompute policy"),
-                      flash_attention=flash, tokens_to_train=_count(tokens) if tokens else 0.0)
-        price = dev.acc.price.usd_per_hour.value if dev.acc.price else None
-        return estimate_training(spec, dev, wl, framework or "megatron", imbalance=imbalance,
-                                 price_usd_per_hour=price)
-    w = _dtype(weights, "weight")
-    act = DType.FP8 if w is DType.FP8 else DType.BF16
-    kv_dtype = _dtype(kv, "KV-cache") if kv else act
-    inf = Inference(batch=batch, prompt_len=prompt, output_len=output, weight_dtype=w,
-                    act_dtype=act, kv_dtype=kv_dtype, quant_group=group, flash_attention=flash)
-    return estimate_inference(spec, dev, inf, framework or "vllm", imbalance=imbalance)
-
-
-def run_parallel(model: str, cluster_spec: str, train: bool, batch: int, seq: int, prompt: int,
-                 output: int, dtype: str, weights: str, kv: str | None, group: int,
-                 framework: str | None, optimizer: str, recompute: str, flash: bool,
-                 tokens: str | None, catalog: Any, imbalance: float, tp: int, pp: int,
-                 dp: int | None, cp: int, ep: int, zero: int, micro_batch: int, vpp: int,
-                 schedule: str, sp: bool, tp_overlap: bool, force_tp: bool,
-                 replicas: int, profile: CalibrationProfile | None = None) -> Estimate:
-    from accelmap.cli.models import load_model
-    from accelmap.cost.schedules import Schedule
-    from accelmap.errors import InputError
-    from accelmap.hardware.cluster import parse_cluster
-    from accelmap.mapping.plan import Mapping, ServeMapping, ZeroStage
-    from accelmap.parallel.serve import parallel_inference
-    from accelmap.parallel.train import parallel_training
-    from accelmap.units import DType
-    from accelmap.workload import Inference, Optimizer, Recompute, Training
-
-    train_dtype = _dtype(dtype, "training")  # checked in every mode: a typo is never ignored
+    train_dtype = api.dtype(dtype, "training")  # checked in every mode: a typo is never ignored
     cat = get_catalog(catalog)
-    spec = load_model(model, cat)
-    cl = parse_cluster(cluster_spec, cat)
+    spec = api.load_model(model, cat)
+    system = api.load_system(hw=hw, cluster=cluster, catalog=cat, profile=profile)
     if train:
-        inner = tp * pp * cp
-        if dp is None:
-            if cl.devices % inner:
-                raise InputError(f"tp x pp x cp = {inner} does not divide the cluster's "
-                                 f"{cl.devices} devices")
-            dp = cl.devices // inner
-        m = Mapping(dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, sequence_parallel=sp,
-                    zero=ZeroStage(zero), micro_batch=micro_batch, virtual_stages=vpp,
-                    schedule=_enum(Schedule, schedule, "schedule"),
-                    recompute=_enum(Recompute, recompute, "recompute policy"),
-                    tp_comm_overlap=tp_overlap, force_tp_across_nodes=force_tp)
-        wl = Training(batch=batch, seq_len=seq, dtype=train_dtype,
-                      optimizer=_enum(Optimizer, optimizer, "optimizer"),
-                      recompute=m.recompute, flash_attention=flash,
-                      tokens_to_train=_count(tokens) if tokens else 0.0)
-        price = cl.accelerator.price.usd_per_hour.value if cl.accelerator.price else None
-        return parallel_training(spec, cl, wl, m, framework or "megatron", imbalance=imbalance,
-                                 price_usd_per_hour=price, profile=profile)
-    w = _dtype(weights, "weight")
-    act = DType.FP8 if w is DType.FP8 else DType.BF16
-    inf = Inference(batch=batch, prompt_len=prompt, output_len=output, weight_dtype=w,
-                    act_dtype=act, kv_dtype=_dtype(kv, "KV-cache") if kv else act,
-                    quant_group=group, flash_attention=flash)
-    sm = ServeMapping(tp=tp, pp=pp, ep=ep, replicas=replicas)
-    return parallel_inference(spec, cl, inf, sm, framework or "vllm", imbalance=imbalance,
-                              profile=profile)
+        wl = api.training(batch, seq, train_dtype, optimizer, recompute, flash, tokens)
+        m = api.mapping(system, wl, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
+                        zero=(1 if system.devices > 1 else 0) if zero is None else zero,
+                        micro_batch=micro_batch, vpp=vpp, schedule=schedule,
+                        sequence_parallel=sp, tp_overlap=tp_overlap, force_tp=force_tp)
+        return api.estimate(spec, system, wl, m, framework=framework, imbalance=imbalance)
+    inf = api.inference(batch, prompt, output, weights, kv, group, flash)
+    return api.estimate(spec, system, inf, api.serving_mapping(tp, pp, ep, replicas),
+                        framework=framework, imbalance=imbalance)
 
 
 def estimate_cmd(
@@ -208,8 +113,10 @@ def estimate_cmd(
                                            "what the cluster leaves).")] = None,
     cp: Annotated[int, typer.Option("--cp", min=1, help="Context parallel size.")] = 1,
     ep: Annotated[int, typer.Option("--ep", min=1, help="Expert parallel size.")] = 1,
-    zero: ZeroOpt = 1,
-    micro_batch: Annotated[int, typer.Option("--micro-batch", min=1)] = 1,
+    zero: ZeroOpt = None,
+    micro_batch: Annotated[int | None, typer.Option(
+        "--micro-batch", min=1, help="Sequences per micro-batch (default: 1 on a cluster, the "
+        "whole batch on one device).")] = None,
     vpp: Annotated[int, typer.Option("--vpp", min=1, help="Virtual pipeline stages.")] = 1,
     schedule: ScheduleOpt = "1f1b",
     no_sp: Annotated[bool, typer.Option("--no-sp", help="Disable sequence parallelism.")] = False,
@@ -235,23 +142,10 @@ def estimate_cmd(
       accelmap estimate llama-3.1-8b --hw h100-sxm5-80gb --serve --profile my-h100
     """
     cal = load_profile(profile, db)
-    if cluster is not None:
-        est = run_parallel(model, cluster, train, batch, seq, prompt, output, dtype, weights, kv,
-                           group, framework, optimizer, recompute, flash, tokens, catalog,
-                           imbalance, tp, pp, dp, cp, ep, zero, micro_batch, vpp, schedule,
-                           not no_sp, tp_overlap, force_tp, replicas, cal)
-        if json_out:
-            emit_json(est.to_dict(ops=False))
-        else:
-            print_estimate(est)
-        return
-    if hw is None:
-        from accelmap.errors import InputError
-
-        raise InputError("give --hw NAME for one device or --cluster SPEC for several "
-                         "(e.g. --cluster 64xH100)")
-    est = run_estimate(model, hw, train, batch, seq, prompt, output, dtype, weights, kv, group,
-                       framework, optimizer, recompute, flash, tokens, catalog, imbalance, cal)
+    est = run_estimate(model, hw, cluster, train, batch, seq, prompt, output, dtype, weights, kv,
+                       group, framework, optimizer, recompute, flash, tokens, catalog,
+                       imbalance, cal, tp, pp, dp, cp, ep, zero, micro_batch, vpp, schedule,
+                       not no_sp, tp_overlap, force_tp, replicas)
     if json_out:
         emit_json(est.to_dict(ops=False))
         return
@@ -340,21 +234,19 @@ def roofline_cmd(
       accelmap roofline mixtral-8x7b --hw mi300x --phase prefill --prompt 4096 --json
       accelmap roofline llama-3.1-8b --hw h100-sxm5-80gb --phase decode --profile my-h100
     """
+    from accelmap import api
+    from accelmap.engine.result import op_row
     from accelmap.workload import Phase
 
-    ph = _enum(Phase, phase, "phase")
+    ph = api.choice(Phase, phase, "phase")
     train = ph is Phase.TRAIN
     cal = load_profile(profile, db)
-    est = run_estimate(model, hw, train, batch, seq, prompt, output, dtype, weights, kv, group,
-                       framework, "adamw", recompute, flash, None, catalog, profile=cal)
-    group_key = "step" if train else ph.value
-    times = est.times[group_key]
-    from accelmap.estimate import op_row
-
-    rows = [op_row(t) for t in times]
+    est = run_estimate(model, hw, None, train, batch, seq, prompt, output, dtype, weights, kv,
+                       group, framework, "adamw", recompute, flash, None, catalog, profile=cal)
+    groups = ("forward", "backward", "optimizer") if train else (ph.value,)
+    rows = [op_row(t) for g in groups for t in est.ops.get(g, ())]
     total = sum(r["total_s"] for r in rows)
-    _, dev = _resolve(model, hw, catalog, cal)
-    ridge = dev.ridge_point
+    ridge = api.load_system(hw=hw, catalog=get_catalog(catalog), profile=cal).device.ridge_point
     if json_out:
         emit_json({"model": est.model, "accelerator": est.accelerator, "phase": ph.value,
                    "ridge_flop_per_byte": ridge, "total_s": total, "ops": rows,

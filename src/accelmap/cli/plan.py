@@ -44,9 +44,9 @@ def parse_duration(text: str) -> float:
 
 def parse_count(text: str) -> float:
     """'16M' -> 1.6e7, '15T' -> 1.5e13, '2e12' -> 2e12."""
-    from accelmap.cli.estimate import _count
+    from accelmap.api import count
 
-    return _count(text)
+    return count(text)
 
 
 def parse_batch_tokens(text: str) -> float:

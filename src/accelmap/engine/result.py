@@ -62,6 +62,15 @@ class _Step:
             out["time_breakdown_s"] = self.time
         return out
 
+    def rollup(self, depth: int = 1) -> dict[str, float]:
+        """The time tree summed to its first ``depth`` key levels (``forward``, ``bubble``,
+        ``exposed_comm/tp`` ...)."""
+        out: dict[str, float] = {}
+        for key, v in self.time.items():
+            top = "/".join(key.split("/")[:depth])
+            out[top] = out.get(top, 0.0) + v
+        return out
+
     @property
     def times(self) -> dict[str, list[OpTime]]:
         return {k: list(v) for k, v in self.ops.items()}

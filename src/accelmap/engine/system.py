@@ -28,8 +28,12 @@ class System:
     def single(cls, acc: Accelerator, profile: CalibrationProfile | None = None,
                fraction: float = 1.0, exclude: str | None = None) -> System:
         """One device (or ``fraction`` of one: an MI250X GCD is 0.5) with no network."""
-        cluster = Cluster(acc.id, acc, 1, 1, (), None, "one device")
-        return cls(cluster, Device.of(acc, fraction=fraction, exclude=exclude, profile=profile))
+        return cls.on(Device.of(acc, fraction=fraction, exclude=exclude, profile=profile))
+
+    @classmethod
+    def on(cls, device: Device) -> System:
+        """A one-device system around a Device as it is (validation's leave-one-out devices)."""
+        return cls(Cluster(device.acc.id, device.acc, 1, 1, (), None, "one device"), device)
 
     @property
     def accelerator(self) -> Accelerator:

@@ -411,7 +411,9 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
     )
     return TrainStep(
         spec.id, dev.acc.id, cluster.name, m, feasible, reason, memory,
-        time=_time_tree(prof, r), ops={"forward": prof.forward, "backward": prof.backward},
+        time=_time_tree(prof, r),
+        ops={"forward": prof.forward, "backward": prof.backward,
+             "optimizer": tuple(time_ops(r["optimizer_ops"], dev, fw))},
         assumptions=assumptions,
         step_time_s=step, tokens_per_s=f["tokens_per_s"],
         tokens_per_s_per_device=f["tokens_per_s_per_device"], mfu=f["mfu"], hfu=f["hfu"],

@@ -1,9 +1,9 @@
 """Training planner: every valid mapping of a model on a cluster, ranked by an objective.
 
 The search evaluates candidates with the same functions as ``accelmap estimate``:
-``parallel.train.layer_profile`` once per (tp, ep, cp, micro-batch, recompute) group, then
-``parallel.train.compose`` on numpy arrays over (pp, vpp, ZeRO stage, offload) -- no second
-implementation. Rules come from ``mapping.constraints`` as array masks; each dropped candidate
+``engine.train.layer_profile`` once per (tp, ep, cp, micro-batch, recompute) group, then
+``engine.train.compose`` on a Mapping whose pp, vpp, ZeRO stage and offload are numpy arrays --
+no second implementation. Rules come from ``mapping.constraints`` as array masks; each dropped candidate
 is counted under the first rule it breaks, or under "memory" when it does not fit.
 """
 
@@ -20,13 +20,12 @@ import numpy as np
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.framework import Framework
 from accelmap.cost.framework import profile as framework_profile
-from accelmap.cost.roofline import Device
-from accelmap.cost.schedules import Schedule
+from accelmap.engine.system import System
+from accelmap.engine.train import OverlapPolicy, compose, layer_profile, train_step
 from accelmap.hardware.cluster import Cluster
 from accelmap.mapping.constraints import TRAINING_RULES, TrainingJob, training_masks
-from accelmap.mapping.plan import Mapping, Offload, ZeroStage
+from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
-from accelmap.parallel.train import OverlapPolicy, compose, layer_profile, parallel_training
 from accelmap.search.result import Objective, Plan, PlanResult, pareto_front
 from accelmap.search.space import TrainingSpace
 from accelmap.units import DType
@@ -35,33 +34,17 @@ from accelmap.workload import Recompute, Training
 Progress = Callable[[int, int], None]
 
 
-@dataclass
-class _Candidates:
-    """Array attributes named like Mapping's, so the rules and compose take them as they are."""
-
-    dp: Any
-    tp: Any
-    pp: Any
-    cp: Any
-    ep: Any
-    micro_batch: Any
-    virtual_stages: Any
-    zero: Any
-    offload: Any
-    force_tp_across_nodes: Any
-    shard_group: Any = None
-
-
-def _grid(space: TrainingSpace, cluster: Cluster, tp: int, cp: int, ep: int, mb: int
-          ) -> _Candidates:
+def _grid(space: TrainingSpace, cluster: Cluster, tp: int, cp: int, ep: int, mb: int,
+          recompute: Recompute) -> Mapping:
+    """The candidate table of one (tp, cp, ep, micro-batch, recompute) group: a Mapping whose
+    pp, vpp, ZeRO stage and offload run over the space, dp filling the cluster."""
     pp, vpp, zero, off = (a.ravel() for a in np.meshgrid(
         np.array(space.pp, dtype=float), np.array(space.vpp, dtype=float),
         np.array(space.zero), np.array(space.offload), indexing="ij"))
-    dp = cluster.devices / (tp * pp * cp)
-    ones = np.ones_like(pp)
-    return _Candidates(dp=dp, tp=tp * ones, pp=pp, cp=cp * ones, ep=ep * ones,
-                       micro_batch=mb * ones, virtual_stages=vpp, zero=zero, offload=off,
-                       force_tp_across_nodes=np.full(pp.shape, space.force_tp))
+    return Mapping(dp=cluster.devices / (tp * pp * cp), tp=tp, pp=pp, cp=cp, ep=ep,
+                   zero=zero, micro_batch=mb, virtual_stages=vpp, recompute=recompute,
+                   offload_optimizer=off, offload_params=off,
+                   force_tp_across_nodes=space.force_tp)
 
 
 def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch: int, *,
@@ -78,7 +61,8 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
     start = time.perf_counter()
     space = space or TrainingSpace.default(spec, cluster, seq_len)
     fw = framework_profile(framework)
-    dev = Device.of(cluster.accelerator, profile=profile)
+    system = System.of(cluster, profile)
+    dev = system.device
     if workload is not None:
         wl = replace(workload, batch=global_batch, seq_len=seq_len,
                      tokens_to_train=tokens_to_train)
@@ -99,10 +83,10 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
         for i, (tp, ep, cp, mb, rec) in enumerate(groups):
             if progress:
                 progress(i, len(groups))
-            cand = _grid(space, cluster, tp, cp, ep, mb)
+            cand = _grid(space, cluster, tp, cp, ep, mb, rec)
             evaluated += cand.pp.size
             masks = training_masks(job, cand)
-            dropped = np.zeros(cand.pp.shape, dtype=bool)
+            dropped = np.zeros(np.shape(cand.pp), dtype=bool)
             for name, bad in masks.items():  # count each candidate under its first broken rule
                 rejected[name] += int(np.sum(bad & ~dropped))
                 dropped |= bad
@@ -110,22 +94,17 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
             if not ok.any():
                 continue
             prof = layer_profile(spec, dev, fw, wl, tp, ep, cp, mb, True, rec)
-            sel = {k: (v[ok] if isinstance(v, np.ndarray) else v)
-                   for k, v in cand.__dict__.items()}
-            r = compose(prof, spec, cluster, wl, dev, fw, overlap, tp, ep, cp, sel["pp"],
-                        sel["dp"], mb, sel["virtual_stages"], sel["zero"], sel["dp"] * cp,
-                        Schedule.ONE_F_ONE_B, sel["offload"], sel["offload"], detail=False)
-            mem = np.broadcast_to(r["memory_total"], sel["pp"].shape)
-            fits = mem <= dev.acc.memory_bytes
+            sel = cand.take(ok)
+            r = compose(prof, system, wl, fw, overlap, sel, detail=False)
+            shape = np.shape(sel.pp)
+            mem = np.broadcast_to(r["memory_total"], shape)
+            fits = mem <= system.memory_bytes
             rejected["memory"] += int(np.sum(~fits))
-            step = np.broadcast_to(r["step_time_s"], sel["pp"].shape)
-            tps = np.broadcast_to(r["tokens_per_s"], sel["pp"].shape)
-            mfu = np.broadcast_to(r["mfu"], sel["pp"].shape)
+            step = np.broadcast_to(r["step_time_s"], shape)
+            tps = np.broadcast_to(r["tokens_per_s"], shape)
+            mfu = np.broadcast_to(r["mfu"], shape)
             for j in np.flatnonzero(fits):
-                rows.append({"tp": tp, "ep": ep, "cp": cp, "micro_batch": mb,
-                             "recompute": rec.value, "pp": int(sel["pp"][j]),
-                             "dp": int(sel["dp"][j]), "vpp": int(sel["virtual_stages"][j]),
-                             "zero": int(sel["zero"][j]), "offload": bool(sel["offload"][j]),
+                rows.append({**sel.take(int(j)).to_dict(),
                              "step_time_s": float(step[j]), "tokens_per_s": float(tps[j]),
                              "mfu": float(mfu[j]), "memory_bytes": float(mem[j])})
     except KeyboardInterrupt:
@@ -175,8 +154,7 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
 
 
 def _mapping(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: row[k] for k in ("dp", "tp", "pp", "cp", "ep", "zero", "micro_batch", "vpp",
-                                "recompute", "offload")}
+    return Mapping.from_dict(row).to_dict()
 
 
 def _plan(row: dict[str, Any], cluster: Cluster, tokens: float) -> Plan:
@@ -205,14 +183,7 @@ def _plan(row: dict[str, Any], cluster: Cluster, tokens: float) -> Plan:
 
 
 def to_mapping(row: dict[str, Any], force_tp: bool = False) -> Mapping:
-    return Mapping(dp=row["dp"], tp=row["tp"], pp=row["pp"], cp=row["cp"], ep=row["ep"],
-                   zero=ZeroStage(row["zero"]), micro_batch=row["micro_batch"],
-                   virtual_stages=row["vpp"],
-                   schedule=Schedule.INTERLEAVED if row["vpp"] > 1 else Schedule.ONE_F_ONE_B,
-                   recompute=Recompute(row["recompute"]),
-                   offload_optimizer=Offload.CPU if row["offload"] else Offload.NONE,
-                   offload_params=Offload.CPU if row["offload"] else Offload.NONE,
-                   force_tp_across_nodes=force_tp)
+    return Mapping.from_dict(row).with_(force_tp_across_nodes=force_tp)
 
 
 ALTERNATIVE_FIELDS = ("tp", "pp", "zero", "recompute", "micro_batch", "cp", "vpp")
@@ -223,15 +194,16 @@ def explain_top(spec: ModelSpec, cluster: Cluster, wl: Training, rows: list[dict
                 profile: CalibrationProfile | None = None, force_tp: bool = False) -> list[str]:
     """What limits the best plan, and why the common alternatives lose."""
     best = rows[order[0]]
-    est = parallel_training(spec, cluster, wl, to_mapping(best, force_tp), framework, overlap,
-                            profile=profile)
-    step = est.metrics["step_time_s"]
-    bd = est.metrics["time_breakdown_s"]
+    est = train_step(spec, System.of(cluster, profile), wl, to_mapping(best, force_tp),
+                     framework_profile(framework), overlap)
+    step = est.step_time_s or 0.0
+    bd = est.time
     out = []
     limits = [f"{k.split('/')[-1].upper()} communication {v / step:.0%}"
               for k, v in bd.items() if k.startswith("exposed_comm/") and v / step >= 0.01]
     limits += [f"pipeline bubble {bd['bubble'] / step:.0%}"] if bd["bubble"] / step >= 0.01 else []
-    compute = (bd["compute/forward"] + bd["compute/backward"]) / step
+    phases = est.rollup()
+    compute = sum(phases.get(k, 0.0) for k in ("forward", "recompute", "backward")) / step
     mem = float(est.memory.total) / 1e9
     cap = est.memory.capacity / 1e9
     out.append(f"best: {to_mapping(best, force_tp).describe()}: compute {compute:.0%} of the step"

@@ -1,5 +1,5 @@
 """Serving planner: search tp x pp x ep x replicas x batch x weight/KV precision for one model on
-one cluster, score every candidate with ``parallel_inference`` (the formulas of ``accelmap
+one cluster, score every candidate with ``engine.serve.serve_step`` (the formulas of ``accelmap
 estimate``; no second implementation) and rank by an objective.
 
 Search space (documented rules, all powers of two):
@@ -7,7 +7,7 @@ Search space (documented rules, all powers of two):
 - tp: 1, 2, 4 ... up to the cluster's scale-up domain; candidates that break a ``check_serving``
   rule (heads not divisible, KV heads neither split nor replicated) are counted under that rule.
 - pp: 1, and 2 ... min(8, layers) only together with the largest valid tp. In
-  ``parallel_inference`` a lone batch visits the stages one after the other (no speed-up), so
+  ``serve_step`` a lone batch visits the stages one after the other (no speed-up), so
   swapping pipeline stages for tensor ranks or replicas never loses while tp can still grow;
   pipeline parallelism is for when tp is capped by the scale-up domain (multi-node replicas).
 - ep (MoE only): 1 and each power of two <= tp dividing the expert count: the expert-parallel
@@ -22,7 +22,7 @@ Search space (documented rules, all powers of two):
 Pruning (exact, not heuristic): memory, TTFT and TPOT all grow with the batch, so once a
 configuration breaks one of them at batch b, every larger batch is counted under the same rule
 without being evaluated. ``rejected_by_rule`` therefore counts every candidate of the space that is
-not feasible, whether evaluated or pruned; ``evaluated`` counts ``parallel_inference`` calls.
+not feasible, whether evaluated or pruned; ``evaluated`` counts ``serve_step`` calls.
 
 Ranking: one plan per configuration (tp, pp, ep, weights, KV), at the batch that is best for the
 objective, so the top list shows distinct mappings; the Pareto fronts keep every batch.
@@ -39,13 +39,15 @@ from typing import Any
 
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.framework import Framework
-from accelmap.estimate import Estimate
+from accelmap.cost.framework import profile as framework_profile
+from accelmap.engine.result import Estimate
+from accelmap.engine.serve import serve_step
+from accelmap.engine.system import System
 from accelmap.hardware.cluster import Cluster
 from accelmap.mapping.constraints import check_serving
-from accelmap.mapping.plan import ServeMapping
+from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import ByteKind
-from accelmap.parallel import serve as _engine
 from accelmap.search.result import Objective, Plan, PlanResult, pareto_front
 from accelmap.search.space import powers_of_two
 from accelmap.units import DType
@@ -104,7 +106,7 @@ def _dtypes(cluster: Cluster, weight_dtypes: Sequence[DType | str] | None,
 def _configs(spec: ModelSpec, cluster: Cluster, ws: list[DType], kvs: list[DType]
              ) -> list[Config]:
     tps = powers_of_two(cluster.scale_up_domain)
-    valid = [t for t in tps if not check_serving(spec, cluster, ServeMapping(tp=t))]
+    valid = [t for t in tps if not check_serving(spec, cluster, Mapping.serving(tp=t))]
     tp_max = max(valid, default=1)
     out: list[Config] = []
     for tp in tps:
@@ -169,7 +171,6 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
     """Best serving mappings of ``spec`` on ``cluster`` for requests of ``prompt_len`` prompt and
     ``output_len`` generated tokens, under optional TTFT/TPOT targets (seconds); ``profile`` is
     a measured calibration of the cluster's accelerator (accelmap calibrate)."""
-    from accelmap.cost.roofline import Device
     from accelmap.errors import InputError
 
     if output_len < 1:
@@ -183,7 +184,9 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
     tdp = acc.tdp.value if acc.tdp else None
     score = _Score(obj, price, tdp)
     ws, kvs, notes = _dtypes(cluster, weight_dtypes, kv_dtypes)
-    calibration = Device.of(acc, profile=profile).calibration  # also checks the profile's device
+    system = System.of(cluster, profile)  # also checks the profile's device
+    calibration = system.device.calibration
+    fw = framework_profile(framework)
     configs = _configs(spec, cluster, ws, kvs)
     half = _half(cluster)
     batches = powers_of_two(max_batch)
@@ -205,14 +208,13 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
         for config in configs:
             tp, pp, ep, w, kv = config
             points[config] = []
-            m = ServeMapping(tp=tp, pp=pp, ep=ep, replicas=cluster.devices // (tp * pp))
+            m = Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=cluster.devices // (tp * pp))
             bad = check_serving(spec, cluster, m)
             if bad:
                 reject(config, 0, bad[0].rule, bad[0].sentence)
             for i, b in enumerate([] if bad else batches):
-                est = _engine.parallel_inference(spec, cluster,
-                                                 _workload(prompt_len, output_len, b, w, kv, half),
-                                                 m, framework, profile=profile)
+                est = serve_step(spec, system, _workload(prompt_len, output_len, b, w, kv, half),
+                                 m, fw, limits=False)
                 evaluated += 1
                 rule, reason = _violation(est, ttft_s, tpot_s)
                 if rule:
@@ -263,12 +265,12 @@ def _violation(est: Estimate, ttft: float | None, tpot: float | None) -> tuple[s
     return None, ""
 
 
-def _metrics(est: Estimate, m: ServeMapping, batch: int, w: DType, kv: DType, cluster: Cluster,
+def _metrics(est: Estimate, m: Mapping, batch: int, w: DType, kv: DType, cluster: Cluster,
              price: float | None, tdp: float | None) -> dict[str, Any]:
     tps = float(est.metrics["tokens_per_s"])
     return {
-        "mapping": {"tp": m.tp, "pp": m.pp, "ep": m.ep, "replicas": m.replicas, "batch": batch,
-                    "weight_dtype": w.value, "kv_dtype": kv.value},
+        "mapping": {**m.to_serving_dict(), "batch": batch, "weight_dtype": w.value,
+                    "kv_dtype": kv.value},
         "tokens_per_s": tps,
         "tokens_per_s_per_device": tps / cluster.devices,
         "ttft_s": float(est.metrics["ttft_s"]),

@@ -19,7 +19,7 @@ from accelmap.catalog import Catalog
 from accelmap.cost.schedules import Schedule
 from accelmap.hardware.cluster import Cluster, from_preset, parse_cluster
 from accelmap.hardware.schema import Accelerator, SystemPreset
-from accelmap.mapping.plan import Mapping, ServeMapping, ZeroStage
+from accelmap.mapping.plan import Mapping, ZeroStage
 from accelmap.units import DType
 from accelmap.validate.cases import InferenceCase, TrainingCase
 from accelmap.validate.resolve import Resolved, parse_recompute
@@ -197,7 +197,7 @@ def grad_dtype(precision: str, d: StackDefaults) -> DType:
     return DType.BF16 if "pure" in precision.lower() else d.grad_dtype
 
 
-def serve_mapping(case: InferenceCase, notes: list[str]) -> ServeMapping | str:
+def serve_mapping(case: InferenceCase, notes: list[str]) -> Mapping | str:
     p = case.parallel
     tp, pp, ep, dp = p.tp or 1, p.pp or 1, p.ep or 1, p.dp or 1
     n = p.devices or 1
@@ -205,4 +205,4 @@ def serve_mapping(case: InferenceCase, notes: list[str]) -> ServeMapping | str:
         return f"TP x PP x DP = {tp * pp * dp} but the row ran on {n} devices"
     notes.append(f"serving tp={tp} pp={pp}" + (f" ep={ep}" if ep > 1 else "")
                  + (f" x {dp} replicas" if dp > 1 else ""))
-    return ServeMapping(tp=tp, pp=pp, ep=ep, replicas=dp)
+    return Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=dp)

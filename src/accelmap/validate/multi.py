@@ -23,13 +23,12 @@ from typing import Any
 
 from accelmap.catalog import Catalog
 from accelmap.cost.framework import Framework
-from accelmap.estimate import Estimate
+from accelmap.engine.result import Estimate
 from accelmap.hardware.cluster import Cluster
 from accelmap.hardware.schema import Accelerator
 from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
-from accelmap.parallel.serve import parallel_inference
-from accelmap.parallel.train import parallel_training
+from accelmap.engine import estimate
 from accelmap.units import DType
 from accelmap.validate import layout as lay
 from accelmap.validate import resolve as rs
@@ -79,10 +78,12 @@ def verified_memory(case: Any) -> float | None:
 
 
 def breakdown(est: Estimate) -> dict[str, float]:
-    """Share of the step per top-level term (compute/forward, bubble, exposed_comm/tp, ...)."""
+    """Share of the step per phase (forward, backward, bubble, exposed_comm/tp, ...)."""
     step = float(est.metrics.get("step_time_s") or 0.0)
-    tree = est.metrics.get("time_breakdown_s") or {}
-    return {k: float(v) / step for k, v in tree.items() if step} if step else {}
+    tree = est.rollup(depth=1)
+    tree.update({k: v for k, v in est.rollup(depth=2).items() if k.startswith("exposed_comm/")})
+    tree.pop("exposed_comm", None)
+    return {k: float(v) / step for k, v in tree.items()} if step else {}
 
 
 def _describe(shares: dict[str, float]) -> str:
@@ -104,8 +105,8 @@ class TrainingPlan:
     scale: float  # engine metric -> the row's unit
 
     def estimate(self) -> Estimate:
-        return parallel_training(self.spec, self.cluster, self.workload, self.mapping,
-                                 self.framework)
+        return estimate(self.spec, self.cluster, self.workload, self.mapping,
+                        framework=self.framework)
 
 
 def plan_training(case: TrainingCase, catalog: Catalog
@@ -190,7 +191,7 @@ def serve_estimate(spec: Any, acc: Accelerator, devices: int, case: Any, wl: Inf
     m = lay.serve_mapping(case, notes)
     if isinstance(m, str):
         return m
-    est = parallel_inference(spec, cluster.value, wl, m, fw)
+    est = estimate(spec, cluster.value, wl, m, framework=fw)
     if "violated_rule" in est.metrics:
         return f"the engine rejects the mapping: {est.reason}"
     return est

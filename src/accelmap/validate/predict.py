@@ -26,7 +26,7 @@ import yaml
 from accelmap.catalog import Catalog
 from accelmap.cost.efficiency import BANDWIDTH_EFFICIENCY, matmul_efficiency
 from accelmap.cost.roofline import Device
-from accelmap.estimate import estimate_inference, estimate_training
+from accelmap.engine import System, estimate
 from accelmap.ops.graph import Unit
 from accelmap.units import DType, parse_dtype
 from accelmap.validate import multi
@@ -123,7 +123,7 @@ def predict_inference(case: InferenceCase, catalog: Catalog,
                    quant_group=prec.quant_group)
     kind = metric[0]
     if devices == 1:
-        est = estimate_inference(spec, device, wl, fw)
+        est = estimate(spec, System.on(device), wl, framework=fw)
     else:
         multi_est = multi.serve_estimate(spec, device.acc, devices, case, wl, fw, catalog, notes)
         if isinstance(multi_est, str):
@@ -195,7 +195,7 @@ def predict_training(case: TrainingCase, catalog: Catalog,
     flops_key, fnote = _training_flops_kind(case, megatron)
     notes += [fnote] if fnote else []
     wl = Training(batch=batch, seq_len=case.seq_len, dtype=dtype, recompute=recompute)
-    est = estimate_training(model.value, dev.value, wl, fw)
+    est = estimate(model.value, System.on(dev.value), wl, framework=fw)
     step = float(est.metrics["step_time_s"])
     value = (float(est.metrics[flops_key]) / step / 1e12 if tflops
              else float(est.metrics["tokens_per_s"]))
