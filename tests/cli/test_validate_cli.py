@@ -38,7 +38,7 @@ def test_json_schema(cli: Run) -> None:
     # multi-device rows go through the distributed engine and carry their step breakdown
     assert by_id["I0009"]["skipped_reason"] is None and by_id["I0009"]["predicted"] > 0
     assert by_id["I0005"]["predicted"] > 0 and by_id["I0005"]["abs_pct_error"] >= 0
-    assert by_id["T0048"]["breakdown"]["compute/backward"] > 0
+    assert by_id["T0048"]["breakdown"]["backward"] > 0
     assert {"training", "inference"} <= set(data["summary"]["by_phase"])
     assert "n_not_fit" in data["summary"]["by_source"]["megatron_readme_jan2021"]
 

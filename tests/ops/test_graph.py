@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from accelmap.catalog import Catalog
-from accelmap.estimate import training_ops
 from accelmap.memory.budget import activation_bytes
 from accelmap.models.flops import forward_flops_per_token
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import ByteKind, Precision, Shape, Stage, Unit, forward_ops
+from accelmap.ops.step import training_ops
 from accelmap.workload import Recompute, Training
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from accelmap.catalog import Catalog
-from accelmap.estimate import training_ops
 from accelmap.ops.graph import ByteKind
+from accelmap.ops.step import training_ops
 from accelmap.ops.training import optimizer_ops
 from accelmap.units import DType
 from accelmap.workload import Optimizer, Training

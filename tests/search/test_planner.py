@@ -7,11 +7,10 @@ import pytest
 
 from accelmap.catalog import load_catalog
 from accelmap.cost.framework import profile
-from accelmap.cost.roofline import Device
-from accelmap.cost.schedules import Schedule
+from accelmap.engine import System, estimate
+from accelmap.engine.train import OverlapPolicy, compose, layer_profile
 from accelmap.hardware.cluster import parse_cluster
 from accelmap.mapping.plan import Mapping, ZeroStage
-from accelmap.parallel.train import OverlapPolicy, compose, layer_profile, parallel_training
 from accelmap.search.planner import plan_training, to_mapping
 from accelmap.search.result import Objective, pareto_front
 from accelmap.workload import Recompute, Training
@@ -25,20 +24,21 @@ def test_batch_evaluation_equals_single_estimate_on_random_mappings() -> None:
     """The planner's vectorized composition and `estimate` are one implementation."""
     rng = np.random.default_rng(7)
     wl = Training(batch=512, seq_len=4096)
-    dev, fw = Device.of(C64.accelerator), profile("megatron")
+    system, fw = System.of(C64), profile("megatron")
     for _ in range(4):
         tp, mb = int(rng.choice([1, 2, 4, 8])), int(rng.choice([1, 2]))
         rec = Recompute(rng.choice(["none", "selective", "full"]))
         pp = rng.choice([1.0, 2.0, 4.0], 6)
         zero = rng.choice([0, 1, 2, 3], 6)
         dp = C64.devices / (tp * pp)
-        prof = layer_profile(L13, dev, fw, wl, tp, 1, 1, mb, True, rec)
-        r = compose(prof, L13, C64, wl, dev, fw, OverlapPolicy(), tp, 1, 1, pp, dp, mb,
-                    np.ones(6), zero, dp, Schedule.ONE_F_ONE_B)
+        prof = layer_profile(L13, system.device, fw, wl, tp, 1, 1, mb, True, rec)
+        table = Mapping(dp=dp, tp=tp, pp=pp, micro_batch=mb, virtual_stages=np.ones(6),
+                        zero=zero, recompute=rec)
+        r = compose(prof, system, wl, fw, OverlapPolicy(), table)
         for j in range(6):
             m = Mapping(dp=int(dp[j]), tp=tp, pp=int(pp[j]), micro_batch=mb, recompute=rec,
                         zero=ZeroStage(int(zero[j])))
-            e = parallel_training(L13, C64, Training(batch=512, seq_len=4096, recompute=rec), m)
+            e = estimate(L13, C64, Training(batch=512, seq_len=4096, recompute=rec), m)
             if "violated_rule" in e.metrics:
                 continue
             assert e.metrics["step_time_s"] == pytest.approx(float(r["step_time_s"][j]))
@@ -50,10 +50,10 @@ def test_plans_match_estimate_and_beat_a_hand_mapping() -> None:
     assert res.plans and res.feasible <= res.evaluated
     assert sum(res.rejected_by_rule.values()) + res.feasible == res.evaluated
     best = res.plans[0]
-    est = parallel_training(L13, C64, Training(batch=512, seq_len=4096),
+    est = estimate(L13, C64, Training(batch=512, seq_len=4096),
                             to_mapping(best.mapping))
     assert est.metrics["tokens_per_s"] == pytest.approx(best.metrics["tokens_per_s"])
-    hand = parallel_training(L13, C64, Training(batch=512, seq_len=4096,
+    hand = estimate(L13, C64, Training(batch=512, seq_len=4096,
                                                 recompute=Recompute.FULL),
                              Mapping(dp=8, tp=8, zero=ZeroStage.OPTIMIZER,
                                      recompute=Recompute.FULL))

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from accelmap.catalog import Catalog
+from accelmap.engine import estimate
 from accelmap.hardware.cluster import Cluster, parse_cluster
-from accelmap.mapping.plan import ServeMapping
-from accelmap.parallel import serve as engine
+from accelmap.mapping.plan import Mapping
+from accelmap.search import serve as serve_planner
 from accelmap.search.result import Objective, PlanResult
 from accelmap.search.serve import plan_serving
 from accelmap.units import DType
@@ -54,7 +55,7 @@ def test_best_beats_a_hand_picked_mapping(catalog: Catalog, node: Cluster,
         act = DType.FP8 if w is DType.FP8 else DType.BF16
         wl = Inference(batch=batch, prompt_len=PROMPT, output_len=OUTPUT, weight_dtype=w,
                        act_dtype=act)
-        e = engine.parallel_inference(spec, node, wl, ServeMapping(tp=tp, replicas=8 // tp))
+        e = estimate(spec, node, wl, Mapping.serving(tp=tp, replicas=8 // tp))
         assert e.feasible
         assert small.plans[0].metrics["tokens_per_s"] >= e.metrics["tokens_per_s"]
 
@@ -146,7 +147,7 @@ def test_latency_objective_ranks_by_tpot(catalog: Catalog, node: Cluster) -> Non
 
 def test_keyboard_interrupt_returns_plans_so_far(catalog: Catalog, node: Cluster,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    real = engine.parallel_inference
+    real = serve_planner.serve_step
     calls = {"n": 0}
 
     def flaky(*args: Any, **kwargs: Any) -> Any:
@@ -155,7 +156,7 @@ def test_keyboard_interrupt_returns_plans_so_far(catalog: Catalog, node: Cluster
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(engine, "parallel_inference", flaky)
+    monkeypatch.setattr(serve_planner, "serve_step", flaky)
     r = plan_serving(catalog.models["llama-2-7b"], node, PROMPT, OUTPUT, max_batch=64)
     assert r.interrupted and r.evaluated == 12 and r.plans
     assert any("interrupted" in n for n in r.notes)

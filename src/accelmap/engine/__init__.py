@@ -42,8 +42,8 @@ def default_mapping(system: System, workload: Training | Inference) -> Mapping:
     if isinstance(workload, Inference):
         return Mapping.serving(replicas=system.devices)
     if system.devices == 1:
-        return Mapping(micro_batch=workload.batch)
-    return Mapping(dp=system.devices)
+        return Mapping(micro_batch=workload.batch, recompute=workload.recompute)
+    return Mapping(dp=system.devices, recompute=workload.recompute)
 
 
 def estimate(model: ModelSpec, system: System | Cluster | Accelerator,

@@ -13,18 +13,10 @@ from accelmap.memory.budget import weight_bytes_per_param
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Precision, Shape, Unit, causal_shape_context
 from accelmap.units import DType
-from accelmap.workload import Inference, Training
+from accelmap.workload import Inference
 
 # prefix of the assumption line that says where the achievable figures come from
 CALIBRATION_NOTE = "calibration: "
-
-
-def training_precision(wl: Training) -> Precision:
-    """FP8 training (Transformer Engine, torchao float8) runs the GEMMs in FP8 and keeps weights,
-    activations, attention and vector ops in BF16 (NVIDIA Transformer Engine docs, "Using FP8"):
-    everything but the GEMMs in the workload's storage dtype."""
-    store = wl.storage_dtype
-    return Precision(act=store, weight=store, compute=wl.dtype, kv=store, attention=store)
 
 
 def inference_precision(wl: Inference) -> Precision:

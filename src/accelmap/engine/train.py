@@ -35,7 +35,7 @@ from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import Device, OpTime, time_ops, total_time
 from accelmap.cost.schedules import Schedule, bubble_over_ideal, in_flight_micro_batches
 from accelmap.engine.result import TrainStep, fits
-from accelmap.engine.shapes import context_notes, device_notes, training_precision
+from accelmap.engine.shapes import context_notes, device_notes
 from accelmap.engine.system import System
 from accelmap.hardware.schema import LinkRole
 from accelmap.mapping.constraints import TrainingJob, check_training
@@ -52,6 +52,7 @@ from accelmap.models.flops import forward_flops_per_token
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Op, Shape, Unit, causal_shape_context, forward_ops
+from accelmap.ops.step import training_precision
 from accelmap.ops.training import backward_ops, optimizer_ops, recompute_ops
 from accelmap.parallel.shard import shard_spec
 from accelmap.workload import Recompute, Training

@@ -24,7 +24,7 @@ from accelmap.validate.outcome import MetricKind, Prediction, Status
 if TYPE_CHECKING:
     from accelmap.cost.calibration import CalibrationProfile
     from accelmap.cost.roofline import Device
-    from accelmap.estimate import Estimate
+    from accelmap.engine.result import Estimate
     from accelmap.hardware.schema import Accelerator
     from accelmap.measure.local_run import LocalRun
     from accelmap.memory.budget import MemoryBudget
@@ -63,21 +63,21 @@ def predict_local(run: LocalRun, acc: Accelerator, fraction: float = 1.0,
                   profile: CalibrationProfile | None = None,
                   how: str = "") -> LocalComparison:
     from accelmap.cost.framework import Framework
-    from accelmap.estimate import estimate_inference, estimate_training
+    from accelmap.engine import System, estimate
     from accelmap.units import DType
     from accelmap.workload import Inference, Optimizer, Recompute, Training
 
     s = run.settings
     dtype = DType(s.dtype)
     dev = device_for(acc, fraction, profile)
-    train = estimate_training(
-        run.spec, dev,
+    train = estimate(
+        run.spec, System.on(dev),
         Training(batch=s.batch, seq_len=s.seq, dtype=dtype, master_dtype=DType.FP32,
                  grad_dtype=DType.FP32, optimizer=Optimizer.ADAMW, recompute=Recompute.NONE,
                  flash_attention=True),
         framework=Framework.EAGER)
-    infer = estimate_inference(
-        run.spec, dev,
+    infer = estimate(
+        run.spec, System.on(dev),
         Inference(batch=s.batch, prompt_len=s.seq, output_len=s.decode_tokens,
                   weight_dtype=dtype, act_dtype=dtype, kv_dtype=dtype, flash_attention=True,
                   kv_block=1),

@@ -3,8 +3,8 @@
 The search evaluates candidates with the same functions as ``accelmap estimate``:
 ``engine.train.layer_profile`` once per (tp, ep, cp, micro-batch, recompute) group, then
 ``engine.train.compose`` on a Mapping whose pp, vpp, ZeRO stage and offload are numpy arrays --
-no second implementation. Rules come from ``mapping.constraints`` as array masks; each dropped candidate
-is counted under the first rule it breaks, or under "memory" when it does not fit.
+no second implementation. Rules come from ``mapping.constraints`` as array masks; each dropped
+candidate is counted under the first rule it breaks, or under "memory" when it does not fit.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np

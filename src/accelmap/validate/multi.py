@@ -23,12 +23,12 @@ from typing import Any
 
 from accelmap.catalog import Catalog
 from accelmap.cost.framework import Framework
+from accelmap.engine import estimate
 from accelmap.engine.result import Estimate
 from accelmap.hardware.cluster import Cluster
 from accelmap.hardware.schema import Accelerator
 from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
-from accelmap.engine import estimate
 from accelmap.units import DType
 from accelmap.validate import layout as lay
 from accelmap.validate import resolve as rs

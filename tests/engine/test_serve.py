@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from accelmap.catalog import load_catalog
+from accelmap.engine import estimate
 from accelmap.hardware.cluster import parse_cluster
-from accelmap.mapping.plan import ServeMapping
-from accelmap.parallel.serve import parallel_inference
+from accelmap.mapping.plan import Mapping
 from accelmap.workload import Inference
 
 CAT = load_catalog()
@@ -15,29 +15,29 @@ WL = Inference(batch=8, prompt_len=1024, output_len=128)
 
 
 def test_70b_needs_tensor_parallelism() -> None:
-    assert not parallel_inference(L70, NODE, WL, ServeMapping(tp=1)).feasible
-    assert parallel_inference(L70, NODE, WL, ServeMapping(tp=8)).feasible
+    assert not estimate(L70, NODE, WL, Mapping.serving(tp=1)).feasible
+    assert estimate(L70, NODE, WL, Mapping.serving(tp=8)).feasible
 
 
 def test_more_tp_lowers_latency_but_not_linearly() -> None:
-    t2 = parallel_inference(L70, NODE, WL, ServeMapping(tp=2)).metrics["tpot_s"]
-    t8 = parallel_inference(L70, NODE, WL, ServeMapping(tp=8)).metrics["tpot_s"]
+    t2 = estimate(L70, NODE, WL, Mapping.serving(tp=2)).metrics["tpot_s"]
+    t8 = estimate(L70, NODE, WL, Mapping.serving(tp=8)).metrics["tpot_s"]
     assert t8 < t2 < 4 * t8  # faster, but 4x the devices buy less than 4x
 
 
 def test_tp_communication_counted() -> None:
-    e = parallel_inference(L70, NODE, WL, ServeMapping(tp=8))
+    e = estimate(L70, NODE, WL, Mapping.serving(tp=8))
     assert e.metrics["communication_s"]["decode_step"]["tp"] > 0
     assert "scale-up" in e.metrics["axes"]["tp"] or "NVLink" in e.metrics["axes"]["tp"]
 
 
 def test_replicas_multiply_throughput() -> None:
-    one = parallel_inference(CAT.models["llama-2-7b"], NODE, WL, ServeMapping(tp=1))
-    eight = parallel_inference(CAT.models["llama-2-7b"], NODE, WL, ServeMapping(tp=1,
+    one = estimate(CAT.models["llama-2-7b"], NODE, WL, Mapping.serving(tp=1))
+    eight = estimate(CAT.models["llama-2-7b"], NODE, WL, Mapping.serving(tp=1,
                                                                                 replicas=8))
     assert eight.metrics["tokens_per_s"] == 8 * one.metrics["tokens_per_s"]
 
 
 def test_bad_serving_mapping_is_a_result() -> None:
-    e = parallel_inference(L70, NODE, WL, ServeMapping(tp=3))
+    e = estimate(L70, NODE, WL, Mapping.serving(tp=3))
     assert not e.feasible and "heads" in (e.reason or "")
