@@ -22,10 +22,10 @@ import numpy as np
 
 from accelmap.catalog import load_catalog
 from accelmap.cost.framework import profile
-from accelmap.cost.roofline import Device
-from accelmap.cost.schedules import Schedule
+from accelmap.engine import System
+from accelmap.engine.train import OverlapPolicy, compose, layer_profile
 from accelmap.hardware.cluster import parse_cluster
-from accelmap.parallel.train import OverlapPolicy, compose, layer_profile
+from accelmap.mapping.plan import Mapping
 from accelmap.search.planner import plan_training
 from accelmap.workload import Recompute, Training
 
@@ -34,9 +34,9 @@ def vectorized_rate(n: int = 1_000_000) -> float:
     cat = load_catalog()
     cluster = parse_cluster("16384xH100", cat)
     spec = cat.models["llama-3.1-405b"]
-    dev, fw = Device.of(cluster.accelerator), profile("megatron")
+    system, fw = System.of(cluster), profile("megatron")
     wl = Training(batch=2048, seq_len=8192)
-    prof = layer_profile(spec, dev, fw, wl, 8, 1, 1, 1, True, Recompute.FULL)
+    prof = layer_profile(spec, system.device, fw, wl, 8, 1, 1, 1, True, Recompute.FULL)
     rng = np.random.default_rng(0)
     pp = rng.choice([2.0, 4.0, 8.0, 16.0], n)
     dp = cluster.devices / (8 * pp)
@@ -45,8 +45,9 @@ def vectorized_rate(n: int = 1_000_000) -> float:
 
     def run(k: int) -> float:
         start = time.perf_counter()
-        compose(prof, spec, cluster, wl, dev, fw, OverlapPolicy(), 8, 1, 1, pp[:k], dp[:k], 1,
-                vpp[:k], zero[:k], dp[:k], Schedule.ONE_F_ONE_B, detail=False)  # the planner's
+        table = Mapping(dp=dp[:k], tp=8, pp=pp[:k], virtual_stages=vpp[:k], zero=zero[:k],
+                        recompute=Recompute.FULL)
+        compose(prof, system, wl, fw, OverlapPolicy(), table, detail=False)  # the planner's
         return time.perf_counter() - start
 
     run(1000)  # warm-up: the collective-efficiency table loads once per process, not per call

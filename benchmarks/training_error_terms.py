@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from accelmap.catalog import load_catalog
-from accelmap.estimate import Estimate
+from accelmap.engine.result import Estimate
 from accelmap.units import DType
 from accelmap.validate.cases import TrainingCase, read_cases
 from accelmap.validate.multi import TrainingPlan, plan_training
@@ -51,8 +51,9 @@ class Row:
 
 def shares(est: Estimate) -> dict[str, float]:
     step = float(est.metrics["step_time_s"])
-    tree = est.metrics["time_breakdown_s"]
-    compute = tree["compute/forward"] + tree["compute/backward"]
+    tree = est.time
+    phases = est.rollup()
+    compute = sum(phases.get(k, 0.0) for k in ("forward", "recompute", "backward"))
     ops = est.times["forward"] + est.times["backward"]
     total = sum(float(t.total_s) for t in ops) or 1.0
     attn = sum(float(t.total_s) for t in ops if any(a in t.op.name for a in ATTENTION))

@@ -90,6 +90,7 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     tdp = system.tdp_w
     per_replica_tokens = max(wl.batch * wl.output_len, 1)
     feasible, reason = fits(memory)
+    lim = _limits(spec, wl, m, system.memory_bytes, fw.prefill_chunk_tokens) if limits else None
     return ServeStep(
         spec.id, dev.acc.id, cluster.name, m, feasible, reason, memory,
         time={**_tree("prefill", pre, pre_comm), **_tree("decode", dec, dec_comm)},
@@ -110,8 +111,7 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
         energy_j_per_token_ops=ops_energy / per_replica_tokens,
         communication_s={"prefill": pre_comm, "decode_step": dec_comm} if world > 1 else {},
         axes={k: links[k].describe() for k in ("tp", "ep", "pp")} if world > 1 else {},
-        **(_limits(spec, wl, m, system.memory_bytes, fw.prefill_chunk_tokens) if limits
-           else {}))
+        max_batch=lim[0] if lim else None, max_context=lim[1] if lim else None)
 
 
 def _tree(phase: str, times: list[OpTime], comm: dict[str, float]) -> dict[str, float]:
@@ -137,7 +137,7 @@ def serving_memory(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
 
 
 def _limits(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
-            chunk: int | None) -> dict[str, int]:
+            chunk: int | None) -> tuple[int, int]:
     """Largest batch at this length and longest context at this batch that fit in memory."""
 
     def fit(batch: int, seq: int) -> bool:
@@ -157,7 +157,5 @@ def _limits(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
         return lo
 
     seq = wl.prompt_len + wl.output_len
-    return {
-        "max_batch": largest(lambda b: fit(b, seq), 1 << 20),
-        "max_context": largest(lambda s: fit(wl.batch, s), 1 << 24),
-    }
+    return (largest(lambda b: fit(b, seq), 1 << 20),
+            largest(lambda s: fit(wl.batch, s), 1 << 24))
