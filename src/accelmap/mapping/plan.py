@@ -101,7 +101,14 @@ class Mapping:
     @classmethod
     def for_world(cls, world: int, **degrees: Any) -> Mapping:
         """A mapping whose data-parallel degree fills ``world`` devices (``dp`` left out), as
-        ParallelDims derives dp_shard = -1; an InputError says what does not divide."""
+        ParallelDims derives dp_shard = -1; an InputError says what does not divide. With
+        array degrees (the planner's table) dp is world / (tp x pp x cp), and the rule
+        ``world_size`` of mapping.constraints masks the candidates where that is no integer."""
+        if any(np.ndim(v) for v in degrees.values()):
+            degrees.pop("dp", None)
+            inner = (np.asarray(degrees.get("tp", 1)) * np.asarray(degrees.get("pp", 1))
+                     * np.asarray(degrees.get("cp", 1)))
+            return cls(dp=world / inner, **degrees)
         if degrees.get("dp") is not None:
             m = cls(**degrees)
             if m.world != world:
@@ -116,9 +123,13 @@ class Mapping:
         return cls(dp=world // inner, **degrees)
 
     @classmethod
-    def serving(cls, tp: int = 1, pp: int = 1, ep: int = 1, replicas: int = 1) -> Mapping:
-        """A serving mapping: ``replicas`` copies of tp x pp devices; vLLM expert parallelism
-        splits the tensor-parallel group (etp = tp / ep)."""
+    def serving(cls, tp: int = 1, pp: int = 1, ep: int = 1, replicas: int | None = 1,
+                world: int | None = None) -> Mapping:
+        """A serving mapping: ``replicas`` copies of tp x pp devices (``replicas=None``: as many
+        as fit in ``world`` devices); vLLM expert parallelism splits the tensor-parallel group
+        (etp = tp / ep)."""
+        if replicas is None:
+            replicas = max((world or 1) // (tp * pp), 1)
         return cls(dp=replicas, tp=tp, pp=pp, ep=ep, etp=max(tp // max(ep, 1), 1),
                    sequence_parallel=False)
 

@@ -41,10 +41,10 @@ def _grid(space: TrainingSpace, cluster: Cluster, tp: int, cp: int, ep: int, mb:
     pp, vpp, zero, off = (a.ravel() for a in np.meshgrid(
         np.array(space.pp, dtype=float), np.array(space.vpp, dtype=float),
         np.array(space.zero), np.array(space.offload), indexing="ij"))
-    return Mapping(dp=cluster.devices / (tp * pp * cp), tp=tp, pp=pp, cp=cp, ep=ep,
-                   zero=zero, micro_batch=mb, virtual_stages=vpp, recompute=recompute,
-                   offload_optimizer=off, offload_params=off,
-                   force_tp_across_nodes=space.force_tp)
+    return Mapping.for_world(cluster.devices, tp=tp, pp=pp, cp=cp, ep=ep, zero=zero,
+                             micro_batch=mb, virtual_stages=vpp, recompute=recompute,
+                             offload_optimizer=off, offload_params=off,
+                             force_tp_across_nodes=space.force_tp)
 
 
 def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch: int, *,

@@ -208,7 +208,7 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
         for config in configs:
             tp, pp, ep, w, kv = config
             points[config] = []
-            m = Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=cluster.devices // (tp * pp))
+            m = Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=None, world=cluster.devices)
             bad = check_serving(spec, cluster, m)
             if bad:
                 reject(config, 0, bad[0].rule, bad[0].sentence)
