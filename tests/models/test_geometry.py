@@ -1,7 +1,8 @@
 """The one model geometry: every tensor, and each rank's share under tensor/expert parallelism.
 
 A rank's piece of a tensor times the number of pieces the tensor is cut into (``parts``, from
-its split annotation: replicated tensors count once) gives back the whole tensor."""
+its split annotation: replicated tensors count once) gives back the whole tensor; the shares the
+operator graph streams are exactly the share's parameters."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from accelmap.catalog import Catalog
 from accelmap.models.geometry import ExpertSplit, Geometry, Split, Tensor
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
+from accelmap.ops.graph import ByteKind, Precision, Shape, forward_ops
 
 # (model, tp, ep, etp) with per-rank totals pinned to the first sharding code
 # (parallel/shard.py, deleted when the geometry took over); etp None = tp (Megatron-Core).
@@ -28,6 +30,10 @@ PINNED = [
     ("gemma-2-9b", 8, 1, None, 1155743232, 1155743232),
     ("qwen2-57b-a14b", 4, 4, 1, 14352393216, 8186766336),
 ]
+
+DECODE = Shape(tokens=1, context=100.0, kv_tokens=100.0, sequences=1, logits_tokens=1,
+               decode=True)
+
 
 def pieces(whole: Geometry, share: Geometry) -> list[tuple[Tensor, Tensor, int]]:
     """(whole tensor, the rank's piece, number of pieces) for every tensor of the model."""
@@ -72,6 +78,27 @@ def test_rank_share_counts_are_pinned(catalog: Catalog, model_id: str, tp: int, 
                                       etp: int | None, total: int, active: int) -> None:
     pc = count_params(Geometry.of(catalog.models[model_id]).shard(tp, ep, etp))
     assert (pc.total, pc.active) == (total, active)
+
+
+def test_unsharded_share_is_the_whole_model(catalog: Catalog) -> None:
+    for spec in catalog.models.values():
+        whole = Geometry.of(spec)
+        assert whole.shard(1, 1) == whole, spec.id
+        assert count_params(whole.shard()) == count_params(spec), spec.id
+        assert forward_ops(whole.shard(1, 1), DECODE, Precision()) == forward_ops(
+            spec, DECODE, Precision()), spec.id
+
+
+@pytest.mark.parametrize(("model_id", "tp"), [("llama-3.1-70b", 8), ("llama-3.1-70b", 16),
+                                              ("llama-2-7b", 4)])
+def test_sharded_decode_streams_the_share_once(catalog: Catalog, model_id: str, tp: int) -> None:
+    """A rank's decode step reads each weight of its share once (the embedding reads a row)."""
+    share = Geometry.of(catalog.models[model_id]).shard(tp)
+    ops = forward_ops(share, DECODE, Precision())
+    weights = sum(o.bytes.get(ByteKind.WEIGHTS, 0.0) * o.count for o in ops
+                  if o.name != "embedding")
+    pc = count_params(share)
+    assert weights == pytest.approx(2.0 * (pc.total - pc.embedding), rel=1e-12)
 
 
 def test_share_dimensions(catalog: Catalog) -> None:
