@@ -34,9 +34,9 @@ from accelmap.mapping.constraints import check_serving
 from accelmap.mapping.placement import place_axes
 from accelmap.mapping.plan import ServeMapping
 from accelmap.memory.budget import inference_memory
+from accelmap.models.geometry import Geometry
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import forward_ops
-from accelmap.parallel.shard import shard_spec
 from accelmap.workload import Inference, Phase
 
 
@@ -55,7 +55,7 @@ def parallel_inference(spec: ModelSpec, cluster: Cluster, wl: Inference, m: Serv
                         f"{bad[0].sentence} ({bad[0].rule} rule)",
                         MemoryBudget(items={}, capacity=dev.acc.memory_bytes),
                         {"violated_rule": bad[0].rule}, {}, ())
-    shard = shard_spec(spec, m.tp, m.ep, expert_tp=max(m.tp // m.ep, 1))
+    shard = Geometry.of(spec).shard(m.tp, m.ep, etp=max(m.tp // m.ep, 1))
     p = inference_precision(wl)
     pre_shape, dec_shape = inference_shapes(spec, wl)
     # a lone batch visits the stages one after the other: its latency is the whole sharded graph
@@ -99,10 +99,10 @@ def parallel_inference(spec: ModelSpec, cluster: Cluster, wl: Inference, m: Serv
                      f"{CALIBRATION_NOTE}{dev.calibration}"))
 
 
-def _memory(spec: ModelSpec, shard: ModelSpec, wl: Inference, m: ServeMapping, dev: Device,
+def _memory(spec: ModelSpec, shard: Geometry, wl: Inference, m: ServeMapping, dev: Device,
             chunk: int | None) -> Any:
-    """One device's share: the sharded spec's weights and KV over ceil(L/pp) layers."""
-    stage = shard.model_copy(update={"n_layers": math.ceil(spec.n_layers / m.pp)})
+    """One device's share: the sharded geometry's weights and KV over ceil(L/pp) layers."""
+    stage = shard.first_layers(math.ceil(spec.n_layers / m.pp))
     budget = inference_memory(stage, wl, dev.acc.memory_bytes, prefill_chunk=chunk)
     if m.pp > 1:  # the embedding and head sit on the end stages; charge one of them
         from accelmap.models.params import count_params
