@@ -34,10 +34,10 @@ from accelmap.mapping.placement import place_axes
 from accelmap.mapping.plan import Mapping
 from accelmap.memory.budget import MemoryBudget, inference_memory
 from accelmap.models.flops import forward_flops_per_token
+from accelmap.models.geometry import Geometry
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Unit, forward_ops
-from accelmap.parallel.shard import shard_spec
 from accelmap.workload import Inference
 
 
@@ -52,7 +52,7 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
                          f"{bad[0].sentence} ({bad[0].rule} rule)",
                          MemoryBudget(items={}, capacity=system.memory_bytes),
                          violated_rule=bad[0].rule, output_len=wl.output_len)
-    shard = shard_spec(spec, m.tp, m.ep, expert_tp=m.expert_tp)
+    shard = Geometry.of(spec).shard(m.tp, m.ep, etp=m.expert_tp)
     p = inference_precision(wl)
     pre_shape, dec_shape = inference_shapes(spec, wl)
     # a lone batch visits the stages one after the other: its latency is the whole sharded graph
@@ -126,8 +126,8 @@ def _tree(phase: str, times: list[OpTime], comm: dict[str, float]) -> dict[str, 
 def serving_memory(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
                    chunk: int | None, tokens: Any = None) -> MemoryBudget:
     """One device's share: the sharded model's weights and KV over ceil(L/pp) layers."""
-    shard = shard_spec(spec, m.tp, m.ep, expert_tp=m.expert_tp)
-    stage = shard.model_copy(update={"n_layers": math.ceil(spec.n_layers / m.pp)})
+    shard = Geometry.of(spec).shard(m.tp, m.ep, etp=m.expert_tp)
+    stage = shard.first_layers(math.ceil(spec.n_layers / m.pp))
     budget = inference_memory(stage, wl, capacity, tokens=tokens, prefill_chunk=chunk)
     if m.pp > 1:  # the embedding and head sit on the end stages; charge one of them
         pc = count_params(stage)

@@ -1,7 +1,7 @@
 """Training on a cluster: one optimizer step of a mapped model, per device.
 
 Per micro-batch the slowest pipeline stage runs its share of the sharded operator graph
-(parallel/shard.py) forward and backward; communication per axis uses the tier that axis lands
+(models/geometry.py) forward and backward; communication per axis uses the tier that axis lands
 on (mapping/placement.py) and the alpha-beta collectives (cost/collectives.py):
 
 - TP: per layer 2 all-reduces forward and 2 backward of the layer's activations (T x d), or the
@@ -49,12 +49,12 @@ from accelmap.memory.budget import (
 )
 from accelmap.memory.training import training_items
 from accelmap.models.flops import forward_flops_per_token
+from accelmap.models.geometry import Geometry
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Op, Shape, Unit, causal_shape_context, forward_ops
 from accelmap.ops.step import training_precision
 from accelmap.ops.training import backward_ops, optimizer_ops, recompute_ops
-from accelmap.parallel.shard import shard_spec
 from accelmap.workload import Recompute, Training
 
 Num = Any
@@ -132,7 +132,7 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
                   recompute: Recompute, imbalance: float = 1.0) -> LayerProfile:
     s = wl.seq_len
     T = micro_batch * s / cp
-    shard = shard_spec(spec, tp, ep)
+    shard = Geometry.of(spec).shard(tp, ep)
     shape = Shape(tokens=T, **causal_shape_context(spec, float(s), wl.flash_attention),
                   kv_tokens=micro_batch * s, sequences=micro_batch, logits_tokens=T,
                   dropout=wl.dropout, sp_tokens=T / tp if (sequence_parallel and tp > 1) else None)
@@ -174,7 +174,7 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
         head_params=float(pc.total - sum(lp.total for lp in pc.layers) - pc.embedding),
         layer_act_bytes=float(kept) / L, working_bytes=float(working),
         embed_act_bytes=saved(_is_embed), head_act_bytes=saved(_is_head),
-        logits_bytes=LOGITS_BYTES * T * shard.vocab_size,
+        logits_bytes=LOGITS_BYTES * T * shard.vocab,
         layer_energy_j=float(op_energy_j([o for o in fwd + bwd if _is_layer(o.name)],
                                          mem_kind)) / L,
         ends_energy_j=float(op_energy_j([o for o in fwd + bwd if not _is_layer(o.name)],

@@ -2,7 +2,8 @@
 
 Structured for sharding: each item is a plain number of bytes for one unsharded replica, and the
 distributed engine divides the items it shards (weights by tp*pp, optimizer by the ZeRO degree,
-...). Formulas:
+...). Shapes come from :mod:`accelmap.models.geometry`: every function that takes a model takes
+a ModelSpec or a Geometry, the whole model or one rank's share. Formulas:
 
 - mixed-precision training with Adam keeps 2 (bf16 weights) + 4 (fp32 master) + 4 (fp32 grads) +
   8 (m, v) bytes per parameter: 18 B/param (Rajbhandari et al. 2020, ZeRO, sec. 3.1 counts 16 with
@@ -27,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from accelmap.models.flops import layer_matrices
+from accelmap.models.geometry import Geometry
 from accelmap.models.params import count_params
-from accelmap.models.schema import FFNKind, ModelSpec
+from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Op
 from accelmap.units import DType
 from accelmap.workload import Inference, Optimizer, Recompute, Training
@@ -100,47 +101,52 @@ def weight_bytes_per_param(dtype: DType, group: int = 128) -> float:
     return dtype.bytes
 
 
-def adafactor_state_bytes(spec: ModelSpec) -> float:
+def adafactor_state_bytes(model: ModelSpec | Geometry) -> float:
     total = 0.0
-    for layer in range(spec.n_layers):
-        for m in layer_matrices(spec, layer):
-            total += (m.rows + m.cols) * m.copies * 4.0
+    for g in Geometry.of(model).groups:
+        for _ in range(g.count):
+            for m in g.matrices:
+                total += (m.rows + m.cols) * m.copies * 4.0
     return total
 
 
-def optimizer_state_bytes_per_param(spec: ModelSpec, wl: Training) -> float:
+def optimizer_state_bytes_per_param(model: ModelSpec | Geometry, wl: Training) -> float:
     """Optimizer bytes per parameter beyond weights and gradients: fp32 states (two for AdamW,
     one for SGD-momentum and Lion; Adafactor's factored row and column statistics averaged over
     the parameters) plus the fp32 master copy when the weights are stored in 16 bits
     (Rajbhandari et al. 2020, ZeRO sec. 3.1: K = 12 for mixed-precision Adam)."""
     if wl.optimizer is Optimizer.ADAFACTOR:
-        states = adafactor_state_bytes(spec) / float(count_params(spec).total)
+        states = adafactor_state_bytes(model) / float(count_params(model).total)
     else:
         states = wl.optimizer.fp32_states * 4.0
     master = wl.master_dtype.bytes if wl.master_dtype is not wl.storage_dtype else 0.0
     return states + master
 
 
-def kv_bytes_per_token(spec: ModelSpec, dtype: DType) -> float:
+def kv_bytes_per_token(model: ModelSpec | Geometry, dtype: DType) -> float:
     """KV-cache bytes one token adds, summed over layers."""
-    return float(spec.n_layers * spec.kv_width * dtype.bytes)
+    geo = Geometry.of(model)
+    return float(geo.n_layers * geo.kv_width * dtype.bytes)
 
 
-def kv_cache_bytes(spec: ModelSpec, batch: Num, tokens: Num, dtype: DType, block: int) -> Num:
+def kv_cache_bytes(model: ModelSpec | Geometry, batch: Num, tokens: Num, dtype: DType,
+                   block: int) -> Num:
     """Paged KV cache: every sequence holds whole blocks; sliding-window layers keep a window."""
-    per_layer_width = kv_bytes_per_token(spec, dtype) / spec.n_layers
+    geo = Geometry.of(model)
+    per_layer_width = kv_bytes_per_token(geo, dtype) / geo.n_layers
     blocks = np.ceil(np.asarray(tokens, dtype=float) / block) * block
+    window = geo.sliding_window
     total: Num = 0.0
-    for layer in range(spec.n_layers):
+    for layer in range(geo.n_layers):
         kept = blocks
-        if spec.is_sliding_layer(layer) and spec.sliding_window is not None:
-            kept = np.minimum(blocks, np.ceil(spec.sliding_window / block) * block)
+        if geo.is_sliding_layer(layer) and window is not None:
+            kept = np.minimum(blocks, np.ceil(window / block) * block)
         total = total + kept * per_layer_width
     return batch * total
 
 
-def activation_bytes(ops: list[Op], recompute: Recompute, spec: ModelSpec, tokens: Num,
-                     act_bytes: float, working_set: bool = True) -> Num:
+def activation_bytes(ops: list[Op], recompute: Recompute, model: ModelSpec | Geometry,
+                     tokens: Num, act_bytes: float, working_set: bool = True) -> Num:
     """Activations kept for backward across all layers, by recompute policy. ``working_set``
     adds, under full recompute, the one layer whose activations live again while it is
     recomputed (count it once per device, not once per micro-batch in flight)."""
@@ -151,14 +157,17 @@ def activation_bytes(ops: list[Op], recompute: Recompute, spec: ModelSpec, token
         # (With several layer groups, e.g. dense + MoE, one layer of each is counted: a small
         # overestimate on the safe side.)
         one_layer = sum(o.saved for o in layer_ops) if working_set else 0.0
-        return spec.n_layers * tokens * spec.d_model * act_bytes + one_layer + other
+        geo = Geometry.of(model)
+        return geo.n_layers * tokens * geo.d_model * act_bytes + one_layer + other
     if recompute is Recompute.SELECTIVE:  # keep Q, K, V; drop the s x s tensors (sec. 5)
         return sum((o.saved - o.selective_dropped) * o.count for o in layer_ops) + other
     return sum(o.saved * o.count for o in layer_ops) + other
 
 
-def training_memory(spec: ModelSpec, wl: Training, ops: list[Op], capacity: float) -> MemoryBudget:
-    P = float(count_params(spec).total)
+def training_memory(model: ModelSpec | Geometry, wl: Training, ops: list[Op], capacity: float
+                    ) -> MemoryBudget:
+    geo = Geometry.of(model)
+    P = float(count_params(geo).total)
     T = wl.tokens_per_step
     items: dict[str, Num] = {
         "weights": P * wl.storage_dtype.bytes,
@@ -167,38 +176,40 @@ def training_memory(spec: ModelSpec, wl: Training, ops: list[Op], capacity: floa
     if wl.master_dtype is not wl.storage_dtype:
         items["optimizer/master_weights"] = P * wl.master_dtype.bytes
     if wl.optimizer is Optimizer.ADAFACTOR:
-        items["optimizer/states"] = adafactor_state_bytes(spec)
+        items["optimizer/states"] = adafactor_state_bytes(geo)
     else:
         items["optimizer/states"] = wl.optimizer.fp32_states * P * 4.0
-    acts = activation_bytes(ops, wl.recompute, spec, T, wl.storage_dtype.bytes)
+    acts = activation_bytes(ops, wl.recompute, geo, T, wl.storage_dtype.bytes)
     items["activations/layers"] = acts
     # One fp32 logits buffer: Megatron's vocab-parallel cross-entropy turns the logits into the
     # softmax in place and reuses that buffer for the gradient (tensor_parallel/cross_entropy.py)
-    items["activations/logits"] = LOGITS_BYTES * T * spec.vocab_size
+    items["activations/logits"] = LOGITS_BYTES * T * geo.vocab
     items["runtime/context"] = RUNTIME_OVERHEAD_BYTES
     items["runtime/fragmentation"] = FRAGMENTATION * (acts + items["activations/logits"])
     return MemoryBudget(items=items, capacity=capacity)
 
 
-def inference_memory(spec: ModelSpec, wl: Inference, capacity: float,
+def inference_memory(model: ModelSpec | Geometry, wl: Inference, capacity: float,
                      tokens: Num | None = None, prefill_chunk: int | None = None) -> MemoryBudget:
-    """Weights + KV cache for the whole request (prompt + output) + the largest temporaries."""
-    P = float(count_params(spec).total)
+    """Weights + KV cache for the whole request (prompt + output) + the largest temporaries,
+    of the whole model or of one rank's share (a sharded geometry)."""
+    geo = Geometry.of(model)
+    P = float(count_params(geo).total)
     seq = wl.prompt_len + wl.output_len if tokens is None else tokens
     items: dict[str, Num] = {
         "weights": P * weight_bytes_per_param(wl.weight_dtype, wl.quant_group),
-        "kv_cache": kv_cache_bytes(spec, wl.batch, seq, wl.kv_dtype, wl.kv_block),
+        "kv_cache": kv_cache_bytes(geo, wl.batch, seq, wl.kv_dtype, wl.kv_block),
     }
     # Peak temporary during prefill: the widest intermediate (gate+up, or up, or QKV) of one
     # layer for the prompt tokens of one prefill pass, plus last-position logits in fp32.
-    up = 2 if spec.ffn_kind is FFNKind.GATED else 1
-    widest = max(up * spec.ffn_dim, (spec.n_heads + 2 * spec.kv_heads) * spec.head_size,
-                 up * spec.moe.expert_ffn_dim if spec.moe else 0)
+    up = 2 if geo.gated else 1
+    widest = max(up * geo.ffn, (geo.heads + 2 * geo.kv_heads) * geo.head_dim,
+                 up * geo.expert_ffn if geo.is_moe else 0)
     prompt_tokens = wl.batch * wl.prompt_len
     if prefill_chunk is not None:
         prompt_tokens = np.minimum(prompt_tokens, prefill_chunk)
-    items["activations/peak"] = prompt_tokens * (widest + 2 * spec.d_model) * wl.act_dtype.bytes
-    items["activations/logits"] = wl.batch * spec.vocab_size * LOGITS_BYTES
+    items["activations/peak"] = prompt_tokens * (widest + 2 * geo.d_model) * wl.act_dtype.bytes
+    items["activations/logits"] = wl.batch * geo.vocab * LOGITS_BYTES
     items["runtime/context"] = RUNTIME_OVERHEAD_BYTES
     # The paged KV pool is allocated up front in whole blocks (rounding counted above; Kwon et al.
     # 2023 report under 4 % waste), so only the activations fragment.

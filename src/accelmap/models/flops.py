@@ -1,4 +1,5 @@
-"""Matrix shapes per layer and FLOPs per token: the summary that ``models show`` prints.
+"""Matrix shapes per layer and FLOPs per token: the summary that ``models show`` prints,
+derived from the tensors of :mod:`accelmap.models.geometry` (the one spelling of the weights).
 
 FLOPs per token, forward (one multiply-add = 2 FLOPs):
 
@@ -24,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from accelmap.models.params import count_params
-from accelmap.models.schema import FFNKind, ModelSpec
+from accelmap.models.geometry import ExpertSplit, Geometry
+from accelmap.models.schema import ModelSpec
 
 BACKWARD_TO_FORWARD = 2.0  # Kaplan et al. 2020 sec. 2.1: backward ~ 2x forward
 
@@ -57,64 +58,17 @@ class LayerGroup:
         return self.last - self.first + 1
 
 
-def attention_matrices(spec: ModelSpec) -> list[Matrix]:
-    d, h = spec.d_model, spec.n_heads
-    if spec.mla is not None:
-        m = spec.mla
-        out: list[Matrix] = []
-        if m.q_lora_rank is None:
-            out.append(Matrix("wq", d, h * m.qk_head_dim))
-        else:
-            out += [Matrix("wq_a", d, m.q_lora_rank), Matrix("wq_b", m.q_lora_rank,
-                                                             h * m.qk_head_dim)]
-        out += [
-            Matrix("wkv_a", d, m.kv_lora_rank + m.qk_rope_head_dim),
-            Matrix("wkv_b", m.kv_lora_rank, h * (m.qk_nope_head_dim + m.v_head_dim)),
-            Matrix("wo", h * m.v_head_dim, d),
-        ]
-        return out
-    hd, kv = spec.head_size, spec.kv_heads
-    return [
-        Matrix("wq", d, h * hd),
-        Matrix("wk", d, kv * hd),
-        Matrix("wv", d, kv * hd),
-        Matrix("wo", h * hd, d),
-    ]
+def layer_matrices(model: ModelSpec | Geometry, layer: int) -> list[Matrix]:
+    """The weight matrices of one layer (the geometry's 2-D tensors)."""
+    g = Geometry.of(model).group_of(layer)
+    return [Matrix(t.name, t.rows, t.cols, t.copies) for t in g.matrices]
 
 
-def ffn_matrices(spec: ModelSpec, hidden: int, prefix: str = "", copies: int = 1) -> list[Matrix]:
-    d = spec.d_model
-    mats = [Matrix(f"{prefix}up", d, hidden, copies), Matrix(f"{prefix}down", hidden, d, copies)]
-    if spec.ffn_kind is FFNKind.GATED:
-        mats.insert(0, Matrix(f"{prefix}gate", d, hidden, copies))
-    return mats
-
-
-def layer_matrices(spec: ModelSpec, layer: int) -> list[Matrix]:
-    mats = attention_matrices(spec)
-    moe = spec.moe
-    if moe is None or not spec.is_moe_layer(layer):
-        return mats + ffn_matrices(spec, spec.ffn_dim)
-    mats.append(Matrix("router", spec.d_model, moe.num_experts))
-    if moe.num_shared_experts:
-        mats += ffn_matrices(spec, moe.shared_ffn, "shared_", moe.num_shared_experts)
-    return mats + ffn_matrices(spec, moe.expert_ffn_dim, "expert_", moe.num_experts)
-
-
-def layer_groups(spec: ModelSpec) -> list[LayerGroup]:
-    params = count_params(spec).layers
-    groups: list[LayerGroup] = []
-    for i in range(spec.n_layers):
-        kind = ("moe" if spec.is_moe_layer(i) else "dense") + (
-            "+sliding" if spec.is_sliding_layer(i) else ""
-        )
-        mats = tuple(layer_matrices(spec, i))
-        last = groups[-1] if groups else None
-        if last and last.kind == kind and last.matrices == mats and last.last == i - 1:
-            groups[-1] = LayerGroup(last.first, i, kind, mats, last.params + params[i].total)
-        else:
-            groups.append(LayerGroup(i, i, kind, mats, params[i].total))
-    return groups
+def layer_groups(model: ModelSpec | Geometry) -> list[LayerGroup]:
+    return [LayerGroup(g.first, g.last, g.kind,
+                       tuple(Matrix(t.name, t.rows, t.cols, t.copies) for t in g.matrices),
+                       g.params_per_layer * g.count)
+            for g in Geometry.of(model).groups]
 
 
 def causal_mean_keys(seq_len: Any, window: int | None = None) -> Any:
@@ -128,43 +82,42 @@ def causal_mean_keys(seq_len: Any, window: int | None = None) -> Any:
     return np.where(s <= w, (s + 1) / 2, w - w * (w - 1) / (2 * np.maximum(s, 1.0)))
 
 
-def _attention_flops_per_token(spec: ModelSpec, seq_len: int, causal: bool) -> float:
-    if spec.mla is not None:
-        d_qk, d_v = spec.mla.qk_head_dim, spec.mla.v_head_dim
-    else:
-        d_qk = d_v = spec.head_size
+def _attention_flops_per_token(geo: Geometry, seq_len: int, causal: bool) -> float:
+    d_qk, d_v = geo.qk_head_dim, geo.v_head_dim
     total = 0.0
-    for layer in range(spec.n_layers):
-        window = spec.sliding_window if spec.is_sliding_layer(layer) else None
+    for layer in range(geo.n_layers):
+        window = geo.sliding_window if geo.is_sliding_layer(layer) else None
         if causal:
             keys = float(causal_mean_keys(seq_len, window))
         else:
             keys = float(min(seq_len, window or seq_len))
-        total += 2 * keys * spec.n_heads * (d_qk + d_v)
+        total += 2 * keys * geo.heads * (d_qk + d_v)
     return total
 
 
-def matmul_flops_per_token(spec: ModelSpec) -> float:
+def matmul_flops_per_token(model: ModelSpec | Geometry) -> float:
     """2 x the weight-matrix elements one token multiplies: routed experts count top_k times."""
+    geo = Geometry.of(model)
     total = 0.0
-    for layer in range(spec.n_layers):
-        for m in layer_matrices(spec, layer):
-            copies = m.copies
-            if m.name.startswith("expert_") and spec.moe is not None:
-                copies = spec.moe.top_k
-            total += 2.0 * m.rows * m.cols * copies
-    return total + 2.0 * spec.vocab_size * spec.d_model  # LM head, tied or not
+    for g in geo.groups:
+        for _ in range(g.count):
+            for m in g.matrices:
+                copies = geo.top_k if m.ep is ExpertSplit.EXPERTS else m.copies
+                total += 2.0 * m.rows * m.cols * copies
+    return total + 2.0 * geo.vocab * geo.d_model  # LM head, tied or not
 
 
-def forward_flops_per_token(spec: ModelSpec, seq_len: int, causal: bool = True) -> float:
+def forward_flops_per_token(model: ModelSpec | Geometry, seq_len: int,
+                            causal: bool = True) -> float:
     """Model FLOPs of one token's forward pass at sequence length ``seq_len``.
 
     Biases, norms and activations are vector work of O(d) per token and are left out, as in
     Kaplan et al. (their share is below 0.1 % for every catalog model).
     """
-    return matmul_flops_per_token(spec) + _attention_flops_per_token(spec, seq_len, causal)
+    geo = Geometry.of(model)
+    return matmul_flops_per_token(geo) + _attention_flops_per_token(geo, seq_len, causal)
 
 
-def training_flops_per_token(spec: ModelSpec, seq_len: int) -> float:
+def training_flops_per_token(model: ModelSpec | Geometry, seq_len: int) -> float:
     """Forward + backward model FLOPs per trained token (no recompute)."""
-    return (1 + BACKWARD_TO_FORWARD) * forward_flops_per_token(spec, seq_len, causal=True)
+    return (1 + BACKWARD_TO_FORWARD) * forward_flops_per_token(model, seq_len, causal=True)

@@ -2,7 +2,9 @@
 
 One :class:`Op` stands for ``count`` identical kernels (the same op in every layer of a layer
 group). Sizes (tokens, context) may be numpy arrays; every field is then an array of the same
-shape, so one graph evaluates many workloads at once.
+shape, so one graph evaluates many workloads at once. Every dimension and weight shape comes from
+:mod:`accelmap.models.geometry`: the whole model's, or one rank's share under tensor and expert
+parallelism (``Geometry.of(spec).shard(tp, ep, etp)``), whose GEMMs are that rank's matrices.
 
 Conventions (per occurrence):
 - a GEMM ``[m x k] @ [k x n]`` costs 2*m*n*k FLOPs and moves k*n weights plus m*k inputs and m*n
@@ -26,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from accelmap.models.flops import causal_mean_keys
-from accelmap.models.schema import FFNKind, ModelSpec, NormKind, PositionKind
+from accelmap.models.geometry import Geometry, Group, Tensor
+from accelmap.models.schema import ModelSpec
 from accelmap.units import DType
 
 FP32 = DType.FP32.bytes  # logits and softmax statistics are kept in fp32
@@ -130,14 +133,15 @@ class Shape:
         return self.tokens if self.sp_tokens is None else self.sp_tokens
 
 
-def causal_shape_context(spec: ModelSpec, seq_len: Num, flash: bool) -> dict[str, Num]:
+def causal_shape_context(model: ModelSpec | Geometry, seq_len: Num, flash: bool
+                         ) -> dict[str, Num]:
     """``context`` and ``window_context`` of a prefill or training step over sequences of
     ``seq_len``: flash attention skips masked blocks, so a query sees its causal mean (and the
     window's, ``models.flops.causal_mean_keys``); naive attention computes the full s x s score
     matrix and masks it afterwards, on sliding-window layers too."""
     if not flash:
         return {"context": seq_len * 1.0, "window_context": seq_len * 1.0}
-    window = spec.sliding_window
+    window = Geometry.of(model).sliding_window
     return {"context": causal_mean_keys(seq_len),
             "window_context": causal_mean_keys(seq_len, window) if window else None}
 
@@ -166,33 +170,35 @@ def _vector(name: str, elems: Num, flops_per: float, p: Precision, count: int, s
     )
 
 
-def _norm(name: str, spec: ModelSpec, s: Shape, p: Precision, count: int) -> Op:
-    d = spec.d_model
+def _weight_gemm(name: str, m: Num, w: Tensor, p: Precision, count: int) -> Op:
+    """``[m x rows] @ w``: one weight matrix of the geometry."""
+    return _gemm(name, m, w.cols, w.rows, p, count)
+
+
+def _norm(name: str, geo: Geometry, s: Shape, p: Precision, count: int) -> Op:
+    d = geo.d_model
     t = s.outside_tokens
     op = _vector(name, t * d, NORM_FLOPS, p, count, saved=t * d * p.act.bytes)
-    params = d * (2 if spec.norm is NormKind.LAYERNORM and spec.norm_bias else 1)
-    return replace(op, bytes={**op.bytes, ByteKind.WEIGHTS: params * p.act.bytes})
+    return replace(op, bytes={**op.bytes, ByteKind.WEIGHTS: geo.norm_params * p.act.bytes})
 
 
-def _attention_core(spec: ModelSpec, s: Shape, p: Precision, count: int, flash: bool,
+def _attention_core(geo: Geometry, s: Shape, p: Precision, count: int, flash: bool,
                     sliding: bool) -> list[Op]:
-    h = spec.n_heads
-    if spec.mla is not None:
-        d_qk, d_v = spec.mla.qk_head_dim, spec.mla.v_head_dim
-        kv_heads = h
-    else:
-        d_qk = d_v = spec.head_size
-        kv_heads = spec.kv_heads
+    h = geo.heads
+    d_qk, d_v = geo.qk_head_dim, geo.v_head_dim
+    # K and V kept for backward: MLA expands the latent to one K and V per query head
+    kv_heads = h if geo.mla is not None else geo.kv_heads
     ctx = s.context
     kv_tokens = s.kv_tokens
-    if sliding and spec.sliding_window is not None:
+    window = geo.sliding_window
+    if sliding and window is not None:
         ctx = (s.window_context if s.window_context is not None
-               else np.minimum(ctx, spec.sliding_window))
-        kv_tokens = np.minimum(kv_tokens, s.sequences * spec.sliding_window)
+               else np.minimum(ctx, window))
+        kv_tokens = np.minimum(kv_tokens, s.sequences * window)
     a, T = p.act.bytes, s.tokens
     q_bytes = T * h * d_qk * a
     o_bytes = T * h * d_v * a
-    kv_read = kv_tokens * spec.kv_width * (p.kv.bytes if s.decode else a)
+    kv_read = kv_tokens * geo.kv_width * (p.kv.bytes if s.decode else a)
     kv_kind = ByteKind.KV_CACHE if s.decode else ByteKind.ACTIVATIONS
     score_flops = 2.0 * T * ctx * h * d_qk
     ctx_flops = 2.0 * T * ctx * h * d_v
@@ -227,45 +233,44 @@ def _attention_core(spec: ModelSpec, s: Shape, p: Precision, count: int, flash: 
     ]
 
 
-def _attention(spec: ModelSpec, s: Shape, p: Precision, count: int, flash: bool,
-               sliding: bool) -> list[Op]:
-    d, h, T = spec.d_model, spec.n_heads, s.tokens
+def _attention(geo: Geometry, g: Group, s: Shape, p: Precision, flash: bool) -> list[Op]:
+    h, T, n = geo.heads, s.tokens, g.count
     ops: list[Op] = []
-    if spec.mla is not None:
-        m = spec.mla
-        if m.q_lora_rank is None:
-            ops.append(_gemm("layers/attention/q", T, h * m.qk_head_dim, d, p, count))
+    mla = geo.mla
+    if mla is not None:
+        if mla.q_lora_rank is None:
+            ops.append(_weight_gemm("layers/attention/q", T, g.tensor("wq"), p, n))
         else:
-            ops.append(_gemm("layers/attention/q_down", T, m.q_lora_rank, d, p, count))
-            ops.append(_gemm("layers/attention/q_up", T, h * m.qk_head_dim, m.q_lora_rank, p,
-                             count))
-        ops.append(_gemm("layers/attention/kv_down", T, m.kv_lora_rank + m.qk_rope_head_dim, d,
-                         p, count))
-        ops.append(_gemm("layers/attention/kv_up", T, h * (m.qk_nope_head_dim + m.v_head_dim),
-                         m.kv_lora_rank, p, count))
-        v_width = h * m.v_head_dim
-        rope_elems = T * (h + 1) * m.qk_rope_head_dim
+            ops.append(_weight_gemm("layers/attention/q_down", T, g.tensor("wq_a"), p, n))
+            ops.append(_weight_gemm("layers/attention/q_up", T, g.tensor("wq_b"), p, n))
+        ops.append(_weight_gemm("layers/attention/kv_down", T, g.tensor("wkv_a"), p, n))
+        ops.append(_weight_gemm("layers/attention/kv_up", T, g.tensor("wkv_b"), p, n))
+        rope_elems = T * (h + 1) * mla.qk_rope_head_dim
     else:
-        hd, kv = spec.head_size, spec.kv_heads
-        ops.append(_gemm("layers/attention/qkv", T, (h + 2 * kv) * hd, d, p, count))
-        v_width = h * hd
-        rope_elems = T * (h + kv) * hd * spec.rope_fraction
-    if spec.position is PositionKind.ROPE:
-        ops.append(_vector("layers/attention/rope", rope_elems, ROPE_FLOPS, p, count))
-    ops += _attention_core(spec, s, p, count, flash, sliding)
-    ops.append(_gemm("layers/attention/out", T, d, v_width, p, count))
+        hd, kv = geo.head_dim, geo.kv_heads
+        q, k, v = (g.tensor(x) for x in ("wq", "wk", "wv"))
+        ops.append(_gemm("layers/attention/qkv", T, q.cols + k.cols + v.cols, q.rows, p, n))
+        rope_elems = T * (h + kv) * hd * geo.rope_fraction
+    if geo.rope:
+        ops.append(_vector("layers/attention/rope", rope_elems, ROPE_FLOPS, p, n))
+    ops += _attention_core(geo, s, p, n, flash, g.sliding)
+    ops.append(_weight_gemm("layers/attention/out", T, g.tensor("wo"), p, n))
     if s.dropout:  # dropout after the output projection keeps a 1-byte mask: s*b*h
         t = s.outside_tokens
-        ops.append(_vector("layers/attention/dropout", t * d, 1.0, p, count, saved=t * d))
+        d = geo.d_model
+        ops.append(_vector("layers/attention/dropout", t * d, 1.0, p, n, saved=t * d))
     return ops
 
 
-def _mlp(spec: ModelSpec, s: Shape, p: Precision, count: int, hidden: int, prefix: str,
+def _mlp(geo: Geometry, g: Group, s: Shape, p: Precision, prefix: str, key: str,
          tokens: Num, copies: int = 1, weight_copies: Num = None) -> list[Op]:
-    """One (or ``copies`` identical) MLP(s) over ``tokens`` tokens each."""
-    d = spec.d_model
-    gated = spec.ffn_kind is FFNKind.GATED
-    up_width = 2 * hidden if gated else hidden
+    """``copies`` identical MLPs over ``tokens`` tokens each, from the group's ``key`` gate, up
+    and down matrices; stored copies not run one by one (shared experts) run as one MLP that
+    many times wider."""
+    down = g.tensor(f"{key}down")
+    d, hidden = down.cols, down.rows * down.copies // copies
+    up_width = 2 * hidden if geo.gated else hidden
+    count = g.count
     wc = copies if weight_copies is None else weight_copies
     up = _gemm(f"{prefix}/up", tokens * copies, up_width, d, p, count,
                weight_bytes=wc * d * up_width * p.wbytes)
@@ -273,62 +278,59 @@ def _mlp(spec: ModelSpec, s: Shape, p: Precision, count: int, hidden: int, prefi
     # output is the input of the down projection (saved by that GEMM).
     act = _vector(f"{prefix}/act", tokens * copies * hidden, ACT_FLOPS, p, count,
                   saved=tokens * copies * up_width * p.act.bytes)
-    down = _gemm(f"{prefix}/down", tokens * copies, d, hidden, p, count,
-                 weight_bytes=wc * hidden * d * p.wbytes)
-    return [up, act, down]
+    down_op = _gemm(f"{prefix}/down", tokens * copies, d, hidden, p, count,
+                    weight_bytes=wc * hidden * d * p.wbytes)
+    return [up, act, down_op]
 
 
-def _moe(spec: ModelSpec, s: Shape, p: Precision, count: int, imbalance: float) -> list[Op]:
-    moe = spec.moe
-    assert moe is not None
-    d, T, E, k = spec.d_model, s.tokens, moe.num_experts, moe.top_k
-    ops = [_gemm("layers/moe/router", T, E, d, p, count)]
+def _moe(geo: Geometry, g: Group, s: Shape, p: Precision, imbalance: float) -> list[Op]:
+    T, E, k = s.tokens, geo.experts, geo.top_k
+    ops = [_weight_gemm("layers/moe/router", T, g.tensor("router"), p, g.count)]
     # Balanced routing: T*k/E tokens per expert; the slowest expert sets the time, so the
-    # per-expert load is scaled by the imbalance factor (1.0 = perfectly balanced).
+    # per-expert load is scaled by the imbalance factor (1.0 = perfectly balanced). On one rank
+    # of ep, E is its E/ep local experts: T*k/(E/ep) = ep*T*k/E, every rank routing its tokens
+    # over all experts.
     per_expert = T * k / E * imbalance
     # Distinct experts hit by T tokens choosing k of E uniformly: E * (1 - (1 - k/E)^T). (Under
     # expert parallelism E is the local expert count and k/E is capped at 1.)
     touched = E * (1.0 - (1.0 - min(k / E, 1.0)) ** T)
-    ops += _mlp(spec, s, p, count, moe.expert_ffn_dim, "layers/moe/experts", per_expert,
-                copies=E, weight_copies=touched)
-    if moe.num_shared_experts:
-        ops += _mlp(spec, s, p, count, moe.shared_ffn * moe.num_shared_experts,
-                    "layers/moe/shared", T)
+    ops += _mlp(geo, g, s, p, "layers/moe/experts", "expert_", per_expert, copies=E,
+                weight_copies=touched)
+    if geo.shared_experts:
+        ops += _mlp(geo, g, s, p, "layers/moe/shared", "shared_", T)
     return ops
 
 
-def forward_ops(spec: ModelSpec, s: Shape, p: Precision, flash: bool = True,
+def forward_ops(model: Geometry | ModelSpec, s: Shape, p: Precision, flash: bool = True,
                 imbalance: float = 1.0, training: bool = False) -> list[Op]:
-    """All forward operators of one step, grouped by identical layers."""
-    from accelmap.models.flops import layer_groups
-
-    d, T = spec.d_model, s.tokens
+    """All forward operators of one step, grouped by identical layers, for the whole model or
+    one rank's share (``Geometry.of(spec).shard(...)``)."""
+    geo = Geometry.of(model)
+    d, T = geo.d_model, s.tokens
     ops: list[Op] = [Op(
         name="embedding", unit=Unit.VECTOR, dtype=p.act, flops=0.0,
         bytes={ByteKind.WEIGHTS: T * d * p.act.bytes, ByteKind.ACTIVATIONS: T * d * p.act.bytes},
     )]
-    for g in layer_groups(spec):
+    for g in geo.groups:
         n = g.count
-        moe_layer = g.kind.startswith("moe")
-        sliding = g.kind.endswith("+sliding")
-        ops.append(_norm("layers/attention/norm", spec, s, p, n))
-        ops += _attention(spec, s, p, n, flash, sliding)
+        ops.append(_norm("layers/attention/norm", geo, s, p, n))
+        ops += _attention(geo, g, s, p, flash)
         ops.append(_vector("layers/residual", s.outside_tokens * d, 1.0, p, 2 * n))
-        ops.append(_norm("layers/mlp/norm", spec, s, p, n))
-        if moe_layer:
-            ops += _moe(spec, s, p, n, imbalance)
+        ops.append(_norm("layers/mlp/norm", geo, s, p, n))
+        if g.moe:
+            ops += _moe(geo, g, s, p, imbalance)
         else:
-            ops += _mlp(spec, s, p, n, spec.ffn_dim, "layers/mlp", T)
+            ops += _mlp(geo, g, s, p, "layers/mlp", "", T)
         if s.dropout:
             t = s.outside_tokens
             ops.append(_vector("layers/mlp/dropout", t * d, 1.0, p, n, saved=t * d))
-    if spec.final_norm:
-        ops.append(_norm("final_norm", spec, s, p, 1))
-    L = s.logits_tokens
-    head = _gemm("lm_head", L, spec.vocab_size, d, p, 1)
+    if geo.final_norm:
+        ops.append(_norm("final_norm", geo, s, p, 1))
+    L, V = s.logits_tokens, geo.vocab  # the head is a V x d GEMM, tied to the embedding or not
+    head = _gemm("lm_head", L, V, d, p, 1)
     ops.append(replace(head, bytes={**head.bytes, ByteKind.ACTIVATIONS:
-                                    L * d * p.act.bytes + L * spec.vocab_size * FP32}))
+                                    L * d * p.act.bytes + L * V * FP32}))
     if training:  # fp32 logits -> log-softmax -> loss (Megatron fuses this cross-entropy)
-        ops.append(_vector("loss", L * spec.vocab_size, LOSS_FLOPS, p, 1,
-                           extra_bytes=L * spec.vocab_size * FP32, fusable=False))
+        ops.append(_vector("loss", L * V, LOSS_FLOPS, p, 1,
+                           extra_bytes=L * V * FP32, fusable=False))
     return ops
