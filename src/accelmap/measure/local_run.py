@@ -38,8 +38,6 @@ from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 
 if TYPE_CHECKING:
-    from accelmap.cost.calibration import CalibrationProfile
-    from accelmap.hardware.schema import Accelerator
     from accelmap.measure.peak_memory import PeakMemory
 
 SCALES = ("auto", "tiny", "small", "full")
@@ -335,52 +333,3 @@ def measurements(run: LocalRun, accelerator_id: str | None,
                           "predicted_bytes": predicted.get(f"{phase}_memory")},
                 environment=env))
     return out
-
-
-def profile_for(name: str | None, store: Any) -> CalibrationProfile | None:
-    """``Store.load_profile(name)``, with a clear error where this build has no profiles."""
-    if name is None:
-        return None
-    load = getattr(store, "load_profile", None)
-    if load is None:
-        raise InputError("this accelmap build cannot load calibration profiles yet "
-                         "(Store.load_profile is missing); run without --profile")
-    profile: CalibrationProfile | None = load(name)
-    if profile is None:
-        raise InputError(f"no calibration profile {name!r} in {store.path}; create one with "
-                         "`accelmap calibrate` (see `accelmap measure list`)")
-    return profile
-
-
-def local_accelerator(device: str, hw: str | None, catalog: Any) -> tuple[Accelerator, float,
-                                                                          str]:
-    """The catalog/local description of the device: (accelerator, fraction in use, how)."""
-    from accelmap.lookup import resolve
-    from accelmap.measure.torch_env import gpu_catalog_id, require_torch
-
-    torch = require_torch("validate --local")
-    kind = torch.device(device).type
-    if hw:
-        acc = resolve(hw, catalog.accelerators, "accelerator", "accelmap hw list")
-        fraction = 1.0
-        cores = acc.compute_units.count.value if acc.compute_units else None
-        if kind == "cpu" and str(acc.device_class) == "cpu" and cores:
-            fraction = min(1.0, torch.get_num_threads() / cores)
-        return acc, fraction, f"--hw {acc.id} (fraction {fraction:.3g} of it in use)"
-    if kind == "cuda":
-        acc = gpu_catalog_id(device, catalog)
-        if acc is None:
-            raise InputError(f"{torch.cuda.get_device_name()} is not in the catalog; pass --hw "
-                             "with the closest accelerator id (accelmap hw list)")
-        return acc, 1.0, f"catalog {acc.id} from the device name"
-    if kind != "cpu":
-        raise InputError(f"no description of device {device!r}; pass --hw ACCELERATOR_ID")
-    try:
-        from accelmap.hardware.local import local_cpu
-    except ImportError:
-        raise InputError("this build has no description of the local CPU "
-                         "(accelmap.hardware.local.local_cpu is missing); pass --hw with a "
-                         "catalog CPU id, e.g. --hw xeon-8480plus (scaled to the threads in "
-                         "use)") from None
-    acc = local_cpu()
-    return acc, 1.0, f"local CPU description ({acc.id})"
