@@ -111,7 +111,7 @@ def test_settings_and_lengths_are_checked(catalog: Catalog) -> None:
     ("Quadro RTX 8000", 48.0, None)])
 def test_gpu_names_map_to_catalog_ids(catalog: Catalog, name: str, gib: float,
                                       expected: str | None) -> None:
-    from accelmap.measure.torch_env import match_gpu
+    from accelmap.measure.catalog_match import match_gpu
 
     acc = match_gpu(name, gib * 2**30, catalog)
     assert (acc.id if acc else None) == expected

@@ -12,6 +12,7 @@ import pytest
 
 from accelmap.catalog import Catalog
 from accelmap.cost.calibration import CalibrationProfile
+from accelmap.hardware.local import local_cpu
 from accelmap.measure.local_run import scale_spec
 from accelmap.measure.records import Kind
 from accelmap.measure.store import Store
@@ -22,8 +23,6 @@ pytest.importorskip("torch")
 
 
 def _local_profile(store: Store) -> str:
-    from accelmap.hardware.local import local_cpu
-
     store.save_profile(CalibrationProfile(
         name="test-cpu", accelerator_id=local_cpu().id, matmul_efficiency={DType.FP32: 0.5},
         bandwidth=10e9, source="synthetic, for the test"))
@@ -58,6 +57,9 @@ def test_validate_local_json_rows(cli: Callable[..., Any], tmp_path: Path,
     stored = Store(db).query(kind=Kind.LOCAL_RUN)
     assert sorted(m.unit for m in stored) == ["B", "B", "s", "s", "s"]
     assert {m.label.split()[0] for m in stored} == {"train", "prefill", "decode", "inference"}
+    env = stored[0].environment
+    assert env.backend == "torch" and env.device == "cpu" and env.threads
+    assert env.accelerator_id == local_cpu().id and data["run"]["device"] == env.label
 
 
 def test_validate_local_table(cli: Callable[..., Any], tmp_path: Path) -> None:

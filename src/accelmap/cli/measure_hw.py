@@ -142,7 +142,7 @@ def matmul_cmd(
     dtypes = [parse_dtype(d) for d in dtype]  # bad input fails before any work
     store = _open_store(db)
     be = get_backend(device, backend)
-    acc, how = resolve_accelerator(hw, device, be.describe(), get_catalog(catalog))
+    acc, how = resolve_accelerator(hw, device, be.environment().label, get_catalog(catalog))
     results = [sweep(device, d, acc, budget, backend=be, reps=reps, flush=flush)
                for d in dtypes]
     run_id, path = _store(results, store)
@@ -182,7 +182,7 @@ def bandwidth_cmd(
     sizes = [int(parse_quantity(s, Dimension.BYTES)) for s in size] if size else None
     store = _open_store(db)
     be = get_backend(device, backend)
-    acc, how = resolve_accelerator(hw, device, be.describe(), get_catalog(catalog))
+    acc, how = resolve_accelerator(hw, device, be.environment().label, get_catalog(catalog))
     result = measure_bandwidth(device, acc, budget, kinds=kernel, sizes=sizes, backend=be,
                                reps=reps, flush=flush is not False)
     run_id, path = _store([result], store)
@@ -268,12 +268,12 @@ def overhead_cmd(
 
     store = _open_store(db)
     be = get_backend(device, "torch")
-    acc, how = resolve_accelerator(hw, device, be.describe(), get_catalog(catalog))
+    acc, how = resolve_accelerator(hw, device, be.environment().label, get_catalog(catalog))
     result = measure_overhead(be, acc.id if acc else None, reps=reps)
     run_id, path = _store([result], store)
     if json_out:
         emit_json({"run_id": run_id, "db": path, "compared_with": how, **result.to_dict()})
         return
-    console().print(f"{be.describe()}: {result.seconds_per_op * 1e6:.2f} µs per eager op "
+    console().print(f"{result.device}: {result.seconds_per_op * 1e6:.2f} µs per eager op "
                     f"(spread {100 * result.spread:.1f} %); stored as run {run_id} in {path}",
                     highlight=False)

@@ -151,25 +151,29 @@ def profile_for(name: str | None, store: Store) -> CalibrationProfile | None:
 
 def local_accelerator(device: str, hw: str | None, catalog: Catalog
                       ) -> tuple[Accelerator, float, str]:
-    """The catalog/local description of the device: (accelerator, fraction in use, how)."""
+    """The catalog/local description of the device: (accelerator, fraction in use, how). A GPU
+    is the catalog entry its name and memory match, a CPU the local description (derived peaks
+    of all its cores); ``--hw`` names either, and a catalog CPU is scaled to the threads in
+    use."""
     from accelmap.hardware.local import local_cpu
     from accelmap.lookup import resolve
-    from accelmap.measure.torch_env import gpu_catalog_id, require_torch
+    from accelmap.measure.backends import torch_backend
+    from accelmap.measure.catalog_match import match_gpu
 
-    torch = require_torch("validate --local")
-    kind = torch.device(device).type
+    env = torch_backend(device, "validate --local").environment()
+    kind = env.device_type
     if hw:
         acc = resolve(hw, catalog.accelerators, "accelerator", "accelmap hw list")
         fraction = 1.0
         cores = acc.compute_units.count.value if acc.compute_units else None
-        if kind == "cpu" and str(acc.device_class) == "cpu" and cores:
-            fraction = min(1.0, torch.get_num_threads() / cores)
+        if kind == "cpu" and str(acc.device_class) == "cpu" and cores and env.threads:
+            fraction = min(1.0, env.threads / cores)
         return acc, fraction, f"--hw {acc.id} (fraction {fraction:.3g} of it in use)"
     if kind == "cuda":
-        found = gpu_catalog_id(device, catalog)
+        found = match_gpu(env.device_name, env.memory_bytes or 0.0, catalog)
         if found is None:
-            raise InputError(f"{torch.cuda.get_device_name()} is not in the catalog; pass --hw "
-                             "with the closest accelerator id (accelmap hw list)")
+            raise InputError(f"{env.device_name} is not in the catalog; pass --hw with the "
+                             "closest accelerator id (accelmap hw list)")
         return found, 1.0, f"catalog {found.id} from the device name"
     if kind != "cpu":
         raise InputError(f"no description of device {device!r}; pass --hw ACCELERATOR_ID")
