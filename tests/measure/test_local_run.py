@@ -100,18 +100,3 @@ def test_settings_and_lengths_are_checked(catalog: Catalog) -> None:
         LocalSettings(batch=0)
     with pytest.raises(InputError, match="max_seq_len"):
         run_local(catalog.models["gpt3-125m"], LocalSettings(seq=2040, decode_tokens=16), "tiny")
-
-
-@pytest.mark.parametrize(("name", "gib", "expected"), [
-    ("NVIDIA H100 80GB HBM3", 79.19, "h100-sxm5-80gb"),
-    ("NVIDIA H100 PCIe", 79.6, "h100-pcie-80gb"),
-    ("NVIDIA H100 NVL", 93.1, "h100-nvl"), ("NVIDIA H200", 139.8, "h200-sxm"),
-    ("NVIDIA A100-SXM4-40GB", 39.4, "a100-sxm4-40gb"), ("NVIDIA A10", 22.0, "a10"),
-    ("NVIDIA B200", 178.0, "b200"), ("AMD Instinct MI300X", 191.5, "mi300x"),
-    ("Quadro RTX 8000", 48.0, None)])
-def test_gpu_names_map_to_catalog_ids(catalog: Catalog, name: str, gib: float,
-                                      expected: str | None) -> None:
-    from accelmap.measure.catalog_match import match_gpu
-
-    acc = match_gpu(name, gib * 2**30, catalog)
-    assert (acc.id if acc else None) == expected
