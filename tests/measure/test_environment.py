@@ -197,3 +197,47 @@ def test_torch_that_does_not_load_is_one_line(monkeypatch: pytest.MonkeyPatch) -
         import_torch("measuring X")
     msg = str(e.value)
     assert "does not load" in msg and "libcudart" in msg and "\n" not in msg
+
+
+# --- a CUDA device, through a stand-in torch (the CPU-only CI has no GPU) ----------------------
+class _Dev:
+    def __init__(self, kind: str, index: int | None = None) -> None:
+        if ":" in kind:
+            kind, idx = kind.split(":")
+            index = int(idx)
+        self.type, self.index = kind, index
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+
+def _fake_torch() -> Any:
+    from types import SimpleNamespace as NS
+
+    props = NS(total_memory=85520809984, multi_processor_count=132, L2_cache_size=50 * 2**20)
+    cuda = NS(is_available=lambda: True, current_device=lambda: 0,
+              get_device_name=lambda dev: "NVIDIA H100 80GB HBM3",
+              get_device_properties=lambda dev: props, synchronize=lambda dev: None,
+              nccl=NS(version=lambda: (2, 27, 3)))
+    return NS(__version__="2.13.0+cu130", device=_Dev, cuda=cuda,
+              empty=lambda *a, **k: None, version=NS(cuda="13.0", hip=None),
+              get_float32_matmul_precision=lambda: "highest", get_num_threads=lambda: 8,
+              backends=NS(cuda=NS(matmul=NS(allow_tf32=False)), cudnn=NS(allow_tf32=True)))
+
+
+def test_cuda_record_and_catalog_match(catalog: Any) -> None:
+    from accelmap.measure.catalog_match import match_accelerator
+    from accelmap.measure.torch_backend import TorchBackend
+
+    be = TorchBackend(_fake_torch(), "cuda")
+    assert be.device == "cuda:0"  # the current device made explicit
+    env = be.environment()
+    assert env.label == "cuda:0 NVIDIA H100 80GB HBM3" and env.device_type == "cuda"
+    assert env.memory_bytes == 85520809984.0 and env.compute_units == 132 and env.threads == 8
+    assert env.versions["cuda"] == "13.0" and env.versions["nccl"] == "2.27.3"
+    assert "hip" not in env.versions  # empty facts are left out
+    assert env.settings["tf32_matmul"] == "false" and env.settings["tf32_cudnn"] == "true"
+    acc, how = match_accelerator(None, env, catalog)
+    assert acc is not None and acc.id == "h100-sxm5-80gb" and "device name" in how
+    assert be.environment(acc.id).accelerator_id == acc.id
+    assert read_environment(env.to_dict(), env.label, acc.id) == env.compared_with(acc.id)
