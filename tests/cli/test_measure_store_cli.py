@@ -14,6 +14,7 @@ import typer
 from accelmap.cli import app as app_module
 from accelmap.cli import estimate, measure_store, plan
 from accelmap.cost.calibration import CalibrationProfile
+from accelmap.measure.environment import Environment
 from accelmap.measure.records import Kind, Measurement
 from accelmap.measure.store import ENV_DB, Store
 from accelmap.units import DType
@@ -57,9 +58,10 @@ def err(r: Any) -> str:
 def point(value: float, kind: Kind = Kind.MATMUL, dtype: str | None = "bf16",
           label: str = "8192x8192x8192", acc: str = H100) -> Measurement:
     unit = "FLOP/s" if kind is Kind.MATMUL else "B/s"
-    return Measurement(kind=kind, device="cuda:0 NVIDIA H100 80GB HBM3", accelerator_id=acc,
-                       dtype=dtype, label=label, value=value, unit=unit, median=value,
-                       spread=0.02, repetitions=10, environment={"torch": "2.13.0"})
+    env = Environment("torch", "cuda:0", "NVIDIA H100 80GB HBM3", acc,
+                      versions={"torch": "2.13.0"})
+    return Measurement(kind=kind, environment=env, dtype=dtype, label=label, value=value,
+                       unit=unit, median=value, spread=0.02, repetitions=10)
 
 
 @pytest.fixture

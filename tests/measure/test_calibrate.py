@@ -20,6 +20,7 @@ from accelmap.measure.calibrate import (
     isotonic,
     matmul_peak,
 )
+from accelmap.measure.environment import Environment
 from accelmap.measure.records import Kind, Measurement
 from accelmap.ops.graph import Unit
 from accelmap.units import DType, parse_dtype
@@ -40,18 +41,20 @@ ACC = Accelerator.model_validate({
 def mm(flops: float, eff: float, dtype: str = "bf16", run: str = "r1", **settings: Any
        ) -> Measurement:
     """A bf16 matmul point of ``flops`` FLOPs at ``eff`` of the 100 TFLOP/s peak."""
-    return Measurement(kind=Kind.MATMUL, device="cuda:0 Test GPU", accelerator_id="test-gpu",
-                       dtype=dtype, label=f"gemm {flops:g}", value=eff * 100e12, unit="FLOP/s",
+    env = Environment("torch", "cuda:0", "Test GPU", "test-gpu", host="h",
+                      versions={"torch": "2.13.0", "cuda": "13.0"})
+    return Measurement(kind=Kind.MATMUL, environment=env, dtype=dtype,
+                       label=f"gemm {flops:g}", value=eff * 100e12, unit="FLOP/s",
                        median=eff * 100e12, spread=0.01, repetitions=5,
-                       settings={"flops": flops, **settings},
-                       environment={"torch": "2.13.0", "cuda": "13.0", "host": "h"},
-                       run_id=run, created_at=f"2026-01-0{1 if run == 'r1' else 2}T00:00:00+00:00")
+                       settings={"flops": flops, **settings}, run_id=run,
+                       created_at=f"2026-01-0{1 if run == 'r1' else 2}T00:00:00+00:00")
 
 
 def bw(value: float, kernel: str, acc: str = "test-gpu") -> Measurement:
-    return Measurement(kind=Kind.BANDWIDTH, device="cuda:0 Test GPU", accelerator_id=acc,
-                       dtype=None, label=f"{kernel} 4 GiB", value=value, unit="B/s",
-                       median=value, spread=0.0, repetitions=5, run_id="bw",
+    env = Environment("torch", "cuda:0", "Test GPU", acc)
+    return Measurement(kind=Kind.BANDWIDTH, environment=env, dtype=None,
+                       label=f"{kernel} 4 GiB", value=value, unit="B/s", median=value,
+                       spread=0.0, repetitions=5, run_id="bw",
                        created_at="2026-01-03T00:00:00+00:00")
 
 
@@ -124,7 +127,8 @@ def test_bandwidth_only_profile() -> None:
 
 
 def test_nothing_usable_is_an_input_error() -> None:
-    other = replace(mm(2.0**31, 0.9), accelerator_id="other")
+    point = mm(2.0**31, 0.9)
+    other = replace(point, environment=point.environment.compared_with("other"))
     with pytest.raises(InputError, match="no matmul or copy/read bandwidth measurements of "
                                          "test-gpu"):
         calibrate([other, bw(1e12, "write")], ACC)

@@ -60,6 +60,10 @@ def test_two_process_gloo_run_stores_nccl_tests_bus_bandwidth(tmp_path: Path) ->
     assert [m.value for m in stored] == pytest.approx([r["busbw"] for r in rows])
     assert stored[0].unit == "B/s" and stored[0].settings["backend"] == "gloo"
     assert stored[0].label == "all_reduce 1K x 2"
+    env = stored[0].environment  # the record every other kind stores, plus the process group
+    assert env.backend == "torch" and env.device == "cpu" and "torch" in env.versions
+    assert env.settings["distributed"] == "gloo" and env.settings["world_size"] == "2"
+    assert report["device"] == env.label == stored[0].device
 
 
 def test_missing_torch_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,9 +25,10 @@ from accelmap.hardware.local import (
     parse_size,
 )
 from accelmap.hardware.schema import Accelerator, DeviceClass
-from accelmap.measure.backends import NumpyBackend, get_backend
+from accelmap.measure.backends import get_backend
 from accelmap.measure.bandwidth import buffer_sizes, measure_bandwidth
 from accelmap.measure.matmul import sweep
+from accelmap.measure.numpy_backend import NumpyBackend
 from accelmap.measure.records import Kind
 from accelmap.measure.store import Store
 from accelmap.units import DType
@@ -57,7 +58,8 @@ def test_numpy_sweep_stores_records(tmp_path: Path) -> None:
     assert len(rows) == len(r.points)
     assert all(m.value > 0 and m.unit == "FLOP/s" and m.accelerator_id == acc.id for m in rows)
     assert {"m", "n", "k", "flops", "seconds", "efficiency"} <= set(rows[0].settings)
-    assert rows[0].environment["backend"] == "numpy"
+    assert rows[0].environment.backend == "numpy"
+    assert rows[0].environment == r.measurements[0].environment  # the record round-trips
     json.dumps(r.to_dict())  # serialisable
 
 

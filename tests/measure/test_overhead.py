@@ -11,6 +11,7 @@ from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.framework import profile as framework_profile
 from accelmap.cost.roofline import Device, time_ops
 from accelmap.measure.calibrate import calibrate
+from accelmap.measure.environment import Environment
 from accelmap.measure.records import Kind, Measurement
 from accelmap.measure.store import Store
 from accelmap.ops.graph import Precision, Shape, forward_ops
@@ -24,7 +25,7 @@ def test_measured_overhead_is_positive_and_stored(tmp_path: Path) -> None:
 
     be = get_backend("cpu", "torch")
     r = measure_overhead(be, "local-test", reps=3)
-    assert r.device == be.describe()  # the same device label as every other measurement
+    assert r.device == be.environment().label  # the same label as every other measurement
     assert 1e-8 < r.seconds_per_op < 1e-2
     store = Store(tmp_path / "m.sqlite")
     run = store.add(r.measurements)
@@ -50,9 +51,10 @@ def test_profile_overhead_replaces_the_eager_default_only() -> None:
 
 def test_calibrate_picks_the_overhead() -> None:
     acc = load_catalog().accelerators["h100-sxm5-80gb"]
-    m = Measurement(kind=Kind.OVERHEAD, device="cuda:0", accelerator_id=acc.id, dtype=None,
+    env = Environment("torch", "cuda:0", accelerator_id=acc.id)
+    m = Measurement(kind=Kind.OVERHEAD, environment=env, dtype=None,
                     label="add", value=7e-6, unit="s", median=7e-6, spread=0.0, repetitions=3)
-    bw = Measurement(kind=Kind.BANDWIDTH, device="cuda:0", accelerator_id=acc.id, dtype=None,
+    bw = Measurement(kind=Kind.BANDWIDTH, environment=env, dtype=None,
                      label="copy 4 GiB", value=2.5e12, unit="B/s", median=2.5e12, spread=0.0,
                      repetitions=3)
     p = calibrate([m, bw], acc)

@@ -19,6 +19,7 @@ import pytest
 
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.errors import InputError
+from accelmap.measure.environment import Environment
 from accelmap.measure.records import Kind, Measurement
 from accelmap.measure.store import ENV_DB, Store, default_path
 from accelmap.units import DType
@@ -28,10 +29,11 @@ FORK = mp.get_context("fork")
 
 def meas(value: float = 1e12, kind: Kind = Kind.MATMUL, label: str = "1024x1024x1024",
          acc: str | None = "h100-sxm5-80gb", dtype: str | None = "bf16") -> Measurement:
-    return Measurement(kind=kind, device="cuda:0 NVIDIA H100 80GB HBM3", accelerator_id=acc,
-                       dtype=dtype, label=label, value=value, unit="FLOP/s", median=value,
-                       spread=0.01, repetitions=5, settings={"m": 1024, "n": 1024, "k": 1024},
-                       environment={"torch": "2.13.0"})
+    env = Environment("torch", "cuda:0", "NVIDIA H100 80GB HBM3", acc,
+                      versions={"torch": "2.13.0"})
+    return Measurement(kind=kind, environment=env, dtype=dtype, label=label, value=value,
+                       unit="FLOP/s", median=value, spread=0.01, repetitions=5,
+                       settings={"m": 1024, "n": 1024, "k": 1024})
 
 
 @pytest.fixture
@@ -45,7 +47,8 @@ def test_add_query_runs_round_trip(store: Store) -> None:
     got = store.query(run_id=rid)
     assert [m.value for m in got] == [1e12, 2e12]
     assert got[0].settings == {"m": 1024, "n": 1024, "k": 1024} and got[0].run_id == rid
-    assert got[0].environment == {"torch": "2.13.0"} and got[0].created_at
+    assert got[0].environment == meas().environment and got[0].created_at
+    assert got[0].device == "cuda:0 NVIDIA H100 80GB HBM3"
     assert [r.run_id for r in store.runs()] == [rid, "bw1"]
     (mm,) = store.runs(Kind.MATMUL)
     assert mm.count == 2 and mm.best == 2e12

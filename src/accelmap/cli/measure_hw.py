@@ -16,7 +16,6 @@ import typer
 from accelmap.cli.common import CatalogOpt, DbOpt, JsonOpt, console, emit_json, fmt
 
 if TYPE_CHECKING:
-    from accelmap.catalog import Catalog
     from accelmap.hardware.schema import Accelerator
     from accelmap.measure.bandwidth import BandwidthResult
     from accelmap.measure.matmul import SweepResult
@@ -57,53 +56,6 @@ BANDWIDTH_EXAMPLES = (
 )
 
 
-def resolve_accelerator(hw: str | None, device: str, device_label: str,
-                        catalog: Catalog) -> tuple[Accelerator | None, str]:
-    """(accelerator, how it was chosen) for --hw, or a guess from the device name."""
-    from accelmap.hardware.local import is_local_id, local_cpu, read_cpu_facts
-    from accelmap.lookup import find, resolve
-
-    is_cpu = device.split(":")[0] == "cpu"
-    if hw is not None:
-        if hw == "local" or is_local_id(hw):
-            return local_cpu(), "--hw"
-        return resolve(hw, catalog.accelerators, "accelerator", "accelmap hw list"), "--hw"
-    name = device_label.split(" ", 1)[1] if " " in device_label else device_label
-    hint = RUNTIME_NAMES.get(name.lower())
-    if hint and hint in catalog.accelerators:
-        return catalog.accelerators[hint], f"recognised from the device name {name!r}"
-    words = [w for w in _words(name) if w not in _GENERIC]
-    for i in range(len(words), 0, -1):
-        hits = find(" ".join(words[:i]), catalog.accelerators) if any(
-            c.isdigit() for c in "".join(words[:i])) else []
-        if len(hits) == 1:
-            acc = hits[0]
-            if is_cpu and acc.compute_units and acc.compute_units.count.value != \
-                    read_cpu_facts().cores:
-                break  # same model, other core count (a VM slice): the catalog peak is wrong
-            return acc, f"guessed from the device name {name!r}"
-        if len(hits) > 1:
-            break
-    if is_cpu:
-        return local_cpu(), "local CPU description (peaks derived from ISA flags)"
-    return None, f"no catalog entry recognised from {name!r}; pass --hw to compare"
-
-
-# Names the runtime reports that the catalog's names and aliases do not contain.
-RUNTIME_NAMES = {
-    "nvidia h100 80gb hbm3": "h100-sxm5-80gb",  # torch/nvidia-smi name of the SXM5 part
-}
-_GENERIC = {"r", "tm", "c", "cpu", "gpu", "processor", "graphics", "nvidia", "amd", "intel",
-            "apple", "corporation", "device"}
-
-
-def _words(text: str) -> list[str]:
-    import re
-
-    text = re.sub(r"@.*$", "", re.sub(r"\((r|tm|c)\)", " ", text, flags=re.IGNORECASE))
-    return [w for w in re.split(r"[^a-z0-9.+]+", text.lower()) if w]
-
-
 def _open_store(db: Path | None) -> Store:
     """Opened before measuring, so a bad --db fails before minutes of work, not after."""
     from accelmap.measure.store import Store
@@ -137,12 +89,13 @@ def matmul_cmd(
     """Maximum achievable matmul FLOPS: sweep GEMM shapes, report the best vs the dense peak."""
     from accelmap.cli.common import get_catalog
     from accelmap.measure.backends import get_backend
+    from accelmap.measure.catalog_match import match_accelerator
     from accelmap.measure.matmul import parse_dtype, sweep
 
     dtypes = [parse_dtype(d) for d in dtype]  # bad input fails before any work
     store = _open_store(db)
     be = get_backend(device, backend)
-    acc, how = resolve_accelerator(hw, device, be.describe(), get_catalog(catalog))
+    acc, how = match_accelerator(hw, be.environment(), get_catalog(catalog))
     results = [sweep(device, d, acc, budget, backend=be, reps=reps, flush=flush)
                for d in dtypes]
     run_id, path = _store(results, store)
@@ -177,12 +130,13 @@ def bandwidth_cmd(
     from accelmap.cli.common import get_catalog
     from accelmap.measure.backends import get_backend
     from accelmap.measure.bandwidth import measure_bandwidth
+    from accelmap.measure.catalog_match import match_accelerator
     from accelmap.units import Dimension, parse_quantity
 
     sizes = [int(parse_quantity(s, Dimension.BYTES)) for s in size] if size else None
     store = _open_store(db)
     be = get_backend(device, backend)
-    acc, how = resolve_accelerator(hw, device, be.describe(), get_catalog(catalog))
+    acc, how = match_accelerator(hw, be.environment(), get_catalog(catalog))
     result = measure_bandwidth(device, acc, budget, kinds=kernel, sizes=sizes, backend=be,
                                reps=reps, flush=flush is not False)
     run_id, path = _store([result], store)
@@ -264,16 +218,17 @@ def overhead_cmd(
     """
     from accelmap.cli.common import get_catalog
     from accelmap.measure.backends import get_backend
+    from accelmap.measure.catalog_match import match_accelerator
     from accelmap.measure.overhead import measure_overhead
 
     store = _open_store(db)
     be = get_backend(device, "torch")
-    acc, how = resolve_accelerator(hw, device, be.describe(), get_catalog(catalog))
+    acc, how = match_accelerator(hw, be.environment(), get_catalog(catalog))
     result = measure_overhead(be, acc.id if acc else None, reps=reps)
     run_id, path = _store([result], store)
     if json_out:
         emit_json({"run_id": run_id, "db": path, "compared_with": how, **result.to_dict()})
         return
-    console().print(f"{be.describe()}: {result.seconds_per_op * 1e6:.2f} µs per eager op "
+    console().print(f"{result.device}: {result.seconds_per_op * 1e6:.2f} µs per eager op "
                     f"(spread {100 * result.spread:.1f} %); stored as run {run_id} in {path}",
                     highlight=False)

@@ -148,9 +148,9 @@ def show_cmd(
     first = ms[0]
     con.print(f"run [bold]{rid}[/bold]: {first.kind.value} on {first.device} "
               f"({first.accelerator_id or 'no catalog id'}), {first.created_at}")
-    if first.environment:
-        con.print("environment: " + ", ".join(f"{k} {v}" for k, v in
-                                              sorted(first.environment.items())),
+    facts = first.environment.facts()
+    if facts:
+        con.print("environment: " + ", ".join(f"{k} {v}" for k, v in sorted(facts.items())),
                   highlight=False)
     t = Table()
     for c in ("dtype", "label", "value", "median", "spread", "reps", "settings"):

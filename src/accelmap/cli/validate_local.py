@@ -39,20 +39,20 @@ def validate_local(model: str, device: str | None, steps: int, warmup: int, batc
                    json_out: bool) -> None:
     from accelmap.catalog import load_catalog
     from accelmap.cli.models import load_model
-    from accelmap.measure.local_compare import device_for, predict_local, summary
-    from accelmap.measure.local_run import (
-        LocalSettings,
-        local_accelerator,
-        measurements,
-        profile_for,
-        run_local,
-    )
+    from accelmap.measure.backends import default_device
+    from accelmap.measure.local_run import LocalSettings, measurements, run_local
     from accelmap.measure.store import Store
-    from accelmap.measure.torch_env import default_device
+    from accelmap.validate.local import (
+        device_for,
+        local_accelerator,
+        predict_local,
+        profile_for,
+        summary,
+    )
 
     catalog = load_catalog()
     spec = load_model(model, catalog)
-    dev = device or default_device()
+    dev = device or default_device("validate --local")
     settings = LocalSettings(device=dev, dtype=dtype or ("bf16" if dev.startswith("cuda")
                                                          else "fp32"),
                              batch=batch, seq=seq, steps=steps, warmup=warmup,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from accelmap.errors import InputError
 from accelmap.hardware.schema import Accelerator, MemoryRole
 from accelmap.measure.backends import STREAM_KINDS, Backend, get_backend
+from accelmap.measure.environment import Environment
 from accelmap.measure.records import Kind, Measurement
 from accelmap.measure.shapes import MEMORY_FRACTION
 from accelmap.measure.timing import (
@@ -171,25 +172,24 @@ def measure_bandwidth(device: str = "cpu", acc: Accelerator | None = None,
         be.release()
     flusher = None
     be.release()
-    label, env = be.describe(), be.environment()
-    records = tuple(_record(p, label, env, acc, be.name, cache, cache_from, flush)
-                    for p in points)
-    return BandwidthResult(device=label, backend=be.name, accelerator_id=acc.id if acc else None,
+    env = be.environment(acc.id if acc else None)
+    records = tuple(_record(p, env, cache, cache_from, flush) for p in points)
+    return BandwidthResult(device=env.label, backend=be.name,
+                           accelerator_id=acc.id if acc else None,
                            catalog=catalog, cache_bytes=cache, cache_source=cache_from,
                            points=tuple(points), measurements=records,
                            elapsed_s=time.perf_counter() - start, budget_s=budget_s)
 
 
-def _record(p: BandwidthPoint, device: str, env: dict[str, str], acc: Accelerator | None,
-            backend: str, cache: float, cache_from: str, flush: bool) -> Measurement:
+def _record(p: BandwidthPoint, env: Environment, cache: float, cache_from: str,
+            flush: bool) -> Measurement:
     t = p.timing
     return Measurement(
-        kind=Kind.BANDWIDTH, device=device, accelerator_id=acc.id if acc else None,
-        dtype="fp32", label=f"{p.kind} {p.buffer_bytes / 2**20:g} MiB", value=p.bytes_per_s,
+        kind=Kind.BANDWIDTH, environment=env, dtype="fp32",
+        label=f"{p.kind} {p.buffer_bytes / 2**20:g} MiB", value=p.bytes_per_s,
         unit="B/s", median=p.bytes_per_s, spread=t.spread, repetitions=len(t.times),
         settings={"kernel": p.kind, "buffer_bytes": p.buffer_bytes,
-                  "bytes_per_call": p.bytes_per_call, "backend": backend, "warmup": t.warmup,
+                  "bytes_per_call": p.bytes_per_call, "backend": env.backend, "warmup": t.warmup,
                   "inner": t.inner, "flush": flush, "seconds_median": t.median,
                   "seconds": list(t.times), "cache_bytes": cache, "cache_source": cache_from,
-                  "catalog_bytes_per_s": p.catalog, "efficiency": p.efficiency},
-        environment=env)
+                  "catalog_bytes_per_s": p.catalog, "efficiency": p.efficiency})

@@ -145,7 +145,7 @@ def describe(ms: Sequence[Measurement], acc: Accelerator) -> str:
     newest = max((m.created_at for m in own if m.created_at), default="unknown time")
     env: dict[str, str] = {}
     for m in own:
-        env.update({k: str(v) for k, v in m.environment.items()
+        env.update({k: v for k, v in m.environment.facts().items()
                     if k in ("torch", "numpy", "cuda", "driver", "backend")})
     software = ", ".join(f"{k} {v}" for k, v in sorted(env.items()))
     return (f"measured on {'; '.join(devices) or acc.id}"

@@ -39,12 +39,16 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelmap.cost.collectives import Collective, bus_bandwidth, bus_factor
 from accelmap.errors import AccelmapError, InputError
+from accelmap.measure.backends import TORCH_HINT, import_torch
 from accelmap.measure.records import Kind, Measurement
-from accelmap.measure.torch_env import EXTRA_HINT, require_torch
+from accelmap.measure.torch_backend import TorchBackend
+
+if TYPE_CHECKING:
+    from accelmap.measure.environment import Environment
 
 OPS: tuple[Collective, ...] = (Collective.ALL_REDUCE, Collective.ALL_GATHER,
                                Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL,
@@ -126,10 +130,12 @@ def _dtype(torch: Any, name: str) -> Any:
     return table[name]
 
 
-def _op_fn(torch: Any, op: Collective, size: int, dtype: Any, device: Any, rank: int,
+def _op_fn(be: TorchBackend, op: Collective, size: int, dtype: Any, rank: int,
            n: int) -> tuple[Callable[[], None], int, int]:
     """The collective as a no-argument call on preallocated buffers; (call, count, bytes)."""
     import torch.distributed as dist
+
+    torch, device = be.torch, be.dev
 
     elem = torch.empty((), dtype=dtype).element_size()
     # send/recv moves the whole message; the others a multiple of n elements (nccl-tests)
@@ -163,10 +169,12 @@ def _op_fn(torch: Any, op: Collective, size: int, dtype: Any, device: Any, rank:
     return call, count, count * elem
 
 
-def _measure(torch: Any, call: Callable[[], None], sync: Callable[[], None], device: Any,
-             n: int, iters: int, reps: int, warmup: int) -> tuple[list[float], int]:
+def _measure(be: TorchBackend, call: Callable[[], None], n: int, iters: int, reps: int,
+             warmup: int) -> tuple[list[float], int]:
     """Rank-averaged seconds per collective for each repetition, and the iterations used."""
     import torch.distributed as dist
+
+    torch, device, sync = be.torch, be.dev, be.synchronize
 
     for _ in range(warmup):
         call()
@@ -193,7 +201,7 @@ def _measure(torch: Any, call: Callable[[], None], sync: Callable[[], None], dev
 
 
 def run_worker(args: argparse.Namespace) -> list[CollectiveResult]:
-    torch = require_torch("measuring collectives")
+    torch = import_torch("measuring collectives")
     import torch.distributed as dist
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -201,15 +209,7 @@ def run_worker(args: argparse.Namespace) -> list[CollectiveResult]:
     backend = "nccl" if cuda else "gloo"
     if cuda:
         torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-
-        def sync() -> None:
-            torch.cuda.synchronize(device)
-    else:
-        device = torch.device("cpu")
-
-        def sync() -> None:
-            return None
+    be = TorchBackend(torch, f"cuda:{local_rank}" if cuda else "cpu")
     dist.init_process_group(backend)
     try:
         rank, n = dist.get_rank(), dist.get_world_size()
@@ -219,9 +219,8 @@ def run_worker(args: argparse.Namespace) -> list[CollectiveResult]:
             if op is Collective.SEND_RECV and n < 2:
                 continue
             for size in parse_sizes(args.sizes):
-                call, count, nbytes = _op_fn(torch, op, size, dtype, device, rank, n)
-                times, iters = _measure(torch, call, sync, device, n, args.iters, args.reps,
-                                        args.warmup)
+                call, count, nbytes = _op_fn(be, op, size, dtype, rank, n)
+                times, iters = _measure(be, call, n, args.iters, args.reps, args.warmup)
                 med = statistics.median(times)
                 results.append(CollectiveResult(
                     op=op.value, size_bytes=nbytes, count=count, dtype=args.dtype, world_size=n,
@@ -230,7 +229,9 @@ def run_worker(args: argparse.Namespace) -> list[CollectiveResult]:
                     bus_factor=float(bus_factor(op, n)), iters=iters, reps=len(times),
                     in_place=op is Collective.ALL_REDUCE))
         if rank == 0:
-            _report(args, results, backend, device)
+            env = be.environment(args.accelerator_id).with_settings(
+                distributed=backend, world_size=str(n))
+            _report(args, results, backend, env)
         dist.barrier()
         return results
     finally:
@@ -238,21 +239,19 @@ def run_worker(args: argparse.Namespace) -> list[CollectiveResult]:
 
 
 def _report(args: argparse.Namespace, results: list[CollectiveResult], backend: str,
-            device: Any) -> None:
+            env: Environment) -> None:
     from accelmap.measure.store import Store
-    from accelmap.measure.torch_env import device_name, environment
 
     nodes = max(1, int(os.environ.get("WORLD_SIZE", "1"))
                 // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
-    dev = device_name(str(device))
-    env = environment(backend)
+    dev = env.label
     settings_base = {"backend": backend, "nodes": nodes, "warmup": args.warmup,
                      "timing": "median of repetitions; per repetition the mean over ranks"}
-    ms = [Measurement(kind=Kind.COLLECTIVE, device=dev, accelerator_id=args.accelerator_id,
-                      dtype=r.dtype, label=f"{r.op} {human_bytes(r.size_bytes)} x {r.world_size}",
-                      value=r.busbw, unit="B/s", median=r.busbw,
-                      spread=r.spread, repetitions=r.reps,
-                      settings={**settings_base, **asdict(r)}, environment=env)
+    ms = [Measurement(kind=Kind.COLLECTIVE, environment=env, dtype=r.dtype,
+                      label=f"{r.op} {human_bytes(r.size_bytes)} x {r.world_size}",
+                      value=r.busbw, unit="B/s", median=r.busbw, spread=r.spread,
+                      repetitions=r.reps,
+                      settings={**settings_base, **asdict(r)})
           for r in results]
     store = Store(args.db) if args.db else Store()
     run_id = store.add(ms) if ms else ""
@@ -325,7 +324,7 @@ def run_collectives(nproc: int = 2, sizes: str = DEFAULT_SIZES, ops: str = "all"
 
     ``torchrun_args`` replace ``--standalone`` (e.g. ``--nnodes 2 --rdzv-endpoint ...``);
     ``extra`` are passed to the worker (``--iters 10``, ``--dtype bf16``)."""
-    require_torch("measuring collectives")
+    import_torch("measuring collectives")
     if nproc < 1:
         raise InputError(f"--nproc must be at least 1, got {nproc}")
     parse_sizes(sizes)
@@ -340,7 +339,7 @@ def run_collectives(nproc: int = 2, sizes: str = DEFAULT_SIZES, ops: str = "all"
         raise CollectivesError(f"torchrun did not finish within {timeout:g} s; try fewer or "
                                "smaller --sizes") from None
     except OSError as e:
-        raise CollectivesError(f"cannot start torchrun ({e}); {EXTRA_HINT}") from None
+        raise CollectivesError(f"cannot start torchrun ({e}); {TORCH_HINT}") from None
     report = _last_json(proc.stdout)
     if proc.returncode != 0 or report is None:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])

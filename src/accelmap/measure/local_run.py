@@ -33,14 +33,15 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from accelmap.errors import InputError
+from accelmap.measure.backends import torch_backend
+from accelmap.measure.environment import Environment
 from accelmap.measure.records import Kind, Measurement
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 
 if TYPE_CHECKING:
-    from accelmap.cost.calibration import CalibrationProfile
-    from accelmap.hardware.schema import Accelerator
     from accelmap.measure.peak_memory import PeakMemory
+    from accelmap.measure.torch_backend import TorchBackend
 
 SCALES = ("auto", "tiny", "small", "full")
 AUTO_FULL_MAX_PARAMS = 50e6  # `auto` keeps presets up to this size, shrinks the rest to tiny
@@ -152,7 +153,7 @@ class LocalRun:
     spec: ModelSpec  # as built (scaled)
     scale_note: str
     settings: LocalSettings
-    device: str  # "cpu Intel(R) Xeon(R) ..."
+    environment: Environment  # the device it ran on, software, host (no catalog entry yet)
     params: int  # counted on the PyTorch model
     train: PhaseResult
     prefill: PhaseResult
@@ -163,11 +164,10 @@ class LocalRun:
     threads: int
     notes: tuple[str, ...] = field(default=())
 
-
-def _sync(torch: Any, device: str) -> Callable[[], None]:
-    if torch.device(device).type == "cuda":
-        return lambda: torch.cuda.synchronize()
-    return lambda: None
+    @property
+    def device(self) -> str:
+        """'cpu Intel(R) Xeon(R) ...', 'cuda:0 NVIDIA H100 80GB HBM3'."""
+        return self.environment.label
 
 
 def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
@@ -180,70 +180,65 @@ def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
 
 def run_local(spec: ModelSpec, settings: LocalSettings, scale: str = "auto") -> LocalRun:
     """Build the (scaled) model on the device and time training, prefill and decode."""
-    from accelmap.measure.torch_env import device_name, require_torch
-
-    torch = require_torch("validate --local")
     from accelmap.measure.peak_memory import PeakMemory
 
+    be = torch_backend(settings.device, "validate --local")
     built, note = scale_spec(spec, scale)
     s = settings
     if s.seq + s.decode_tokens > built.max_seq_len:
         raise InputError(f"--seq {s.seq} + {s.decode_tokens} decode tokens exceed the model's "
                          f"max_seq_len {built.max_seq_len}")
-    try:
-        torch.empty(1, device=s.device)
-    except (RuntimeError, AssertionError) as e:
-        raise InputError(f"PyTorch cannot use device {s.device!r} here ({e})") from None
     # Memory pass first, untimed (see measure/peak_memory.py for why it is apart from the timed
     # pass on a CPU); a micro model of the same architecture pays the one-time costs before it
     # (libraries loaded on first use, thread pools, kernel caches: ~100 MB of RSS on a CPU).
-    mem = PeakMemory(torch, s.device)
+    mem = PeakMemory(be)
     try:
         micro, _ = scale_spec(built, "micro")
         prime = LocalSettings(s.device, s.dtype, batch=1, seq=8, steps=1, warmup=1,
                               decode_tokens=2)
-        _train(torch, micro, prime, mem)
-        _infer(torch, micro, prime, mem)
-        _, _, train_peak = _train(torch, built, replace(s, warmup=1, steps=1), mem)
-        _, _, infer_peak = _infer(torch, built, replace(s, warmup=0, steps=1), mem)
+        _train(be, micro, prime, mem)
+        _infer(be, micro, prime, mem)
+        _, _, train_peak = _train(be, built, replace(s, warmup=1, steps=1), mem)
+        _, _, infer_peak = _infer(be, built, replace(s, warmup=0, steps=1), mem)
     finally:
         mem.close()
-    params, train, _ = _train(torch, built, s, None)
-    prefill, decode, _ = _infer(torch, built, s, None)
-    return LocalRun(spec=built, scale_note=note, settings=s, device=device_name(s.device),
+    params, train, _ = _train(be, built, s, None)
+    prefill, decode, _ = _infer(be, built, s, None)
+    env = be.environment()
+    return LocalRun(spec=built, scale_note=note, settings=s, environment=env,
                     params=params, train=train, prefill=prefill, decode=decode,
                     train_peak_bytes=train_peak, inference_peak_bytes=infer_peak,
                     memory_method=mem.method,
-                    threads=0 if torch.device(s.device).type == "cuda"
-                    else int(torch.get_num_threads()),
+                    threads=0 if env.device_type == "cuda" else env.threads or 0,
                     notes=(note, f"{params:,} parameters in the PyTorch model"))
 
 
-def _tokens(torch: Any, spec: ModelSpec, s: LocalSettings) -> Any:
+def _tokens(be: TorchBackend, spec: ModelSpec, s: LocalSettings) -> Any:
+    torch = be.torch
     gen = torch.Generator(device="cpu").manual_seed(0)
-    return torch.randint(0, spec.vocab_size, (s.batch, s.seq + 1), generator=gen).to(s.device)
+    return torch.randint(0, spec.vocab_size, (s.batch, s.seq + 1), generator=gen).to(be.dev)
 
 
 def _half(torch: Any, s: LocalSettings) -> Any:
     return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(s.dtype)
 
 
-def _train(torch: Any, spec: ModelSpec, s: LocalSettings,
+def _train(be: TorchBackend, spec: ModelSpec, s: LocalSettings,
            mem: PeakMemory | None) -> tuple[int, PhaseResult, int | None]:
     from accelmap.measure.torch_model import build, parameter_count
 
-    tokens = _tokens(torch, spec, s)
+    torch = be.torch
+    tokens = _tokens(be, spec, s)
     half = _half(torch, s)
-    dev_type = torch.device(s.device).type
-    sync = _sync(torch, s.device)
     if mem is not None:
         mem.start()
-    model = build(spec, s.device, torch.float32)
+    model = build(spec, be.dev, torch.float32)
     opt = _adamw(torch, model)
     x, y = tokens[:, :-1], tokens[:, 1:]
 
     def loss_of() -> Any:  # the logits are not kept past the loss (one fp32 buffer, as estimated)
-        with torch.autocast(dev_type, dtype=half or torch.float32, enabled=half is not None):
+        with torch.autocast(be.dev.type, dtype=half or torch.float32,
+                            enabled=half is not None):
             logits = model(x)
         return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), y.flatten())
 
@@ -255,7 +250,7 @@ def _train(torch: Any, spec: ModelSpec, s: LocalSettings,
 
     for _ in range(s.warmup):
         step()
-    times = tuple(_timed(step, sync) for _ in range(s.steps))
+    times = tuple(_timed(step, be.synchronize) for _ in range(s.steps))
     peak = mem.peak() if mem is not None else None
     return parameter_count(model), PhaseResult(times), peak
 
@@ -271,17 +266,17 @@ def _adamw(torch: Any, model: Any) -> Any:
         return torch.optim.AdamW(model.parameters(), lr=1e-4)
 
 
-def _infer(torch: Any, spec: ModelSpec, s: LocalSettings,
+def _infer(be: TorchBackend, spec: ModelSpec, s: LocalSettings,
            mem: PeakMemory | None) -> tuple[PhaseResult, PhaseResult, int | None]:
     from accelmap.measure.torch_model import KVCache, build
 
-    prompt = _tokens(torch, spec, s)[:, :s.seq]
+    torch, sync = be.torch, be.synchronize
+    prompt = _tokens(be, spec, s)[:, :s.seq]
     dtype = _half(torch, s) or torch.float32
-    sync = _sync(torch, s.device)
     if mem is not None:
         mem.start()
-    model = build(spec, s.device, dtype).eval()
-    cache = KVCache.empty(spec, s.batch, s.seq + s.decode_tokens, dtype, s.device)
+    model = build(spec, be.dev, dtype).eval()
+    cache = KVCache.empty(spec, s.batch, s.seq + s.decode_tokens, dtype, be.dev)
     state: dict[str, Any] = {}
 
     def prefill() -> None:
@@ -309,78 +304,25 @@ def _infer(torch: Any, spec: ModelSpec, s: LocalSettings,
 def measurements(run: LocalRun, accelerator_id: str | None,
                  predicted: dict[str, float]) -> list[Measurement]:
     """Kind.LOCAL_RUN rows for the store: one per phase time, one per peak memory."""
-    from accelmap.measure.torch_env import environment
-
     s = run.settings
     base = {"model": run.spec.id, "batch": s.batch, "seq": s.seq, "steps": s.steps,
             "warmup": s.warmup, "decode_tokens": s.decode_tokens, "params": run.params,
             "scale": run.scale_note, "threads": run.threads, "memory": run.memory_method}
-    env = environment()
+    env = run.environment.compared_with(accelerator_id)
     out = []
     label = f"{run.spec.id} b{s.batch} s{s.seq}"
     for phase, res in (("train", run.train), ("prefill", run.prefill), ("decode", run.decode)):
         out.append(Measurement(
-            kind=Kind.LOCAL_RUN, device=run.device, accelerator_id=accelerator_id, dtype=s.dtype,
-            label=f"{phase} {label}", value=res.median, unit="s", median=res.median,
-            spread=res.spread, repetitions=len(res.times),
-            settings={**base, "phase": phase, "predicted_s": predicted.get(phase)},
-            environment=env))
+            kind=Kind.LOCAL_RUN, environment=env, dtype=s.dtype, label=f"{phase} {label}",
+            value=res.median, unit="s", median=res.median, spread=res.spread,
+            repetitions=len(res.times),
+            settings={**base, "phase": phase, "predicted_s": predicted.get(phase)}))
     for phase, peak in (("train", run.train_peak_bytes), ("inference", run.inference_peak_bytes)):
         if peak is not None:
             out.append(Measurement(
-                kind=Kind.LOCAL_RUN, device=run.device, accelerator_id=accelerator_id,
-                dtype=s.dtype, label=f"{phase} peak memory {label}", value=float(peak), unit="B",
+                kind=Kind.LOCAL_RUN, environment=env, dtype=s.dtype,
+                label=f"{phase} peak memory {label}", value=float(peak), unit="B",
                 median=float(peak), spread=0.0, repetitions=1,
                 settings={**base, "phase": phase,
-                          "predicted_bytes": predicted.get(f"{phase}_memory")},
-                environment=env))
+                          "predicted_bytes": predicted.get(f"{phase}_memory")}))
     return out
-
-
-def profile_for(name: str | None, store: Any) -> CalibrationProfile | None:
-    """``Store.load_profile(name)``, with a clear error where this build has no profiles."""
-    if name is None:
-        return None
-    load = getattr(store, "load_profile", None)
-    if load is None:
-        raise InputError("this accelmap build cannot load calibration profiles yet "
-                         "(Store.load_profile is missing); run without --profile")
-    profile: CalibrationProfile | None = load(name)
-    if profile is None:
-        raise InputError(f"no calibration profile {name!r} in {store.path}; create one with "
-                         "`accelmap calibrate` (see `accelmap measure list`)")
-    return profile
-
-
-def local_accelerator(device: str, hw: str | None, catalog: Any) -> tuple[Accelerator, float,
-                                                                          str]:
-    """The catalog/local description of the device: (accelerator, fraction in use, how)."""
-    from accelmap.lookup import resolve
-    from accelmap.measure.torch_env import gpu_catalog_id, require_torch
-
-    torch = require_torch("validate --local")
-    kind = torch.device(device).type
-    if hw:
-        acc = resolve(hw, catalog.accelerators, "accelerator", "accelmap hw list")
-        fraction = 1.0
-        cores = acc.compute_units.count.value if acc.compute_units else None
-        if kind == "cpu" and str(acc.device_class) == "cpu" and cores:
-            fraction = min(1.0, torch.get_num_threads() / cores)
-        return acc, fraction, f"--hw {acc.id} (fraction {fraction:.3g} of it in use)"
-    if kind == "cuda":
-        acc = gpu_catalog_id(device, catalog)
-        if acc is None:
-            raise InputError(f"{torch.cuda.get_device_name()} is not in the catalog; pass --hw "
-                             "with the closest accelerator id (accelmap hw list)")
-        return acc, 1.0, f"catalog {acc.id} from the device name"
-    if kind != "cpu":
-        raise InputError(f"no description of device {device!r}; pass --hw ACCELERATOR_ID")
-    try:
-        from accelmap.hardware.local import local_cpu
-    except ImportError:
-        raise InputError("this build has no description of the local CPU "
-                         "(accelmap.hardware.local.local_cpu is missing); pass --hw with a "
-                         "catalog CPU id, e.g. --hw xeon-8480plus (scaled to the threads in "
-                         "use)") from None
-    acc = local_cpu()
-    return acc, 1.0, f"local CPU description ({acc.id})"

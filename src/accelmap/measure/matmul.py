@@ -24,6 +24,7 @@ from accelmap.errors import InputError
 from accelmap.hardware.schema import Accelerator
 from accelmap.measure.backends import Backend, get_backend
 from accelmap.measure.bandwidth import FLUSH_FACTOR, cache_size
+from accelmap.measure.environment import Environment
 from accelmap.measure.records import Kind, Measurement
 from accelmap.measure.shapes import (
     Gemm,
@@ -222,27 +223,24 @@ def sweep(device: str = "cpu", dtype: DType | str = DType.BF16, acc: Accelerator
     be.release()
     elapsed = time.perf_counter() - start
     derived = bool(peak_entry and peak_entry[1].derived)
-    label, env = be.describe(), be.environment()
-    records = tuple(_record(p, label, env, acc, dt, be.name, s, do_flush, derived, budget_s)
-                    for p in points)
-    return SweepResult(device=label, backend=be.name, dtype=dt,
+    env = be.environment(acc.id if acc else None)
+    records = tuple(_record(p, env, dt, s, do_flush, derived, budget_s) for p in points)
+    return SweepResult(device=env.label, backend=be.name, dtype=dt,
                        accelerator_id=acc.id if acc else None, peak=peak, peak_derived=derived,
                        structure=s, points=tuple(points), measurements=records,
                        elapsed_s=elapsed, budget_s=budget_s)
 
 
-def _record(p: SweepPoint, device: str, env: dict[str, str], acc: Accelerator | None,
-            dt: DType, backend: str, s: Structure, flush: bool, derived: bool,
-            budget_s: float) -> Measurement:
+def _record(p: SweepPoint, env: Environment, dt: DType, s: Structure, flush: bool,
+            derived: bool, budget_s: float) -> Measurement:
     t = p.timing
     return Measurement(
-        kind=Kind.MATMUL, device=device, accelerator_id=acc.id if acc else None,
-        dtype=dt.value, label=p.gemm.label, value=p.flops_per_s, unit="FLOP/s",
-        median=p.flops_per_s, spread=t.spread, repetitions=len(t.times),
+        kind=Kind.MATMUL, environment=env, dtype=dt.value, label=p.gemm.label,
+        value=p.flops_per_s, unit="FLOP/s", median=p.flops_per_s, spread=t.spread,
+        repetitions=len(t.times),
         settings={"m": p.gemm.m, "n": p.gemm.n, "k": p.gemm.k, "flops": p.gemm.flops,
-                  "phase": p.phase, "backend": backend, "warmup": t.warmup, "inner": t.inner,
+                  "phase": p.phase, "backend": env.backend, "warmup": t.warmup, "inner": t.inner,
                   "flush": flush, "seconds_median": t.median, "seconds": list(t.times),
                   "peak_flops": p.peak, "peak_derived": derived, "efficiency": p.efficiency,
                   "tile": list(s.tile), "k_step": s.k_step, "units": s.units,
-                  "budget_s": budget_s},
-        environment=env)
+                  "budget_s": budget_s})

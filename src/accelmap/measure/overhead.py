@@ -5,8 +5,8 @@ framework profile's ``kernel_overhead_s``; 5 us for eager GPU launches by defaul
 user's own device that cost is measured instead: a chain of dependent elementwise ops on a
 16-element tensor, so that compute and memory are negligible and what is timed is dispatch,
 launch and the gap between kernels (``timing.time_kernel``: median of repetitions, device
-synchronised through the backend). Only PyTorch
-is meaningful here (its dispatcher is what eager training and decoding pay).
+synchronised through the backend). Only PyTorch is meaningful here (its dispatcher is what
+eager training and decoding pay), so the backend is a :class:`TorchBackend`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from accelmap.errors import InputError
 from accelmap.measure.backends import Backend
 from accelmap.measure.records import Kind, Measurement
 from accelmap.measure.timing import time_kernel
-from accelmap.measure.torch_env import require_torch
+from accelmap.measure.torch_backend import TorchBackend
 
 OPS_PER_REP = 2000  # long enough that timer resolution and sync cost vanish
 # A 64-byte fp32 tensor: one cache line, so each op's compute and traffic are ~ns and what is
@@ -39,11 +39,11 @@ class OverheadResult:
 
 def measure_overhead(be: Backend, accelerator_id: str | None, reps: int = 7) -> OverheadResult:
     """Seconds one eager PyTorch op costs on ``be``'s device (a torch backend)."""
-    torch = require_torch("measuring per-op overhead")
-    if be.name != "torch":
+    if not isinstance(be, TorchBackend):
         raise InputError("per-op overhead is PyTorch's dispatch and launch cost: measure it "
                          "with the torch backend (--backend torch)")
-    state = [torch.zeros(TINY_ELEMENTS, device=be.device)]
+    torch = be.torch
+    state = [torch.zeros(TINY_ELEMENTS, device=be.dev)]
 
     def chain() -> None:
         x = state[0]
@@ -54,10 +54,9 @@ def measure_overhead(be: Backend, accelerator_id: str | None, reps: int = 7) -> 
     # one warm-up chain (2000 ops) brings up the allocator, dispatcher caches and lazy modules
     t = time_kernel(chain, be.synchronize, warmup=1, reps=reps)
     per_op = t.median / OPS_PER_REP
-    label = be.describe()
-    m = Measurement(kind=Kind.OVERHEAD, device=label, accelerator_id=accelerator_id, dtype=None,
+    env = be.environment(accelerator_id)
+    m = Measurement(kind=Kind.OVERHEAD, environment=env, dtype=None,
                     label=f"dependent add on {TINY_ELEMENTS} elements x {OPS_PER_REP}",
                     value=per_op, unit="s", median=per_op, spread=t.spread, repetitions=reps,
-                    settings={"ops_per_rep": OPS_PER_REP, "elements": TINY_ELEMENTS},
-                    environment=be.environment())
-    return OverheadResult(label, per_op, t.spread, (m,))
+                    settings={"ops_per_rep": OPS_PER_REP, "elements": TINY_ELEMENTS})
+    return OverheadResult(env.label, per_op, t.spread, (m,))

@@ -25,7 +25,10 @@ import ctypes.util
 import gc
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from accelmap.measure.torch_backend import TorchBackend
 
 M_TRIM_THRESHOLD = -1  # glibc malloc.h
 M_MMAP_THRESHOLD = -3
@@ -60,9 +63,9 @@ def _status_kib(field: str) -> int | None:
 class PeakMemory:
     """``start()`` before a phase, ``peak()`` after it: bytes above the start, or None."""
 
-    def __init__(self, torch: Any, device: str) -> None:
-        self.torch = torch
-        self.cuda = torch.device(device).type == "cuda"
+    def __init__(self, be: TorchBackend) -> None:
+        self.be = be
+        self.cuda = be.dev.type == "cuda"
         self.base = 0
         self.pinned = False
         self.method = self._method()
@@ -77,10 +80,11 @@ class PeakMemory:
     def start(self) -> None:
         gc.collect()
         if self.cuda:
-            self.torch.cuda.synchronize()
-            self.torch.cuda.empty_cache()
-            self.torch.cuda.reset_peak_memory_stats()
-            self.base = int(self.torch.cuda.memory_allocated())
+            cuda, dev = self.be.torch.cuda, self.be.dev
+            self.be.synchronize()
+            cuda.empty_cache()
+            cuda.reset_peak_memory_stats(dev)
+            self.base = int(cuda.memory_allocated(dev))
             return
         if self.method is None:
             return
@@ -99,8 +103,8 @@ class PeakMemory:
 
     def peak(self) -> int | None:
         if self.cuda:
-            self.torch.cuda.synchronize()
-            return int(self.torch.cuda.max_memory_allocated()) - self.base
+            self.be.synchronize()
+            return int(self.be.torch.cuda.max_memory_allocated(self.be.dev)) - self.base
         if self.method is None:
             return None
         hwm = _status_kib("VmHWM")

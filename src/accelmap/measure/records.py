@@ -1,11 +1,13 @@
-"""One measurement, as stored: what was measured, on which device and software, with which
-settings, and the statistics of its repetitions."""
+"""One measurement, as stored: what was measured, in which environment (device, catalog entry,
+software, host), with which settings, and the statistics of its repetitions."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from accelmap.measure.environment import Environment
 
 
 class Kind(StrEnum):
@@ -19,8 +21,7 @@ class Kind(StrEnum):
 @dataclass(frozen=True)
 class Measurement:
     kind: Kind
-    device: str  # "cuda:0 NVIDIA H100 80GB HBM3", "cpu Intel Xeon ..."
-    accelerator_id: str | None  # catalog id when known
+    environment: Environment  # device, catalog entry, software, host, settings
     dtype: str | None
     label: str  # shape "MxNxK", "copy 1 GiB", "all_reduce 64 MiB x 2"
     value: float  # SI: FLOP/s, B/s (bus bandwidth for collectives), s for local runs
@@ -29,11 +30,23 @@ class Measurement:
     spread: float  # (max - min) / median of the repetitions
     repetitions: int
     settings: dict[str, Any] = field(default_factory=dict)  # sizes, warm-up, backend ...
-    environment: dict[str, str] = field(default_factory=dict)  # driver, torch, numpy, host
     run_id: str = ""  # groups the measurements of one `accelmap measure` invocation
     created_at: str = ""  # ISO 8601, UTC
 
+    @property
+    def device(self) -> str:
+        """'cuda:0 NVIDIA H100 80GB HBM3', 'cpu Intel Xeon ...' (the environment's label)."""
+        return self.environment.label
+
+    @property
+    def accelerator_id(self) -> str | None:
+        """The catalog id the measurement is compared with, when known."""
+        return self.environment.accelerator_id
+
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["kind"] = self.kind.value
-        return d
+        return {"kind": self.kind.value, "device": self.device,
+                "accelerator_id": self.accelerator_id, "dtype": self.dtype, "label": self.label,
+                "value": self.value, "unit": self.unit, "median": self.median,
+                "spread": self.spread, "repetitions": self.repetitions,
+                "settings": dict(self.settings), "environment": self.environment.to_dict(),
+                "run_id": self.run_id, "created_at": self.created_at}

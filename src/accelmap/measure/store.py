@@ -14,7 +14,10 @@ Safety (SQLite's own guarantees, https://www.sqlite.org/atomiccommit.html and /w
   the file and says how to point accelmap elsewhere.
 
 Two tables: ``measurements`` (one row per measured point, grouped by ``run_id``) and
-``profiles`` (calibration profiles made by ``accelmap calibrate``, by name, as JSON).
+``profiles`` (calibration profiles made by ``accelmap calibrate``, by name, as JSON). A row's
+:class:`~accelmap.measure.environment.Environment` is its ``device`` (the label),
+``accelerator_id`` and ``environment`` (JSON) columns; the columns are those of the first
+version, so files written before the record read as they are (``read_environment``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any
 
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.errors import InputError
+from accelmap.measure.environment import read_environment
 from accelmap.measure.records import Kind, Measurement
 
 ENV_DB = "ACCELMAP_DB"
@@ -160,7 +164,7 @@ class Store:
         rows = [(rid, m.created_at or now, m.kind.value, m.device, m.accelerator_id, m.dtype,
                  m.label, m.value, m.unit, m.median, m.spread, m.repetitions,
                  json.dumps(m.settings, sort_keys=True),
-                 json.dumps(m.environment, sort_keys=True))
+                 json.dumps(m.environment.to_dict(), sort_keys=True))
                 for m in measurements]
         with self._guard("write to"), self._write() as db:
             db.executemany(f"INSERT INTO measurements ({', '.join(COLUMNS)})"
@@ -262,12 +266,11 @@ def _write_csv(f: Any, ms: list[Measurement]) -> None:
 
 
 def _row(r: sqlite3.Row) -> Measurement:
-    return Measurement(kind=Kind(r["kind"]), device=r["device"],
-                       accelerator_id=r["accelerator_id"], dtype=r["dtype"], label=r["label"],
-                       value=r["value"], unit=r["unit"], median=r["median"],
+    env = read_environment(json.loads(r["environment"]), r["device"], r["accelerator_id"])
+    return Measurement(kind=Kind(r["kind"]), environment=env, dtype=r["dtype"],
+                       label=r["label"], value=r["value"], unit=r["unit"], median=r["median"],
                        spread=r["spread"], repetitions=r["repetitions"],
-                       settings=json.loads(r["settings"]),
-                       environment=json.loads(r["environment"]), run_id=r["run_id"],
+                       settings=json.loads(r["settings"]), run_id=r["run_id"],
                        created_at=r["created_at"])
 
 

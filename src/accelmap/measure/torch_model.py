@@ -36,11 +36,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
-
+from accelmap.measure.backends import torch_missing
 from accelmap.models.schema import Activation, FFNKind, ModelSpec, NormKind, PositionKind
+
+try:
+    import torch
+    import torch.nn.functional as F
+    from torch import Tensor, nn
+except ImportError:
+    raise torch_missing("the PyTorch model of validate --local") from None
 
 ROPE_THETA = 10_000.0  # Su et al. 2021; the preset's own theta changes no FLOPs or bytes
 NORM_EPS = 1e-5  # LlamaConfig's rms_norm_eps for Llama 2 and torch.nn.LayerNorm's default

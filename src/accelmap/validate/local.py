@@ -1,4 +1,5 @@
-"""accelmap's prediction for a local run, as rows in the format of `validate --cases`.
+"""`validate --local`: accelmap's prediction for a local run (``measure/local_run.py``), as
+rows in the format of `validate --cases`, and the accelerator and profile it predicts with.
 
 The same (scaled) spec, batch, lengths and precision as the run, the eager framework profile
 (PyTorch launches every op), flash attention (PyTorch's fused SDPA), AdamW with fp32 states, and a
@@ -19,14 +20,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from accelmap.errors import InputError
 from accelmap.validate.outcome import MetricKind, Prediction, Status
 
 if TYPE_CHECKING:
+    from accelmap.catalog import Catalog
     from accelmap.cost.calibration import CalibrationProfile
     from accelmap.cost.roofline import Device
     from accelmap.engine.result import Estimate
     from accelmap.hardware.schema import Accelerator
     from accelmap.measure.local_run import LocalRun
+    from accelmap.measure.store import Store
     from accelmap.memory.budget import MemoryBudget
 
 NOT_TENSORS = ("runtime/context", "runtime/fragmentation")  # allowances, not tensor bytes
@@ -48,7 +52,6 @@ def device_for(acc: Accelerator, fraction: float = 1.0,
                profile: CalibrationProfile | None = None) -> Device:
     """The roofline device to predict with; an InputError (before any run) where it cannot."""
     from accelmap.cost.roofline import Device
-    from accelmap.errors import InputError
 
     dev = Device.of(acc, fraction=fraction, profile=profile)
     if not dev.bandwidth:
@@ -138,3 +141,41 @@ def summary(rows: list[Prediction]) -> dict[str, Any]:
         "memory": stats(r for r in rows if r.unit == "B").to_dict(),
     }
     return out
+
+
+def profile_for(name: str | None, store: Store) -> CalibrationProfile | None:
+    """The named profile from the store (an InputError naming the saved ones when it is not
+    there); None when no name was given."""
+    return store.load_profile(name) if name is not None else None
+
+
+def local_accelerator(device: str, hw: str | None, catalog: Catalog
+                      ) -> tuple[Accelerator, float, str]:
+    """The catalog/local description of the device: (accelerator, fraction in use, how). A GPU
+    is the catalog entry its name and memory match, a CPU the local description (derived peaks
+    of all its cores); ``--hw`` names either, and a catalog CPU is scaled to the threads in
+    use."""
+    from accelmap.hardware.local import local_cpu
+    from accelmap.lookup import resolve
+    from accelmap.measure.backends import torch_backend
+    from accelmap.measure.catalog_match import match_gpu
+
+    env = torch_backend(device, "validate --local").environment()
+    kind = env.device_type
+    if hw:
+        acc = resolve(hw, catalog.accelerators, "accelerator", "accelmap hw list")
+        fraction = 1.0
+        cores = acc.compute_units.count.value if acc.compute_units else None
+        if kind == "cpu" and str(acc.device_class) == "cpu" and cores and env.threads:
+            fraction = min(1.0, env.threads / cores)
+        return acc, fraction, f"--hw {acc.id} (fraction {fraction:.3g} of it in use)"
+    if kind == "cuda":
+        found = match_gpu(env.device_name, env.memory_bytes or 0.0, catalog)
+        if found is None:
+            raise InputError(f"{env.device_name} is not in the catalog; pass --hw with the "
+                             "closest accelerator id (accelmap hw list)")
+        return found, 1.0, f"catalog {found.id} from the device name"
+    if kind != "cpu":
+        raise InputError(f"no description of device {device!r}; pass --hw ACCELERATOR_ID")
+    acc = local_cpu()
+    return acc, 1.0, f"local CPU description ({acc.id})"
