@@ -8,10 +8,10 @@ the estimate's CUDA-context and fragmentation allowances (see ``measure/local_ru
 
 Rows (errors signed as in ``validate --cases``: positive = accelmap predicts faster or smaller):
 
-    local/train             step_time_s        estimate_training step_time_s
+    local/train             step_time_s        estimate(Training) step_time_s
     local/train/memory      peak_memory_bytes  training memory (tensors)
-    local/prefill           ttft_s             estimate_inference ttft_s
-    local/decode            tpot_s             estimate_inference tpot_s
+    local/prefill           ttft_s             estimate(Inference) ttft_s
+    local/decode            tpot_s             estimate(Inference) tpot_s
     local/inference/memory  peak_memory_bytes  inference memory (tensors)
 """
 
