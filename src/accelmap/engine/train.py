@@ -32,8 +32,9 @@ import numpy as np
 from accelmap.cost.collectives import Collective
 from accelmap.cost.energy import op_energy_j
 from accelmap.cost.framework import FrameworkProfile
-from accelmap.cost.roofline import Device, OpTime, time_ops, total_time
+from accelmap.cost.roofline import time_ops, total_time
 from accelmap.cost.schedules import Schedule, bubble_over_ideal, in_flight_micro_batches
+from accelmap.engine.profile import LayerProfile, is_embed, is_layer, layer_profile
 from accelmap.engine.result import TrainStep, fits
 from accelmap.engine.shapes import context_notes, device_notes
 from accelmap.engine.system import System
@@ -42,20 +43,13 @@ from accelmap.mapping.constraints import TrainingJob, check_training
 from accelmap.mapping.placement import place_axes
 from accelmap.mapping.plan import RANK_ORDER, Mapping
 from accelmap.memory.budget import (
-    LOGITS_BYTES,
     MemoryBudget,
-    activation_bytes,
-    optimizer_state_bytes_per_param,
 )
 from accelmap.memory.training import training_items
-from accelmap.models.flops import forward_flops_per_token
-from accelmap.models.geometry import Geometry
-from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
-from accelmap.ops.graph import Op, Shape, Unit, causal_shape_context, forward_ops
-from accelmap.ops.step import training_precision
-from accelmap.ops.training import backward_ops, optimizer_ops, recompute_ops
-from accelmap.workload import Recompute, Training
+from accelmap.ops.graph import Unit
+from accelmap.ops.training import optimizer_ops
+from accelmap.workload import Training
 
 Num = Any
 
@@ -75,115 +69,6 @@ class OverlapPolicy:
     cp_ring: bool = True  # ring attention overlaps K/V exchange with attention compute
     ep_all_to_all: bool = False
     pp_p2p: bool = False
-
-
-@dataclass(frozen=True)
-class LayerProfile:
-    """What one (tp, ep, cp, micro-batch, recompute) choice costs: per average layer of the
-    sharded model, plus the embedding (first stage) and head + loss (last stage). Everything the
-    pipeline/data-parallel composition needs, computed once from the operator graph."""
-
-    T: float  # tokens per micro-batch per rank
-    layer_fwd_s: float
-    layer_bwd_s: float  # backward + recompute
-    layer_gemm_s: float  # forward + backward GEMM time (what TP comm overlap hides behind)
-    layer_attn_s: float  # attention-core time (what the CP ring hides behind)
-    embed_fwd_s: float
-    embed_bwd_s: float
-    head_fwd_s: float
-    head_bwd_s: float
-    layer_hw_flops: float  # forward + recompute + backward, one layer
-    ends_hw_flops: float  # embedding + head + loss
-    layer_params: float  # one rank's share of an average layer
-    embed_params: float
-    head_params: float
-    layer_act_bytes: float  # kept per layer per micro-batch under the recompute policy
-    working_bytes: float  # full recompute: one layer's activations while recomputed
-    embed_act_bytes: float  # saved by the embedding's ops, per micro-batch
-    head_act_bytes: float  # head input and final norm saved on the last stage, per micro-batch
-    logits_bytes: float  # the fp32 logits buffer on the last stage
-    layer_energy_j: float  # forward + backward op energy of one layer, one micro-batch
-    ends_energy_j: float
-    kv_width: int
-    n_layers: int
-    n_moe_layers: int
-    top_k: int
-    d_model: int
-    model_flops_per_token: float  # PaLM convention: 3 x forward, full attention
-    optimizer_bytes_per_param: float  # fp32 states + master copy (memory.budget)
-    forward: tuple[OpTime, ...]
-    backward: tuple[OpTime, ...]
-
-
-def _is_layer(n: str) -> bool:
-    return n.startswith("layers/")
-
-
-def _is_embed(n: str) -> bool:
-    return n.startswith("embedding")
-
-
-def _is_head(n: str) -> bool:
-    return not (_is_layer(n) or _is_embed(n) or n.startswith("optimizer"))
-
-
-def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Training, tp: int,
-                  ep: int, cp: int, micro_batch: int, sequence_parallel: bool,
-                  recompute: Recompute, imbalance: float = 1.0) -> LayerProfile:
-    s = wl.seq_len
-    T = micro_batch * s / cp
-    shard = Geometry.of(spec).shard(tp, ep)
-    shape = Shape(tokens=T, **causal_shape_context(spec, float(s), wl.flash_attention),
-                  kv_tokens=micro_batch * s, sequences=micro_batch, logits_tokens=T,
-                  dropout=wl.dropout, sp_tokens=T / tp if (sequence_parallel and tp > 1) else None)
-    fwd = forward_ops(shard, shape, training_precision(wl), flash=wl.flash_attention,
-                      imbalance=imbalance, training=True)
-    bwd = recompute_ops(fwd, recompute, wl.flash_attention) + backward_ops(fwd, wl.grad_dtype)
-    tf, tb = time_ops(fwd, dev, fw), time_ops(bwd, dev, fw)
-    L = spec.n_layers
-
-    def part(times: list[OpTime], pick: Any) -> float:
-        return float(sum(float(t.total_s) for t in times if pick(t.op.name)))
-
-    def flops(ops: list[Op], pick: Any) -> float:
-        return float(sum(float(o.flops) * o.count for o in ops if pick(o.name)))
-
-    def saved(pick: Any) -> float:
-        return float(sum(float(o.saved) * o.count for o in fwd if pick(o.name)))
-
-    a = wl.storage_dtype.bytes
-    layer_ops = [o for o in fwd if _is_layer(o.name)]
-    kept = activation_bytes(layer_ops, recompute, shard, T, a, working_set=False)
-    working = activation_bytes(layer_ops, recompute, shard, T, a) - kept
-    pc = count_params(shard)
-    gemm = [t for t in tf + tb if t.op.gemm is not None and _is_layer(t.op.name)]
-    attn = [t for t in tf + tb if "attention/core" in t.op.name]
-    mem_kind = dev.acc.device_memory.kind
-    return LayerProfile(
-        T=T,
-        layer_fwd_s=part(tf, _is_layer) / L, layer_bwd_s=part(tb, _is_layer) / L,
-        layer_gemm_s=float(sum(float(t.total_s) for t in gemm)) / L,
-        layer_attn_s=float(sum(float(t.total_s) for t in attn)) / L,
-        embed_fwd_s=part(tf, _is_embed), embed_bwd_s=part(tb, _is_embed),
-        head_fwd_s=part(tf, _is_head), head_bwd_s=part(tb, _is_head),
-        layer_hw_flops=(flops(fwd, _is_layer) + flops(bwd, _is_layer)) / L,
-        ends_hw_flops=flops(fwd + bwd, lambda n: not _is_layer(n)),
-        layer_params=sum(lp.total for lp in pc.layers) / L,
-        embed_params=float(pc.embedding),
-        # the LM head and the final norm(s) sit on the last stage
-        head_params=float(pc.total - sum(lp.total for lp in pc.layers) - pc.embedding),
-        layer_act_bytes=float(kept) / L, working_bytes=float(working),
-        embed_act_bytes=saved(_is_embed), head_act_bytes=saved(_is_head),
-        logits_bytes=LOGITS_BYTES * T * shard.vocab,
-        layer_energy_j=float(op_energy_j([o for o in fwd + bwd if _is_layer(o.name)],
-                                         mem_kind)) / L,
-        ends_energy_j=float(op_energy_j([o for o in fwd + bwd if not _is_layer(o.name)],
-                                        mem_kind)),
-        kv_width=shard.kv_width, n_layers=L, n_moe_layers=spec.n_moe_layers,
-        top_k=spec.moe.top_k if spec.moe else 0, d_model=spec.d_model,
-        model_flops_per_token=3.0 * forward_flops_per_token(spec, s, causal=False),
-        optimizer_bytes_per_param=optimizer_state_bytes_per_param(spec, wl),
-        forward=tuple(tf), backward=tuple(tb))
 
 
 def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfile,
@@ -446,9 +331,9 @@ def _time_tree(prof: LayerProfile, r: dict[str, Any]) -> dict[str, float]:
     out: dict[str, float] = {}
     for t in (*prof.forward, *prof.backward):
         name = t.op.name
-        if _is_layer(name):
+        if is_layer(name):
             share = layers / prof.n_layers
-        elif _is_embed(name):
+        elif is_embed(name):
             share = 1.0 if (first or single) else 0.0
         else:
             share = 1.0 if (not first or single) else 0.0

@@ -1,0 +1,133 @@
+"""What one (tp, ep, cp, micro-batch, recompute) choice costs on one device: the sharded
+operator graph (models/geometry.py, ops/) timed by the roofline (cost/roofline.py), summarized
+per average layer plus the embedding (first stage) and the head and loss (last stage). The
+pipeline and data-parallel composition (engine/train.py) and the planner reuse one profile for
+every pp, dp, vpp, ZeRO stage and offload choice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from accelmap.cost.energy import op_energy_j
+from accelmap.cost.framework import FrameworkProfile
+from accelmap.cost.roofline import Device, OpTime, time_ops
+from accelmap.memory.budget import LOGITS_BYTES, activation_bytes, optimizer_state_bytes_per_param
+from accelmap.models.flops import forward_flops_per_token
+from accelmap.models.geometry import Geometry
+from accelmap.models.params import count_params
+from accelmap.models.schema import ModelSpec
+from accelmap.ops.graph import Op, Shape, causal_shape_context, forward_ops
+from accelmap.ops.step import training_precision
+from accelmap.ops.training import backward_ops, recompute_ops
+from accelmap.workload import Recompute, Training
+
+
+@dataclass(frozen=True)
+class LayerProfile:
+    """What one (tp, ep, cp, micro-batch, recompute) choice costs: per average layer of the
+    sharded model, plus the embedding (first stage) and head + loss (last stage). Everything the
+    pipeline/data-parallel composition needs, computed once from the operator graph."""
+
+    T: float  # tokens per micro-batch per rank
+    layer_fwd_s: float
+    layer_bwd_s: float  # backward + recompute
+    layer_gemm_s: float  # forward + backward GEMM time (what TP comm overlap hides behind)
+    layer_attn_s: float  # attention-core time (what the CP ring hides behind)
+    embed_fwd_s: float
+    embed_bwd_s: float
+    head_fwd_s: float
+    head_bwd_s: float
+    layer_hw_flops: float  # forward + recompute + backward, one layer
+    ends_hw_flops: float  # embedding + head + loss
+    layer_params: float  # one rank's share of an average layer
+    embed_params: float
+    head_params: float
+    layer_act_bytes: float  # kept per layer per micro-batch under the recompute policy
+    working_bytes: float  # full recompute: one layer's activations while recomputed
+    embed_act_bytes: float  # saved by the embedding's ops, per micro-batch
+    head_act_bytes: float  # head input and final norm saved on the last stage, per micro-batch
+    logits_bytes: float  # the fp32 logits buffer on the last stage
+    layer_energy_j: float  # forward + backward op energy of one layer, one micro-batch
+    ends_energy_j: float
+    kv_width: int
+    n_layers: int
+    n_moe_layers: int
+    top_k: int
+    d_model: int
+    model_flops_per_token: float  # PaLM convention: 3 x forward, full attention
+    optimizer_bytes_per_param: float  # fp32 states + master copy (memory.budget)
+    forward: tuple[OpTime, ...]
+    backward: tuple[OpTime, ...]
+
+
+def is_layer(n: str) -> bool:
+    return n.startswith("layers/")
+
+
+def is_embed(n: str) -> bool:
+    return n.startswith("embedding")
+
+
+def is_head(n: str) -> bool:
+    return not (is_layer(n) or is_embed(n) or n.startswith("optimizer"))
+
+
+def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Training, tp: int,
+                  ep: int, cp: int, micro_batch: int, sequence_parallel: bool,
+                  recompute: Recompute, imbalance: float = 1.0) -> LayerProfile:
+    s = wl.seq_len
+    T = micro_batch * s / cp
+    shard = Geometry.of(spec).shard(tp, ep)
+    shape = Shape(tokens=T, **causal_shape_context(spec, float(s), wl.flash_attention),
+                  kv_tokens=micro_batch * s, sequences=micro_batch, logits_tokens=T,
+                  dropout=wl.dropout, sp_tokens=T / tp if (sequence_parallel and tp > 1) else None)
+    fwd = forward_ops(shard, shape, training_precision(wl), flash=wl.flash_attention,
+                      imbalance=imbalance, training=True)
+    bwd = recompute_ops(fwd, recompute, wl.flash_attention) + backward_ops(fwd, wl.grad_dtype)
+    tf, tb = time_ops(fwd, dev, fw), time_ops(bwd, dev, fw)
+    L = spec.n_layers
+
+    def part(times: list[OpTime], pick: Any) -> float:
+        return float(sum(float(t.total_s) for t in times if pick(t.op.name)))
+
+    def flops(ops: list[Op], pick: Any) -> float:
+        return float(sum(float(o.flops) * o.count for o in ops if pick(o.name)))
+
+    def saved(pick: Any) -> float:
+        return float(sum(float(o.saved) * o.count for o in fwd if pick(o.name)))
+
+    a = wl.storage_dtype.bytes
+    layer_ops = [o for o in fwd if is_layer(o.name)]
+    kept = activation_bytes(layer_ops, recompute, shard, T, a, working_set=False)
+    working = activation_bytes(layer_ops, recompute, shard, T, a) - kept
+    pc = count_params(shard)
+    gemm = [t for t in tf + tb if t.op.gemm is not None and is_layer(t.op.name)]
+    attn = [t for t in tf + tb if "attention/core" in t.op.name]
+    mem_kind = dev.acc.device_memory.kind
+    return LayerProfile(
+        T=T,
+        layer_fwd_s=part(tf, is_layer) / L, layer_bwd_s=part(tb, is_layer) / L,
+        layer_gemm_s=float(sum(float(t.total_s) for t in gemm)) / L,
+        layer_attn_s=float(sum(float(t.total_s) for t in attn)) / L,
+        embed_fwd_s=part(tf, is_embed), embed_bwd_s=part(tb, is_embed),
+        head_fwd_s=part(tf, is_head), head_bwd_s=part(tb, is_head),
+        layer_hw_flops=(flops(fwd, is_layer) + flops(bwd, is_layer)) / L,
+        ends_hw_flops=flops(fwd + bwd, lambda n: not is_layer(n)),
+        layer_params=sum(lp.total for lp in pc.layers) / L,
+        embed_params=float(pc.embedding),
+        # the LM head and the final norm(s) sit on the last stage
+        head_params=float(pc.total - sum(lp.total for lp in pc.layers) - pc.embedding),
+        layer_act_bytes=float(kept) / L, working_bytes=float(working),
+        embed_act_bytes=saved(is_embed), head_act_bytes=saved(is_head),
+        logits_bytes=LOGITS_BYTES * T * shard.vocab,
+        layer_energy_j=float(op_energy_j([o for o in fwd + bwd if is_layer(o.name)],
+                                         mem_kind)) / L,
+        ends_energy_j=float(op_energy_j([o for o in fwd + bwd if not is_layer(o.name)],
+                                        mem_kind)),
+        kv_width=shard.kv_width, n_layers=L, n_moe_layers=spec.n_moe_layers,
+        top_k=spec.moe.top_k if spec.moe else 0, d_model=spec.d_model,
+        model_flops_per_token=3.0 * forward_flops_per_token(spec, s, causal=False),
+        optimizer_bytes_per_param=optimizer_state_bytes_per_param(spec, wl),
+        forward=tuple(tf), backward=tuple(tb))
