@@ -71,21 +71,30 @@ class OverlapPolicy:
     pp_p2p: bool = False
 
 
-def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfile,
-            overlap: OverlapPolicy, m: Mapping, detail: bool = True) -> dict[str, Any]:
-    """Step time, memory and their breakdowns for one mapping or a table of candidates that
-    share ``prof`` (the same tp, ep, cp, micro-batch and recompute).
+@dataclass(frozen=True)
+class StageTimes:
+    """The pipeline's stages as the step sees them: layers on the first and last stage, and the
+    forward and backward time of one micro-batch on the slower of the two (the critical
+    stage). The first stage holds the embedding, the last the head and loss."""
 
-    The mapping's pp, dp, vpp, ZeRO stage, shard group and offload may be numpy arrays (the
-    planner evaluates thousands at once); every branch on them is an ``np.where``. ``estimate``
-    calls this with one mapping, so the planner and ``estimate`` share one implementation."""
-    dev, cluster = system.device, system.cluster
-    pp, dp, vpp = (np.asarray(x, dtype=float) for x in (m.pp, m.dp, m.virtual_stages))
-    tp, cp = np.asarray(m.tp), np.asarray(m.cp)
-    zero = np.asarray(m.zero)
+    pp: Num
+    first_layers: Num
+    last_layers: Num
+    single: Num  # one stage holds everything
+    first_critical: Num
+    fwd: Num
+    bwd: Num
+
+    @property
+    def critical_layers(self) -> Num:
+        return np.where(self.first_critical, self.first_layers, self.last_layers)
+
+
+def stage_times(prof: LayerProfile, m: Mapping) -> StageTimes:
+    """Megatron-LM's default split: ceil(L / pp) layers per stage, the last stage taking what
+    is left (at least one layer)."""
     L = prof.n_layers
-    a = wl.storage_dtype.bytes
-    micro = m.micro_batches(wl.batch)
+    pp = np.asarray(m.pp, dtype=float)
     per_stage = np.ceil(L / pp)
     last_layers = np.maximum(L - per_stage * (pp - 1), 1.0)
     single = pp <= 1
@@ -97,9 +106,43 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
                                                                            prof.embed_fwd_s, 0)
     bwd_last = last_layers * prof.layer_bwd_s + prof.head_bwd_s + np.where(single,
                                                                            prof.embed_bwd_s, 0)
-    first_slower = fwd_first + bwd_first >= fwd_last + bwd_last
-    t_fwd = np.where(first_slower, fwd_first, fwd_last)
-    t_bwd = np.where(first_slower, bwd_first, bwd_last)
+    first = fwd_first + bwd_first >= fwd_last + bwd_last
+    return StageTimes(pp, per_stage, last_layers, single, first,
+                      np.where(first, fwd_first, fwd_last), np.where(first, bwd_first, bwd_last))
+
+
+def bubble_fraction(m: Mapping, micro: Num) -> Num:
+    """Pipeline bubble over the ideal step (cost/schedules.py): interleaved when vpp > 1."""
+    pp, vpp = np.asarray(m.pp, dtype=float), np.asarray(m.virtual_stages, dtype=float)
+    return np.where(vpp > 1, bubble_over_ideal(Schedule.INTERLEAVED, pp, micro, vpp),
+                    bubble_over_ideal(m.schedule, pp, micro, 1))
+
+
+def first_stage_in_flight(m: Mapping, micro: Num) -> Num:
+    """Micro-batches whose activations the first stage holds at its peak (cost/schedules.py)."""
+    pp, vpp = np.asarray(m.pp, dtype=float), np.asarray(m.virtual_stages, dtype=float)
+    return np.where(vpp > 1, in_flight_micro_batches(Schedule.INTERLEAVED, pp, micro, 0, vpp),
+                    in_flight_micro_batches(m.schedule, pp, micro, 0, 1))
+
+
+def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfile,
+            overlap: OverlapPolicy, m: Mapping, detail: bool = True) -> dict[str, Any]:
+    """Step time, memory and their breakdowns for one mapping or a table of candidates that
+    share ``prof`` (the same tp, ep, cp, micro-batch and recompute).
+
+    The mapping's pp, dp, vpp, ZeRO stage, shard group and offload may be numpy arrays (the
+    planner evaluates thousands at once); every branch on them is an ``np.where``. ``estimate``
+    calls this with one mapping, so the planner and ``estimate`` share one implementation."""
+    dev, cluster = system.device, system.cluster
+    dp = np.asarray(m.dp, dtype=float)
+    tp, cp = np.asarray(m.tp), np.asarray(m.cp)
+    zero = np.asarray(m.zero)
+    L = prof.n_layers
+    a = wl.storage_dtype.bytes
+    micro = m.micro_batches(wl.batch)
+    st = stage_times(prof, m)
+    pp, per_stage, single = st.pp, st.first_layers, st.single
+    t_fwd, t_bwd = st.fwd, st.bwd
 
     p_dev = params_per_device(prof, pp)
     g = wl.grad_dtype.bytes
@@ -142,10 +185,7 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
 
     per_mb = (t_fwd + t_bwd + exposed["tp"] + exposed["cp"] + exposed["ep"] + exposed["pp"]
               + np.where(z3, z3_exposed, 0.0))
-    interleaved = vpp > 1
-    bubble = np.where(interleaved,
-                      bubble_over_ideal(Schedule.INTERLEAVED, pp, micro, vpp),
-                      bubble_over_ideal(m.schedule, pp, micro, 1))
+    bubble = bubble_fraction(m, micro)
     opt_shards = np.where(sharded, m.zero_shards, 1)
     opt_ops = optimizer_ops(p_dev / opt_shards, wl)
     t_opt = total_time(time_ops(opt_ops, dev, fw))
@@ -160,9 +200,7 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     step = micro * per_mb + bubble * micro * (t_fwd + t_bwd) + dp_tail + t_opt
 
     # memory of the first stage (it holds the most micro-batches in flight under 1F1B)
-    in_flight = np.where(interleaved,
-                         in_flight_micro_batches(Schedule.INTERLEAVED, pp, micro, 0, vpp),
-                         in_flight_micro_batches(m.schedule, pp, micro, 0, 1))
+    in_flight = first_stage_in_flight(m, micro)
     master = wl.master_dtype.bytes if wl.master_dtype is not wl.storage_dtype else 0.0
     items = training_items(
         params=p_dev, layer_params=prof.layer_params, zero=zero, zero_shards=m.zero_shards,
@@ -199,8 +237,8 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
         "bubble_s": bubble * micro * (t_fwd + t_bwd),
         "compute_forward_s": micro * t_fwd,
         "compute_backward_s": micro * t_bwd,
-        "first_stage_critical": first_slower,
-        "layers_on_critical_stage": np.where(first_slower, per_stage, last_layers),
+        "first_stage_critical": st.first_critical,
+        "layers_on_critical_stage": st.critical_layers,
         "optimizer_s": t_opt,
         "optimizer_ops": opt_ops,
         "energy_j_per_step_ops": energy,
