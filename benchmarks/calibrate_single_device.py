@@ -52,7 +52,7 @@ GRAPH_STACKS = (Framework.TENSORRT_LLM, Framework.TORCH_COMPILE, Framework.VLLM)
 RULE = "rule: first row of its kind for the framework in inference.csv"
 HEADER = ("# General parameters of the framework profiles. CUDA-graph profiles (tensorrt-llm,\n"
           "# torch-compile, vllm): benchmarks/calibrate_single_device.py (" + RULE + ").\n"
-          "# Training profiles (fsdp, megatron): benchmarks/calibrate_multi_device.py (rule in its"
+          "# Training physics: cost/data/training_fit.yaml, benchmarks/fit_training.py (rule in its"
           "\n# docstring). Rows under calibrated_on are marked 'calibration' by `accelmap "
           "validate` and\n# never scored; fitted_on says which rows fixed which parameter; "
           "not_calibrated says why a\n# parameter was left at the loader's default.\n")
@@ -207,7 +207,7 @@ def main() -> None:
         entry["calibrated_on"] = sorted(set(fitted.values()))
         entry["fitted_on"] = fitted
         entry["not_calibrated"] = unfitted
-    # entries this script does not manage (fsdp, megatron: calibrate_multi_device.py) stay
+    # entries this script does not manage (training physics: fit_training.py) stay
     merged = {**old, **table}  # old key order, this script's values
     OUT.write_text(HEADER + yaml.safe_dump(merged, sort_keys=False, width=100))
     fwmod._calibration.cache_clear()

@@ -1,6 +1,6 @@
 """Multi-device rows through the distributed engine: cluster and mapping from the row, the
 stack's defaults, the A100 40GB variant by memory column, sanity bands, not-fit flags, the
-calibration split of benchmarks/calibrate_multi_device.py."""
+fitting split of benchmarks/fit_training.py."""
 
 from __future__ import annotations
 
@@ -185,33 +185,36 @@ def test_stacks_and_metrics() -> None:
 
 
 @pytest.fixture(scope="module")
-def cal(load_benchmark: Callable[[str], ModuleType]) -> ModuleType:
-    return load_benchmark("calibrate_multi_device")
+def fit(load_benchmark: Callable[[str], ModuleType]) -> ModuleType:
+    return load_benchmark("fit_training")
 
 
-def test_calibration_split_and_entries(cal: ModuleType) -> None:
-    assert cal.is_calibration_row("T0048") and cal.is_calibration_row("T0392")
-    assert not cal.is_calibration_row("T0049") and not cal.is_calibration_row("X")
-    fsdp = cal.PARAMS[0]
-    kept = cal.entry(fsdp, {"verdict": "still +40 % at the bound", "rows": ["T0104"]})
-    assert kept["calibrated_on"] == [] and "gemm_efficiency" not in kept
-    fitted = cal.entry(fsdp, {"verdict": "fitted", "value": 0.7, "rows": ["T0108", "T0104"]})
-    assert fitted["calibrated_on"] == ["T0104", "T0108"]
-    assert fitted["gemm_efficiency"] == pytest.approx(0.7)
+def test_fitting_split_and_grid(fit: ModuleType) -> None:
+    assert fit.is_fitting_row("T0048") and fit.is_fitting_row("T0392")
+    assert not fit.is_fitting_row("T0049") and not fit.is_fitting_row("X")
+    g = fit.grid("sustained_gemm_fraction")
+    assert g[0] == 0.5 and g[-1] == 1.0 and len(g) == 51
+    near = fit.grid("contention", 0.05, 0.0)
+    assert near[0] == 0.0 and max(near) <= 0.25
 
 
-def test_training_profiles_read_their_calibration(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_training_profiles_carry_named_features_not_fitted_factors(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-stack GEMM factor is gone: stacks differ by named features (overhead, fusion,
+    attention kernel); the fitted physics is one table for every stack."""
+    from accelmap.cost import efficiency
     from accelmap.cost import framework as fwmod
+    from accelmap.cost.attention import AttentionKernel
+    from accelmap.validate.stacks import stack_profile
 
-    monkeypatch.setattr(fwmod, "_calibration", lambda: {
-        "fsdp": {"kernel_overhead_s": 9e-6, "gemm_efficiency": 0.6},
-        "megatron": {"gemm_efficiency": 0.8}})
+    monkeypatch.setattr(fwmod, "_calibration", lambda: {"fsdp": {"kernel_overhead_s": 9e-6}})
     p = fwmod.profile("fsdp")
-    assert p.kernel_overhead_s == 9e-6 and not p.fuses_elementwise and p.gemm_efficiency == 0.6
-    assert fwmod.profile("megatron").gemm_efficiency == 0.8
-    monkeypatch.setattr(fwmod, "_calibration", lambda: {})
-    assert fwmod.profile(Framework.FSDP).kernel_overhead_s == fwmod.EAGER_LAUNCH_S
-    assert fwmod.profile(Framework.FSDP).gemm_efficiency == 1.0
+    assert p.kernel_overhead_s == 9e-6 and not p.fuses_elementwise
+    assert not hasattr(p, "gemm_efficiency")
+    assert stack_profile(Stack.LLM_FOUNDRY, "llm-foundry").attention is AttentionKernel.FA1
+    assert stack_profile(Stack.NEMO, "NeMo").attention is AttentionKernel.FA2
+    monkeypatch.setattr(efficiency, "training_fit", lambda: {})
+    assert efficiency.sustained_fraction() == 1.0
 
 
 @pytest.mark.parametrize(("text", "stage", "group"), [

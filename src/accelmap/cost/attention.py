@@ -13,10 +13,20 @@ The ramp with sequence length is fitted to that FlashAttention-3 paper figure (F
 dim 128, 512 to 16k keys): efficiency = plateau x keys / (keys + 300). Blackwell and non-NVIDIA
 devices have no published measurement in our sources; they keep the GEMM-relative rule of the
 roofline (FlashAttention-2 73 % vs cuBLAS 87 % on A100) and say so.
+
+Kernel generations are a named feature of a software stack (``FrameworkProfile.attention``):
+
+- ``fa2``: the figures above (PyTorch SDPA, flash-attn 2.x, Megatron-Core/TE 2023+);
+- ``fa1``: FlashAttention-1 and the Triton FlashAttention of the same generation
+  (flash_attn_triton.py; llm-foundry's MPT ``attn_impl: triton``, needed for ALiBi before
+  flash-attn 2.4). FlashAttention-2 is "around 2x faster than FlashAttention" with FA1 at 25-40 %
+  of the A100's peak (Dao 2023, abstract and sec. 1), so ``fa1`` runs at half the ``fa2``
+  figure on the same device.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -24,6 +34,15 @@ import numpy as np
 Num = Any
 
 HALF_EFFICIENCY_KEYS = 300.0  # fit to Shah et al. 2024 Fig. 7 (FA2, H100, hd 128)
+FA1_OVER_FA2 = 0.5  # Dao 2023: FlashAttention-2 is ~2x FlashAttention(-1)
+
+
+class AttentionKernel(StrEnum):
+    FA2 = "fa2"
+    FA1 = "fa1"  # FlashAttention-1 / Triton FlashAttention generation
+
+
+KERNEL_SPEED = {AttentionKernel.FA2: 1.0, AttentionKernel.FA1: FA1_OVER_FA2}
 
 FA2_PLATEAU: dict[str, tuple[float, str]] = {
     "ampere": (0.73, "FlashAttention-2 on A100, Dao 2023 sec. 4.1"),

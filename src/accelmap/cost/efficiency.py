@@ -49,6 +49,24 @@ SPLIT_K_MIN = 256  # do not split k below 256 per split (keeps each split a full
 
 
 @lru_cache(maxsize=1)
+@lru_cache(maxsize=1)
+def training_fit() -> dict[str, Any]:
+    """The few physical parameters fitted once on all shared training rows
+    (benchmarks/fit_training.py writes cost/data/training_fit.yaml with the rows it used)."""
+    path = Path(str(resources.files("accelmap").joinpath("cost/data/training_fit.yaml")))
+    return dict(yaml.safe_load(path.read_text()) or {})
+
+
+def sustained_fraction() -> float:
+    """Fraction of the best-shape microbenchmark (MAMF) a GEMM sustains inside a whole step:
+    the microbenchmark times one GEMM shape back to back with warm caches and the clock the
+    power budget allows for GEMMs alone, while a step interleaves GEMMs with attention,
+    memory-bound kernels and communication under one power and thermal budget. One value for
+    every device and stack, fitted on the shared training rows; the residual the fit
+    absorbs is reported with the validation figures."""
+    return float(training_fit().get("sustained_gemm_fraction", {}).get("value", 1.0))
+
+
 def measured_matmul() -> dict[str, dict[str, dict[str, Any]]]:
     path = Path(str(resources.files("accelmap").joinpath("cost/data/achievable_matmul.yaml")))
     return dict(yaml.safe_load(path.read_text()) or {})

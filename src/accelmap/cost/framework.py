@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from accelmap.cost.attention import AttentionKernel
 from accelmap.errors import InputError
 from accelmap.units import DType
 
@@ -58,10 +59,9 @@ class FrameworkProfile:
     quantized_weight_efficiency: dict[DType, float] = field(default_factory=dict)
     # Prompt tokens processed per prefill pass (chunked prefill / max_num_tokens); None = all.
     prefill_chunk_tokens: int | None = None
-    # Fraction of the best-shape (MAMF) GEMM efficiency that this stack's GEMMs reach end to end
-    # in training (kernel selection, epilogues, clock and power throttling under sustained
-    # load); calibrated for the training profiles, 1.0 where not.
-    gemm_efficiency: float = 1.0
+    # The attention kernel generation the stack runs (cost/attention.py): a named feature of
+    # the software, not a fitted factor. FlashAttention-2 unless a stack or version says so.
+    attention: AttentionKernel = AttentionKernel.FA2
 
 
 @lru_cache(maxsize=1)
@@ -82,20 +82,17 @@ def profile(name: Framework | str) -> FrameworkProfile:
         # Megatron launches eagerly; its fused kernels (bias-GeLU, bias-dropout-add, fused
         # LayerNorm, RoPE) still make one memory pass each, which is what the graph's vector ops
         # already count, so they are not free here.
-        cal_m: dict[str, Any] = _calibration().get(fw.value, {})
         return FrameworkProfile(fw, EAGER_LAUNCH_S, False,
-                                "eager launch; one memory pass per fused elementwise kernel",
-                                gemm_efficiency=float(cal_m.get("gemm_efficiency", 1.0)))
+                                "eager launch; one memory pass per fused elementwise kernel")
     cal: dict[str, Any] = _calibration().get(fw.value, {})
     if fw is Framework.FSDP:
         # Eager PyTorch under FSDP: every op a launch of its own, no elementwise fusion (that
         # needs torch.compile, a separate profile); parameter all-gathers are prefetched, which
         # is the engine's OverlapPolicy.zero3_prefetch. The per-kernel overhead may be
-        # calibrated (benchmarks/calibrate_multi_device.py), else the eager launch cost.
+        # calibrated in framework_calibration.yaml, else the eager launch cost.
         return FrameworkProfile(
             fw, float(cal.get("kernel_overhead_s", EAGER_LAUNCH_S)), False,
-            str(cal.get("source", "eager launch, 4-6 us (pegainfer); not calibrated")),
-            gemm_efficiency=float(cal.get("gemm_efficiency", 1.0)))
+            str(cal.get("source", "eager launch, 4-6 us (pegainfer); not calibrated")))
     quant = {DType(k): float(v) for k, v in (cal.get("quantized_weight_efficiency") or {}).items()}
     return FrameworkProfile(
         fw,

@@ -14,7 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from accelmap.cost.attention import attention_plateau, attention_ramp, relative_to_gemm
+from accelmap.cost.attention import (
+    KERNEL_SPEED,
+    attention_plateau,
+    attention_ramp,
+    relative_to_gemm,
+)
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.efficiency import (
     BANDWIDTH_EFFICIENCY,
@@ -22,6 +27,7 @@ from accelmap.cost.efficiency import (
     geometry,
     matmul_efficiency,
     shape_efficiency,
+    sustained_fraction,
 )
 from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.hardware.schema import Accelerator
@@ -147,12 +153,12 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
                      if dev.profile is not None and op.dtype in dev.profile.matmul_curve
                      else None)
             base = eff if curve is None else curve
-            eff = base * shape_efficiency(*op.gemm, geometry(dev.acc)) * fw.gemm_efficiency
+            eff = base * shape_efficiency(*op.gemm, geometry(dev.acc)) * sustained_fraction()
         elif (plateau := attention_plateau(dev.acc.id)) is not None:
             eff = plateau[0] * attention_ramp(op.attention_keys if op.attention_keys is not None
-                                              else 1e9)
+                                              else 1e9) * KERNEL_SPEED[fw.attention]
         else:  # no attention measurement for this device: relative to its GEMM efficiency
-            eff = eff * ATTENTION_RELATIVE_EFFICIENCY
+            eff = eff * ATTENTION_RELATIVE_EFFICIENCY * KERNEL_SPEED[fw.attention]
         achievable = peak * eff
     else:
         achievable = peak

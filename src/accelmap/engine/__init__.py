@@ -8,7 +8,7 @@ same functions on tables of candidate mappings.
 from __future__ import annotations
 
 from accelmap.cost.calibration import CalibrationProfile
-from accelmap.cost.framework import Framework
+from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.cost.framework import profile as framework_profile
 from accelmap.engine.result import Estimate, ServeStep, TrainStep
 from accelmap.engine.serve import serve_step
@@ -48,16 +48,26 @@ def default_mapping(system: System, workload: Training | Inference) -> Mapping:
 
 def estimate(model: ModelSpec, system: System | Cluster | Accelerator,
              workload: Training | Inference, mapping: Mapping | None = None, *,
-             framework: Framework | str | None = None, overlap: OverlapPolicy | None = None,
+             framework: Framework | str | FrameworkProfile | None = None,
+             overlap: OverlapPolicy | None = None,
              imbalance: float = 1.0, profile: CalibrationProfile | None = None) -> Estimate:
     """Predict one training step or one serving batch of ``model`` on ``system`` split by
     ``mapping``. ``framework`` defaults to megatron (training) and vllm (serving);
     ``imbalance`` is the MoE busiest-expert load over the mean; ``profile`` a measured
-    calibration of the device (``accelmap calibrate``)."""
+    calibration of the device (``accelmap calibrate``). A FrameworkProfile may be passed for
+    ``framework`` to set a stack's named features (e.g. its attention kernel)."""
     sys_ = system_of(system, profile)
     m = mapping or default_mapping(sys_, workload)
     if isinstance(workload, Training):
-        fw = framework_profile(framework or Framework.MEGATRON)
+        fw = _profile(framework, Framework.MEGATRON)
         return train_step(model, sys_, workload, m, fw, overlap, imbalance)
-    fw = framework_profile(framework or Framework.VLLM)
+    fw = _profile(framework, Framework.VLLM)
     return serve_step(model, sys_, workload, m, fw, imbalance)
+
+
+def _profile(framework: Framework | str | FrameworkProfile | None,
+             default: Framework) -> FrameworkProfile:
+    """A framework name (or None: the default) as its profile; a profile as it is."""
+    if isinstance(framework, FrameworkProfile):
+        return framework
+    return framework_profile(framework or default)

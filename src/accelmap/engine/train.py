@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from accelmap.cost import overlap as ov
 from accelmap.cost.collectives import Collective
 from accelmap.cost.energy import op_energy_j
 from accelmap.cost.framework import FrameworkProfile
@@ -169,20 +170,42 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     exposed["pp"] = 0.0 * pp_t if overlap.pp_p2p else pp_t
 
     z3 = zero >= 3
-    # ZeRO-3: gather 16-bit params fwd + bwd, reduce-scatter grads, every micro-batch
-    z3_mb = 2 * ct["dp_ag"] + ct["dp_rs"]
-    z3_exposed = np.maximum(z3_mb - (t_fwd + t_bwd if overlap.zero3_prefetch else 0.0), 0.0)
+    units = per_stage  # FSDP / ZeRO-3 wrap each layer as one unit (cost/overlap.py)
+    # ZeRO-3: every micro-batch gathers each layer's 16-bit parameters for the forward and again
+    # for the backward (reshard after forward) and reduce-scatters its gradients; the next
+    # layer's gather runs under the current layer's compute (cost/overlap.py, 2.)
+    ag_l, rs_l = ct["dp_ag_layer"], ct["dp_rs_layer"]
+    ends = 2 * ct["dp_ag_ends"] + ct["dp_rs_ends"]  # embedding and head units, left exposed
+    z3_mb = units * (2 * ag_l + rs_l) + ends
+    if overlap.zero3_prefetch:
+        z3_exposed = (ov.per_layer_exposed(ag_l, ag_l, t_fwd / units, units)
+                      + ov.per_layer_exposed(ag_l + rs_l, ag_l + rs_l, t_bwd / units, units)
+                      + ends)
+    else:
+        z3_exposed = z3_mb
+    z3_exposed = np.minimum(z3_exposed, z3_mb)
     # ZeRO 1-2 (distributed optimizer): reduce-scatter grads, all-gather params; ZeRO-0:
-    # all-reduce grads; both overlapped with the last backward / the next forward
+    # all-reduce grads; both bucketed and overlapped with the last backward / the next forward,
+    # the last bucket exposed (cost/overlap.py, 3.)
     sharded = zero >= 1
-    grad = np.where(sharded, ct["dp_rs"], ct["dp_ar"])
-    gather = np.where(sharded, ct["dp_ag"], 0.0)
-    tail = (np.maximum(grad - t_bwd, 0.0) if overlap.dp_grad_reduce else grad) + (
-        np.maximum(gather - t_fwd, 0.0) if overlap.dp_param_gather else gather)
+    n_buckets = ov.buckets(p_dev, m.grad_group)
+    grad = np.where(sharded, ct["dp_rs"], ct["dp_ar"]) + (n_buckets - 1) * ct["dp_latency"]
+    gather = np.where(sharded, ct["dp_ag"], 0.0) + np.where(sharded, n_buckets - 1, 0) \
+        * ct["dp_latency"]
+    last_grad, last_gather = grad / n_buckets, gather / n_buckets
+    tail = (np.maximum(grad - t_bwd, last_grad) if overlap.dp_grad_reduce else grad) + (
+        np.maximum(gather - t_fwd, last_gather) if overlap.dp_param_gather else gather)
+    tail = np.minimum(tail, grad + gather)
     dp_tail = np.where(z3, 0.0, tail)
     comm["dp"] = np.where(z3, z3_mb * micro, grad + gather)
     exposed["dp"] = np.where(z3, z3_exposed * micro, tail)
 
+    # contention: communication hidden under compute stretches that compute
+    hidden_mb = (ov.hidden(comm["tp"], exposed["tp"]) + ov.hidden(comm["cp"], exposed["cp"])
+                 + ov.hidden(comm["ep"], exposed["ep"])
+                 + np.where(z3, ov.hidden(z3_mb, z3_exposed), 0.0))
+    hidden_step = np.where(z3, 0.0, ov.hidden(grad + gather, tail))
+    contention = ov.contention() * (micro * hidden_mb + hidden_step)
     per_mb = (t_fwd + t_bwd + exposed["tp"] + exposed["cp"] + exposed["ep"] + exposed["pp"]
               + np.where(z3, z3_exposed, 0.0))
     bubble = bubble_fraction(m, micro)
@@ -197,7 +220,7 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     fetch = 2 * p_dev * a / host
     per_mb = per_mb + np.where(m.offloads_params, np.maximum(fetch - (t_fwd + t_bwd), 0.0), 0.0)
     comm["offload"] = np.where(m.offloads_params, fetch * micro, 0.0)
-    step = micro * per_mb + bubble * micro * (t_fwd + t_bwd) + dp_tail + t_opt
+    step = micro * per_mb + bubble * micro * (t_fwd + t_bwd) + dp_tail + t_opt + contention
 
     # memory of the first stage (it holds the most micro-batches in flight under 1F1B)
     in_flight = first_stage_in_flight(m, micro)
@@ -240,6 +263,7 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
         "first_stage_critical": st.first_critical,
         "layers_on_critical_stage": st.critical_layers,
         "optimizer_s": t_opt,
+        "contention_s": contention,
         "optimizer_ops": opt_ops,
         "energy_j_per_step_ops": energy,
         "exposed": {k: (v * micro if k in ("tp", "cp", "ep", "pp") else v)
@@ -285,6 +309,7 @@ def _collective_times(cluster: Any, m: Mapping, prof: LayerProfile, a: float, g:
     links["dp"] = place_axes(cluster, {"tp": tp, "dp": m.grad_group, "pp": pp},
                              order=("tp", "dp", "pp"))["dp"]
     p_dev = params_per_device(prof, pp)
+    ends = np.maximum(p_dev - np.ceil(prof.n_layers / np.asarray(pp)) * prof.layer_params, 0.0)
     T, d = prof.T, prof.d_model
     times = {
         "tp": links["tp"].time(Collective.ALL_REDUCE, T * d * a),
@@ -294,6 +319,12 @@ def _collective_times(cluster: Any, m: Mapping, prof: LayerProfile, a: float, g:
         "dp_ag": links["dp"].time(Collective.ALL_GATHER, p_dev * a),
         "dp_rs": links["dp"].time(Collective.REDUCE_SCATTER, p_dev * g),
         "dp_ar": links["dp"].time(Collective.ALL_REDUCE, p_dev * g),
+        # one layer of a ZeRO-3 / FSDP unit, and the fixed cost of one more bucket
+        "dp_ag_layer": links["dp"].time(Collective.ALL_GATHER, prof.layer_params * a),
+        "dp_rs_layer": links["dp"].time(Collective.REDUCE_SCATTER, prof.layer_params * g),
+        "dp_latency": links["dp"].time(Collective.REDUCE_SCATTER, 1.0),
+        "dp_ag_ends": links["dp"].time(Collective.ALL_GATHER, ends * a),
+        "dp_rs_ends": links["dp"].time(Collective.REDUCE_SCATTER, ends * g),
     }
     return {k: np.broadcast_to(v, shape) for k, v in times.items()}, links
 
@@ -380,6 +411,8 @@ def _time_tree(prof: LayerProfile, r: dict[str, Any]) -> dict[str, float]:
             out[key] = out.get(key, 0.0) + float(t.total_s) * share * micro
     out["bubble"] = float(r["bubble_s"])
     out["optimizer"] = float(r["optimizer_s"])
+    if float(r["contention_s"]) > 0:  # compute stretched by the communication it hides
+        out["contention"] = float(r["contention_s"])
     for k, v in r["exposed"].items():
         if float(v) > 0:
             out[f"exposed_comm/{k}"] = float(v)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from accelmap.catalog import Catalog
-from accelmap.cost.framework import Framework
+from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.engine import estimate
 from accelmap.engine.result import Estimate
 from accelmap.hardware.cluster import Cluster
@@ -34,7 +34,7 @@ from accelmap.validate import layout as lay
 from accelmap.validate import resolve as rs
 from accelmap.validate.cases import TrainingCase
 from accelmap.validate.outcome import MetricKind, Prediction, done, skip
-from accelmap.validate.stacks import DEFAULTS, Stack, stack_framework, training_stack
+from accelmap.validate.stacks import DEFAULTS, Stack, stack_framework, stack_profile, training_stack
 from accelmap.workload import Inference, Training
 
 NOT_FIT = "published configuration predicted NOT to fit"
@@ -100,7 +100,7 @@ class TrainingPlan:
     cluster: Cluster
     workload: Training
     mapping: Mapping
-    framework: Framework
+    framework: FrameworkProfile  # the stack's profile with its named features
     metric: str  # key in Estimate.metrics
     scale: float  # engine metric -> the row's unit
 
@@ -160,9 +160,11 @@ def plan_training(case: TrainingCase, catalog: Catalog
     wl = Training(batch=lay.global_batch(case, m, notes), seq_len=case.seq_len, dtype=dtype,
                   grad_dtype=lay.grad_dtype(case.precision, d), recompute=m.recompute,
                   flash_attention=d.flash_attention, dropout=d.dropout)
-    notes.append(f"mapping {m.describe()}, global batch {wl.batch}, framework {fw.value}"
+    prof = stack_profile(stack, case.framework)
+    notes.append(f"mapping {m.describe()}, global batch {wl.batch}, framework {fw.value}, "
+                 f"attention kernel {prof.attention.value}"
                  + ("" if d.flash_attention else ", no FlashAttention"))
-    return base, TrainingPlan(model.value, cluster.value, wl, m, fw, key, scale), [], notes
+    return base, TrainingPlan(model.value, cluster.value, wl, m, prof, key, scale), [], notes
 
 
 def predict_training(case: TrainingCase, catalog: Catalog,

@@ -51,9 +51,12 @@ def calibration_file() -> Path:
 @lru_cache(maxsize=1)
 def calibration_rows() -> frozenset[str]:
     """Row ids some general parameter was calibrated on (never scored)."""
+    from accelmap.cost.efficiency import training_fit
+
     data = yaml.safe_load(calibration_file().read_text()) or {}
     rows = {str(r) for entry in data.values() if isinstance(entry, dict)
             for r in entry.get("calibrated_on") or ()}
+    rows |= {str(r) for r in training_fit().get("fitted_on") or ()}  # benchmarks/fit_training.py
     return frozenset(rows | BANDWIDTH_CALIBRATION_ROWS)
 
 

@@ -18,7 +18,11 @@ framework's documented defaults"). One table, never a per-row choice:
   ``use_flash_attention: true``, ``optim: mcore_distributed_optim`` (ZeRO-1 over dp) with
   ``overlap_grad_sync`` / ``overlap_param_sync``, dropout 0.
 - **llm-foundry** (MosaicML Composer + PyTorch FSDP; ``scripts/train/yamls/pretrain/
-  mpt-*.yaml``): ``attn_impl: flash``, FSDP ``FULL_SHARD`` unless the row says otherwise,
+  mpt-*.yaml``): the published MPT benchmark tables were run at llm-foundry v0.0.4 on the
+  ``mosaicml/pytorch:2.0.1`` image (``scripts/train/benchmarking/sweep.sh``), where MPT's ALiBi
+  needs ``attn_impl: triton`` (Tri Dao's Triton FlashAttention, the FlashAttention-1
+  generation: flash-attn CUDA gained ALiBi only in 2.4), so the ``fa1`` attention kernel
+  (cost/attention.py); FSDP ``FULL_SHARD`` unless the row says otherwise,
   ``activation_checkpointing`` as the row states (True = full: Composer checkpoints whole
   blocks); Composer mixed precision ``DEFAULT`` reduces gradients in fp32, ``PURE`` in bf16
   (Composer docs, FSDP mixed_precision); eager PyTorch without torch.compile.
@@ -32,7 +36,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from accelmap.cost.framework import Framework
+from accelmap.cost.attention import AttentionKernel
+from accelmap.cost.framework import Framework, FrameworkProfile
+from accelmap.cost.framework import profile as framework_profile
 from accelmap.mapping.plan import ZeroStage
 from accelmap.units import DType
 from accelmap.workload import Recompute
@@ -59,6 +65,7 @@ class StackDefaults:
     dropout: bool
     grad_dtype: DType  # gradient reduction precision
     source: str
+    attention: AttentionKernel = AttentionKernel.FA2  # kernel generation (cost/attention.py)
 
 
 _NONE, _FULL, _SEL = Recompute.NONE, Recompute.FULL, Recompute.SELECTIVE
@@ -74,7 +81,8 @@ DEFAULTS: dict[Stack, StackDefaults] = {d.stack: d for d in (
     StackDefaults(Stack.LLM_FOUNDRY, Framework.FSDP, recompute=_NONE, flash_attention=True,
                   sequence_parallel=False, zero=ZeroStage.PARAMETERS, micro_batch=1,
                   tp_comm_overlap=False, dropout=False, grad_dtype=DType.FP32,
-                  source="llm-foundry defaults: mpt-*.yaml, attn_impl flash, FULL_SHARD"),
+                  source="llm-foundry defaults: mpt-*.yaml at v0.0.4, attn_impl triton (fa1), "
+                         "FULL_SHARD", attention=AttentionKernel.FA1),
     StackDefaults(Stack.TORCHTITAN, Framework.FSDP, recompute=_SEL, flash_attention=True,
                   sequence_parallel=True, zero=ZeroStage.PARAMETERS, micro_batch=1,
                   tp_comm_overlap=False, dropout=False, grad_dtype=DType.FP32,
@@ -100,6 +108,14 @@ def training_stack(framework_text: str) -> Stack | None:
     if "fsdp" in t:
         return Stack.FSDP
     return None
+
+
+def stack_profile(stack: Stack, framework_text: str) -> FrameworkProfile:
+    """The stack's cost profile with its named features (the attention kernel generation)."""
+    from dataclasses import replace
+
+    return replace(framework_profile(stack_framework(stack, framework_text)),
+                   attention=DEFAULTS[stack].attention)
 
 
 def stack_framework(stack: Stack, framework_text: str) -> Framework:

@@ -1,0 +1,65 @@
+"""Communication overlapped with compute, as physics rather than a switch.
+
+1. **Contention.** An overlapped collective is not free: NCCL runs its collectives as CUDA
+   kernels, one thread block per channel (typically 16-32 channels on NVLink systems; NCCL
+   docs, "Environment Variables": NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS), on SMs the GEMMs
+   then lack, and streams its buffers through the same HBM. Rashidi et al. 2021 ("Enabling
+   Compute-Communication Overlap in Distributed Deep Learning Training Platforms", ISCA) measure
+   the resulting slow-down of overlapped compute; Megatron-LM's userbuffers give its TP overlap
+   a fixed 1-16 SMs for the same reason. The engine stretches compute by ``CONTENTION`` seconds
+   per second of communication it hides: one value for every stack and device, fitted once on
+   the shared training rows (benchmarks/fit_training.py).
+
+2. **Per-layer prefetch (ZeRO-3 / FSDP).** Parameters are gathered one wrapped unit (a layer) at
+   a time, the next unit's all-gather running during the current unit's compute (PyTorch FSDP
+   forward_prefetch / BackwardPrefetch.BACKWARD_PRE; DeepSpeed ZeRO-3 prefetch_bucket_size). The
+   first gather of the forward and of the backward, and the last reduce-scatter, have nothing
+   to hide behind; every other unit exposes only what its gather (and, in backward, its
+   reduce-scatter) takes beyond that unit's compute. With ``reshard_after_forward`` (FSDP
+   FULL_SHARD, ZeRO-3) the backward gathers again, and every gradient-accumulation micro-batch
+   repeats both (Zhao et al. 2023, "PyTorch FSDP", sec. 3.2-3.3).
+
+3. **Gradient buckets (ZeRO 0-2).** Data-parallel gradient reduction runs per bucket as the
+   backward produces them (Megatron-LM DDP ``--overlap-grad-reduce``, bucket of
+   max(40M, 1M x dp) parameters: megatron/core/distributed/distributed_data_parallel_config.py
+   ``bucket_size``; PyTorch DDP 25 MB buckets, Li et al. 2020 sec. 3.2.3): each bucket pays the
+   collective's fixed latency, and the last bucket is exposed after the backward ends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+Num = Any
+
+
+def contention() -> float:
+    """Seconds of compute added per second of communication hidden behind it, fitted on the
+    shared training rows (benchmarks/fit_training.py writes cost/data/training_fit.yaml with
+    the value and the rows)."""
+    from accelmap.cost.efficiency import training_fit
+
+    return float(training_fit().get("contention", {}).get("value", 0.0))
+
+# Megatron-Core DDP: bucket_size = max(40_000_000, 1_000_000 * dp) parameters
+# (distributed_data_parallel_config.py); PyTorch DDP's 25 MB default is of the same order.
+BUCKET_PARAMS = 40_000_000
+
+
+def per_layer_exposed(first: Num, per_unit_comm: Num, per_unit_compute: Num, units: Num) -> Num:
+    """A chain of ``units`` layers whose communication is prefetched one unit ahead: the first
+    unit's communication is exposed, each later one only beyond its unit's compute."""
+    return first + np.maximum(units - 1, 0) * np.maximum(per_unit_comm - per_unit_compute, 0.0)
+
+
+def hidden(comm: Num, exposed: Num) -> Num:
+    """Communication that ran under compute (never negative)."""
+    return np.maximum(np.asarray(comm) - np.asarray(exposed), 0.0)
+
+
+def buckets(params: Num, dp: Num) -> Num:
+    """Gradient buckets of one data-parallel reduction (at least one)."""
+    size = np.maximum(BUCKET_PARAMS, 1_000_000 * np.asarray(dp, dtype=float))
+    return np.maximum(np.ceil(np.asarray(params, dtype=float) / size), 1.0)
