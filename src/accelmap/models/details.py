@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from accelmap.models.flops import forward_flops_per_token, layer_groups, training_flops_per_token
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 
@@ -40,6 +39,13 @@ def summary(spec: ModelSpec) -> dict[str, Any]:
 def details(spec: ModelSpec, seq: int | None = None) -> dict[str, Any]:
     """The summary plus the spec, parameters by part, FLOPs per token at ``seq`` (default
     min(max_seq_len, DEFAULT_FLOPS_SEQ)), per-layer-group shapes and the cited sources."""
+    # here, not at the top: the FLOPs module needs numpy, which `models list` can do without
+    from accelmap.models.flops import (
+        forward_flops_per_token,
+        layer_groups,
+        training_flops_per_token,
+    )
+
     seq_len = seq or min(spec.max_seq_len, DEFAULT_FLOPS_SEQ)
     pc = count_params(spec)
     data = summary(spec)
