@@ -186,13 +186,12 @@ def test_help_has_examples(cli: Run) -> None:
     assert r.code == 0 and "Examples" in r.out
 
 
-def test_ambiguous_name_asks_which_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("args", [("hw", "show", "h100"), ("hw", "compare", "h100", "mi300x")])
+def test_ambiguous_name_asks_which_on_a_terminal(cli: Run, monkeypatch: pytest.MonkeyPatch,
+                                                 args: tuple[str, ...]) -> None:
     import sys
 
     import typer
-
-    from accelmap.catalog import load_catalog
-    from accelmap.cli import hw
 
     monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
@@ -200,9 +199,35 @@ def test_ambiguous_name_asks_which_on_a_terminal(monkeypatch: pytest.MonkeyPatch
 
     def fake_prompt(text: str, type: type) -> int:
         asked.append(text)
-        return 1
+        return 3  # the candidates are listed by id: h100-nvl, h100-pcie-80gb, h100-sxm5-80gb
 
     monkeypatch.setattr(typer, "prompt", fake_prompt)
-    accs = load_catalog().accelerators
-    chosen = hw._pick("h100", accs, "accelerator", "accelmap hw list", interactive=True)
-    assert asked and chosen.id.startswith("h100")
+    r = cli(*args)
+    assert r.code == 0, r.err
+    assert asked == ["'h100' matches several accelerators; which one"]
+    assert "  1. h100-nvl  (" in r.out and "  3. h100-sxm5-80gb  (NVIDIA H100 SXM5 80GB)" in r.out
+    assert "h100-sxm5-80gb" in r.out.split("3. h100-sxm5-80gb", 1)[1]  # the chosen one is shown
+
+
+def test_ambiguous_name_choice_out_of_range(cli: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    import typer
+
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(typer, "prompt", lambda text, type: 9)
+    line = one_line_error(cli("hw", "show", "h100"))
+    assert "choose a number from 1 to 3" in line
+
+
+def test_ambiguous_name_never_asks_for_json(cli: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    import typer
+
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(typer, "prompt", lambda *a, **k: pytest.fail("asked"))
+    line = one_line_error(cli("hw", "show", "h100", "--json"))
+    assert "matches 3 accelerators" in line

@@ -16,7 +16,7 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from accelmap.catalog import Catalog
+    from accelmap.api import Catalog
 
 CatalogOpt = Annotated[
     list[Path] | None,
@@ -36,9 +36,9 @@ ProfileOpt = Annotated[str | None, typer.Option(
 
 
 def get_catalog(dirs: list[Path] | None) -> Catalog:
-    from accelmap.catalog import load_catalog
+    from accelmap import api
 
-    return load_catalog(dirs or ())
+    return api.load_catalog(dirs or ())
 
 
 def console() -> Console:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from accelmap import api
 from accelmap.cli.common import (
     CatalogOpt,
     DbOpt,
@@ -19,8 +20,15 @@ from accelmap.cli.common import (
 from accelmap.cli.measure_store import load_profile
 
 if TYPE_CHECKING:
-    from accelmap.cost.calibration import CalibrationProfile
-    from accelmap.engine.result import Estimate
+    from accelmap.api import (
+        CalibrationProfile,
+        Estimate,
+        Inference,
+        Mapping,
+        ModelSpec,
+        System,
+        Training,
+    )
 
 HwOpt = Annotated[str, typer.Option("--hw", help="Accelerator id or name (`accelmap hw list`).")]
 BatchOpt = Annotated[int, typer.Option(min=1, help="Sequences per step (training) or batch size "
@@ -57,33 +65,28 @@ def _assumption_line(text: str) -> str:
     return f"[yellow]{text}[/]" if text.startswith("warning:") else f"assumption: {text}"
 
 
-def run_estimate(model: str, hw: str | None, cluster: str | None, train: bool, batch: int,
-                 seq: int, prompt: int, output: int, dtype: str, weights: str, kv: str | None,
-                 group: int, framework: str | None, optimizer: str, recompute: str, flash: bool,
-                 tokens: str | None, catalog: Any, imbalance: float = 1.0,
-                 profile: CalibrationProfile | None = None, tp: int = 1, pp: int = 1,
-                 dp: int | None = None, cp: int = 1, ep: int = 1, zero: int | None = None,
-                 micro_batch: int | None = None, vpp: int = 1, schedule: str = "1f1b",
-                 sp: bool = True, tp_overlap: bool = False, force_tp: bool = False,
-                 replicas: int = 1) -> Estimate:
-    """Parse the options into the API's values and call ``api.estimate`` (one device is a
+def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch: int,
+            seq: int, prompt: int, output: int, dtype: str, weights: str, kv: str | None,
+            group: int, optimizer: str, recompute: str, flash: bool, tokens: str | None,
+            catalog: Any, profile: CalibrationProfile | None = None, tp: int = 1, pp: int = 1,
+            dp: int | None = None, cp: int = 1, ep: int = 1, zero: int | None = None,
+            micro_batch: int | None = None, vpp: int = 1, schedule: str = "1f1b",
+            sp: bool = True, tp_overlap: bool = False, force_tp: bool = False,
+            replicas: int = 1) -> tuple[ModelSpec, System, Training | Inference, Mapping]:
+    """The options as the API's values: model, system, workload and mapping (one device is a
     one-device system; the same engine serves both)."""
-    from accelmap import api
-
     train_dtype = api.dtype(dtype, "training")  # checked in every mode: a typo is never ignored
     cat = get_catalog(catalog)
     spec = api.load_model(model, cat)
     system = api.load_system(hw=hw, cluster=cluster, catalog=cat, profile=profile)
     if train:
         wl = api.training(batch, seq, train_dtype, optimizer, recompute, flash, tokens)
-        m = api.mapping(system, wl, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
-                        zero=(1 if system.devices > 1 else 0) if zero is None else zero,
-                        micro_batch=micro_batch, vpp=vpp, schedule=schedule,
-                        sequence_parallel=sp, tp_overlap=tp_overlap, force_tp=force_tp)
-        return api.estimate(spec, system, wl, m, framework=framework, imbalance=imbalance)
+        return spec, system, wl, api.mapping(
+            system, wl, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
+            vpp=vpp, schedule=schedule, sequence_parallel=sp, tp_overlap=tp_overlap,
+            force_tp=force_tp)
     inf = api.inference(batch, prompt, output, weights, kv, group, flash)
-    return api.estimate(spec, system, inf, api.serving_mapping(tp, pp, ep, replicas),
-                        framework=framework, imbalance=imbalance)
+    return spec, system, inf, api.serving_mapping(tp, pp, ep, replicas)
 
 
 def estimate_cmd(
@@ -142,10 +145,11 @@ def estimate_cmd(
       accelmap estimate llama-3.1-8b --hw h100-sxm5-80gb --serve --profile my-h100
     """
     cal = load_profile(profile, db)
-    est = run_estimate(model, hw, cluster, train, batch, seq, prompt, output, dtype, weights, kv,
-                       group, framework, optimizer, recompute, flash, tokens, catalog,
-                       imbalance, cal, tp, pp, dp, cp, ep, zero, micro_batch, vpp, schedule,
-                       not no_sp, tp_overlap, force_tp, replicas)
+    spec, system, wl, m = _inputs(model, hw, cluster, train, batch, seq, prompt, output, dtype,
+                                  weights, kv, group, optimizer, recompute, flash, tokens,
+                                  catalog, cal, tp, pp, dp, cp, ep, zero, micro_batch, vpp,
+                                  schedule, not no_sp, tp_overlap, force_tp, replicas)
+    est = api.estimate(spec, system, wl, m, framework=framework, imbalance=imbalance)
     if json_out:
         emit_json(est.to_dict(ops=False))
         return
@@ -234,36 +238,28 @@ def roofline_cmd(
       accelmap roofline mixtral-8x7b --hw mi300x --phase prefill --prompt 4096 --json
       accelmap roofline llama-3.1-8b --hw h100-sxm5-80gb --phase decode --profile my-h100
     """
-    from accelmap import api
-    from accelmap.engine.result import op_row
-    from accelmap.workload import Phase
-
-    ph = api.choice(Phase, phase, "phase")
-    train = ph is Phase.TRAIN
+    ph = api.phase(phase)
     cal = load_profile(profile, db)
-    est = run_estimate(model, hw, None, train, batch, seq, prompt, output, dtype, weights, kv,
-                       group, framework, "adamw", recompute, flash, None, catalog, profile=cal)
-    groups = ("forward", "backward", "optimizer") if train else (ph.value,)
-    rows = [op_row(t) for g in groups for t in est.ops.get(g, ())]
-    total = sum(r["total_s"] for r in rows)
-    ridge = api.load_system(hw=hw, catalog=get_catalog(catalog), profile=cal).device.ridge_point
+    spec, system, wl, m = _inputs(model, hw, None, ph is api.Phase.TRAIN, batch, seq, prompt,
+                                  output, dtype, weights, kv, group, "adamw", recompute, flash,
+                                  None, catalog, profile=cal)
+    roof = api.roofline(spec, system, wl, ph, m, framework=framework)
     if json_out:
-        emit_json({"model": est.model, "accelerator": est.accelerator, "phase": ph.value,
-                   "ridge_flop_per_byte": ridge, "total_s": total, "ops": rows,
-                   "calibration": est.calibration, "assumptions": list(est.assumptions)})
+        emit_json(roof.to_dict())
         return
     from rich.table import Table
 
-    t = Table(title=f"Roofline: {est.model} on {est.accelerator}, {ph.value} "
-                    f"(ridge {ridge:.0f} FLOP/B at achievable bandwidth; total "
-                    f"{fmt(total, 'time')})")
+    total = roof.total_s
+    t = Table(title=f"Roofline: {roof.model} on {roof.accelerator}, {roof.phase.value} "
+                    f"(ridge {roof.ridge_flop_per_byte:.0f} FLOP/B at achievable bandwidth; "
+                    f"total {fmt(total, 'time')})")
     for c in ("operator", "stage", "x", "FLOPs", "bytes", "FLOP/B", "time", "bound", "share"):
         t.add_column(c, justify="left" if c in ("operator", "stage", "bound") else "right")
-    for r in rows:
+    for r in roof.ops:
         t.add_row(r["name"], r["stage"], str(r["count"]), fmt(r["flops"], "flop"),
                   fmt(sum(r["bytes"].values()), "bytes"), f"{r['intensity_flop_per_byte']:.1f}",
                   fmt(r["total_s"], "time"), r["bound"],
                   f"{r['total_s'] / total:.1%}" if total else "-")
     console().print(t)
-    for a in est.assumptions:
+    for a in roof.assumptions:
         console().print(_assumption_line(a), highlight=False)

@@ -7,78 +7,29 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from accelmap import api
 from accelmap.cli.common import CatalogOpt, JsonOpt, console, emit_json, fmt, get_catalog
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from accelmap.catalog import Catalog
-    from accelmap.hardware.schema import Accelerator, SystemPreset
+    from accelmap.api import Accelerator, Catalog, Chooser, Comparison, SystemPreset
 
 app = typer.Typer(help="Browse and compare accelerators and system presets.", no_args_is_help=True)
 
-# Compared when `accelmap hw compare` gets no names: the current training/serving flagships of
-# each vendor that the catalog covers.
-DEFAULT_COMPARE = ("h100-sxm5-80gb", "h200-sxm", "b200", "mi300x", "tpu-v5p", "tpu-v6e",
-                   "gaudi3", "trainium2")
 
-SORT_KEYS = ("id", "name", "class", "vendor", "year", "memory", "bandwidth", "fp64", "fp32",
-             "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4", "tdp", "price")
+def _chooser(interactive: bool) -> Chooser:
+    """On a terminal, an ambiguous name asks which one; elsewhere it stays an error."""
 
-
-def _pick(query: str, table: Mapping[str, Any], what: str, list_cmd: str, interactive: bool) -> Any:
-    """Resolve a name; on a TTY an ambiguous name asks which, elsewhere it is an error."""
-    from accelmap.errors import AmbiguousNameError
-    from accelmap.lookup import resolve
-
-    try:
-        return resolve(query, table, what, list_cmd)
-    except AmbiguousNameError as e:
+    def choose(query: str, what: str, entries: list[Any]) -> Any:
         if not (interactive and sys.stdin.isatty() and sys.stdout.isatty()):
-            raise
-        for i, c in enumerate(e.candidates, 1):
-            typer.echo(f"  {i}. {c}  ({table[c].name})")
+            return None
+        for i, entry in enumerate(entries, 1):
+            typer.echo(f"  {i}. {entry.id}  ({entry.name})")
         choice = typer.prompt(f"{query!r} matches several {what}s; which one", type=int)
-        if not 1 <= choice <= len(e.candidates):
-            raise typer.BadParameter(f"choose a number from 1 to {len(e.candidates)}") from None
-        return table[e.candidates[choice - 1]]
+        if not 1 <= choice <= len(entries):
+            raise typer.BadParameter(f"choose a number from 1 to {len(entries)}")
+        return entries[choice - 1]
 
-
-def accelerator_row(acc: Accelerator) -> dict[str, Any]:
-    """The JSON object `hw list` prints for one accelerator (SI units)."""
-    return {
-        "id": acc.id,
-        "name": acc.name,
-        "class": acc.device_class.value,
-        "vendor": acc.vendor,
-        "release_year": acc.release_year,
-        "memory_bytes": acc.memory_bytes,
-        "memory_kind": acc.device_memory.kind.value,
-        "memory_bandwidth_bytes_per_s": acc.memory_bandwidth,
-        "peak_flops": {d.value: acc.peak(d) for d in acc.dtypes},
-        "tdp_w": acc.tdp.value if acc.tdp else None,
-        "price_usd_per_hour": acc.price.usd_per_hour.value if acc.price else None,
-    }
-
-
-def _sort_value(acc: Accelerator, key: str) -> Any:
-    from accelmap.hardware.schema import DeviceClass
-    from accelmap.units import DType
-
-    simple = {
-        "id": acc.id,
-        "name": acc.name.lower(),
-        "class": list(DeviceClass).index(acc.device_class),
-        "vendor": acc.vendor.lower(),
-        "year": acc.release_year,
-        "memory": acc.memory_bytes,
-        "bandwidth": acc.memory_bandwidth,
-        "tdp": acc.tdp.value if acc.tdp else None,
-        "price": acc.price.usd_per_hour.value if acc.price else None,
-    }
-    if key in simple:
-        return simple[key]
-    return acc.peak(DType(key))
+    return choose
 
 
 @app.command("list")
@@ -91,7 +42,7 @@ def list_cmd(
     min_memory: Annotated[
         str | None, typer.Option(help="Only devices with at least this memory, e.g. '80GB'.")
     ] = None,
-    sort: Annotated[str, typer.Option(help=f"Sort column: {', '.join(SORT_KEYS)}.")] = "class",
+    sort: Annotated[str, typer.Option(help=f"Sort column: {', '.join(api.SORT_KEYS)}.")] = "class",
     desc: Annotated[bool, typer.Option("--desc", help="Sort descending.")] = False,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
@@ -102,38 +53,12 @@ def list_cmd(
       accelmap hw list --class gpu --min-memory 80GB --sort bf16 --desc
       accelmap hw list --vendor google --json
     """
-    from accelmap.errors import InputError
-    from accelmap.hardware.schema import DeviceClass
-    from accelmap.units import Dimension, parse_quantity
-
-    cat = get_catalog(catalog)
-    accs = list(cat.accelerators.values())
-    if device_class is not None:
-        try:
-            wanted = DeviceClass(device_class.lower())
-        except ValueError:
-            raise InputError(f"unknown class {device_class!r}; use one of "
-                             f"{', '.join(c.value for c in DeviceClass)}") from None
-        accs = [a for a in accs if a.device_class == wanted]
-    if vendor:
-        accs = [a for a in accs if vendor.lower() in a.vendor.lower()]
-    if min_memory:
-        floor = parse_quantity(min_memory, Dimension.BYTES, require_unit=True)
-        accs = [a for a in accs if a.memory_bytes >= floor]
-    key = sort.lower()
-    if key not in SORT_KEYS:
-        raise InputError(f"cannot sort by {sort!r}; use one of {', '.join(SORT_KEYS)}")
-    present = [a for a in accs if _sort_value(a, key) is not None]
-    missing = sorted((a for a in accs if _sort_value(a, key) is None), key=lambda a: a.id)
-    present.sort(key=lambda a: (_sort_value(a, key), a.vendor.lower(), a.id), reverse=desc)
-    accs = present + missing  # devices without the sorted figure always go last
-
+    accs = api.list_accelerators(device_class, vendor, min_memory, sort, desc,
+                                 get_catalog(catalog))
     if json_out:
-        emit_json([accelerator_row(a) for a in accs])
+        emit_json([api.accelerator_row(a) for a in accs])
         return
     from rich.table import Table
-
-    from accelmap.hardware.derived import headline_dtype
 
     table = Table(title=f"{len(accs)} accelerators (dense peaks, per device)", show_lines=False)
     for col, justify in (("id", "left"), ("class", "left"), ("vendor", "left"),
@@ -141,20 +66,15 @@ def list_cmd(
                          ("fp8/int8", "right"), ("TDP", "right"), ("$/h", "right"),
                          ("year", "right")):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    from accelmap.units import DType
-
     for a in accs:
-        head = headline_dtype(a)
-        sixteen = a.peak(DType.BF16) or a.peak(DType.FP16)
-        eight = a.peak(DType.FP8)
-        int8 = eight is None and a.peak(DType.INT8) is not None
-        eight = eight or a.peak(DType.INT8)
+        d = api.derived_figures(a)
         table.add_row(
             a.id, a.device_class.value, a.vendor,
             f"{fmt(a.memory_bytes, 'bytes')} {a.device_memory.kind.value}",
             fmt(a.memory_bandwidth, "bandwidth"),
-            fmt(sixteen, "flops") if sixteen else f"({head.value if head else '-'})",
-            fmt(eight, "flops", integer_ops=int8),
+            fmt(d.peak_16bit, "flops") if d.peak_16bit
+            else f"({d.headline.value if d.headline else '-'})",
+            fmt(d.peak_8bit, "flops", integer_ops=d.peak_8bit_is_integer),
             fmt(a.tdp.value if a.tdp else None, "power"),
             f"{a.price.usd_per_hour.value:.2f}" if a.price else "-",
             str(a.release_year),
@@ -175,48 +95,17 @@ def show_cmd(
       accelmap hw show mi300x --json
       accelmap hw show dgx-h100
     """
-    from accelmap.errors import NotFoundError
-
     cat = get_catalog(catalog)
-    try:
-        acc = _pick(name, cat.accelerators, "accelerator", "accelmap hw list", not json_out)
-    except NotFoundError:
-        from accelmap.lookup import find
-
-        if find(name, cat.systems):
-            _show_system(cat, _pick(name, cat.systems, "system", "accelmap hw systems",
-                                    not json_out), json_out)
-            return
-        raise
-    _show_accelerator(cat, acc, json_out)
-
-
-def _sources_of(cat: Catalog, ids: set[str], local: Mapping[str, Any]) -> dict[str, Any]:
-    out = {}
-    for sid in sorted(ids):
-        src = cat.source(sid, local)
-        out[sid] = src.model_dump(mode="json") if src else None
-    return out
+    entry = api.find_hardware(name, cat, _chooser(not json_out))
+    if isinstance(entry, api.Accelerator):
+        _show_accelerator(cat, entry, json_out)
+    else:
+        _show_system(cat, entry, json_out)
 
 
 def _show_accelerator(cat: Catalog, acc: Accelerator, json_out: bool) -> None:
-    from accelmap.catalog import EntryKind
-    from accelmap.hardware.derived import derive
-
-    d = derive(acc)
     if json_out:
-        data = acc.model_dump(mode="json", by_alias=True, exclude={"sources"})
-        data["scope"] = {"peaks": "per device, dense", "memory": "per device",
-                         "links.bandwidth_per_direction": "per link, per direction"}
-        data["derived"] = {
-            "ridge_flop_per_byte": {k.value: v for k, v in d.ridge_flop_per_byte.items()},
-            "bytes_per_flop": d.bytes_per_flop,
-            "memory_bytes_per_usd_hour": d.memory_bytes_per_usd_hour,
-            "flops_per_watt": d.flops_per_watt,
-        }
-        data["sources"] = _sources_of(cat, acc.cited_ids(), acc.sources)
-        data["origin"] = cat.origins.get((EntryKind.ACCELERATOR, acc.id))
-        emit_json(data)
+        emit_json(api.accelerator_details(acc, cat))
         return
     from rich.table import Table
 
@@ -275,21 +164,20 @@ def _show_accelerator(cat: Catalog, acc: Accelerator, json_out: bool) -> None:
         t.add_row("price", f"{p.usd_per_hour.fmt()} ({p.market}, {p.date})",
                   p.usd_per_hour.scope.value, ", ".join(p.usd_per_hour.source),
                   p.usd_per_hour.note or "")
-    for dtype, ridge in d.ridge_flop_per_byte.items():
+    for dtype, ridge in api.derived_figures(acc).ridge_flop_per_byte.items():
         t.add_row(f"ridge point {dtype.value}", f"{ridge:.0f} FLOP/B", "derived", "", "")
     con.print(t)
-    _print_doubts_and_sources(cat, acc.doubts, acc.cited_ids(), acc.sources)
+    _print_doubts_and_sources(cat, acc)
 
 
-def _print_doubts_and_sources(cat: Catalog, doubts: tuple[str, ...], ids: set[str],
-                              local: Mapping[str, Any]) -> None:
+def _print_doubts_and_sources(cat: Catalog, entry: Accelerator | SystemPreset) -> None:
     con = console()
-    if doubts:
+    if entry.doubts:
         con.print("[bold]Doubts[/bold]")
-        for doubt in doubts:
+        for doubt in entry.doubts:
             con.print(f"  - {doubt}")
     con.print("[bold]Sources[/bold]")
-    for sid, src in _sources_of(cat, ids, local).items():
+    for sid, src in api.sources(entry, cat).items():
         if src:
             con.print(f"  {sid}: {src['title']}" + (f" <{src['url']}>" if src.get("url") else ""),
                       highlight=False)
@@ -297,10 +185,7 @@ def _print_doubts_and_sources(cat: Catalog, doubts: tuple[str, ...], ids: set[st
 
 def _show_system(cat: Catalog, sys_: SystemPreset, json_out: bool) -> None:
     if json_out:
-        data = sys_.model_dump(mode="json", exclude={"sources"})
-        data["devices"] = sys_.devices
-        data["sources"] = _sources_of(cat, sys_.cited_ids(), sys_.sources)
-        emit_json(data)
+        emit_json(api.system_details(sys_, cat))
         return
     from rich.table import Table
 
@@ -320,7 +205,7 @@ def _show_system(cat: Catalog, sys_: SystemPreset, json_out: bool) -> None:
                   bw.fmt(), tier.latency.fmt() if tier.latency else "-",
                   "yes" if tier.in_network_reduction else "no", ", ".join(bw.source))
     con.print(t)
-    _print_doubts_and_sources(cat, sys_.doubts, sys_.cited_ids(), sys_.sources)
+    _print_doubts_and_sources(cat, sys_)
 
 
 @app.command("compare")
@@ -342,40 +227,19 @@ def compare_cmd(
       accelmap hw compare h100-sxm5-80gb mi300x tpu-v5p --json
     """
     cat = get_catalog(catalog)
-    queries = names or [n for n in DEFAULT_COMPARE if n in cat.accelerators]
-    accs = [_pick(q, cat.accelerators, "accelerator", "accelmap hw list", not json_out)
-            for q in queries]
+    choose = _chooser(not json_out)
+    accs = [api.find_accelerator(q, cat, choose) for q in names] if names else None
+    comparison = api.compare(accs, cat)
     if json_out:
-        emit_json({"devices": [compare_row(a) for a in accs]})
+        emit_json(comparison.to_dict())
         return
-    _print_compare(accs)
+    _print_compare(comparison)
 
 
-def compare_row(acc: Accelerator) -> dict[str, Any]:
-    from accelmap.hardware.derived import derive
-    from accelmap.hardware.schema import LinkRole
-
-    d = derive(acc)
-    row = accelerator_row(acc)
-    row.update({
-        "ridge_flop_per_byte": {k.value: v for k, v in d.ridge_flop_per_byte.items()},
-        "bytes_per_flop": d.bytes_per_flop,
-        "headline_dtype": d.headline.value if d.headline else None,
-        "memory_bytes_per_usd_hour": d.memory_bytes_per_usd_hour,
-        "flops_per_watt": d.flops_per_watt,
-        "flops_per_usd_hour": d.flops_per_usd_hour,
-        "scale_up_bandwidth_per_direction": acc.bandwidth_per_direction(LinkRole.SCALE_UP),
-        "scale_up_domain": acc.scale_up_domain.value if acc.scale_up_domain else None,
-    })
-    return row
-
-
-def _print_compare(accs: list[Accelerator]) -> None:
+def _print_compare(comparison: Comparison) -> None:
     from rich.table import Table
 
-    from accelmap.units import DType
-
-    rows = [compare_row(a) for a in accs]
+    accs, rows = comparison.devices, comparison.rows
     t = Table(title="Accelerators side by side (dense peaks; per device; datasheet figures)")
     t.add_column("figure")
     for a in accs:
@@ -387,11 +251,10 @@ def _print_compare(accs: list[Accelerator]) -> None:
     line("vendor / class", [f"{a.vendor} / {a.device_class.value}" for a in accs])
     line("memory", [f"{fmt(r['memory_bytes'], 'bytes')} {r['memory_kind']}" for r in rows])
     line("memory bandwidth", [fmt(r["memory_bandwidth_bytes_per_s"], "bandwidth") for r in rows])
-    dtypes = [d for d in DType if any(a.peak(d) for a in accs)]
-    for dt in dtypes:
+    for dt in comparison.dtypes:
         line(f"peak {dt.value}", [fmt(a.peak(dt), "flops", integer_ops=dt.is_integer)
                                   for a in accs])
-    for dt in dtypes:
+    for dt in comparison.dtypes:
         vals = [r["ridge_flop_per_byte"].get(dt.value) for r in rows]
         line(f"ridge {dt.value} (FLOP/B)", [f"{v:.0f}" if v else "-" for v in vals])
     line("bytes per FLOP (16-bit)", [f"{r['bytes_per_flop']:.4f}" if r["bytes_per_flop"] else "-"
@@ -420,18 +283,9 @@ def systems_cmd(catalog: CatalogOpt = None, json_out: JsonOpt = False) -> None:
     Example:
       accelmap hw systems --json
     """
-    cat = get_catalog(catalog)
-    systems = sorted(cat.systems.values(), key=lambda s: s.id)
+    systems = api.list_systems(get_catalog(catalog))
     if json_out:
-        emit_json([{
-            "id": s.id, "name": s.name, "accelerator": s.accelerator, "devices": s.devices,
-            "devices_per_node": s.devices_per_node, "nodes": s.nodes,
-            "torus": list(s.torus) if s.torus else None,
-            "tiers": [{"name": t.name, "role": t.role.value, "topology": t.topology.value,
-                       "domain_size": t.domain_size,
-                       "bandwidth_per_direction": t.bandwidth_per_direction.value}
-                      for t in s.tiers],
-        } for s in systems])
+        emit_json([api.system_row(s) for s in systems])
         return
     from rich.table import Table
 

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from accelmap import api
 from accelmap.cli.common import CatalogOpt, JsonOpt, console, emit_json, fmt, fmt_count, get_catalog
 
 if TYPE_CHECKING:
-    from accelmap.catalog import Catalog
-    from accelmap.models.schema import ModelSpec
+    from accelmap.api import Catalog, ModelSpec
 
 app = typer.Typer(help="Browse model presets and import Hugging Face configs.",
                   no_args_is_help=True)
@@ -21,24 +21,6 @@ SeqOpt = Annotated[
     typer.Option("--seq", min=1, help="Sequence length for attention FLOPs (default: min(model "
                  "max, 4096))."),
 ]
-
-
-def _summary(spec: ModelSpec) -> dict[str, Any]:
-    from accelmap.models.params import count_params
-
-    pc = count_params(spec)
-    return {
-        "id": spec.id,
-        "name": spec.name,
-        "family": spec.family,
-        "params": pc.total,
-        "active_params": pc.active,
-        "attention": spec.attention_kind.value,
-        "moe": spec.is_moe,
-        "layers": spec.n_layers,
-        "d_model": spec.d_model,
-        "published_params": spec.published_params,
-    }
 
 
 @app.command("list")
@@ -53,11 +35,7 @@ def list_cmd(
       accelmap models list
       accelmap models list --family llama --json
     """
-    cat = get_catalog(catalog)
-    specs = sorted(cat.models.values(), key=lambda s: (s.family, _summary(s)["params"]))
-    if family:
-        specs = [s for s in specs if family.lower() in s.family.lower()]
-    rows = [_summary(s) for s in specs]
+    rows = api.list_models(family, get_catalog(catalog))
     if json_out:
         emit_json(rows)
         return
@@ -78,71 +56,8 @@ def list_cmd(
 
 
 def load_model(name_or_path: str, cat: Catalog) -> ModelSpec:
-    """A preset by (forgiving) name, or a file: HF config.json or a ModelSpec YAML."""
-    from accelmap.lookup import find, resolve
-
-    path = Path(name_or_path).expanduser()
-    looks_like_path = path.suffix in (".json", ".yaml", ".yml") or "/" in name_or_path
-    if path.exists() and (looks_like_path or not find(name_or_path, cat.models)):
-        if path.suffix in (".yaml", ".yml"):
-            from accelmap.catalog import read_yaml, validate_entry
-            from accelmap.models.schema import ModelSpec
-
-            data = read_yaml(path)
-            if isinstance(data, dict):
-                data = {k: v for k, v in data.items() if k != "kind"}
-            return validate_entry(ModelSpec, data, str(path))
-        from accelmap.models.hf import load_hf_config
-
-        return load_hf_config(str(path))
-    if looks_like_path and not path.exists() and name_or_path.count("/") != 1:
-        from accelmap.errors import InputError
-
-        raise InputError(f"no such file: {name_or_path}")
-    if name_or_path.count("/") == 1 and not path.exists() and not find(name_or_path, cat.models):
-        from accelmap.models.hf import load_hf_config
-
-        return load_hf_config(name_or_path)  # a Hub repo id such as meta-llama/Llama-3.1-8B
-    return resolve(name_or_path, cat.models, "model", "accelmap models list")
-
-
-def model_details(spec: ModelSpec, seq: int | None) -> dict[str, Any]:
-    from accelmap.models.flops import (
-        forward_flops_per_token,
-        layer_groups,
-        training_flops_per_token,
-    )
-    from accelmap.models.params import count_params
-
-    seq_len = seq or min(spec.max_seq_len, 4096)
-    pc = count_params(spec)
-    data = _summary(spec)
-    data.update({
-        "spec": spec.model_dump(mode="json", exclude={"sources"}),
-        "param_breakdown": pc.breakdown,
-        "embedding_params": pc.embedding,
-        "non_embedding_params": pc.non_embedding,
-        "seq_len": seq_len,
-        "flops_per_token": {
-            "forward": forward_flops_per_token(spec, seq_len),
-            "training": training_flops_per_token(spec, seq_len),
-            "definition": "model FLOPs; causal attention over seq_len; training = 3x forward "
-                          "(no recompute)",
-        },
-        "layers_detail": [
-            {
-                "layers": [g.first, g.last],
-                "count": g.count,
-                "kind": g.kind,
-                "params_per_layer": g.params // g.count,
-                "matrices": [{"name": m.name, "shape": [m.rows, m.cols], "copies": m.copies}
-                             for m in g.matrices],
-            }
-            for g in layer_groups(spec)
-        ],
-        "sources": {k: v.model_dump(mode="json") for k, v in spec.sources.items()},
-    })
-    return data
+    """``api.load_model`` (kept for the CLI modules that still call it here)."""
+    return api.load_model(name_or_path, cat)
 
 
 @app.command("show")
@@ -159,8 +74,8 @@ def show_cmd(
       accelmap models show deepseek-v3 --seq 8192 --json
       accelmap models show ./config.json
     """
-    spec = load_model(name, get_catalog(catalog))
-    data = model_details(spec, seq)
+    spec = api.load_model(name, get_catalog(catalog))
+    data = api.model_details(spec, seq)
     if json_out:
         emit_json(data)
         return
@@ -232,16 +147,10 @@ def import_cmd(
       accelmap models import config.json --out my-models/llama.yaml
       accelmap models import meta-llama/Llama-3.1-8B     # with accelmap[hf], online
     """
-    from accelmap.models.hf import load_hf_config
-
-    spec = load_hf_config(config, name)
+    spec = api.import_model(config, name)
     if out is not None:
-        import yaml
-
-        data = {"kind": "model", **spec.model_dump(mode="json", exclude_defaults=True)}
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    data = model_details(spec, seq)
+        api.write_model(spec, out)
+    data = api.model_details(spec, seq)
     if json_out:
         emit_json(data)
         return

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from accelmap import api
 from accelmap.cli.common import DbOpt, JsonOpt, ProfileOpt, console, emit_json
 from accelmap.cli.validate_local import (
     BatchOpt,
@@ -22,8 +24,7 @@ from accelmap.cli.validate_local import (
 )
 
 if TYPE_CHECKING:
-    from accelmap.validate.predict import Prediction
-    from accelmap.validate.report import GroupStats, Summary
+    from accelmap.api import GroupStats, Prediction, Summary
 
 CasesOpt = Annotated[
     list[Path] | None,
@@ -64,11 +65,7 @@ def validate_cmd(cases: CasesOpt = None, json_out: JsonOpt = False,
                  scale: ScaleOpt = "auto", dtype: DtypeOpt = None, profile: ProfileOpt = None,
                  hw: HwOpt = None, db: DbOpt = None) -> None:
     """Compare predictions with published measurements (--cases) or a run here (--local)."""
-    from accelmap.catalog import load_catalog
     from accelmap.errors import InputError
-    from accelmap.validate.cases import read_cases
-    from accelmap.validate.predict import predict_cases
-    from accelmap.validate.report import summarize
 
     if local is not None:
         if cases:
@@ -82,22 +79,18 @@ def validate_cmd(cases: CasesOpt = None, json_out: JsonOpt = False,
         raise InputError("no measurements given: pass --cases FILE.csv (repeatable), e.g. "
                          "--cases ../shared/reference/measurements/inference.csv, or --local "
                          "MODEL to compare with a run on this machine")
-    files = [read_cases(p) for p in cases]  # read all first: a bad file fails before any work
-    catalog = load_catalog()
-    per_file = [(f.path, predict_cases(f.cases, catalog)) for f in files]
-    preds = [p for _, ps in per_file for p in ps]
-    summary = summarize(preds)
+    result = api.validate_cases(cases)  # reads every file before any prediction
     if json_out:
-        emit_json({"rows": [p.to_dict() for p in preds], "summary": summary.to_dict()})
+        emit_json(result.to_dict())
         return
     con = console()
-    for path, ps in per_file:
+    for path, ps in result.files:
         table = _rows_table(path, ps, show_skipped)
         if table.row_count:
             con.print(table)
         else:
             con.print(f"{table.title} (reasons below)")
-    _print_summary(con, summary)
+    _print_summary(con, result.summary)
 
 
 validate_cmd.__doc__ = (validate_cmd.__doc__ or "") + "\n\n" + EXAMPLES
@@ -115,13 +108,11 @@ def _pct(v: float | None, signed: bool = False) -> str:
     return f"{v:+.1f}" if signed else f"{v:.1f}"
 
 
-def _rows_table(path: Path, preds: list[Prediction], show_skipped: bool) -> Any:
+def _rows_table(path: Path, preds: Sequence[Prediction], show_skipped: bool) -> Any:
     from rich.table import Table
 
-    from accelmap.validate.predict import Status
-
-    shown = [p for p in preds if show_skipped or p.status is not Status.SKIPPED]
-    n_skip = sum(p.status is Status.SKIPPED for p in preds)
+    shown = [p for p in preds if show_skipped or p.status is not api.Status.SKIPPED]
+    n_skip = sum(p.status is api.Status.SKIPPED for p in preds)
     t = Table(title=f"{path.name}: {len(preds)} rows, {len(preds) - n_skip} predicted, "
                     f"{n_skip} skipped", title_justify="left")
     for col in ("row", "model", "accelerator", "metric", "unit", "measured", "predicted",
@@ -130,7 +121,7 @@ def _rows_table(path: Path, preds: list[Prediction], show_skipped: bool) -> Any:
                      else "left", overflow="fold")
     for p in shown:
         status = p.status.value
-        if p.status is Status.SKIPPED:
+        if p.status is api.Status.SKIPPED:
             status = f"skipped: {p.skipped_reason}"
         elif p.fits is False:
             status += ", predicted NOT to fit"
@@ -147,8 +138,6 @@ def _stats_row(name: str, s: GroupStats) -> list[str]:
 
 def _print_summary(con: Any, summary: Summary) -> None:
     from rich.table import Table
-
-    from accelmap.validate.report import compress_ids
 
     t = Table(title="Error summary (scored rows only; abs % error; signed + = optimistic)",
               title_justify="left")
@@ -167,11 +156,11 @@ def _print_summary(con: Any, summary: Summary) -> None:
     con.print(t)
     if summary.calibration_rows:
         con.print("Calibration rows (fitted, not scored): "
-                  + compress_ids(summary.calibration_rows))
+                  + api.compress_ids(summary.calibration_rows))
     if summary.not_fitting:
         con.print("[bold]Finding:[/bold] published configurations predicted NOT to fit in "
-                  "memory: " + compress_ids(summary.not_fitting))
+                  "memory: " + api.compress_ids(summary.not_fitting))
     if summary.skipped:
         con.print(f"Skipped {sum(len(v) for v in summary.skipped.values())} rows:")
         for reason, ids in summary.skipped.items():
-            con.print(f"  {len(ids):4d}  {reason}: {compress_ids(ids)}", soft_wrap=True)
+            con.print(f"  {len(ids):4d}  {reason}: {api.compress_ids(ids)}", soft_wrap=True)

@@ -6,12 +6,15 @@
   ratios that no modern accelerator offers, which is why batch-1 decode is memory-bound).
 - memory per dollar: device memory (bytes) per USD of one device-hour.
 - FLOP/s per watt at TDP, and per USD/h.
+- the 16-bit and 8-bit peaks a one-line summary shows: bf16 (else fp16), and fp8 (else int8,
+  then counted in integer OP/s).
 
 These are datasheet ratios; achievable figures come from the engine's efficiency curves.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from accelmap.hardware.schema import Accelerator
@@ -34,6 +37,9 @@ class DerivedFigures:
     flops_per_watt: float | None  # headline peak / TDP
     flops_per_usd_hour: float | None
     headline: DType | None
+    peak_16bit: float | None = None  # bf16, else fp16
+    peak_8bit: float | None = None  # fp8, else int8
+    peak_8bit_is_integer: bool = False  # True when peak_8bit is the int8 figure (OP/s)
 
 
 def derive(acc: Accelerator) -> DerivedFigures:
@@ -52,4 +58,13 @@ def derive(acc: Accelerator) -> DerivedFigures:
         flops_per_watt=(peak / tdp) if (peak and tdp) else None,
         flops_per_usd_hour=(peak / price) if (peak and price) else None,
         headline=head,
+        peak_16bit=acc.peak(DType.BF16) or acc.peak(DType.FP16),
+        peak_8bit=acc.peak(DType.FP8) or acc.peak(DType.INT8),
+        peak_8bit_is_integer=acc.peak(DType.FP8) is None and acc.peak(DType.INT8) is not None,
     )
+
+
+def compared_dtypes(accs: Iterable[Accelerator]) -> list[DType]:
+    """The dtypes at least one of ``accs`` has a peak for, in ``DType`` order (widest first)."""
+    accs = list(accs)
+    return [d for d in DType if any(a.peak(d) for a in accs)]

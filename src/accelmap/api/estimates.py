@@ -1,7 +1,4 @@
-"""The public Python API: everything the CLI can do, as functions over typed values.
-
-Names and text are resolved here, with one clear ``InputError`` for each mistake, so the CLI
-(and the web app, and notebooks) only parse arguments, call these functions and render.
+"""What runs, where, and how fast: systems, workloads, mappings, the estimate and its roofline.
 
     from accelmap import api
     spec = api.load_model("llama-3.1-70b")
@@ -13,95 +10,25 @@ Names and text are resolved here, with one clear ``InputError`` for each mistake
 
 from __future__ import annotations
 
-import math
-from enum import Enum
-from pathlib import Path
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any
 
+from accelmap.api.parse import choice, count, dtype
 from accelmap.catalog import Catalog, load_catalog
 from accelmap.cost.calibration import CalibrationProfile
+from accelmap.cost.framework import Framework
 from accelmap.cost.schedules import Schedule
-from accelmap.engine import OverlapPolicy, ServeStep, System, TrainStep, default_mapping, estimate
-from accelmap.engine.result import Estimate
+from accelmap.engine import System, default_mapping, estimate
+from accelmap.engine.result import Estimate, op_row
 from accelmap.errors import InputError
 from accelmap.hardware.cluster import Cluster, parse_cluster
 from accelmap.mapping.plan import Mapping, Offload, ZeroStage
 from accelmap.models.schema import ModelSpec
-from accelmap.units import DType, parse_dtype
-from accelmap.workload import Inference, Optimizer, Recompute, Training
+from accelmap.units import DType
+from accelmap.workload import Inference, Optimizer, Phase, Recompute, Training
 
-__all__ = [
-    "Catalog", "Estimate", "Inference", "Mapping", "ModelSpec", "OverlapPolicy", "ServeStep",
-    "System", "TrainStep", "Training", "count", "default_mapping", "dtype", "estimate",
-    "inference", "load_catalog", "load_model", "load_system", "mapping", "serving_mapping",
-    "training",
-]
-
-E = TypeVar("E", bound=Enum)
-
-
-# -- text to values ---------------------------------------------------------------------------
-def dtype(text: str | DType, what: str = "") -> DType:
-    """A DType from its name or a library spelling ("bfloat16"); one line if unknown."""
-    if isinstance(text, DType):
-        return text
-    dt = parse_dtype(text)
-    if dt is None:
-        raise InputError(f"unknown {what + ' ' if what else ''}dtype {text!r}; use one of "
-                         f"{', '.join(d.value for d in DType)}")
-    return dt
-
-
-def choice(enum: type[E], text: str | E, what: str) -> E:
-    if isinstance(text, enum):
-        return text
-    try:
-        return enum(str(text).lower())
-    except ValueError:
-        raise InputError(f"unknown {what} {text!r}; use one of "
-                         f"{', '.join(str(e.value) for e in enum)}") from None
-
-
-def count(text: str | float) -> float:
-    """A positive count such as '2T', '300B', '1.5e12' (k, M, B/G, T are powers of 1000)."""
-    scale = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
-    t = str(text).strip().lower()
-    try:
-        n = float(t[:-1]) * scale[t[-1]] if t and t[-1] in scale else float(t)
-    except ValueError:
-        n = math.nan
-    if not (math.isfinite(n) and n > 0):
-        raise InputError(f"cannot read {text!r} as a positive token count; write e.g. 2T or 2e12")
-    return n
-
-
-# -- what runs, where ---------------------------------------------------------------------------
-def load_model(name_or_path: str, catalog: Catalog | None = None) -> ModelSpec:
-    """A preset by (forgiving) name, a file (HF config.json or a ModelSpec YAML), or a Hub repo
-    id such as meta-llama/Llama-3.1-8B (needs the ``hf`` extra)."""
-    from accelmap.lookup import find, resolve
-
-    cat = catalog or load_catalog()
-    path = Path(name_or_path).expanduser()
-    looks_like_path = path.suffix in (".json", ".yaml", ".yml") or "/" in name_or_path
-    if path.exists() and (looks_like_path or not find(name_or_path, cat.models)):
-        if path.suffix in (".yaml", ".yml"):
-            from accelmap.catalog import read_yaml, validate_entry
-
-            data = read_yaml(path)
-            if isinstance(data, dict):
-                data = {k: v for k, v in data.items() if k != "kind"}
-            return validate_entry(ModelSpec, data, str(path))
-        from accelmap.models.hf import load_hf_config
-
-        return load_hf_config(str(path))
-    if looks_like_path and not path.exists() and name_or_path.count("/") != 1:
-        raise InputError(f"no such file: {name_or_path}")
-    if name_or_path.count("/") == 1 and not path.exists() and not find(name_or_path, cat.models):
-        from accelmap.models.hf import load_hf_config
-
-        return load_hf_config(name_or_path)
-    return resolve(name_or_path, cat.models, "model", "accelmap models list")
+__all__ = ["Roofline", "estimate", "inference", "load_system", "mapping", "roofline",
+           "serving_mapping", "training"]
 
 
 def load_system(hw: str | None = None, cluster: str | Cluster | None = None,
@@ -144,14 +71,18 @@ def inference(batch: int, prompt: int, output: int, weights: str | DType = "bf16
 
 
 def mapping(system: System, workload: Training, *, tp: int = 1, pp: int = 1,
-            dp: int | None = None, cp: int = 1, ep: int = 1, zero: int = 0,
+            dp: int | None = None, cp: int = 1, ep: int = 1, zero: int | None = None,
             micro_batch: int | None = None, vpp: int = 1, schedule: str | Schedule = "1f1b",
             sequence_parallel: bool = True, tp_overlap: bool = False, force_tp: bool = False,
             shard_group: int | None = None, offload: str | Offload = "none") -> Mapping:
     """A training mapping; ``dp`` left out fills the system; ``micro_batch`` left out is
-    ``default_mapping``'s (the whole batch on one device, 1 on a cluster)."""
+    ``default_mapping``'s (the whole batch on one device, 1 on a cluster); ``zero`` left out is
+    stage 1 on a cluster (sharded optimizer states, Megatron-LM's distributed optimizer and
+    DeepSpeed's common setting) and 0 on one device, where there is nothing to shard over."""
     mb = micro_batch or default_mapping(system, workload).micro_batch
     off = choice(Offload, offload, "offload")
+    if zero is None:
+        zero = 1 if system.devices > 1 else 0
     if int(zero) not in (0, 1, 2, 3):
         raise InputError(f"zero={zero}: the ZeRO stage is 0, 1, 2 or 3")
     return Mapping.for_world(
@@ -165,3 +96,50 @@ def mapping(system: System, workload: Training, *, tp: int = 1, pp: int = 1,
 def serving_mapping(tp: int = 1, pp: int = 1, ep: int = 1, replicas: int = 1) -> Mapping:
     """``replicas`` copies of tp x pp devices (vLLM expert parallelism splits tp)."""
     return Mapping.serving(tp, pp, ep, replicas)
+
+
+# -- roofline -----------------------------------------------------------------------------------
+# The operator passes each phase runs: a training step has three, serving phases one each.
+_PASSES = {Phase.TRAIN: ("forward", "backward", "optimizer"), Phase.PREFILL: ("prefill",),
+           Phase.DECODE: ("decode",)}
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """Per-operator roofline of one phase: FLOPs, bytes, intensity, time and bound per operator
+    (``engine.result.op_row``), the device's ridge point at achievable bandwidth, and the
+    estimate's calibration and assumptions."""
+
+    model: str
+    accelerator: str
+    phase: Phase
+    ridge_flop_per_byte: float
+    total_s: float
+    ops: list[dict[str, Any]]
+    calibration: str | None
+    assumptions: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "accelerator": self.accelerator, "phase": self.phase.value,
+                "ridge_flop_per_byte": self.ridge_flop_per_byte, "total_s": self.total_s,
+                "ops": self.ops, "calibration": self.calibration,
+                "assumptions": list(self.assumptions)}
+
+
+def roofline(model: ModelSpec, system: System, workload: Training | Inference,
+             phase: str | Phase | None = None, mapping: Mapping | None = None, *,
+             framework: Framework | str | None = None) -> Roofline:
+    """The roofline of ``phase``: train for a Training workload; prefill (the default) or decode
+    for an Inference one. ``mapping`` left out is ``default_mapping``'s."""
+    ph = choice(Phase, phase or (Phase.TRAIN if isinstance(workload, Training)
+                                 else Phase.PREFILL), "phase")
+    if (ph is Phase.TRAIN) != isinstance(workload, Training):
+        raise InputError(f"phase {ph.value} does not match a "
+                         f"{'training' if isinstance(workload, Training) else 'serving'} "
+                         "workload: use train for training, prefill or decode for serving")
+    est: Estimate = estimate(model, system, workload, mapping, framework=framework)
+    rows = [op_row(t) for g in _PASSES[ph] for t in est.ops.get(g, ())]
+    return Roofline(model=est.model, accelerator=est.accelerator, phase=ph,
+                    ridge_flop_per_byte=system.device.ridge_point,
+                    total_s=sum(r["total_s"] for r in rows), ops=rows,
+                    calibration=est.calibration, assumptions=tuple(est.assumptions))

@@ -1,0 +1,86 @@
+"""Models: load a preset or a config, list the presets, show one, import a Hugging Face config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from accelmap.catalog import Catalog, load_catalog
+from accelmap.errors import InputError
+from accelmap.models import details
+from accelmap.models.schema import ModelSpec
+
+__all__ = ["import_model", "list_models", "load_model", "model_details", "model_summary",
+           "write_model"]
+
+
+def load_model(name_or_path: str, catalog: Catalog | None = None) -> ModelSpec:
+    """A preset by (forgiving) name, a file (HF config.json or a ModelSpec YAML), or a Hub repo
+    id such as meta-llama/Llama-3.1-8B (needs the ``hf`` extra)."""
+    from accelmap.lookup import find, resolve
+
+    cat = catalog or load_catalog()
+    path = Path(name_or_path).expanduser()
+    looks_like_path = path.suffix in (".json", ".yaml", ".yml") or "/" in name_or_path
+    if path.exists() and (looks_like_path or not find(name_or_path, cat.models)):
+        if path.suffix in (".yaml", ".yml"):
+            from accelmap.catalog import read_yaml, validate_entry
+
+            data = read_yaml(path)
+            if isinstance(data, dict):
+                data = {k: v for k, v in data.items() if k != "kind"}
+            return validate_entry(ModelSpec, data, str(path))
+        from accelmap.models.hf import load_hf_config
+
+        return load_hf_config(str(path))
+    if looks_like_path and not path.exists() and name_or_path.count("/") != 1:
+        raise InputError(f"no such file: {name_or_path}")
+    if name_or_path.count("/") == 1 and not path.exists() and not find(name_or_path, cat.models):
+        from accelmap.models.hf import load_hf_config
+
+        return load_hf_config(name_or_path)
+    return resolve(name_or_path, cat.models, "model", "accelmap models list")
+
+
+def model_summary(spec: ModelSpec) -> dict[str, Any]:
+    """id, name, family, params, active_params, attention, moe, layers, d_model and
+    published_params (None when no exact count is published)."""
+    return details.summary(spec)
+
+
+def list_models(family: str | None = None, catalog: Catalog | None = None
+                ) -> list[dict[str, Any]]:
+    """The summaries of the catalog's models, by family then size; ``family`` keeps those whose
+    family contains it (ignoring case)."""
+    cat = catalog or load_catalog()
+    rows = sorted((details.summary(s) for s in cat.models.values()),
+                  key=lambda r: (r["family"], r["params"]))
+    if family:
+        rows = [r for r in rows if family.lower() in r["family"].lower()]
+    return rows
+
+
+def model_details(spec: ModelSpec, seq: int | None = None) -> dict[str, Any]:
+    """The summary plus the spec, parameters by part, FLOPs per token at ``seq`` (default
+    min(max_seq_len, 4096)), shapes per group of identical layers and the sources."""
+    return details.details(spec, seq)
+
+
+def import_model(config: str, name: str | None = None) -> ModelSpec:
+    """A ModelSpec from a Hugging Face config.json, a folder holding one, or a Hub repo id
+    (needs the ``hf`` extra and the network). Never runs remote code."""
+    from accelmap.models.hf import load_hf_config
+
+    return load_hf_config(config, name)
+
+
+def write_model(spec: ModelSpec, path: str | Path) -> Path:
+    """Write ``spec`` as a catalog YAML file (``kind: model``, defaults left out), ready for a
+    ``--catalog`` folder; creates the folder. Returns the path."""
+    import yaml
+
+    out = Path(path)
+    data = {"kind": "model", **spec.model_dump(mode="json", exclude_defaults=True)}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return out

@@ -1,0 +1,61 @@
+"""Text to values: dtypes, enum choices, counts and phases, each with one clear ``InputError``.
+
+Light at import (``accelmap.units`` and ``accelmap.errors`` only).
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+from typing import TYPE_CHECKING, TypeVar
+
+from accelmap.errors import InputError
+from accelmap.units import DType, parse_dtype
+
+if TYPE_CHECKING:
+    from accelmap.workload import Phase
+
+E = TypeVar("E", bound=Enum)
+
+
+def dtype(text: str | DType, what: str = "") -> DType:
+    """A DType from its name or a library spelling ("bfloat16"); one line if unknown."""
+    if isinstance(text, DType):
+        return text
+    dt = parse_dtype(text)
+    if dt is None:
+        raise InputError(f"unknown {what + ' ' if what else ''}dtype {text!r}; use one of "
+                         f"{', '.join(d.value for d in DType)}")
+    return dt
+
+
+def choice(enum: type[E], text: str | E, what: str) -> E:
+    """A member of ``enum`` from its value, ignoring case: ``choice(Phase, "Decode", "phase")``.
+    Unknown text raises "unknown {what} ...; use one of ..."."""
+    if isinstance(text, enum):
+        return text
+    try:
+        return enum(str(text).lower())
+    except ValueError:
+        raise InputError(f"unknown {what} {text!r}; use one of "
+                         f"{', '.join(str(e.value) for e in enum)}") from None
+
+
+def count(text: str | float) -> float:
+    """A positive count such as '2T', '300B', '1.5e12' (k, M, B/G, T are powers of 1000)."""
+    scale = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+    t = str(text).strip().lower()
+    try:
+        n = float(t[:-1]) * scale[t[-1]] if t and t[-1] in scale else float(t)
+    except ValueError:
+        n = math.nan
+    if not (math.isfinite(n) and n > 0):
+        raise InputError(f"cannot read {text!r} as a positive token count; write e.g. 2T or 2e12")
+    return n
+
+
+def phase(text: str | Phase) -> Phase:
+    """train, prefill or decode."""
+    from accelmap.workload import Phase
+
+    return choice(Phase, text, "phase")

@@ -1,0 +1,63 @@
+"""Listing accelerators: which figures a list can be sorted by, filters, and the sort order.
+
+Light at import (the CLI's help text names the sort keys): the schema loads when a function runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from accelmap.units import DType
+
+if TYPE_CHECKING:
+    from accelmap.hardware.schema import Accelerator, DeviceClass
+
+# Compared when no names are given: the current training/serving flagships of each vendor that
+# the catalog covers.
+DEFAULT_COMPARE = ("h100-sxm5-80gb", "h200-sxm", "b200", "mi300x", "tpu-v5p", "tpu-v6e",
+                   "gaudi3", "trainium2")
+
+# What a list sorts by: a field of the entry, or the dense peak of one dtype.
+SORT_KEYS = ("id", "name", "class", "vendor", "year", "memory", "bandwidth", "fp64", "fp32",
+             "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4", "tdp", "price")
+
+
+def sort_value(acc: Accelerator, key: str) -> Any:
+    """The value ``key`` (one of SORT_KEYS) sorts by; None when the device lacks the figure.
+    Classes sort in the order of ``DeviceClass`` (GPUs first), names and vendors ignore case."""
+    from accelmap.hardware.schema import DeviceClass
+
+    simple = {
+        "id": acc.id,
+        "name": acc.name.lower(),
+        "class": list(DeviceClass).index(acc.device_class),
+        "vendor": acc.vendor.lower(),
+        "year": acc.release_year,
+        "memory": acc.memory_bytes,
+        "bandwidth": acc.memory_bandwidth,
+        "tdp": acc.tdp.value if acc.tdp else None,
+        "price": acc.price.usd_per_hour.value if acc.price else None,
+    }
+    if key in simple:
+        return simple[key]
+    return acc.peak(DType(key))
+
+
+def select(accelerators: Iterable[Accelerator], device_class: DeviceClass | None = None,
+           vendor: str | None = None, min_memory_bytes: float | None = None,
+           sort: str = "class", desc: bool = False) -> list[Accelerator]:
+    """Accelerators of one class, whose vendor contains ``vendor`` (ignoring case), with at least
+    ``min_memory_bytes``, sorted by ``sort`` (vendor and id break ties). Devices without the
+    sorted figure always go last, by id, whichever the direction."""
+    accs = list(accelerators)
+    if device_class is not None:
+        accs = [a for a in accs if a.device_class == device_class]
+    if vendor:
+        accs = [a for a in accs if vendor.lower() in a.vendor.lower()]
+    if min_memory_bytes:
+        accs = [a for a in accs if a.memory_bytes >= min_memory_bytes]
+    present = [a for a in accs if sort_value(a, sort) is not None]
+    missing = sorted((a for a in accs if sort_value(a, sort) is None), key=lambda a: a.id)
+    present.sort(key=lambda a: (sort_value(a, sort), a.vendor.lower(), a.id), reverse=desc)
+    return present + missing

@@ -1,0 +1,72 @@
+"""api.validation: read measurement files, predict each row, summarize the errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from accelmap import api
+from accelmap.catalog import Catalog
+from accelmap.errors import InputError
+
+FIX = Path(__file__).parent.parent / "fixtures" / "measurements"
+
+
+def test_read_and_predict(catalog: Catalog) -> None:
+    f = api.read_cases(FIX / "matmul.csv")
+    assert f.path == FIX / "matmul.csv" and f.format.value == "matmul" and f.cases
+    preds = api.predict_cases(f, catalog)
+    assert [p.row_id for p in preds] == [c.row_id for c in f.cases]
+    assert api.predict_cases(list(f.cases), catalog) == preds  # a file or its cases
+    assert {p.status for p in preds} <= set(api.Status)
+    scored = [p for p in preds if p.status is api.Status.OK]
+    assert scored and all(p.predicted and p.predicted > 0 for p in scored)
+
+
+def test_read_cases_errors(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        api.read_cases(tmp_path / "missing.csv")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("", encoding="utf-8")
+    with pytest.raises(InputError, match="empty"):
+        api.read_cases(empty)
+
+
+def test_summarize(catalog: Catalog) -> None:
+    preds = api.predict_cases(api.read_cases(FIX / "inference.csv"), catalog)
+    s = api.summarize(preds)
+    assert isinstance(s, api.Summary) and s.n_rows == len(preds)
+    assert s.overall.n == sum(p.status is api.Status.OK and p.abs_pct_error is not None
+                              for p in preds)
+    skipped = sum(len(v) for v in s.skipped.values())
+    assert skipped == sum(p.status is api.Status.SKIPPED for p in preds)
+    assert s.to_dict()["n_rows"] == len(preds)
+
+
+def test_compress_ids() -> None:
+    assert api.compress_ids(["I0009", "I0010", "I0011", "I0013"]) == "I0009-I0011, I0013"
+    assert api.compress_ids([]) == ""
+
+
+def test_validate_cases_keeps_file_order(catalog: Catalog) -> None:
+    paths = [FIX / "training.csv", FIX / "matmul.csv"]
+    v = api.validate_cases(paths, catalog)
+    assert [p for p, _ in v.files] == paths
+    n = sum(len(api.read_cases(p).cases) for p in paths)
+    assert len(v.predictions) == n == v.summary.n_rows
+    data = v.to_dict()
+    assert set(data) == {"rows", "summary"} and len(data["rows"]) == n
+    assert [r["row_id"] for r in data["rows"]] == [p.row_id for p in v.predictions]
+
+
+def test_validate_cases_reads_every_file_first(monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    import accelmap.api.validation as validation
+
+    def no_prediction(*args: object, **kwargs: object) -> list[object]:
+        raise AssertionError("predicted before every file was read")
+
+    monkeypatch.setattr(validation, "_predict_cases", no_prediction)
+    with pytest.raises(InputError, match=r"missing\.csv: no such file"):
+        api.validate_cases([FIX / "matmul.csv", tmp_path / "missing.csv"])
