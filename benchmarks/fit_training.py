@@ -83,7 +83,7 @@ def grid(name: str, step: float | None = None, around: float | None = None) -> l
     lo, hi, s = RANGES[name]
     if around is not None and step is not None:
         lo, hi, s = max(lo, around - 5 * step), min(hi, around + 5 * step), step
-    n = int(round((hi - lo) / s))
+    n = round((hi - lo) / s)
     return [round(lo + i * s, 4) for i in range(n + 1)]
 
 

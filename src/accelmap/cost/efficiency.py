@@ -9,7 +9,7 @@ efficiency, a GEMM of a given shape loses to
 - tile quantization: the kernel computes whole tiles, so an m x n output costs
   ceil(m/tm)*tm x ceil(n/tn)*tn (NVIDIA, "Matrix Multiplication Background User's Guide",
   sec. "Tile Quantization"); small m uses small tiles (down to the 16-row MMA shape, PTX ISA
-  mma.m16n8k16) as cuBLAS heuristics do;
+  mma.m16n8k16) as cuBLAS heuristics do, and up to 8 tokens the swapped operands' 8-wide side;
 - wave quantization: tiles run in waves of one tile per SM/CU; a last partial wave idles the rest
   (same guide, sec. "Wave Quantization": 133 tiles on 132 SMs take two waves). Too few tiles are
   split along k (split-K) up to the SM count, as cuBLAS does for skinny GEMMs;
@@ -43,12 +43,15 @@ BANDWIDTH_EFFICIENCY = 1700 / 2039  # gpt-fast README, A100 80GB: "about 1700 GB
 BANDWIDTH_SOURCE = "default 0.834 of peak (A100 measurement, gpt-fast M0021; not this device)"
 
 MMA_M = 16  # smallest tensor-core tile rows (PTX mma.m16n8k16)
+# Fewer tokens than that run with the operands swapped (the weight on the MMA's M side), so the
+# tokens fill its N = 8 side: CUTLASS/cuBLAS skinny-GEMM kernels and TensorRT-LLM's, PTX
+# mma.m16n8k16.
+MMA_N = 8
 # CTA tile of large GEMMs (NVIDIA matmul guide, A100 example); also the AMD/Gaudi default
 DEFAULT_TILE = (256, 128)
 SPLIT_K_MIN = 256  # do not split k below 256 per split (keeps each split a full MMA pipeline)
 
 
-@lru_cache(maxsize=1)
 @lru_cache(maxsize=1)
 def training_fit() -> dict[str, Any]:
     """The few physical parameters fitted once on all shared training rows
@@ -67,6 +70,7 @@ def sustained_fraction() -> float:
     return float(training_fit().get("sustained_gemm_fraction", {}).get("value", 1.0))
 
 
+@lru_cache(maxsize=1)
 def measured_matmul() -> dict[str, dict[str, dict[str, Any]]]:
     path = Path(str(resources.files("accelmap").joinpath("cost/data/achievable_matmul.yaml")))
     return dict(yaml.safe_load(path.read_text()) or {})
@@ -141,8 +145,9 @@ def shape_efficiency(m: Num, n: Num, k: Num, geo: GemmGeometry) -> Num:
         s = geo.systolic
         return (n / _ceil_to(n, s)) * (k / _ceil_to(k, s))
     tn = geo.tile[1]
-    # small m: the smallest power-of-two tile >= m, at least the MMA height
-    tm = np.clip(2.0 ** np.ceil(np.log2(m)), MMA_M, geo.tile[0])
+    # small m: the smallest power-of-two tile >= m, at least the MMA height; below it the
+    # swapped-operand kernel's N = 8 side
+    tm = np.where(m <= MMA_N, MMA_N, np.clip(2.0 ** np.ceil(np.log2(m)), MMA_M, geo.tile[0]))
     tiles_m = np.ceil(m / tm)
     tiles_n = np.ceil(n / tn)
     tile_eff = (m * n) / (tiles_m * tm * tiles_n * tn)

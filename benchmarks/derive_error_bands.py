@@ -1,0 +1,72 @@
+"""Error bands from validation residuals: predict every shared published run that no parameter
+was fitted on, group the runs (phase, stack, scale), and write the 80th percentile of the
+absolute error per group to src/accelmap/engine/data/error_bands.yaml (engine/error_band.py).
+
+Phases: ``train`` (training rows), ``serve-latency`` (TTFT and decode-time rows),
+``serve-throughput`` (serving throughput rows). Stack: the framework profile the row was
+predicted with. Scale: engine.error_band.scale of the row's device count.
+
+Run: python benchmarks/derive_error_bands.py [--write]
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from accelmap.catalog import load_catalog
+from accelmap.engine.error_band import QUANTILE, key, scale
+from accelmap.validate import predict as pr
+from accelmap.validate.cases import InferenceCase, TrainingCase, read_cases
+from accelmap.validate.outcome import MetricKind
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "reference" / "measurements"
+OUT = ROOT / "src" / "accelmap" / "engine" / "data" / "error_bands.yaml"
+PHASE = {MetricKind.TRAINING: "train", MetricKind.TTFT: "serve-latency",
+         MetricKind.DECODE: "serve-latency", MetricKind.THROUGHPUT: "serve-throughput"}
+
+
+def residuals() -> dict[str, list[float]]:
+    catalog = load_catalog()
+    calibrated = pr.calibration_rows()
+    groups: dict[str, list[float]] = defaultdict(list)
+    for name in ("training.csv", "inference.csv"):
+        for case in read_cases(DATA / name).cases:
+            if not isinstance(case, TrainingCase | InferenceCase):
+                continue
+            p = pr.predict_case(case, catalog, calibrated)
+            if p.status is not pr.Status.OK or p.abs_pct_error is None or p.kind not in PHASE:
+                continue
+            phase = PHASE[p.kind]
+            stack = p.framework or "unknown"
+            devices = int(case.parallel.devices or 1)
+            sc = f"{scale(devices)} devices"
+            for k in (key(phase, stack, sc), key(phase, stack), key(phase, sc), key(phase),
+                      "all"):
+                groups[k].append(float(p.abs_pct_error))
+    return groups
+
+
+def main() -> None:
+    groups = residuals()
+    table = {k: {"pct": round(float(np.quantile(v, QUANTILE)), 1), "runs": len(v)}
+             for k, v in sorted(groups.items())}
+    for k, g in table.items():
+        print(f"{k:55s} p80 {g['pct']:6.1f} %  ({g['runs']} runs)")
+    if "--write" in sys.argv:
+        OUT.parent.mkdir(parents=True, exist_ok=True)
+        OUT.write_text("# Written by benchmarks/derive_error_bands.py from held-out validation "
+                       "residuals\n# (rows no parameter was fitted on). p80 of |error| per "
+                       "group of similar runs.\n"
+                       + yaml.safe_dump({"quantile": QUANTILE, "groups": table},
+                                        sort_keys=False, width=100))
+        print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
