@@ -164,12 +164,15 @@ def print_estimate(est: Estimate) -> None:
     verdict = "fits" if est.feasible else f"[red]does not fit[/red]: {est.reason}"
     con.print(f"[bold]{est.model}[/bold] on [bold]{est.accelerator}[/bold], {est.phase.value}: "
               f"{verdict}")
+    if est.violated_rule:  # a mapping rule is broken: there is nothing more to show
+        return
     t = Table(title="Estimate")
     t.add_column("metric")
     t.add_column("value", justify="right")
     rows: list[tuple[str, str]] = []
+    band = f" {est.error_band.text}" if est.error_band else ""
     if est.phase.value == "train":
-        rows += [("step time", fmt(m["step_time_s"], "time")),
+        rows += [("step time", fmt(m["step_time_s"], "time") + band),
                  ("tokens/s", f"{m['tokens_per_s']:,.0f}"),
                  ("MFU (model FLOPs)", f"{m['mfu']:.1%}"), ("HFU", f"{m['hfu']:.1%}"),
                  ("TFLOP/s per device (model)", f"{m['tflops_per_device']:.1f}")]
@@ -178,12 +181,15 @@ def print_estimate(est: Estimate) -> None:
         if "cost_to_train_usd" in m:
             rows.append(("cost to train", f"${m['cost_to_train_usd']:,.0f}"))
     else:
-        rows += [("TTFT", fmt(m["ttft_s"], "time")), ("TPOT", fmt(m["tpot_s"], "time")),
-                 ("output tokens/s", f"{m['tokens_per_s']:,.1f}"),
+        lat = getattr(est, "latency_error_band", None)
+        lband = f" ±{lat.pct:.0f} %" if lat else ""
+        rows += [("TTFT", fmt(m["ttft_s"], "time") + lband),
+                 ("TPOT", fmt(m["tpot_s"], "time") + lband),
+                 ("output tokens/s", f"{m['tokens_per_s']:,.1f}" + band),
                  ("decode memory-bandwidth utilization",
                   "-" if (u := m["decode_bandwidth_utilization"]) is None else f"{u:.0%}"),
-                 ("largest batch that fits", str(m["max_batch"])),
-                 ("longest context at this batch", f"{m['max_context']:,}")]
+                 ("largest batch that fits", str(m.get("max_batch", "-"))),
+                 ("longest context at this batch", f"{m.get('max_context', 0):,}")]
     if m.get("energy_j_per_token_tdp") is not None:
         rows.append(("energy/token at TDP (upper bound)", f"{m['energy_j_per_token_tdp']:.3g} J"))
     if m.get("energy_j_per_token_ops") is not None:
@@ -200,7 +206,7 @@ def print_estimate(est: Estimate) -> None:
     for k, v in est.memory.items.items():
         mem.add_row(k, fmt(float(v), "bytes"))
     con.print(mem)
-    top = sorted(m["time_breakdown_s"].items(), key=lambda kv: -kv[1])[:8]
+    top = sorted(m.get("time_breakdown_s", {}).items(), key=lambda kv: -kv[1])[:8]
     tt = Table(title="Where the time goes (top operators, summed over layers)")
     tt.add_column("operator")
     tt.add_column("time", justify="right")

@@ -21,13 +21,14 @@ from typing import Any
 import numpy as np
 
 from accelmap.cost.roofline import OpTime
+from accelmap.engine.error_band import ErrorBand
 from accelmap.engine.shapes import CALIBRATION_NOTE
 from accelmap.mapping.plan import Mapping
 from accelmap.memory.budget import MemoryBudget
 from accelmap.workload import Phase
 
 _COMMON = ("model", "accelerator", "system", "mapping", "feasible", "reason", "violated_rule",
-           "memory", "time", "ops", "assumptions")
+           "memory", "time", "ops", "assumptions", "error_band", "latency_error_band")
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,9 @@ class _Step:
     ops: dict[str, tuple[OpTime, ...]] = field(default_factory=dict)  # op times per pass
     assumptions: tuple[str, ...] = ()
     violated_rule: str | None = None
+    # expected error of the throughput / step time, from validation residuals of similar
+    # published runs (engine/error_band.py)
+    error_band: ErrorBand | None = None
 
     @property
     def calibration(self) -> str | None:
@@ -96,6 +100,7 @@ class _Step:
                 "breakdown": self.memory.tree(),
             },
             "calibration": self.calibration,
+            "error_band": self.error_band.to_dict() if self.error_band else None,
             "assumptions": list(self.assumptions),
         }
         if ops:
@@ -146,10 +151,17 @@ class ServeStep(_Step):
     axes: dict[str, str] | None = None
     max_batch: int | None = None
     max_context: int | None = None
+    latency_error_band: ErrorBand | None = None  # of TTFT and TPOT
 
     @property
     def phase(self) -> Phase:
         return Phase.DECODE if self.output_len else Phase.PREFILL
+
+    def to_dict(self, ops: bool = True) -> dict[str, Any]:
+        out = super().to_dict(ops)
+        out["latency_error_band"] = (self.latency_error_band.to_dict()
+                                     if self.latency_error_band else None)
+        return out
 
     @property
     def metrics(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from accelmap.cost.collectives import Collective
 from accelmap.cost.energy import op_energy_j
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import OpTime, time_ops, total_time
+from accelmap.engine.error_band import error_band
 from accelmap.engine.result import ServeStep, fits
 from accelmap.engine.shapes import (
     context_notes,
@@ -98,6 +99,8 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
         assumptions=(*context_notes(spec, wl.prompt_len + wl.output_len),
                      f"{m.describe_serving()} on {cluster.name}",
                      *device_notes(dev, wl.compute_dtype, fw)),
+        error_band=error_band("serve-throughput", fw.name.value, world),
+        latency_error_band=error_band("serve-latency", fw.name.value, m.devices_per_replica),
         output_len=wl.output_len, ttft_s=ttft, tpot_s=tpot, total_time_s=total,
         tokens_per_s=out_tokens / total if wl.output_len else 0.0,
         tokens_per_s_per_device=out_tokens / total / world if wl.output_len else 0.0,

@@ -35,6 +35,7 @@ from accelmap.cost.energy import op_energy_j
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import time_ops, total_time
 from accelmap.cost.schedules import Schedule, bubble_over_ideal, in_flight_micro_batches
+from accelmap.engine.error_band import error_band
 from accelmap.engine.profile import LayerProfile, is_embed, is_layer, layer_profile
 from accelmap.engine.result import TrainStep, fits
 from accelmap.engine.shapes import context_notes, device_notes
@@ -385,6 +386,7 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
         overlap_policy=overlap.__dict__,
         energy_j_per_token_tdp=tdp * world * step / tokens if tdp else None,
         energy_j_per_token_ops=f["energy_j_per_step_ops"] / tokens,
+        error_band=error_band("train", fw.name.value, world),
         time_to_train_s=time_to_train,
         cost_to_train_usd=time_to_train / 3600 * price * world
         if time_to_train and price else None)
