@@ -225,7 +225,8 @@ def plan_cmd(
         from accelmap.cli.export import write_export
         from accelmap.export.base import PlanJob
 
-        write_export(export, PlanJob.from_dict({**job, "mapping": result.plans[0].mapping}),
+        write_export(export, PlanJob.from_dict({**job,
+                                                "mapping": result.plans[0].mapping_dict()}),
                      Path(out), quiet=json_out)
 
 
@@ -254,7 +255,7 @@ def print_result(model: str, cl: Cluster, r: PlanResult, train: bool) -> None:
         t.add_column(label, justify="left" if label == "mapping" else "right")
     for p in r.plans:
         m = p.metrics
-        mapping = " ".join(f"{k}={v}" for k, v in p.mapping.items()
+        mapping = " ".join(f"{k}={v}" for k, v in p.mapping_dict().items()
                            if v not in (1, False, None, "none") or k in ("dp", "tp", "pp"))
         cells = [mapping]
         for _label, key in keys[1:]:
