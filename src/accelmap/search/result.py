@@ -128,7 +128,7 @@ def read_plan_mapping(data: Any, kind: PlanKind) -> tuple[Mapping, ServingChoice
     anything else is one InputError line naming the key and what it should be."""
     what = f"the {kind.value} plan's mapping"
     if not isinstance(data, dict):
-        raise InputError(f"{what} is not a JSON object but {data!r}")
+        raise InputError(f"{what} is not a JSON object (got {json_kind(data)})")
     keys = TRAIN_MAPPING_KEYS if kind is PlanKind.TRAIN else SERVE_MAPPING_KEYS
     missing = [k for k in keys if k not in data]
     unknown = sorted(str(k) for k in data if k not in keys)
@@ -156,6 +156,12 @@ def read_plan_mapping(data: Any, kind: PlanKind) -> tuple[Mapping, ServingChoice
     if not isinstance(data["offload"], bool):
         raise InputError(f"{what}: offload={data['offload']!r} is not true or false")
     return Mapping.from_dict(data), None
+
+
+def json_kind(value: Any) -> str:
+    """What a JSON value is, for error sentences ("an array", "a string" ...)."""
+    return {dict: "an object", list: "an array", str: "a string", bool: "true or false",
+            type(None): "null"}.get(type(value), "a number")
 
 
 def _choice(enum: type[E], data: dict[str, Any], key: str, what: str) -> E:
