@@ -59,7 +59,7 @@ def end_to_end(model: str, cluster: str, seq: int, batch: int) -> tuple[float, i
     start = time.perf_counter()
     r = plan_training(cat.models[model], parse_cluster(cluster, cat), seq, batch, top=1,
                       explain=False)
-    best = " ".join(f"{k}={v}" for k, v in r.plans[0].mapping.items()) if r.plans else "-"
+    best = " ".join(f"{k}={v}" for k, v in r.plans[0].mapping_dict().items()) if r.plans else "-"
     return time.perf_counter() - start, r.evaluated, r.feasible, best
 
 

@@ -80,3 +80,86 @@ def test_plan_export_option(cli: Run, tmp_path: Path) -> None:
             str(tmp_path))
     assert r.code == 0, r.err
     assert any(tmp_path.iterdir())
+
+
+# --- plan files: typed on load, the same JSON back ----------------------------------------
+
+@pytest.mark.parametrize("kind", ["train", "serve"])
+def test_plan_file_loads_to_the_typed_plan_and_same_json(plans: dict[str, Path],
+                                                         kind: str) -> None:
+    """Every plan of an `accelmap plan --json` file loads to the typed PlanJob of the search's
+    own Plan (Mapping, ServingChoice), and writes the file's JSON back unchanged."""
+    from accelmap.catalog import load_catalog
+    from accelmap.export.base import Job, PlanJob, PlanKind, load_plan_file
+    from accelmap.hardware.cluster import parse_cluster
+    from accelmap.search.planner import plan_training
+    from accelmap.search.serve import plan_serving
+    from accelmap.units import DType
+
+    cat = load_catalog()
+    if kind == "train":  # the fixture's search, in process: 2M tokens / 4096 = 512 sequences
+        res = plan_training(cat.models["llama-2-13b"], parse_cluster("64xH100", cat), 4096, 512,
+                            top=3, explain=False)
+    else:
+        res = plan_serving(cat.models["llama-2-7b"], parse_cluster("dgx-h100", cat), 512, 64,
+                           top=3)
+    data = json.loads(plans[kind].read_text())
+    assert len(data["plans"]) == len(res.plans) == 3
+    head = ("kind", "model", "accelerator", "devices_per_node", "nodes")
+    for i, plan in enumerate(res.plans):
+        job = load_plan_file(plans[kind], i)
+        assert job == PlanJob.of(Job.from_dict(data["job"]), plan)
+        assert job.kind is PlanKind(kind) and job.dtype is DType.BF16
+        assert job.mapping == plan.mapping and job.serving == plan.serving
+        assert (job.serving is None) == (kind == "train")
+        if kind == "train":
+            assert job.mapping.world == job.devices
+        else:
+            assert job.mapping.world <= job.devices and job.serving is not None
+            assert job.serving.batch == data["plans"][i]["batch"]
+        # the same JSON, key order included: the job block, the mapping, and PlanJob.to_dict
+        # as the previous version wrote it (job keys with the mapping after `nodes`)
+        assert json.dumps(job.job.to_dict()) == json.dumps(data["job"])
+        assert json.dumps(job.mapping_dict()) == json.dumps(data["plans"][i]["mapping"])
+        old = {**{k: data["job"][k] for k in head}, "mapping": data["plans"][i]["mapping"],
+               **{k: v for k, v in data["job"].items() if k not in head}}
+        assert json.dumps(job.to_dict()) == json.dumps(old)
+        assert PlanJob.from_dict(job.to_dict()) == job
+
+
+def test_plan_export_matches_export_from_the_file(cli: Run, tmp_path: Path) -> None:
+    """`plan --export` (the search's typed Plan) and `export --from` (the file) write the same
+    files."""
+    args = ["plan", "llama-2-7b", "--cluster", "dgx-h100", "--train", "--seq", "2048",
+            "--global-batch-tokens", "512K", "--top", "1", "--json"]
+    r = cli(*args, "--export", "torchtitan", "--out", str(tmp_path / "direct"))
+    assert r.code == 0, r.err
+    (tmp_path / "plan.json").write_text(r.out)
+    r = cli("export", "torchtitan", "--from", str(tmp_path / "plan.json"), "--out",
+            str(tmp_path / "file"), "--json")
+    assert r.code == 0, r.err
+    direct = sorted(p.name for p in (tmp_path / "direct").iterdir())
+    assert direct == json.loads(r.out)["files"]
+    for name in direct:
+        assert (tmp_path / "direct" / name).read_text() == (tmp_path / "file" / name).read_text()
+
+
+@pytest.mark.parametrize(("kind", "change", "message"), [
+    ("train", {"tp": "eight"}, "plan 0: the train plan's mapping: tp='eight' is not a whole "
+                               "number >= 1"),
+    ("serve", {"replicas": None}, "plan 0: the serve plan's mapping has no replicas"),
+    ("serve", {"kv_dtype": "fp7"}, "kv_dtype='fp7' is not one of"),
+])
+def test_malformed_plan_file_is_one_error_line(cli: Run, plans: dict[str, Path],
+                                               tmp_path: Path, kind: str,
+                                               change: dict[str, Any], message: str) -> None:
+    data = json.loads(plans[kind].read_text())
+    mapping = {**data["plans"][0]["mapping"], **change}
+    data["plans"][0]["mapping"] = {k: v for k, v in mapping.items() if v is not None}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    fmt = "megatron" if kind == "train" else "vllm"
+    r = cli("export", fmt, "--from", str(bad), "--out", str(tmp_path / "out"))
+    assert r.code == 2 and not (tmp_path / "out").exists()
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and str(bad) in lines[0], r.err

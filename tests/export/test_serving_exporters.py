@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -26,8 +27,12 @@ import pytest
 import yaml
 
 from accelmap.catalog import Catalog
-from accelmap.export.base import PlanJob, get_exporter
+from accelmap.cost.schedules import Schedule
+from accelmap.export.base import PlanJob, PlanKind, ReadBack, ServingChoice, get_exporter
 from accelmap.export.formats import maxtext, sglang, vllm
+from accelmap.mapping.plan import Mapping, Offload, ZeroStage
+from accelmap.units import DType
+from accelmap.workload import Recompute
 
 VLLM_FLAGS = {
     "--host", "--port",  # entrypoints/common/cli_args.py FrontendArgs
@@ -72,31 +77,50 @@ MAXTEXT_REMAT = {"minimal_with_context", "minimal", "save_dot_with_context_excep
                  "qkv_proj_offloaded", "custom", "minimal_offloaded", "save_out_proj", "full"}
 
 
-def serve_job(model: str, nodes: int = 1, per_node: int = 8, **mapping: Any) -> PlanJob:
-    m = {"tp": 1, "pp": 1, "ep": 1, "replicas": 1, "batch": 64, "weight_dtype": "bf16",
-         "kv_dtype": "bf16", **mapping}
-    return PlanJob(kind="serve", model=model, accelerator="h100-sxm5-80gb",
-                   devices_per_node=per_node, nodes=nodes, mapping=m, seq_len=2304,
-                   prompt_len=2048, output_len=256, framework="vllm")
+def serve_job(model: str, nodes: int = 1, per_node: int = 8, *, tp: int = 1, pp: int = 1,
+              ep: int = 1, replicas: int = 1, batch: int = 64,
+              weight_dtype: DType = DType.BF16, kv_dtype: DType = DType.BF16) -> PlanJob:
+    return PlanJob(kind=PlanKind.SERVE, model=model, accelerator="h100-sxm5-80gb",
+                   devices_per_node=per_node, nodes=nodes,
+                   mapping=Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=replicas),
+                   serving=ServingChoice(batch, weight_dtype, kv_dtype), seq_len=2304,
+                   prompt_len=2048, output_len=256)
 
 
 def train_job(model: str, accelerator: str, per_node: int, nodes: int, seq: int, batch: int,
-              **mapping: Any) -> PlanJob:
-    m = {"dp": 1, "tp": 1, "pp": 1, "cp": 1, "ep": 1, "zero": 0, "micro_batch": 1, "vpp": 1,
-         "recompute": "full", "offload": False, **mapping}
-    return PlanJob(kind="train", model=model, accelerator=accelerator, devices_per_node=per_node,
-                   nodes=nodes, mapping=m, seq_len=seq, global_batch=batch, framework="maxtext")
+              **degrees: Any) -> PlanJob:
+    """A training plan; ``degrees`` are Mapping fields (ZeRO-0, full recompute unless given)."""
+    m = Mapping(**{"zero": ZeroStage.NONE, "recompute": Recompute.FULL, **degrees})
+    if m.interleaved:  # as a plan file's mapping reads (Mapping.from_dict)
+        m = m.with_(schedule=Schedule.INTERLEAVED)
+    return PlanJob(kind=PlanKind.TRAIN, model=model, accelerator=accelerator,
+                   devices_per_node=per_node, nodes=nodes, mapping=m, seq_len=seq,
+                   global_batch=batch)
+
+
+def plan_values(job: PlanJob | ReadBack) -> dict[str, Any]:
+    """The typed values behind each plan-file key (unsupported sentences name these keys)."""
+    m, s = job.mapping, job.serving
+    assert m is not None
+    if s is not None:
+        return {"tp": m.tp, "pp": m.pp, "ep": m.ep, "replicas": m.replicas, "batch": s.batch,
+                "weight_dtype": s.weight_dtype, "kv_dtype": s.kv_dtype}
+    return {"dp": m.dp, "tp": m.tp, "pp": m.pp, "cp": m.cp, "ep": m.ep, "zero": m.zero,
+            "micro_batch": m.micro_batch, "vpp": m.virtual_stages, "recompute": m.recompute,
+            "offload": (m.offload_optimizer, m.offload_params)}
 
 
 SERVE_PLANS = {
-    "70b-fp8": serve_job("llama-3.1-70b", tp=2, replicas=4, batch=256, weight_dtype="fp8",
-                         kv_dtype="fp8"),
+    "70b-fp8": serve_job("llama-3.1-70b", tp=2, replicas=4, batch=256, weight_dtype=DType.FP8,
+                         kv_dtype=DType.FP8),
     "8b-bf16": serve_job("llama-3.1-8b", replicas=8, batch=128),
     "mixtral-ep": serve_job("mixtral-8x7b", tp=4, ep=4, replicas=2, batch=64),
     "mixtral-ep-in-tp": serve_job("mixtral-8x7b", tp=4, ep=2, replicas=2, batch=64),
-    "70b-int4": serve_job("llama-3.1-70b", tp=2, replicas=4, batch=128, weight_dtype="int4",
-                          kv_dtype="fp8"),
+    "70b-int4": serve_job("llama-3.1-70b", tp=2, replicas=4, batch=128,
+                          weight_dtype=DType.INT4, kv_dtype=DType.FP8),
     "405b-two-nodes": serve_job("llama-3.1-405b", nodes=4, tp=8, pp=2, replicas=2, batch=32),
+    "8b-fp16": serve_job("llama-3.1-8b", tp=2, replicas=4, batch=32, weight_dtype=DType.FP16,
+                         kv_dtype=DType.FP16),
 }
 # plan -> (exporter -> the mapping fields it must name in `unsupported`)
 EXPECTED_UNSUPPORTED = {
@@ -109,13 +133,17 @@ def named(field: str, unsupported: list[str]) -> bool:
     return any(re.match(rf"{field}\b", u) for u in unsupported)
 
 
-def check_round_trip(mapping: dict[str, Any], back: dict[str, Any],
-                     unsupported: list[str]) -> set[str]:
-    """Every field either reads back equal or is named in `unsupported`; returns the named."""
-    lost = {k for k in mapping if back.get(k) != mapping[k]}
+def check_round_trip(job: PlanJob, back: ReadBack, unsupported: list[str]) -> set[str]:
+    """Every field either reads back equal or is named in `unsupported`; returns the named.
+    With nothing named, the typed values read back are the exported ones."""
+    want, got = plan_values(job), plan_values(back)
+    lost = {k for k in want if got[k] != want[k]}
     for k in lost:
-        assert named(k, unsupported), (k, mapping[k], back.get(k), unsupported)
-    return {k for k in mapping if named(k, unsupported)}
+        assert named(k, unsupported), (k, want[k], got[k], unsupported)
+    named_fields = {k for k in want if named(k, unsupported)}
+    if not named_fields:
+        assert (back.mapping, back.serving) == (job.mapping, job.serving)
+    return named_fields
 
 
 def serve_commands(text: str, program: str) -> list[list[str]]:
@@ -138,7 +166,7 @@ def test_serving_round_trip(catalog: Catalog, module: Any, plan: str) -> None:
     job = SERVE_PLANS[plan]
     r = module.EXPORTER.export(job, catalog.models[job.model])
     back = module.EXPORTER.read_back(r.files)
-    lost = check_round_trip(job.mapping, back, r.unsupported)
+    lost = check_round_trip(job, back, r.unsupported)
     assert lost == EXPECTED_UNSUPPORTED.get(plan, {}).get(module.EXPORTER.name, set())
     assert r.launch.endswith("serve.sh") or "bash serve.sh" in r.launch
 
@@ -185,8 +213,9 @@ def test_multi_node_replicas(catalog: Catalog) -> None:
         assert {c["--nnodes"] for c in cmds} == {"2"}
         assert sorted(c["--node-rank"] for c in cmds) == ["0", "0", "1", "1"]
         assert "NODE_RANK" in r.launch
-        width = job.mapping["tp"] * job.mapping["pp"]
-        assert module.EXPORTER.read_back(r.files)["replicas"] * width == job.devices
+        back = module.EXPORTER.read_back(r.files).mapping
+        assert back is not None and back.replicas == 2
+        assert back.replicas * job.mapping.devices_per_replica == back.world == job.devices
 
 
 def test_sglang_one_server_per_node(catalog: Catalog) -> None:
@@ -194,7 +223,8 @@ def test_sglang_one_server_per_node(catalog: Catalog) -> None:
     r = sglang.EXPORTER.export(job, catalog.models[job.model])
     cmds = [flag_values(t) for t in serve_commands(r.files["serve.sh"], "launch_server")]
     assert [c["--dp-size"] for c in cmds] == ["8", "8"]
-    assert sglang.EXPORTER.read_back(r.files)["replicas"] == 16
+    back = sglang.EXPORTER.read_back(r.files).mapping
+    assert back is not None and back.replicas == 16
 
 
 def test_unknown_hf_model_and_long_context(catalog: Catalog) -> None:
@@ -207,14 +237,14 @@ def test_unknown_hf_model_and_long_context(catalog: Catalog) -> None:
 
 
 def test_max_model_len_rounding(catalog: Catalog) -> None:
-    job = PlanJob(**{**serve_job("llama-3.1-8b").__dict__, "prompt_len": 1000, "output_len": 100})
+    job = replace(serve_job("llama-3.1-8b"), prompt_len=1000, output_len=100)
     r = vllm.EXPORTER.export(job, catalog.models[job.model])
     assert "--max-model-len 1280" in r.files["serve.sh"]  # 1100 rounded up to 256s
-    job = PlanJob(**{**job.__dict__, "prompt_len": 3900, "output_len": 50})
+    job = replace(job, prompt_len=3900, output_len=50)
     r = vllm.EXPORTER.export(job, SimpleNamespace(max_seq_len=4000))
     assert "--max-model-len 4000" in r.files["serve.sh"]  # capped at the model's window
     assert not named("context", r.unsupported)
-    job = PlanJob(**{**serve_job("llama-3.1-8b").__dict__, "prompt_len": 0, "output_len": 0})
+    job = replace(serve_job("llama-3.1-8b"), prompt_len=0, output_len=0)
     r = sglang.EXPORTER.export(job, catalog.models[job.model])
     assert "--context-length 2304" in r.files["serve.sh"]  # no prompt/output: the job's seq
 
@@ -223,21 +253,29 @@ def test_max_model_len_rounding(catalog: Catalog) -> None:
 
 TRAIN_PLANS = {
     "gpu-70b": train_job("llama-3.1-70b", "h100-sxm5-80gb", 8, 8, 8192, 256, dp=4, tp=8, pp=2,
-                         zero=1, micro_batch=1, recompute="full"),
-    "v5p-slice": train_job("llama-3.1-70b", "tpu-v5p", 4, 128, 8192, 512, dp=128, tp=4, zero=3,
-                           micro_batch=1, recompute="selective"),
+                         zero=ZeroStage.OPTIMIZER, micro_batch=1, recompute=Recompute.FULL),
+    "v5p-slice": train_job("llama-3.1-70b", "tpu-v5p", 4, 128, 8192, 512, dp=128, tp=4,
+                           zero=ZeroStage.PARAMETERS, micro_batch=1,
+                           recompute=Recompute.SELECTIVE),
     "v5p-two-slices": train_job("llama-3.1-70b", "tpu-v5p", 4, 256, 8192, 1024, dp=256, tp=4,
-                                zero=3, micro_batch=2, recompute="none"),
+                                zero=ZeroStage.PARAMETERS, micro_batch=2,
+                                recompute=Recompute.NONE),
     "v5p-two-slices-zero1": train_job("llama-3.1-8b", "tpu-v5p", 4, 256, 4096, 2048, dp=512,
-                                      tp=2, zero=1, micro_batch=2, offload=True),
+                                      tp=2, zero=ZeroStage.OPTIMIZER, micro_batch=2,
+                                      offload_optimizer=Offload.CPU,
+                                      offload_params=Offload.CPU),
     "mixtral-ep-vpp": train_job("mixtral-8x7b", "h100-sxm5-80gb", 8, 8, 4096, 512, dp=16, tp=2,
-                                pp=2, ep=8, zero=3, micro_batch=1, vpp=2),
+                                pp=2, ep=8, zero=ZeroStage.PARAMETERS, micro_batch=1,
+                                virtual_stages=2),
     "zero2-cp": train_job("llama-3.1-8b", "h100-sxm5-80gb", 8, 2, 32768, 64, dp=4, tp=2, cp=2,
-                          zero=2, micro_batch=1),
+                          zero=ZeroStage.GRADIENTS, micro_batch=1),
+    # only the optimizer state on the host (optimizer_memory_host_offload alone)
+    "offload-optimizer": train_job("llama-3.1-8b", "h100-sxm5-80gb", 8, 1, 4096, 64, dp=8,
+                                   zero=ZeroStage.OPTIMIZER, offload_optimizer=Offload.CPU),
 }
 TRAIN_UNSUPPORTED = {"zero2-cp": {"zero"}}
 SLICE = {"gpu-70b": 8, "v5p-slice": 512, "v5p-two-slices": 512, "v5p-two-slices-zero1": 512,
-         "mixtral-ep-vpp": 8, "zero2-cp": 8}
+         "mixtral-ep-vpp": 8, "zero2-cp": 8, "offload-optimizer": 8}
 
 
 def maxtext_config(r: Any) -> dict[str, Any]:
@@ -251,7 +289,7 @@ def test_maxtext_round_trip_and_devices(catalog: Catalog, plan: str) -> None:
     job = TRAIN_PLANS[plan]
     r = maxtext.EXPORTER.export(job, catalog.models[job.model])
     back = maxtext.EXPORTER.read_back(r.files)
-    assert check_round_trip(job.mapping, back, r.unsupported) == TRAIN_UNSUPPORTED.get(plan, set())
+    assert check_round_trip(job, back, r.unsupported) == TRAIN_UNSUPPORTED.get(plan, set())
     cfg = maxtext_config(r)
     axes = ("data", "fsdp", "pipeline", "expert", "context", "tensor")
     ici = math.prod(cfg[f"ici_{a}_parallelism"] for a in axes)
@@ -298,6 +336,7 @@ def test_maxtext_mesh_placement(catalog: Catalog) -> None:
 
 
 def test_exporters_registered() -> None:
-    for name, kinds in (("vllm", ("serve",)), ("sglang", ("serve",)), ("maxtext", ("train",))):
+    for name, kinds in (("vllm", (PlanKind.SERVE,)), ("sglang", (PlanKind.SERVE,)),
+                        ("maxtext", (PlanKind.TRAIN,))):
         e = get_exporter(name)
         assert e.kinds == kinds and e.url.startswith("https://") and e.version[0].isdigit()

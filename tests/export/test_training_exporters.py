@@ -26,46 +26,64 @@ from typing import Any
 import pytest
 
 from accelmap.catalog import Catalog
+from accelmap.cost.schedules import Schedule
 from accelmap.errors import InputError
-from accelmap.export.base import Exporter, PlanJob
+from accelmap.export.base import Exporter, PlanJob, PlanKind, ReadBack
 from accelmap.export.formats import deepspeed, launch, megatron, torchtitan
+from accelmap.mapping.plan import Mapping, Offload, ZeroStage
+from accelmap.units import DType
+from accelmap.workload import Recompute
 
 MAPPING_FIELDS = launch.MAPPING_FIELDS
 EXPORTERS: dict[str, Exporter] = {m.EXPORTER.name: m.EXPORTER
                                   for m in (deepspeed, megatron, torchtitan, launch)}
+CPU = {"offload_optimizer": Offload.CPU, "offload_params": Offload.CPU}
 
 
-def _job(model: str, nodes: int, gpus: int, seq: int, batch: int, dtype: str = "bf16",
-         **mapping: Any) -> PlanJob:
-    full = {"dp": 1, "tp": 1, "pp": 1, "cp": 1, "ep": 1, "zero": 1, "micro_batch": 1,
-            "vpp": 1, "recompute": "none", "offload": False, **mapping}
-    assert full["dp"] * full["tp"] * full["pp"] * full["cp"] == nodes * gpus
-    return PlanJob(kind="train", model=model, accelerator="h100-sxm5-80gb",
-                   devices_per_node=gpus, nodes=nodes, mapping=full, seq_len=seq,
+def _job(model: str, nodes: int, gpus: int, seq: int, batch: int, dtype: DType = DType.BF16,
+         **degrees: Any) -> PlanJob:
+    """A training plan; ``degrees`` are Mapping fields (ZeRO-1 unless given)."""
+    m = Mapping(**{"zero": ZeroStage.OPTIMIZER, **degrees})
+    if m.interleaved:  # as a plan file's mapping reads (Mapping.from_dict)
+        m = m.with_(schedule=Schedule.INTERLEAVED)
+    assert m.world == nodes * gpus
+    return PlanJob(kind=PlanKind.TRAIN, model=model, accelerator="h100-sxm5-80gb",
+                   devices_per_node=gpus, nodes=nodes, mapping=m, seq_len=seq,
                    global_batch=batch, dtype=dtype)
+
+
+def plan_values(m: Mapping) -> dict[str, Any]:
+    """The typed values behind each plan-file key (unsupported sentences name these keys)."""
+    return {"dp": m.dp, "tp": m.tp, "pp": m.pp, "cp": m.cp, "ep": m.ep, "zero": m.zero,
+            "micro_batch": m.micro_batch, "vpp": m.virtual_stages, "recompute": m.recompute,
+            "offload": (m.offload_optimizer, m.offload_params)}
 
 
 PLANS = {
     # the reference plan: Llama 3.1 70B on 8 x 8 H100, 8192 tokens, 256 sequences per step
-    "dense-70b": _job("llama-3.1-70b", 8, 8, 8192, 256, dp=4, tp=8, pp=2, zero=1,
-                      recompute="full"),
+    "dense-70b": _job("llama-3.1-70b", 8, 8, 8192, 256, dp=4, tp=8, pp=2,
+                      zero=ZeroStage.OPTIMIZER, recompute=Recompute.FULL),
     # interleaved pipeline and context parallelism, selective recompute
-    "vpp-cp": _job("llama-3.1-70b", 16, 8, 16384, 128, dp=2, tp=8, pp=4, cp=2, vpp=5,
-                   micro_batch=1, recompute="selective"),
+    "vpp-cp": _job("llama-3.1-70b", 16, 8, 16384, 128, dp=2, tp=8, pp=4, cp=2,
+                   virtual_stages=5, micro_batch=1, recompute=Recompute.SELECTIVE),
     # MoE with expert parallelism (ep carved out of dp x cp)
     "moe-mixtral": _job("mixtral-8x7b", 4, 8, 4096, 512, dp=8, tp=2, pp=2, ep=8,
                         micro_batch=2),
     # MLA + shared experts + dense first layers, fp8
-    "moe-dsv3": _job("deepseek-v3", 32, 8, 4096, 1024, "fp8", dp=32, tp=8, ep=32,
-                     recompute="full"),
+    "moe-dsv3": _job("deepseek-v3", 32, 8, 4096, 1024, DType.FP8, dp=32, tp=8, ep=32,
+                     recompute=Recompute.FULL),
     # ZeRO-3 with optimizer and parameters on the CPU
-    "offload-z3": _job("llama-3.1-8b", 1, 8, 8192, 64, dp=8, zero=3, micro_batch=2,
-                       recompute="full", offload=True),
+    "offload-z3": _job("llama-3.1-8b", 1, 8, 8192, 64, dp=8, zero=ZeroStage.PARAMETERS,
+                       micro_batch=2, recompute=Recompute.FULL, **CPU),
     # plain data parallel, ZeRO-0
-    "ddp-z0": _job("llama-3.1-8b", 2, 8, 4096, 128, dp=16, zero=0),
+    "ddp-z0": _job("llama-3.1-8b", 2, 8, 4096, 128, dp=16, zero=ZeroStage.NONE),
     # ZeRO-2 with TP, fp16
-    "z2-fp16": _job("llama-3.1-8b", 2, 8, 4096, 64, "fp16", dp=8, tp=2, zero=2,
-                    micro_batch=2, recompute="selective"),
+    "z2-fp16": _job("llama-3.1-8b", 2, 8, 4096, 64, DType.FP16, dp=8, tp=2,
+                    zero=ZeroStage.GRADIENTS, micro_batch=2, recompute=Recompute.SELECTIVE),
+    # ZeRO-1 with only the optimizer state on the CPU (parameters stay): no plan file says
+    # this (its one "offload" key moves both), a typed Mapping can
+    "offload-optimizer-z1": _job("llama-3.1-8b", 1, 8, 4096, 64, dp=4, tp=2,
+                                 offload_optimizer=Offload.CPU),
 }
 
 
@@ -95,13 +113,17 @@ def results(catalog: Catalog) -> dict[tuple[str, str], Any]:
 def test_round_trip(results: dict[tuple[str, str], Any], name: str, plan: str) -> None:
     job, result = PLANS[plan], results[name, plan]
     back = EXPORTERS[name].read_back(result.files)
+    assert isinstance(back, ReadBack) and back.serving is None
+    assert (back.nodes, back.devices_per_node) == (job.nodes, job.devices_per_node)
     named = _named(result.unsupported)
     assert named <= {*MAPPING_FIELDS, "model", "dtype"}, result.unsupported
-    for field in MAPPING_FIELDS:
+    if not named & set(MAPPING_FIELDS):  # everything expressed: the same typed Mapping
+        assert back.mapping == job.mapping, (name, plan, back.mapping)
+    for field, value in plan_values(job.mapping).items():
         if field in named:
             continue
-        assert field in back, f"{name}: {field} neither read back nor named as unsupported"
-        assert back[field] == job.mapping[field], (name, plan, field, back[field])
+        assert back.mapping is not None, f"{name}: {field} neither read back nor named"
+        assert plan_values(back.mapping)[field] == value, (name, plan, field, back.mapping)
 
 
 def test_slurm_expresses_only_the_cluster(results: dict[tuple[str, str], Any]) -> None:
@@ -109,8 +131,8 @@ def test_slurm_expresses_only_the_cluster(results: dict[tuple[str, str], Any]) -
         result = results["slurm", plan]
         assert _named(result.unsupported) == set(MAPPING_FIELDS)
         assert len(result.unsupported) == 1  # said once
-        assert launch.read_back(result.files) == {"nodes": job.nodes,
-                                                  "gpus_per_node": job.devices_per_node}
+        assert launch.read_back(result.files) == ReadBack(nodes=job.nodes,
+                                                          devices_per_node=job.devices_per_node)
 
 
 def test_unsupported_sentences_where_expected(results: dict[tuple[str, str], Any]) -> None:
@@ -123,9 +145,11 @@ def test_unsupported_sentences_where_expected(results: dict[tuple[str, str], Any
     mg = {plan: _named(results["megatron", plan].unsupported) for plan in PLANS}
     assert mg["dense-70b"] == mg["vpp-cp"] == mg["ddp-z0"] == set()
     assert mg["offload-z3"] == {"offload"}  # optimizer offload only
+    assert ds["offload-optimizer-z1"] == mg["offload-optimizer-z1"] == set()
     tt = {plan: _named(results["torchtitan", plan].unsupported) for plan in PLANS}
     assert tt["dense-70b"] == {"zero"}  # FSDP2 has no optimizer-only sharding
     assert tt["ddp-z0"] == set() and tt["offload-z3"] == set()
+    assert tt["offload-optimizer-z1"] == {"zero", "offload"}  # FSDP2 offloads params too
     assert "model" in tt["moe-mixtral"]  # no registered flavor
     assert "dtype" in tt["z2-fp16"]
     for result in results.values():
@@ -348,7 +372,7 @@ def test_torchrun_and_sbatch_flags_are_documented(results: dict[tuple[str, str],
 @pytest.mark.parametrize("plan", sorted(PLANS))
 def test_batch_arithmetic(results: dict[tuple[str, str], Any], plan: str) -> None:
     job = PLANS[plan]
-    dp, micro = job.mapping["dp"], job.mapping["micro_batch"]
+    dp, micro = job.mapping.dp, job.mapping.micro_batch
     accum = job.global_batch // (dp * micro)
     ds = json.loads(results["deepspeed", plan].files[deepspeed.CONFIG_FILE])
     assert ds["train_batch_size"] == job.global_batch
@@ -364,7 +388,7 @@ def test_batch_arithmetic(results: dict[tuple[str, str], Any], plan: str) -> Non
     tt_dp = par["data_parallel_replicate_degree"] * par["data_parallel_shard_degree"]
     assert training["global_batch_size"] == job.global_batch
     assert job.global_batch % (training["local_batch_size"] * tt_dp) == 0
-    if job.mapping["pp"] > 1:  # one optimizer step = one pipeline pass of `accum` micro-batches
+    if job.mapping.pp > 1:  # one optimizer step = one pipeline pass of `accum` micro-batches
         assert training["local_batch_size"] == accum * par["pipeline_parallel_microbatch_size"]
     else:  # torchtitan accumulates global / (local * dp) steps
         assert job.global_batch // (training["local_batch_size"] * tt_dp) == accum
@@ -435,6 +459,12 @@ def test_vpp_moe_and_offload_plans(results: dict[tuple[str, str], Any]) -> None:
     tt = tomllib.loads(results["torchtitan", "offload-z3"].files[torchtitan.CONFIG_FILE])
     assert tt["training"]["enable_cpu_offload"] is True
     assert tt["parallelism"]["fsdp_reshard_after_forward"] == "always"
+    ds = json.loads(results["deepspeed", "offload-optimizer-z1"].files[deepspeed.CONFIG_FILE])
+    assert ds["zero_optimization"] == {"stage": 1, "offload_optimizer": {"device": "cpu",
+                                                                         "pin_memory": True}}
+    mg = megatron.parse_args_file(
+        results["megatron", "offload-optimizer-z1"].files[megatron.ARGS_FILE])
+    assert {"--optimizer-cpu-offload", "--use-precision-aware-optimizer"} <= set(mg)
     tt = tomllib.loads(results["torchtitan", "ddp-z0"].files[torchtitan.CONFIG_FILE])
     assert tt["parallelism"]["data_parallel_replicate_degree"] == 16
     assert tt["parallelism"]["data_parallel_shard_degree"] == 1
@@ -451,6 +481,6 @@ def test_indivisible_batch_is_an_input_error(catalog: Catalog) -> None:
 
 def test_exporters_pin_a_version() -> None:
     for exporter in EXPORTERS.values():
-        assert exporter.kinds == ("train",)
+        assert exporter.kinds == (PlanKind.TRAIN,)
         assert exporter.url.startswith("https://") and exporter.version
         assert re.search(r"[0-9a-f]{12}", exporter.version)

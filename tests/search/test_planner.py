@@ -11,8 +11,8 @@ from accelmap.engine import System, estimate
 from accelmap.engine.train import OverlapPolicy, compose, layer_profile
 from accelmap.hardware.cluster import parse_cluster
 from accelmap.mapping.plan import Mapping, ZeroStage
-from accelmap.search.planner import plan_training, to_mapping
-from accelmap.search.result import Objective, pareto_front
+from accelmap.search.planner import plan_training
+from accelmap.search.result import Objective, PlanKind, pareto_front
 from accelmap.workload import Recompute, Training
 
 CAT = load_catalog()
@@ -50,8 +50,12 @@ def test_plans_match_estimate_and_beat_a_hand_mapping() -> None:
     assert res.plans and res.feasible <= res.evaluated
     assert sum(res.rejected_by_rule.values()) + res.feasible == res.evaluated
     best = res.plans[0]
-    est = estimate(L13, C64, Training(batch=512, seq_len=4096),
-                            to_mapping(best.mapping))
+    assert best.kind is PlanKind.TRAIN and best.serving is None
+    assert list(best.to_dict()["mapping"]) == ["dp", "tp", "pp", "cp", "ep", "zero",
+                                               "micro_batch", "vpp", "recompute", "offload"]
+    assert Mapping.from_dict(best.to_dict()["mapping"]) == best.mapping  # typed == its JSON
+    assert best.mapping.world == C64.devices
+    est = estimate(L13, C64, Training(batch=512, seq_len=4096), best.mapping)
     assert est.metrics["tokens_per_s"] == pytest.approx(best.metrics["tokens_per_s"])
     hand = estimate(L13, C64, Training(batch=512, seq_len=4096,
                                                 recompute=Recompute.FULL),
@@ -86,7 +90,7 @@ def test_forced_cross_node_tp_is_explained_not_crashed() -> None:
     l7 = CAT.models["llama-2-7b"]  # 32 heads: TP 16 divides them, crossing two 8-GPU nodes
     space = replace(TrainingSpace.default(l7, C64, 4096, force_tp=True), tp=(16,))
     res = plan_training(l7, C64, 4096, 512, top=3, space=space)
-    assert res.plans and res.plans[0].mapping["tp"] == 16
+    assert res.plans and res.plans[0].mapping.tp == 16
     assert res.explanation[0].startswith("best:") and "tp=16" in res.explanation[0]
 
 

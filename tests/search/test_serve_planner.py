@@ -12,7 +12,7 @@ from accelmap.engine import estimate
 from accelmap.hardware.cluster import Cluster, parse_cluster
 from accelmap.mapping.plan import Mapping
 from accelmap.search import serve as serve_planner
-from accelmap.search.result import Objective, PlanResult
+from accelmap.search.result import Objective, PlanKind, PlanResult
 from accelmap.search.serve import plan_serving
 from accelmap.units import DType
 from accelmap.workload import Inference
@@ -34,12 +34,19 @@ def small(catalog: Catalog, node: Cluster) -> PlanResult:
 def test_plan_fields(small: PlanResult) -> None:
     assert small.plans and small.feasible > 0 and small.evaluated >= small.feasible
     p = small.plans[0]
-    assert set(p.mapping) == {"tp", "pp", "ep", "replicas", "batch", "weight_dtype", "kv_dtype"}
+    assert list(p.to_dict()["mapping"]) == ["tp", "pp", "ep", "replicas", "batch",
+                                            "weight_dtype", "kv_dtype"]
+    assert p.kind is PlanKind.SERVE and p.serving is not None
+    assert p.mapping == Mapping.serving(p.mapping.tp, p.mapping.pp, p.mapping.ep,
+                                        p.mapping.replicas)
+    assert (p.serving.batch, p.serving.weight_dtype.value, p.serving.kv_dtype.value) == (
+        p.metrics["batch"], p.metrics["weight_dtype"], p.metrics["kv_dtype"])
+    assert p.mapping.replicas == p.metrics["replicas"]
     for key in ("tokens_per_s", "tokens_per_s_per_device", "ttft_s", "tpot_s", "batch",
                 "memory_per_device_bytes", "cost_usd_per_million_tokens", "energy_j_per_token",
                 "weight_dtype", "kv_dtype"):
         assert key in p.metrics, key
-    assert p.mapping["tp"] * p.mapping["pp"] * p.mapping["replicas"] == 8
+    assert p.mapping.tp * p.mapping.pp * p.mapping.replicas == p.mapping.world == 8
     assert p.metrics["tokens_per_s_per_device"] == pytest.approx(p.metrics["tokens_per_s"] / 8)
     tps = [q.metrics["tokens_per_s"] for q in small.plans]
     assert tps == sorted(tps, reverse=True)
@@ -85,10 +92,10 @@ def test_tightening_tpot_never_raises_best_throughput(catalog: Catalog, node: Cl
 def test_70b_needs_tensor_parallelism_in_bf16(catalog: Catalog, node: Cluster) -> None:
     r = plan_serving(catalog.models["llama-2-70b"], node, PROMPT, OUTPUT, max_batch=64,
                      weight_dtypes=["bf16"], kv_dtypes=["bf16"])
-    assert r.plans and all(p.mapping["tp"] >= 2 for p in r.plans)
+    assert r.plans and all(p.mapping.tp >= 2 for p in r.plans)
     assert r.rejected_by_rule["memory"] >= 7  # every tp=1 batch (1..64), pruned after batch 1
     assert all(p["mapping"]["tp"] >= 2 for p in r.pareto["latency_vs_throughput"])
-    if r.plans[0].mapping["tp"] == 2:  # the explanation says why halving tp loses
+    if r.plans[0].mapping.tp == 2:  # the explanation says why halving tp loses
         assert any(line.startswith("tp=1: infeasible") and "memory" in line
                    for line in r.explanation)
 
@@ -97,8 +104,8 @@ def test_expert_parallel_is_all_of_a_replica_or_none(catalog: Catalog, node: Clu
     # vLLM's --enable-expert-parallel puts experts on every tp rank: ep is 1 or tp, never between
     r = plan_serving(catalog.models["mixtral-8x7b"], node, PROMPT, OUTPUT, max_batch=64, top=50,
                      weight_dtypes=["bf16"], kv_dtypes=["bf16"])
-    assert r.plans and all(p.mapping["ep"] in (1, p.mapping["tp"]) for p in r.plans)
-    assert any(p.mapping["ep"] == p.mapping["tp"] > 1 for p in r.plans)
+    assert r.plans and all(p.mapping.ep in (1, p.mapping.tp) for p in r.plans)
+    assert any(p.mapping.ep == p.mapping.tp > 1 for p in r.plans)
 
 
 def test_pareto_fronts_are_non_dominated(small: PlanResult) -> None:
@@ -142,7 +149,7 @@ def test_latency_objective_ranks_by_tpot(catalog: Catalog, node: Cluster) -> Non
     r = plan_serving(catalog.models["llama-2-7b"], node, PROMPT, OUTPUT, max_batch=16,
                      weight_dtypes=["bf16", "fp8"], objective="latency")
     tpots = [p.metrics["tpot_s"] for p in r.plans]
-    assert tpots == sorted(tpots) and r.plans[0].mapping["batch"] == 1
+    assert tpots == sorted(tpots) and r.plans[0].serving.batch == 1
 
 
 def test_keyboard_interrupt_returns_plans_so_far(catalog: Catalog, node: Cluster,
@@ -182,17 +189,17 @@ def test_progress_reaches_total(catalog: Catalog, node: Cluster) -> None:
 def test_moe_expert_parallel_within_tp(catalog: Catalog, node: Cluster) -> None:
     r = plan_serving(catalog.models["mixtral-8x7b"], node, PROMPT, OUTPUT, max_batch=16,
                      weight_dtypes=["fp8"], kv_dtypes=["fp8"], top=50)
-    eps = {p.mapping["ep"] for p in r.plans}
-    assert eps > {1} and all(p.mapping["ep"] <= p.mapping["tp"] for p in r.plans)
+    eps = {p.mapping.ep for p in r.plans}
+    assert eps > {1} and all(p.mapping.ep <= p.mapping.tp for p in r.plans)
 
 
 def test_pipeline_only_when_tp_is_capped(catalog: Catalog) -> None:
     two = parse_cluster("2xdgx-h100", catalog)
     r = plan_serving(catalog.models["llama-2-70b"], two, PROMPT, OUTPUT, max_batch=8,
                      weight_dtypes=["bf16"], kv_dtypes=["bf16"], top=50)
-    pp = [p for p in r.plans if p.mapping["pp"] > 1]
-    assert pp and all(p.mapping["tp"] == 8 for p in pp)
-    assert all(p.mapping["tp"] * p.mapping["pp"] * p.mapping["replicas"] == 16 for p in r.plans)
+    pp = [p for p in r.plans if p.mapping.pp > 1]
+    assert pp and all(p.mapping.tp == 8 for p in pp)
+    assert all(p.mapping.tp * p.mapping.pp * p.mapping.replicas == 16 for p in r.plans)
 
 
 def test_unknown_dtype_is_an_input_error(catalog: Catalog, node: Cluster) -> None:

@@ -22,8 +22,8 @@ def write_export(fmt: str, job: PlanJob, out: Path, quiet: bool = False,
 
     exporter = get_exporter(fmt)
     if job.kind not in exporter.kinds:
-        raise InputError(f"{fmt} exports {' and '.join(exporter.kinds)} plans, not "
-                         f"{job.kind} plans")
+        raise InputError(f"{fmt} exports {' and '.join(k.value for k in exporter.kinds)} "
+                         f"plans, not {job.kind.value} plans")
     cat = get_catalog(catalog)
     spec = resolve(job.model, cat.models, "model", "accelmap models list")
     result = exporter.export(job, spec)
@@ -64,7 +64,7 @@ def export_cmd(
 
     if list_:
         rows = [{"name": e.name, "framework": e.framework, "version": e.version, "url": e.url,
-                 "plans": list(e.kinds)} for e in exporters().values()]
+                 "plans": [k.value for k in e.kinds]} for e in exporters().values()]
         if json_out:
             emit_json(rows)
             return
@@ -74,7 +74,7 @@ def export_cmd(
         for c in ("name", "framework", "targets", "plans", "documentation"):
             t.add_column(c)
         for e in exporters().values():
-            t.add_row(e.name, e.framework, e.version, ", ".join(e.kinds), e.url)
+            t.add_row(e.name, e.framework, e.version, ", ".join(k.value for k in e.kinds), e.url)
         console().print(t)
         return
     if fmt is None or from_ is None:

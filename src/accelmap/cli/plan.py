@@ -156,8 +156,11 @@ def plan_cmd(
       accelmap plan llama-3.1-8b --cluster 8xH100 --serve --profile my-h100
     """
     from accelmap.cli.models import load_model
+    from accelmap.cost.framework import Framework
     from accelmap.errors import InputError
+    from accelmap.export.base import Job, PlanJob, PlanKind
     from accelmap.search.result import Objective
+    from accelmap.units import DType
 
     cat = get_catalog(catalog)
     spec = load_model(model, cat)
@@ -209,24 +212,23 @@ def plan_cmd(
         return
     result = run(clusters[0], True)
     cl = clusters[0]
-    job = {"kind": "train" if train else "serve", "model": spec.id,
-           "accelerator": cl.accelerator.id, "devices_per_node": cl.devices_per_node,
-           "nodes": cl.nodes, "seq_len": seq if train else prompt + output,
-           "global_batch": max(round(parse_batch_tokens(global_batch_tokens) / seq), 1),
-           "dtype": "bf16", "prompt_len": prompt, "output_len": output,
-           "framework": framework or ("megatron" if train else "vllm")}
+    job = Job(kind=PlanKind.TRAIN if train else PlanKind.SERVE, model=spec.id,
+              accelerator=cl.accelerator.id, devices_per_node=cl.devices_per_node,
+              nodes=cl.nodes, seq_len=seq if train else prompt + output,
+              global_batch=max(round(parse_batch_tokens(global_batch_tokens) / seq), 1),
+              dtype=DType.BF16, prompt_len=prompt, output_len=output,
+              framework=Framework(framework or ("megatron" if train else "vllm")))
     if json_out:
-        emit_json({"model": spec.id, "cluster": cl.name, "job": job, **result.to_dict()})
+        emit_json({"model": spec.id, "cluster": cl.name, "job": job.to_dict(),
+                   **result.to_dict()})
     else:
         print_result(spec.id, cl, result, train)
     if export and result.plans:
         from pathlib import Path
 
         from accelmap.cli.export import write_export
-        from accelmap.export.base import PlanJob
 
-        write_export(export, PlanJob.from_dict({**job, "mapping": result.plans[0].mapping}),
-                     Path(out), quiet=json_out)
+        write_export(export, PlanJob.of(job, result.plans[0]), Path(out), quiet=json_out)
 
 
 def print_result(model: str, cl: Cluster, r: PlanResult, train: bool) -> None:
@@ -254,7 +256,7 @@ def print_result(model: str, cl: Cluster, r: PlanResult, train: bool) -> None:
         t.add_column(label, justify="left" if label == "mapping" else "right")
     for p in r.plans:
         m = p.metrics
-        mapping = " ".join(f"{k}={v}" for k, v in p.mapping.items()
+        mapping = " ".join(f"{k}={v}" for k, v in p.mapping_dict().items()
                            if v not in (1, False, None, "none") or k in ("dp", "tp", "pp"))
         cells = [mapping]
         for _label, key in keys[1:]:

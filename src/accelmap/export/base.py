@@ -3,56 +3,188 @@
 An exporter is registered by name, states the framework version it targets and a link to the
 documentation its keys come from, and returns the files it writes, the launch command, and the
 plan fields its framework cannot express (never silently dropped). Each exporter also reads its
-own output back into a mapping, so round trips can be tested.
+own output back (:class:`ReadBack`: a typed Mapping, serving choices, cluster shape), so round
+trips can be tested.
 
-The plan side is :class:`PlanJob`: the chosen mapping plus what the job is (model, cluster,
-sequence, batch, precision), as ``accelmap plan --json`` writes it.
+The plan side is :class:`PlanJob`: what the job is (:class:`Job`: model, cluster, sequence, batch,
+precision; the ``job`` block of ``accelmap plan --json``) plus the chosen plan as typed values, a
+:class:`~accelmap.mapping.plan.Mapping` and, for serving, a
+:class:`~accelmap.search.result.ServingChoice`. Exporters read those values
+(``job.mapping.tp``, ``job.mapping.replicas``, ``job.serving.kv_dtype`` ...); the JSON is parsed
+once, here, with one InputError line for anything malformed.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from accelmap.cost.framework import Framework
+from accelmap.cost.schedules import Schedule
 from accelmap.errors import InputError
+from accelmap.mapping.plan import Mapping, Offload, ZeroStage
+from accelmap.search.result import (
+    Plan,
+    PlanKind,
+    ServingChoice,
+    json_kind,
+    plan_mapping_dict,
+    read_plan_mapping,
+)
+from accelmap.units import DType
+from accelmap.workload import Recompute
+
+E = TypeVar("E", bound=Enum)
+
+__all__ = ["ExportResult", "Exporter", "Job", "PlanJob", "PlanKind", "ReadBack", "ServingChoice",
+           "exporters", "get_exporter", "load_plan_file", "register", "training_mapping"]
 
 
 @dataclass(frozen=True)
-class PlanJob:
-    kind: str  # "train" or "serve"
+class Job:
+    """What runs where: the ``job`` block of ``accelmap plan --json``."""
+
+    kind: PlanKind
     model: str  # catalog model id
     accelerator: str
     devices_per_node: int
     nodes: int
-    mapping: dict[str, Any]
     seq_len: int = 4096  # training sequence or serving max model length
     global_batch: int = 1  # sequences per optimizer step (training)
-    dtype: str = "bf16"
+    dtype: DType = DType.BF16
     prompt_len: int = 0
     output_len: int = 0
-    framework: str = ""
+    framework: Framework | None = None  # the planner's framework profile
 
     @property
     def devices(self) -> int:
         return self.devices_per_node * self.nodes
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "model": self.model, "accelerator": self.accelerator,
+        """The ``job`` block, keys and values as ``accelmap plan --json`` writes them."""
+        return {"kind": self.kind.value, "model": self.model, "accelerator": self.accelerator,
                 "devices_per_node": self.devices_per_node, "nodes": self.nodes,
-                "mapping": self.mapping, "seq_len": self.seq_len,
-                "global_batch": self.global_batch, "dtype": self.dtype,
-                "prompt_len": self.prompt_len, "output_len": self.output_len,
-                "framework": self.framework}
+                "seq_len": self.seq_len, "global_batch": self.global_batch,
+                "dtype": self.dtype.value, "prompt_len": self.prompt_len,
+                "output_len": self.output_len,
+                "framework": self.framework.value if self.framework else ""}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PlanJob:
-        try:
-            return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
-        except TypeError as e:
-            raise InputError(f"plan job is missing a field ({e})") from None
+    def from_dict(cls, data: Any) -> Job:
+        """A Job from its JSON block; one InputError line for a missing or malformed field."""
+        if not isinstance(data, dict):
+            raise InputError(f"the plan job is not a JSON object (got {json_kind(data)})")
+        for key in ("kind", "model", "accelerator", "devices_per_node", "nodes"):
+            if key not in data:
+                raise InputError(f"the plan job has no {key}")
+        kind = _enum(PlanKind, data["kind"], "kind")
+        for key in ("model", "accelerator"):
+            if not isinstance(data[key], str) or not data[key]:
+                raise InputError(f"the plan job's {key}={data[key]!r} is not a name")
+        values: dict[str, Any] = {"kind": kind, "model": data["model"],
+                                  "accelerator": data["accelerator"]}
+        for key, least in (("devices_per_node", 1), ("nodes", 1), ("seq_len", 1),
+                           ("global_batch", 1), ("prompt_len", 0), ("output_len", 0)):
+            if key in data:
+                values[key] = _count(data, key, least)
+        if "dtype" in data:
+            values["dtype"] = _enum(DType, data["dtype"], "dtype")
+        if data.get("framework"):  # "" = none named
+            values["framework"] = _enum(Framework, data["framework"], "framework")
+        return cls(**values)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanJob(Job):
+    """One plan of a job: the Job plus the typed mapping (and serving choices) to export."""
+
+    mapping: Mapping
+    serving: ServingChoice | None = None  # serving plans: batch per replica, weight/KV dtype
+
+    def __post_init__(self) -> None:
+        if not self.mapping.is_scalar:
+            raise InputError("a plan to export holds one mapping, not a table of candidates")
+        if (self.serving is None) != (self.kind is PlanKind.TRAIN):
+            raise InputError(f"a {self.kind.value} plan "
+                             + ("needs its serving choices (batch, weight and KV dtype)"
+                                if self.kind is PlanKind.SERVE else "has no serving choices"))
+
+    @classmethod
+    def of(cls, job: Job, plan: Plan) -> PlanJob:
+        """The job with one of its search's plans."""
+        return cls(**_job_fields(job), mapping=plan.mapping, serving=plan.serving)
+
+    @property
+    def job(self) -> Job:
+        return Job(**_job_fields(self))
+
+    def mapping_dict(self) -> dict[str, Any]:
+        """The plan's ``mapping`` object as ``accelmap plan --json`` writes it."""
+        return plan_mapping_dict(self.mapping, self.serving)
+
+    def to_dict(self) -> dict[str, Any]:
+        block = self.job.to_dict()
+        head = {k: block.pop(k) for k in ("kind", "model", "accelerator", "devices_per_node",
+                                          "nodes")}
+        return {**head, "mapping": self.mapping_dict(), **block}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> PlanJob:
+        """A PlanJob from a job block with its plan's ``mapping`` object (``to_dict``'s form)."""
+        job = Job.from_dict(data)
+        if "mapping" not in data:
+            raise InputError("the plan job has no mapping")
+        mapping, serving = read_plan_mapping(data["mapping"], job.kind)
+        return cls(**_job_fields(job), mapping=mapping, serving=serving)
+
+
+def _job_fields(job: Job) -> dict[str, Any]:
+    return {f.name: getattr(job, f.name) for f in fields(Job)}
+
+
+def _count(data: dict[str, Any], key: str, least: int) -> int:
+    v = data[key]
+    if isinstance(v, bool) or not isinstance(v, int) or v < least:
+        raise InputError(f"the plan job's {key}={v!r} is not a whole number >= {least}")
+    return v
+
+
+def _enum(enum: type[E], value: Any, key: str) -> E:
+    try:
+        return enum(value)
+    except (TypeError, ValueError):
+        raise InputError(f"the plan job's {key}={value!r} is not one of "
+                         f"{', '.join(str(e.value) for e in enum)}") from None
+
+
+def training_mapping(*, dp: int, tp: int, pp: int, cp: int, ep: int, zero: int,
+                     micro_batch: int, virtual_stages: int, recompute: Recompute | str,
+                     offload_optimizer: bool, offload_params: bool,
+                     sequence_parallel: bool = True) -> Mapping:
+    """A training Mapping read back from a framework's files, built as a plan file's mapping is
+    (``Mapping.from_dict``: the interleaved schedule with virtual stages, CPU offload)."""
+    return Mapping(dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, zero=ZeroStage(zero),
+                   micro_batch=micro_batch, virtual_stages=virtual_stages,
+                   schedule=Schedule.INTERLEAVED if virtual_stages > 1 else Schedule.ONE_F_ONE_B,
+                   recompute=Recompute(recompute), sequence_parallel=sequence_parallel,
+                   offload_optimizer=Offload.CPU if offload_optimizer else Offload.NONE,
+                   offload_params=Offload.CPU if offload_params else Offload.NONE)
+
+
+@dataclass(frozen=True)
+class ReadBack:
+    """What an exporter's files say, read back: the plan they express (a typed Mapping and, for
+    serving, the ServingChoice) and the cluster shape they launch on; None where they are
+    silent."""
+
+    mapping: Mapping | None = None
+    serving: ServingChoice | None = None
+    nodes: int | None = None
+    devices_per_node: int | None = None
 
 
 @dataclass(frozen=True)
@@ -68,9 +200,9 @@ class Exporter:
     framework: str
     version: str  # the framework version whose documented keys are used
     url: str
-    kinds: tuple[str, ...]  # "train", "serve"
+    kinds: tuple[PlanKind, ...]
     export: Callable[[PlanJob, Any], ExportResult]  # (job, ModelSpec) -> files
-    read_back: Callable[[dict[str, str]], dict[str, Any]]  # files -> mapping fields
+    read_back: Callable[[dict[str, str]], ReadBack]  # files -> the plan they express
 
 
 _REGISTRY: dict[str, Exporter] = {}
@@ -105,13 +237,23 @@ def load_plan_file(path: Path, index: int = 0) -> PlanJob:
         raise InputError(f"no such plan file: {path}") from None
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
-    if isinstance(data, dict) and "job" in data and "plans" in data:
-        plans = data["plans"]
-        if not plans:
-            raise InputError(f"{path}: the plan file holds no feasible plan to export")
-        if not 0 <= index < len(plans):
-            raise InputError(f"{path}: plan index {index} out of range (0-{len(plans) - 1})")
-        return PlanJob.from_dict({**data["job"], "mapping": plans[index]["mapping"]})
-    if isinstance(data, dict) and "mapping" in data and "kind" in data:
-        return PlanJob.from_dict(data)
+    try:
+        if isinstance(data, dict) and "job" in data and "plans" in data:
+            plans = data["plans"]
+            if not isinstance(plans, list) or not plans:
+                raise InputError("the plan file holds no feasible plan to export")
+            if not 0 <= index < len(plans):
+                raise InputError(f"plan index {index} out of range (0-{len(plans) - 1})")
+            job, plan = data["job"], plans[index]
+            if not (isinstance(job, dict) and isinstance(plan, dict) and "mapping" in plan):
+                raise InputError(f"plan {index}: expected a job object and plans with a mapping, "
+                                 "as `accelmap plan --json` writes them")
+            try:
+                return PlanJob.from_dict({**job, "mapping": plan["mapping"]})
+            except InputError as e:
+                raise InputError(f"plan {index}: {e}") from None
+        if isinstance(data, dict) and "mapping" in data and "kind" in data:
+            return PlanJob.from_dict(data)
+    except InputError as e:
+        raise InputError(f"{path}: {e}") from None
     raise InputError(f"{path}: expected the JSON of `accelmap plan --json`")

@@ -177,7 +177,7 @@ def _plan(row: dict[str, Any], cluster: Cluster, tokens: float) -> Plan:
     else:
         metrics["cost_usd"] = row["cost_usd_per_million_tokens"]
         metrics["energy_j"] = row["energy_j_per_token"]
-    return Plan(mapping=_mapping(row), cluster=cluster.name,
+    return Plan(mapping=Mapping.from_dict(row), cluster=cluster.name,
                 accelerator=cluster.accelerator.id, devices=cluster.devices, feasible=True,
                 metrics=metrics)
 

@@ -1,12 +1,29 @@
-"""What a search returns: ranked plans, counts of what was dropped and why, explanations."""
+"""What a search returns: ranked plans, counts of what was dropped and why, explanations.
+
+A :class:`Plan` holds a typed :class:`~accelmap.mapping.plan.Mapping` and, for serving, the
+:class:`ServingChoice` (batch per replica, weight and KV precision). Their JSON form, the
+``mapping`` object of ``accelmap plan --json``, is written by :meth:`Plan.mapping_dict` and read
+back, strictly, by :func:`read_plan_mapping`:
+
+- training: ``dp tp pp cp ep zero micro_batch vpp recompute offload`` (``Mapping.to_dict``);
+- serving: ``tp pp ep replicas`` (``Mapping.to_serving_dict``) then ``batch weight_dtype
+  kv_dtype`` (``ServingChoice.to_dict``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any
+from enum import Enum, StrEnum
+from typing import Any, TypeVar
 
 import numpy as np
+
+from accelmap.errors import InputError
+from accelmap.mapping.plan import Mapping, ZeroStage
+from accelmap.units import DType
+from accelmap.workload import Recompute
+
+E = TypeVar("E", bound=Enum)
 
 
 class Objective(StrEnum):
@@ -17,18 +34,46 @@ class Objective(StrEnum):
     LATENCY = "latency"  # serving: time per output token, least first
 
 
+class PlanKind(StrEnum):
+    TRAIN = "train"
+    SERVE = "serve"
+
+
+@dataclass(frozen=True)
+class ServingChoice:
+    """What a serving plan chooses besides the mapping: requests in flight per replica and the
+    precision of the weights and of the KV cache."""
+
+    batch: int  # concurrent sequences per replica (vLLM --max-num-seqs)
+    weight_dtype: DType
+    kv_dtype: DType
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"batch": self.batch, "weight_dtype": self.weight_dtype.value,
+                "kv_dtype": self.kv_dtype.value}
+
+
 @dataclass(frozen=True)
 class Plan:
-    mapping: dict[str, Any]
+    mapping: Mapping
     cluster: str
     accelerator: str
     devices: int
     feasible: bool
     metrics: dict[str, Any]
     reason: str | None = None
+    serving: ServingChoice | None = None  # serving plans only
+
+    @property
+    def kind(self) -> PlanKind:
+        return PlanKind.TRAIN if self.serving is None else PlanKind.SERVE
+
+    def mapping_dict(self) -> dict[str, Any]:
+        """The ``mapping`` object of ``accelmap plan --json``."""
+        return plan_mapping_dict(self.mapping, self.serving)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"mapping": self.mapping, "cluster": self.cluster,
+        return {"mapping": self.mapping_dict(), "cluster": self.cluster,
                 "accelerator": self.accelerator, "devices": self.devices,
                 "feasible": self.feasible, "reason": self.reason,
                 **{k: _plain(v) for k, v in self.metrics.items()}}
@@ -62,6 +107,69 @@ class PlanResult:
             "notes": self.notes,
             "calibration": self.calibration,
         }
+
+
+TRAIN_MAPPING_KEYS = ("dp", "tp", "pp", "cp", "ep", "zero", "micro_batch", "vpp", "recompute",
+                      "offload")
+SERVE_MAPPING_KEYS = ("tp", "pp", "ep", "replicas", "batch", "weight_dtype", "kv_dtype")
+
+
+def plan_mapping_dict(mapping: Mapping, serving: ServingChoice | None) -> dict[str, Any]:
+    """The JSON ``mapping`` object of a training plan (``serving`` None) or a serving plan."""
+    if serving is None:
+        return mapping.to_dict()
+    return {**mapping.to_serving_dict(), **serving.to_dict()}
+
+
+def read_plan_mapping(data: Any, kind: PlanKind) -> tuple[Mapping, ServingChoice | None]:
+    """The typed mapping (and, serving, the ServingChoice) of a plan file's ``mapping`` object.
+
+    Strict: every key ``accelmap plan --json`` writes for that kind, no other, each of its type;
+    anything else is one InputError line naming the key and what it should be."""
+    what = f"the {kind.value} plan's mapping"
+    if not isinstance(data, dict):
+        raise InputError(f"{what} is not a JSON object (got {json_kind(data)})")
+    keys = TRAIN_MAPPING_KEYS if kind is PlanKind.TRAIN else SERVE_MAPPING_KEYS
+    missing = [k for k in keys if k not in data]
+    unknown = sorted(str(k) for k in data if k not in keys)
+    if missing or unknown:
+        problem = (f"has no {', '.join(missing)}" if missing
+                   else f"has unknown key(s) {', '.join(unknown)}")
+        raise InputError(f"{what} {problem}; it takes {', '.join(keys)}")
+    floor = {"zero": 0}
+    for key in keys:
+        if key in ("recompute", "offload", "weight_dtype", "kv_dtype"):
+            continue
+        v = data[key]
+        if (isinstance(v, bool) or not isinstance(v, int | float) or not float(v).is_integer()
+                or v < floor.get(key, 1)):
+            raise InputError(f"{what}: {key}={v!r} is not a whole number >= "
+                             f"{floor.get(key, 1)}")
+    if kind is PlanKind.SERVE:
+        serving = ServingChoice(int(data["batch"]), _choice(DType, data, "weight_dtype", what),
+                                _choice(DType, data, "kv_dtype", what))
+        return Mapping.serving(int(data["tp"]), int(data["pp"]), int(data["ep"]),
+                               int(data["replicas"])), serving
+    if data["zero"] not in tuple(ZeroStage):
+        raise InputError(f"{what}: zero={data['zero']!r} is not a ZeRO stage (0, 1, 2 or 3)")
+    _choice(Recompute, data, "recompute", what)
+    if not isinstance(data["offload"], bool):
+        raise InputError(f"{what}: offload={data['offload']!r} is not true or false")
+    return Mapping.from_dict(data), None
+
+
+def json_kind(value: Any) -> str:
+    """What a JSON value is, for error sentences ("an array", "a string" ...)."""
+    return {dict: "an object", list: "an array", str: "a string", bool: "true or false",
+            type(None): "null"}.get(type(value), "a number")
+
+
+def _choice(enum: type[E], data: dict[str, Any], key: str, what: str) -> E:
+    try:
+        return enum(data[key])
+    except (TypeError, ValueError):
+        raise InputError(f"{what}: {key}={data[key]!r} is not one of "
+                         f"{', '.join(str(e.value) for e in enum)}") from None
 
 
 def _plain(v: Any) -> Any:

@@ -48,7 +48,14 @@ from accelmap.mapping.constraints import check_serving
 from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import ByteKind
-from accelmap.search.result import Objective, Plan, PlanResult, pareto_front
+from accelmap.search.result import (
+    Objective,
+    Plan,
+    PlanResult,
+    ServingChoice,
+    pareto_front,
+    plan_mapping_dict,
+)
 from accelmap.search.space import powers_of_two
 from accelmap.units import DType
 from accelmap.workload import Inference
@@ -235,8 +242,7 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
     best = {c: min((p for p in ps if p.rule is None), key=lambda p: score.key(_m(p)))
             for c, ps in points.items() if any(p.rule is None for p in ps)}
     ranked = sorted(best.values(), key=lambda p: score.key(_m(p)))[:top]
-    plans = [Plan(_m(p)["mapping"], cluster.name, acc.id, cluster.devices, True,
-                  {k: v for k, v in _m(p).items() if k != "mapping"}) for p in ranked]
+    plans = [_plan(p, cluster) for p in ranked]
     pareto = {"latency_vs_throughput": _front(feasible, "tokens_per_s", "tpot_s")}
     if price is not None:
         pareto["throughput_vs_cost"] = _front(feasible, "tokens_per_s",
@@ -246,6 +252,17 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
     return PlanResult(obj, plans, evaluated, len(feasible), time.perf_counter() - start,
                       dict(sorted(rejected.items(), key=lambda kv_: -kv_[1])), explanation,
                       pareto, interrupted, notes + score.notes, calibration)
+
+
+def _serving(p: _Point) -> ServingChoice:
+    _, _, _, w, kv = p.config
+    return ServingChoice(batch=p.batch, weight_dtype=w, kv_dtype=kv)
+
+
+def _plan(p: _Point, cluster: Cluster) -> Plan:
+    assert p.est is not None
+    return Plan(p.est.mapping, cluster.name, cluster.accelerator.id, cluster.devices, True,
+                {k: v for k, v in _m(p).items() if k != "mapping"}, serving=_serving(p))
 
 
 def _m(p: _Point) -> dict[str, Any]:
@@ -269,8 +286,7 @@ def _metrics(est: Estimate, m: Mapping, batch: int, w: DType, kv: DType, cluster
              price: float | None, tdp: float | None) -> dict[str, Any]:
     tps = float(est.metrics["tokens_per_s"])
     return {
-        "mapping": {**m.to_serving_dict(), "batch": batch, "weight_dtype": w.value,
-                    "kv_dtype": kv.value},
+        "mapping": plan_mapping_dict(m, ServingChoice(batch, w, kv)),
         "tokens_per_s": tps,
         "tokens_per_s_per_device": tps / cluster.devices,
         "ttft_s": float(est.metrics["ttft_s"]),

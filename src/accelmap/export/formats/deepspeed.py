@@ -21,8 +21,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from accelmap.export.base import Exporter, ExportResult, PlanJob, register
+from accelmap.export.base import (
+    Exporter,
+    ExportResult,
+    PlanJob,
+    PlanKind,
+    ReadBack,
+    register,
+    training_mapping,
+)
 from accelmap.export.formats.launch import batch_split
+from accelmap.mapping.plan import ZeroStage
+from accelmap.units import DType
+from accelmap.workload import Recompute
 
 DS_COMMIT = "00376da49967bc6a15d70a550200ac67277b1fb4"
 DS_URL = f"https://github.com/deepspeedai/DeepSpeed/blob/{DS_COMMIT}/docs/_pages/config-json.md"
@@ -36,10 +47,8 @@ GRADIENT_CLIPPING = 1.0
 
 def _config(job: PlanJob, spec: Any) -> tuple[dict[str, Any], list[str]]:
     m = job.mapping
-    dp, micro, accum = batch_split(job)
-    tp, pp, cp, ep = (int(m[k]) for k in ("tp", "pp", "cp", "ep"))
-    zero, vpp, recompute = int(m["zero"]), int(m["vpp"]), str(m["recompute"])
-    offload = bool(m["offload"])
+    _, micro, accum = batch_split(job)
+    tp, zero = m.tp, m.zero
     unsupported: list[str] = []
     cfg: dict[str, Any] = {
         # "Batch Size Related Parameters": train_batch_size = micro * accumulation * dp ranks
@@ -49,32 +58,32 @@ def _config(job: PlanJob, spec: Any) -> tuple[dict[str, Any], list[str]]:
         "gradient_clipping": GRADIENT_CLIPPING,  # "Gradient Clipping"
     }
     # "FP16 training options" fp16.enabled / "BFLOAT16 training options" bf16.enabled
-    if job.dtype == "fp16":
+    if job.dtype is DType.FP16:
         cfg["fp16"] = {"enabled": True}
     else:
         cfg["bf16"] = {"enabled": True}
-        if job.dtype == "fp8":
+        if job.dtype is DType.FP8:
             unsupported.append("dtype=fp8: ds_config.json has no FP8 training switch (FP8 "
                                "GEMMs come from Transformer Engine in the model code); "
                                "exported as bf16")
     # "ZeRO Optimizations for FP16 Training": zero_optimization.stage 0-3
-    zero_cfg: dict[str, Any] = {"stage": zero}
-    if offload:
-        # "Optimizer offloading": offload_optimizer.device cpu, valid for stages 1, 2, 3
-        # "Parameter offloading": offload_param.device cpu, valid only with stage 3
-        if zero >= 1:
-            zero_cfg["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
-        if zero == 3:
-            zero_cfg["offload_param"] = {"device": "cpu", "pin_memory": True}
-        elif zero >= 1:
-            unsupported.append(f"offload=True: DeepSpeed offloads parameters only under ZeRO "
-                               f"stage 3 (offload_param); with zero={zero} only the optimizer "
-                               "state goes to the CPU")
-        else:
-            unsupported.append("offload=True: ZeRO offload needs zero >= 1 (offload_optimizer "
-                               "is valid for stages 1-3); nothing is offloaded at zero=0")
+    zero_cfg: dict[str, Any] = {"stage": int(zero)}
+    # "Optimizer offloading": offload_optimizer.device cpu, valid for stages 1, 2, 3
+    # "Parameter offloading": offload_param.device cpu, valid only with stage 3
+    if m.offloads_optimizer and zero >= ZeroStage.OPTIMIZER:
+        zero_cfg["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+    if m.offloads_params and zero is ZeroStage.PARAMETERS:
+        zero_cfg["offload_param"] = {"device": "cpu", "pin_memory": True}
+    if zero is ZeroStage.NONE and (m.offloads_optimizer or m.offloads_params):
+        unsupported.append("offload=True: ZeRO offload needs zero >= 1 (offload_optimizer "
+                           "is valid for stages 1-3); nothing is offloaded at zero=0")
+    elif m.offloads_params and zero is not ZeroStage.PARAMETERS:
+        unsupported.append(f"offload=True: DeepSpeed offloads parameters only under ZeRO "
+                           f"stage 3 (offload_param); with zero={int(zero)} "
+                           + ("only the optimizer state goes to the CPU"
+                              if m.offloads_optimizer else "nothing is offloaded"))
     cfg["zero_optimization"] = zero_cfg
-    if recompute == "full":
+    if m.recompute is Recompute.FULL:
         # "Activation Checkpointing"; partition_activations splits the saved layer inputs over
         # the tensor-parallel group, so it is on only when there is one.
         cfg["activation_checkpointing"] = {
@@ -84,33 +93,33 @@ def _config(job: PlanJob, spec: Any) -> tuple[dict[str, Any], list[str]]:
             "synchronize_checkpoint_boundary": False,
             "profile": False,
         }
-    elif recompute == "selective":
+    elif m.recompute is Recompute.SELECTIVE:
         unsupported.append("recompute=selective: DeepSpeed's activation_checkpointing "
                            "checkpoints whole functions the model wraps; attention-only "
                            "(selective) recompute has to be written in the model code")
     if tp > 1:
         # "Tensor Parallel (AutoTP)": tensor_parallel.autotp_size (ZeRO 0-3 at this commit)
         cfg["tensor_parallel"] = {"autotp_size": tp}
-    if ep > 1:
+    if m.ep > 1:
         if tp > 1:
-            unsupported.append(f"ep={ep}: AutoEP cannot be combined with AutoTP "
+            unsupported.append(f"ep={m.ep}: AutoEP cannot be combined with AutoTP "
                                "(tensor_parallel.autotp_size > 1) at this DeepSpeed version")
         else:
             # "Expert Parallel (AutoEP)": expert_parallel.enabled, expert_parallel.autoep_size
-            cfg["expert_parallel"] = {"enabled": True, "autoep_size": ep}
-    if pp > 1:
-        unsupported.append(f"pp={pp}: ds_config.json has no pipeline degree; build the "
-                           f"pipeline in code (deepspeed.pipe.PipelineModule(num_stages={pp})) "
-                           f"or use Megatron-DeepSpeed; the batch keys assume the plan's "
-                           f"dp={dp} data-parallel ranks, as with that pipeline")
-    if vpp > 1:
-        unsupported.append(f"vpp={vpp}: DeepSpeed's pipeline engine has no interleaved "
-                           "(virtual) stages")
-    if cp > 1:
-        unsupported.append(f"cp={cp}: ds_config.json has no context-parallel degree; "
+            cfg["expert_parallel"] = {"enabled": True, "autoep_size": m.ep}
+    if m.pp > 1:
+        unsupported.append(f"pp={m.pp}: ds_config.json has no pipeline degree; build the "
+                           f"pipeline in code (deepspeed.pipe.PipelineModule(num_stages={m.pp}))"
+                           f" or use Megatron-DeepSpeed; the batch keys assume the plan's "
+                           f"dp={m.dp} data-parallel ranks, as with that pipeline")
+    if m.interleaved:
+        unsupported.append(f"vpp={m.virtual_stages}: DeepSpeed's pipeline engine has no "
+                           "interleaved (virtual) stages")
+    if m.cp > 1:
+        unsupported.append(f"cp={m.cp}: ds_config.json has no context-parallel degree; "
                            "DeepSpeed-Ulysses sequence parallelism is set up in code "
                            "(deepspeed.sequence.layer.DistributedAttention) and must take "
-                           f"{cp} ranks out of the data-parallel group")
+                           f"{m.cp} ranks out of the data-parallel group")
     return cfg, unsupported
 
 
@@ -131,24 +140,28 @@ def export(job: PlanJob, spec: Any) -> ExportResult:
     return ExportResult(files=files, launch=launch, unsupported=unsupported)
 
 
-def read_back(files: dict[str, str]) -> dict[str, Any]:
+def read_back(files: dict[str, str]) -> ReadBack:
     cfg = json.loads(files[CONFIG_FILE])
     micro = int(cfg["train_micro_batch_size_per_gpu"])
     accum = int(cfg["gradient_accumulation_steps"])
     zero_cfg = cfg.get("zero_optimization", {})
     ep_cfg = cfg.get("expert_parallel", {})
-    return {
-        "dp": int(cfg["train_batch_size"]) // (micro * accum),
-        "tp": int(cfg.get("tensor_parallel", {}).get("autotp_size", 0)) or 1,
-        "pp": 1,  # no pipeline in a ds_config.json
-        "cp": 1,
-        "ep": int(ep_cfg.get("autoep_size", 1)) if ep_cfg.get("enabled") else 1,
-        "zero": int(zero_cfg.get("stage", 0)),
-        "micro_batch": micro,
-        "vpp": 1,
-        "recompute": "full" if "activation_checkpointing" in cfg else "none",
-        "offload": zero_cfg.get("offload_optimizer", {}).get("device") == "cpu",
-    }
+    hosts = [line for line in files[HOSTFILE].splitlines()
+             if line.strip() and not line.startswith("#")]
+    slots = {int(line.rsplit("slots=", 1)[1]) for line in hosts}
+    mapping = training_mapping(
+        # "Batch Size Related Parameters": train_batch_size = micro x accumulation x dp ranks
+        dp=int(cfg["train_batch_size"]) // (micro * accum),
+        tp=int(cfg.get("tensor_parallel", {}).get("autotp_size", 0)) or 1,
+        pp=1, cp=1, virtual_stages=1,  # no pipeline or context parallelism in a ds_config.json
+        ep=int(ep_cfg.get("autoep_size", 1)) if ep_cfg.get("enabled") else 1,
+        zero=int(zero_cfg.get("stage", 0)),
+        micro_batch=micro,
+        recompute=Recompute.FULL if "activation_checkpointing" in cfg else Recompute.NONE,
+        offload_optimizer=zero_cfg.get("offload_optimizer", {}).get("device") == "cpu",
+        offload_params=zero_cfg.get("offload_param", {}).get("device") == "cpu")
+    return ReadBack(mapping, nodes=len(hosts),
+                    devices_per_node=slots.pop() if len(slots) == 1 else None)
 
 
 EXPORTER = register(Exporter(
@@ -156,7 +169,7 @@ EXPORTER = register(Exporter(
     framework="DeepSpeed",
     version=f"DeepSpeed @ {DS_COMMIT[:12]} (docs/_pages/config-json.md)",
     url=DS_URL,
-    kinds=("train",),
+    kinds=(PlanKind.TRAIN,),
     export=export,
     read_back=read_back,
 ))

@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from accelmap.errors import InputError
-from accelmap.export.base import Exporter, ExportResult, PlanJob, register
+from accelmap.export.base import Exporter, ExportResult, PlanJob, PlanKind, ReadBack, register
+from accelmap.search.result import TRAIN_MAPPING_KEYS
 
 TORCH_COMMIT = "010929fd3f401c3868310396e6a91ed95aa0305b"
 TORCHRUN_URL = f"https://github.com/pytorch/pytorch/blob/{TORCH_COMMIT}/torch/distributed/run.py"
@@ -37,9 +38,9 @@ SBATCH_URL = "https://slurm.schedmd.com/sbatch.html"
 # torchrun's own default --master-port (run.py @ TORCH_COMMIT); we use it for the c10d endpoint.
 RDZV_PORT = 29500
 
-# The mapping keys of a training PlanJob (search/planner.py writes exactly these).
-MAPPING_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "micro_batch", "vpp", "recompute",
-                  "offload")
+# The mapping keys of a training plan file (Mapping.to_dict: what search/planner.py writes);
+# unsupported sentences name fields by these keys.
+MAPPING_FIELDS = TRAIN_MAPPING_KEYS
 
 TORCHRUN_FILE = "launch_torchrun.sh"
 SBATCH_FILE = "train.sbatch"
@@ -47,11 +48,12 @@ SBATCH_FILE = "train.sbatch"
 
 def batch_split(job: PlanJob) -> tuple[int, int, int]:
     """(dp, micro_batch, gradient accumulation steps); global_batch = dp * micro * steps."""
-    dp, micro = int(job.mapping["dp"]), int(job.mapping["micro_batch"])
-    if dp < 1 or micro < 1 or job.global_batch % (dp * micro):
-        raise InputError(f"global batch {job.global_batch} is not a multiple of dp {dp} x "
-                         f"micro-batch {micro}: fix the plan's batch or micro-batch")
-    return dp, micro, job.global_batch // (dp * micro)
+    m = job.mapping
+    steps = m.micro_batches(job.global_batch)
+    if not float(steps).is_integer():
+        raise InputError(f"global batch {job.global_batch} is not a multiple of dp {m.dp} x "
+                         f"micro-batch {m.micro_batch}: fix the plan's batch or micro-batch")
+    return m.dp, m.micro_batch, int(steps)
 
 
 def torchrun_command(job: PlanJob, target: Sequence[str]) -> list[str]:
@@ -110,7 +112,7 @@ def parse_torchrun(text: str) -> dict[str, int]:
 
 def not_expressible(job: PlanJob, where: str) -> str:
     """One sentence naming every mapping field with its value (``field=value, ...: why``)."""
-    fields = ", ".join(f"{k}={job.mapping[k]}" for k in MAPPING_FIELDS if k in job.mapping)
+    fields = ", ".join(f"{k}={v}" for k, v in job.mapping.to_dict().items())
     return f"{fields}: {where}"
 
 
@@ -153,17 +155,18 @@ def export(job: PlanJob, spec: Any) -> ExportResult:
     return ExportResult(files=files, launch=f"sbatch {SBATCH_FILE}", unsupported=unsupported)
 
 
-def read_back(files: dict[str, str]) -> dict[str, Any]:
-    """Nodes and GPUs per node, from the sbatch header; checked against the torchrun call."""
+def read_back(files: dict[str, str]) -> ReadBack:
+    """Nodes and GPUs per node, from the sbatch header; checked against the torchrun call. The
+    scripts hold no mapping."""
     sbatch = files[SBATCH_FILE]
-    got: dict[str, Any] = {}
+    got: dict[str, int] = {}
     for key, flag in (("nodes", "nodes"), ("gpus_per_node", "gpus-per-node")):
         m = re.search(rf"^#SBATCH --{flag}=(\d+)$", sbatch, re.MULTILINE)
         if m:
             got[key] = int(m.group(1))
     if parse_torchrun(files[TORCHRUN_FILE]) != got:
         raise ValueError(f"{TORCHRUN_FILE} and {SBATCH_FILE} disagree on the cluster shape")
-    return got
+    return ReadBack(nodes=got.get("nodes"), devices_per_node=got.get("gpus_per_node"))
 
 
 EXPORTER = register(Exporter(
@@ -171,7 +174,7 @@ EXPORTER = register(Exporter(
     framework="Slurm + torchrun",
     version=f"torchrun (PyTorch @ {TORCH_COMMIT[:12]}), sbatch (Slurm >= 19.05: --gpus-per-node)",
     url=TORCHRUN_URL,
-    kinds=("train",),
+    kinds=(PlanKind.TRAIN,),
     export=export,
     read_back=read_back,
 ))

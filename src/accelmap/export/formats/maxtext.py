@@ -46,7 +46,18 @@ from typing import Any
 
 import yaml
 
-from accelmap.export.base import Exporter, ExportResult, PlanJob, register
+from accelmap.export.base import (
+    Exporter,
+    ExportResult,
+    PlanJob,
+    PlanKind,
+    ReadBack,
+    register,
+    training_mapping,
+)
+from accelmap.mapping.plan import ZeroStage
+from accelmap.units import DType
+from accelmap.workload import Recompute
 
 VERSION = "0.2.5"
 URL = "https://pypi.org/project/maxtext/0.2.5/"
@@ -63,9 +74,11 @@ MODEL_NAMES: dict[str, str] = {
     "qwen2.5-7b": "qwen2.5-7b", "qwen3-8b": "qwen3-8b", "qwen3-30b-a3b": "qwen3-30b-a3b",
     "gpt3-175b": "gpt3-175b",
 }
-REMAT = {"none": "minimal_with_context", "selective": "minimal", "full": "full"}
+REMAT = {Recompute.NONE: "minimal_with_context", Recompute.SELECTIVE: "minimal",
+         Recompute.FULL: "full"}
 REMAT_BACK = {v: k for k, v in REMAT.items()}
-DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "bfloat16"}
+DTYPES = {DType.BF16: "bfloat16", DType.FP16: "float16", DType.FP32: "float32",
+          DType.FP8: "bfloat16"}
 # Mesh axis -> key stem (ici_<stem>_parallelism / dcn_<stem>_parallelism), outermost first.
 AXES = {"data": "data", "fsdp": "fsdp", "stage": "pipeline", "expert": "expert",
         "context": "context", "tensor": "tensor"}
@@ -101,13 +114,15 @@ def split_mesh(sizes: dict[str, int], slices: int) -> tuple[dict[str, int], dict
     return ici, dcn, left
 
 
-def _batch(job: PlanJob, dp: int, pp: int, out: dict[str, Any], unsupported: list[str]) -> None:
-    mb = int(job.mapping.get("micro_batch", 1))
-    micro = job.global_batch // (mb * dp) if job.global_batch % (mb * dp) == 0 else 0
+def _batch(job: PlanJob, out: dict[str, Any], unsupported: list[str]) -> None:
+    m = job.mapping
+    mb, dp, pp = m.micro_batch, m.dp, m.pp
+    steps = m.micro_batches(job.global_batch)
+    micro = int(steps) if float(steps).is_integer() else 0
     if not micro:
         unsupported.append(f"micro_batch={mb}: global batch {job.global_batch} is not a whole "
                            f"number of micro-batches of {mb} x dp={dp}")
-        micro = max(job.global_batch // max(mb * dp, 1), 1)
+        micro = max(int(steps), 1)
     accum = 1 if pp > 1 else micro
     pdbs = job.global_batch / (job.devices * accum)
     out["per_device_batch_size"] = int(pdbs) if pdbs == int(pdbs) else pdbs
@@ -138,11 +153,9 @@ def overrides(job: PlanJob, spec: Any) -> tuple[dict[str, Any], list[str]]:
     """The MaxText keys of a training plan and the plan fields it cannot express."""
     m = job.mapping
     unsupported: list[str] = []
-    dp, tp, pp = int(m.get("dp", 1)), int(m.get("tp", 1)), int(m.get("pp", 1))
-    cp, ep, zero = int(m.get("cp", 1)), int(m.get("ep", 1)), int(m.get("zero", 0))
-    vpp = int(m.get("vpp", 1))
-    if dp * tp * pp * cp != job.devices:
-        unsupported.append(f"dp x tp x pp x cp = {dp * tp * pp * cp} is not the job's "
+    dp, ep, zero = m.dp, m.ep, m.zero
+    if m.world != job.devices:
+        unsupported.append(f"dp x tp x pp x cp = {m.world} is not the job's "
                            f"{job.devices} devices")
     out: dict[str, Any] = {"base_config": "base.yml"}
     name = MODEL_NAMES.get(job.model)
@@ -157,15 +170,17 @@ def overrides(job: PlanJob, spec: Any) -> tuple[dict[str, Any], list[str]]:
     if ep > 1 and expert == 1:
         unsupported.append(f"ep={ep}: MaxText's expert axis is carved out of dp={dp} here, "
                            "which ep does not divide; exported without expert parallelism")
-    axis = "fsdp" if zero >= 2 else "data"
-    if zero == 2:
+    axis = "fsdp" if zero >= ZeroStage.GRADIENTS else "data"
+    if zero is ZeroStage.GRADIENTS:
         unsupported.append("zero=2: MaxText shards optimizer states alone (ZeRO-1) or params, "
                            "grads and optimizer together (fsdp, ZeRO-3); exported as fsdp")
     elif zero and dp // expert == 1:
-        unsupported.append(f"zero={zero}: with dp={dp} there is no data axis to shard over")
-    if zero == 1:
+        unsupported.append(f"zero={int(zero)}: with dp={dp} there is no data axis to shard "
+                           "over")
+    if zero is ZeroStage.OPTIMIZER:
         out["shard_optimizer_over_data"] = True
-    sizes = {axis: dp // expert, "stage": pp, "expert": expert, "context": cp, "tensor": tp}
+    sizes = {axis: dp // expert, "stage": m.pp, "expert": expert, "context": m.cp,
+             "tensor": m.tp}
     ici, dcn, left = split_mesh(sizes, max(job.devices // ici_devices, 1))
     if left != 1:
         unsupported.append(f"mesh: the plan's axes cannot be split over "
@@ -176,17 +191,16 @@ def overrides(job: PlanJob, spec: Any) -> tuple[dict[str, Any], list[str]]:
         out[f"dcn_{stem}_parallelism"] = dcn[a]
     out["max_target_length"] = job.seq_len
     out["dtype"] = DTYPES.get(job.dtype, "bfloat16")
-    if job.dtype == "fp8":
+    if job.dtype is DType.FP8:
         out["quantization"] = "fp8"  # base.yml: "'fp8' for 8-bit floating-point GeMMs on GPUs"
-    _batch(job, dp, pp, out, unsupported)
-    if pp > 1:
-        _pipeline(spec, pp, vpp, out, unsupported)
-    elif vpp > 1:
-        unsupported.append(f"vpp={vpp}: virtual stages need pp > 1")
-    out["remat_policy"] = REMAT[str(m.get("recompute", "full"))]
-    offload = bool(m.get("offload", False))
-    out["optimizer_memory_host_offload"] = offload
-    out["parameter_memory_host_offload"] = offload
+    _batch(job, out, unsupported)
+    if m.pp > 1:
+        _pipeline(spec, m.pp, m.virtual_stages, out, unsupported)
+    elif m.interleaved:
+        unsupported.append(f"vpp={m.virtual_stages}: virtual stages need pp > 1")
+    out["remat_policy"] = REMAT[m.recompute]
+    out["optimizer_memory_host_offload"] = bool(m.offloads_optimizer)
+    out["parameter_memory_host_offload"] = bool(m.offloads_params)
     return out, unsupported
 
 
@@ -215,7 +229,7 @@ def export(job: PlanJob, spec: Any) -> ExportResult:
                         unsupported)
 
 
-def read_back(files: dict[str, str]) -> dict[str, Any]:
+def read_back(files: dict[str, str]) -> ReadBack:
     cfg = yaml.safe_load(files["maxtext_overrides.yml"]) or {}
 
     def size(stem: str) -> int:
@@ -227,18 +241,17 @@ def read_back(files: dict[str, str]) -> dict[str, Any]:
     devices = math.prod(size(s) for s in AXES.values())
     step = int(devices * float(cfg.get("per_device_batch_size", 1)))
     micro = int(cfg.get("num_pipeline_microbatches", 1)) if pp > 1 else 1
-    offload = bool(cfg.get("optimizer_memory_host_offload")) and bool(
-        cfg.get("parameter_memory_host_offload"))
-    return {
-        "dp": dp, "tp": size("tensor"), "pp": pp, "cp": size("context"), "ep": expert,
-        "zero": 3 if fsdp > 1 else (1 if cfg.get("shard_optimizer_over_data") else 0),
-        "micro_batch": step // (micro * dp) if micro * dp else 0,
-        "vpp": int(cfg.get("num_pipeline_repeats", 1)) if pp > 1 else 1,
-        "recompute": REMAT_BACK.get(str(cfg.get("remat_policy", "full")), "full"),
-        "offload": offload,
-    }
+    return ReadBack(training_mapping(
+        dp=dp, tp=size("tensor"), pp=pp, cp=size("context"), ep=expert,
+        zero=(ZeroStage.PARAMETERS if fsdp > 1 else
+              ZeroStage.OPTIMIZER if cfg.get("shard_optimizer_over_data") else ZeroStage.NONE),
+        micro_batch=step // (micro * dp) if micro * dp else 0,
+        virtual_stages=int(cfg.get("num_pipeline_repeats", 1)) if pp > 1 else 1,
+        recompute=REMAT_BACK.get(str(cfg.get("remat_policy", "full")), Recompute.FULL),
+        offload_optimizer=bool(cfg.get("optimizer_memory_host_offload")),
+        offload_params=bool(cfg.get("parameter_memory_host_offload"))))
 
 
 EXPORTER = register(Exporter(
-    name="maxtext", framework="MaxText", version=VERSION, url=URL, kinds=("train",),
+    name="maxtext", framework="MaxText", version=VERSION, url=URL, kinds=(PlanKind.TRAIN,),
     export=export, read_back=read_back))

@@ -20,9 +20,16 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
 
-from accelmap.export.base import Exporter, ExportResult, PlanJob, register
+from accelmap.export.base import (
+    Exporter,
+    ExportResult,
+    PlanJob,
+    PlanKind,
+    ReadBack,
+    register,
+    training_mapping,
+)
 from accelmap.export.formats.launch import (
     batch_split,
     parse_torchrun,
@@ -30,7 +37,10 @@ from accelmap.export.formats.launch import (
     shell_word,
     torchrun_command,
 )
+from accelmap.mapping.plan import Mapping, ZeroStage
 from accelmap.models.schema import Activation, FFNKind, ModelSpec, NormKind, PositionKind
+from accelmap.units import DType
+from accelmap.workload import Recompute
 
 MEGATRON_COMMIT = "000c4ac24f61159c138b0975def722c65245983c"
 MEGATRON_URL = (f"https://github.com/NVIDIA/Megatron-LM/blob/{MEGATRON_COMMIT}/"
@@ -45,7 +55,7 @@ SMOKE_LR = 1.0e-4
 
 # --data-parallel-sharding-strategy choices (_add_distributed_args) for ZeRO stages 2 and 3;
 # Megatron-FSDP's ShardingStrategy docs equate optim_grads with ZeRO-2, optim_grads_params with 3.
-FSDP_STRATEGY = {2: "optim_grads", 3: "optim_grads_params"}
+FSDP_STRATEGY = {ZeroStage.GRADIENTS: "optim_grads", ZeroStage.PARAMETERS: "optim_grads_params"}
 
 Flag = tuple[str, str | None]  # (--flag, value or None for store_true)
 
@@ -53,49 +63,48 @@ Flag = tuple[str, str | None]  # (--flag, value or None for store_true)
 def _parallel_flags(job: PlanJob) -> tuple[list[Flag], list[str]]:
     batch_split(job)  # the global batch must split into dp x micro-batches (validate_args)
     m = job.mapping
-    tp, pp, cp, ep = (int(m[k]) for k in ("tp", "pp", "cp", "ep"))
-    vpp, zero, recompute = int(m["vpp"]), int(m["zero"]), str(m["recompute"])
     flags: list[Flag] = [
-        ("--tensor-model-parallel-size", str(tp)),  # _add_distributed_args
-        ("--pipeline-model-parallel-size", str(pp)),  # _add_distributed_args
-        ("--context-parallel-size", str(cp)),  # _add_distributed_args
-        ("--expert-model-parallel-size", str(ep)),  # _add_moe_args
+        ("--tensor-model-parallel-size", str(m.tp)),  # _add_distributed_args
+        ("--pipeline-model-parallel-size", str(m.pp)),  # _add_distributed_args
+        ("--context-parallel-size", str(m.cp)),  # _add_distributed_args
+        ("--expert-model-parallel-size", str(m.ep)),  # _add_moe_args
     ]
     unsupported: list[str] = []
-    if vpp > 1:
+    if m.interleaved:
         # _add_distributed_args: stages per rank directly (validate_args turns it into
         # virtual_pipeline_model_parallel_size); the other spelling counts layers per stage.
-        flags.append(("--num-virtual-stages-per-pipeline-rank", str(vpp)))
-    if tp > 1:
+        flags.append(("--num-virtual-stages-per-pipeline-rank", str(m.virtual_stages)))
+    if m.tp > 1 and m.sequence_parallel:
         flags.append(("--sequence-parallel", None))  # _add_training_args
-    if zero == 1:
+    if m.zero is ZeroStage.OPTIMIZER:
         flags.append(("--use-distributed-optimizer", None))  # _add_distributed_args
-    elif zero in FSDP_STRATEGY:
+    elif m.zero in FSDP_STRATEGY:
         flags += [("--use-megatron-fsdp", None),  # _add_distributed_args
-                  ("--data-parallel-sharding-strategy", FSDP_STRATEGY[zero]),
+                  ("--data-parallel-sharding-strategy", FSDP_STRATEGY[m.zero]),
                   # _add_checkpointing_args; validate_args: "Megatron FSDP only supports
                   # fsdp_dtensor checkpoint format"
                   ("--ckpt-format", "fsdp_dtensor")]
-    if recompute in ("selective", "full"):
-        flags.append(("--recompute-granularity", recompute))  # _add_training_args
-    if recompute == "full":
+    if m.recompute is not Recompute.NONE:
+        flags.append(("--recompute-granularity", m.recompute.value))  # _add_training_args
+    if m.recompute is Recompute.FULL:
         # _add_training_args: recompute each layer's input (uniform chunks of one layer)
         flags += [("--recompute-method", "uniform"), ("--recompute-num-layers", "1")]
-    if m["offload"]:
+    if m.offloads_optimizer:
         # _add_training_args --optimizer-cpu-offload; validate_args requires
         # --use-precision-aware-optimizer (_add_experimental_args) with it.
         flags += [("--optimizer-cpu-offload", None), ("--use-precision-aware-optimizer", None)]
+    if m.offloads_params:
         unsupported.append("offload=True: Megatron offloads only the optimizer state "
                            "(--optimizer-cpu-offload); parameters stay on the GPU")
     flags += [
-        ("--micro-batch-size", str(m["micro_batch"])),  # _add_training_args
+        ("--micro-batch-size", str(m.micro_batch)),  # _add_training_args
         ("--global-batch-size", str(job.global_batch)),  # _add_training_args
         ("--seq-length", str(job.seq_len)),  # _add_data_args
     ]
     # _add_mixed_precision_args --bf16/--fp16; _add_transformer_engine_args --fp8-format
     # (e4m3|hybrid; hybrid = E4M3 forward, E5M2 gradients).
-    flags.append(("--fp16", None) if job.dtype == "fp16" else ("--bf16", None))
-    if job.dtype == "fp8":
+    flags.append(("--fp16", None) if job.dtype is DType.FP16 else ("--bf16", None))
+    if job.dtype is DType.FP8:
         flags.append(("--fp8-format", "hybrid"))
     return flags, unsupported
 
@@ -179,7 +188,7 @@ def _model_flags(job: PlanJob, spec: ModelSpec) -> tuple[list[Flag], list[str]]:
                           str(moe.num_shared_experts * moe.shared_ffn)))
         if moe.router_bias:
             flags.append(("--moe-router-enable-expert-bias", None))
-        if int(job.mapping["ep"]) > 1:
+        if job.mapping.ep > 1:
             # help text: "We recommend using 'alltoall' when applying expert parallelism"
             flags.append(("--moe-token-dispatcher-type", "alltoall"))
         if moe.shared_expert_gate:
@@ -220,11 +229,12 @@ def export(job: PlanJob, spec: ModelSpec) -> ExportResult:
         "# schedule and optimizer settings.\n"
         + _array("RUN_ARGS", _run_flags(spec))
     )
-    zero = int(job.mapping["zero"])
-    model_parallel = int(job.mapping["tp"]) > 1 or int(job.mapping["cp"]) > 1
+    m = job.mapping
+    model_parallel = m.tp > 1 or m.cp > 1
     # validate_args (before Blackwell): TP/CP without FSDP asserts CUDA_DEVICE_MAX_CONNECTIONS=1;
     # FSDP asserts it is not 1.
-    env = "export CUDA_DEVICE_MAX_CONNECTIONS=1\n" if model_parallel and zero < 2 else ""
+    env = ("export CUDA_DEVICE_MAX_CONNECTIONS=1\n"
+           if model_parallel and m.zero not in FSDP_STRATEGY else "")
     command = torchrun_command(job, ["pretrain_gpt.py", '${MEGATRON_ARGS[@]}',
                                      '${RUN_ARGS[@]}'])
     launch_script = (
@@ -255,7 +265,7 @@ def parse_args_file(text: str) -> dict[str, str | None]:
     return flags
 
 
-def read_back(files: dict[str, str]) -> dict[str, Any]:
+def read_back(files: dict[str, str]) -> ReadBack:
     flags = parse_args_file(files[ARGS_FILE])
     cluster = parse_torchrun(files[LAUNCH_FILE])
 
@@ -268,17 +278,19 @@ def read_back(files: dict[str, str]) -> dict[str, Any]:
         by_strategy = {v: k for k, v in FSDP_STRATEGY.items()}
         zero = by_strategy[str(flags["--data-parallel-sharding-strategy"])]
     else:
-        zero = 1 if "--use-distributed-optimizer" in flags else 0
-    return {
-        "dp": cluster["nodes"] * cluster["gpus_per_node"] // (tp * pp * cp),
-        "tp": tp, "pp": pp, "cp": cp,
-        "ep": degree("--expert-model-parallel-size"),
-        "zero": zero,
-        "micro_batch": int(flags["--micro-batch-size"] or 0),
-        "vpp": degree("--num-virtual-stages-per-pipeline-rank"),
-        "recompute": flags.get("--recompute-granularity") or "none",
-        "offload": "--optimizer-cpu-offload" in flags,
-    }
+        zero = (ZeroStage.OPTIMIZER if "--use-distributed-optimizer" in flags
+                else ZeroStage.NONE)
+    # dp fills the torchrun world, as Megatron derives its data-parallel size
+    world = cluster["nodes"] * cluster["gpus_per_node"]
+    mapping = training_mapping(
+        dp=Mapping.for_world(world, tp=tp, pp=pp, cp=cp).dp, tp=tp, pp=pp, cp=cp,
+        ep=degree("--expert-model-parallel-size"), zero=zero,
+        micro_batch=int(flags["--micro-batch-size"] or 0),
+        virtual_stages=degree("--num-virtual-stages-per-pipeline-rank"),
+        recompute=flags.get("--recompute-granularity") or Recompute.NONE,
+        offload_optimizer="--optimizer-cpu-offload" in flags, offload_params=False,
+        sequence_parallel="--sequence-parallel" in flags or tp == 1)
+    return ReadBack(mapping, nodes=cluster["nodes"], devices_per_node=cluster["gpus_per_node"])
 
 
 EXPORTER = register(Exporter(
@@ -286,7 +298,7 @@ EXPORTER = register(Exporter(
     framework="Megatron-LM",
     version=f"Megatron-LM @ {MEGATRON_COMMIT[:12]} (megatron/training/arguments.py)",
     url=MEGATRON_URL,
-    kinds=("train",),
+    kinds=(PlanKind.TRAIN,),
     export=export,
     read_back=read_back,
 ))

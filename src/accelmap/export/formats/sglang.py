@@ -34,19 +34,22 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from accelmap.export.base import Exporter, ExportResult, PlanJob, register
+from accelmap.export.base import Exporter, ExportResult, PlanJob, PlanKind, ReadBack, register
 from accelmap.export.formats.vllm import (
     HALF_NAMES,
     commands,
     context_length,
-    dtype_fields,
     half_dtype,
     launch_line,
     model_path,
     place_replicas,
+    serving,
+    serving_choice,
     shell_script,
     weight_note,
 )
+from accelmap.mapping.plan import Mapping
+from accelmap.units import DType
 
 VERSION = "0.5.23"
 URL = ("https://github.com/sgl-project/sglang/tree/v0.5.23/python/sglang/srt/arg_groups/"
@@ -56,20 +59,20 @@ DIST_PORT = 50000  # port of --dist-init-addr for a replica that spans nodes (an
 
 
 def export(job: PlanJob, spec: Any) -> ExportResult:
-    m = job.mapping
+    m, choice = job.mapping, serving(job)
     unsupported: list[str] = []
-    tp, pp, ep = int(m.get("tp", 1)), int(m.get("pp", 1)), int(m.get("ep", 1))
-    weight, kv = str(m.get("weight_dtype", "bf16")), str(m.get("kv_dtype", "bf16"))
+    tp, pp, ep = m.tp, m.pp, m.ep
+    weight, kv = choice.weight_dtype, choice.kv_dtype
     flags = [f"--tp-size {tp}", f"--pp-size {pp}"]
     if ep > 1:
         flags.append(f"--ep-size {ep}")
-    flags.append(f"--max-running-requests {int(m.get('batch', 1))}")
+    flags.append(f"--max-running-requests {choice.batch}")
     flags.append(f"--context-length {context_length(job, spec, unsupported)}")
     flags.append(f"--dtype {HALF_NAMES[half_dtype(job)]}")
-    if weight == "fp8":
+    if weight is DType.FP8:
         flags.append("--quantization fp8")
     weight_note("SGLang", weight, unsupported)
-    flags.append(f"--kv-cache-dtype {'fp8_e4m3' if kv == 'fp8' else 'auto'}")
+    flags.append(f"--kv-cache-dtype {'fp8_e4m3' if kv is DType.FP8 else 'auto'}")
     model = shlex.quote(model_path(job, unsupported))
     base = f"python -m sglang.launch_server --model-path {model} --host 0.0.0.0 --port {PORT}"
     slots = place_replicas(job, unsupported)
@@ -88,7 +91,7 @@ def export(job: PlanJob, spec: Any) -> ExportResult:
         by_node[s.node].append(f"{base} {' '.join(flags)} --nnodes {s.nnodes} "
                                f"--node-rank {s.node_rank} --dist-init-addr {addr} &")
     nodes = max(by_node, default=0) + 1
-    title = [f"SGLang {VERSION}: {job.model}, {int(m.get('replicas', 1))} replica(s) of tp={tp} "
+    title = [f"SGLang {VERSION}: {job.model}, {m.replicas} replica(s) of tp={tp} "
              f"pp={pp} on {job.nodes} node(s) x {job.devices_per_node} {job.accelerator}",
              f"written by accelmap; flags from sglang {VERSION} ({URL})",
              "one server per node (--dp-size = replicas on it); route requests over the nodes",
@@ -97,22 +100,20 @@ def export(job: PlanJob, spec: Any) -> ExportResult:
                         unsupported)
 
 
-def read_back(files: dict[str, str]) -> dict[str, Any]:
+def read_back(files: dict[str, str]) -> ReadBack:
     cmds = commands(files["serve.sh"], ("python", "-m", "sglang.launch_server"))
     if not cmds:
-        return {}
+        return ReadBack()
     c = cmds[0]
-    return {
-        "tp": int(c.get("--tp-size", "1")),
-        "pp": int(c.get("--pp-size", "1")),
-        "ep": int(c.get("--ep-size", "1")),
-        "replicas": sum(int(x.get("--dp-size", "1")) for x in cmds
-                        if x.get("--node-rank", "0") == "0"),
-        "batch": int(c.get("--max-running-requests", "0")),
-        **dtype_fields(c),
-    }
+    mapping = Mapping.serving(
+        tp=int(c.get("--tp-size", "1")), pp=int(c.get("--pp-size", "1")),
+        ep=int(c.get("--ep-size", "1")),
+        # --dp-size replicas per head server (node rank 0)
+        replicas=sum(int(x.get("--dp-size", "1")) for x in cmds
+                     if x.get("--node-rank", "0") == "0"))
+    return ReadBack(mapping, serving_choice(c, "--max-running-requests"))
 
 
 EXPORTER = register(Exporter(
-    name="sglang", framework="SGLang", version=VERSION, url=URL, kinds=("serve",),
+    name="sglang", framework="SGLang", version=VERSION, url=URL, kinds=(PlanKind.SERVE,),
     export=export, read_back=read_back))

@@ -27,14 +27,26 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
-from accelmap.export.base import Exporter, ExportResult, PlanJob, register
+from accelmap.export.base import (
+    Exporter,
+    ExportResult,
+    PlanJob,
+    PlanKind,
+    ReadBack,
+    register,
+    training_mapping,
+)
 from accelmap.export.formats.launch import (
     batch_split,
+    parse_torchrun,
     shell_block,
     shell_line,
     torchrun_command,
 )
+from accelmap.mapping.plan import ZeroStage
 from accelmap.models.schema import ModelSpec
+from accelmap.units import DType
+from accelmap.workload import Recompute
 
 TITAN_COMMIT = "038d5fd1bb3056e3c676d261fd720e1dfbc04bfe"
 TITAN_URL = (f"https://github.com/pytorch/torchtitan/blob/{TITAN_COMMIT}/"
@@ -54,7 +66,7 @@ FLAVORS = {
 MAX_NORM = 1.0
 
 # Parallelism.fsdp_reshard_after_forward per ZeRO stage expressed with FSDP2.
-RESHARD = {3: "always", 2: "never"}
+RESHARD = {ZeroStage.PARAMETERS: "always", ZeroStage.GRADIENTS: "never"}
 
 
 def _toml_value(value: Any) -> str:
@@ -100,22 +112,26 @@ def _model_parts(n_layers: int, parts: int) -> list[list[str]]:
 
 def _data_parallel(job: PlanJob) -> tuple[dict[str, Any], list[str]]:
     m = job.mapping
-    dp, zero, offload = int(m["dp"]), int(m["zero"]), bool(m["offload"])
-    others = any(int(m[k]) > 1 for k in ("tp", "pp", "cp", "ep"))
+    dp, zero, offload = m.dp, m.zero, _offload(job)
+    others = any(d > 1 for d in (m.tp, m.pp, m.cp, m.ep))
     unsupported: list[str] = []
-    if offload and dp * int(m["cp"]) == 1:
+    if m.offloads_optimizer != m.offloads_params:
+        unsupported.append("offload=True: torchtitan's FSDP CPU offload "
+                           "(Training.enable_cpu_offload) moves parameters, gradients and "
+                           "optimizer state together; exported with all of them on the CPU")
+    if offload and m.dp == 1 and m.cp == 1:
         unsupported.append("offload=True: torchtitan offloads through FSDP "
                            "(Training.enable_cpu_offload), which is not applied with dp=1 and "
                            "cp=1")
-    if zero == 0 and (dp == 1 or not (others or offload)):
+    if zero is ZeroStage.NONE and (dp == 1 or not (others or offload)):
         # Parallelism.data_parallel_replicate_degree > 1 alone = DDP
         return {"data_parallel_replicate_degree": dp,
                 "data_parallel_shard_degree": 1}, unsupported
-    if zero == 0:
+    if zero is ZeroStage.NONE:
         unsupported.append("zero=0: torchtitan's DDP (data_parallel_replicate_degree) runs only "
                            "without TP/PP/CP/EP and without CPU offload; exported as FSDP2 "
                            "without resharding (ZeRO-2 equivalent)")
-    elif zero == 1:
+    elif zero is ZeroStage.OPTIMIZER:
         unsupported.append("zero=1: FSDP2 has no optimizer-only sharding; exported as the "
                            "ZeRO-2 equivalent (fsdp_reshard_after_forward = \"never\": "
                            "gradients and optimizer state sharded, parameters gathered from "
@@ -130,7 +146,7 @@ def _data_parallel(job: PlanJob) -> tuple[dict[str, Any], list[str]]:
 def _sections(job: PlanJob, spec: ModelSpec) -> tuple[dict[str, dict[str, Any]], list[str]]:
     m = job.mapping
     _, micro, accum = batch_split(job)
-    tp, pp, cp, ep, vpp = (int(m[k]) for k in ("tp", "pp", "cp", "ep", "vpp"))
+    tp, pp, vpp = m.tp, m.pp, m.virtual_stages
     unsupported: list[str] = []
     name, flavor = FLAVORS.get(job.model, (job.model, job.model))
     if job.model not in FLAVORS:
@@ -140,9 +156,9 @@ def _sections(job: PlanJob, spec: ModelSpec) -> tuple[dict[str, dict[str, Any]],
             f"n_layers={spec.n_layers}, dim={spec.d_model}, n_heads={spec.n_heads}, "
             f"n_kv_heads={spec.kv_heads}, vocab_size={spec.vocab_size} and set [model]")
     model: dict[str, Any] = {"name": name, "flavor": flavor}  # Model
-    if job.dtype == "fp8":
+    if job.dtype is DType.FP8:
         model["converters"] = ["float8"]  # Model.converters: Float8Linear via torchao
-    if job.dtype == "fp16":
+    if job.dtype is DType.FP16:
         unsupported.append("dtype=fp16: Training.mixed_precision_param takes bfloat16 or "
                            "float32 only; exported as bfloat16")
     training = {  # Training
@@ -152,7 +168,7 @@ def _sections(job: PlanJob, spec: ModelSpec) -> tuple[dict[str, dict[str, Any]],
         "seq_len": job.seq_len,
         "max_norm": MAX_NORM,
         "mixed_precision_param": "bfloat16",
-        "enable_cpu_offload": bool(m["offload"]),  # FSDP CPU offload: params, grads, optimizer
+        "enable_cpu_offload": _offload(job),  # FSDP CPU offload: params, grads, optimizer
     }
     parallelism, notes = _data_parallel(job)
     unsupported += notes
@@ -164,11 +180,11 @@ def _sections(job: PlanJob, spec: ModelSpec) -> tuple[dict[str, dict[str, Any]],
         parallelism["module_fqns_per_model_part"] = _model_parts(spec.n_layers, pp * vpp)
     elif vpp > 1:
         unsupported.append(f"vpp={vpp}: virtual stages need pipeline_parallel_degree > 1")
-    parallelism["context_parallel_degree"] = cp  # Parallelism
-    parallelism["expert_parallel_degree"] = ep  # Parallelism
-    if ep > 1:
+    parallelism["context_parallel_degree"] = m.cp  # Parallelism
+    parallelism["expert_parallel_degree"] = m.ep  # Parallelism
+    if m.ep > 1:
         parallelism["expert_tensor_parallel_degree"] = tp  # Parallelism: "etp = tp" mode
-    recompute = str(m["recompute"])
+    recompute = m.recompute.value
     return {
         "job": {"description": f"accelmap plan for {job.model} on {job.nodes} x "
                                f"{job.devices_per_node} {job.accelerator}"},  # Job
@@ -177,7 +193,8 @@ def _sections(job: PlanJob, spec: ModelSpec) -> tuple[dict[str, dict[str, Any]],
         "parallelism": parallelism,
         # ActivationCheckpoint.mode none|selective|full; "op" = per-op selective AC
         "activation_checkpoint": ({"mode": recompute, "selective_ac_option": "op"}
-                                  if recompute == "selective" else {"mode": recompute}),
+                                  if m.recompute is Recompute.SELECTIVE
+                                  else {"mode": recompute}),
     }, unsupported
 
 
@@ -198,28 +215,35 @@ def export(job: PlanJob, spec: ModelSpec) -> ExportResult:
                         launch=shell_line(command), unsupported=unsupported)
 
 
-def read_back(files: dict[str, str]) -> dict[str, Any]:
+def read_back(files: dict[str, str]) -> ReadBack:
     cfg = tomllib.loads(files[CONFIG_FILE])
     par, training = cfg["parallelism"], cfg["training"]
     replicate = int(par.get("data_parallel_replicate_degree", 1))
     shard = int(par.get("data_parallel_shard_degree", 1))
     pp = int(par.get("pipeline_parallel_degree", 1))
     policy = par.get("fsdp_reshard_after_forward")
-    zero = {"always": 3, "never": 2}.get(str(policy), 0)
     parts = par.get("module_fqns_per_model_part")
-    return {
-        "dp": replicate * shard,
-        "tp": int(par.get("tensor_parallel_degree", 1)),
-        "pp": pp,
-        "cp": int(par.get("context_parallel_degree", 1)),
-        "ep": int(par.get("expert_parallel_degree", 1)),
-        "zero": zero,
-        "micro_batch": int(par["pipeline_parallel_microbatch_size"] if pp > 1
-                           else training["local_batch_size"]),
-        "vpp": len(parts) // pp if parts else 1,
-        "recompute": cfg.get("activation_checkpoint", {}).get("mode", "selective"),
-        "offload": bool(training.get("enable_cpu_offload", False)),
-    }
+    offload = bool(training.get("enable_cpu_offload", False))
+    mapping = training_mapping(
+        dp=replicate * shard,  # Parallelism: DDP replicas x FSDP shards
+        tp=int(par.get("tensor_parallel_degree", 1)),
+        pp=pp,
+        cp=int(par.get("context_parallel_degree", 1)),
+        ep=int(par.get("expert_parallel_degree", 1)),
+        zero={v: k for k, v in RESHARD.items()}.get(str(policy), ZeroStage.NONE),
+        micro_batch=int(par["pipeline_parallel_microbatch_size"] if pp > 1
+                        else training["local_batch_size"]),
+        virtual_stages=len(parts) // pp if parts else 1,
+        recompute=cfg.get("activation_checkpoint", {}).get("mode", Recompute.SELECTIVE),
+        offload_optimizer=offload, offload_params=offload)
+    cluster = parse_torchrun(files[LAUNCH_FILE])
+    return ReadBack(mapping, nodes=cluster.get("nodes"),
+                    devices_per_node=cluster.get("gpus_per_node"))
+
+
+def _offload(job: PlanJob) -> bool:
+    """FSDP2's CPUOffloadPolicy moves parameters, gradients and optimizer state together."""
+    return bool(job.mapping.offloads_optimizer or job.mapping.offloads_params)
 
 
 EXPORTER = register(Exporter(
@@ -227,7 +251,7 @@ EXPORTER = register(Exporter(
     framework="torchtitan",
     version=f"torchtitan @ {TITAN_COMMIT[:12]} (torchtitan/config/job_config.py)",
     url=TITAN_URL,
-    kinds=("train",),
+    kinds=(PlanKind.TRAIN,),
     export=export,
     read_back=read_back,
 ))

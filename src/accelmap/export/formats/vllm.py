@@ -35,7 +35,17 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from accelmap.export.base import Exporter, ExportResult, PlanJob, register
+from accelmap.export.base import (
+    Exporter,
+    ExportResult,
+    PlanJob,
+    PlanKind,
+    ReadBack,
+    ServingChoice,
+    register,
+)
+from accelmap.mapping.plan import Mapping
+from accelmap.units import DType
 
 VERSION = "0.33.0"
 URL = "https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/engine/arg_utils.py"
@@ -73,8 +83,8 @@ HF_REPOS: dict[str, str] = {
 LENGTH_STEP = 256
 
 # The 16-bit compute dtype names of ModelDType (vllm/config/model.py), both ways.
-HALF_NAMES = {"bf16": "bfloat16", "fp16": "float16"}
-HALF_FROM_NAME = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
+HALF_NAMES = {DType.BF16: "bfloat16", DType.FP16: "float16"}
+HALF_FROM_NAME = {"bfloat16": DType.BF16, "float16": DType.FP16, "half": DType.FP16}
 
 
 def model_path(job: PlanJob, unsupported: list[str]) -> str:
@@ -100,17 +110,23 @@ def context_length(job: PlanJob, spec: Any, unsupported: list[str]) -> int:
     return min(rounded, window)
 
 
-def half_dtype(job: PlanJob) -> str:
+def serving(job: PlanJob) -> ServingChoice:
+    """The serving choices of a serve plan (PlanJob guarantees them)."""
+    assert job.serving is not None, "a serve plan carries its ServingChoice"
+    return job.serving
+
+
+def half_dtype(job: PlanJob) -> DType:
     """The 16-bit format of the plan: fp16 where it says so (weights, KV or job), else bf16."""
-    m = job.mapping
-    halves = {m.get("weight_dtype"), m.get("kv_dtype"), job.dtype}
-    return "fp16" if "fp16" in halves else "bf16"
+    s = serving(job)
+    halves = {s.weight_dtype, s.kv_dtype, job.dtype}
+    return DType.FP16 if DType.FP16 in halves else DType.BF16
 
 
-def weight_note(engine: str, weight: str, unsupported: list[str]) -> None:
+def weight_note(engine: str, weight: DType, unsupported: list[str]) -> None:
     """int8 / int4 weight-only plans need a checkpoint quantized offline."""
-    if weight in ("int8", "int4"):
-        bits = "8" if weight == "int8" else "4"
+    if weight in (DType.INT8, DType.INT4):
+        bits = "8" if weight is DType.INT8 else "4"
         unsupported.append(
             f"weight_dtype={weight}: {engine} has no online {bits}-bit weight-only quantization "
             f"of dense layers; point the model path at a pre-quantized {bits}-bit checkpoint "
@@ -133,8 +149,7 @@ def place_replicas(job: PlanJob, unsupported: list[str]) -> list[Slot]:
     """Replicas packed onto nodes in order: several per node when tp x pp fits in one node,
     else each on ceil(tp x pp / devices_per_node) whole nodes."""
     m = job.mapping
-    width = int(m.get("tp", 1)) * int(m.get("pp", 1))
-    replicas = int(m.get("replicas", 1))
+    width, replicas = m.devices_per_replica, m.replicas
     per_node = job.devices_per_node
     slots: list[Slot] = []
     if width <= per_node:
@@ -151,7 +166,7 @@ def place_replicas(job: PlanJob, unsupported: list[str]) -> list[Slot]:
             slots.extend(Slot(r, r * span + i, i, span, tuple(range(width // span)))
                          for i in range(span))
     if slots and slots[-1].node >= job.nodes:
-        unsupported.append(f"replicas: {replicas} x tp x pp = {replicas * width} devices exceed "
+        unsupported.append(f"replicas: {replicas} x tp x pp = {m.world} devices exceed "
                            f"the cluster's {job.devices}")
     return slots
 
@@ -205,20 +220,21 @@ def launch_line(nodes: int) -> str:
     return f"NODE_RANK=<0..{nodes - 1}> bash serve.sh  # on each of the {nodes} nodes"
 
 
-def dtype_fields(flags: dict[str, str]) -> dict[str, str]:
-    """weight_dtype and kv_dtype from the --dtype, --quantization and --kv-cache-dtype flags
-    that vLLM and SGLang share."""
-    half = HALF_FROM_NAME.get(flags.get("--dtype", "bfloat16"), "bf16")
-    return {"weight_dtype": "fp8" if flags.get("--quantization") == "fp8" else half,
-            "kv_dtype": "fp8" if flags.get("--kv-cache-dtype", "auto").startswith("fp8")
-            else half}
+def serving_choice(flags: dict[str, str], batch_flag: str) -> ServingChoice:
+    """The batch (from ``batch_flag``), weight and KV dtypes of one command line, from the
+    --dtype, --quantization and --kv-cache-dtype flags that vLLM and SGLang share."""
+    half = HALF_FROM_NAME.get(flags.get("--dtype", "bfloat16"), DType.BF16)
+    return ServingChoice(
+        batch=int(flags.get(batch_flag, "0")),
+        weight_dtype=DType.FP8 if flags.get("--quantization") == "fp8" else half,
+        kv_dtype=DType.FP8 if flags.get("--kv-cache-dtype", "auto").startswith("fp8") else half)
 
 
 def export(job: PlanJob, spec: Any) -> ExportResult:
-    m = job.mapping
+    m, choice = job.mapping, serving(job)
     unsupported: list[str] = []
-    tp, pp, ep = int(m.get("tp", 1)), int(m.get("pp", 1)), int(m.get("ep", 1))
-    weight, kv = str(m.get("weight_dtype", "bf16")), str(m.get("kv_dtype", "bf16"))
+    tp, pp, ep = m.tp, m.pp, m.ep
+    weight, kv = choice.weight_dtype, choice.kv_dtype
     half = half_dtype(job)
     flags = [f"--tensor-parallel-size {tp}", f"--pipeline-parallel-size {pp}"]
     if ep > 1 and ep == tp:
@@ -227,13 +243,13 @@ def export(job: PlanJob, spec: Any) -> ExportResult:
         unsupported.append(f"ep={ep}: vLLM's --enable-expert-parallel spreads experts over the "
                            f"whole tensor-parallel group (ep = tp = {tp}); an expert group "
                            "smaller than tp is not expressible; exported without it")
-    flags.append(f"--max-num-seqs {int(m.get('batch', 1))}")
+    flags.append(f"--max-num-seqs {choice.batch}")
     flags.append(f"--max-model-len {context_length(job, spec, unsupported)}")
     flags.append(f"--dtype {HALF_NAMES[half]}")
-    if weight == "fp8":
+    if weight is DType.FP8:
         flags.append("--quantization fp8")  # online FP8 (QuantizationMethods "fp8")
     weight_note("vLLM", weight, unsupported)
-    flags.append(f"--kv-cache-dtype {'fp8' if kv == 'fp8' else 'auto'}")
+    flags.append(f"--kv-cache-dtype {'fp8' if kv is DType.FP8 else 'auto'}")
     model = shlex.quote(model_path(job, unsupported))
     by_node: dict[int, list[str]] = {}
     port: dict[int, int] = {}
@@ -250,7 +266,7 @@ def export(job: PlanJob, spec: Any) -> ExportResult:
             f" (node {s.node_rank + 1} of {s.nnodes})" if s.nnodes > 1 else ""))
         by_node[s.node].append(cmd)
     nodes = max(by_node, default=0) + 1
-    title = [f"vLLM {VERSION}: {job.model}, {int(m.get('replicas', 1))} replica(s) of tp={tp} "
+    title = [f"vLLM {VERSION}: {job.model}, {m.replicas} replica(s) of tp={tp} "
              f"pp={pp} on {job.nodes} node(s) x {job.devices_per_node} {job.accelerator}",
              f"written by accelmap; flags from vllm {VERSION} ({URL})",
              "each replica is an independent `vllm serve`; balance requests over their ports",
@@ -258,22 +274,19 @@ def export(job: PlanJob, spec: Any) -> ExportResult:
     return ExportResult({"serve.sh": shell_script(title, by_node)}, launch_line(nodes), unsupported)
 
 
-def read_back(files: dict[str, str]) -> dict[str, Any]:
+def read_back(files: dict[str, str]) -> ReadBack:
     cmds = commands(files["serve.sh"], ("vllm", "serve"))
     if not cmds:
-        return {}
+        return ReadBack()
     c = cmds[0]
     tp = int(c.get("--tensor-parallel-size", "1"))
-    return {
-        "tp": tp,
-        "pp": int(c.get("--pipeline-parallel-size", "1")),
-        "ep": tp if "--enable-expert-parallel" in c else 1,
-        "replicas": sum(1 for x in cmds if x.get("--node-rank", "0") == "0"),
-        "batch": int(c.get("--max-num-seqs", "0")),
-        **dtype_fields(c),
-    }
+    mapping = Mapping.serving(
+        tp=tp, pp=int(c.get("--pipeline-parallel-size", "1")),
+        ep=tp if "--enable-expert-parallel" in c else 1,
+        replicas=sum(1 for x in cmds if x.get("--node-rank", "0") == "0"))  # one head each
+    return ReadBack(mapping, serving_choice(c, "--max-num-seqs"))
 
 
 EXPORTER = register(Exporter(
-    name="vllm", framework="vLLM", version=VERSION, url=URL, kinds=("serve",),
+    name="vllm", framework="vLLM", version=VERSION, url=URL, kinds=(PlanKind.SERVE,),
     export=export, read_back=read_back))
