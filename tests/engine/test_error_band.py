@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from accelmap.catalog import load_catalog
-from accelmap.engine import estimate
 from accelmap.engine import error_band as eb
+from accelmap.engine import estimate
 from accelmap.hardware.cluster import parse_cluster
 from accelmap.mapping.plan import Mapping
 from accelmap.workload import Inference, Training
