@@ -171,7 +171,8 @@ def test_stacks_and_metrics() -> None:
     assert training_stack("Megatron-LM (Jan 2021)") is Stack.MEGATRON_LM
     assert training_stack("MosaicML Composer/llm-foundry (FSDP)") is Stack.LLM_FOUNDRY
     assert training_stack("torchtitan (FSDP)") is Stack.TORCHTITAN
-    assert training_stack("DeepSpeed") is None
+    assert training_stack("DeepSpeed") is Stack.DEEPSPEED
+    assert training_stack("JAX (pjit)") is None
     assert stack_framework(Stack.TORCHTITAN, "torchtitan (FSDP + torch.compile)") is \
         Framework.TORCH_COMPILE
     assert stack_framework(Stack.LLM_FOUNDRY, "llm-foundry") is Framework.FSDP
