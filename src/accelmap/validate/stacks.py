@@ -224,14 +224,15 @@ def release_date(stack: Stack, version: str) -> tuple[int, int] | str:
 
 def defaults_for(stack: Stack, version: str = "", year: int | None = None
                  ) -> tuple[StackDefaults, str | None]:
-    """The stack's defaults for a release, and a note when the release was not given exactly
-    (an unreadable version counts as not given; the canonical reader rejects those first)."""
+    """The stack's defaults for a release, and a note naming the release range and how it was
+    chosen (None for a stack with one range). An unreadable version counts as not given; the
+    canonical reader rejects those first."""
     eras = ERAS[stack]
     if len(eras) == 1:
         return eras[0].defaults, None
     when = release_date(stack, version) if version else None
     if isinstance(when, tuple):
-        how = None
+        how = f"{version}:"
     elif year is not None:
         when, how = (year, MID_YEAR), f"version not stated: the run's year {year} picks"
     else:
@@ -240,8 +241,7 @@ def defaults_for(stack: Stack, version: str = "", year: int | None = None
     for era in eras:
         if era.since is None or when >= era.since:
             chosen = era.defaults
-    note = f"{stack.value} {how} {chosen.release}" if how else None
-    return chosen, note
+    return chosen, f"{stack.value} {how} {chosen.release} defaults"
 
 
 def training_stack(framework_text: str) -> Stack | None:
