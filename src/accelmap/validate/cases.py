@@ -154,6 +154,7 @@ class TrainingCase(_Base):
     sharding: str = ""  # sharding_zero as written ("PyTorch FSDP FULL_SHARD", "FSDP2 (8)")
     interleave: str = ""  # VPP_or_interleave as written ("6", "Interleaved 1F1B")
     sequence_parallel: str = ""
+    year: int | None = None  # source_year: picks the stack's release when no version is given
 
 
 @dataclass(frozen=True)
@@ -245,7 +246,7 @@ def _build(fmt: CaseFormat, r: _Row, path: Path, line: int) -> Case:
             tokens_per_s_per_device=r.num("throughput_tokens_per_s_per_device"),
             mfu_pct=r.num("mfu_pct"), sharding=r.text("sharding_zero"),
             interleave=r.text("VPP_or_interleave"),
-            sequence_parallel=r.text("sequence_parallel"))
+            sequence_parallel=r.text("sequence_parallel"), year=r.integer("source_year"))
     else:
         case = MatmulCase(
             **base, dtype=r.text("dtype"), kind=r.text("kind"),
