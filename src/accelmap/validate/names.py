@@ -96,3 +96,11 @@ def catalog_matches(query: str, entries: Mapping[str, T]) -> list[T]:
     number of the query whole (see :func:`_number_fits`)."""
     words = [w for w in re.split(r"[^a-z0-9.]+", query.lower()) if any(c.isdigit() for c in w)]
     return [e for e in find(query, entries) if all(_number_fits(w, e) for w in words)]
+
+
+def same_size(query: str, entry: Named) -> bool:
+    """Whether every model size in the query ('8b', '1.7b', '125m', '1t') stands whole in the
+    entry's labels: a preset of another size is another model, never a suggestion."""
+    sizes = [w for w in re.split(r"[^a-z0-9.]+", query.lower())
+             if re.fullmatch(r"\d+(?:\.\d+)?[kmbt]", w)]
+    return all(_number_fits(w, entry) for w in sizes)

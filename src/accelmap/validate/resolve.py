@@ -28,6 +28,7 @@ from accelmap.validate.names import (
     MEMORY_VARIANTS,
     MeasuredDevice,
     catalog_matches,
+    same_size,
 )
 from accelmap.workload import Recompute
 
@@ -202,7 +203,8 @@ def resolve_model(name: str, arch: Arch, catalog: Catalog, seq_len: int | None,
         if not name.strip():
             return Resolved(None, reason=f"no model named and the row lacks {', '.join(missing)}")
         # with no dimensions at all the name is all there is: it may be a typo
-        near = suggestions(name, catalog.models) if len(missing) == len(need) else []
+        near = ([m for m in suggestions(name, catalog.models)
+                 if same_size(name, catalog.models[m])] if len(missing) == len(need) else [])
         hint = f" (did you mean {', '.join(near)}?)" if near else ""
         return Resolved(None, reason=f"model {name!r}: no catalog preset{hint} and the row "
                                      f"lacks {', '.join(missing)}")
