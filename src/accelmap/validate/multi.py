@@ -1,8 +1,11 @@
 """Multi-device rows through the distributed engine (``parallel/train.py``, ``parallel/serve.py``).
 
-Training: cluster and mapping from the row (``validate/layout.py``), defaults of the row's
-software stack where it is silent (``validate/stacks.py``), the global batch in sequences, and
-the metric the row reports, counted the way its source counts it (``tflops_definition``):
+Training (one :class:`~accelmap.validate.runs.TrainingRun`, from a run file or the
+transcription's adapter): cluster and mapping from the run (``validate/layout.py``), defaults of
+its software stack for its release where it is silent (``validate/stacks.py``: the overlap of
+the gradient reduction too), the global batch in sequences, and the metric the run reports,
+counted the way its source counts it (``runs.METRICS``; the transcription's
+``tflops_definition``):
 
 - model TFLOP/s per device (NeMo, llm-foundry "Model TFLOP": MFU x peak) -> ``tflops_per_device``;
 - hardware TFLOP/s with the recompute forward counted (Megatron papers, Eq. 3; also assumed

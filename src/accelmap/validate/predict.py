@@ -5,7 +5,11 @@ column picks between same-part variants), model via ``validate/resolve.py`` (cat
 the row's own dimensions), workload from the row's columns, framework profile from its framework
 column. Single-device rows use ``estimate.py``; multi-device rows the distributed engine
 (``validate/multi.py``: cluster and mapping from the row, the stack's documented defaults where
-it is silent). Rows the engines cannot predict are kept with the reason. Rows that calibrated a
+it is silent). Training rows, from the transcription (through its adapter,
+``validate/transcribe.py``) or from a canonical run file (``validate/canonical.py``), are one
+:class:`~accelmap.validate.runs.TrainingRun` each and take one path (``validate/training.py``).
+Rows the engines cannot predict, and run-file records that cannot be read, are kept with the
+reason. Rows that calibrated a
 general parameter (listed under ``calibrated_on`` in ``cost/data/framework_calibration.yaml``,
 and the HBM-bandwidth row that :data:`accelmap.cost.efficiency.BANDWIDTH_EFFICIENCY` comes from)
 are predicted but marked ``calibration``: the summary leaves them out, because they match by
