@@ -171,7 +171,8 @@ def test_stacks_and_metrics() -> None:
     assert training_stack("Megatron-LM (Jan 2021)") is Stack.MEGATRON_LM
     assert training_stack("MosaicML Composer/llm-foundry (FSDP)") is Stack.LLM_FOUNDRY
     assert training_stack("torchtitan (FSDP)") is Stack.TORCHTITAN
-    assert training_stack("DeepSpeed") is None
+    assert training_stack("DeepSpeed") is Stack.DEEPSPEED
+    assert training_stack("JAX (pjit)") is None
     assert stack_framework(Stack.TORCHTITAN, "torchtitan (FSDP + torch.compile)") is \
         Framework.TORCH_COMPILE
     assert stack_framework(Stack.LLM_FOUNDRY, "llm-foundry") is Framework.FSDP
@@ -205,14 +206,18 @@ def test_training_profiles_carry_named_features_not_fitted_factors(
     from accelmap.cost import efficiency
     from accelmap.cost import framework as fwmod
     from accelmap.cost.attention import AttentionKernel
-    from accelmap.validate.stacks import stack_profile
+    from accelmap.validate.stacks import defaults_for, stack_profile
 
     monkeypatch.setattr(fwmod, "_calibration", lambda: {"fsdp": {"kernel_overhead_s": 9e-6}})
     p = fwmod.profile("fsdp")
     assert p.kernel_overhead_s == 9e-6 and not p.fuses_elementwise
     assert not hasattr(p, "gemm_efficiency")
-    assert stack_profile(Stack.LLM_FOUNDRY, "llm-foundry").attention is AttentionKernel.FA1
-    assert stack_profile(Stack.NEMO, "NeMo").attention is AttentionKernel.FA2
+    d2023, _ = defaults_for(Stack.LLM_FOUNDRY, "0.3")
+    d2024, _ = defaults_for(Stack.LLM_FOUNDRY, "", year=2024)
+    assert stack_profile(d2023, Framework.FSDP).attention is AttentionKernel.FA1
+    assert stack_profile(d2024, Framework.FSDP).attention is AttentionKernel.FA2
+    assert stack_profile(defaults_for(Stack.NEMO, "24.07")[0],
+                         Framework.MEGATRON).attention is AttentionKernel.FA2
     monkeypatch.setattr(efficiency, "training_fit", lambda: {})
     assert efficiency.sustained_fraction() == 1.0
 

@@ -1,9 +1,12 @@
 """Read the shared measurement files (inference, training, matmul) into typed, frozen rows.
 
 The format is recognised from the header, never from the file name, so a user's own file in one
-of these layouts works too. Cells follow the conventions of ``shared/reference/measurements/
-SOURCES.md``: ``?`` marks a value the source does not state or that could not be verified, and
-text after ``?`` is an unverified best reading. :func:`parse_number` turns a cell into
+of these layouts works too. A canonical run file (``docs/validate-format.md``: a YAML file, or
+a CSV whose header holds ``accelerator``, ``metric`` and ``value``) is read by
+``validate/canonical.py`` into :class:`~accelmap.validate.runs.TrainingRun` records instead.
+Cells follow the conventions of ``shared/reference/measurements/SOURCES.md``: ``?`` marks a
+value the source does not state or that could not be verified, and text after ``?`` is an
+unverified best reading. :func:`parse_number` turns a cell into
 ``(value, verified)``:
 
 - ``""``, ``"?"``, ``"n/a"``, ``"-"``, ``"? (MP=8)"`` (unknown; the reading after ``?`` is not
@@ -24,9 +27,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelmap.errors import InputError
+
+if TYPE_CHECKING:
+    from accelmap.validate.runs import TrainingRun, UnreadableRun
 
 _UNKNOWN = {"", "?", "n/a", "na", "-", "none", "unknown"}
 _NUMBER = re.compile(r"^[~≈]?\s*([-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?)")
@@ -56,6 +62,7 @@ class CaseFormat(StrEnum):
     INFERENCE = "inference"
     TRAINING = "training"
     MATMUL = "matmul"
+    RUNS = "runs"  # the canonical run format (validate/canonical.py)
 
 
 # Columns that identify each layout (a subset of what the shared files carry).
@@ -154,6 +161,7 @@ class TrainingCase(_Base):
     sharding: str = ""  # sharding_zero as written ("PyTorch FSDP FULL_SHARD", "FSDP2 (8)")
     interleave: str = ""  # VPP_or_interleave as written ("6", "Interleaved 1F1B")
     sequence_parallel: str = ""
+    year: int | None = None  # source_year: picks the stack's release when no version is given
 
 
 @dataclass(frozen=True)
@@ -173,17 +181,20 @@ Case = InferenceCase | TrainingCase | MatmulCase
 class CaseFile:
     path: Path
     format: CaseFormat
-    cases: tuple[Case, ...]
+    cases: tuple[Case | TrainingRun | UnreadableRun, ...]
 
 
 def detect_format(columns: list[str] | tuple[str, ...], path: Path) -> CaseFormat:
     have = set(columns)
+    if {"accelerator", "metric", "value"} <= have:
+        return CaseFormat.RUNS
     for fmt, need in REQUIRED.items():
         if set(need) <= have:
             return fmt
     expected = "; ".join(f"{fmt.value}: {', '.join(need)}" for fmt, need in REQUIRED.items())
     raise InputError(f"{path}: unknown measurement format: the header must hold the columns of "
-                     f"one of these layouts ({expected})")
+                     f"one of these layouts ({expected}), or be a run file with accelerator, "
+                     "metric and value (docs/validate-format.md)")
 
 
 class _Row:
@@ -245,7 +256,7 @@ def _build(fmt: CaseFormat, r: _Row, path: Path, line: int) -> Case:
             tokens_per_s_per_device=r.num("throughput_tokens_per_s_per_device"),
             mfu_pct=r.num("mfu_pct"), sharding=r.text("sharding_zero"),
             interleave=r.text("VPP_or_interleave"),
-            sequence_parallel=r.text("sequence_parallel"))
+            sequence_parallel=r.text("sequence_parallel"), year=r.integer("source_year"))
     else:
         case = MatmulCase(
             **base, dtype=r.text("dtype"), kind=r.text("kind"),
@@ -255,11 +266,16 @@ def _build(fmt: CaseFormat, r: _Row, path: Path, line: int) -> Case:
 
 
 def read_cases(path: str | Path) -> CaseFile:
-    """Read one measurement CSV; its layout comes from the header."""
+    """Read one measurement CSV or run file; its layout comes from the header (YAML: always
+    the canonical run format)."""
+    from accelmap.validate.canonical import YAML_SUFFIXES, read_runs
+
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file (pass a measurements CSV, e.g. "
-                         "../shared/reference/measurements/inference.csv)")
+                         "../shared/reference/measurements/inference.csv, or a run file)")
+    if path.suffix.lower() in YAML_SUFFIXES:
+        return CaseFile(path, CaseFormat.RUNS, read_runs(path))
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as e:
@@ -269,7 +285,9 @@ def read_cases(path: str | Path) -> CaseFile:
         columns = reader.fieldnames
         if not columns:
             raise InputError(f"{path}: the file is empty; expected a CSV with a header row")
-        fmt = detect_format(list(columns), path)
+        fmt = detect_format([c.strip() for c in columns], path)
+        if fmt is CaseFormat.RUNS:
+            return CaseFile(path, fmt, read_runs(path))
         cases: list[Case] = []
         seen: set[str] = set()
         for raw in reader:

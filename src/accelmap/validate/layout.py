@@ -12,7 +12,6 @@ devices of one node (same NVLink/NVSwitch tier).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, replace
 
 from accelmap.catalog import Catalog
@@ -23,7 +22,9 @@ from accelmap.mapping.plan import Mapping, ZeroStage
 from accelmap.units import DType
 from accelmap.validate.cases import InferenceCase, TrainingCase
 from accelmap.validate.resolve import Resolved, parse_recompute
+from accelmap.validate.runs import TrainingRun
 from accelmap.validate.stacks import StackDefaults
+from accelmap.validate.transcribe import from_case, read_zero
 from accelmap.workload import Recompute
 
 DEFAULT_NODE = 8  # devices per node when neither the row nor a catalog preset says
@@ -76,12 +77,12 @@ class Degrees:
     ep: int
 
 
-def _degrees(case: TrainingCase, per_node: int, split_model_parallel: bool,
-             notes: list[str]) -> Degrees | str:
-    p = case.parallel
-    n = p.devices or 1
-    cp, ep = p.cp or 1, p.ep or 1
-    tp, pp, dp = p.tp, p.pp, p.dp
+def run_degrees(run: TrainingRun, per_node: int, split_model_parallel: bool,
+                notes: list[str]) -> Degrees | str:
+    """The run's parallel degrees; unstated ones from the others and the device count."""
+    n = run.device_count or 1
+    cp, ep = run.cp or 1, run.ep or 1
+    tp, pp, dp = run.tp, run.pp, run.dp
     if tp is None and pp is None and split_model_parallel and dp:
         mp = n // (dp * cp)
         tp = math.gcd(mp, per_node)
@@ -102,29 +103,34 @@ def _degrees(case: TrainingCase, per_node: int, split_model_parallel: bool,
     return Degrees(dp, tp, pp, cp, ep)
 
 
+def _degrees(case: TrainingCase, per_node: int, split_model_parallel: bool,
+             notes: list[str]) -> Degrees | str:
+    return run_degrees(from_case(case), per_node, split_model_parallel, notes)
+
+
+def run_zero(run: TrainingRun, dp: int, per_node: int, d: StackDefaults,
+             notes: list[str]) -> tuple[ZeroStage, int | None]:
+    """ZeRO stage and HSDP shard group (None = all of dp) of a run: a stated group as large as
+    dp is all of dp; "the node" is the node's devices when dp spans more than one node."""
+    if run.zero is None:
+        notes.append(f"sharding not stated: ZeRO-{int(d.zero)} ({d.source})")
+        return d.zero, None
+    group = run.shard_group if run.shard_group is not None and run.shard_group < dp else None
+    if run.shard_in_node and per_node < dp:
+        group = per_node
+        notes.append(f"HSDP shard group: the node ({per_node} devices)")
+    return run.zero, group
+
+
 def zero_stage(text: str, dp: int, per_node: int, d: StackDefaults,
                notes: list[str]) -> tuple[ZeroStage, int | None]:
-    """``sharding_zero`` words -> ZeRO stage and HSDP shard group (None = all of dp). "FSDP2
-    (n)" shards over n ranks; HYBRID_SHARD / HSDP without a size shards inside the node
-    (PyTorch's HYBRID_SHARD default)."""
-    t = text.lower()
-    group = None
-    if m := re.search(r"\((\d+)\)", t):
-        group = int(m.group(1)) if int(m.group(1)) < dp else None
-    if "hybrid" in t or "hsdp" in t:
-        if group is None and per_node < dp:
-            group = per_node
-            notes.append(f"HSDP shard group not stated: the node ({per_node} devices)")
-        return ZeroStage.PARAMETERS, group
-    if "shard_grad_op" in t or re.search(r"zero[- ]?2", t):
-        return ZeroStage.GRADIENTS, None
-    if "full_shard" in t or "fsdp" in t or re.search(r"zero[- ]?3", t):
-        return ZeroStage.PARAMETERS, group
-    if "distributed optimizer" in t or re.search(r"zero[- ]?1", t):
-        return ZeroStage.OPTIMIZER, None
-    notes.append(f"sharding {'not stated' if not t else repr(text) + ' not understood'}: "
-                 f"ZeRO-{int(d.zero)} ({d.source})")
-    return d.zero, None
+    """``sharding_zero`` words -> ZeRO stage and HSDP shard group (None = all of dp); the
+    words are read by :func:`accelmap.validate.transcribe.read_zero`."""
+    zero, group, in_node = read_zero(text)
+    run = TrainingRun("", zero=zero, shard_group=group, shard_in_node=in_node)
+    if zero is None and text:
+        notes.append(f"sharding {text!r} not understood: read as not stated")
+    return run_zero(run, dp, per_node, d, notes)
 
 
 def recompute(text: str, d: StackDefaults, notes: list[str]) -> Recompute:
@@ -136,60 +142,66 @@ def recompute(text: str, d: StackDefaults, notes: list[str]) -> Recompute:
     return d.recompute
 
 
-def _flag(text: str, default: bool) -> bool:
-    t = text.lower().strip()
-    if t in ("yes", "true", "on", "1"):
-        return True
-    if t in ("no", "false", "off", "0"):
-        return False
-    return default
+def _stated(value: bool | None, default: bool) -> bool:
+    return default if value is None else value
 
 
-def _virtual_stages(text: str, pp: int, notes: list[str]) -> int | str:
-    t = text.strip().lower()
-    if not t or t == "1f1b":
-        if not t and pp > 1:
-            notes.append("interleaving not stated: none (plain 1F1B)")
-        return 1
-    if t.isdigit():
-        return int(t)
-    return f"interleaved schedule {text!r} without the number of virtual stages"
-
-
-def training_mapping(case: TrainingCase, cluster: Cluster, d: StackDefaults,
-                     notes: list[str]) -> Mapping | str:
-    """The row's Mapping, or the reason it cannot be built."""
-    deg = _degrees(case, cluster.devices_per_node, d.stack.value == "megatron-lm", notes)
+def run_mapping(run: TrainingRun, cluster: Cluster, d: StackDefaults,
+                notes: list[str]) -> Mapping | str:
+    """The run's Mapping, or the reason it cannot be built; unstated settings are the stack's
+    defaults ``d``, each noted."""
+    per_node = cluster.devices_per_node
+    deg = run_degrees(run, per_node, d.split_model_parallel, notes)
     if isinstance(deg, str):
         return deg
-    zero, group = zero_stage(case.sharding, deg.dp, cluster.devices_per_node, d, notes)
-    vpp = _virtual_stages(case.interleave, deg.pp, notes)
-    if isinstance(vpp, str):
-        return vpp
-    mb = case.micro_batch
+    zero, group = run_zero(run, deg.dp, per_node, d, notes)
+    vpp = run.vpp
+    if vpp is None:
+        vpp = 1
+        if deg.pp > 1:
+            notes.append("interleaving not stated: none (plain 1F1B)")
+    mb = run.micro_batch
     if mb is None:
         mb = d.micro_batch
         notes.append(f"micro-batch not stated: {mb} ({d.source})")
-    fw = case.framework.lower()
-    tp_overlap = d.tp_comm_overlap or "async" in fw
-    sp = _flag(case.sequence_parallel, d.sequence_parallel)
+    tp_overlap = _stated(run.tp_comm_overlap, d.tp_comm_overlap)
+    sp = _stated(run.sequence_parallel, d.sequence_parallel)
     if deg.tp > 1:
         notes.append(f"sequence parallel {'on' if sp else 'off'}, TP comm overlap "
                      f"{'on' if tp_overlap else 'off'} ({d.source})")
+    policy = run.recompute
+    if policy is None:
+        policy = d.recompute
+        notes.append(f"recompute not stated: {policy.value} ({d.source})")
     return Mapping(dp=deg.dp, tp=deg.tp, pp=deg.pp, cp=deg.cp, ep=deg.ep,
                    sequence_parallel=sp, zero=zero, shard_group=group, micro_batch=mb,
                    virtual_stages=vpp,
                    schedule=Schedule.INTERLEAVED if vpp > 1 else Schedule.ONE_F_ONE_B,
-                   recompute=recompute(case.recompute, d, notes), tp_comm_overlap=tp_overlap)
+                   recompute=policy, tp_comm_overlap=tp_overlap)
 
 
-def global_batch(case: TrainingCase, m: Mapping, notes: list[str]) -> int:
-    if case.global_batch_seqs is not None:
-        return case.global_batch_seqs
-    accum = case.grad_accum or 1
+def training_mapping(case: TrainingCase, cluster: Cluster, d: StackDefaults,
+                     notes: list[str]) -> Mapping | str:
+    """The Mapping of a transcription row (read by ``validate/transcribe.py``), or the reason
+    it cannot be built."""
+    run = from_case(case)
+    vpp = [p for p in run.problems if p.field == "vpp"]
+    if vpp:
+        return str(vpp[0])
+    return run_mapping(run, cluster, d, notes)
+
+
+def run_global_batch(run: TrainingRun, m: Mapping, notes: list[str]) -> int:
+    if run.global_batch is not None:
+        return run.global_batch
+    accum = run.grad_accum or 1
     notes.append(f"global batch not stated: micro-batch x DP x accumulation "
                  f"= {m.micro_batch} x {m.dp} x {accum}")
     return m.micro_batch * m.dp * accum
+
+
+def global_batch(case: TrainingCase, m: Mapping, notes: list[str]) -> int:
+    return run_global_batch(from_case(case), m, notes)
 
 
 def grad_dtype(precision: str, d: StackDefaults) -> DType:

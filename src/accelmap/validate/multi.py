@@ -1,8 +1,11 @@
 """Multi-device rows through the distributed engine (``parallel/train.py``, ``parallel/serve.py``).
 
-Training: cluster and mapping from the row (``validate/layout.py``), defaults of the row's
-software stack where it is silent (``validate/stacks.py``), the global batch in sequences, and
-the metric the row reports, counted the way its source counts it (``tflops_definition``):
+Training (one :class:`~accelmap.validate.runs.TrainingRun`, from a run file or the
+transcription's adapter): cluster and mapping from the run (``validate/layout.py``), defaults of
+its software stack for its release where it is silent (``validate/stacks.py``: the overlap of
+the gradient reduction too), the global batch in sequences, and the metric the run reports,
+counted the way its source counts it (``runs.METRICS``; the transcription's
+``tflops_definition``):
 
 - model TFLOP/s per device (NeMo, llm-foundry "Model TFLOP": MFU x peak) -> ``tflops_per_device``;
 - hardware TFLOP/s with the recompute forward counted (Megatron papers, Eq. 3; also assumed
@@ -23,7 +26,7 @@ from typing import Any
 
 from accelmap.catalog import Catalog
 from accelmap.cost.framework import Framework, FrameworkProfile
-from accelmap.engine import estimate
+from accelmap.engine import OverlapPolicy, estimate
 from accelmap.engine.result import Estimate
 from accelmap.hardware.cluster import Cluster
 from accelmap.hardware.schema import Accelerator
@@ -34,7 +37,17 @@ from accelmap.validate import layout as lay
 from accelmap.validate import resolve as rs
 from accelmap.validate.cases import TrainingCase
 from accelmap.validate.outcome import MetricKind, Prediction, done, skip
-from accelmap.validate.stacks import DEFAULTS, Stack, stack_framework, stack_profile, training_stack
+from accelmap.validate.runs import METRICS, Metric, TrainingRun
+from accelmap.validate.stacks import (
+    FRAMEWORK_NAMES,
+    Stack,
+    StackDefaults,
+    compiled_framework,
+    defaults_for,
+    stack_profile,
+)
+from accelmap.validate.transcribe import from_case, read_metric
+from accelmap.validate.transcribe import hardware_flops_meant as hardware_flops_meant
 from accelmap.workload import Inference, Training
 
 NOT_FIT = "published configuration predicted NOT to fit"
@@ -42,34 +55,13 @@ FP8_NOTE = ("FP8: linear layers at the FP8 rate; attention, vector ops and store
             "in BF16 (Transformer Engine / torchao float8 recipes)")
 
 
-def hardware_flops_meant(definition: str, megatron: bool) -> tuple[bool, str | None]:
-    """Whether a row's TFLOP/s count hardware FLOPs (recompute included) rather than model
-    FLOPs, from its definition column, and a note when the column does not say."""
-    d = definition.lower()
-    if "model" in d:
-        return False, None
-    if any(w in d for w in ("hardware", "hfu", "recompute")):
-        return True, None
-    if megatron:
-        return True, ("TFLOP/s definition not stated: Megatron's Eq. 3 counts the recompute "
-                      "forward (hardware FLOPs)")
-    return False, "TFLOP/s definition not stated: model FLOPs assumed"
-
-
 def training_metric(case: TrainingCase, stack: Stack | None
                     ) -> tuple[str, str, float | None, float, str | None]:
-    """(engine metric, unit, measured value, scale engine -> row unit, note)."""
-    if case.achieved_tflops_per_device is not None:
-        hardware, note = hardware_flops_meant(case.tflops_definition,
-                                              stack is Stack.MEGATRON_LM)
-        return ("hardware_tflops_per_device" if hardware else "tflops_per_device", "TFLOP/s",
-                case.achieved_tflops_per_device, 1.0, note)
-    if case.tokens_per_s_per_device is not None:
-        return "tokens_per_s_per_device", "tokens/s", case.tokens_per_s_per_device, 1.0, None
-    if case.mfu_pct is not None:
-        return ("mfu", "%", case.mfu_pct, 100.0,
-                "MFU against the catalog's dense peak of the training dtype")
-    return "tflops_per_device", "TFLOP/s", None, 1.0, None
+    """(engine metric, unit, measured value, scale engine -> row unit, note) of a transcription
+    row (read by :func:`accelmap.validate.transcribe.read_metric`)."""
+    metric, value, note = read_metric(case, stack)
+    spec = METRICS[metric or Metric.TFLOPS_MODEL]
+    return spec.engine_key, spec.unit, value, spec.scale, note
 
 
 def verified_memory(case: Any) -> float | None:
@@ -100,76 +92,111 @@ class TrainingPlan:
     cluster: Cluster
     workload: Training
     mapping: Mapping
-    framework: FrameworkProfile  # the stack's profile with its named features
+    framework: FrameworkProfile  # the release's profile with its named features
     metric: str  # key in Estimate.metrics
     scale: float  # engine metric -> the row's unit
+    overlap: OverlapPolicy | None = None  # None: the engine's default for the mapping
 
     def estimate(self) -> Estimate:
         return estimate(self.spec, self.cluster, self.workload, self.mapping,
-                        framework=self.framework)
+                        framework=self.framework, overlap=self.overlap)
 
 
-def plan_training(case: TrainingCase, catalog: Catalog
-                  ) -> tuple[Prediction, TrainingPlan | None, list[str], list[str]]:
-    """(unscored prediction, plan or None, reasons it cannot be planned, notes)."""
-    stack = training_stack(case.framework)
-    fw = stack_framework(stack, case.framework) if stack else Framework.EAGER
-    key, unit, measured, scale, mnote = training_metric(case, stack)
-    base = Prediction(case.row_id, case.file, case.source, case.model, case.accelerator,
-                      metric=key, unit=unit, kind=MetricKind.TRAINING, measured=measured,
-                      framework=fw.value)
-    reasons: list[str] = []
-    notes: list[str] = [mnote] if mnote else []
-    if stack is None:
-        reasons.append(f"framework {case.framework!r} is no known training stack")
-    if "lora" in case.model.lower():
+def run_base(run: TrainingRun, framework: Framework) -> Prediction:
+    """The unscored prediction of a run: its metric and measured value."""
+    spec = METRICS[run.metric] if run.metric else METRICS[Metric.TFLOPS_MODEL]
+    return Prediction(run.id, run.file, run.source, run.model or "(dimensions)",
+                      run.accelerator, metric=spec.engine_key, unit=spec.unit,
+                      kind=MetricKind.TRAINING, measured=run.value,
+                      higher_is_better=spec.higher_is_better, framework=framework.value)
+
+
+def _problems(run: TrainingRun, fields: tuple[str, ...]) -> list[str]:
+    return [str(p) for p in run.problems if p.field in fields]
+
+
+def _overlap(d: StackDefaults, m: Mapping) -> OverlapPolicy | None:
+    """The stack's overlap of data-parallel communication (None: the engine's default)."""
+    if d.overlap_grad_reduce:
+        return None
+    return OverlapPolicy(tp=m.tp_comm_overlap, dp_grad_reduce=False, dp_param_gather=False)
+
+
+def plan_run(run: TrainingRun, catalog: Catalog
+             ) -> tuple[Prediction, TrainingPlan | None, list[str], list[str]]:
+    """(unscored prediction, plan or None, reasons it cannot be planned, notes) of a run on
+    more than one device."""
+    stack = run.framework
+    d, release_note = defaults_for(stack, run.version, run.year) if stack else (None, None)
+    fw = compiled_framework(stack, bool(run.compile)) if stack else Framework.EAGER
+    base = run_base(run, fw)
+    reasons: list[str] = _problems(run, ("framework",))
+    if stack is None and not reasons:
+        reasons.append(f"framework not stated; write framework: one of {', '.join(FRAMEWORK_NAMES)}"
+                       " (with its version, e.g. megatron-lm 0.9)")
+    notes: list[str] = list(run.reading_notes) + ([release_note] if release_note else [])
+    if "lora" in run.model.lower():
         reasons.append("LoRA fine-tuning is not modelled")
-    dev = rs.resolve_device(case.accelerator, catalog, memory_gb=verified_memory(case))
-    model = rs.resolve_model(case.model, case.arch, catalog, case.seq_len,
-                             fw is Framework.MEGATRON)
+    dev = rs.resolve_device(run.accelerator, catalog, memory_gb=run.accelerator_memory_gb)
+    model = rs.resolve_model(run.model, run.arch, catalog, run.seq_len,
+                             fw is Framework.MEGATRON,
+                             run.family.value if run.family else None)
     for res in (dev, model):
         reasons += [res.reason] if res.reason else []
         notes += res.notes
-    if measured is None:
+    if run.value is None:
         reasons.append("no TFLOP/s, tokens/s or MFU per device to compare")
-    if case.seq_len is None:
+    if run.seq_len is None:
         reasons.append("seq_len not stated")
-    dtype = rs.training_dtype(case.precision)
-    if dtype is None and stack is Stack.MEGATRON_LM and not case.precision.strip():
-        dtype = DType.FP16
-        notes.append("precision not stated: fp16 (Megatron-LM 2021 GPT scripts, --fp16)")
+    dtype = run.precision
+    unread = _problems(run, ("precision",))
+    if dtype is None and not unread and d is not None and d.precision is not None:
+        dtype = d.precision
+        notes.append(f"precision not stated: {dtype.value} ({d.source})")
     if dtype is None:
-        reasons.append(f"precision {case.precision!r} is not understood")
+        reasons += unread or ["precision not stated"]
     if dtype is DType.FP8:
         notes.append(FP8_NOTE)
     if dev.value is not None and dev.value.fraction != 1.0:
         reasons.append("multi-device runs of part of a device are not modelled")
-    if reasons or stack is None or dev.value is None or model.value is None:
+    reasons += [str(p) for p in run.problems if p.field not in ("framework", "precision")]
+    if reasons or d is None or dev.value is None or model.value is None:
         return base, None, reasons, notes
-    assert case.seq_len is not None and dtype is not None
+    assert run.seq_len is not None and dtype is not None and run.metric is not None
     acc: Accelerator = dev.value.acc
     base = replace(base, model_id=model.value.id, accelerator_id=acc.id)
-    d = DEFAULTS[stack]
-    cluster = lay.build_cluster(acc, case.parallel.devices or 1, case.parallel.nodes, catalog)
+    cluster = lay.build_cluster(acc, run.device_count or 1, run.nodes, catalog)
     notes += cluster.notes
     if cluster.value is None:
         return base, None, [cluster.reason or "cluster"], notes
-    m = lay.training_mapping(case, cluster.value, d, notes)
+    m = lay.run_mapping(run, cluster.value, d, notes)
     if isinstance(m, str):
         return base, None, [m], notes
-    wl = Training(batch=lay.global_batch(case, m, notes), seq_len=case.seq_len, dtype=dtype,
-                  grad_dtype=lay.grad_dtype(case.precision, d), recompute=m.recompute,
-                  flash_attention=d.flash_attention, dropout=d.dropout)
-    prof = stack_profile(stack, case.framework)
-    notes.append(f"mapping {m.describe()}, global batch {wl.batch}, framework {fw.value}, "
-                 f"attention kernel {prof.attention.value}"
-                 + ("" if d.flash_attention else ", no FlashAttention"))
-    return base, TrainingPlan(model.value, cluster.value, wl, m, prof, key, scale), [], notes
+    flash = d.flash_attention if run.flash_attention is None else run.flash_attention
+    wl = Training(batch=lay.run_global_batch(run, m, notes), seq_len=run.seq_len, dtype=dtype,
+                  grad_dtype=run.grad_reduce or d.grad_dtype, recompute=m.recompute,
+                  flash_attention=flash, dropout=d.dropout)
+    overlap = _overlap(d, m)
+    prof = stack_profile(d, fw)
+    notes.append(f"mapping {m.describe()}, global batch {wl.batch}, framework {fw.value}"
+                 + (f", attention kernel {prof.attention.value}" if flash
+                    else ", no FlashAttention")
+                 + ("" if overlap is None else ", gradient reduction after the backward"))
+    spec = METRICS[run.metric]
+    plan = TrainingPlan(model.value, cluster.value, wl, m, prof, spec.engine_key, spec.scale,
+                        overlap)
+    return base, plan, [], notes
 
 
-def predict_training(case: TrainingCase, catalog: Catalog,
-                     calibrated: frozenset[str]) -> Prediction:
-    base, plan, reasons, notes = plan_training(case, catalog)
+def plan_training(case: TrainingCase, catalog: Catalog
+                  ) -> tuple[Prediction, TrainingPlan | None, list[str], list[str]]:
+    """:func:`plan_run` of a transcription row."""
+    return plan_run(from_case(case), catalog)
+
+
+def predict_run(run: TrainingRun, catalog: Catalog, calibrated: frozenset[str]) -> Prediction:
+    """A multi-device run through the distributed engine."""
+    base, plan, reasons, notes = plan_run(run, catalog)
     if plan is None:
         return skip(base, reasons, notes)
     est = plan.estimate()
@@ -181,6 +208,11 @@ def predict_training(case: TrainingCase, catalog: Catalog,
         notes.append(f"{NOT_FIT}: {est.reason}")
     return done(base, float(est.metrics[plan.metric]) * plan.scale, calibrated, notes,
                 fits=bool(est.feasible), breakdown=shares)
+
+
+def predict_training(case: TrainingCase, catalog: Catalog,
+                     calibrated: frozenset[str]) -> Prediction:
+    return predict_run(from_case(case), catalog, calibrated)
 
 
 def serve_estimate(spec: Any, acc: Accelerator, devices: int, case: Any, wl: Inference,

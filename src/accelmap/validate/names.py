@@ -1,8 +1,16 @@
-"""Accelerator names as the shared measurement files spell them -> catalog ids.
+"""Accelerator and model names as runs write them -> catalog entries.
 
-An explicit table, not fuzzy matching: a wrong guess here would silently validate against the
-wrong chip. ``fraction`` < 1 means the row measured part of a catalog device (one GCD of an
-MI250X is half the OAM package). ``None`` means the catalog has no such device yet.
+A name goes first through the catalog's own forgiving lookup (:func:`catalog_matches`: ids,
+aliases, case and punctuation, so ``NVIDIA H100-SXM5-80GB``, ``GB200 (per GPU)``,
+``LLAMA3_70B`` and ``llama-3-70b`` all resolve), guarded so that a number in the name must
+match a whole number in the entry (``GPT3-5B`` is not ``gpt3-175b``, ``MI300`` is not
+``mi300x``). Only where that finds nothing, or several entries, does the explicit table below
+decide: it holds the transcription's spellings that the catalog cannot (or must not) settle
+alone, each with the assumption it makes. A wrong guess here would silently validate against
+the wrong chip, so nothing else is guessed.
+
+``fraction`` < 1 means the row measured part of a catalog device (one GCD of an MI250X is half
+the OAM package). ``None`` means the catalog has no such device yet.
 
 :data:`MEMORY_VARIANTS` lists the catalog devices that differ from a name's default only in
 memory size: a row whose ``accel_mem_GB`` (verified, not "80?") matches one of them and not the
@@ -12,7 +20,14 @@ with 40 in the memory column).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeVar
+
+from accelmap.lookup import Named, find
+
+T = TypeVar("T", bound=Named)
 
 
 @dataclass(frozen=True)
@@ -60,3 +75,32 @@ MEMORY_VARIANTS: dict[str, tuple[str, ...]] = {
     "a100-sxm4-80gb": ("a100-sxm4-40gb",),
     "a100-sxm4-40gb": ("a100-sxm4-80gb",),
 }
+
+
+def _spaced(label: str) -> str:
+    """Lower case, every run of other characters than letters, digits and dots one space."""
+    return " " + re.sub(r"[^a-z0-9.]+", " ", label.lower()).strip() + " "
+
+
+def _number_fits(word: str, entry: Named) -> bool:
+    """A word holding a digit (a part number, a size, a version) must stand whole in one of the
+    entry's labels: not inside a longer number or name ('5b' is not in 'gpt3 175b', 'mi300' not
+    in 'mi300x'), though a version may go on ('llama3' in 'llama3.1', '3' in '3.1')."""
+    pattern = re.compile(rf"(?<![0-9a-z.]){re.escape(word)}(?![0-9a-z])")
+    return any(pattern.search(_spaced(label)) for label in (entry.id, entry.name,
+                                                               *entry.aliases))
+
+
+def catalog_matches(query: str, entries: Mapping[str, T]) -> list[T]:
+    """The catalog lookup's candidates (:func:`accelmap.lookup.find`) whose labels hold each
+    number of the query whole (see :func:`_number_fits`)."""
+    words = [w for w in re.split(r"[^a-z0-9.]+", query.lower()) if any(c.isdigit() for c in w)]
+    return [e for e in find(query, entries) if all(_number_fits(w, e) for w in words)]
+
+
+def same_size(query: str, entry: Named) -> bool:
+    """Whether every model size in the query ('8b', '1.7b', '125m', '1t') stands whole in the
+    entry's labels: a preset of another size is another model, never a suggestion."""
+    sizes = [w for w in re.split(r"[^a-z0-9.]+", query.lower())
+             if re.fullmatch(r"\d+(?:\.\d+)?[kmbt]", w)]
+    return all(_number_fits(w, entry) for w in sizes)

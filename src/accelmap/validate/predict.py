@@ -5,7 +5,11 @@ column picks between same-part variants), model via ``validate/resolve.py`` (cat
 the row's own dimensions), workload from the row's columns, framework profile from its framework
 column. Single-device rows use ``estimate.py``; multi-device rows the distributed engine
 (``validate/multi.py``: cluster and mapping from the row, the stack's documented defaults where
-it is silent). Rows the engines cannot predict are kept with the reason. Rows that calibrated a
+it is silent). Training rows, from the transcription (through its adapter,
+``validate/transcribe.py``) or from a canonical run file (``validate/canonical.py``), are one
+:class:`~accelmap.validate.runs.TrainingRun` each and take one path (``validate/training.py``).
+Rows the engines cannot predict, and run-file records that cannot be read, are kept with the
+reason. Rows that calibrated a
 general parameter (listed under ``calibrated_on`` in ``cost/data/framework_calibration.yaml``,
 and the HBM-bandwidth row that :data:`accelmap.cost.efficiency.BANDWIDTH_EFFICIENCY` comes from)
 are predicted but marked ``calibration``: the summary leaves them out, because they match by
@@ -17,6 +21,7 @@ rate, or a lower latency); see :attr:`Prediction.signed_pct_error`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -33,7 +38,10 @@ from accelmap.validate import multi
 from accelmap.validate import resolve as rs
 from accelmap.validate.cases import Case, InferenceCase, MatmulCase, TrainingCase
 from accelmap.validate.outcome import MetricKind, Prediction, Status, done, skip
-from accelmap.workload import Inference, Training
+from accelmap.validate.runs import TrainingRun, UnreadableRun
+from accelmap.validate.training import predict_run
+from accelmap.validate.transcribe import from_case
+from accelmap.workload import Inference
 
 # The HBM-bandwidth statement that BANDWIDTH_EFFICIENCY is derived from (efficiency.py).
 BANDWIDTH_CALIBRATION_ROWS = frozenset({"M0021"})
@@ -148,64 +156,16 @@ def predict_inference(case: InferenceCase, catalog: Catalog,
                  accelerator_id=device.acc.id)
 
 
-def _training_flops_kind(case: TrainingCase, megatron: bool) -> tuple[str, str | None]:
-    hardware, note = multi.hardware_flops_meant(case.tflops_definition, megatron)
-    return ("hardware_flops_per_step" if hardware else "model_flops_per_step"), note
-
-
 def predict_training(case: TrainingCase, catalog: Catalog,
                      calibrated: frozenset[str]) -> Prediction:
-    if (case.parallel.devices or 1) > 1:
-        return multi.predict_training(case, catalog, calibrated)
-    fw = rs.training_framework(case.framework)
-    megatron = fw.value == "megatron"
-    tflops = case.achieved_tflops_per_device is not None
-    measured = case.achieved_tflops_per_device if tflops else case.tokens_per_s_per_device
-    base = Prediction(case.row_id, case.file, case.source, case.model, case.accelerator,
-                      metric="tflops_per_device" if tflops else "tokens_per_s_per_device",
-                      unit="TFLOP/s" if tflops else "tokens/s", kind=MetricKind.TRAINING,
-                      measured=measured, framework=fw.value)
-    reasons: list[str] = []
-    notes: list[str] = []
-    if r := _devices_reason(case.parallel.devices):
-        reasons.append(r)
-    if "lora" in case.model.lower():
-        reasons.append("LoRA fine-tuning is not modelled")
-    dev = rs.resolve_device(case.accelerator, catalog)
-    model = rs.resolve_model(case.model, case.arch, catalog, case.seq_len, megatron)
-    for res in (dev, model):
-        reasons += [res.reason] if res.reason else []
-        notes += res.notes
-    if measured is None:
-        reasons.append("no TFLOP/s or tokens/s per device to compare")
-    if case.seq_len is None:
-        reasons.append("seq_len not stated")
-    batch = case.global_batch_seqs
-    if batch is None and case.micro_batch is not None:
-        batch = case.micro_batch * (case.grad_accum or 1)
-    if batch is None:
-        reasons.append("micro-batch / global batch not stated")
-    dtype = rs.training_dtype(case.precision)
-    if dtype is None:
-        reasons.append(f"precision {case.precision!r} is not understood")
-    if reasons or dev.value is None or model.value is None:
-        return skip(base, reasons, notes)
-    assert case.seq_len is not None and batch is not None and dtype is not None
-    if mem := rs.memory_note(dev.value.acc, dev.value.fraction, case.accel_mem_gb):
-        notes.append(mem)
-    recompute, rnote = rs.recompute_policy(case.recompute, megatron)
-    notes += [rnote] if rnote else []
-    flops_key, fnote = _training_flops_kind(case, megatron)
-    notes += [fnote] if fnote else []
-    wl = Training(batch=batch, seq_len=case.seq_len, dtype=dtype, recompute=recompute)
-    est = estimate(model.value, System.on(dev.value), wl, framework=fw)
-    step = float(est.metrics["step_time_s"])
-    value = (float(est.metrics[flops_key]) / step / 1e12 if tflops
-             else float(est.metrics["tokens_per_s"]))
-    if not est.feasible:
-        notes.append(f"{multi.NOT_FIT}: {est.reason}")
-    return done(base, value, calibrated, notes, fits=bool(est.feasible),
-                 model_id=model.value.id, accelerator_id=dev.value.acc.id)
+    """A transcription training row, read as a canonical run (``validate/transcribe.py``)."""
+    return predict_run(from_case(case), catalog, calibrated)
+
+
+def predict_unreadable(case: UnreadableRun, calibrated: frozenset[str]) -> Prediction:
+    """A run-file record that could not be read: skipped, with one reason per problem."""
+    base = Prediction(case.id, case.file, case.source, "-", "-", kind=MetricKind.TRAINING)
+    return skip(base, [str(p) for p in case.problems], [])
 
 
 def _matmul_dtype(text: str) -> DType | None:
@@ -248,16 +208,20 @@ def predict_matmul(case: MatmulCase, catalog: Catalog, calibrated: frozenset[str
     return done(base, peak * eff.value / 1e12, calibrated, notes, accelerator_id=acc.id)
 
 
-def predict_case(case: Case, catalog: Catalog,
+def predict_case(case: Case | TrainingRun | UnreadableRun, catalog: Catalog,
                  calibrated: frozenset[str] | None = None) -> Prediction:
     cal = calibration_rows() if calibrated is None else calibrated
     if isinstance(case, InferenceCase):
         return predict_inference(case, catalog, cal)
     if isinstance(case, TrainingCase):
         return predict_training(case, catalog, cal)
+    if isinstance(case, TrainingRun):
+        return predict_run(case, catalog, cal)
+    if isinstance(case, UnreadableRun):
+        return predict_unreadable(case, cal)
     return predict_matmul(case, catalog, cal)
 
 
-def predict_cases(cases: tuple[Case, ...] | list[Case], catalog: Catalog,
+def predict_cases(cases: Sequence[Case | TrainingRun | UnreadableRun], catalog: Catalog,
                   calibrated: frozenset[str] | None = None) -> list[Prediction]:
     return [predict_case(c, catalog, calibrated) for c in cases]

@@ -83,13 +83,14 @@ class Summary:
 
 
 def first_reason(p: Prediction) -> str:
-    """The first of the "; "-joined reasons (a "; " inside a quoted name does not split)."""
+    """The first of the "; "-joined reasons (a "; " inside a quoted name does not split, and a
+    fix "; write ..." stays with the problem it fixes)."""
     text = p.skipped_reason or "unknown"
     quoted = False
     for i, ch in enumerate(text):
         if ch == "'":
             quoted = not quoted
-        elif not quoted and text.startswith("; ", i):
+        elif not quoted and text.startswith("; ", i) and not text.startswith("; write ", i):
             return text[:i]
     return text
 

@@ -1,8 +1,10 @@
 """From a measurement row's words to accelmap's inputs: device, model, framework, precision.
 
-Explicit tables, not fuzzy matching (a wrong guess would silently validate against the wrong
-chip or model). Each resolver returns what it found plus notes saying what it assumed, or a
-reason why it could not; it never raises for a row it does not understand.
+Names go through the catalog's own lookup first (``validate/names.py``: aliases, case,
+punctuation; numbers must match whole), then the explicit tables of the transcription's
+spellings; an unknown name gets the catalog's closest names. Each resolver returns what it
+found plus notes saying what it assumed, or a reason why it could not; it never raises for a
+row it does not understand.
 """
 
 from __future__ import annotations
@@ -17,10 +19,17 @@ from accelmap.catalog import Catalog
 from accelmap.cost.framework import Framework
 from accelmap.cost.roofline import Device
 from accelmap.hardware.schema import Accelerator
+from accelmap.lookup import suggestions
 from accelmap.models.schema import ModelSpec
 from accelmap.units import DType
 from accelmap.validate.cases import Arch
-from accelmap.validate.names import MEASURED_NAMES, MEMORY_VARIANTS
+from accelmap.validate.names import (
+    MEASURED_NAMES,
+    MEMORY_VARIANTS,
+    MeasuredDevice,
+    catalog_matches,
+    same_size,
+)
 from accelmap.workload import Recompute
 
 # Model names as the shared measurement files spell them -> catalog preset ids.
@@ -74,6 +83,9 @@ _MPT_STYLE: dict[str, Any] = {
     "ffn_kind": "plain", "activation": "gelu", "position": "alibi", "norm": "layernorm",
     "norm_bias": False, "tied_embeddings": True,
 }
+# Llama style: ModelSpec's own defaults (gated SiLU MLP, RoPE, RMSNorm, no biases, untied).
+_LLAMA_STYLE: dict[str, Any] = {}
+FAMILIES = ("gpt", "mpt", "llama")
 
 
 @dataclass(frozen=True)
@@ -88,14 +100,38 @@ def _matches(acc: Accelerator, fraction: float, stated_gb: float) -> bool:
     return min(abs(have / 1e9 - stated_gb), abs(have / 2**30 - stated_gb)) <= 0.1 * stated_gb
 
 
+def _unknown(what: str, name: str, entries: Any, matches: list[Any]) -> str:
+    """The reason a name resolves to nothing (closest names) or to several (their ids)."""
+    if matches:
+        ids = ", ".join(sorted(m.id for m in matches))
+        return f"{what} {name!r} matches {len(matches)} catalog entries ({ids}); write one id"
+    near = suggestions(name, entries)
+    hint = f"; did you mean {', '.join(near)}?" if near else ""
+    return f"{what} {name!r} is not in the catalog{hint}"
+
+
+def device_entry(name: str, catalog: Catalog) -> MeasuredDevice | str:
+    """The catalog device a name means: the catalog lookup when it finds exactly one (with the
+    table's note when the table agrees), else the explicit table, else the reason."""
+    found = catalog_matches(name, catalog.accelerators)
+    table = MEASURED_NAMES.get(name)
+    if len(found) == 1:
+        if table is not None and table.catalog_id == found[0].id:
+            return table
+        return MeasuredDevice(found[0].id)
+    if table is not None:
+        return table
+    return _unknown("accelerator", name, catalog.accelerators, found)
+
+
 def resolve_device(name: str, catalog: Catalog, exclude: str | None = None,
                    memory_gb: float | None = None) -> Resolved:
     """The catalog device for a row's accelerator name; ``memory_gb`` (the row's verified
     ``accel_mem_GB``) picks a :data:`MEMORY_VARIANTS` entry when it matches that one and not
     the name's default."""
-    dev = MEASURED_NAMES.get(name)
-    if dev is None:
-        return Resolved(None, reason=f"accelerator {name!r} is not in validate/names.py")
+    dev = device_entry(name, catalog)
+    if isinstance(dev, str):
+        return Resolved(None, reason=dev)
     if dev.catalog_id is None:
         return Resolved(None, reason=f"accelerator {name!r} has no catalog entry ({dev.note})")
     acc = catalog.accelerators.get(dev.catalog_id)
@@ -130,11 +166,28 @@ def _dims_note(spec: ModelSpec, arch: Arch) -> str | None:
     return f"row and preset {spec.id} differ: {', '.join(diff)}" if diff else None
 
 
+def model_preset(name: str, catalog: Catalog) -> tuple[str | None, str | None]:
+    """(preset id, None): the catalog lookup when it finds exactly one, else
+    :data:`MODEL_NAMES`; (None, reason) when the name matches several presets; (None, None)
+    when the name is empty or matches nothing."""
+    if not name.strip():
+        return None, None
+    found = catalog_matches(name, catalog.models)
+    if len(found) == 1:
+        return found[0].id, None
+    if name in MODEL_NAMES:
+        return MODEL_NAMES[name], None
+    return None, _unknown("model", name, catalog.models, found) if found else None
+
+
 def resolve_model(name: str, arch: Arch, catalog: Catalog, seq_len: int | None,
-                  megatron: bool) -> Resolved:
-    """A catalog preset from :data:`MODEL_NAMES`, else a ModelSpec built from the row's
-    dimensions (GPT style, or MPT style for MPT rows), else a reason."""
-    pid = MODEL_NAMES.get(name)
+                  megatron: bool, family: str | None = None) -> Resolved:
+    """A catalog preset (catalog lookup, then :data:`MODEL_NAMES`), else a ModelSpec built from
+    the row's dimensions in the ``family``'s style (``gpt``, ``mpt``, ``llama``; unstated: MPT
+    style for MPT names, else GPT style), else a reason."""
+    pid, ambiguous = model_preset(name, catalog)
+    if ambiguous:
+        return Resolved(None, reason=ambiguous)
     if pid is not None:
         spec = catalog.models.get(pid)
         if spec is None:
@@ -143,15 +196,23 @@ def resolve_model(name: str, arch: Arch, catalog: Catalog, seq_len: int | None,
         return Resolved(spec, (f"model preset {pid}",) + ((note,) if note else ()))
     need = {"layers": arch.layers, "hidden": arch.hidden, "heads": arch.heads,
             "vocab": arch.vocab}
+    if family == "llama":
+        need["ffn_hidden"] = arch.ffn_hidden
     missing = [k for k, v in need.items() if v is None]
     if missing:
-        return Resolved(None, reason=f"model {name!r}: no catalog preset and the row lacks "
-                                     f"{', '.join(missing)}")
+        if not name.strip():
+            return Resolved(None, reason=f"no model named and the row lacks {', '.join(missing)}")
+        # with no dimensions at all the name is all there is: it may be a typo
+        near = ([m for m in suggestions(name, catalog.models)
+                 if same_size(name, catalog.models[m])] if len(missing) == len(need) else [])
+        hint = f" (did you mean {', '.join(near)}?)" if near else ""
+        return Resolved(None, reason=f"model {name!r}: no catalog preset{hint} and the row "
+                                     f"lacks {', '.join(missing)}")
     assert arch.hidden and arch.heads and arch.layers and arch.vocab
-    mpt = name.lower().startswith("mpt")
-    style = dict(_MPT_STYLE if mpt else _GPT_STYLE)
+    fam = family or ("mpt" if name.lower().startswith("mpt") else "gpt")
+    style = dict({"mpt": _MPT_STYLE, "llama": _LLAMA_STYLE}.get(fam, _GPT_STYLE))
     notes = []
-    if megatron and not mpt:
+    if megatron and fam == "gpt":
         style["tied_embeddings"] = True
     ffn = arch.ffn_hidden or 4 * arch.hidden
     if arch.ffn_hidden is None:
@@ -159,21 +220,24 @@ def resolve_model(name: str, arch: Arch, catalog: Catalog, seq_len: int | None,
     # max_seq_len only sizes learned position tables (GPT style): the row's own sequence, or
     # GPT-3's 2048 context (Brown et al. 2020, sec. 2.1) when the row gives none
     max_seq = seq_len or 2048
-    if not seq_len:
+    if not seq_len and fam == "gpt":
         notes.append("sequence length not stated: GPT-3's 2048 assumed for position tables")
-    data = {"id": f"row-{re.sub(r'[^a-z0-9.]+', '-', name.lower()).strip('-')}", "name": name,
-            "family": "mpt" if mpt else "gpt", "n_layers": arch.layers, "d_model": arch.hidden,
+    label = name or f"{fam}-{arch.layers}x{arch.hidden}"
+    data = {"id": f"row-{re.sub(r'[^a-z0-9.]+', '-', label.lower()).strip('-')}",
+            "name": label, "family": fam, "n_layers": arch.layers, "d_model": arch.hidden,
             "n_heads": arch.heads, "n_kv_heads": arch.kv_heads, "ffn_dim": ffn,
             "vocab_size": arch.vocab, "max_seq_len": max_seq, **style}
     try:
         spec = ModelSpec.model_validate(data)
     except ValidationError as e:
         msg = str(e.errors()[0]["msg"]).removeprefix("Value error, ")
-        return Resolved(None, reason=f"model {name!r}: the row's dimensions are invalid ({msg})")
-    kind = ("MPT style (ALiBi, no biases, LayerNorm without bias, tied embeddings)" if mpt else
-            "GPT style (plain GELU MLP, learned positions, LayerNorm and biases"
-            + (", tied embeddings as Megatron GPT)" if megatron else ", untied embeddings)"))
-    notes.insert(0, f"no preset for {name!r}: built from the row's dimensions, {kind}")
+        return Resolved(None, reason=f"model {label!r}: the row's dimensions are invalid ({msg})")
+    kind = {"mpt": "MPT style (ALiBi, no biases, LayerNorm without bias, tied embeddings)",
+            "llama": "Llama style (gated SiLU MLP, RoPE, RMSNorm, no biases, untied embeddings)"
+            }.get(fam, "GPT style (plain GELU MLP, learned positions, LayerNorm and biases"
+                  + (", tied embeddings as Megatron GPT)" if megatron else
+                     ", untied embeddings)"))
+    notes.insert(0, f"no preset for {label!r}: built from the row's dimensions, {kind}")
     return Resolved(spec, tuple(notes))
 
 

@@ -1,39 +1,69 @@
-"""Training software stacks named in the measurement rows, and the defaults each one documents.
+"""Training software stacks, and the defaults each documents, per release range.
 
-When a row leaves a setting out, the stack's own documented default is used and the prediction's
-notes say so (DESIGN: "when a published run omits micro-batch size or interleaving, use the
-framework's documented defaults"). One table, never a per-row choice:
+When a run leaves a setting out, the stack's own documented default for the release the run
+used is taken, and the prediction's notes say so (DESIGN: "when a published run omits
+micro-batch size or interleaving, use the framework's documented defaults"). The release comes
+from the run's framework version, or from the run's year when the version is absent (a year
+alone is read as its middle, month 6); with neither, the stack's latest range is taken and the
+note says so. One table (:data:`ERAS`), never a per-row choice.
 
-- **Megatron-LM 2020-2021** (README tables, Narayanan et al. 2021 "Efficient Large-Scale Language
-  Model Training on GPU Clusters Using Megatron-LM"): activation recomputation on (the GPT
-  example scripts' ``--checkpoint-activations``); no FlashAttention (Dao et al. 2022 came
-  later: Megatron's fused softmax over materialised scores); no sequence parallelism
-  (Korthikanti et al. 2022) and no distributed optimizer (Megatron-LM 2022), so plain data
-  parallel all-reduce; dropout 0.1 (``--hidden-dropout``/``--attention-dropout`` defaults);
+Versions are read in each stack's own numbering and placed in time (:func:`release_date`):
+Megatron-LM ``1.x`` (2020), ``2.x`` (2021), ``3.x`` (2022) and Megatron-Core ``0.x`` (the
+``core_r0.x`` tags, 2023 on); NeMo container releases ``YY.MM`` and NeMo ``2.x`` (24.09 on); a
+``YY.MM`` version of any stack is a container release of that month.
+
+- **Megatron-LM 2020-2021** (v1-v2; README tables, Narayanan et al. 2021 "Efficient Large-Scale
+  Language Model Training on GPU Clusters Using Megatron-LM"): activation recomputation on (the
+  GPT example scripts' ``--checkpoint-activations``); no FlashAttention (Dao et al. 2022 came
+  later: Megatron's fused softmax over materialised scores); no sequence parallelism and no
+  distributed optimizer, so plain data-parallel all-reduce, after the backward pass
+  (``--DDP-impl local`` reduces the gradient buffer once the backward is done); dropout 0.1
+  (``--hidden-dropout``/``--attention-dropout`` defaults); fp16 (``--fp16`` in the GPT scripts);
   micro-batch 1 and no interleaving unless stated; an unstated split of the model-parallel size
   puts tensor parallelism inside the node and pipelines across (sec. 3.3, takeaway #1).
-- **NeMo 24.07 / Megatron-Core** (NeMo-Framework-Launcher ``conf/training/llama/llama3_70b.yaml``
-  and siblings, the performance-summary configs): ``sequence_parallel: true``,
+- **Megatron-LM 2022** (v3; Korthikanti et al. 2022 "Reducing Activation Recomputation in Large
+  Transformer Models"): ``--sequence-parallel`` with ``--recompute-activations`` (selective);
+  ``--use-distributed-optimizer`` exists but is opt-in; still no FlashAttention and no overlap of
+  the gradient reduction.
+- **Megatron-Core 2023 on** (``core_r0.x``; Megatron-LM README "Training Speed and Scalability"
+  and "Activation Checkpointing and Recomputation", 2024): attention through Transformer Engine
+  (``--transformer-impl transformer_engine``, fused/flash attention; ``--use-flash-attn`` for
+  the local implementation); "selective recomputation is the default" (``--recompute-
+  activations``); the scaling runs overlap data-parallel (``--overlap-grad-reduce
+  --overlap-param-gather``, so the distributed optimizer: ZeRO-1) and tensor-parallel
+  communication (``--tp-comm-overlap``, with sequence parallelism); dropout stays 0.1 (argparse
+  default).
+- **NeMo before 23.08** (NeMo-Framework-Launcher ``conf/training/gpt3/*.yaml``, tags 23.03 to
+  23.07): ``activations_checkpoint_granularity: selective``, ``sequence_parallel: True``,
+  ``optim: distributed_fused_adam`` (ZeRO-1), no ``use_flash_attention`` yet, dropout 0.1;
+  ``ub_tp_comm_overlap`` and ``overlap_grad_sync`` on from 23.05 (Transformer Engine).
+- **NeMo 23.08 on / Megatron-Core** (launcher ``conf/training/llama/*.yaml`` 23.08 to 24.12,
+  the performance-summary configs; NeMo 2.0 recipes keep them): ``sequence_parallel: true``,
   ``activations_checkpoint_granularity: null`` (no recompute), ``ub_tp_comm_overlap: true``,
-  ``use_flash_attention: true``, ``optim: mcore_distributed_optim`` (ZeRO-1 over dp) with
-  ``overlap_grad_sync`` / ``overlap_param_sync``, dropout 0.
+  ``use_flash_attention: true``, ``distributed_fused_adam`` / ``mcore_distributed_optim``
+  (ZeRO-1) with ``overlap_grad_sync`` / ``overlap_param_sync``, dropout 0.
 - **llm-foundry** (MosaicML Composer + PyTorch FSDP; ``scripts/train/yamls/pretrain/
-  mpt-*.yaml``): the published MPT benchmark tables were run at llm-foundry v0.0.4 on the
-  ``mosaicml/pytorch:2.0.1`` image (``scripts/train/benchmarking/sweep.sh``), where MPT's ALiBi
-  needs ``attn_impl: triton`` (Tri Dao's Triton FlashAttention, the FlashAttention-1
-  generation: flash-attn CUDA gained ALiBi only in 2.4), so the ``fa1`` attention kernel
-  (cost/attention.py); FSDP ``FULL_SHARD`` unless the row says otherwise,
+  mpt-*.yaml``). Releases 0.0-0.3 (2023): the published MPT benchmark tables were run at
+  v0.0.4 on the ``mosaicml/pytorch:2.0.1`` image (``scripts/train/benchmarking/sweep.sh``),
+  where MPT's ALiBi needs ``attn_impl: triton`` (Tri Dao's Triton FlashAttention, the
+  FlashAttention-1 generation; flash-attn CUDA gained ALiBi only in 2.4), hence the ``fa1``
+  attention kernel (cost/attention.py); from 0.4 (2024) ``attn_impl: flash`` on flash-attn 2.
+  FSDP ``FULL_SHARD`` unless the row says otherwise,
   ``activation_checkpointing`` as the row states (True = full: Composer checkpoints whole
   blocks); Composer mixed precision ``DEFAULT`` reduces gradients in fp32, ``PURE`` in bf16
   (Composer docs, FSDP mixed_precision); eager PyTorch without torch.compile.
 - **torchtitan** (``train_configs/llama3_8b.toml``): ``activation_checkpoint.mode = "selective"``,
   FSDP2 over the data-parallel ranks, no gradient accumulation (local batch = micro-batch);
   ``torch.compile`` only where the row says so (then the torch-compile profile: Inductor fusion).
+- **DeepSpeed** (DeepSpeed configuration docs): ``zero_optimization.stage`` 0, activation
+  checkpointing off, ``overlap_comm`` false; attention is the model's own code (PyTorch >= 2.0
+  ``scaled_dot_product_attention`` takes the flash kernel for 16-bit inputs); eager PyTorch.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from accelmap.cost.attention import AttentionKernel
@@ -45,10 +75,11 @@ from accelmap.workload import Recompute
 
 
 class Stack(StrEnum):
-    MEGATRON_LM = "megatron-lm"  # Megatron-LM as published in 2020-2021
-    NEMO = "nemo"  # NeMo / Megatron-Core
+    MEGATRON_LM = "megatron-lm"  # Megatron-LM, and Megatron-Core from 2023 on
+    NEMO = "nemo"  # NeMo (NeMo-Megatron, then Megatron-Core)
     LLM_FOUNDRY = "llm-foundry"  # MosaicML Composer + PyTorch FSDP
     TORCHTITAN = "torchtitan"  # PyTorch FSDP2 (+ TP/PP/CP)
+    DEEPSPEED = "deepspeed"  # DeepSpeed ZeRO
     FSDP = "fsdp"  # any other PyTorch FSDP run
 
 
@@ -65,39 +96,176 @@ class StackDefaults:
     dropout: bool
     grad_dtype: DType  # gradient reduction precision
     source: str
+    overlap_grad_reduce: bool = True  # data-parallel reduction hidden behind the backward
+    precision: DType | None = None  # when the row does not state it (None: it must)
+    split_model_parallel: bool = False  # unstated TP/PP split: TP inside the node, PP across
+    release: str = ""  # the release range these defaults belong to
     attention: AttentionKernel = AttentionKernel.FA2  # kernel generation (cost/attention.py)
 
 
 _NONE, _FULL, _SEL = Recompute.NONE, Recompute.FULL, Recompute.SELECTIVE
-DEFAULTS: dict[Stack, StackDefaults] = {d.stack: d for d in (
-    StackDefaults(Stack.MEGATRON_LM, Framework.MEGATRON, recompute=_FULL, flash_attention=False,
-                  sequence_parallel=False, zero=ZeroStage.NONE, micro_batch=1,
-                  tp_comm_overlap=False, dropout=True, grad_dtype=DType.FP32,
-                  source="Megatron-LM 2021 defaults: Narayanan et al. 2021, GPT scripts"),
-    StackDefaults(Stack.NEMO, Framework.MEGATRON, recompute=_NONE, flash_attention=True,
-                  sequence_parallel=True, zero=ZeroStage.OPTIMIZER, micro_batch=1,
-                  tp_comm_overlap=True, dropout=False, grad_dtype=DType.FP32,
-                  source="NeMo 24.07 defaults: NeMo-Framework-Launcher training configs"),
-    StackDefaults(Stack.LLM_FOUNDRY, Framework.FSDP, recompute=_NONE, flash_attention=True,
-                  sequence_parallel=False, zero=ZeroStage.PARAMETERS, micro_batch=1,
-                  tp_comm_overlap=False, dropout=False, grad_dtype=DType.FP32,
-                  source="llm-foundry defaults: mpt-*.yaml at v0.0.4, attn_impl triton (fa1), "
-                         "FULL_SHARD", attention=AttentionKernel.FA1),
-    StackDefaults(Stack.TORCHTITAN, Framework.FSDP, recompute=_SEL, flash_attention=True,
-                  sequence_parallel=True, zero=ZeroStage.PARAMETERS, micro_batch=1,
-                  tp_comm_overlap=False, dropout=False, grad_dtype=DType.FP32,
-                  source="torchtitan defaults: llama3 train_configs, selective AC, FSDP2"),
-    StackDefaults(Stack.FSDP, Framework.FSDP, recompute=_NONE, flash_attention=True,
-                  sequence_parallel=False, zero=ZeroStage.PARAMETERS, micro_batch=1,
-                  tp_comm_overlap=False, dropout=False, grad_dtype=DType.FP32,
-                  source="PyTorch FSDP defaults: FULL_SHARD, no recompute"),
-)}
+_MEGATRON_2021 = StackDefaults(
+    Stack.MEGATRON_LM, Framework.MEGATRON, recompute=_FULL, flash_attention=False,
+    sequence_parallel=False, zero=ZeroStage.NONE, micro_batch=1, tp_comm_overlap=False,
+    dropout=True, grad_dtype=DType.FP32,
+    source="Megatron-LM 2021 defaults: Narayanan et al. 2021, GPT scripts",
+    overlap_grad_reduce=False, precision=DType.FP16, split_model_parallel=True,
+    release="Megatron-LM 2020-2021 (v1-v2)")
+_MEGATRON_2022 = StackDefaults(
+    Stack.MEGATRON_LM, Framework.MEGATRON, recompute=_SEL, flash_attention=False,
+    sequence_parallel=True, zero=ZeroStage.NONE, micro_batch=1, tp_comm_overlap=False,
+    dropout=True, grad_dtype=DType.FP32,
+    source="Megatron-LM 2022 defaults: Korthikanti et al. 2022, --sequence-parallel "
+           "--recompute-activations",
+    overlap_grad_reduce=False, split_model_parallel=True, release="Megatron-LM 2022 (v3)")
+_MEGATRON_CORE = StackDefaults(
+    Stack.MEGATRON_LM, Framework.MEGATRON, recompute=_SEL, flash_attention=True,
+    sequence_parallel=True, zero=ZeroStage.OPTIMIZER, micro_batch=1, tp_comm_overlap=True,
+    dropout=True, grad_dtype=DType.FP32,
+    source="Megatron-Core defaults: Megatron-LM README 2024, Transformer Engine attention, "
+           "selective recompute, --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap",
+    split_model_parallel=True, release="Megatron-Core 2023 on (core_r0.x)")
+_NEMO_2023 = StackDefaults(
+    Stack.NEMO, Framework.MEGATRON, recompute=_SEL, flash_attention=False,
+    sequence_parallel=True, zero=ZeroStage.OPTIMIZER, micro_batch=1, tp_comm_overlap=True,
+    dropout=True, grad_dtype=DType.FP32,
+    source="NeMo 23.05-23.07 defaults: NeMo-Framework-Launcher gpt3 training configs",
+    release="NeMo before 23.08")
+_NEMO_MCORE = StackDefaults(
+    Stack.NEMO, Framework.MEGATRON, recompute=_NONE, flash_attention=True,
+    sequence_parallel=True, zero=ZeroStage.OPTIMIZER, micro_batch=1, tp_comm_overlap=True,
+    dropout=False, grad_dtype=DType.FP32,
+    source="NeMo 24.07 defaults: NeMo-Framework-Launcher training configs",
+    release="NeMo 23.08 on (Megatron-Core)")
+_LLM_FOUNDRY_2023 = StackDefaults(
+    Stack.LLM_FOUNDRY, Framework.FSDP, recompute=_NONE, flash_attention=True,
+    sequence_parallel=False, zero=ZeroStage.PARAMETERS, micro_batch=1, tp_comm_overlap=False,
+    dropout=False, grad_dtype=DType.FP32,
+    source="llm-foundry 0.0-0.3 defaults: mpt-*.yaml, attn_impl triton (FlashAttention-1 "
+           "generation), FULL_SHARD",
+    release="llm-foundry 0.0-0.3 (2023)", attention=AttentionKernel.FA1)
+_LLM_FOUNDRY = replace(
+    _LLM_FOUNDRY_2023, source="llm-foundry 0.4+ defaults: mpt-*.yaml, attn_impl flash "
+    "(flash-attn 2), FULL_SHARD", release="llm-foundry 0.4+ (2024)",
+    attention=AttentionKernel.FA2)
+_TORCHTITAN = StackDefaults(
+    Stack.TORCHTITAN, Framework.FSDP, recompute=_SEL, flash_attention=True,
+    sequence_parallel=True, zero=ZeroStage.PARAMETERS, micro_batch=1, tp_comm_overlap=False,
+    dropout=False, grad_dtype=DType.FP32,
+    source="torchtitan defaults: llama3 train_configs, selective AC, FSDP2",
+    release="torchtitan 0.x")
+_DEEPSPEED = StackDefaults(
+    Stack.DEEPSPEED, Framework.FSDP, recompute=_NONE, flash_attention=True,
+    sequence_parallel=False, zero=ZeroStage.NONE, micro_batch=1, tp_comm_overlap=False,
+    dropout=False, grad_dtype=DType.FP32,
+    source="DeepSpeed defaults: config docs, zero_optimization.stage 0, overlap_comm false",
+    overlap_grad_reduce=False, release="DeepSpeed 0.x")
+_FSDP = StackDefaults(
+    Stack.FSDP, Framework.FSDP, recompute=_NONE, flash_attention=True,
+    sequence_parallel=False, zero=ZeroStage.PARAMETERS, micro_batch=1, tp_comm_overlap=False,
+    dropout=False, grad_dtype=DType.FP32,
+    source="PyTorch FSDP defaults: FULL_SHARD, no recompute", release="PyTorch FSDP")
+
+
+@dataclass(frozen=True)
+class Era:
+    """Defaults of one stack from ``since`` (year, month; None: from the start) until the next
+    era of the same stack."""
+
+    since: tuple[int, int] | None
+    defaults: StackDefaults
+
+
+ERAS: dict[Stack, tuple[Era, ...]] = {
+    Stack.MEGATRON_LM: (Era(None, _MEGATRON_2021), Era((2022, 1), _MEGATRON_2022),
+                        Era((2023, 1), _MEGATRON_CORE)),
+    Stack.NEMO: (Era(None, _NEMO_2023), Era((2023, 8), _NEMO_MCORE)),
+    Stack.LLM_FOUNDRY: (Era(None, _LLM_FOUNDRY_2023), Era((2024, 1), _LLM_FOUNDRY)),
+    Stack.TORCHTITAN: (Era(None, _TORCHTITAN),),
+    Stack.DEEPSPEED: (Era(None, _DEEPSPEED),),
+    Stack.FSDP: (Era(None, _FSDP),),
+}
+
+# The defaults of each stack as the shared transcription's rows were first read with them
+# (kept for callers that name a stack without a release).
+DEFAULTS: dict[Stack, StackDefaults] = {
+    Stack.MEGATRON_LM: _MEGATRON_2021, Stack.NEMO: _NEMO_MCORE,
+    Stack.LLM_FOUNDRY: _LLM_FOUNDRY_2023, Stack.TORCHTITAN: _TORCHTITAN,
+    Stack.DEEPSPEED: _DEEPSPEED, Stack.FSDP: _FSDP,
+}
+
+# Canonical framework names (the run format's vocabulary) -> stack.
+FRAMEWORK_NAMES: dict[str, Stack] = {
+    "megatron-lm": Stack.MEGATRON_LM, "megatron-core": Stack.MEGATRON_LM, "nemo": Stack.NEMO,
+    "llm-foundry": Stack.LLM_FOUNDRY, "torchtitan": Stack.TORCHTITAN,
+    "deepspeed": Stack.DEEPSPEED, "fsdp": Stack.FSDP,
+}
+
+_VERSION = re.compile(r"^v?(?:core_r)?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[a-z]+\d*)?$")
+MID_YEAR = 6  # a year without a month is read as its middle
+
+
+def _release_scheme(stack: Stack) -> str:
+    if stack is Stack.MEGATRON_LM:
+        return "1.x-3.x (Megatron-LM 2020-2022), 0.x (Megatron-Core) or YY.MM"
+    if stack is Stack.NEMO:
+        return "a container release YY.MM such as 24.07, or 2.x"
+    if stack is Stack.LLM_FOUNDRY:
+        return "0.x such as 0.3 or 0.10"
+    return "numbers such as 0.9"
+
+
+def release_date(stack: Stack, version: str) -> tuple[int, int] | str:
+    """(year, month) of a stack's release, or a sentence saying what versions look like."""
+    m = _VERSION.match(version.strip().lower())
+    if not m:
+        return f"{stack.value} version {version!r} is not a version ({_release_scheme(stack)})"
+    major, minor = int(m.group(1)), int(m.group(2) or 0)
+    if major >= 20 and 1 <= minor <= 12:  # YY.MM container release
+        return 2000 + major, minor
+    if stack is Stack.MEGATRON_LM:
+        if major == 0:
+            return 2023, 1  # Megatron-Core core_r0.x
+        if major in (1, 2, 3):
+            return 2019 + major, MID_YEAR
+    elif stack is Stack.NEMO:
+        if major == 2:
+            return 2024, 9  # NeMo 2.0 came with the 24.09 container
+    elif stack is Stack.LLM_FOUNDRY:
+        if major == 0:  # 0.0-0.3 released in 2023, 0.4 in January 2024 (GitHub releases)
+            return (2023, MID_YEAR) if minor < 4 else (2024, 1)
+    else:
+        return 0, 0  # single-range stacks: any version
+    return f"{stack.value} version {version!r} is not one this table knows " \
+           f"({_release_scheme(stack)})"
+
+
+def defaults_for(stack: Stack, version: str = "", year: int | None = None
+                 ) -> tuple[StackDefaults, str | None]:
+    """The stack's defaults for a release, and a note naming the release range and how it was
+    chosen (None for a stack with one range). An unreadable version counts as not given; the
+    canonical reader rejects those first."""
+    eras = ERAS[stack]
+    if len(eras) == 1:
+        return eras[0].defaults, None
+    when = release_date(stack, version) if version else None
+    if isinstance(when, tuple):
+        how = f"{version}:"
+    elif year is not None:
+        when, how = (year, MID_YEAR), f"version not stated: the run's year {year} picks"
+    else:
+        when, how = (9999, 12), "version and year not stated: the latest release range,"
+    chosen = eras[0].defaults
+    for era in eras:
+        if era.since is None or when >= era.since:
+            chosen = era.defaults
+    return chosen, f"{stack.value} {how} {chosen.release} defaults"
 
 
 def training_stack(framework_text: str) -> Stack | None:
     """The stack a row's framework column names, or None (single-device engine only)."""
     t = framework_text.lower()
-    if "nemo" in t or "megatron-core" in t:
+    if "nemo" in t:
         return Stack.NEMO
     if "megatron" in t:
         return Stack.MEGATRON_LM
@@ -105,22 +273,26 @@ def training_stack(framework_text: str) -> Stack | None:
         return Stack.LLM_FOUNDRY
     if "torchtitan" in t:
         return Stack.TORCHTITAN
+    if "deepspeed" in t:
+        return Stack.DEEPSPEED
     if "fsdp" in t:
         return Stack.FSDP
     return None
 
 
-def stack_profile(stack: Stack, framework_text: str) -> FrameworkProfile:
-    """The stack's cost profile with its named features (the attention kernel generation)."""
-    from dataclasses import replace
-
-    return replace(framework_profile(stack_framework(stack, framework_text)),
-                   attention=DEFAULTS[stack].attention)
-
-
 def stack_framework(stack: Stack, framework_text: str) -> Framework:
     """The cost profile: the stack's, except that torch.compile runs (named in the row) get
     Inductor's elementwise fusion (the torch-compile profile)."""
-    if "compile" in framework_text.lower() and stack in (Stack.TORCHTITAN, Stack.FSDP):
+    return compiled_framework(stack, "compile" in framework_text.lower())
+
+
+def stack_profile(d: StackDefaults, framework: Framework) -> FrameworkProfile:
+    """The cost profile a run is predicted with: its framework's, with the release's named
+    features (the attention kernel generation)."""
+    return replace(framework_profile(framework), attention=d.attention)
+
+
+def compiled_framework(stack: Stack, compiled: bool) -> Framework:
+    if compiled and stack in (Stack.TORCHTITAN, Stack.FSDP):
         return Framework.TORCH_COMPILE
     return DEFAULTS[stack].framework

@@ -1,0 +1,418 @@
+"""The canonical run format of ``accelmap validate``: CSV or YAML, one row or record per run.
+
+Fields and vocabularies are documented in ``docs/validate-format.md``; :data:`FIELDS` is the
+one table of them. Reading is strict: a value outside a field's closed vocabulary is a problem
+of that row, reported as ``field 'zero': 'FSDP=0' is not one of 0, 1, 2, 3, fsdp; write zero:
+0`` (the fix comes from the transcription adapter's forgiving readers, so it is a suggestion,
+never a silent reading). A row with problems is kept as an
+:class:`~accelmap.validate.runs.UnreadableRun` and skipped with them, so one bad row does not
+hide the others; a file that is not a run file at all (unreadable, unknown columns, not a list
+of records) raises one :class:`~accelmap.errors.InputError`.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import io
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from accelmap.errors import InputError
+from accelmap.mapping.plan import ZeroStage
+from accelmap.units import DType
+from accelmap.validate.cases import Arch, parse_number
+from accelmap.validate.resolve import parse_recompute, training_dtype
+from accelmap.validate.runs import Family, Metric, Problem, TrainingRun, UnreadableRun
+from accelmap.validate.stacks import FRAMEWORK_NAMES, release_date
+from accelmap.validate.transcribe import read_flag, read_framework, read_interleave, read_zero
+from accelmap.workload import Recompute
+
+YAML_SUFFIXES = (".yaml", ".yml")
+# A CSV header with these columns is a canonical run file (the transcription has row_id and
+# metric columns of its own names).
+CSV_KEYS = frozenset({"accelerator", "metric", "value"})
+PRECISIONS = {"bf16": DType.BF16, "fp16": DType.FP16, "fp8": DType.FP8, "fp32": DType.FP32}
+GRAD_REDUCE = {"fp32": DType.FP32, "bf16": DType.BF16}
+ZERO_WORDS = ("0", "1", "2", "3", "fsdp")
+ARCH_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab")
+
+Parsed = tuple[Any, str | None]  # (value, None) or (None, "is not ...; write ...")
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v).strip()
+
+
+def _int(name: str, lo: int = 1, hi: int | None = None) -> Callable[[Any], Parsed]:
+    def parse(v: Any) -> Parsed:
+        t = _text(v)
+        if t.isdigit() and int(t) >= lo and (hi is None or int(t) <= hi):
+            return int(t), None
+        guess, _ = parse_number(t)
+        bound = f"a whole number >= {lo}" + (f" and <= {hi}" if hi else "")
+        fix = (f"write {name}: {int(guess)}" if guess is not None and guess == int(guess)
+               and guess >= lo and (hi is None or guess <= hi)
+               else f"write {name}: {bound}, or leave it out when not stated")
+        return None, f"is not {bound}; {fix}"
+    return parse
+
+
+def _float(name: str) -> Callable[[Any], Parsed]:
+    def parse(v: Any) -> Parsed:
+        t = _text(v)
+        try:
+            x = float(t)
+        except ValueError:
+            x = math.nan
+        if math.isfinite(x) and x > 0:
+            return x, None
+        guess, _ = parse_number(t)
+        fix = (f"write {name}: {guess:g}" if guess is not None and guess > 0
+               else f"write {name}: a positive number")
+        return None, f"is not a positive number; {fix}"
+    return parse
+
+
+def _text_field(v: Any) -> Parsed:
+    return _text(v), None
+
+
+def _either(words: Iterable[str]) -> str:
+    w = list(words)
+    return w[0] if len(w) == 1 else f"{', '.join(w[:-1])} or {w[-1]}"
+
+
+def _choice(name: str, table: Mapping[str, Any], suggest: Callable[[str], str | None]
+            ) -> Callable[[Any], Parsed]:
+    def parse(v: Any) -> Parsed:
+        t = _text(v).lower()
+        if t in table:
+            return table[t], None
+        hint = suggest(t) or _either(table)
+        return None, f"is not one of {', '.join(table)}; write {name}: {hint}"
+    return parse
+
+
+def _suggest_zero(t: str) -> str | None:
+    stage, group, in_node = read_zero(t)
+    if stage is None:
+        return None
+    extra = (" and shard_group: node" if in_node else
+             f" and shard_group: {group}" if group is not None else "")
+    return f"{int(stage)}{extra}"
+
+
+def _suggest_recompute(t: str) -> str | None:
+    r = parse_recompute(t)
+    return r.value if r is not None else None
+
+
+def _suggest_precision(t: str) -> str | None:
+    d = training_dtype(t)
+    return d.value if d is not None else None
+
+
+def _suggest_flag(t: str) -> str | None:
+    f = read_flag(t) if t not in ("y", "n") else t == "y"
+    return None if f is None else ("true" if f else "false")
+
+
+def _suggest_metric(t: str) -> str | None:
+    near = difflib.get_close_matches(t, [m.value for m in Metric], n=1, cutoff=0.6)
+    return near[0] if near else None
+
+
+def _shard_group(v: Any) -> Parsed:
+    t = _text(v).lower()
+    if t == "node":
+        return "node", None
+    if t.isdigit() and int(t) >= 1:
+        return int(t), None
+    _, group, in_node = read_zero(t)
+    fix = ("node" if in_node or "node" in t else str(group) if group
+           else "a whole number of data-parallel ranks, or node")
+    return None, f"is not a whole number >= 1 or node; write shard_group: {fix}"
+
+
+def _framework(v: Any) -> Parsed:
+    t = _text(v)
+    name, _, version = t.lower().partition(" ")
+    version = version.strip()
+    stack = FRAMEWORK_NAMES.get(name)
+    when = release_date(stack, version) if stack is not None and version else None
+    if stack is not None and not isinstance(when, str):
+        return (stack, version), None
+    guess, gver, gyear = read_framework(t)
+    if guess is not None and gver and isinstance(release_date(guess, gver), tuple):
+        fix = f"{guess.value} {gver}"
+    elif guess is not None and gyear:
+        fix = f"{guess.value} and year: {gyear}"
+    elif guess is not None:
+        fix = f"{guess.value} VERSION, or {guess.value} and year: YYYY"
+    else:
+        fix = f"{_either(FRAMEWORK_NAMES)}, then its version"
+    why = f" ({when})" if isinstance(when, str) and fix.endswith("YYYY") else ""
+    return None, f"is not a framework name and version{why}; write framework: {fix}"
+
+
+def _vpp(v: Any) -> Parsed:
+    t = _text(v)
+    if t.isdigit() and int(t) >= 1:
+        return int(t), None
+    read = read_interleave(t)
+    fix = (f"write vpp: {read}" if isinstance(read, int) else
+           "write vpp: the number of virtual pipeline stages (1: not interleaved)")
+    return None, f"is not a whole number >= 1; {fix}"
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    parse: Callable[[Any], Parsed]
+    vocabulary: str  # one line for the documentation and for messages
+
+
+def _positive(name: str) -> FieldSpec:
+    return FieldSpec(_int(name), "whole number >= 1")
+
+
+FIELDS: dict[str, FieldSpec] = {
+    "id": FieldSpec(_text_field, "text; unique in the file (default: FILE:N)"),
+    "source": FieldSpec(_text_field, "text: where the run was published"),
+    "accelerator": FieldSpec(_text_field, "catalog id or any name the catalog lookup resolves"),
+    "accelerator_memory_gb": FieldSpec(_float("accelerator_memory_gb"),
+                                       "positive number (picks a memory variant)"),
+    "model": FieldSpec(_text_field, "catalog id or any name the catalog lookup resolves"),
+    **{k: _positive(k) for k in ARCH_FIELDS},
+    "family": FieldSpec(_choice("family", {f.value: f for f in Family}, lambda t: None),
+                        "gpt | mpt | llama (style of a model built from dimensions)"),
+    "devices": _positive("devices"),
+    "nodes": _positive("nodes"),
+    **{k: _positive(k) for k in ("tp", "pp", "dp", "cp", "ep")},
+    "vpp": FieldSpec(_vpp, "whole number >= 1 (virtual pipeline stages; 1: not interleaved)"),
+    "zero": FieldSpec(_choice("zero", {"0": ZeroStage.NONE, "1": ZeroStage.OPTIMIZER,
+                                       "2": ZeroStage.GRADIENTS, "3": ZeroStage.PARAMETERS,
+                                       "fsdp": ZeroStage.PARAMETERS}, _suggest_zero),
+                      "0 | 1 | 2 | 3 | fsdp (fsdp = 3)"),
+    "shard_group": FieldSpec(_shard_group, "whole number >= 1 | node (HSDP shard group)"),
+    "recompute": FieldSpec(_choice("recompute", {r.value: r for r in Recompute},
+                                   _suggest_recompute), "none | selective | full"),
+    **{k: FieldSpec(_choice(k, {"true": True, "false": False}, _suggest_flag), "true | false")
+       for k in ("sequence_parallel", "tp_comm_overlap", "flash_attention", "compile")},
+    "precision": FieldSpec(_choice("precision", PRECISIONS, _suggest_precision),
+                           "bf16 | fp16 | fp8 | fp32"),
+    "grad_reduce": FieldSpec(_choice("grad_reduce", GRAD_REDUCE, _suggest_precision),
+                             "fp32 | bf16 (gradient reduction precision)"),
+    "framework": FieldSpec(_framework, " | ".join(FRAMEWORK_NAMES) + ", then its version"),
+    "year": FieldSpec(_int("year", 2000, 2100), "the run's year, e.g. 2024"),
+    "seq_len": _positive("seq_len"),
+    "global_batch": _positive("global_batch"),
+    "micro_batch": _positive("micro_batch"),
+    "grad_accum": _positive("grad_accum"),
+    "metric": FieldSpec(_choice("metric", {m.value: m for m in Metric}, _suggest_metric),
+                        " | ".join(m.value for m in Metric)),
+    "value": FieldSpec(_float("value"), "positive number in the metric's unit"),
+    "notes": FieldSpec(_text_field, "text"),
+}
+
+
+def _missing(values: dict[str, Any]) -> list[Problem]:
+    out = []
+    if "accelerator" not in values:
+        out.append(Problem("accelerator", "field 'accelerator' is missing; write accelerator: "
+                                          "a catalog id such as h100-sxm5-80gb"))
+    dims = [k for k in ("layers", "hidden", "heads", "vocab") if k not in values]
+    if "model" not in values and dims:
+        out.append(Problem("model", "field 'model' is missing; write model: a catalog id such "
+                                    f"as llama-3.1-70b, or the dimensions {', '.join(dims)}"))
+    if "devices" not in values and not {"tp", "pp", "dp"} <= set(values):
+        out.append(Problem("devices", "field 'devices' is missing; write devices: the number "
+                                      "of accelerators the run used"))
+    if "seq_len" not in values:
+        out.append(Problem("seq_len", "field 'seq_len' is missing; write seq_len: the "
+                                      "sequence length in tokens"))
+    for k, what in (("metric", "one of " + ", ".join(m.value for m in Metric)),
+                    ("value", "the measured number")):
+        if k not in values:
+            out.append(Problem(k, f"field '{k}' is missing; write {k}: {what}"))
+    return out
+
+
+def _checks(values: dict[str, Any]) -> list[Problem]:
+    """Values that read but cannot mean what they say."""
+    if values.get("metric") is Metric.MFU and 0 < values.get("value", 2.0) <= 1.0:
+        v = values["value"]
+        return [Problem("value", f"field 'value': MFU is in percent, so {v:g} reads as "
+                                 f"{v:g} %; write value: {v * 100:g}")]
+    return []
+
+
+def run_of(record: Mapping[str, Any], where: str, file: str, line: int, source: str = ""
+           ) -> TrainingRun | UnreadableRun:
+    """One record (a CSV row or a YAML mapping) -> a run, or its problems; ``where`` is its id
+    and ``source`` its source when it states none."""
+    values: dict[str, Any] = {}
+    problems: list[Problem] = []
+    stated = {str(k).strip() for k, v in record.items() if v is not None and _text(v) != ""}
+    for key, raw in record.items():
+        name = str(key).strip()
+        if name not in FIELDS:
+            near = difflib.get_close_matches(name, FIELDS, n=1)
+            hint = f"; did you mean '{near[0]}'?" if near else ""
+            problems.append(Problem(name, f"field '{name}' is not a field of the run format"
+                                          f"{hint} (docs/validate-format.md lists them)"))
+            continue
+        if raw is None or _text(raw) == "":
+            continue
+        value, why = FIELDS[name].parse(raw)
+        if why:
+            problems.append(Problem(name, f"field '{name}': {_text(raw)!r} {why}"))
+        else:
+            values[name] = value
+    problems += [p for p in _missing(values) if p.field not in stated] + _checks(values)
+    rid = values.get("id") or where
+    values.setdefault("source", source)
+    if problems:
+        return UnreadableRun(rid, file, line, values["source"], tuple(problems))
+    stack, version = values.pop("framework", (None, ""))
+    group = values.pop("shard_group", None)
+    arch = Arch(*(values.pop(k, None) for k in ARCH_FIELDS))
+    values.pop("id", None)
+    return TrainingRun(rid, file=file, line=line, arch=arch, framework=stack, version=version,
+                       shard_group=None if group == "node" else group,
+                       shard_in_node=group == "node", **values)
+
+
+def _records_csv(text: str, path: Path) -> list[tuple[int, dict[str, Any]]]:
+    reader = csv.DictReader(io.StringIO(text))
+    columns = [c.strip() for c in reader.fieldnames or []]
+    unknown = [c for c in columns if c not in FIELDS]
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], FIELDS, n=1)
+        hint = f" (did you mean '{near[0]}'?)" if near else ""
+        raise InputError(f"{path}: column '{unknown[0]}' is not a field of the run format"
+                         f"{hint}; docs/validate-format.md lists them")
+    out = []
+    try:
+        for raw in reader:
+            if None in raw or any(v is None for v in raw.values()):
+                raise InputError(f"{path}:{reader.line_num}: the row does not have the header's "
+                                 f"{len(columns)} fields; check its commas and quotes")
+            out.append((reader.line_num, {k.strip(): v for k, v in raw.items()}))
+    except csv.Error as e:
+        raise InputError(f"{path}:{reader.line_num}: malformed CSV ({e})") from None
+    return out
+
+
+def _records_yaml(text: str, path: Path) -> list[tuple[int, dict[str, Any]]]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise InputError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    if isinstance(data, dict) and "runs" in data:
+        data = data["runs"]
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise InputError(f"{path}: a run file in YAML is a list of runs (or 'runs:' with one), "
+                         "each a mapping of field: value; see docs/validate-format.md")
+    return [(i, r) for i, r in enumerate(data, start=1)]
+
+
+def is_run_csv(columns: Iterable[str]) -> bool:
+    return {c.strip() for c in columns} >= CSV_KEYS
+
+
+def read_runs(path: str | Path) -> tuple[TrainingRun | UnreadableRun, ...]:
+    """Every record of a canonical run file (CSV or YAML by its suffix), read or with its
+    problems; a file that is no run file raises one InputError."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read it as UTF-8 text ({e})") from None
+    yaml_file = path.suffix.lower() in YAML_SUFFIXES
+    records = _records_yaml(text, path) if yaml_file else _records_csv(text, path)
+    if not records:
+        raise InputError(f"{path}: the file holds no runs")
+    out: list[TrainingRun | UnreadableRun] = []
+    first: dict[str, int] = {}
+    for n, (line, record) in enumerate(records, start=1):
+        run = run_of(record, f"{path.stem}:{n}", path.name, line, path.stem)
+        if run.id in first:
+            dup = Problem("id", f"field 'id': {run.id!r} appears twice (first in record "
+                                f"{first[run.id]}); write a unique id")
+            run = UnreadableRun(run.id, path.name, line, run.source, (dup,))
+        first.setdefault(run.id, n)
+        out.append(run)
+    return tuple(out)
+
+
+def problem_lines(runs: Iterable[TrainingRun | UnreadableRun]) -> list[str]:
+    """One line per problem of every unreadable record: ``row ID: field 'x': ...``."""
+    return [line for r in runs if isinstance(r, UnreadableRun) for line in r.lines()]
+
+
+# -- writing ------------------------------------------------------------------------------------
+def to_record(run: TrainingRun) -> dict[str, Any]:
+    """The stated fields of a run, in :data:`FIELDS` order, as the format writes them."""
+    rec: dict[str, Any] = {}
+    arch = dict(zip(ARCH_FIELDS, (run.arch.layers, run.arch.hidden, run.arch.heads,
+                                  run.arch.kv_heads, run.arch.ffn_hidden, run.arch.vocab),
+                    strict=True))
+    own = {f.name: getattr(run, f.name) for f in fields(run)}
+    for name in FIELDS:
+        value: Any
+        if name in arch:
+            value = arch[name]
+        elif name == "framework":
+            value = (f"{run.framework.value} {run.version}".strip() if run.framework
+                     else None)
+        elif name == "shard_group":
+            value = "node" if run.shard_in_node else run.shard_group
+        else:
+            value = own.get(name)
+        if value is None or value == "":
+            continue
+        if isinstance(value, ZeroStage):
+            value = int(value)
+        elif hasattr(value, "value") and isinstance(value.value, str):
+            value = value.value
+        rec[name] = value
+    return rec
+
+
+def dumps(runs: Iterable[TrainingRun], yaml_format: bool) -> str:
+    records = [to_record(r) for r in runs]
+    if yaml_format:
+        return yaml.safe_dump(records, sort_keys=False, allow_unicode=True, width=100)
+    columns = [k for k in FIELDS if any(k in r for r in records)]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, columns, lineterminator="\n")
+    writer.writeheader()
+    for r in records:
+        writer.writerow({k: _text(v) for k, v in r.items()})
+    return out.getvalue()
+
+
+def write_runs(runs: Iterable[TrainingRun], path: str | Path) -> Path:
+    """Write runs as a canonical CSV or YAML file (by the suffix)."""
+    path = Path(path)
+    path.write_text(dumps(runs, path.suffix.lower() in YAML_SUFFIXES), encoding="utf-8")
+    return path
+
+
+def same_run(a: TrainingRun, b: TrainingRun) -> bool:
+    """Equal in every field the format carries (not where they were read from)."""
+    def strip(r: TrainingRun) -> TrainingRun:
+        return replace(r, file="", line=0, reading_notes=(), problems=())
+    return strip(a) == strip(b)

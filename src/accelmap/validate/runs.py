@@ -1,0 +1,149 @@
+"""One published training run as typed values: the record every run file is read into.
+
+The canonical run format (``docs/validate-format.md``; read by ``validate/canonical.py``) maps
+one to one onto :class:`TrainingRun`; the shared transcription CSV is read by its own reader
+(``validate/cases.py``) and mapped onto the same record by ``validate/transcribe.py``, so both
+go through one prediction path (``validate/training.py``). ``None`` always means "not stated":
+the run's software stack supplies its documented default and the prediction's notes say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from accelmap.mapping.plan import ZeroStage
+from accelmap.units import DType
+from accelmap.validate.cases import Arch
+from accelmap.validate.stacks import Stack
+from accelmap.workload import Recompute
+
+
+class Metric(StrEnum):
+    """What a run reports, per device unless the name says otherwise."""
+
+    MFU = "mfu"
+    TOKENS_PER_S_PER_DEVICE = "tokens_per_s_per_device"
+    STEP_TIME_S = "step_time_s"
+    TFLOPS_MODEL = "tflops_per_device_model"
+    TFLOPS_HARDWARE = "tflops_per_device_hardware"
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    engine_key: str  # key in Estimate.metrics
+    unit: str
+    scale: float  # engine value -> the run's unit
+    higher_is_better: bool
+    definition: str
+
+
+METRICS: dict[Metric, MetricSpec] = {
+    Metric.MFU: MetricSpec(
+        "mfu", "%", 100.0, True,
+        "model FLOPs per step (no recompute) / (step time x devices x the catalog's dense "
+        "peak of the training precision), in percent"),
+    Metric.TOKENS_PER_S_PER_DEVICE: MetricSpec(
+        "tokens_per_s_per_device", "tokens/s", 1.0, True,
+        "global batch x seq_len / step time / devices"),
+    Metric.STEP_TIME_S: MetricSpec(
+        "step_time_s", "s", 1.0, False, "seconds per optimizer step of the global batch"),
+    Metric.TFLOPS_MODEL: MetricSpec(
+        "tflops_per_device", "TFLOP/s", 1.0, True,
+        "model FLOPs per step / step time / devices (MFU x peak; NeMo, llm-foundry)"),
+    Metric.TFLOPS_HARDWARE: MetricSpec(
+        "hardware_tflops_per_device", "TFLOP/s", 1.0, True,
+        "as tflops_per_device_model with the recompute forward counted (Megatron papers "
+        "Eq. 3, HFU)"),
+}
+
+
+class Family(StrEnum):
+    """Architecture style of a model built from explicit dimensions."""
+
+    GPT = "gpt"  # GPT-2/Megatron GPT: LayerNorm, biases, 4h GELU MLP, learned positions
+    MPT = "mpt"  # MosaicML MPT: ALiBi, no biases, tied embeddings
+    LLAMA = "llama"  # Llama: gated SiLU MLP, RoPE, RMSNorm, no biases, untied
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A field of a run that could not be read, with the sentence that says what to write."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """One run; every setting ``None`` when the run does not state it."""
+
+    id: str
+    file: str = ""  # file the run came from (name only)
+    line: int = 0  # line (CSV) or record number (YAML) in that file
+    source: str = ""  # citation or source key
+    accelerator: str = ""  # a catalog id or anything the catalog lookup resolves
+    accelerator_memory_gb: float | None = None  # picks a same-part memory variant
+    model: str = ""  # a catalog preset or anything the lookup resolves; "" with dimensions
+    arch: Arch = field(default_factory=Arch)
+    family: Family | None = None  # style of a model built from ``arch``
+    devices: int | None = None
+    nodes: int | None = None
+    tp: int | None = None
+    pp: int | None = None
+    dp: int | None = None
+    cp: int | None = None
+    ep: int | None = None
+    vpp: int | None = None  # virtual pipeline stages; 1 = not interleaved
+    zero: ZeroStage | None = None
+    shard_group: int | None = None  # HSDP: ZeRO/FSDP shards over this many dp ranks
+    shard_in_node: bool = False  # HSDP over the devices of one node (HYBRID_SHARD default)
+    recompute: Recompute | None = None
+    sequence_parallel: bool | None = None
+    tp_comm_overlap: bool | None = None
+    flash_attention: bool | None = None
+    compile: bool | None = None  # torch.compile
+    precision: DType | None = None
+    grad_reduce: DType | None = None  # gradient reduction precision
+    framework: Stack | None = None
+    version: str = ""  # the framework's release, in its own numbering ("0.9", "24.07")
+    year: int | None = None  # the run's year: picks the release when the version is absent
+    seq_len: int | None = None
+    global_batch: int | None = None  # sequences per optimizer step
+    micro_batch: int | None = None
+    grad_accum: int | None = None
+    metric: Metric | None = None
+    value: float | None = None
+    notes: str = ""
+    # what reading the row assumed (notes) and could not read (reasons it is not predicted)
+    reading_notes: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def device_count(self) -> int | None:
+        """``devices``, else the product of the degrees when TP, PP and DP are all stated (EP
+        is carved out of the data-parallel ranks, so it is no factor)."""
+        if self.devices is not None:
+            return self.devices
+        if None in (self.tp, self.pp, self.dp):
+            return None
+        return (self.tp or 1) * (self.pp or 1) * (self.dp or 1) * (self.cp or 1)
+
+
+@dataclass(frozen=True)
+class UnreadableRun:
+    """A record of a run file that could not be read: one line per problem, each naming the
+    field and what to write."""
+
+    id: str
+    file: str
+    line: int
+    source: str
+    problems: tuple[Problem, ...]
+
+    def lines(self) -> list[str]:
+        """One line per problem: ``row ID: field 'zero': ...; write zero: 0``."""
+        return [f"row {self.id}: {p}" for p in self.problems]

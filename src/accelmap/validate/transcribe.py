@@ -1,0 +1,185 @@
+"""The shared transcription's training rows as canonical runs: an adapter, one rule per column.
+
+``validate/cases.py`` reads the transcription CSV's free text ("PyTorch FSDP FULL_SHARD",
+"? (MP=2)", "half precision (FP16?)"); :func:`from_case` maps a row onto the same
+:class:`~accelmap.validate.runs.TrainingRun` the canonical format reads, so both go through one
+prediction path. The readers here are forgiving, but never guess silently: a cell they do not
+understand is "not stated" (then the stack's default, noted) or a reason the row is not
+predicted. The canonical reader uses them only to suggest the fix for a value outside its
+closed vocabulary.
+
+- sharding: ``FSDP=0`` / ``zero=0`` / ``fsdp: off`` / ``none`` / ``DDP`` -> ZeRO-0 (an explicit
+  stage or switch wins over the word "FSDP"); ``FSDP=1`` -> ZeRO-3; ``FULL_SHARD``, ``FSDP``,
+  ``FSDP2 (n)`` (n ranks per shard group) -> ZeRO-3; ``HYBRID_SHARD``/``HSDP`` -> ZeRO-3 inside
+  the node unless a size is given; ``SHARD_GRAD_OP`` / ``ZeRO-2`` -> ZeRO-2; ``distributed
+  optimizer`` / ``ZeRO-1`` -> ZeRO-1.
+- interleaving: empty -> not stated; ``n/a``, ``none``, ``-``, ``no``, ``1F1B``, ``1`` -> not
+  interleaved; a number -> that many virtual stages; "interleaved" without a number -> a reason.
+- framework: the stack (``stacks.training_stack``), the version written right after its name
+  ("NeMo 24.07"), a year in the text ("Megatron-LM (Jan 2021)") or else ``source_year``;
+  "compile" -> torch.compile, "async" -> tensor-parallel communication overlap (AsyncTP).
+"""
+
+from __future__ import annotations
+
+import re
+
+from accelmap.mapping.plan import ZeroStage
+from accelmap.units import DType
+from accelmap.validate.cases import TrainingCase
+from accelmap.validate.resolve import parse_recompute, training_dtype
+from accelmap.validate.runs import Family, Metric, Problem, TrainingRun
+from accelmap.validate.stacks import Stack, training_stack
+
+_NOT_INTERLEAVED = {"n/a", "na", "none", "-", "no", "off", "false", "1f1b", "1",
+                    "non-interleaved", "not interleaved"}
+_OFF = {"0", "false", "off", "no", "none", "disabled"}
+_ON = {"1", "true", "on", "yes", "enabled"}
+_SWITCH = re.compile(r"\b(fsdp2?|zero)\s*[=:]\s*([a-z0-9]+)")
+_ZERO_STAGE = re.compile(r"\bzero[-_ ]?(?:stage[-_ ]?)?([0-3])\b")
+_VERSION_AFTER = re.compile(
+    r"(nemo|megatron-lm|megatron-core|megatron|torchtitan|llm-foundry|deepspeed)"
+    r"[\s:/-]*(v?\d+(?:\.\d+)+)")
+_YEAR = re.compile(r"\b(20[12]\d)\b")
+
+
+def read_zero(text: str) -> tuple[ZeroStage | None, int | None, bool]:
+    """Sharding words -> (stage or None when not stated or not understood, shard group as
+    written, shard inside the node)."""
+    t = text.lower().strip()
+    group = int(m.group(1)) if (m := re.search(r"\((\d+)\)", t)) else None
+    if m := _SWITCH.search(t):
+        what, value = m.groups()
+        if what == "zero" and value in ("0", "1", "2", "3"):
+            return ZeroStage(int(value)), None, False
+        if value in _OFF:
+            return ZeroStage.NONE, None, False
+        if value in _ON:
+            return ZeroStage.PARAMETERS, group, False
+    if m := _ZERO_STAGE.search(t):
+        return ZeroStage(int(m.group(1))), None, False
+    if t in _OFF or t == "ddp":
+        return ZeroStage.NONE, None, False
+    if "hybrid" in t or "hsdp" in t:
+        return ZeroStage.PARAMETERS, group, group is None
+    if "shard_grad_op" in t:
+        return ZeroStage.GRADIENTS, None, False
+    if "full_shard" in t or "fsdp" in t:
+        return ZeroStage.PARAMETERS, group, False
+    if "distributed optimizer" in t:
+        return ZeroStage.OPTIMIZER, None, False
+    return None, None, False
+
+
+def read_interleave(text: str) -> int | Problem | None:
+    """Interleaving words -> virtual stages (1: not interleaved), None when not stated, or the
+    problem."""
+    t = text.strip().lower()
+    if not t:
+        return None
+    if t in _NOT_INTERLEAVED:
+        return 1
+    if t.isdigit() and int(t) >= 1:
+        return int(t)
+    if "interleav" in t:
+        return Problem("vpp", f"interleaved schedule {text!r} without the number of virtual "
+                              "stages")
+    return Problem("vpp", f"interleaving {text!r} is not understood (write the number of "
+                          "virtual stages, or 1)")
+
+
+def read_flag(text: str) -> bool | None:
+    t = text.lower().strip()
+    if t in ("yes", "true", "on", "1"):
+        return True
+    if t in ("no", "false", "off", "0"):
+        return False
+    return None
+
+
+def read_framework(text: str) -> tuple[Stack | None, str, int | None]:
+    """(stack, version as written after its name, year named in the text)."""
+    t = text.lower()
+    version = m.group(2).lstrip("v") if (m := _VERSION_AFTER.search(t)) else ""
+    year = int(m.group(1)) if (m := _YEAR.search(t)) else None
+    return training_stack(text), version, year
+
+
+def hardware_flops_meant(definition: str, megatron: bool) -> tuple[bool, str | None]:
+    """Whether a row's TFLOP/s count hardware FLOPs (recompute included) rather than model
+    FLOPs, from its definition column, and a note when the column does not say."""
+    d = definition.lower()
+    if "model" in d:
+        return False, None
+    if any(w in d for w in ("hardware", "hfu", "recompute")):
+        return True, None
+    if megatron:
+        return True, ("TFLOP/s definition not stated: Megatron's Eq. 3 counts the recompute "
+                      "forward (hardware FLOPs)")
+    return False, "TFLOP/s definition not stated: model FLOPs assumed"
+
+
+def read_metric(case: TrainingCase, stack: Stack | None
+                ) -> tuple[Metric | None, float | None, str | None]:
+    """(metric, value, note) of a transcription row: its TFLOP/s per device (model or hardware
+    FLOPs by ``tflops_definition``), else tokens/s per device, else MFU."""
+    if case.achieved_tflops_per_device is not None:
+        hardware, note = hardware_flops_meant(case.tflops_definition,
+                                              stack is Stack.MEGATRON_LM)
+        return (Metric.TFLOPS_HARDWARE if hardware else Metric.TFLOPS_MODEL,
+                case.achieved_tflops_per_device, note)
+    if case.tokens_per_s_per_device is not None:
+        return Metric.TOKENS_PER_S_PER_DEVICE, case.tokens_per_s_per_device, None
+    if case.mfu_pct is not None:
+        return (Metric.MFU, case.mfu_pct,
+                "MFU against the catalog's dense peak of the training dtype")
+    return None, None, None
+
+
+def from_case(case: TrainingCase) -> TrainingRun:
+    """The canonical run of a transcription training row (see the module docstring)."""
+    notes: list[str] = []
+    problems: list[Problem] = []
+    stack, version, text_year = read_framework(case.framework)
+    if stack is None:
+        problems.append(Problem("framework",
+                                f"framework {case.framework!r} is no known training stack"))
+    metric, value, mnote = read_metric(case, stack)
+    notes += [mnote] if mnote else []
+    zero, group, in_node = read_zero(case.sharding)
+    if zero is None and case.sharding:
+        notes.append(f"sharding {case.sharding!r} not understood: read as not stated")
+    elif zero is ZeroStage.NONE and _SWITCH.search(case.sharding.lower()):
+        notes.append(f"sharding {case.sharding!r} read as ZeRO-0 (no sharding; a distributed "
+                     "optimizer would be ZeRO-1)")
+    if in_node:
+        notes.append("HSDP shard group not stated: the node (PyTorch HYBRID_SHARD default)")
+    recompute = parse_recompute(case.recompute)
+    if recompute is None and case.recompute:
+        notes.append(f"recompute {case.recompute!r} is doubtful: read as not stated")
+    vpp = read_interleave(case.interleave)
+    if isinstance(vpp, Problem):
+        problems.append(vpp)
+        vpp = None
+    precision = training_dtype(case.precision)
+    if precision is None and case.precision.strip():
+        problems.append(Problem("precision", f"precision {case.precision!r} is not understood"))
+    grad = DType.BF16 if "pure" in case.precision.lower() else None
+    p = case.parallel
+    fw = case.framework.lower()
+    return TrainingRun(
+        id=case.row_id, file=case.file, line=case.line, source=case.source,
+        accelerator=case.accelerator,
+        accelerator_memory_gb=None if "accel_mem_GB" in case.unverified else case.accel_mem_gb,
+        model=case.model, arch=case.arch,
+        family=Family.MPT if case.model.lower().startswith("mpt") else None,
+        devices=p.devices, nodes=p.nodes, tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep,
+        vpp=vpp, zero=zero, shard_group=group, shard_in_node=in_node,
+        recompute=recompute,
+        sequence_parallel=read_flag(case.sequence_parallel),
+        tp_comm_overlap=True if "async" in fw else None, compile="compile" in fw,
+        precision=precision, grad_reduce=grad, framework=stack, version=version,
+        year=text_year or case.year, seq_len=case.seq_len,
+        global_batch=case.global_batch_seqs, micro_batch=case.micro_batch,
+        grad_accum=case.grad_accum, metric=metric, value=value, notes=case.notes_text,
+        reading_notes=tuple(notes), problems=tuple(problems))

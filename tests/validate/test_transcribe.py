@@ -1,0 +1,119 @@
+"""The transcription adapter: each misreading of the held-out runs as a case (fixture
+tests/fixtures/runs/heldout_transcription.csv, transcription columns in plain words), and the
+shared rows still read as before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from accelmap.catalog import Catalog
+from accelmap.mapping.plan import ZeroStage
+from accelmap.validate.cases import TrainingCase, read_cases
+from accelmap.validate.predict import Status, predict_case
+from accelmap.validate.runs import Metric, Problem
+from accelmap.validate.stacks import Stack
+from accelmap.validate.transcribe import from_case, read_framework, read_interleave, read_zero
+from accelmap.workload import Recompute
+
+FIX = Path(__file__).parent.parent / "fixtures"
+NONE: frozenset[str] = frozenset()
+
+
+@pytest.fixture(scope="module")
+def heldout() -> dict[str, Any]:
+    return {c.row_id: c for c in read_cases(FIX / "runs" / "heldout_transcription.csv").cases}
+
+
+@pytest.mark.parametrize(("text", "stage", "group", "in_node"), [
+    ("Megatron FSDP=0", ZeroStage.NONE, None, False),  # was ZeRO-3: the word FSDP
+    ("FSDP=0", ZeroStage.NONE, None, False),
+    ("fsdp: off", ZeroStage.NONE, None, False),
+    ("zero=0", ZeroStage.NONE, None, False),
+    ("ZeRO stage 0", ZeroStage.NONE, None, False),
+    ("none", ZeroStage.NONE, None, False),
+    ("DDP", ZeroStage.NONE, None, False),
+    ("FSDP=1", ZeroStage.PARAMETERS, None, False),
+    ("zero: 2", ZeroStage.GRADIENTS, None, False),
+    ("ZeRO-1", ZeroStage.OPTIMIZER, None, False),
+    ("PyTorch FSDP FULL_SHARD", ZeroStage.PARAMETERS, None, False),
+    ("PyTorch FSDP SHARD_GRAD_OP", ZeroStage.GRADIENTS, None, False),
+    ("FSDP2 (8)", ZeroStage.PARAMETERS, 8, False),
+    ("HYBRID_SHARD", ZeroStage.PARAMETERS, None, True),
+    ("distributed optimizer", ZeroStage.OPTIMIZER, None, False),
+    ("", None, None, False),
+    ("some sharding", None, None, False),
+])
+def test_sharding_words(text: str, stage: ZeroStage | None, group: int | None,
+                        in_node: bool) -> None:
+    assert read_zero(text) == (stage, group, in_node)
+
+
+@pytest.mark.parametrize(("text", "vpp"), [
+    ("n/a", 1), ("N/A", 1), ("none", 1), ("-", 1), ("1F1B", 1), ("1", 1), ("5", 5),
+    ("", None),  # not stated: the stack's default, noted
+])
+def test_interleave_words(text: str, vpp: int | None) -> None:
+    assert read_interleave(text) == vpp
+
+
+def test_interleaved_without_a_number_is_a_reason() -> None:
+    p = read_interleave("Interleaved 1F1B")
+    assert isinstance(p, Problem) and "without the number of virtual stages" in p.message
+
+
+@pytest.mark.parametrize(("text", "stack", "version", "year"), [
+    ("Megatron-LM (Jan 2021)", Stack.MEGATRON_LM, "", 2021),
+    ("NeMo 24.07 (Megatron-Core)", Stack.NEMO, "24.07", None),
+    ("Megatron-LM 0.10", Stack.MEGATRON_LM, "0.10", None),
+    ("torchtitan (torch 2.8.0a0, compile)", Stack.TORCHTITAN, "", None),  # torch's, not its own
+])
+def test_framework_words(text: str, stack: Stack, version: str, year: int | None) -> None:
+    assert read_framework(text) == (stack, version, year)
+
+
+def test_heldout_names_resolve(catalog: Catalog, heldout: dict[str, TrainingCase]) -> None:
+    preds = {rid: predict_case(c, catalog, NONE) for rid, c in heldout.items()}
+    assert all(p.status is Status.OK for p in preds.values()), [
+        p.skipped_reason for p in preds.values()]
+    assert preds["H001"].accelerator_id == "h100-sxm5-80gb"  # NVIDIA H100-SXM5-80GB
+    assert preds["H002"].accelerator_id == "gb200"  # NVIDIA GB200 (per GPU)
+    # LLAMA3_70B with its dimensions: the Llama preset, not a GPT-style build
+    assert preds["H001"].model_id == "llama-3.1-70b"
+    assert preds["H002"].model_id == "llama-3.1-8b"  # llama-3-8b
+
+
+def test_heldout_settings(heldout: dict[str, TrainingCase]) -> None:
+    h1, h2, h3 = (from_case(heldout[k]) for k in ("H001", "H002", "H003"))
+    assert h1.zero is ZeroStage.NONE and h2.zero is ZeroStage.NONE and h3.zero is ZeroStage.NONE
+    assert any("read as ZeRO-0" in n for n in h1.reading_notes)
+    assert (h1.vpp, h2.vpp, h3.vpp) == (1, 1, 1)  # n/a, none, -
+    assert h1.metric is Metric.TFLOPS_MODEL and h1.year == 2024 and h2.version == "0.10"
+    assert not h1.problems
+
+
+def test_heldout_megatron_gets_its_releases_defaults(catalog: Catalog,
+                                                     heldout: dict[str, TrainingCase]) -> None:
+    # Megatron-LM run of 2024, no version: Megatron-Core defaults, not 2021's
+    p = predict_case(heldout["H001"], catalog, NONE)
+    notes = " | ".join(p.notes)
+    assert "the run's year 2024 picks Megatron-Core" in notes
+    assert "recompute not stated: selective" in notes
+    assert "no FlashAttention" not in notes and "TP comm overlap on" in notes
+    old = predict_case(read_cases(FIX / "measurements" / "training.csv").cases[0], catalog, NONE)
+    assert "year 2021 picks Megatron-LM 2020-2021" in " | ".join(old.notes)
+    assert any("no FlashAttention" in n for n in old.notes)
+
+
+def test_shared_rows_read_as_before(catalog: Catalog) -> None:
+    cases = {c.row_id: c for c in read_cases(FIX / "measurements" / "training.csv").cases}
+    t48 = from_case(cases["T0048"])  # "? (MP=1)", "?" -> not stated
+    assert (t48.tp, t48.pp, t48.dp, t48.vpp, t48.zero) == (None, None, 32, None, None)
+    assert t48.framework is Stack.MEGATRON_LM and t48.year == 2021
+    t240 = from_case(cases["T0240"])
+    assert t240.recompute is Recompute.FULL and t240.grad_reduce is not None  # PURE
+    t392 = from_case(cases["T0392"])
+    assert t392.compile and t392.shard_group == 32 and t392.zero is ZeroStage.PARAMETERS
+    assert t392.metric is Metric.TOKENS_PER_S_PER_DEVICE
