@@ -102,7 +102,7 @@ def test_unreadable_records_say_which_field_and_how() -> None:
     assert all(isinstance(r, UnreadableRun) for r in read)
     lines = problem_lines(read)
     assert lines[0] == ("row U1: field 'zero': 'FSDP=0' is not one of 0, 1, 2, 3, fsdp; "
-                        "write zero: 0")
+                        "write zero: 0, 1, 2, 3 or fsdp")
     assert "row U1: field 'vpp': 'n/a' is not a whole number >= 1; write vpp: 1" in lines
     expect = [
         "field 'framework': 'Megatron-LM (Jan 2021)' is not a framework name and version; "
@@ -131,7 +131,8 @@ def test_unreadable_records_are_skipped_with_their_fix(catalog: Catalog) -> None
     assert preds[0].skipped_reason.startswith("field 'zero': 'FSDP=0'")
     # the summary groups by the first problem and keeps its fix with it
     first = next(iter(summarize(preds).skipped))
-    assert first == "field 'zero': 'FSDP=0' is not one of 0, 1, 2, 3, fsdp; write zero: 0"
+    assert first == ("field 'zero': 'FSDP=0' is not one of 0, 1, 2, 3, fsdp; "
+                     "write zero: 0, 1, 2, 3 or fsdp")
 
 
 def test_canonical_runs_predict(catalog: Catalog) -> None:

@@ -28,9 +28,10 @@ def heldout() -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("text", "stage", "group", "in_node"), [
-    ("Megatron FSDP=0", ZeroStage.NONE, None, False),  # was ZeRO-3: the word FSDP
-    ("FSDP=0", ZeroStage.NONE, None, False),
-    ("fsdp: off", ZeroStage.NONE, None, False),
+    # was ZeRO-3 (the word FSDP); FSDP off leaves the stack's default optimizer sharding
+    ("Megatron FSDP=0", None, None, False),
+    ("FSDP=0", None, None, False),
+    ("fsdp: off", None, None, False),
     ("zero=0", ZeroStage.NONE, None, False),
     ("ZeRO stage 0", ZeroStage.NONE, None, False),
     ("none", ZeroStage.NONE, None, False),
@@ -87,8 +88,9 @@ def test_heldout_names_resolve(catalog: Catalog, heldout: dict[str, TrainingCase
 
 def test_heldout_settings(heldout: dict[str, TrainingCase]) -> None:
     h1, h2, h3 = (from_case(heldout[k]) for k in ("H001", "H002", "H003"))
-    assert h1.zero is ZeroStage.NONE and h2.zero is ZeroStage.NONE and h3.zero is ZeroStage.NONE
-    assert any("read as ZeRO-0" in n for n in h1.reading_notes)
+    assert h1.zero is None and h3.zero is None  # FSDP off: the stack's default sharding
+    assert h2.zero is ZeroStage.NONE  # zero=0 is explicit
+    assert any("FSDP off" in n for n in h1.reading_notes)
     assert (h1.vpp, h2.vpp, h3.vpp) == (1, 1, 1)  # n/a, none, -
     assert h1.metric is Metric.TFLOPS_MODEL and h1.year == 2024 and h2.version == "0.10"
     assert not h1.problems

@@ -24,7 +24,7 @@ from accelmap.validate.cases import InferenceCase, TrainingCase
 from accelmap.validate.resolve import Resolved, parse_recompute
 from accelmap.validate.runs import TrainingRun
 from accelmap.validate.stacks import StackDefaults
-from accelmap.validate.transcribe import from_case, read_zero
+from accelmap.validate.transcribe import from_case, fsdp_off, read_zero
 from accelmap.workload import Recompute
 
 DEFAULT_NODE = 8  # devices per node when neither the row nor a catalog preset says
@@ -128,7 +128,7 @@ def zero_stage(text: str, dp: int, per_node: int, d: StackDefaults,
     words are read by :func:`accelmap.validate.transcribe.read_zero`."""
     zero, group, in_node = read_zero(text)
     run = TrainingRun("", zero=zero, shard_group=group, shard_in_node=in_node)
-    if zero is None and text:
+    if zero is None and text and not fsdp_off(text):
         notes.append(f"sharding {text!r} not understood: read as not stated")
     return run_zero(run, dp, per_node, d, notes)
 

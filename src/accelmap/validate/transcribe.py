@@ -8,7 +8,8 @@ understand is "not stated" (then the stack's default, noted) or a reason the row
 predicted. The canonical reader uses them only to suggest the fix for a value outside its
 closed vocabulary.
 
-- sharding: ``FSDP=0`` / ``zero=0`` / ``fsdp: off`` / ``none`` / ``DDP`` -> ZeRO-0 (an explicit
+- sharding: ``zero=0`` / ``none`` / ``DDP`` -> ZeRO-0; ``FSDP=0`` / ``fsdp: off`` -> not stated (the
+  stack's default: Megatron-Core's distributed optimizer is ZeRO-1) (an explicit
   stage or switch wins over the word "FSDP"); ``FSDP=1`` -> ZeRO-3; ``FULL_SHARD``, ``FSDP``,
   ``FSDP2 (n)`` (n ranks per shard group) -> ZeRO-3; ``HYBRID_SHARD``/``HSDP`` -> ZeRO-3 inside
   the node unless a size is given; ``SHARD_GRAD_OP`` / ``ZeRO-2`` -> ZeRO-2; ``distributed
@@ -43,6 +44,13 @@ _VERSION_AFTER = re.compile(
 _YEAR = re.compile(r"\b(20[12]\d)\b")
 
 
+def fsdp_off(text: str) -> bool:
+    """``FSDP=0`` / ``fsdp: off``: FSDP is off, which says nothing about the distributed
+    optimizer (Megatron-Core runs it without FSDP)."""
+    m = _SWITCH.search(text.lower().strip())
+    return bool(m) and m.group(1).startswith("fsdp") and m.group(2) in _OFF
+
+
 def read_zero(text: str) -> tuple[ZeroStage | None, int | None, bool]:
     """Sharding words -> (stage or None when not stated or not understood, shard group as
     written, shard inside the node)."""
@@ -52,8 +60,9 @@ def read_zero(text: str) -> tuple[ZeroStage | None, int | None, bool]:
         what, value = m.groups()
         if what == "zero" and value in ("0", "1", "2", "3"):
             return ZeroStage(int(value)), None, False
-        if value in _OFF:
-            return ZeroStage.NONE, None, False
+        if value in _OFF:  # "FSDP=0" says FSDP is off, not which optimizer sharding runs:
+            # the stack's default decides (Megatron-Core's distributed optimizer is ZeRO-1)
+            return (ZeroStage.NONE if what == "zero" else None), None, False
         if value in _ON:
             return ZeroStage.PARAMETERS, group, False
     if m := _ZERO_STAGE.search(t):
@@ -147,11 +156,13 @@ def from_case(case: TrainingCase) -> TrainingRun:
     metric, value, mnote = read_metric(case, stack)
     notes += [mnote] if mnote else []
     zero, group, in_node = read_zero(case.sharding)
-    if zero is None and case.sharding:
+    if zero is None and fsdp_off(case.sharding):
+        notes.append(f"sharding {case.sharding!r}: FSDP off, so the stack's default optimizer "
+                     "sharding (Megatron-Core: the distributed optimizer, ZeRO-1)")
+    elif zero is None and case.sharding:
         notes.append(f"sharding {case.sharding!r} not understood: read as not stated")
     elif zero is ZeroStage.NONE and _SWITCH.search(case.sharding.lower()):
-        notes.append(f"sharding {case.sharding!r} read as ZeRO-0 (no sharding; a distributed "
-                     "optimizer would be ZeRO-1)")
+        notes.append(f"sharding {case.sharding!r} read as ZeRO-0 (no sharding)")
     if in_node:
         notes.append("HSDP shard group not stated: the node (PyTorch HYBRID_SHARD default)")
     recompute = parse_recompute(case.recompute)
