@@ -276,6 +276,9 @@ def print_result(model: str, cl: Cluster, r: PlanResult, train: bool) -> None:
         t.add_row(*cells)
     con.print(t)
     best = r.plans[0].metrics
+    if best.get("error_band"):
+        con.print(f"expected error of these figures: {best['error_band']['text']}",
+                  highlight=False)
     if best.get("time_to_train_s"):
         con.print(f"time to train: {best['time_to_train_s'] / 86400:,.1f} days"
                   + (f", cost ${best['cost_usd']:,.0f}" if best.get("cost_usd") else ""))

@@ -20,6 +20,7 @@ import numpy as np
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.framework import Framework
 from accelmap.cost.framework import profile as framework_profile
+from accelmap.engine.error_band import error_band
 from accelmap.engine.system import System
 from accelmap.engine.train import OverlapPolicy, compose, layer_profile, train_step
 from accelmap.hardware.cluster import Cluster
@@ -131,7 +132,7 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
         if key in seen:
             continue
         seen.add(key)
-        plans.append(_plan(rows[k], cluster, tokens_to_train))
+        plans.append(_plan(rows[k], cluster, tokens_to_train, fw.name.value))
         if len(plans) >= top:
             break
     notes = []
@@ -157,7 +158,8 @@ def _mapping(row: dict[str, Any]) -> dict[str, Any]:
     return Mapping.from_dict(row).to_dict()
 
 
-def _plan(row: dict[str, Any], cluster: Cluster, tokens: float) -> Plan:
+def _plan(row: dict[str, Any], cluster: Cluster, tokens: float, stack: str) -> Plan:
+    band = error_band("train", stack, cluster.devices)
     metrics: dict[str, Any] = {
         "tokens_per_s": row["tokens_per_s"],
         "tokens_per_s_per_device": row["tokens_per_s"] / cluster.devices,
@@ -166,6 +168,7 @@ def _plan(row: dict[str, Any], cluster: Cluster, tokens: float) -> Plan:
         "memory_per_device_bytes": row["memory_bytes"],
         "cost_usd_per_million_tokens": row["cost_usd_per_million_tokens"],
         "energy_j_per_token": row["energy_j_per_token"],
+        "error_band": band.to_dict() if band else None,
     }
     if tokens:
         secs = tokens / row["tokens_per_s"]

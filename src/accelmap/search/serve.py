@@ -40,7 +40,7 @@ from typing import Any
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.framework import Framework
 from accelmap.cost.framework import profile as framework_profile
-from accelmap.engine.result import Estimate
+from accelmap.engine.result import Estimate, ServeStep
 from accelmap.engine.serve import serve_step
 from accelmap.engine.system import System
 from accelmap.hardware.cluster import Cluster
@@ -291,6 +291,10 @@ def _metrics(est: Estimate, m: Mapping, batch: int, w: DType, kv: DType, cluster
         "tokens_per_s_per_device": tps / cluster.devices,
         "ttft_s": float(est.metrics["ttft_s"]),
         "tpot_s": float(est.metrics["tpot_s"]),
+        "error_band": est.error_band.to_dict() if est.error_band else None,
+        "latency_error_band": (est.latency_error_band.to_dict()
+                               if isinstance(est, ServeStep) and est.latency_error_band
+                               else None),
         "batch": batch,
         "replicas": m.replicas,
         "memory_per_device_bytes": float(est.memory.total),

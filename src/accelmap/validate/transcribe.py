@@ -48,7 +48,7 @@ def fsdp_off(text: str) -> bool:
     """``FSDP=0`` / ``fsdp: off``: FSDP is off, which says nothing about the distributed
     optimizer (Megatron-Core runs it without FSDP)."""
     m = _SWITCH.search(text.lower().strip())
-    return bool(m) and m.group(1).startswith("fsdp") and m.group(2) in _OFF
+    return m is not None and m.group(1).startswith("fsdp") and m.group(2) in _OFF
 
 
 def read_zero(text: str) -> tuple[ZeroStage | None, int | None, bool]:
