@@ -21,7 +21,7 @@ from accelmap.models.schema import ModelSpec
 from accelmap.workload import Inference, Training
 
 __all__ = ["Estimate", "OverlapPolicy", "ServeStep", "System", "TrainStep", "default_mapping",
-           "estimate", "system_of"]
+           "estimate", "resolve_framework", "system_of"]
 
 
 def system_of(where: System | Cluster | Accelerator,
@@ -59,13 +59,13 @@ def estimate(model: ModelSpec, system: System | Cluster | Accelerator,
     sys_ = system_of(system, profile)
     m = mapping or default_mapping(sys_, workload)
     if isinstance(workload, Training):
-        fw = _profile(framework, Framework.MEGATRON)
+        fw = resolve_framework(framework, Framework.MEGATRON)
         return train_step(model, sys_, workload, m, fw, overlap, imbalance)
-    fw = _profile(framework, Framework.VLLM)
+    fw = resolve_framework(framework, Framework.VLLM)
     return serve_step(model, sys_, workload, m, fw, imbalance)
 
 
-def _profile(framework: Framework | str | FrameworkProfile | None,
+def resolve_framework(framework: Framework | str | FrameworkProfile | None,
              default: Framework) -> FrameworkProfile:
     """A framework name (or None: the default) as its profile; a profile as it is."""
     if isinstance(framework, FrameworkProfile):

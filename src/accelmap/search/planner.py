@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from accelmap.cost.calibration import CalibrationProfile
-from accelmap.cost.framework import Framework
-from accelmap.cost.framework import profile as framework_profile
+from accelmap.cost.framework import Framework, FrameworkProfile
+from accelmap.engine import resolve_framework
 from accelmap.engine.error_band import error_band
 from accelmap.engine.system import System
 from accelmap.engine.train import OverlapPolicy, compose, layer_profile, train_step
@@ -50,7 +50,8 @@ def _grid(space: TrainingSpace, cluster: Cluster, tp: int, cp: int, ep: int, mb:
 
 def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch: int, *,
                   objective: Objective = Objective.THROUGHPUT,
-                  framework: Framework | str = Framework.MEGATRON, top: int = 10,
+                  framework: Framework | str | FrameworkProfile = Framework.MEGATRON,
+                  top: int = 10,
                   tokens_to_train: float = 0.0, dtype: DType = DType.BF16,
                   space: TrainingSpace | None = None, overlap: OverlapPolicy | None = None,
                   progress: Progress | None = None, explain: bool = True,
@@ -61,7 +62,7 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
     ``profile``: a measured calibration of the cluster's accelerator (accelmap calibrate)."""
     start = time.perf_counter()
     space = space or TrainingSpace.default(spec, cluster, seq_len)
-    fw = framework_profile(framework)
+    fw = resolve_framework(framework, Framework.MEGATRON)
     system = System.of(cluster, profile)
     dev = system.device
     if workload is not None:
@@ -193,12 +194,13 @@ ALTERNATIVE_FIELDS = ("tp", "pp", "zero", "recompute", "micro_batch", "cp", "vpp
 
 
 def explain_top(spec: ModelSpec, cluster: Cluster, wl: Training, rows: list[dict[str, Any]],
-                order: Any, framework: Framework | str, overlap: OverlapPolicy,
+                order: Any, framework: Framework | str | FrameworkProfile,
+                overlap: OverlapPolicy,
                 profile: CalibrationProfile | None = None, force_tp: bool = False) -> list[str]:
     """What limits the best plan, and why the common alternatives lose."""
     best = rows[order[0]]
     est = train_step(spec, System.of(cluster, profile), wl, to_mapping(best, force_tp),
-                     framework_profile(framework), overlap)
+                     resolve_framework(framework, Framework.MEGATRON), overlap)
     step = est.step_time_s or 0.0
     bd = est.time
     out = []

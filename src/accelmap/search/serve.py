@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelmap.cost.calibration import CalibrationProfile
-from accelmap.cost.framework import Framework
-from accelmap.cost.framework import profile as framework_profile
+from accelmap.cost.framework import Framework, FrameworkProfile
+from accelmap.engine import resolve_framework
 from accelmap.engine.result import Estimate, ServeStep
 from accelmap.engine.serve import serve_step
 from accelmap.engine.system import System
@@ -170,7 +170,7 @@ class _Score:
 def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len: int, *,
                  ttft_s: float | None = None, tpot_s: float | None = None,
                  objective: Objective | str = Objective.THROUGHPUT,
-                 framework: Framework | str = "vllm", top: int = 10,
+                 framework: Framework | str | FrameworkProfile = "vllm", top: int = 10,
                  weight_dtypes: Sequence[DType | str] | None = None,
                  kv_dtypes: Sequence[DType | str] | None = None, max_batch: int = 1024,
                  progress: Callable[[int, int], None] | None = None,
@@ -193,7 +193,7 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
     ws, kvs, notes = _dtypes(cluster, weight_dtypes, kv_dtypes)
     system = System.of(cluster, profile)  # also checks the profile's device
     calibration = system.device.calibration
-    fw = framework_profile(framework)
+    fw = resolve_framework(framework, Framework.VLLM)
     configs = _configs(spec, cluster, ws, kvs)
     half = _half(cluster)
     batches = powers_of_two(max_batch)
