@@ -34,7 +34,13 @@ from accelmap.validate import layout as lay
 from accelmap.validate import resolve as rs
 from accelmap.validate.cases import TrainingCase
 from accelmap.validate.outcome import MetricKind, Prediction, done, skip
-from accelmap.validate.stacks import DEFAULTS, Stack, stack_framework, training_stack
+from accelmap.validate.stacks import (
+    DEFAULTS,
+    Stack,
+    optimizer_storage,
+    stack_framework,
+    training_stack,
+)
 from accelmap.workload import Inference, Training
 
 NOT_FIT = "published configuration predicted NOT to fit"
@@ -157,9 +163,15 @@ def plan_training(case: TrainingCase, catalog: Catalog
     m = lay.training_mapping(case, cluster.value, d, notes)
     if isinstance(m, str):
         return base, None, [m], notes
+    opt = optimizer_storage(stack, case.model, case.notes_text)
+    if opt.source:
+        notes.append(f"optimizer storage: {opt.source}")
     wl = Training(batch=lay.global_batch(case, m, notes), seq_len=case.seq_len, dtype=dtype,
-                  grad_dtype=lay.grad_dtype(case.precision, d), recompute=m.recompute,
-                  flash_attention=d.flash_attention, dropout=d.dropout)
+                  grad_dtype=opt.grad_dtype or lay.grad_dtype(case.precision, d),
+                  recompute=m.recompute, flash_attention=d.flash_attention, dropout=d.dropout,
+                  state_dtype=opt.state_dtype, master_dtype=opt.master_dtype,
+                  master_remainders=opt.master_remainders,
+                  fp8_params=opt.fp8_params and dtype is DType.FP8, loss=d.loss)
     notes.append(f"mapping {m.describe()}, global batch {wl.batch}, framework {fw.value}"
                  + ("" if d.flash_attention else ", no FlashAttention"))
     return base, TrainingPlan(model.value, cluster.value, wl, m, fw, key, scale), [], notes
