@@ -5,8 +5,9 @@ caching allocator reserves beyond the live tensors, fitted on measured peaks.
   PyTorch's caching allocator, so the measured peaks below cannot see it. PyTorch has loaded
   kernels lazily since 1.13 (``CUDA_MODULE_LOADING=LAZY``); the pull request that made it the
   default measured a context of 287,047,680 bytes lazy against 666,632,192 eager
-  (pytorch/pytorch#86509). cuBLAS workspaces go through the caching allocator and are inside
-  the fit; NCCL's buffers are counted apart (``memory.training.COMM_BUFFER_BYTES``).
+  (pytorch/pytorch#86509; "~300MB" with lazy loading, pytorch/pytorch#107667). cuBLAS
+  workspaces go through the caching allocator and are inside the fit; NCCL's buffers are counted
+  apart (``memory.training.COMM_BUFFER_BYTES``).
 - ``ALLOCATOR_FRAGMENTATION``: what the caching allocator holds beyond the live tensors at the
   peak, reserved - tensors = f x dynamic memory (``DYNAMIC_ITEMS``: activations, logits, the
   full-recompute working layer, ZeRO-3's gathered parameters and unsharded gradients: what is

@@ -22,7 +22,10 @@ a ModelSpec or a Geometry, the whole model or one rank's share. Formulas:
   multiplied by the number of layers; selective recompute drops the s x s softmax and dropout
   tensors of the attention core and keeps Q, K, V (Korthikanti et al. 2022 sec. 5), full
   recompute keeps each layer's input (its sequence shard under sequence parallelism: the layer
-  input is [s/t, b, h] there, sec. 4.2.2) plus one layer's activations while it is recomputed;
+  input is [s/t, b, h] there, sec. 4.2.2; Megatron-Core checkpoints that shard,
+  ``transformer_block.py`` L262, which is why ``distribute_saved_activations`` must be off with
+  sequence parallelism, ``transformer_config.py`` L386-388 at 96d6aba) plus one layer's
+  activations while it is recomputed;
 - KV cache: 2 x kv_heads x head_dim per token per layer (GQA/MQA), or (kv_lora_rank + rope dim)
   per token per layer for MLA (DeepSeek-V2 sec. 2.1.2), rounded up to whole paged blocks
   (Kwon et al. 2023, vLLM, sec. 4.1);
