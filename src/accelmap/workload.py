@@ -32,6 +32,24 @@ class Optimizer(StrEnum):
         return {Optimizer.ADAMW: 2, Optimizer.SGD: 1, Optimizer.LION: 1}.get(self, 0)
 
 
+class Loss(StrEnum):
+    """How the cross-entropy over the vocabulary is computed, which sets its memory peak."""
+
+    # one buffer of the logits' size, turned into the softmax and the gradient in place:
+    # Megatron-Core's vocab-parallel cross-entropy (tensor_parallel/cross_entropy.py), flash-attn's
+    # fused CrossEntropyLoss (llm-foundry's default loss_fn 'fused_crossentropy')
+    FUSED = "fused"
+    # torch cross_entropy on fp32 logits (torchtitan train.py: cross_entropy(pred.float(), ...)):
+    # log-softmax keeps its fp32 output; its backward holds that output, the incoming and the
+    # outgoing fp32 gradient at once
+    EAGER = "eager"
+
+    @property
+    def bytes_per_logit(self) -> float:
+        """Peak bytes per logit element (fp32 buffers: one fused, three eager)."""
+        return 4.0 if self is Loss.FUSED else 3 * 4.0
+
+
 class Recompute(StrEnum):
     NONE = "none"
     SELECTIVE = "selective"  # Korthikanti et al. 2022 sec. 5: recompute attention core only
@@ -56,6 +74,16 @@ class Training:
     master_dtype: DType = DType.FP32  # master weights kept by mixed-precision training
     grad_dtype: DType = DType.FP32  # gradient accumulation buffer (Megatron default fp32)
     optimizer: Optimizer = Optimizer.ADAMW
+    # Precision of the optimizer's moment tensors (Apex DistributedFusedAdam ``dtype``; NeMo's
+    # SFT recipe keeps them in bf16)
+    state_dtype: DType = DType.FP32
+    # Apex DistributedFusedAdam ``store_param_remainders``: the fp32 master weight is the bf16
+    # weight plus the 16 low bits kept by the optimizer, so the master costs 4 - 2 bytes
+    master_remainders: bool = False
+    # FP8 primary weights (Transformer Engine Float8Tensor parameters, NeMo ``fp8_params``):
+    # the weights of the FP8 GEMMs are stored in FP8 instead of 16 bits
+    fp8_params: bool = False
+    loss: Loss = Loss.FUSED
     recompute: Recompute = Recompute.NONE
     flash_attention: bool = True
     dropout: bool = False  # dropout masks add activation memory (Korthikanti et al. 2022)

@@ -138,6 +138,9 @@ def plan_cmd(
     out: Annotated[str, typer.Option("--out", help="Folder for --export files.")] = ".",
     force_tp: Annotated[bool, typer.Option("--force-tp", help="Allow tp across the scale-up "
                                            "domain.")] = False,
+    include_tight: Annotated[bool, typer.Option(
+        "--include-tight", help="Also rank plans within the memory model's error band of "
+        "capacity (memory_fit 'tight').")] = False,
     profile: ProfileOpt = None,
     db: DbOpt = None,
     catalog: CatalogOpt = None,
@@ -195,14 +198,14 @@ def plan_cmd(
                 return plan_training(spec, cl, seq, batch, objective=obj,
                                      framework=framework or "megatron", top=top,
                                      tokens_to_train=n_tokens, space=space, progress=progress,
-                                     profile=cal)
+                                     profile=cal, include_tight=include_tight)
             from accelmap.search.serve import plan_serving
 
             return plan_serving(spec, cl, prompt, output,
                                 ttft_s=parse_duration(ttft) if ttft else None,
                                 tpot_s=parse_duration(tpot) if tpot else None,
                                 objective=obj, framework=framework or "vllm", top=top,
-                                progress=progress, profile=cal)
+                                progress=progress, profile=cal, include_tight=include_tight)
 
     if deadline:
         _deadline(spec.id, clusters[0], parse_duration(deadline), n_tokens, run, cat, json_out)
@@ -267,8 +270,9 @@ def print_result(model: str, cl: Cluster, r: PlanResult, train: bool) -> None:
                 cells.append(f"{v:.1%}")
             elif key in ("tpot_s", "ttft_s", "step_time_s"):
                 cells.append(fmt(v, "time"))
-            elif key == "memory_per_device_bytes":
-                cells.append(fmt(v, "bytes"))
+            elif key == "memory_per_device_bytes":  # "tight": within the memory error band
+                cells.append(fmt(v, "bytes") + (" tight" if m.get("memory_fit") == "tight"
+                                                else ""))
             elif key == "tokens_per_s":
                 cells.append(f"{v:,.0f}")
             else:

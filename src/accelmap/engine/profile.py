@@ -7,13 +7,14 @@ every pp, dp, vpp, ZeRO stage and offload choice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from accelmap.cost.energy import op_energy_j
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import Device, OpTime, time_ops
-from accelmap.memory.budget import LOGITS_BYTES, activation_bytes, optimizer_state_bytes_per_param
+from accelmap.memory.budget import activation_bytes, optimizer_state_bytes_per_param
+from accelmap.memory.stack import memory_stack
 from accelmap.models.flops import forward_flops_per_token
 from accelmap.models.geometry import Geometry
 from accelmap.models.params import count_params
@@ -48,7 +49,7 @@ class LayerProfile:
     working_bytes: float  # full recompute: one layer's activations while recomputed
     embed_act_bytes: float  # saved by the embedding's ops, per micro-batch
     head_act_bytes: float  # head input and final norm saved on the last stage, per micro-batch
-    logits_bytes: float  # the fp32 logits buffer on the last stage
+    logits_bytes: float  # the loss's logits at its peak on the last stage (workload.Loss)
     layer_energy_j: float  # forward + backward op energy of one layer, one micro-batch
     ends_energy_j: float
     kv_width: int
@@ -83,7 +84,11 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
     shape = Shape(tokens=T, **causal_shape_context(spec, float(s), wl.flash_attention),
                   kv_tokens=micro_batch * s, sequences=micro_batch, logits_tokens=T,
                   dropout=wl.dropout, sp_tokens=T / tp if (sequence_parallel and tp > 1) else None)
-    fwd = forward_ops(shard, shape, training_precision(wl), flash=wl.flash_attention,
+    stack = memory_stack(fw.name)
+    precision = training_precision(wl)
+    if wl.dtype.bytes < 2 and stack.fp8_saved_input is not None:  # what FP8 GEMMs keep
+        precision = replace(precision, saved_gemm_input=stack.fp8_saved_input)
+    fwd = forward_ops(shard, shape, precision, flash=wl.flash_attention,
                       imbalance=imbalance, training=True)
     bwd = recompute_ops(fwd, recompute, wl.flash_attention) + backward_ops(fwd, wl.grad_dtype)
     tf, tb = time_ops(fwd, dev, fw), time_ops(bwd, dev, fw)
@@ -100,8 +105,10 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
 
     a = wl.storage_dtype.bytes
     layer_ops = [o for o in fwd if is_layer(o.name)]
-    kept = activation_bytes(layer_ops, recompute, shard, T, a, working_set=False)
-    working = activation_bytes(layer_ops, recompute, shard, T, a) - kept
+    # full recompute keeps each layer's input: its sequence shard under sequence parallelism
+    T_in = shape.outside_tokens
+    kept = activation_bytes(layer_ops, recompute, shard, T_in, a, working_set=False)
+    working = activation_bytes(layer_ops, recompute, shard, T_in, a) - kept
     pc = count_params(shard)
     gemm = [t for t in tf + tb if t.op.gemm is not None and is_layer(t.op.name)]
     attn = [t for t in tf + tb if "attention/core" in t.op.name]
@@ -121,7 +128,7 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
         head_params=float(pc.total - sum(lp.total for lp in pc.layers) - pc.embedding),
         layer_act_bytes=float(kept) / L, working_bytes=float(working),
         embed_act_bytes=saved(is_embed), head_act_bytes=saved(is_head),
-        logits_bytes=LOGITS_BYTES * T * shard.vocab,
+        logits_bytes=wl.loss.bytes_per_logit * T * shard.vocab,
         layer_energy_j=float(op_energy_j([o for o in fwd + bwd if is_layer(o.name)],
                                          mem_kind)) / L,
         ends_energy_j=float(op_energy_j([o for o in fwd + bwd if not is_layer(o.name)],

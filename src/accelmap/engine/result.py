@@ -24,6 +24,7 @@ from accelmap.cost.roofline import OpTime
 from accelmap.engine.error_band import ErrorBand
 from accelmap.engine.shapes import CALIBRATION_NOTE
 from accelmap.mapping.plan import Mapping
+from accelmap.memory.band import BAND_SOURCE, MemoryFit
 from accelmap.memory.budget import MemoryBudget
 from accelmap.workload import Phase
 
@@ -76,6 +77,11 @@ class _Step:
         return out
 
     @property
+    def memory_fit(self) -> MemoryFit:
+        """fits / tight (within the memory model's error band of capacity) / over."""
+        return self.memory.fit
+
+    @property
     def times(self) -> dict[str, list[OpTime]]:
         return {k: list(v) for k, v in self.ops.items()}
 
@@ -97,6 +103,9 @@ class _Step:
                 "capacity_bytes": self.memory.capacity,
                 "margin_bytes": float(self.memory.margin),
                 "fits": bool(self.memory.fits),
+                "fit": self.memory_fit.value,
+                "error_band": self.memory.band,
+                "error_band_source": BAND_SOURCE,
                 "breakdown": self.memory.tree(),
             },
             "calibration": self.calibration,
@@ -206,10 +215,12 @@ def op_row(t: OpTime) -> dict[str, Any]:
 
 
 def fits(memory: MemoryBudget) -> tuple[bool, str | None]:
-    """Whether the budget fits every device, and if not one sentence saying by how much."""
-    if np.all(memory.fits):
+    """Whether the budget fits every device, and if not one sentence saying by how much. Only
+    a total over capacity by more than the memory model's error band does not fit; within the
+    band it is "tight" (``memory.band``) and still feasible."""
+    if not np.any(memory.over):
         return True, None
     need = float(np.max(memory.total)) / 2**30
     have = memory.capacity / 2**30
-    return False, (f"needs {need:.1f} GiB per device but the device has {have:.1f} GiB "
-                   "(memory rule)")
+    return False, (f"needs {need:.1f} GiB per device but the device has {have:.1f} GiB, over "
+                   f"by more than the memory model's {memory.band:.1%} error band (memory rule)")

@@ -44,9 +44,8 @@ from accelmap.hardware.schema import LinkRole
 from accelmap.mapping.constraints import TrainingJob, check_training
 from accelmap.mapping.placement import place_axes
 from accelmap.mapping.plan import RANK_ORDER, Mapping
-from accelmap.memory.budget import (
-    MemoryBudget,
-)
+from accelmap.memory.budget import MemoryBudget, master_bytes_per_param
+from accelmap.memory.stack import fp8_weights, memory_stack
 from accelmap.memory.training import training_items
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Unit
@@ -225,7 +224,8 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
 
     # memory of the first stage (it holds the most micro-batches in flight under 1F1B)
     in_flight = first_stage_in_flight(m, micro)
-    master = wl.master_dtype.bytes if wl.master_dtype is not wl.storage_dtype else 0.0
+    master = master_bytes_per_param(wl)
+    stack = memory_stack(fw.name)
     items = training_items(
         params=p_dev, layer_params=prof.layer_params, zero=zero, zero_shards=m.zero_shards,
         weight_bytes=a, grad_bytes=g, master_bytes=master,
@@ -233,7 +233,9 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
         offload_optimizer=m.offloads_optimizer, offload_params=m.offloads_params,
         layer_acts=prof.layer_act_bytes * per_stage * in_flight, working=prof.working_bytes,
         ends_acts=prof.embed_act_bytes + np.where(single, prof.head_act_bytes, 0.0),
-        logits=np.where(single, prof.logits_bytes, 0.0), world=m.world)
+        logits=np.where(single, prof.logits_bytes, 0.0), world=m.world,
+        stage_layer_params=prof.layer_params * per_stage, pp=pp, fp8=fp8_weights(wl, stack),
+        stack=stack)
     tokens = wl.batch * wl.seq_len
     world = m.world
     model_flops = prof.model_flops_per_token * tokens

@@ -7,13 +7,25 @@ a ModelSpec or a Geometry, the whole model or one rank's share. Formulas:
 
 - mixed-precision training with Adam keeps 2 (bf16 weights) + 4 (fp32 master) + 4 (fp32 grads) +
   8 (m, v) bytes per parameter: 18 B/param (Rajbhandari et al. 2020, ZeRO, sec. 3.1 counts 16 with
-  fp16 gradients; Megatron keeps fp32 gradient buffers, hence 4);
-- SGD with momentum and Lion keep one fp32 state; Adafactor keeps row and column statistics of
+  fp16 gradients; Megatron keeps fp32 gradient buffers, hence 4: Megatron-LM forces
+  ``accumulate_allreduce_grads_in_fp32`` for bf16, ``training/arguments.py`` L310-316, and NeMo
+  24.07 reduces in fp32 unless ``optim.grad_sync_dtype`` says otherwise,
+  ``megatron_gpt_model.py`` L553). Megatron-LM's distributed optimizer doc
+  (``docs/source/distrib_optimizer.md`` L11-15) gives 6 + 12/d bytes for bf16 parameters and
+  fp32 gradients over d data-parallel ranks (tested). The master copy costs only its low 16
+  bits where Apex's DistributedFusedAdam keeps remainders (NeMo 24.07's default for bf16 with an
+  fp32 optimizer: ``megatron_base_model.py`` L802-812; Apex ``distributed_fused_adam.py``
+  ``store_param_remainders``), and the moments may be kept in 16 bits (``Training.state_dtype``);
+- SGD with momentum and Lion keep one state; Adafactor keeps row and column statistics of
   each matrix, (rows + cols) x 4 bytes (Shazeer & Stern 2018 sec. 3);
 - activations: the bytes each forward op saves for backward (ops/graph.py), summed per layer and
   multiplied by the number of layers; selective recompute drops the s x s softmax and dropout
   tensors of the attention core and keeps Q, K, V (Korthikanti et al. 2022 sec. 5), full
-  recompute keeps each layer's input plus one layer's activations while it is recomputed;
+  recompute keeps each layer's input (its sequence shard under sequence parallelism: the layer
+  input is [s/t, b, h] there, sec. 4.2.2; Megatron-Core checkpoints that shard,
+  ``transformer_block.py`` L262, which is why ``distribute_saved_activations`` must be off with
+  sequence parallelism, ``transformer_config.py`` L386-388 at 96d6aba) plus one layer's
+  activations while it is recomputed;
 - KV cache: 2 x kv_heads x head_dim per token per layer (GQA/MQA), or (kv_lora_rank + rope dim)
   per token per layer for MLA (DeepSeek-V2 sec. 2.1.2), rounded up to whole paged blocks
   (Kwon et al. 2023, vLLM, sec. 4.1);
@@ -28,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from accelmap.memory.allocator import CUDA_CONTEXT_BYTES, allocator_bytes
+from accelmap.memory.band import MEMORY_ERROR_BAND, MemoryFit, is_over, is_tight, memory_fit
 from accelmap.models.geometry import Geometry
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
@@ -36,15 +50,6 @@ from accelmap.units import DType
 from accelmap.workload import Inference, Optimizer, Recompute, Training
 
 Num = Any
-
-# Runtime overhead outside the model's own tensors, a named assumption (not a measurement):
-# CUDA context + cuBLAS/cuDNN workspaces on one device (NCCL buffers are counted apart, by
-# parallel.train's COMM_BUFFER_BYTES, when there is communication). PyTorch reports ~0.5-1 GiB
-# of "non-PyTorch memory" on H100-class GPUs; 1 GiB is taken.
-RUNTIME_OVERHEAD_BYTES = 1.0 * 2**30
-# The PyTorch caching allocator rounds and fragments; 5 % of dynamic memory (activations, KV,
-# temporaries) is a conservative middle of what torch.cuda.memory_stats reports for LLM training.
-FRAGMENTATION = 0.05
 
 LOGITS_BYTES = DType.FP32.bytes  # logits are upcast to fp32 for the softmax/cross-entropy
 
@@ -67,7 +72,28 @@ class MemoryBudget:
 
     @property
     def fits(self) -> Num:
+        """The central estimate is within capacity (see ``fit`` for the error band)."""
         return self.total <= self.capacity
+
+    @property
+    def band(self) -> float:
+        """The memory model's relative error band (``memory.band``)."""
+        return MEMORY_ERROR_BAND
+
+    @property
+    def over(self) -> Num:
+        """Over capacity by more than the error band: does not fit."""
+        return is_over(self.total, self.capacity)
+
+    @property
+    def tight(self) -> Num:
+        """Within the error band of capacity."""
+        return is_tight(self.total, self.capacity)
+
+    @property
+    def fit(self) -> MemoryFit:
+        """fits / tight / over (the largest total of a candidate table)."""
+        return memory_fit(float(np.max(self.total)), self.capacity)
 
     def tree(self) -> dict[str, Any]:
         """Nested dict of the slash keys, each level with its own 'total_bytes'."""
@@ -110,17 +136,34 @@ def adafactor_state_bytes(model: ModelSpec | Geometry) -> float:
     return total
 
 
+def weight_storage_dtype(wl: Training) -> DType:
+    """What the GEMM weights are stored in: FP8 primary weights, else the 16-bit storage."""
+    return DType.FP8 if (wl.fp8_params and wl.dtype is DType.FP8) else wl.storage_dtype
+
+
+def master_bytes_per_param(wl: Training) -> float:
+    """The optimizer's master copy per parameter: none when the weights are already stored in
+    the master dtype; with Apex's remainders only the bits the weights lack (fp32 - bf16 =
+    2 bytes); else the whole master dtype (Rajbhandari et al. 2020 sec. 3.1: fp32)."""
+    store = weight_storage_dtype(wl)
+    if wl.master_dtype is store:
+        return 0.0
+    if wl.master_remainders:
+        return max(wl.master_dtype.bytes - store.bytes, 0.0)
+    return wl.master_dtype.bytes
+
+
 def optimizer_state_bytes_per_param(model: ModelSpec | Geometry, wl: Training) -> float:
-    """Optimizer bytes per parameter beyond weights and gradients: fp32 states (two for AdamW,
-    one for SGD-momentum and Lion; Adafactor's factored row and column statistics averaged over
-    the parameters) plus the fp32 master copy when the weights are stored in 16 bits
-    (Rajbhandari et al. 2020, ZeRO sec. 3.1: K = 12 for mixed-precision Adam)."""
+    """Optimizer bytes per parameter beyond weights and gradients: the moments (two for AdamW,
+    one for SGD-momentum and Lion, in ``wl.state_dtype``; Adafactor's factored row and column
+    statistics in fp32, averaged over the parameters) plus the master copy
+    (``master_bytes_per_param``; Rajbhandari et al. 2020, ZeRO sec. 3.1: K = 12 for
+    mixed-precision Adam)."""
     if wl.optimizer is Optimizer.ADAFACTOR:
         states = adafactor_state_bytes(model) / float(count_params(model).total)
     else:
-        states = wl.optimizer.fp32_states * 4.0
-    master = wl.master_dtype.bytes if wl.master_dtype is not wl.storage_dtype else 0.0
-    return states + master
+        states = wl.optimizer.fp32_states * wl.state_dtype.bytes
+    return states + master_bytes_per_param(wl)
 
 
 def kv_bytes_per_token(model: ModelSpec | Geometry, dtype: DType) -> float:
@@ -147,9 +190,11 @@ def kv_cache_bytes(model: ModelSpec | Geometry, batch: Num, tokens: Num, dtype: 
 
 def activation_bytes(ops: list[Op], recompute: Recompute, model: ModelSpec | Geometry,
                      tokens: Num, act_bytes: float, working_set: bool = True) -> Num:
-    """Activations kept for backward across all layers, by recompute policy. ``working_set``
-    adds, under full recompute, the one layer whose activations live again while it is
-    recomputed (count it once per device, not once per micro-batch in flight)."""
+    """Activations kept for backward across all layers, by recompute policy. ``tokens``: the
+    tokens of each layer's input on this rank (the sequence shard, T / tp, under sequence
+    parallelism), which full recompute keeps. ``working_set`` adds, under full recompute, the
+    one layer whose activations live again while it is recomputed (count it once per device,
+    not once per micro-batch in flight)."""
     layer_ops = [o for o in ops if o.name.startswith("layers/")]
     other = sum(o.saved * o.count for o in ops if not o.name.startswith("layers/"))
     if recompute is Recompute.FULL:
@@ -170,22 +215,20 @@ def training_memory(model: ModelSpec | Geometry, wl: Training, ops: list[Op], ca
     P = float(count_params(geo).total)
     T = wl.tokens_per_step
     items: dict[str, Num] = {
-        "weights": P * wl.storage_dtype.bytes,
+        "weights": P * weight_storage_dtype(wl).bytes,
         "gradients": P * wl.grad_dtype.bytes,
     }
-    if wl.master_dtype is not wl.storage_dtype:
-        items["optimizer/master_weights"] = P * wl.master_dtype.bytes
-    if wl.optimizer is Optimizer.ADAFACTOR:
-        items["optimizer/states"] = adafactor_state_bytes(geo)
-    else:
-        items["optimizer/states"] = wl.optimizer.fp32_states * P * 4.0
+    master = master_bytes_per_param(wl)
+    if master:
+        items["optimizer/master_weights"] = P * master
+    items["optimizer/states"] = (optimizer_state_bytes_per_param(geo, wl) - master) * P
     acts = activation_bytes(ops, wl.recompute, geo, T, wl.storage_dtype.bytes)
     items["activations/layers"] = acts
     # One fp32 logits buffer: Megatron's vocab-parallel cross-entropy turns the logits into the
     # softmax in place and reuses that buffer for the gradient (tensor_parallel/cross_entropy.py)
-    items["activations/logits"] = LOGITS_BYTES * T * geo.vocab
-    items["runtime/context"] = RUNTIME_OVERHEAD_BYTES
-    items["runtime/fragmentation"] = FRAGMENTATION * (acts + items["activations/logits"])
+    items["activations/logits"] = wl.loss.bytes_per_logit * T * geo.vocab
+    items["runtime/context"] = CUDA_CONTEXT_BYTES
+    items["runtime/fragmentation"] = allocator_bytes(acts + items["activations/logits"])
     return MemoryBudget(items=items, capacity=capacity)
 
 
@@ -210,8 +253,8 @@ def inference_memory(model: ModelSpec | Geometry, wl: Inference, capacity: float
         prompt_tokens = np.minimum(prompt_tokens, prefill_chunk)
     items["activations/peak"] = prompt_tokens * (widest + 2 * geo.d_model) * wl.act_dtype.bytes
     items["activations/logits"] = wl.batch * geo.vocab * LOGITS_BYTES
-    items["runtime/context"] = RUNTIME_OVERHEAD_BYTES
+    items["runtime/context"] = CUDA_CONTEXT_BYTES
     # The paged KV pool is allocated up front in whole blocks (rounding counted above; Kwon et al.
     # 2023 report under 4 % waste), so only the activations fragment.
-    items["runtime/fragmentation"] = FRAGMENTATION * items["activations/peak"]
+    items["runtime/fragmentation"] = allocator_bytes(items["activations/peak"])
     return MemoryBudget(items=items, capacity=capacity)

@@ -16,7 +16,13 @@ Conventions (per occurrence):
   (Dao et al. 2022) keeps the T x C scores on chip; the naive form writes and reads them.
 - ``saved`` is the activation memory an op keeps for its backward pass without recomputation;
   summed over a GPT layer it reproduces Korthikanti et al. 2022 eq. (1), 34*s*b*h + 5*a*s^2*b
-  bytes with dropout (sec. 4.1; tested).
+  bytes with dropout (sec. 4.1), and with tensor and sequence parallelism eq. (4),
+  s*b*h*(34/t + 5*a*s/(h*t)): the column-parallel GEMMs fed by a norm (QKV, MLP up) keep only
+  their rank's sequence shard of the input and all-gather it again in backward (sec. 4.2.2;
+  Megatron-LM tensor_parallel/layers.py, Transformer Engine module/linear.py). With flash
+  attention the output O that the kernel keeps for backward is the very tensor the output
+  projection keeps as its input, so it is counted once (tested). Under FP8 the GEMMs may keep
+  an FP8 copy of their input instead (``Precision.saved_gemm_input``: Transformer Engine).
 """
 
 from __future__ import annotations
@@ -103,6 +109,10 @@ class Precision:
     # Attention runs in 16 bits even in FP8 training and serving (Transformer Engine keeps the
     # attention core and vector ops in BF16; FP8 applies to the GEMMs).
     attention: DType = DType.BF16
+    # What a GEMM keeps of its input for the weight gradient; None = the activation dtype.
+    # Transformer Engine's FP8 linears keep the FP8 cast (module/linear.py, saved_inputmat;
+    # module/layernorm_linear.py keeps ln_out in FP8), torchao's keep 16 bits.
+    saved_gemm_input: DType | None = None
 
     @property
     def wbytes(self) -> float:
@@ -147,15 +157,19 @@ def causal_shape_context(model: ModelSpec | Geometry, seq_len: Num, flash: bool
 
 
 def _gemm(name: str, m: Num, n: int, k: int, p: Precision, count: int, weight_bytes: Num = None,
-          saved: bool = True) -> Op:
+          saved: bool = True, saved_rows: Num = None) -> Op:
+    """``saved_rows``: rows of the input kept for backward when not all ``m`` (the local
+    sequence shard of a column-parallel GEMM under sequence parallelism)."""
     a = p.act.bytes
     wb = k * n * p.wbytes if weight_bytes is None else weight_bytes
+    kept = (p.saved_gemm_input or p.act).bytes
+    rows = m if saved_rows is None else saved_rows
     return Op(
         name=name, unit=Unit.MATRIX, dtype=p.compute, count=count,
         flops=2.0 * m * n * k,
         bytes={ByteKind.WEIGHTS: wb, ByteKind.ACTIVATIONS: (m * k + m * n) * a},
         gemm=(m, n, k),
-        saved=m * k * a if saved else 0.0,
+        saved=rows * k * kept if saved else 0.0,
         weight_dtype=p.weight,
     )
 
@@ -249,12 +263,16 @@ def _attention(geo: Geometry, g: Group, s: Shape, p: Precision, flash: bool) -> 
     else:
         hd, kv = geo.head_dim, geo.kv_heads
         q, k, v = (g.tensor(x) for x in ("wq", "wk", "wv"))
-        ops.append(_gemm("layers/attention/qkv", T, q.cols + k.cols + v.cols, q.rows, p, n))
+        ops.append(_gemm("layers/attention/qkv", T, q.cols + k.cols + v.cols, q.rows, p, n,
+                         saved_rows=s.outside_tokens))
         rope_elems = T * (h + kv) * hd * geo.rope_fraction
     if geo.rope:
         ops.append(_vector("layers/attention/rope", rope_elems, ROPE_FLOPS, p, n))
     ops += _attention_core(geo, s, p, n, flash, g.sliding)
-    ops.append(_weight_gemm("layers/attention/out", T, g.tensor("wo"), p, n))
+    out = _weight_gemm("layers/attention/out", T, g.tensor("wo"), p, n)
+    if flash and p.saved_gemm_input is None:  # its input is the O flash already keeps
+        out = replace(out, saved=0.0)
+    ops.append(out)
     if s.dropout:  # dropout after the output projection keeps a 1-byte mask: s*b*h
         t = s.outside_tokens
         d = geo.d_model
@@ -272,8 +290,11 @@ def _mlp(geo: Geometry, g: Group, s: Shape, p: Precision, prefix: str, key: str,
     up_width = 2 * hidden if geo.gated else hidden
     count = g.count
     wc = copies if weight_copies is None else weight_copies
+    # the dense MLP's up projection is column-parallel after the norm: under sequence
+    # parallelism it keeps its rank's sequence shard of the input (experts see routed tokens)
     up = _gemm(f"{prefix}/up", tokens * copies, up_width, d, p, count,
-               weight_bytes=wc * d * up_width * p.wbytes)
+               weight_bytes=wc * d * up_width * p.wbytes,
+               saved_rows=s.outside_tokens if prefix == "layers/mlp" else None)
     # activation input (2 x hidden for gated: gate and up halves) is kept for backward, and its
     # output is the input of the down projection (saved by that GEMM).
     act = _vector(f"{prefix}/act", tokens * copies * hidden, ACT_FLOPS, p, count,

@@ -26,6 +26,7 @@ from accelmap.engine.train import OverlapPolicy, compose, layer_profile, train_s
 from accelmap.hardware.cluster import Cluster
 from accelmap.mapping.constraints import TRAINING_RULES, TrainingJob, training_masks
 from accelmap.mapping.plan import Mapping
+from accelmap.memory.band import MEMORY_ERROR_BAND, MemoryFit, is_over, is_tight
 from accelmap.models.schema import ModelSpec
 from accelmap.search.result import Objective, Plan, PlanResult, pareto_front
 from accelmap.search.space import TrainingSpace
@@ -56,10 +57,13 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
                   space: TrainingSpace | None = None, overlap: OverlapPolicy | None = None,
                   progress: Progress | None = None, explain: bool = True,
                   workload: Training | None = None,
-                  profile: CalibrationProfile | None = None) -> PlanResult:
+                  profile: CalibrationProfile | None = None,
+                  include_tight: bool = False) -> PlanResult:
     """``workload`` (optional) carries precision, gradient dtype, flash attention and dropout
     settings; its batch and sequence are replaced by ``global_batch`` and ``seq_len``.
-    ``profile``: a measured calibration of the cluster's accelerator (accelmap calibrate)."""
+    ``profile``: a measured calibration of the cluster's accelerator (accelmap calibrate).
+    Plans within the memory model's error band of capacity (``memory.band``: "tight") are left
+    out, and counted in the notes, unless ``include_tight``."""
     start = time.perf_counter()
     space = space or TrainingSpace.default(spec, cluster, seq_len)
     fw = resolve_framework(framework, Framework.MEGATRON)
@@ -75,7 +79,8 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
     overlap = overlap or OverlapPolicy()
     price = cluster.accelerator.price.usd_per_hour.value if cluster.accelerator.price else None
     tdp = cluster.accelerator.tdp.value if cluster.accelerator.tdp else None
-    rejected = {r.name: 0 for r in TRAINING_RULES} | {"memory": 0}
+    rejected = {r.name: 0 for r in TRAINING_RULES} | {"memory": 0, TIGHT_RULE: 0}
+    n_tight = 0
     rows: list[dict[str, Any]] = []
     groups = list(itertools.product(space.tp, space.ep, space.cp, space.micro_batch,
                                     space.recompute))
@@ -100,15 +105,20 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
             r = compose(prof, system, wl, fw, overlap, sel, detail=False)
             shape = np.shape(sel.pp)
             mem = np.broadcast_to(r["memory_total"], shape)
-            fits = mem <= system.memory_bytes
-            rejected["memory"] += int(np.sum(~fits))
+            over = is_over(mem, system.memory_bytes)  # over capacity beyond the error band
+            tight = is_tight(mem, system.memory_bytes)
+            rejected["memory"] += int(np.sum(over))
+            n_tight += int(np.sum(tight))
+            fits = ~over & (include_tight | ~tight)
+            rejected[TIGHT_RULE] += int(np.sum(~over & ~fits))
             step = np.broadcast_to(r["step_time_s"], shape)
             tps = np.broadcast_to(r["tokens_per_s"], shape)
             mfu = np.broadcast_to(r["mfu"], shape)
             for j in np.flatnonzero(fits):
                 rows.append({**sel.take(int(j)).to_dict(),
                              "step_time_s": float(step[j]), "tokens_per_s": float(tps[j]),
-                             "mfu": float(mfu[j]), "memory_bytes": float(mem[j])})
+                             "mfu": float(mfu[j]), "memory_bytes": float(mem[j]),
+                             "memory_fit": (MemoryFit.TIGHT if tight[j] else MemoryFit.FITS).value})
     except KeyboardInterrupt:
         interrupted = True
 
@@ -136,7 +146,7 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
         plans.append(_plan(rows[k], cluster, tokens_to_train, fw.name.value))
         if len(plans) >= top:
             break
-    notes = []
+    notes = [tight_note(n_tight, include_tight)] if n_tight else []
     if objective is Objective.COST and price is None:
         notes.append(f"{cluster.accelerator.id} has no catalog price: ranked by throughput")
     if objective is Objective.ENERGY and tdp is None:
@@ -155,6 +165,18 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
                       interrupted=interrupted, notes=notes, calibration=dev.calibration)
 
 
+# Candidates left out for being within the memory error band of capacity (include_tight off)
+TIGHT_RULE = "memory_tight"
+
+
+def tight_note(n: int, included: bool) -> str:
+    """The planners' note on plans within the memory model's error band of capacity."""
+    band = f"the memory model's {MEMORY_ERROR_BAND:.1%} error band of capacity"
+    if included:
+        return f"{n} plans within {band} included, marked memory_fit 'tight'"
+    return f"{n} plans within {band} left out; --include-tight to see them"
+
+
 def _mapping(row: dict[str, Any]) -> dict[str, Any]:
     return Mapping.from_dict(row).to_dict()
 
@@ -167,6 +189,7 @@ def _plan(row: dict[str, Any], cluster: Cluster, tokens: float, stack: str) -> P
         "mfu": row["mfu"],
         "step_time_s": row["step_time_s"],
         "memory_per_device_bytes": row["memory_bytes"],
+        "memory_fit": row["memory_fit"],
         "cost_usd_per_million_tokens": row["cost_usd_per_million_tokens"],
         "energy_j_per_token": row["energy_j_per_token"],
         "error_band": band.to_dict() if band else None,

@@ -46,8 +46,10 @@ from accelmap.engine.system import System
 from accelmap.hardware.cluster import Cluster
 from accelmap.mapping.constraints import check_serving
 from accelmap.mapping.plan import Mapping
+from accelmap.memory.band import MemoryFit
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import ByteKind
+from accelmap.search.planner import TIGHT_RULE, tight_note
 from accelmap.search.result import (
     Objective,
     Plan,
@@ -174,10 +176,13 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
                  weight_dtypes: Sequence[DType | str] | None = None,
                  kv_dtypes: Sequence[DType | str] | None = None, max_batch: int = 1024,
                  progress: Callable[[int, int], None] | None = None,
-                 profile: CalibrationProfile | None = None) -> PlanResult:
+                 profile: CalibrationProfile | None = None,
+                 include_tight: bool = False) -> PlanResult:
     """Best serving mappings of ``spec`` on ``cluster`` for requests of ``prompt_len`` prompt and
     ``output_len`` generated tokens, under optional TTFT/TPOT targets (seconds); ``profile`` is
-    a measured calibration of the cluster's accelerator (accelmap calibrate)."""
+    a measured calibration of the cluster's accelerator (accelmap calibrate). Points within the
+    memory model's error band of capacity ("tight", ``memory.band``) are left out, and counted
+    in the notes, unless ``include_tight``."""
     from accelmap.errors import InputError
 
     if output_len < 1:
@@ -200,7 +205,7 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
     total = len(configs) * len(batches)
     points: dict[Config, list[_Point]] = {}
     rejected: dict[str, int] = {}
-    evaluated = done = 0
+    evaluated = done = n_tight = 0
     interrupted = False
 
     def reject(config: Config, from_batch: int, rule: str, reason: str) -> None:
@@ -227,6 +232,15 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
                 if rule:
                     reject(config, i, rule, reason)
                     break
+                if est.memory_fit is MemoryFit.TIGHT:
+                    n_tight += 1
+                    if not include_tight:  # left out; a larger batch may be tight too
+                        points[config].append(_Point(
+                            config, b, TIGHT_RULE, "memory within the memory model's error "
+                            "band of capacity (tight)"))
+                        rejected[TIGHT_RULE] = rejected.get(TIGHT_RULE, 0) + 1
+                        done += 1
+                        continue
                 points[config].append(_Point(config, b, None, "", _metrics(
                     est, m, b, w, kv, cluster, price, tdp), est))
                 done += 1
@@ -249,6 +263,8 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
                                               "cost_usd_per_million_tokens")
     explanation = _explain(ranked[0], points, best, score, cluster, batches,
                            ttft_s, tpot_s) if ranked else _explain_none(rejected)
+    if n_tight:
+        notes.append(tight_note(n_tight, include_tight))
     return PlanResult(obj, plans, evaluated, len(feasible), time.perf_counter() - start,
                       dict(sorted(rejected.items(), key=lambda kv_: -kv_[1])), explanation,
                       pareto, interrupted, notes + score.notes, calibration)
@@ -299,6 +315,7 @@ def _metrics(est: Estimate, m: Mapping, batch: int, w: DType, kv: DType, cluster
         "replicas": m.replicas,
         "memory_per_device_bytes": float(est.memory.total),
         "memory_capacity_bytes": float(est.memory.capacity),
+        "memory_fit": est.memory_fit.value,
         "cost_usd_per_million_tokens": (price * cluster.devices / 3600 / tps * 1e6
                                         if price is not None and tps > 0 else None),
         "energy_j_per_token": tdp * m.world / tps if tdp is not None and tps > 0 else None,

@@ -44,6 +44,7 @@ from accelmap.validate.stacks import (
     StackDefaults,
     compiled_framework,
     defaults_for,
+    optimizer_storage,
     stack_profile,
 )
 from accelmap.validate.transcribe import from_case, read_metric
@@ -173,9 +174,15 @@ def plan_run(run: TrainingRun, catalog: Catalog
     if isinstance(m, str):
         return base, None, [m], notes
     flash = d.flash_attention if run.flash_attention is None else run.flash_attention
+    opt = optimizer_storage(d, run.model, run.notes)
+    if opt.source:
+        notes.append(f"optimizer storage: {opt.source}")
     wl = Training(batch=lay.run_global_batch(run, m, notes), seq_len=run.seq_len, dtype=dtype,
-                  grad_dtype=run.grad_reduce or d.grad_dtype, recompute=m.recompute,
-                  flash_attention=flash, dropout=d.dropout)
+                  grad_dtype=run.grad_reduce or opt.grad_dtype or d.grad_dtype,
+                  recompute=m.recompute, flash_attention=flash, dropout=d.dropout,
+                  state_dtype=opt.state_dtype, master_dtype=opt.master_dtype,
+                  master_remainders=opt.master_remainders,
+                  fp8_params=opt.fp8_params and dtype is DType.FP8, loss=d.loss)
     overlap = _overlap(d, m)
     prof = stack_profile(d, fw)
     notes.append(f"mapping {m.describe()}, global batch {wl.batch}, framework {fw.value}"

@@ -40,8 +40,20 @@ Megatron-LM ``1.x`` (2020), ``2.x`` (2021), ``3.x`` (2022) and Megatron-Core ``0
 - **NeMo 23.08 on / Megatron-Core** (launcher ``conf/training/llama/*.yaml`` 23.08 to 24.12,
   the performance-summary configs; NeMo 2.0 recipes keep them): ``sequence_parallel: true``,
   ``activations_checkpoint_granularity: null`` (no recompute), ``ub_tp_comm_overlap: true``,
-  ``use_flash_attention: true``, ``distributed_fused_adam`` / ``mcore_distributed_optim``
-  (ZeRO-1) with ``overlap_grad_sync`` / ``overlap_param_sync``, dropout 0.
+  ``use_flash_attention: true``, ZeRO-1 over dp with ``overlap_grad_sync`` /
+  ``overlap_param_sync``, dropout 0. The optimizer of the 24.07 configs is
+  ``distributed_fused_adam`` (Apex; ``conf/training/gpt3/175b.yaml`` and
+  ``llama/llama2_70b.yaml`` at launcher 24c3d6bb, 2024-09-06; mcore's came in 3dd35614,
+  2024-12-05): with bf16 weights and an fp32 optimizer NeMo stores the master weights as 16-bit
+  remainders (``megatron_base_model.py`` L802-812). Gradients are reduced in bf16: Apex's
+  ``grad_sync_dtype`` would default to the optimizer's fp32, but every H100 example of the
+  launcher for GPT-3 and Llama (``examples/training/{gpt,llama}/h100/*.sh``, BF16 and FP8 alike)
+  sets ``+training.model.optim.grad_sync_dtype=bf16``. Supervised fine-tuning follows the
+  launcher's ``conf/peft/llama/sft.yaml`` (``peft_scheme: null`` is SFT; L248-256: optimizer
+  ``dtype: bf16``, ``grad_sync_dtype: bf16``), and its H100 FP8 example
+  ``examples/peft/llama/h100/70b_2node.sh`` adds ``fp8_params=true``: bf16 moments and a bf16
+  master copy (``store_params`` with FP8 parameters, ``megatron_base_model.py`` L804-805),
+  bf16 gradients, FP8 weights.
 - **llm-foundry** (MosaicML Composer + PyTorch FSDP; ``scripts/train/yamls/pretrain/
   mpt-*.yaml``). Releases 0.0-0.3 (2023): the published MPT benchmark tables were run at
   v0.0.4 on the ``mosaicml/pytorch:2.0.1`` image (``scripts/train/benchmarking/sweep.sh``),
@@ -71,7 +83,7 @@ from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.cost.framework import profile as framework_profile
 from accelmap.mapping.plan import ZeroStage
 from accelmap.units import DType
-from accelmap.workload import Recompute
+from accelmap.workload import Loss, Recompute
 
 
 class Stack(StrEnum):
@@ -81,6 +93,18 @@ class Stack(StrEnum):
     TORCHTITAN = "torchtitan"  # PyTorch FSDP2 (+ TP/PP/CP)
     DEEPSPEED = "deepspeed"  # DeepSpeed ZeRO
     FSDP = "fsdp"  # any other PyTorch FSDP run
+
+
+@dataclass(frozen=True)
+class OptimizerStorage:
+    """How a recipe stores what the optimizer owns (memory only; ``workload.Training``)."""
+
+    grad_dtype: DType | None = None  # None: the stack's grad_dtype
+    state_dtype: DType = DType.FP32
+    master_dtype: DType = DType.FP32
+    master_remainders: bool = False
+    fp8_params: bool = False  # FP8 primary weights, when the row trains in FP8
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -101,6 +125,8 @@ class StackDefaults:
     split_model_parallel: bool = False  # unstated TP/PP split: TP inside the node, PP across
     release: str = ""  # the release range these defaults belong to
     attention: AttentionKernel = AttentionKernel.FA2  # kernel generation (cost/attention.py)
+    optimizer: OptimizerStorage = OptimizerStorage()
+    loss: Loss = Loss.FUSED
 
 
 _NONE, _FULL, _SEL = Recompute.NONE, Recompute.FULL, Recompute.SELECTIVE
@@ -134,9 +160,12 @@ _NEMO_2023 = StackDefaults(
 _NEMO_MCORE = StackDefaults(
     Stack.NEMO, Framework.MEGATRON, recompute=_NONE, flash_attention=True,
     sequence_parallel=True, zero=ZeroStage.OPTIMIZER, micro_batch=1, tp_comm_overlap=True,
-    dropout=False, grad_dtype=DType.FP32,
+    dropout=False, grad_dtype=DType.BF16,
     source="NeMo 24.07 defaults: NeMo-Framework-Launcher training configs",
-    release="NeMo 23.08 on (Megatron-Core)")
+    release="NeMo 23.08 on (Megatron-Core)",
+    optimizer=OptimizerStorage(master_remainders=True, source=(
+        "NeMo 24.07 distributed_fused_adam: fp32 master kept as bf16 weights + 16-bit "
+        "remainders; bf16 gradients (launcher H100 examples)")))
 _LLM_FOUNDRY_2023 = StackDefaults(
     Stack.LLM_FOUNDRY, Framework.FSDP, recompute=_NONE, flash_attention=True,
     sequence_parallel=False, zero=ZeroStage.PARAMETERS, micro_batch=1, tp_comm_overlap=False,
@@ -153,7 +182,7 @@ _TORCHTITAN = StackDefaults(
     sequence_parallel=True, zero=ZeroStage.PARAMETERS, micro_batch=1, tp_comm_overlap=False,
     dropout=False, grad_dtype=DType.FP32,
     source="torchtitan defaults: llama3 train_configs, selective AC, FSDP2",
-    release="torchtitan 0.x")
+    release="torchtitan 0.x", loss=Loss.EAGER)
 _DEEPSPEED = StackDefaults(
     Stack.DEEPSPEED, Framework.FSDP, recompute=_NONE, flash_attention=True,
     sequence_parallel=False, zero=ZeroStage.NONE, micro_batch=1, tp_comm_overlap=False,
@@ -284,6 +313,22 @@ def stack_framework(stack: Stack, framework_text: str) -> Framework:
     """The cost profile: the stack's, except that torch.compile runs (named in the row) get
     Inductor's elementwise fusion (the torch-compile profile)."""
     return compiled_framework(stack, "compile" in framework_text.lower())
+
+
+# NeMo 24.07 supervised fine-tuning (launcher conf/peft/llama/sft.yaml with the H100 FP8
+# examples' fp8_params=true)
+NEMO_SFT = OptimizerStorage(grad_dtype=DType.BF16, state_dtype=DType.BF16,
+                            master_dtype=DType.BF16, fp8_params=True, source=(
+                                "NeMo 24.07 SFT recipe (launcher peft/llama/sft.yaml): bf16 "
+                                "Adam moments, master copy and gradients; FP8 weights"))
+
+
+def optimizer_storage(d: StackDefaults, model: str, notes: str) -> OptimizerStorage:
+    """The optimizer storage of a run: NeMo's SFT recipe for NeMo fine-tuning runs (their model
+    or notes say SFT), else the release's."""
+    if d.stack is Stack.NEMO and "sft" in f"{model} {notes}".lower():
+        return NEMO_SFT
+    return d.optimizer
 
 
 def stack_profile(d: StackDefaults, framework: Framework) -> FrameworkProfile:

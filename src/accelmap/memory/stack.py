@@ -1,0 +1,82 @@
+"""Where training software stacks lay memory out differently, as named behaviour (DESIGN: a
+framework profile, never a per-case constant). Every field cites the code that does it.
+
+- **Megatron-Core / NeMo with Transformer Engine** (``Framework.MEGATRON``):
+  - FP8 GEMMs keep, per weight, an FP8 copy and its FP8 transpose from the first micro-batch of
+    a step to the last (TE ``module/linear.py`` ``get_fp8_workspace(cache_name="weight",
+    with_transpose=...)`` L1004-1015 and ``module/base.py`` L806 at TE 8e039fd (1.9.0.dev0);
+    Megatron-Core passes ``is_first_microbatch`` so the cache is kept:
+    ``transformer/custom_layers/transformer_engine.py`` L167-171 at 96d6aba, with
+    ``disable_parameter_transpose_cache = False`` by default, ``transformer_config.py`` L277):
+    2 bytes per GEMM weight; with FP8 primary weights the weight itself is the FP8 copy and
+    only its transpose is cached, 1 byte;
+  - an FP8 GEMM keeps the FP8 cast of its input for the weight gradient (TE
+    ``module/linear.py`` L299-311 ``saved_inputmat``; ``module/layernorm_linear.py`` L137 makes
+    ``ln_out`` FP8 and L317-326 saves it);
+- **PyTorch FSDP / torchtitan / llm-foundry** (``Framework.FSDP``, ``TORCH_COMPILE``, eager):
+  - ZeRO-3 through FSDP mixed precision keeps one sharded fp32 parameter that is also the
+    optimizer's: the 16-bit parameters exist only gathered (PyTorch ``fully_shard``
+    ``MixedPrecisionPolicy(param_dtype=bf16)``: the sharded parameter keeps its dtype;
+    torchtitan ``parallelisms/parallelize_llama.py`` L320 at 9dec370);
+  - under pipelining torchtitan does not reshard after forward, so a stage keeps its layers'
+    16-bit parameters gathered for the whole step (``parallelize_llama.py`` L325-331);
+  - FP8 (torchao ``Float8Linear``) adds no persistent copy: it casts the weights in every forward
+    (torchao ``float8/float8_linear.py`` L355-385 at eab345c). Its saved FP8 input and weight
+    transpose are not counted either: the published bf16/Float8 pairs measured the same peak
+    (torchtitan Llama 3.1 8B: 77.0 vs 76.8 GiB on 8 GPUs, 62.0 vs 61.8 GiB on 128; memory.csv
+    Y0090/Y0091, Y0097/Y0098).
+
+The loss's memory depends on the training script rather than the stack (torchtitan and
+llm-foundry both run on FSDP): ``workload.Loss``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelmap.cost.framework import Framework
+from accelmap.units import DType
+from accelmap.workload import Training
+
+
+@dataclass(frozen=True)
+class MemoryStack:
+    """How one software stack lays out training memory where stacks differ."""
+
+    name: str
+    fp8_weight_cache: bool  # FP8 copies of the GEMM weights kept across micro-batches (TE)
+    fp8_saved_input: DType | None  # what an FP8 GEMM keeps of its input; None = 16 bits
+    fsdp_params: bool  # ZeRO-3 keeps one fp32 shard that is also the master (FSDP)
+    gather_stage_under_pp: bool  # ZeRO-3 with pp > 1 keeps the stage's layers gathered
+
+
+MEGATRON = MemoryStack("megatron-core + transformer engine", fp8_weight_cache=True,
+                       fp8_saved_input=DType.FP8, fsdp_params=False,
+                       gather_stage_under_pp=False)
+PYTORCH = MemoryStack("pytorch fsdp / torchtitan / torchao float8", fp8_weight_cache=False,
+                      fp8_saved_input=None, fsdp_params=True, gather_stage_under_pp=True)
+
+
+def memory_stack(framework: Framework | str) -> MemoryStack:
+    """The memory layout of a training framework profile (serving profiles: PyTorch's)."""
+    return MEGATRON if Framework(framework) is Framework.MEGATRON else PYTORCH
+
+
+@dataclass(frozen=True)
+class FP8Weights:
+    """Bytes per GEMM weight that FP8 training adds (``cache``) and what the weight itself is
+    stored in (``storage``; None = the 16-bit storage dtype)."""
+
+    cache: float = 0.0
+    storage: float | None = None
+
+
+def fp8_weights(wl: Training, stack: MemoryStack) -> FP8Weights:
+    """Transformer Engine: an FP8 copy and an FP8 transpose of every 16-bit GEMM weight, or
+    the transpose alone of an FP8 primary weight; nothing outside FP8 training."""
+    if wl.dtype is not DType.FP8 or not stack.fp8_weight_cache:
+        return FP8Weights()
+    fp8 = DType.FP8.bytes
+    if wl.fp8_params:
+        return FP8Weights(cache=fp8, storage=fp8)
+    return FP8Weights(cache=2 * fp8)
