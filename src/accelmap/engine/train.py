@@ -153,8 +153,9 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     # TP: 4 collectives per layer per micro-batch (2 forward, 2 backward) of T x d activations
     tp_t = 4 * per_stage * ct["tp"]
     comm["tp"] = tp_t
-    exposed["tp"] = (np.maximum(tp_t - per_stage * prof.layer_gemm_s, 0.0) if overlap.tp
-                     else tp_t)
+    tp_overlapped = np.asarray(m.tp_comm_overlap, dtype=bool) | overlap.tp
+    exposed["tp"] = np.where(tp_overlapped, np.maximum(tp_t - per_stage * prof.layer_gemm_s, 0.0),
+                             tp_t)
     # CP: (cp - 1) ring steps of this rank's K and V chunk per layer, 3x for fwd + bwd (dK, dV)
     cp_t = 3 * per_stage * (cp - 1) * ct["cp"]
     comm["cp"] = cp_t
@@ -177,6 +178,10 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     ag_l, rs_l = ct["dp_ag_layer"], ct["dp_rs_layer"]
     ends = 2 * ct["dp_ag_ends"] + ct["dp_rs_ends"]  # embedding and head units, left exposed
     z3_mb = units * (2 * ag_l + rs_l) + ends
+    # HSDP (shard_group < dp): the gathers and reduce-scatters above run inside the shard
+    # group; each step the gradient shards are all-reduced across the dp / group replicas
+    # (PyTorch FSDP HYBRID_SHARD, Zhao et al. 2023 sec. 3.4), under the last backward
+    hsdp_ar = ct["dp_replica_ar"]
     if overlap.zero3_prefetch:
         z3_exposed = (ov.per_layer_exposed(ag_l, ag_l, t_fwd / units, units)
                       + ov.per_layer_exposed(ag_l + rs_l, ag_l + rs_l, t_bwd / units, units)
@@ -196,15 +201,16 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     tail = (np.maximum(grad - t_bwd, last_grad) if overlap.dp_grad_reduce else grad) + (
         np.maximum(gather - t_fwd, last_gather) if overlap.dp_param_gather else gather)
     tail = np.minimum(tail, grad + gather)
-    dp_tail = np.where(z3, 0.0, tail)
-    comm["dp"] = np.where(z3, z3_mb * micro, grad + gather)
-    exposed["dp"] = np.where(z3, z3_exposed * micro, tail)
+    hsdp_tail = np.maximum(hsdp_ar - t_bwd, hsdp_ar / ov.buckets(p_dev, m.grad_group))
+    dp_tail = np.where(z3, hsdp_tail, tail)
+    comm["dp"] = np.where(z3, z3_mb * micro + hsdp_ar, grad + gather)
+    exposed["dp"] = np.where(z3, z3_exposed * micro + hsdp_tail, tail)
 
     # contention: communication hidden under compute stretches that compute
     hidden_mb = (ov.hidden(comm["tp"], exposed["tp"]) + ov.hidden(comm["cp"], exposed["cp"])
                  + ov.hidden(comm["ep"], exposed["ep"])
                  + np.where(z3, ov.hidden(z3_mb, z3_exposed), 0.0))
-    hidden_step = np.where(z3, 0.0, ov.hidden(grad + gather, tail))
+    hidden_step = np.where(z3, ov.hidden(hsdp_ar, hsdp_tail), ov.hidden(grad + gather, tail))
     contention = ov.contention() * (micro * hidden_mb + hidden_step)
     per_mb = (t_fwd + t_bwd + exposed["tp"] + exposed["cp"] + exposed["ep"] + exposed["pp"]
               + np.where(z3, z3_exposed, 0.0))
@@ -292,16 +298,17 @@ def _collective_times(cluster: Any, m: Mapping, prof: LayerProfile, a: float, g:
     tp, cp and ep are fixed, so a large candidate table is reduced to its few distinct (pp, dp)
     pairs first (the planner's hot path); the answer is the same either way."""
     tp, cp, ep, pp, dp = m.tp, m.cp, m.ep, m.pp, m.dp
-    shape = np.broadcast(pp, dp).shape
+    group = m.zero_group
+    shape = np.broadcast(pp, dp, group).shape
     scalar_axes = all(np.ndim(x) == 0 for x in (tp, cp, ep))
     if scalar_axes and int(np.prod(shape)) > 64:
-        pp_b, dp_b = np.broadcast_to(pp, shape).ravel(), np.broadcast_to(dp, shape).ravel()
-        key = pp_b * 1e9 + dp_b
-        uniq, inv = np.unique(key, return_inverse=True)
-        pp_u = np.floor(uniq / 1e9)
-        pairs = Mapping(dp=uniq - pp_u * 1e9, tp=tp, pp=pp_u, cp=cp, ep=ep)
-        times, _ = _collective_times(cluster, pairs, prof, a, g)
-        return {k: v[inv].reshape(shape) for k, v in times.items()}, None
+        keys = np.stack([np.broadcast_to(x, shape).ravel().astype(float)
+                         for x in (pp, dp, group)], axis=1)
+        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+        triples = Mapping(dp=uniq[:, 1], tp=tp, pp=uniq[:, 0], cp=cp, ep=ep,
+                          shard_group=uniq[:, 2])
+        times, _ = _collective_times(cluster, triples, prof, a, g)
+        return {k: v[np.ravel(inv)].reshape(shape) for k, v in times.items()}, None
     # Dense axes fill the world in Megatron-Core's rank order (mapping.plan.RANK_ORDER: tp
     # innermost, then cp and dp, pp outermost); expert parallelism is carved out of dp x cp next
     # to tp, so its group is placed separately. Gradients are reduced, and ZeRO shards, over
@@ -311,6 +318,11 @@ def _collective_times(cluster: Any, m: Mapping, prof: LayerProfile, a: float, g:
     links["ep"] = place_axes(cluster, {"tp": tp, "ep": ep}, order=("tp", "ep"))["ep"]
     links["dp"] = place_axes(cluster, {"tp": tp, "dp": m.grad_group, "pp": pp},
                              order=("tp", "dp", "pp"))["dp"]
+    # ZeRO-3 / FSDP shard group (all of dp x cp unless HSDP), and the replicas across groups
+    shard = place_axes(cluster, {"tp": tp, "shard": m.zero_shards,
+                                 "replica": np.asarray(m.grad_group) / m.zero_shards, "pp": pp},
+                       order=("tp", "shard", "replica", "pp"))
+    links["shard"], links["replica"] = shard["shard"], shard["replica"]
     p_dev = params_per_device(prof, pp)
     ends = np.maximum(p_dev - np.ceil(prof.n_layers / np.asarray(pp)) * prof.layer_params, 0.0)
     T, d = prof.T, prof.d_model
@@ -323,11 +335,13 @@ def _collective_times(cluster: Any, m: Mapping, prof: LayerProfile, a: float, g:
         "dp_rs": links["dp"].time(Collective.REDUCE_SCATTER, p_dev * g),
         "dp_ar": links["dp"].time(Collective.ALL_REDUCE, p_dev * g),
         # one layer of a ZeRO-3 / FSDP unit, and the fixed cost of one more bucket
-        "dp_ag_layer": links["dp"].time(Collective.ALL_GATHER, prof.layer_params * a),
-        "dp_rs_layer": links["dp"].time(Collective.REDUCE_SCATTER, prof.layer_params * g),
+        "dp_ag_layer": links["shard"].time(Collective.ALL_GATHER, prof.layer_params * a),
+        "dp_rs_layer": links["shard"].time(Collective.REDUCE_SCATTER, prof.layer_params * g),
+        "dp_replica_ar": links["replica"].time(Collective.ALL_REDUCE,
+                                               p_dev * g / np.asarray(m.zero_shards, dtype=float)),
         "dp_latency": links["dp"].time(Collective.REDUCE_SCATTER, 1.0),
-        "dp_ag_ends": links["dp"].time(Collective.ALL_GATHER, ends * a),
-        "dp_rs_ends": links["dp"].time(Collective.REDUCE_SCATTER, ends * g),
+        "dp_ag_ends": links["shard"].time(Collective.ALL_GATHER, ends * a),
+        "dp_rs_ends": links["shard"].time(Collective.REDUCE_SCATTER, ends * g),
     }
     return {k: np.broadcast_to(v, shape) for k, v in times.items()}, links
 
