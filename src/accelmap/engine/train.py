@@ -17,9 +17,13 @@ on (mapping/placement.py) and the alpha-beta collectives (cost/collectives.py):
 - ZeRO-3 / FSDP: parameters all-gathered per layer in forward and backward and gradients
   reduce-scattered every micro-batch, prefetched behind compute (exposed = comm - compute).
 
-Step = (m + bubble) x (forward + backward + exposed per micro-batch) + exposed DP + optimizer,
-with bubble = (p - 1)/v micro-batch slots (Narayanan et al. 2021 sec. 2.2). MFU counts model
-FLOPs (PaLM convention) over world x peak.
+Step = m x (forward + backward + exposed per micro-batch on the slowest stage) + bubble +
+exposed DP + optimizer. The stages hold the layers Megatron-LM's split gives them
+(Mapping.stage_layers), the first also the embedding, the last the head and loss; the bubble is
+the other stages' time per micro-batch, scaled by the schedule, plus the point-to-point sends of
+warm-up and cool-down (cost/schedules.py ``bubble_time``; (p - 1)/(v m) of ideal for equal
+stages, Narayanan et al. 2021 sec. 2.2). Memory is the stage whose device holds the most.
+MFU counts model FLOPs (PaLM convention) over world x peak.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from accelmap.cost.collectives import Collective
 from accelmap.cost.energy import op_energy_j
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import time_ops, total_time
-from accelmap.cost.schedules import Schedule, bubble_over_ideal, in_flight_micro_batches
+from accelmap.cost.schedules import bubble_over_ideal, bubble_time, in_flight_micro_batches
 from accelmap.engine.profile import LayerProfile, is_embed, is_layer, layer_profile
 from accelmap.engine.result import TrainStep, fits
 from accelmap.engine.shapes import context_notes, device_notes
@@ -71,58 +75,86 @@ class OverlapPolicy:
     pp_p2p: bool = False
 
 
+# Stage kinds, in the order StageTimes and the memory of compose stack them.
+FIRST, MIDDLE, LAST = 0, 1, 2
+
+
 @dataclass(frozen=True)
 class StageTimes:
-    """The pipeline's stages as the step sees them: layers on the first and last stage, and the
-    forward and backward time of one micro-batch on the slower of the two (the critical
-    stage). The first stage holds the embedding, the last the head and loss."""
+    """The pipeline's stages as the step sees them: layers on the first, each middle and the
+    last stage (Mapping.stage_layers), the forward and backward time of one micro-batch on
+    the slowest (critical) stage, and the sum over all stages of their forward + backward
+    time (what warm-up and cool-down cross). The first stage holds the embedding, the last
+    the head and loss; with pp = 1 one stage holds everything, with pp = 2 there is no
+    middle stage."""
 
     pp: Num
     first_layers: Num
+    middle_layers: Num
     last_layers: Num
     single: Num  # one stage holds everything
-    first_critical: Num
+    critical: Num  # FIRST, MIDDLE or LAST
     fwd: Num
     bwd: Num
+    total: Num  # sum over stages of forward + backward per micro-batch
 
     @property
     def critical_layers(self) -> Num:
-        return np.where(self.first_critical, self.first_layers, self.last_layers)
+        return np.choose(np.asarray(self.critical, dtype=int),
+                         [self.first_layers, self.middle_layers, self.last_layers])
+
+    @property
+    def first_critical(self) -> Num:
+        return np.asarray(self.critical) == FIRST
 
 
 def stage_times(prof: LayerProfile, m: Mapping) -> StageTimes:
-    """Megatron-LM's default split: ceil(L / pp) layers per stage, the last stage taking what
-    is left (at least one layer)."""
-    L = prof.n_layers
+    """Every stage's layers (Megatron-LM's split, Mapping.stage_layers: L / pp each by
+    default) and the critical (slowest) stage among the first, the middle ones and the last."""
     pp = np.asarray(m.pp, dtype=float)
-    per_stage = np.ceil(L / pp)
-    last_layers = np.maximum(L - per_stage * (pp - 1), 1.0)
+    first, middle, last = m.stage_layers(prof.n_layers)
     single = pp <= 1
-    fwd_first = per_stage * prof.layer_fwd_s + prof.embed_fwd_s + np.where(single,
-                                                                           prof.head_fwd_s, 0)
-    bwd_first = per_stage * prof.layer_bwd_s + prof.embed_bwd_s + np.where(single,
-                                                                           prof.head_bwd_s, 0)
-    fwd_last = last_layers * prof.layer_fwd_s + prof.head_fwd_s + np.where(single,
-                                                                           prof.embed_fwd_s, 0)
-    bwd_last = last_layers * prof.layer_bwd_s + prof.head_bwd_s + np.where(single,
-                                                                           prof.embed_bwd_s, 0)
-    first = fwd_first + bwd_first >= fwd_last + bwd_last
-    return StageTimes(pp, per_stage, last_layers, single, first,
-                      np.where(first, fwd_first, fwd_last), np.where(first, bwd_first, bwd_last))
+    # one stage holds the head too when pp = 1
+    fwd_first = first * prof.layer_fwd_s + prof.embed_fwd_s + np.where(single,
+                                                                         prof.head_fwd_s, 0)
+    bwd_first = first * prof.layer_bwd_s + prof.embed_bwd_s + np.where(single,
+                                                                         prof.head_bwd_s, 0)
+    fwd_mid, bwd_mid = middle * prof.layer_fwd_s, middle * prof.layer_bwd_s
+    fwd_last = last * prof.layer_fwd_s + prof.head_fwd_s
+    bwd_last = last * prof.layer_bwd_s + prof.head_bwd_s
+    t_first, t_mid, t_last = fwd_first + bwd_first, fwd_mid + bwd_mid, fwd_last + bwd_last
+    has_mid, has_last = pp > 2, pp > 1
+    mid_eff = np.where(has_mid, t_mid, -np.inf)
+    last_eff = np.where(has_last, t_last, -np.inf)
+    critical = np.where((t_first >= mid_eff) & (t_first >= last_eff), FIRST,
+                        np.where(mid_eff >= last_eff, MIDDLE, LAST))
+    total = np.where(single, t_first,
+                     t_first + np.maximum(pp - 2, 0) * t_mid + np.where(has_last, t_last, 0.0))
+    fwd = np.choose(critical, [fwd_first, fwd_mid, fwd_last])
+    bwd = np.choose(critical, [bwd_first, bwd_mid, bwd_last])
+    return StageTimes(pp, first, middle, last, single, critical, fwd, bwd, total)
 
 
-def bubble_fraction(m: Mapping, micro: Num) -> Num:
-    """Pipeline bubble over the ideal step (cost/schedules.py): interleaved when vpp > 1."""
-    pp, vpp = np.asarray(m.pp, dtype=float), np.asarray(m.virtual_stages, dtype=float)
-    return np.where(vpp > 1, bubble_over_ideal(Schedule.INTERLEAVED, pp, micro, vpp),
-                    bubble_over_ideal(m.schedule, pp, micro, 1))
+def wgrad_share(prof: LayerProfile) -> float:
+    """ZB-H1's W pass (the weight-gradient GEMMs) as a share of a layer's forward + backward,
+    from the operator graph (Qi et al. 2024 assume a third)."""
+    return prof.layer_wgrad_s / max(prof.layer_fwd_s + prof.layer_bwd_s, 1e-30)
+
+
+def bubble_fraction(m: Mapping, micro: Num, w_share: Num = 1.0 / 3.0) -> Num:
+    """Pipeline bubble over the ideal step for equal stages and no sends (cost/schedules.py),
+    under the mapping's schedule."""
+    return bubble_over_ideal(m.schedule, m.pp, micro, m.virtual_stages, w_share)
+
+
+def stage_in_flight(m: Mapping, micro: Num, stage: Num) -> Num:
+    """Micro-batches whose activations ``stage`` holds at its peak (cost/schedules.py)."""
+    return in_flight_micro_batches(m.schedule, m.pp, micro, stage, m.virtual_stages)
 
 
 def first_stage_in_flight(m: Mapping, micro: Num) -> Num:
     """Micro-batches whose activations the first stage holds at its peak (cost/schedules.py)."""
-    pp, vpp = np.asarray(m.pp, dtype=float), np.asarray(m.virtual_stages, dtype=float)
-    return np.where(vpp > 1, in_flight_micro_batches(Schedule.INTERLEAVED, pp, micro, 0, vpp),
-                    in_flight_micro_batches(m.schedule, pp, micro, 0, 1))
+    return stage_in_flight(m, micro, 0)
 
 
 def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfile,
@@ -141,7 +173,8 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     a = wl.storage_dtype.bytes
     micro = m.micro_batches(wl.batch)
     st = stage_times(prof, m)
-    pp, per_stage, single = st.pp, st.first_layers, st.single
+    # per-layer communication below runs over the critical stage's layers
+    pp, per_stage, single = st.pp, st.critical_layers, st.single
     t_fwd, t_bwd = st.fwd, st.bwd
 
     p_dev = params_per_device(prof, pp)
@@ -185,7 +218,6 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
 
     per_mb = (t_fwd + t_bwd + exposed["tp"] + exposed["cp"] + exposed["ep"] + exposed["pp"]
               + np.where(z3, z3_exposed, 0.0))
-    bubble = bubble_fraction(m, micro)
     opt_shards = np.where(sharded, m.zero_shards, 1)
     opt_ops = optimizer_ops(p_dev / opt_shards, wl)
     t_opt = total_time(time_ops(opt_ops, dev, fw))
@@ -197,19 +229,19 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     fetch = 2 * p_dev * a / host
     per_mb = per_mb + np.where(m.offloads_params, np.maximum(fetch - (t_fwd + t_bwd), 0.0), 0.0)
     comm["offload"] = np.where(m.offloads_params, fetch * micro, 0.0)
-    step = micro * per_mb + bubble * micro * (t_fwd + t_bwd) + dp_tail + t_opt
+    # Warm-up and cool-down: the other stages' busy time per micro-batch -- each stage's
+    # compute with the per-layer exposed communication the critical stage shows -- and the
+    # stage-to-stage sends of the first forward and the last backward (cost/schedules.py)
+    busy = per_mb - exposed["pp"]
+    bubble_s = bubble_time(m.schedule, pp, micro, m.virtual_stages, slowest=busy,
+                           stages_total=st.total * busy / (t_fwd + t_bwd),
+                           send=np.where(single, 0.0, ct["pp"]), w_share=wgrad_share(prof))
+    step = micro * per_mb + bubble_s + dp_tail + t_opt
 
-    # memory of the first stage (it holds the most micro-batches in flight under 1F1B)
-    in_flight = first_stage_in_flight(m, micro)
-    master = wl.master_dtype.bytes if wl.master_dtype is not wl.storage_dtype else 0.0
-    items = training_items(
-        params=p_dev, layer_params=prof.layer_params, zero=zero, zero_shards=m.zero_shards,
-        weight_bytes=a, grad_bytes=g, master_bytes=master,
-        state_bytes=prof.optimizer_bytes_per_param - master,
-        offload_optimizer=m.offloads_optimizer, offload_params=m.offloads_params,
-        layer_acts=prof.layer_act_bytes * per_stage * in_flight, working=prof.working_bytes,
-        ends_acts=prof.embed_act_bytes + np.where(single, prof.head_act_bytes, 0.0),
-        logits=np.where(single, prof.logits_bytes, 0.0), world=m.world)
+    # memory: the device of the stage that holds the most -- the first stage under 1F1B with
+    # an even split, but fewer layers on it (an uneven split), GPipe's equal in-flight counts
+    # or a large head and logits on the last stage can move the peak
+    items, peak_stage = _peak_stage_memory(prof, wl, m, st, micro)
     tokens = wl.batch * wl.seq_len
     world = m.world
     model_flops = prof.model_flops_per_token * tokens
@@ -234,11 +266,14 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
         "model_flops_per_step": model_flops,
         "hardware_flops_per_step": hw_flops,
         "micro_batches": micro,
-        "bubble_s": bubble * micro * (t_fwd + t_bwd),
+        "bubble_s": bubble_s,
         "compute_forward_s": micro * t_fwd,
         "compute_backward_s": micro * t_bwd,
         "first_stage_critical": st.first_critical,
+        "critical_stage": st.critical,
         "layers_on_critical_stage": st.critical_layers,
+        "stage_layers": (st.first_layers, st.middle_layers, st.last_layers),
+        "peak_memory_stage": peak_stage,
         "optimizer_s": t_opt,
         "optimizer_ops": opt_ops,
         "energy_j_per_step_ops": energy,
@@ -249,6 +284,56 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
         "links": links,  # None when the times came from the distinct-pairs shortcut
     })
     return out
+
+
+def _peak_stage_memory(prof: LayerProfile, wl: Training, m: Mapping, st: StageTimes,
+                       micro: Num) -> tuple[dict[str, Num], Num]:
+    """Memory items of the device that holds the most, and which stage it is (FIRST, MIDDLE,
+    LAST). Under 1F1B, stage s holds min(p - s, m) micro-batches in flight, so among the
+    middle stages the second (s = 1) holds the most; each stage keeps its own layers'
+    activations for every micro-batch in flight, its embedding or head inputs too, and the
+    last stage one fp32 logits buffer. The three are evaluated in one array call (a leading
+    axis of three) and the largest total is taken per candidate."""
+    pp = np.asarray(m.pp, dtype=float)
+    single, has_mid, has_last = pp <= 1, pp > 2, pp > 1
+    stage = np.stack(np.broadcast_arrays(0.0 * pp, np.minimum(1.0, pp - 1), pp - 1))
+    in_flight = np.asarray(stage_in_flight(m, micro, stage))
+    layers = np.stack(np.broadcast_arrays(st.first_layers, st.middle_layers, st.last_layers))
+    # a stage kind that does not exist (no middle with pp = 2, one stage with pp = 1) repeats
+    # the first stage
+    exists = np.stack(np.broadcast_arrays(True, has_mid, has_last))
+    first_like = np.stack(np.broadcast_arrays(True, single, single))
+    last_like = np.stack(np.broadcast_arrays(single, single, True))
+    layers = np.where(exists, layers, st.first_layers)
+    in_flight = np.where(exists, in_flight, in_flight[0])
+    first_like = np.where(exists, first_like, True)
+    last_like = np.where(exists, last_like, single)
+    params = (prof.layer_params * layers + np.where(first_like, prof.embed_params, 0.0)
+              + np.where(last_like, prof.head_params, 0.0))
+    ends = (np.where(first_like, prof.embed_act_bytes, 0.0)
+            + np.where(last_like, prof.head_act_bytes, 0.0)) * in_flight
+    a = wl.storage_dtype.bytes
+    master = wl.master_dtype.bytes if wl.master_dtype is not wl.storage_dtype else 0.0
+    items = training_items(
+        params=params, layer_params=prof.layer_params, zero=np.asarray(m.zero),
+        zero_shards=m.zero_shards,
+        weight_bytes=a, grad_bytes=wl.grad_dtype.bytes, master_bytes=master,
+        state_bytes=prof.optimizer_bytes_per_param - master,
+        offload_optimizer=m.offloads_optimizer, offload_params=m.offloads_params,
+        layer_acts=prof.layer_act_bytes * layers * in_flight, working=prof.working_bytes,
+        ends_acts=ends, logits=np.where(last_like, prof.logits_bytes, 0.0), world=m.world)
+    total = sum(np.broadcast_to(v, np.shape(params)) for v in items.values())
+    peak = np.argmax(total, axis=0)
+
+    def pick(v: Num) -> Num:
+        if np.ndim(v) == 0:
+            return v
+        full = np.broadcast_to(v, np.shape(params))
+        return np.take_along_axis(full, peak[None], axis=0)[0]
+
+    out = {k: pick(v) for k, v in items.items()}
+    return ({k: (float(v) if np.ndim(v) == 0 else v) for k, v in out.items()},
+            np.where(single, FIRST, peak))
 
 
 def params_per_device(prof: LayerProfile, pp: Num) -> Num:
@@ -331,6 +416,7 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
         f"framework {fw.name.value}; overlap {overlap}",
         f"pipeline schedule {m.schedule.value}, {round(f['micro_batches'])} micro-batches, "
         f"bubble {bubble:.3f} of ideal",
+        *_stage_notes(m, r),
         *device_notes(dev, wl.dtype, fw),
     )
     return TrainStep(
@@ -359,22 +445,36 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
         if time_to_train and price else None)
 
 
+def _stage_notes(m: Mapping, r: dict[str, Any]) -> tuple[str, ...]:
+    """The split and where the pipeline is slowest and fullest, for pp > 1."""
+    if m.pp <= 1:
+        return ()
+    first, middle, last = (round(float(x), 2) for x in r["stage_layers"])
+    names = ("first", "middle", "last")
+    split = (f"{first:g} + {m.pp - 2} x {middle:g} + {last:g}" if m.pp > 2
+             else f"{first:g} + {last:g}")
+    return (f"pipeline split {split} layers (embedding on the first stage, head and loss on "
+            f"the last); slowest stage: {names[int(r['critical_stage'])]}; memory of the "
+            f"{names[int(r['peak_memory_stage'])]} stage (it holds the most)",)
+
+
 def _time_tree(prof: LayerProfile, r: dict[str, Any]) -> dict[str, float]:
     """Seconds per step on the critical pipeline stage, phase -> operator, plus the bubble,
     the optimizer and the exposed communication per axis."""
     micro = float(r["micro_batches"])
-    first = bool(r["first_stage_critical"])
+    critical = int(r["critical_stage"])
     layers = float(r["layers_on_critical_stage"])
-    single = prof.n_layers == layers and first  # one stage holds everything
+    # one stage holds everything (pp = 1: Mapping.stage_layers gives L for each kind)
+    single = all(float(x) == prof.n_layers for x in r["stage_layers"])
     out: dict[str, float] = {}
     for t in (*prof.forward, *prof.backward):
         name = t.op.name
         if is_layer(name):
             share = layers / prof.n_layers
         elif is_embed(name):
-            share = 1.0 if (first or single) else 0.0
+            share = 1.0 if (critical == FIRST or single) else 0.0
         else:
-            share = 1.0 if (not first or single) else 0.0
+            share = 1.0 if (critical == LAST or single) else 0.0
         if share:
             key = f"{t.op.stage.value}/{name}"
             out[key] = out.get(key, 0.0) + float(t.total_s) * share * micro
