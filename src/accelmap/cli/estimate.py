@@ -47,7 +47,9 @@ ClusterOpt = Annotated[str | None, typer.Option(
 IntOpt = Annotated[int, typer.Option(min=1)]
 ZeroOpt = Annotated[int | None, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 "
                                              "(3 = FSDP; default 1 on a cluster).")]
-ScheduleOpt = Annotated[str, typer.Option(help="gpipe, 1f1b, interleaved-1f1b, zb-h1.")]
+ScheduleOpt = Annotated[str | None, typer.Option(
+    help="gpipe, 1f1b, interleaved-1f1b, zb-h1 (default: interleaved-1f1b with --vpp > 1, else "
+         "1f1b).")]
 TokensOpt = Annotated[str | None, typer.Option(help="Tokens to train, for time and cost "
                                                "(e.g. 1e12 or 1T).")]
 
@@ -63,9 +65,9 @@ def run_estimate(model: str, hw: str | None, cluster: str | None, train: bool, b
                  tokens: str | None, catalog: Any, imbalance: float = 1.0,
                  profile: CalibrationProfile | None = None, tp: int = 1, pp: int = 1,
                  dp: int | None = None, cp: int = 1, ep: int = 1, zero: int | None = None,
-                 micro_batch: int | None = None, vpp: int = 1, schedule: str = "1f1b",
+                 micro_batch: int | None = None, vpp: int = 1, schedule: str | None = None,
                  sp: bool = True, tp_overlap: bool = False, force_tp: bool = False,
-                 replicas: int = 1) -> Estimate:
+                 replicas: int = 1, split: dict[str, Any] | None = None) -> Estimate:
     """Parse the options into the API's values and call ``api.estimate`` (one device is a
     one-device system; the same engine serves both)."""
     from accelmap import api
@@ -79,7 +81,8 @@ def run_estimate(model: str, hw: str | None, cluster: str | None, train: bool, b
         m = api.mapping(system, wl, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
                         zero=(1 if system.devices > 1 else 0) if zero is None else zero,
                         micro_batch=micro_batch, vpp=vpp, schedule=schedule,
-                        sequence_parallel=sp, tp_overlap=tp_overlap, force_tp=force_tp)
+                        sequence_parallel=sp, tp_overlap=tp_overlap, force_tp=force_tp,
+                        **(split or {}))
         return api.estimate(spec, system, wl, m, framework=framework, imbalance=imbalance)
     inf = api.inference(batch, prompt, output, weights, kv, group, flash)
     return api.estimate(spec, system, inf, api.serving_mapping(tp, pp, ep, replicas),
@@ -118,7 +121,19 @@ def estimate_cmd(
         "--micro-batch", min=1, help="Sequences per micro-batch (default: 1 on a cluster, the "
         "whole batch on one device).")] = None,
     vpp: Annotated[int, typer.Option("--vpp", min=1, help="Virtual pipeline stages.")] = 1,
-    schedule: ScheduleOpt = "1f1b",
+    schedule: ScheduleOpt = None,
+    first_stage_layers: Annotated[int | None, typer.Option(
+        "--first-stage-layers", min=1, help="Layers on the first pipeline stage (Megatron "
+        "--decoder-first-pipeline-num-layers).")] = None,
+    last_stage_layers: Annotated[int | None, typer.Option(
+        "--last-stage-layers", min=1, help="Layers on the last pipeline stage (Megatron "
+        "--decoder-last-pipeline-num-layers).")] = None,
+    embedding_in_split: Annotated[bool, typer.Option(
+        "--embedding-in-split", help="Count the embedding as a layer in the pipeline split "
+        "(Megatron --account-for-embedding-in-pipeline-split).")] = False,
+    loss_in_split: Annotated[bool, typer.Option(
+        "--loss-in-split", help="Count the loss as a layer in the pipeline split (Megatron "
+        "--account-for-loss-in-pipeline-split).")] = False,
     no_sp: Annotated[bool, typer.Option("--no-sp", help="Disable sequence parallelism.")] = False,
     tp_overlap: Annotated[bool, typer.Option("--tp-overlap", help="Overlap TP communication "
                                              "with GEMMs.")] = False,
@@ -145,7 +160,10 @@ def estimate_cmd(
     est = run_estimate(model, hw, cluster, train, batch, seq, prompt, output, dtype, weights, kv,
                        group, framework, optimizer, recompute, flash, tokens, catalog,
                        imbalance, cal, tp, pp, dp, cp, ep, zero, micro_batch, vpp, schedule,
-                       not no_sp, tp_overlap, force_tp, replicas)
+                       not no_sp, tp_overlap, force_tp, replicas,
+                       {"first_stage_layers": first_stage_layers,
+                        "last_stage_layers": last_stage_layers,
+                        "embedding_in_split": embedding_in_split, "loss_in_split": loss_in_split})
     if json_out:
         emit_json(est.to_dict(ops=False))
         return
