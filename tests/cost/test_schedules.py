@@ -21,6 +21,7 @@ from accelmap.cost.schedules import (
     bubble_over_total,
     bubble_time,
     fill_drain_scale,
+    in_flight_first_second_last,
     in_flight_micro_batches,
 )
 from accelmap.errors import InputError
@@ -290,6 +291,15 @@ def test_bubble_properties(p: int, m: int, v: int, s: Schedule) -> None:
     assert 0.0 <= total < 1.0 and ideal >= total
     assert ideal <= bubble_over_ideal(Schedule.GPIPE, p, m) + 1e-12
     assert bubble_over_ideal(s, p, m + 1, v) <= ideal + 1e-12
+
+
+@settings(max_examples=200, deadline=None)
+@given(p=st.integers(1, 64), m=st.integers(1, 512), v=st.integers(1, 6),
+       s=st.sampled_from(list(Schedule)))
+def test_first_second_last_in_one_pass(p: int, m: int, v: int, s: Schedule) -> None:
+    got = in_flight_first_second_last(s, p, m, v)
+    want = [in_flight_micro_batches(s, p, m, stage, v) for stage in (0, min(1, p - 1), p - 1)]
+    assert got == pytest.approx(want)
 
 
 @settings(max_examples=200, deadline=None)

@@ -85,7 +85,7 @@ def _out(x: Num) -> Num:
 
 def _check(p: Num, m: Num, v: Num) -> tuple[Num, Num, Num]:
     p, m, v = (np.asarray(x, dtype=float) for x in (p, m, v))
-    if np.any(p < 1) or np.any(m < 1) or np.any(v < 1):
+    if any(x.size and x.min() < 1 for x in (p, m, v)):
         raise InputError("pipeline stages, micro-batches and virtual stages must all be >= 1")
     return p, m, v
 
@@ -108,13 +108,15 @@ def fill_drain_scale(schedule: Schedule | str | Num, pp: Num, micro_batches: Num
     idle time on the slowest stage: 1 for GPipe and 1F1B, 1/v interleaved (Narayanan et al.
     sec. 2.2.2), 1 - w - w min(m-1, p-1)/(p-1) for ZB-H1 with W a share w of a stage's
     forward + backward (Qi et al. sec. 2.1: (t_F + t_B - t_W)/(t_F + t_B + t_W) once m >= p)."""
-    names = schedule_names(schedule)
     p, m, v = _check(pp, micro_batches, virtual_stages)
+    return _out(_scale(schedule_names(schedule), p, m, v, w_share))
+
+
+def _scale(names: Num, p: Num, m: Num, v: Num, w_share: Num) -> Num:
     w = np.clip(np.asarray(w_share, dtype=float), 0.0, 0.5)  # t_W <= t_F + t_B
-    delayed = np.minimum(m - 1, p - 1) / np.maximum(p - 1, 1)
-    zb = 1.0 - w - w * delayed
-    return _out(np.where(names == Schedule.INTERLEAVED.value, 1.0 / v,
-                         np.where(names == Schedule.ZERO_BUBBLE.value, zb, 1.0 + 0.0 * v)))
+    zb = 1.0 - w - w * np.minimum(m - 1, p - 1) / np.maximum(p - 1, 1)
+    return np.where(names == Schedule.INTERLEAVED.value, 1.0 / v,
+                    np.where(names == Schedule.ZERO_BUBBLE.value, zb, 1.0))
 
 
 def bubble_over_ideal(schedule: Schedule | str | Num, pp: Num, micro_batches: Num,
@@ -143,10 +145,30 @@ def bubble_time(schedule: Schedule | str | Num, pp: Num, micro_batches: Num,
     schedule (``fill_drain_scale``), plus the 2 (p-1) point-to-point sends (``send`` each) on
     the critical path of the first micro-batch's forward and the last one's backward. For p
     equal stages and no sends it is ``bubble_over_ideal`` x m x tau."""
-    p, _, _ = _check(pp, micro_batches, virtual_stages)
-    scale = np.asarray(fill_drain_scale(schedule, pp, micro_batches, virtual_stages, w_share))
+    p, m, v = _check(pp, micro_batches, virtual_stages)
+    scale = _scale(schedule_names(schedule), p, m, v, w_share)
     others = np.maximum(np.asarray(stages_total) - np.asarray(slowest), 0.0)
     return _out(np.where(p <= 1, 0.0, scale * others + 2.0 * (p - 1) * np.asarray(send)))
+
+
+def in_flight_first_second_last(schedule: Schedule | str | Num, pp: Num, micro_batches: Num,
+                                virtual_stages: Num = 1) -> tuple[Num, Num, Num]:
+    """``in_flight_micro_batches`` of stages 0, 1 and p - 1 in one pass (the stages whose
+    memory can peak: the first holds the most of its layers, the second the most among the
+    middle ones, the last the head and logits). Stage 1 is the last when p = 2."""
+    names = schedule_names(schedule)
+    p, m, v = _check(pp, micro_batches, virtual_stages)
+    gpipe = names == Schedule.GPIPE.value
+    chunked = (names == Schedule.INTERLEAVED.value) & (v > 1)
+    base, mv = (v - 1) * p + 1, m * v
+    one = p <= 1
+    first = np.where(gpipe, m, np.where(chunked, np.minimum(base + 2 * (p - 1), mv) / v,
+                                        np.minimum(p, m)))
+    second = np.where(gpipe, m, np.where(chunked, np.minimum(base + 2 * np.maximum(p - 2, 0),
+                                                             mv) / v, np.minimum(p - 1, m)))
+    last = np.where(gpipe, m, np.where(chunked, np.minimum(base, mv) / v, 1.0))
+    return (_out(np.where(one, 1.0, first)), _out(np.where(one, 1.0, second)),
+            _out(np.where(one, 1.0, last)))
 
 
 def in_flight_micro_batches(schedule: Schedule | str | Num, pp: Num, micro_batches: Num,

@@ -22,7 +22,8 @@ exposed DP + optimizer. The stages hold the layers Megatron-LM's split gives the
 (Mapping.stage_layers), the first also the embedding, the last the head and loss; the bubble is
 the other stages' time per micro-batch, scaled by the schedule, plus the point-to-point sends of
 warm-up and cool-down (cost/schedules.py ``bubble_time``; (p - 1)/(v m) of ideal for equal
-stages, Narayanan et al. 2021 sec. 2.2). Memory is the stage whose device holds the most.
+stages, Narayanan et al. 2021 sec. 2.2). Memory is that of the stage with the most activations
+in flight.
 MFU counts model FLOPs (PaLM convention) over world x peak.
 """
 
@@ -37,7 +38,12 @@ from accelmap.cost.collectives import Collective
 from accelmap.cost.energy import op_energy_j
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import time_ops, total_time
-from accelmap.cost.schedules import bubble_over_ideal, bubble_time, in_flight_micro_batches
+from accelmap.cost.schedules import (
+    bubble_over_ideal,
+    bubble_time,
+    in_flight_first_second_last,
+    in_flight_micro_batches,
+)
 from accelmap.engine.profile import LayerProfile, is_embed, is_layer, layer_profile
 from accelmap.engine.result import TrainStep, fits
 from accelmap.engine.shapes import context_notes, device_notes
@@ -97,11 +103,7 @@ class StageTimes:
     fwd: Num
     bwd: Num
     total: Num  # sum over stages of forward + backward per micro-batch
-
-    @property
-    def critical_layers(self) -> Num:
-        return np.choose(np.asarray(self.critical, dtype=int),
-                         [self.first_layers, self.middle_layers, self.last_layers])
+    critical_layers: Num  # layers on the critical stage
 
     @property
     def first_critical(self) -> Num:
@@ -110,29 +112,28 @@ class StageTimes:
 
 def stage_times(prof: LayerProfile, m: Mapping) -> StageTimes:
     """Every stage's layers (Megatron-LM's split, Mapping.stage_layers: L / pp each by
-    default) and the critical (slowest) stage among the first, the middle ones and the last."""
+    default) and the critical (slowest) stage among the first, the middle ones and the last.
+    Ties go to the first stage, then the middle: a kind that does not exist never wins (with
+    pp = 1 the middle and last hold L layers but no embedding, with pp = 2 the middle none)."""
     pp = np.asarray(m.pp, dtype=float)
     first, middle, last = m.stage_layers(prof.n_layers)
     single = pp <= 1
-    # one stage holds the head too when pp = 1
-    fwd_first = first * prof.layer_fwd_s + prof.embed_fwd_s + np.where(single,
-                                                                         prof.head_fwd_s, 0)
-    bwd_first = first * prof.layer_bwd_s + prof.embed_bwd_s + np.where(single,
-                                                                         prof.head_bwd_s, 0)
-    fwd_mid, bwd_mid = middle * prof.layer_fwd_s, middle * prof.layer_bwd_s
-    fwd_last = last * prof.layer_fwd_s + prof.head_fwd_s
-    bwd_last = last * prof.layer_bwd_s + prof.head_bwd_s
-    t_first, t_mid, t_last = fwd_first + bwd_first, fwd_mid + bwd_mid, fwd_last + bwd_last
-    has_mid, has_last = pp > 2, pp > 1
-    mid_eff = np.where(has_mid, t_mid, -np.inf)
-    last_eff = np.where(has_last, t_last, -np.inf)
-    critical = np.where((t_first >= mid_eff) & (t_first >= last_eff), FIRST,
-                        np.where(mid_eff >= last_eff, MIDDLE, LAST))
-    total = np.where(single, t_first,
-                     t_first + np.maximum(pp - 2, 0) * t_mid + np.where(has_last, t_last, 0.0))
-    fwd = np.choose(critical, [fwd_first, fwd_mid, fwd_last])
-    bwd = np.choose(critical, [bwd_first, bwd_mid, bwd_last])
-    return StageTimes(pp, first, middle, last, single, critical, fwd, bwd, total)
+    layer = prof.layer_fwd_s + prof.layer_bwd_s
+    ends_f = prof.embed_fwd_s + single * prof.head_fwd_s  # one stage holds the head too
+    ends_b = prof.embed_bwd_s + single * prof.head_bwd_s
+    head = prof.head_fwd_s + prof.head_bwd_s
+    t_first = first * layer + (ends_f + ends_b)
+    t_mid = middle * layer
+    t_last = last * layer + head
+    is_first = (t_first >= t_mid) & (t_first >= t_last)
+    is_mid = ~is_first & (t_mid >= t_last)
+    critical = np.where(is_first, FIRST, np.where(is_mid, MIDDLE, LAST))
+    layers = np.where(is_first, first, np.where(is_mid, middle, last))
+    is_last = ~(is_first | is_mid)
+    fwd = (layers * prof.layer_fwd_s + is_first * ends_f + is_last * prof.head_fwd_s)
+    bwd = (layers * prof.layer_bwd_s + is_first * ends_b + is_last * prof.head_bwd_s)
+    total = t_first + np.maximum(pp - 2, 0) * t_mid + (pp > 1) * t_last
+    return StageTimes(pp, first, middle, last, single, critical, fwd, bwd, total, layers)
 
 
 def wgrad_share(prof: LayerProfile) -> float:
@@ -238,9 +239,9 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
                            send=np.where(single, 0.0, ct["pp"]), w_share=wgrad_share(prof))
     step = micro * per_mb + bubble_s + dp_tail + t_opt
 
-    # memory: the device of the stage that holds the most -- the first stage under 1F1B with
-    # an even split, but fewer layers on it (an uneven split), GPipe's equal in-flight counts
-    # or a large head and logits on the last stage can move the peak
+    # memory: the stage with the most activations in flight -- the first under 1F1B with an
+    # even split, but fewer layers on it (an uneven split), GPipe's equal in-flight counts or
+    # a large head and logits on the last stage can move the peak
     items, peak_stage = _peak_stage_memory(prof, wl, m, st, micro)
     tokens = wl.batch * wl.seq_len
     world = m.world
@@ -288,52 +289,47 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
 
 def _peak_stage_memory(prof: LayerProfile, wl: Training, m: Mapping, st: StageTimes,
                        micro: Num) -> tuple[dict[str, Num], Num]:
-    """Memory items of the device that holds the most, and which stage it is (FIRST, MIDDLE,
-    LAST). Under 1F1B, stage s holds min(p - s, m) micro-batches in flight, so among the
-    middle stages the second (s = 1) holds the most; each stage keeps its own layers'
-    activations for every micro-batch in flight, its embedding or head inputs too, and the
-    last stage one fp32 logits buffer. The three are evaluated in one array call (a leading
-    axis of three) and the largest total is taken per candidate."""
+    """Memory items of the stage with the most activations in flight, and which stage it is
+    (FIRST, MIDDLE, LAST). Each stage keeps its own layers' saved activations for every
+    micro-batch in flight, its embedding or head inputs too, and the last stage one fp32
+    logits buffer. Under 1F1B stage s holds min(p - s, m) micro-batches, so the first stage
+    holds the most with an even split; with fewer layers on the first stage (an uneven split,
+    the embedding counted as a layer) the second can hold more, and under GPipe, where every
+    stage holds m, the last with its head inputs and logits. Among the middle stages the second
+    (s = 1) holds the most."""
     pp = np.asarray(m.pp, dtype=float)
-    single, has_mid, has_last = pp <= 1, pp > 2, pp > 1
-    stage = np.stack(np.broadcast_arrays(0.0 * pp, np.minimum(1.0, pp - 1), pp - 1))
-    in_flight = np.asarray(stage_in_flight(m, micro, stage))
-    layers = np.stack(np.broadcast_arrays(st.first_layers, st.middle_layers, st.last_layers))
-    # a stage kind that does not exist (no middle with pp = 2, one stage with pp = 1) repeats
-    # the first stage
-    exists = np.stack(np.broadcast_arrays(True, has_mid, has_last))
-    first_like = np.stack(np.broadcast_arrays(True, single, single))
-    last_like = np.stack(np.broadcast_arrays(single, single, True))
-    layers = np.where(exists, layers, st.first_layers)
-    in_flight = np.where(exists, in_flight, in_flight[0])
-    first_like = np.where(exists, first_like, True)
-    last_like = np.where(exists, last_like, single)
-    params = (prof.layer_params * layers + np.where(first_like, prof.embed_params, 0.0)
-              + np.where(last_like, prof.head_params, 0.0))
-    ends = (np.where(first_like, prof.embed_act_bytes, 0.0)
-            + np.where(last_like, prof.head_act_bytes, 0.0)) * in_flight
+    single = pp <= 1
+    held = in_flight_first_second_last(m.schedule, pp, micro, m.virtual_stages)
+    la = prof.layer_act_bytes
+    # activation bytes in flight on the first, second and last stage; a kind that does not
+    # exist never wins: pp = 2 has no middle (its "second" is the last, compared as such), and
+    # with pp = 1 the first stage is everything (head inputs and logits included)
+    first = ((la * st.first_layers + prof.embed_act_bytes + single * prof.head_act_bytes)
+             * held[0] + single * prof.logits_bytes)
+    middle = la * st.middle_layers * held[1] * (pp > 2)
+    last = ((la * st.last_layers + prof.head_act_bytes) * held[2] + prof.logits_bytes) * ~single
+    is_first = (first >= middle) & (first >= last)
+    is_mid = ~is_first & (middle >= last)
+    peak = np.where(is_first, FIRST, np.where(is_mid, MIDDLE, LAST))
+    last_like = ~(is_first | is_mid) | single
+    layers = np.where(is_first, st.first_layers, np.where(is_mid, st.middle_layers,
+                                                          st.last_layers))
+    in_flight = np.where(is_first, held[0], np.where(is_mid, held[1], held[2]))
+    acts = la * layers * in_flight
+    ends = (is_first * prof.embed_act_bytes + last_like * prof.head_act_bytes) * in_flight
+    logits = last_like * prof.logits_bytes
+    params = (prof.layer_params * layers + is_first * prof.embed_params
+              + last_like * prof.head_params)
     a = wl.storage_dtype.bytes
     master = wl.master_dtype.bytes if wl.master_dtype is not wl.storage_dtype else 0.0
     items = training_items(
         params=params, layer_params=prof.layer_params, zero=np.asarray(m.zero),
-        zero_shards=m.zero_shards,
-        weight_bytes=a, grad_bytes=wl.grad_dtype.bytes, master_bytes=master,
-        state_bytes=prof.optimizer_bytes_per_param - master,
+        zero_shards=m.zero_shards, weight_bytes=a, grad_bytes=wl.grad_dtype.bytes,
+        master_bytes=master, state_bytes=prof.optimizer_bytes_per_param - master,
         offload_optimizer=m.offloads_optimizer, offload_params=m.offloads_params,
-        layer_acts=prof.layer_act_bytes * layers * in_flight, working=prof.working_bytes,
-        ends_acts=ends, logits=np.where(last_like, prof.logits_bytes, 0.0), world=m.world)
-    total = sum(np.broadcast_to(v, np.shape(params)) for v in items.values())
-    peak = np.argmax(total, axis=0)
-
-    def pick(v: Num) -> Num:
-        if np.ndim(v) == 0:
-            return v
-        full = np.broadcast_to(v, np.shape(params))
-        return np.take_along_axis(full, peak[None], axis=0)[0]
-
-    out = {k: pick(v) for k, v in items.items()}
-    return ({k: (float(v) if np.ndim(v) == 0 else v) for k, v in out.items()},
-            np.where(single, FIRST, peak))
+        layer_acts=acts, working=prof.working_bytes, ends_acts=ends, logits=logits,
+        world=m.world)
+    return items, peak
 
 
 def params_per_device(prof: LayerProfile, pp: Num) -> Num:
