@@ -55,6 +55,7 @@ the schedule as one name or an array of names (one per candidate mapping).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
@@ -112,11 +113,28 @@ def fill_drain_scale(schedule: Schedule | str | Num, pp: Num, micro_batches: Num
     return _out(_scale(schedule_names(schedule), p, m, v, w_share))
 
 
+def _per_schedule(names: Num, formulas: dict[str, Callable[[], Num]]) -> Num:
+    """Each schedule's formula where that schedule is named: the one formula for a single
+    name, ``np.select`` over the names present in a table (formulas of absent schedules are
+    not evaluated)."""
+    if np.ndim(names) == 0:
+        return formulas[str(names)]()
+    present = [k for k in formulas if np.any(names == k)]
+    where = [names == k for k in present]
+    values = [formulas[k]() for k in present]
+    if isinstance(values[0], tuple):  # several results per formula, selected one by one
+        return tuple(np.select(where, [v[i] for v in values]) for i in range(len(values[0])))
+    return np.select(where, values)
+
+
 def _scale(names: Num, p: Num, m: Num, v: Num, w_share: Num) -> Num:
     w = np.clip(np.asarray(w_share, dtype=float), 0.0, 0.5)  # t_W <= t_F + t_B
-    zb = 1.0 - w - w * np.minimum(m - 1, p - 1) / np.maximum(p - 1, 1)
-    return np.where(names == Schedule.INTERLEAVED.value, 1.0 / v,
-                    np.where(names == Schedule.ZERO_BUBBLE.value, zb, 1.0))
+    return _per_schedule(names, {
+        Schedule.GPIPE.value: lambda: 1.0 + 0.0 * p,
+        Schedule.ONE_F_ONE_B.value: lambda: 1.0 + 0.0 * p,
+        Schedule.INTERLEAVED.value: lambda: 1.0 / v,
+        Schedule.ZERO_BUBBLE.value:
+            lambda: 1.0 - w - w * np.minimum(m - 1, p - 1) / np.maximum(p - 1, 1)})
 
 
 def bubble_over_ideal(schedule: Schedule | str | Num, pp: Num, micro_batches: Num,
@@ -158,17 +176,23 @@ def in_flight_first_second_last(schedule: Schedule | str | Num, pp: Num, micro_b
     middle ones, the last the head and logits). Stage 1 is the last when p = 2."""
     names = schedule_names(schedule)
     p, m, v = _check(pp, micro_batches, virtual_stages)
-    gpipe = names == Schedule.GPIPE.value
-    chunked = (names == Schedule.INTERLEAVED.value) & (v > 1)
-    base, mv = (v - 1) * p + 1, m * v
     one = p <= 1
-    first = np.where(gpipe, m, np.where(chunked, np.minimum(base + 2 * (p - 1), mv) / v,
-                                        np.minimum(p, m)))
-    second = np.where(gpipe, m, np.where(chunked, np.minimum(base + 2 * np.maximum(p - 2, 0),
-                                                             mv) / v, np.minimum(p - 1, m)))
-    last = np.where(gpipe, m, np.where(chunked, np.minimum(base, mv) / v, 1.0))
-    return (_out(np.where(one, 1.0, first)), _out(np.where(one, 1.0, second)),
-            _out(np.where(one, 1.0, last)))
+
+    def plain() -> tuple[Num, Num, Num]:  # 1F1B; ZB-H1 keeps 1F1B's memory
+        return np.minimum(p, m), np.minimum(p - 1, m), 1.0 + 0.0 * p
+
+    def interleaved() -> tuple[Num, Num, Num]:
+        base, mv = (v - 1) * p + 1, m * v
+        chunked = (np.minimum(base + 2 * (p - 1), mv) / v,
+                   np.minimum(base + 2 * np.maximum(p - 2, 0), mv) / v, np.minimum(base, mv) / v)
+        return tuple(np.where(v > 1, c, f) for c, f in zip(chunked, plain(), strict=True))
+
+    formulas: dict[str, Callable[[], Num]] = {
+        Schedule.GPIPE.value: lambda: (m, m, m), Schedule.ONE_F_ONE_B.value: plain,
+        Schedule.INTERLEAVED.value: interleaved, Schedule.ZERO_BUBBLE.value: plain}
+    held = _per_schedule(names, formulas)
+    return (_out(np.where(one, 1.0, held[0])), _out(np.where(one, 1.0, held[1])),
+            _out(np.where(one, 1.0, held[2])))
 
 
 def in_flight_micro_batches(schedule: Schedule | str | Num, pp: Num, micro_batches: Num,
@@ -178,9 +202,15 @@ def in_flight_micro_batches(schedule: Schedule | str | Num, pp: Num, micro_batch
     names = schedule_names(schedule)
     p, m, v = _check(pp, micro_batches, virtual_stages)
     s = np.clip(np.asarray(stage, dtype=float), 0.0, p - 1)
-    one_f_one_b = np.minimum(p - s, m)  # 1F1B; ZB-H1 keeps 1F1B's memory
-    chunks = np.minimum(2 * (p - s - 1) + (v - 1) * p + 1, m * v)
-    interleaved = np.where(v > 1, chunks / v, one_f_one_b)  # v == 1 is plain 1F1B in Megatron
-    held = np.where(names == Schedule.GPIPE.value, m + 0.0 * s,
-                    np.where(names == Schedule.INTERLEAVED.value, interleaved, one_f_one_b))
+
+    def one_f_one_b() -> Num:  # 1F1B; ZB-H1 keeps 1F1B's memory
+        return np.minimum(p - s, m)
+
+    def interleaved() -> Num:  # v == 1 is plain 1F1B in Megatron
+        chunks = np.minimum(2 * (p - s - 1) + (v - 1) * p + 1, m * v)
+        return np.where(v > 1, chunks / v, one_f_one_b())
+
+    held = _per_schedule(names, {
+        Schedule.GPIPE.value: lambda: m + 0.0 * s, Schedule.ONE_F_ONE_B.value: one_f_one_b,
+        Schedule.INTERLEAVED.value: interleaved, Schedule.ZERO_BUBBLE.value: one_f_one_b})
     return _out(np.where(p <= 1, 1.0, held))

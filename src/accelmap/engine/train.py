@@ -99,15 +99,18 @@ class StageTimes:
     middle_layers: Num
     last_layers: Num
     single: Num  # one stage holds everything
-    critical: Num  # FIRST, MIDDLE or LAST
+    first_critical: Num  # the first stage is the slowest
+    middle_critical: Num  # else a middle one is; else the last
     fwd: Num
     bwd: Num
     total: Num  # sum over stages of forward + backward per micro-batch
     critical_layers: Num  # layers on the critical stage
 
     @property
-    def first_critical(self) -> Num:
-        return np.asarray(self.critical) == FIRST
+    def critical(self) -> Num:
+        """FIRST, MIDDLE or LAST."""
+        return np.where(self.first_critical, FIRST,
+                        np.where(self.middle_critical, MIDDLE, LAST))
 
 
 def stage_times(prof: LayerProfile, m: Mapping) -> StageTimes:
@@ -125,15 +128,15 @@ def stage_times(prof: LayerProfile, m: Mapping) -> StageTimes:
     t_first = first * layer + (ends_f + ends_b)
     t_mid = middle * layer
     t_last = last * layer + head
-    is_first = (t_first >= t_mid) & (t_first >= t_last)
-    is_mid = ~is_first & (t_mid >= t_last)
-    critical = np.where(is_first, FIRST, np.where(is_mid, MIDDLE, LAST))
+    slowest = np.maximum(np.maximum(t_first, t_mid), t_last)
+    is_first = t_first >= slowest
+    is_mid = ~is_first & (t_mid >= slowest)
     layers = np.where(is_first, first, np.where(is_mid, middle, last))
-    is_last = ~(is_first | is_mid)
-    fwd = (layers * prof.layer_fwd_s + is_first * ends_f + is_last * prof.head_fwd_s)
-    bwd = (layers * prof.layer_bwd_s + is_first * ends_b + is_last * prof.head_bwd_s)
+    fwd = (layers * prof.layer_fwd_s + is_first * ends_f
+           + ~(is_first | is_mid) * prof.head_fwd_s)
     total = t_first + np.maximum(pp - 2, 0) * t_mid + (pp > 1) * t_last
-    return StageTimes(pp, first, middle, last, single, critical, fwd, bwd, total, layers)
+    return StageTimes(pp, first, middle, last, single, is_first, is_mid, fwd, slowest - fwd,
+                      total, layers)
 
 
 def wgrad_share(prof: LayerProfile) -> float:
@@ -242,7 +245,7 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     # memory: the stage with the most activations in flight -- the first under 1F1B with an
     # even split, but fewer layers on it (an uneven split), GPipe's equal in-flight counts or
     # a large head and logits on the last stage can move the peak
-    items, peak_stage = _peak_stage_memory(prof, wl, m, st, micro)
+    items, peak_first, peak_mid = _peak_stage_memory(prof, wl, m, st, micro)
     tokens = wl.batch * wl.seq_len
     world = m.world
     model_flops = prof.model_flops_per_token * tokens
@@ -274,7 +277,7 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
         "critical_stage": st.critical,
         "layers_on_critical_stage": st.critical_layers,
         "stage_layers": (st.first_layers, st.middle_layers, st.last_layers),
-        "peak_memory_stage": peak_stage,
+        "peak_memory_stage": np.where(peak_first, FIRST, np.where(peak_mid, MIDDLE, LAST)),
         "optimizer_s": t_opt,
         "optimizer_ops": opt_ops,
         "energy_j_per_step_ops": energy,
@@ -288,15 +291,15 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
 
 
 def _peak_stage_memory(prof: LayerProfile, wl: Training, m: Mapping, st: StageTimes,
-                       micro: Num) -> tuple[dict[str, Num], Num]:
-    """Memory items of the stage with the most activations in flight, and which stage it is
-    (FIRST, MIDDLE, LAST). Each stage keeps its own layers' saved activations for every
-    micro-batch in flight, its embedding or head inputs too, and the last stage one fp32
-    logits buffer. Under 1F1B stage s holds min(p - s, m) micro-batches, so the first stage
-    holds the most with an even split; with fewer layers on the first stage (an uneven split,
-    the embedding counted as a layer) the second can hold more, and under GPipe, where every
-    stage holds m, the last with its head inputs and logits. Among the middle stages the second
-    (s = 1) holds the most."""
+                       micro: Num) -> tuple[dict[str, Num], Num, Num]:
+    """Memory items of the stage with the most activations in flight, and whether that is the
+    first stage, else a middle one (else the last). Each stage keeps its own layers' saved
+    activations for every micro-batch in flight, its embedding or head inputs too, and the
+    last stage one fp32 logits buffer. Under 1F1B stage s holds min(p - s, m) micro-batches,
+    so the first stage holds the most with an even split; with fewer layers on the first
+    stage (an uneven split, the embedding counted as a layer) the second can hold more, and
+    under GPipe, where every stage holds m, the last with its head inputs and logits. Among
+    the middle stages the second (s = 1) holds the most."""
     pp = np.asarray(m.pp, dtype=float)
     single = pp <= 1
     held = in_flight_first_second_last(m.schedule, pp, micro, m.virtual_stages)
@@ -310,7 +313,6 @@ def _peak_stage_memory(prof: LayerProfile, wl: Training, m: Mapping, st: StageTi
     last = ((la * st.last_layers + prof.head_act_bytes) * held[2] + prof.logits_bytes) * ~single
     is_first = (first >= middle) & (first >= last)
     is_mid = ~is_first & (middle >= last)
-    peak = np.where(is_first, FIRST, np.where(is_mid, MIDDLE, LAST))
     last_like = ~(is_first | is_mid) | single
     layers = np.where(is_first, st.first_layers, np.where(is_mid, st.middle_layers,
                                                           st.last_layers))
@@ -329,7 +331,7 @@ def _peak_stage_memory(prof: LayerProfile, wl: Training, m: Mapping, st: StageTi
         offload_optimizer=m.offloads_optimizer, offload_params=m.offloads_params,
         layer_acts=acts, working=prof.working_bytes, ends_acts=ends, logits=logits,
         world=m.world)
-    return items, peak
+    return items, is_first, is_mid
 
 
 def params_per_device(prof: LayerProfile, pp: Num) -> Num:

@@ -169,7 +169,7 @@ class Mapping:
     # -- derived once -----------------------------------------------------------------------
     @property
     def is_scalar(self) -> bool:
-        return all(np.ndim(getattr(self, f.name)) == 0 for f in fields(self))
+        return all(_is_scalar(getattr(self, f.name)) for f in fields(self))
 
     @property
     def world(self) -> Num:
@@ -239,13 +239,11 @@ class Mapping:
         pp = np.asarray(self.pp, dtype=float)
         first, last, emb, loss = self.split_fields()
         has_first, has_last = first > 0, last > 0
-        uneven = has_first | has_last
-        middle_stages = pp - has_first - has_last
-        middle_uneven = (L - first - last) / np.maximum(middle_stages, 1.0)
-        per_rank = (L + emb + loss) / pp
-        mid = np.where(uneven, middle_uneven, per_rank)
-        f = np.where(uneven, np.where(has_first, first, mid), per_rank - emb)
-        la = np.where(uneven, np.where(has_last, last, mid), per_rank - loss)
+        # one expression for both: an uneven split counts no embedding/loss (the rule
+        # split_conflict refuses the mix), an even one sets neither end
+        mid = (L + emb + loss - first - last) / np.maximum(pp - has_first - has_last, 1.0)
+        f = np.where(has_first, first, mid - emb)
+        la = np.where(has_last, last, mid - loss)
         single = pp <= 1
         return (np.where(single, L, f), np.where(single, L, mid), np.where(single, L, la))
 
@@ -350,6 +348,12 @@ class Mapping:
                        loss_in_split=bool(data.get("loss_in_split", False)))
         except (TypeError, ValueError) as e:
             raise InputError(f"cannot read the mapping {data!r}: {e}") from None
+
+
+def _is_scalar(v: Any) -> bool:
+    # plain numbers, enums, strings and None without numpy's conversion (the planner builds
+    # hundreds of one-candidate mappings per search)
+    return isinstance(v, (int, float, str, type(None))) or np.ndim(v) == 0
 
 
 def _default_schedule(vpp: Num) -> Schedule:
