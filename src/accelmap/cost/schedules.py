@@ -96,8 +96,10 @@ def schedule_names(schedule: Schedule | str | Num) -> Num:
     if np.ndim(schedule) == 0:
         return np.asarray(Schedule(str(schedule)).value)
     names = np.asarray(schedule).astype(str)
-    bad = ~np.isin(names, _NAMES)
-    if np.any(bad):
+    bad = np.ones(names.shape, dtype=bool)
+    for name in _NAMES:
+        bad &= names != name
+    if bad.any():
         raise ValueError(f"unknown pipeline schedule {names[bad].ravel()[0]!r}; one of "
                          f"{', '.join(_NAMES)}")
     return names
@@ -119,12 +121,20 @@ def _per_schedule(names: Num, formulas: dict[str, Callable[[], Num]]) -> Num:
     not evaluated)."""
     if np.ndim(names) == 0:
         return formulas[str(names)]()
-    present = [k for k in formulas if np.any(names == k)]
-    where = [names == k for k in present]
+    masks = {k: names == k for k in formulas}
+    present = [k for k in formulas if masks[k].any()]
     values = [formulas[k]() for k in present]
+
+    def select(parts: list[Num]) -> Num:
+        out = parts[-1]  # the last present schedule fills what the others leave
+        for k, part in zip(present[-2::-1], parts[-2::-1], strict=True):
+            out = np.where(masks[k], part, out)
+        shape = np.broadcast_shapes(np.shape(out), names.shape)
+        return out if np.shape(out) == shape else np.broadcast_to(out, shape).copy()
+
     if isinstance(values[0], tuple):  # several results per formula, selected one by one
-        return tuple(np.select(where, [v[i] for v in values]) for i in range(len(values[0])))
-    return np.select(where, values)
+        return tuple(select([v[i] for v in values]) for i in range(len(values[0])))
+    return select(values)
 
 
 def _scale(names: Num, p: Num, m: Num, v: Num, w_share: Num) -> Num:
