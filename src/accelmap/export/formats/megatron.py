@@ -66,6 +66,15 @@ def _parallel_flags(job: PlanJob) -> tuple[list[Flag], list[str]]:
         # _add_distributed_args: stages per rank directly (validate_args turns it into
         # virtual_pipeline_model_parallel_size); the other spelling counts layers per stage.
         flags.append(("--num-virtual-stages-per-pipeline-rank", str(vpp)))
+    # _add_distributed_args: uneven pipeline splits (Mapping.stage_layers)
+    for key, flag in (("first_stage_layers", "--decoder-first-pipeline-num-layers"),
+                      ("last_stage_layers", "--decoder-last-pipeline-num-layers")):
+        if m.get(key):
+            flags.append((flag, str(m[key])))
+    for key, flag in (("embedding_in_split", "--account-for-embedding-in-pipeline-split"),
+                      ("loss_in_split", "--account-for-loss-in-pipeline-split")):
+        if m.get(key):
+            flags.append((flag, None))
     if tp > 1:
         flags.append(("--sequence-parallel", None))  # _add_training_args
     if zero == 1:
@@ -278,7 +287,12 @@ def read_back(files: dict[str, str]) -> dict[str, Any]:
         "vpp": degree("--num-virtual-stages-per-pipeline-rank"),
         "recompute": flags.get("--recompute-granularity") or "none",
         "offload": "--optimizer-cpu-offload" in flags,
-    }
+    } | {key: int(str(flags[flag])) for key, flag in (
+        ("first_stage_layers", "--decoder-first-pipeline-num-layers"),
+        ("last_stage_layers", "--decoder-last-pipeline-num-layers")) if flag in flags} | {
+        key: True for key, flag in (
+            ("embedding_in_split", "--account-for-embedding-in-pipeline-split"),
+            ("loss_in_split", "--account-for-loss-in-pipeline-split")) if flag in flags}
 
 
 EXPORTER = register(Exporter(
