@@ -46,7 +46,7 @@ from accelmap.cost.framework import Framework
 from accelmap.engine import estimate
 from accelmap.engine.result import TrainStep
 from accelmap.hardware.cluster import parse_cluster
-from accelmap.mapping.plan import Mapping, ZeroStage
+from accelmap.mapping.plan import Mapping, ZeroStage, balanced_split, default_schedule
 from accelmap.memory.allocator import DYNAMIC_ITEMS, NON_PYTORCH_ITEMS
 from accelmap.memory.sharding import model_state_bytes
 from accelmap.memory.training import training_items
@@ -168,9 +168,13 @@ def torchtitan_plan(row: dict[str, str], catalog: Catalog
                                      or "compile" in row["precision"].lower()) else Framework.FSDP
     acc = "h200-sxm" if "H200" in row["accelerator"] else "h100-sxm5-80gb"
     cluster = parse_cluster(f"{max(n // 8, 1)}x{min(n, 8)}x{acc}", catalog)
+    vpp = 2 if interleaved else 1
+    # torchtitan splits a layer count the stages do not divide (Llama 3 405B's 126) unevenly;
+    # Megatron's balanced first/last split is the same shape (mapping.plan.balanced_split)
+    first, last = (int(x) or None for x in balanced_split(spec.n_layers, pp, vpp))
     m = Mapping(dp=dp, tp=tp, pp=pp, cp=cp, zero=ZeroStage.PARAMETERS, micro_batch=micro,
-                virtual_stages=2 if interleaved else 1, recompute=recompute,
-                sequence_parallel=tp > 1)
+                virtual_stages=vpp, schedule=default_schedule(vpp), recompute=recompute,
+                sequence_parallel=tp > 1, first_stage_layers=first, last_stage_layers=last)
     wl = Training(batch=local * dp, seq_len=seq, dtype=DType.FP8 if fp8 else DType.BF16,
                   grad_dtype=DType.FP32, recompute=recompute, loss=Loss.EAGER)
     return spec, cluster, wl, m, fw

@@ -114,6 +114,41 @@ def test_estimate_cluster_rule_violation(cli: Run) -> None:
     assert d["feasible"] is False and "scale-up domain" in d["reason"]
 
 
+PIPELINE = ("estimate", "llama-3.1-70b", "--cluster", "64xH100", "--train", "--tp", "8", "--pp",
+            "4", "--batch", "64", "--seq", "8192", "--recompute", "full", "--json")
+
+
+def test_a_schedule_flag_changes_the_result_or_is_refused(cli: Run) -> None:
+    """--vpp 2 is modelled only as interleaved 1F1B (the default with --vpp > 1); with gpipe,
+    1f1b or zb-h1 it is refused with the reason, as is interleaved-1f1b with one chunk."""
+    steps = {s: j(cli(*PIPELINE, "--schedule", s))["step_time_s"]
+             for s in ("gpipe", "1f1b", "zb-h1")}
+    inter = j(cli(*PIPELINE, "--vpp", "2"))
+    assert inter["feasible"] and inter == j(cli(*PIPELINE, "--vpp", "2", "--schedule",
+                                                "interleaved-1f1b"))
+    assert len({*steps.values(), inter["step_time_s"]}) == 3  # GPipe = 1F1B in time only
+    assert inter["step_time_s"] < steps["1f1b"] and steps["zb-h1"] < steps["1f1b"]
+    for s in ("gpipe", "1f1b", "zb-h1"):
+        d = j(cli(*PIPELINE, "--vpp", "2", "--schedule", s))
+        assert d["feasible"] is False
+        assert "interleaving needs the interleaved-1f1b schedule" in d["reason"]
+    d = j(cli(*PIPELINE, "--schedule", "interleaved-1f1b"))
+    assert d["feasible"] is False and "needs vpp >= 2" in d["reason"]
+
+
+def test_an_uneven_split_from_the_cli(cli: Run) -> None:
+    """126 layers over 8 stages: refused without a split, as Megatron-LM does; modelled with
+    the first/last stage's layers or the embedding and loss counted as layers."""
+    base = ("estimate", "llama-3.1-405b", "--cluster", "1024xH100", "--train", "--tp", "8",
+            "--pp", "8", "--batch", "512", "--seq", "8192", "--recompute", "full", "--json")
+    d = j(cli(*base))
+    assert d["feasible"] is False and "pipeline_split" in d["reason"]
+    a = j(cli(*base, "--first-stage-layers", "15", "--last-stage-layers", "15"))
+    b = j(cli(*base, "--embedding-in-split", "--loss-in-split"))
+    assert a["feasible"] and a["step_time_s"] == pytest.approx(b["step_time_s"])
+    assert any("15 + 6 x 16 + 15" in x for x in a["assumptions"])
+
+
 def test_estimate_cluster_bad_shorthand(cli: Run) -> None:
     r = cli("estimate", "llama-2-7b", "--cluster", "lots of gpus")
     assert r.code == 2 and "cannot read cluster" in r.err

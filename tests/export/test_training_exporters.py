@@ -199,6 +199,7 @@ MEGATRON_VALUE_FLAGS: dict[str, set[str] | None] = {
     "--context-parallel-size": None, "--expert-model-parallel-size": None,
     "--expert-tensor-parallel-size": None, "--num-layers-per-virtual-pipeline-stage": None,
     "--num-virtual-stages-per-pipeline-rank": None,
+    "--decoder-first-pipeline-num-layers": None, "--decoder-last-pipeline-num-layers": None,
     "--data-parallel-sharding-strategy": {"no_shard", "optim", "optim_grads",
                                           "optim_grads_params"},
     "--ckpt-format": {"torch", "torch_dist", "zarr", "torch_dcp", "fsdp_dtensor"},
@@ -222,6 +223,7 @@ MEGATRON_VALUE_FLAGS: dict[str, set[str] | None] = {
     "--vocab-size": None, "--train-iters": None, "--lr": None,
 }
 MEGATRON_SWITCHES = {  # action='store_true'
+    "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
     "--sequence-parallel", "--use-distributed-optimizer", "--use-megatron-fsdp",
     "--use-torch-fsdp2", "--optimizer-cpu-offload", "--use-precision-aware-optimizer",
     "--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights",
@@ -317,6 +319,21 @@ def test_megatron_flags_are_documented(results: dict[tuple[str, str], Any]) -> N
         # validate_args: only one way to give virtual stages
         assert not ({"--num-layers-per-virtual-pipeline-stage",
                      "--num-virtual-stages-per-pipeline-rank"} <= set(flags))
+
+
+@pytest.mark.parametrize("split", [{"first_stage_layers": 15, "last_stage_layers": 15},
+                                   {"embedding_in_split": True, "loss_in_split": True}])
+def test_megatron_uneven_pipeline_split(catalog: Catalog, split: dict[str, Any]) -> None:
+    """126 layers over 8 stages: Megatron-LM refuses it without a split, so the flags that
+    give it travel with the plan and read back."""
+    job = _job("llama-3.1-405b", 64, 8, 8192, 512, dp=8, tp=8, pp=8,
+               recompute=Recompute.FULL, **split)
+    files = megatron.EXPORTER.export(job, catalog.models["llama-3.1-405b"]).files
+    flags = megatron.parse_args_file(files[megatron.ARGS_FILE])
+    for flag, value in flags.items():
+        assert (value is None) if flag in MEGATRON_SWITCHES else flag in MEGATRON_VALUE_FLAGS
+    back = megatron.read_back(files).mapping
+    assert back is not None and {k: getattr(back, k) for k in split} == split
 
 
 def test_torchtitan_keys_are_documented(results: dict[tuple[str, str], Any],

@@ -22,7 +22,7 @@ from accelmap.engine import System, default_mapping, estimate
 from accelmap.engine.result import Estimate, op_row
 from accelmap.errors import InputError
 from accelmap.hardware.cluster import Cluster, parse_cluster
-from accelmap.mapping.plan import Mapping, Offload, ZeroStage
+from accelmap.mapping.plan import Mapping, Offload, ZeroStage, default_schedule
 from accelmap.models.schema import ModelSpec
 from accelmap.units import DType
 from accelmap.workload import Inference, Optimizer, Phase, Recompute, Training
@@ -72,25 +72,35 @@ def inference(batch: int, prompt: int, output: int, weights: str | DType = "bf16
 
 def mapping(system: System, workload: Training, *, tp: int = 1, pp: int = 1,
             dp: int | None = None, cp: int = 1, ep: int = 1, zero: int | None = None,
-            micro_batch: int | None = None, vpp: int = 1, schedule: str | Schedule = "1f1b",
-            sequence_parallel: bool = True, tp_overlap: bool = False, force_tp: bool = False,
-            shard_group: int | None = None, offload: str | Offload = "none") -> Mapping:
+            micro_batch: int | None = None, vpp: int = 1,
+            schedule: str | Schedule | None = None, sequence_parallel: bool = True,
+            tp_overlap: bool = False, force_tp: bool = False, shard_group: int | None = None,
+            offload: str | Offload = "none", first_stage_layers: int | None = None,
+            last_stage_layers: int | None = None, embedding_in_split: bool = False,
+            loss_in_split: bool = False) -> Mapping:
     """A training mapping; ``dp`` left out fills the system; ``micro_batch`` left out is
     ``default_mapping``'s (the whole batch on one device, 1 on a cluster); ``zero`` left out is
     stage 1 on a cluster (sharded optimizer states, Megatron-LM's distributed optimizer and
-    DeepSpeed's common setting) and 0 on one device, where there is nothing to shard over."""
+    DeepSpeed's common setting) and 0 on one device, where there is nothing to shard over;
+    ``schedule`` left out is Megatron-LM's (interleaved-1f1b with vpp > 1, else 1f1b). The
+    pipeline split follows Megatron-LM's arguments (``Mapping.stage_layers``): the first/last
+    stage's layers, or the embedding/loss counted as layers."""
     mb = micro_batch or default_mapping(system, workload).micro_batch
     off = choice(Offload, offload, "offload")
     if zero is None:
         zero = 1 if system.devices > 1 else 0
     if int(zero) not in (0, 1, 2, 3):
         raise InputError(f"zero={zero}: the ZeRO stage is 0, 1, 2 or 3")
+    sched = default_schedule(vpp) if schedule is None else choice(Schedule, schedule,
+                                                                   "schedule")
     return Mapping.for_world(
         system.devices, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, zero=ZeroStage(int(zero)),
-        micro_batch=mb, virtual_stages=vpp, schedule=choice(Schedule, schedule, "schedule"),
+        micro_batch=mb, virtual_stages=vpp, schedule=sched,
         sequence_parallel=sequence_parallel, recompute=workload.recompute,
         tp_comm_overlap=tp_overlap, force_tp_across_nodes=force_tp, shard_group=shard_group,
-        offload_optimizer=off, offload_params=off)
+        offload_optimizer=off, offload_params=off, first_stage_layers=first_stage_layers,
+        last_stage_layers=last_stage_layers, embedding_in_split=embedding_in_split,
+        loss_in_split=loss_in_split)
 
 
 def serving_mapping(tp: int = 1, pp: int = 1, ep: int = 1, replicas: int = 1) -> Mapping:

@@ -55,7 +55,9 @@ ClusterOpt = Annotated[str | None, typer.Option(
 IntOpt = Annotated[int, typer.Option(min=1)]
 ZeroOpt = Annotated[int | None, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 "
                                              "(3 = FSDP; default 1 on a cluster).")]
-ScheduleOpt = Annotated[str, typer.Option(help="gpipe, 1f1b, interleaved-1f1b, zb-h1.")]
+ScheduleOpt = Annotated[str | None, typer.Option(
+    help="gpipe, 1f1b, interleaved-1f1b, zb-h1 (default: interleaved-1f1b with --vpp > 1, else "
+         "1f1b).")]
 TokensOpt = Annotated[str | None, typer.Option(help="Tokens to train, for time and cost "
                                                "(e.g. 1e12 or 1T).")]
 
@@ -70,9 +72,10 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
             group: int, optimizer: str, recompute: str, flash: bool, tokens: str | None,
             catalog: Any, profile: CalibrationProfile | None = None, tp: int = 1, pp: int = 1,
             dp: int | None = None, cp: int = 1, ep: int = 1, zero: int | None = None,
-            micro_batch: int | None = None, vpp: int = 1, schedule: str = "1f1b",
+            micro_batch: int | None = None, vpp: int = 1, schedule: str | None = None,
             sp: bool = True, tp_overlap: bool = False, force_tp: bool = False,
-            replicas: int = 1) -> tuple[ModelSpec, System, Training | Inference, Mapping]:
+            replicas: int = 1, split: dict[str, Any] | None = None
+            ) -> tuple[ModelSpec, System, Training | Inference, Mapping]:
     """The options as the API's values: model, system, workload and mapping (one device is a
     one-device system; the same engine serves both)."""
     train_dtype = api.dtype(dtype, "training")  # checked in every mode: a typo is never ignored
@@ -84,7 +87,7 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
         return spec, system, wl, api.mapping(
             system, wl, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
             vpp=vpp, schedule=schedule, sequence_parallel=sp, tp_overlap=tp_overlap,
-            force_tp=force_tp)
+            force_tp=force_tp, **(split or {}))
     inf = api.inference(batch, prompt, output, weights, kv, group, flash)
     return spec, system, inf, api.serving_mapping(tp, pp, ep, replicas)
 
@@ -121,7 +124,19 @@ def estimate_cmd(
         "--micro-batch", min=1, help="Sequences per micro-batch (default: 1 on a cluster, the "
         "whole batch on one device).")] = None,
     vpp: Annotated[int, typer.Option("--vpp", min=1, help="Virtual pipeline stages.")] = 1,
-    schedule: ScheduleOpt = "1f1b",
+    schedule: ScheduleOpt = None,
+    first_stage_layers: Annotated[int | None, typer.Option(
+        "--first-stage-layers", min=1, help="Layers on the first pipeline stage (Megatron "
+        "--decoder-first-pipeline-num-layers).")] = None,
+    last_stage_layers: Annotated[int | None, typer.Option(
+        "--last-stage-layers", min=1, help="Layers on the last pipeline stage (Megatron "
+        "--decoder-last-pipeline-num-layers).")] = None,
+    embedding_in_split: Annotated[bool, typer.Option(
+        "--embedding-in-split", help="Count the embedding as a layer in the pipeline split "
+        "(Megatron --account-for-embedding-in-pipeline-split).")] = False,
+    loss_in_split: Annotated[bool, typer.Option(
+        "--loss-in-split", help="Count the loss as a layer in the pipeline split (Megatron "
+        "--account-for-loss-in-pipeline-split).")] = False,
     no_sp: Annotated[bool, typer.Option("--no-sp", help="Disable sequence parallelism.")] = False,
     tp_overlap: Annotated[bool, typer.Option("--tp-overlap", help="Overlap TP communication "
                                              "with GEMMs.")] = False,
@@ -148,7 +163,11 @@ def estimate_cmd(
     spec, system, wl, m = _inputs(model, hw, cluster, train, batch, seq, prompt, output, dtype,
                                   weights, kv, group, optimizer, recompute, flash, tokens,
                                   catalog, cal, tp, pp, dp, cp, ep, zero, micro_batch, vpp,
-                                  schedule, not no_sp, tp_overlap, force_tp, replicas)
+                                  schedule, not no_sp, tp_overlap, force_tp, replicas,
+                                  {"first_stage_layers": first_stage_layers,
+                                   "last_stage_layers": last_stage_layers,
+                                   "embedding_in_split": embedding_in_split,
+                                   "loss_in_split": loss_in_split})
     est = api.estimate(spec, system, wl, m, framework=framework, imbalance=imbalance)
     if json_out:
         emit_json(est.to_dict(ops=False))

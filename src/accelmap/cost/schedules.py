@@ -7,13 +7,31 @@ the bubble adds
 - GPipe (Huang et al. 2019) and 1F1B / PipeDream-Flush (Narayanan et al. 2021, "Efficient
   Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", sec. 2.2.1):
   (p-1)(t_f + t_b), i.e. (p-1)/m of the ideal time ("bubble time fraction"), and
-  (p-1)/(m+p-1) of the total step;
-- interleaved 1F1B (same paper, sec. 2.2.2): the bubble shrinks by v, (p-1)/(v m) of ideal;
+  (p-1)/(m+p-1) of the total step. It holds for m < p too: the first micro-batch still crosses
+  all p stages forward and back;
+- interleaved 1F1B (same paper, sec. 2.2.2): the bubble shrinks by v, (p-1)/(v m) of ideal.
+  Megatron-LM runs it on groups of ``microbatch_group_size_per_vp_stage`` (default p)
+  micro-batches, which must lie in [p, m] with m a multiple of the group
+  (megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_
+  interleaving): m is a multiple of p (mapping.constraints, ``batch_divisible``);
 - ZB-H1 (Qi, Wan, Huang & Lin 2024, "Zero Bubble Pipeline Parallelism", ICLR, arXiv:2401.10241,
   sec. 2.1): splitting the backward into input-gradient (B) and weight-gradient (W) passes and
-  delaying W into the cool-down leaves (p-1)(t_F + t_B - t_W), one third of 1F1B's
-  (p-1)(t_F + t_B + t_W) when the three passes take equal time (their stated assumption), at the
-  same peak activation memory as 1F1B.
+  delaying W into the cool-down leaves (p-1)(t_F + t_B - t_W) against 1F1B's
+  (p-1)(t_F + t_B + t_W), at 1F1B's peak activation memory; one third of 1F1B's bubble when
+  the three passes take equal time (the paper's assumption, and the default ``w_share`` 1/3).
+  With m < p there are only m - 1 W passes after the first to delay, so the bubble is
+  (p-1)(t_F + t_B) - min(m-1, p-1) t_W (the same critical path; at m = 1 nothing is delayed;
+  checked against a simulation of the schedule in tests/cost/test_schedules.py).
+
+Stages that are not alike (uneven splits, the embedding on the first stage, the head and loss on
+the last; ``bubble_time``): identical micro-batches through p stages in order take the sum of
+the stage times for the first to cross and the slowest stage's time for each of the m - 1
+others (the makespan of a flow shop of identical jobs), so the slowest stage idles
+sum_s tau_s - tau_max, scaled per schedule as above: (p-1) tau for p equal stages, Narayanan's
+bubble. Warm-up and cool-down carry the pipeline's point-to-point sends on
+their critical path: the first micro-batch's activations cross p - 1 stage boundaries forward
+and its gradients p - 1 back, 2 (p-1) sends that the steady state (one send each way per
+micro-batch) does not count. Both checked against a simulation of Megatron-LM's op order.
 
 In-flight micro-batches (activations a stage keeps alive, in units of one micro-batch through
 that stage's whole share of layers), with 0-indexed ``stage``:
@@ -31,11 +49,13 @@ that stage's whole share of layers), with 0-indexed ``stage``:
 - ZB-H1: as 1F1B (Qi et al. sec. 2.1: "peak memory no greater than 1F1B").
 
 p == 1 means no pipeline: no bubble and one micro-batch in flight (gradient accumulation runs
-them one after another). Every function is numpy-broadcastable in p, m, stage and v.
+them one after another). Every function is numpy-broadcastable in p, m, stage and v, and takes
+the schedule as one name or an array of names (one per candidate mapping).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
@@ -45,8 +65,9 @@ from accelmap.errors import InputError
 
 Num = Any
 
-# Qi et al. 2024 sec. 2.1, with t_F = t_B = t_W: ZB-H1 bubble / 1F1B bubble = 1/3.
-ZB_H1_BUBBLE_RATIO = 1.0 / 3.0
+# Qi et al. 2024 sec. 2.1 assume t_F = t_B = t_W: the weight-gradient pass is a third of a
+# micro-batch's forward + backward time. The engine passes the share its operator graph gives.
+ZB_EQUAL_W_SHARE = 1.0 / 3.0
 
 
 class Schedule(StrEnum):
@@ -56,51 +77,150 @@ class Schedule(StrEnum):
     ZERO_BUBBLE = "zb-h1"
 
 
+_NAMES = tuple(s.value for s in Schedule)
+
+
 def _out(x: Num) -> Num:
     return float(x) if np.ndim(x) == 0 else x
 
 
 def _check(p: Num, m: Num, v: Num) -> tuple[Num, Num, Num]:
     p, m, v = (np.asarray(x, dtype=float) for x in (p, m, v))
-    if np.any(p < 1) or np.any(m < 1) or np.any(v < 1):
+    if any(x.size and x.min() < 1 for x in (p, m, v)):
         raise InputError("pipeline stages, micro-batches and virtual stages must all be >= 1")
     return p, m, v
 
 
-def bubble_over_ideal(schedule: Schedule | str, pp: Num, micro_batches: Num,
-                      virtual_stages: Num = 1) -> Num:
-    """Pipeline bubble as a fraction of the ideal (bubble-free) compute time of one step."""
-    schedule = Schedule(schedule)
+def schedule_names(schedule: Schedule | str | Num) -> Num:
+    """One schedule name, or an array of names (a candidate table), checked against Schedule."""
+    if np.ndim(schedule) == 0:
+        return np.asarray(Schedule(str(schedule)).value)
+    names = np.asarray(schedule).astype(str)
+    bad = np.ones(names.shape, dtype=bool)
+    for name in _NAMES:
+        bad &= names != name
+    if bad.any():
+        raise ValueError(f"unknown pipeline schedule {names[bad].ravel()[0]!r}; one of "
+                         f"{', '.join(_NAMES)}")
+    return names
+
+
+def fill_drain_scale(schedule: Schedule | str | Num, pp: Num, micro_batches: Num,
+                     virtual_stages: Num = 1, w_share: Num = ZB_EQUAL_W_SHARE) -> Num:
+    """What a schedule leaves of the plain warm-up + cool-down, (p-1) stage-micro-batches of
+    idle time on the slowest stage: 1 for GPipe and 1F1B, 1/v interleaved (Narayanan et al.
+    sec. 2.2.2), 1 - w - w min(m-1, p-1)/(p-1) for ZB-H1 with W a share w of a stage's
+    forward + backward (Qi et al. sec. 2.1: (t_F + t_B - t_W)/(t_F + t_B + t_W) once m >= p)."""
     p, m, v = _check(pp, micro_batches, virtual_stages)
-    base = (p - 1) / m  # Narayanan et al. 2021 sec. 2.2.1
-    if schedule is Schedule.INTERLEAVED:
-        return _out(base / v)  # sec. 2.2.2
-    if schedule is Schedule.ZERO_BUBBLE:
-        return _out(base * ZB_H1_BUBBLE_RATIO)
-    return _out(base + 0.0 * v)
+    return _out(_scale(schedule_names(schedule), p, m, v, w_share))
 
 
-def bubble_over_total(schedule: Schedule | str, pp: Num, micro_batches: Num,
-                      virtual_stages: Num = 1) -> Num:
+def _per_schedule(names: Num, formulas: dict[str, Callable[[], Num]]) -> Num:
+    """Each schedule's formula where that schedule is named: the one formula for a single
+    name, ``np.select`` over the names present in a table (formulas of absent schedules are
+    not evaluated)."""
+    if np.ndim(names) == 0:
+        return formulas[str(names)]()
+    masks = {k: names == k for k in formulas}
+    present = [k for k in formulas if masks[k].any()]
+    values = [formulas[k]() for k in present]
+
+    def select(parts: list[Num]) -> Num:
+        out = parts[-1]  # the last present schedule fills what the others leave
+        for k, part in zip(present[-2::-1], parts[-2::-1], strict=True):
+            out = np.where(masks[k], part, out)
+        shape = np.broadcast_shapes(np.shape(out), names.shape)
+        return out if np.shape(out) == shape else np.broadcast_to(out, shape).copy()
+
+    if isinstance(values[0], tuple):  # several results per formula, selected one by one
+        return tuple(select([v[i] for v in values]) for i in range(len(values[0])))
+    return select(values)
+
+
+def _scale(names: Num, p: Num, m: Num, v: Num, w_share: Num) -> Num:
+    w = np.clip(np.asarray(w_share, dtype=float), 0.0, 0.5)  # t_W <= t_F + t_B
+    return _per_schedule(names, {
+        Schedule.GPIPE.value: lambda: 1.0 + 0.0 * p,
+        Schedule.ONE_F_ONE_B.value: lambda: 1.0 + 0.0 * p,
+        Schedule.INTERLEAVED.value: lambda: 1.0 / v,
+        Schedule.ZERO_BUBBLE.value:
+            lambda: 1.0 - w - w * np.minimum(m - 1, p - 1) / np.maximum(p - 1, 1)})
+
+
+def bubble_over_ideal(schedule: Schedule | str | Num, pp: Num, micro_batches: Num,
+                      virtual_stages: Num = 1, w_share: Num = ZB_EQUAL_W_SHARE) -> Num:
+    """Pipeline bubble as a fraction of the ideal (bubble-free) compute time of one step, for p
+    equal stages and no send time: (p-1)/m (GPipe, 1F1B), (p-1)/(v m) (interleaved),
+    ((p-1)(1-w) - w min(m-1, p-1))/m (ZB-H1)."""
+    p, m, _ = _check(pp, micro_batches, virtual_stages)
+    scale = fill_drain_scale(schedule, pp, micro_batches, virtual_stages, w_share)
+    return _out((p - 1) / m * np.asarray(scale))  # Narayanan et al. 2021 sec. 2.2.1
+
+
+def bubble_over_total(schedule: Schedule | str | Num, pp: Num, micro_batches: Num,
+                      virtual_stages: Num = 1, w_share: Num = ZB_EQUAL_W_SHARE) -> Num:
     """Bubble as a fraction of the whole step (ideal + bubble): b / (1 + b); (p-1)/(m+p-1) for
     GPipe and 1F1B."""
-    b = np.asarray(bubble_over_ideal(schedule, pp, micro_batches, virtual_stages))
+    b = np.asarray(bubble_over_ideal(schedule, pp, micro_batches, virtual_stages, w_share))
     return _out(b / (1.0 + b))
 
 
-def in_flight_micro_batches(schedule: Schedule | str, pp: Num, micro_batches: Num, stage: Num = 0,
-                            virtual_stages: Num = 1) -> Num:
+def bubble_time(schedule: Schedule | str | Num, pp: Num, micro_batches: Num,
+                virtual_stages: Num = 1, *, slowest: Num, stages_total: Num, send: Num = 0.0,
+                w_share: Num = ZB_EQUAL_W_SHARE) -> Num:
+    """Seconds per step the slowest stage waits in warm-up and cool-down: the other stages'
+    time per micro-batch, sum_s tau_s - tau_max (``stages_total - slowest``), scaled by the
+    schedule (``fill_drain_scale``), plus the 2 (p-1) point-to-point sends (``send`` each) on
+    the critical path of the first micro-batch's forward and the last one's backward. For p
+    equal stages and no sends it is ``bubble_over_ideal`` x m x tau."""
+    p, m, v = _check(pp, micro_batches, virtual_stages)
+    scale = _scale(schedule_names(schedule), p, m, v, w_share)
+    others = np.maximum(np.asarray(stages_total) - np.asarray(slowest), 0.0)
+    return _out(np.where(p <= 1, 0.0, scale * others + 2.0 * (p - 1) * np.asarray(send)))
+
+
+def in_flight_first_second_last(schedule: Schedule | str | Num, pp: Num, micro_batches: Num,
+                                virtual_stages: Num = 1) -> tuple[Num, Num, Num]:
+    """``in_flight_micro_batches`` of stages 0, 1 and p - 1 in one pass (the stages whose
+    memory can peak: the first holds the most of its layers, the second the most among the
+    middle ones, the last the head and logits). Stage 1 is the last when p = 2."""
+    names = schedule_names(schedule)
+    p, m, v = _check(pp, micro_batches, virtual_stages)
+    one = p <= 1
+
+    def plain() -> tuple[Num, Num, Num]:  # 1F1B; ZB-H1 keeps 1F1B's memory
+        return np.minimum(p, m), np.minimum(p - 1, m), 1.0 + 0.0 * p
+
+    def interleaved() -> tuple[Num, Num, Num]:
+        base, mv = (v - 1) * p + 1, m * v
+        chunked = (np.minimum(base + 2 * (p - 1), mv) / v,
+                   np.minimum(base + 2 * np.maximum(p - 2, 0), mv) / v, np.minimum(base, mv) / v)
+        return tuple(np.where(v > 1, c, f) for c, f in zip(chunked, plain(), strict=True))
+
+    formulas: dict[str, Callable[[], Num]] = {
+        Schedule.GPIPE.value: lambda: (m, m, m), Schedule.ONE_F_ONE_B.value: plain,
+        Schedule.INTERLEAVED.value: interleaved, Schedule.ZERO_BUBBLE.value: plain}
+    held = _per_schedule(names, formulas)
+    return (_out(np.where(one, 1.0, held[0])), _out(np.where(one, 1.0, held[1])),
+            _out(np.where(one, 1.0, held[2])))
+
+
+def in_flight_micro_batches(schedule: Schedule | str | Num, pp: Num, micro_batches: Num,
+                            stage: Num = 0, virtual_stages: Num = 1) -> Num:
     """Micro-batches whose activations ``stage`` (0 = first) holds at its peak, in units of one
     micro-batch through the stage's whole layer share."""
-    schedule = Schedule(schedule)
+    names = schedule_names(schedule)
     p, m, v = _check(pp, micro_batches, virtual_stages)
     s = np.clip(np.asarray(stage, dtype=float), 0.0, p - 1)
-    one_f_one_b = np.minimum(p - s, m)
-    if schedule is Schedule.GPIPE:
-        held = m + 0.0 * s
-    elif schedule is Schedule.INTERLEAVED:
+
+    def one_f_one_b() -> Num:  # 1F1B; ZB-H1 keeps 1F1B's memory
+        return np.minimum(p - s, m)
+
+    def interleaved() -> Num:  # v == 1 is plain 1F1B in Megatron
         chunks = np.minimum(2 * (p - s - 1) + (v - 1) * p + 1, m * v)
-        held = np.where(v > 1, chunks / v, one_f_one_b)  # v == 1 is plain 1F1B in Megatron
-    else:  # 1F1B; ZB-H1 keeps 1F1B's memory
-        held = one_f_one_b
+        return np.where(v > 1, chunks / v, one_f_one_b())
+
+    held = _per_schedule(names, {
+        Schedule.GPIPE.value: lambda: m + 0.0 * s, Schedule.ONE_F_ONE_B.value: one_f_one_b,
+        Schedule.INTERLEAVED.value: interleaved, Schedule.ZERO_BUBBLE.value: one_f_one_b})
     return _out(np.where(p <= 1, 1.0, held))

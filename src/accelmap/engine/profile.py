@@ -19,7 +19,7 @@ from accelmap.models.flops import forward_flops_per_token
 from accelmap.models.geometry import Geometry
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
-from accelmap.ops.graph import Op, Shape, causal_shape_context, forward_ops
+from accelmap.ops.graph import Op, Shape, Stage, causal_shape_context, forward_ops
 from accelmap.ops.step import training_precision
 from accelmap.ops.training import backward_ops, recompute_ops
 from accelmap.workload import Recompute, Training
@@ -34,6 +34,7 @@ class LayerProfile:
     T: float  # tokens per micro-batch per rank
     layer_fwd_s: float
     layer_bwd_s: float  # backward + recompute
+    layer_wgrad_s: float  # the weight-gradient part of layer_bwd_s (ZB-H1's W pass)
     layer_gemm_s: float  # forward + backward GEMM time (what TP comm overlap hides behind)
     layer_attn_s: float  # attention-core time (what the CP ring hides behind)
     embed_fwd_s: float
@@ -116,6 +117,8 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
     return LayerProfile(
         T=T,
         layer_fwd_s=part(tf, is_layer) / L, layer_bwd_s=part(tb, is_layer) / L,
+        layer_wgrad_s=float(sum(float(t.total_s) for t in tb if is_layer(t.op.name)
+                                and t.op.stage is Stage.BACKWARD_WGRAD)) / L,
         layer_gemm_s=float(sum(float(t.total_s) for t in gemm)) / L,
         layer_attn_s=float(sum(float(t.total_s) for t in attn)) / L,
         embed_fwd_s=part(tf, is_embed), embed_bwd_s=part(tb, is_embed),

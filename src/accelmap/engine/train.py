@@ -17,9 +17,14 @@ on (mapping/placement.py) and the alpha-beta collectives (cost/collectives.py):
 - ZeRO-3 / FSDP: parameters all-gathered per layer in forward and backward and gradients
   reduce-scattered every micro-batch, prefetched behind compute (exposed = comm - compute).
 
-Step = (m + bubble) x (forward + backward + exposed per micro-batch) + exposed DP + optimizer,
-with bubble = (p - 1)/v micro-batch slots (Narayanan et al. 2021 sec. 2.2). MFU counts model
-FLOPs (PaLM convention) over world x peak.
+Step = m x (forward + backward + exposed per micro-batch on the slowest stage) + bubble +
+exposed DP + optimizer. The stages hold the layers Megatron-LM's split gives them
+(Mapping.stage_layers), the first also the embedding, the last the head and loss; the bubble is
+the other stages' time per micro-batch, scaled by the schedule, plus the point-to-point sends of
+warm-up and cool-down (cost/schedules.py ``bubble_time``; (p - 1)/(v m) of ideal for equal
+stages, Narayanan et al. 2021 sec. 2.2). Memory is that of the stage with the most activations
+in flight.
+MFU counts model FLOPs (PaLM convention) over world x peak.
 """
 
 from __future__ import annotations
@@ -34,7 +39,12 @@ from accelmap.cost.collectives import Collective
 from accelmap.cost.energy import op_energy_j
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import time_ops, total_time
-from accelmap.cost.schedules import Schedule, bubble_over_ideal, in_flight_micro_batches
+from accelmap.cost.schedules import (
+    bubble_over_ideal,
+    bubble_time,
+    in_flight_first_second_last,
+    in_flight_micro_batches,
+)
 from accelmap.engine.error_band import error_band
 from accelmap.engine.profile import LayerProfile, is_embed, is_layer, layer_profile
 from accelmap.engine.result import TrainStep, fits
@@ -72,58 +82,84 @@ class OverlapPolicy:
     pp_p2p: bool = False
 
 
+# Stage kinds, in the order StageTimes and the memory of compose stack them.
+FIRST, MIDDLE, LAST = 0, 1, 2
+
+
 @dataclass(frozen=True)
 class StageTimes:
-    """The pipeline's stages as the step sees them: layers on the first and last stage, and the
-    forward and backward time of one micro-batch on the slower of the two (the critical
-    stage). The first stage holds the embedding, the last the head and loss."""
+    """The pipeline's stages as the step sees them: layers on the first, each middle and the
+    last stage (Mapping.stage_layers), the forward and backward time of one micro-batch on
+    the slowest (critical) stage, and the sum over all stages of their forward + backward
+    time (what warm-up and cool-down cross). The first stage holds the embedding, the last
+    the head and loss; with pp = 1 one stage holds everything, with pp = 2 there is no
+    middle stage."""
 
     pp: Num
     first_layers: Num
+    middle_layers: Num
     last_layers: Num
     single: Num  # one stage holds everything
-    first_critical: Num
+    first_critical: Num  # the first stage is the slowest
+    middle_critical: Num  # else a middle one is; else the last
     fwd: Num
     bwd: Num
+    total: Num  # sum over stages of forward + backward per micro-batch
+    critical_layers: Num  # layers on the critical stage
 
     @property
-    def critical_layers(self) -> Num:
-        return np.where(self.first_critical, self.first_layers, self.last_layers)
+    def critical(self) -> Num:
+        """FIRST, MIDDLE or LAST."""
+        return np.where(self.first_critical, FIRST,
+                        np.where(self.middle_critical, MIDDLE, LAST))
 
 
 def stage_times(prof: LayerProfile, m: Mapping) -> StageTimes:
-    """Megatron-LM's default split: ceil(L / pp) layers per stage, the last stage taking what
-    is left (at least one layer)."""
-    L = prof.n_layers
+    """Every stage's layers (Megatron-LM's split, Mapping.stage_layers: L / pp each by
+    default) and the critical (slowest) stage among the first, the middle ones and the last.
+    Ties go to the first stage, then the middle: a kind that does not exist never wins (with
+    pp = 1 the middle and last hold L layers but no embedding, with pp = 2 the middle none)."""
     pp = np.asarray(m.pp, dtype=float)
-    per_stage = np.ceil(L / pp)
-    last_layers = np.maximum(L - per_stage * (pp - 1), 1.0)
+    first, middle, last = m.stage_layers(prof.n_layers)
     single = pp <= 1
-    fwd_first = per_stage * prof.layer_fwd_s + prof.embed_fwd_s + np.where(single,
-                                                                           prof.head_fwd_s, 0)
-    bwd_first = per_stage * prof.layer_bwd_s + prof.embed_bwd_s + np.where(single,
-                                                                           prof.head_bwd_s, 0)
-    fwd_last = last_layers * prof.layer_fwd_s + prof.head_fwd_s + np.where(single,
-                                                                           prof.embed_fwd_s, 0)
-    bwd_last = last_layers * prof.layer_bwd_s + prof.head_bwd_s + np.where(single,
-                                                                           prof.embed_bwd_s, 0)
-    first = fwd_first + bwd_first >= fwd_last + bwd_last
-    return StageTimes(pp, per_stage, last_layers, single, first,
-                      np.where(first, fwd_first, fwd_last), np.where(first, bwd_first, bwd_last))
+    layer = prof.layer_fwd_s + prof.layer_bwd_s
+    ends_f = prof.embed_fwd_s + single * prof.head_fwd_s  # one stage holds the head too
+    ends_b = prof.embed_bwd_s + single * prof.head_bwd_s
+    head = prof.head_fwd_s + prof.head_bwd_s
+    t_first = first * layer + (ends_f + ends_b)
+    t_mid = middle * layer
+    t_last = last * layer + head
+    slowest = np.maximum(np.maximum(t_first, t_mid), t_last)
+    is_first = t_first >= slowest
+    is_mid = ~is_first & (t_mid >= slowest)
+    layers = np.where(is_first, first, np.where(is_mid, middle, last))
+    fwd = (layers * prof.layer_fwd_s + is_first * ends_f
+           + ~(is_first | is_mid) * prof.head_fwd_s)
+    total = t_first + np.maximum(pp - 2, 0) * t_mid + (pp > 1) * t_last
+    return StageTimes(pp, first, middle, last, single, is_first, is_mid, fwd, slowest - fwd,
+                      total, layers)
 
 
-def bubble_fraction(m: Mapping, micro: Num) -> Num:
-    """Pipeline bubble over the ideal step (cost/schedules.py): interleaved when vpp > 1."""
-    pp, vpp = np.asarray(m.pp, dtype=float), np.asarray(m.virtual_stages, dtype=float)
-    return np.where(vpp > 1, bubble_over_ideal(Schedule.INTERLEAVED, pp, micro, vpp),
-                    bubble_over_ideal(m.schedule, pp, micro, 1))
+def wgrad_share(prof: LayerProfile) -> float:
+    """ZB-H1's W pass (the weight-gradient GEMMs) as a share of a layer's forward + backward,
+    from the operator graph (Qi et al. 2024 assume a third)."""
+    return prof.layer_wgrad_s / max(prof.layer_fwd_s + prof.layer_bwd_s, 1e-30)
+
+
+def bubble_fraction(m: Mapping, micro: Num, w_share: Num = 1.0 / 3.0) -> Num:
+    """Pipeline bubble over the ideal step for equal stages and no sends (cost/schedules.py),
+    under the mapping's schedule."""
+    return bubble_over_ideal(m.schedule, m.pp, micro, m.virtual_stages, w_share)
+
+
+def stage_in_flight(m: Mapping, micro: Num, stage: Num) -> Num:
+    """Micro-batches whose activations ``stage`` holds at its peak (cost/schedules.py)."""
+    return in_flight_micro_batches(m.schedule, m.pp, micro, stage, m.virtual_stages)
 
 
 def first_stage_in_flight(m: Mapping, micro: Num) -> Num:
     """Micro-batches whose activations the first stage holds at its peak (cost/schedules.py)."""
-    pp, vpp = np.asarray(m.pp, dtype=float), np.asarray(m.virtual_stages, dtype=float)
-    return np.where(vpp > 1, in_flight_micro_batches(Schedule.INTERLEAVED, pp, micro, 0, vpp),
-                    in_flight_micro_batches(m.schedule, pp, micro, 0, 1))
+    return stage_in_flight(m, micro, 0)
 
 
 def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfile,
@@ -142,7 +178,8 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     a = wl.storage_dtype.bytes
     micro = m.micro_batches(wl.batch)
     st = stage_times(prof, m)
-    pp, per_stage, single = st.pp, st.first_layers, st.single
+    # per-layer communication below runs over the critical stage's layers
+    pp, per_stage, single = st.pp, st.critical_layers, st.single
     t_fwd, t_bwd = st.fwd, st.bwd
 
     p_dev = params_per_device(prof, pp)
@@ -214,7 +251,6 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     contention = ov.contention() * (micro * hidden_mb + hidden_step)
     per_mb = (t_fwd + t_bwd + exposed["tp"] + exposed["cp"] + exposed["ep"] + exposed["pp"]
               + np.where(z3, z3_exposed, 0.0))
-    bubble = bubble_fraction(m, micro)
     opt_shards = np.where(sharded, m.zero_shards, 1)
     opt_ops = optimizer_ops(p_dev / opt_shards, wl)
     t_opt = total_time(time_ops(opt_ops, dev, fw))
@@ -226,22 +262,19 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     fetch = 2 * p_dev * a / host
     per_mb = per_mb + np.where(m.offloads_params, np.maximum(fetch - (t_fwd + t_bwd), 0.0), 0.0)
     comm["offload"] = np.where(m.offloads_params, fetch * micro, 0.0)
-    step = micro * per_mb + bubble * micro * (t_fwd + t_bwd) + dp_tail + t_opt + contention
+    # Warm-up and cool-down: the other stages' busy time per micro-batch -- each stage's
+    # compute with the per-layer exposed communication the critical stage shows -- and the
+    # stage-to-stage sends of the first forward and the last backward (cost/schedules.py)
+    busy = per_mb - exposed["pp"]
+    bubble_s = bubble_time(m.schedule, pp, micro, m.virtual_stages, slowest=busy,
+                           stages_total=st.total * busy / (t_fwd + t_bwd),
+                           send=np.where(single, 0.0, ct["pp"]), w_share=wgrad_share(prof))
+    step = micro * per_mb + bubble_s + dp_tail + t_opt + contention
 
-    # memory of the first stage (it holds the most micro-batches in flight under 1F1B)
-    in_flight = first_stage_in_flight(m, micro)
-    master = master_bytes_per_param(wl)
-    stack = memory_stack(fw.name)
-    items = training_items(
-        params=p_dev, layer_params=prof.layer_params, zero=zero, zero_shards=m.zero_shards,
-        weight_bytes=a, grad_bytes=g, master_bytes=master,
-        state_bytes=prof.optimizer_bytes_per_param - master,
-        offload_optimizer=m.offloads_optimizer, offload_params=m.offloads_params,
-        layer_acts=prof.layer_act_bytes * per_stage * in_flight, working=prof.working_bytes,
-        ends_acts=prof.embed_act_bytes + np.where(single, prof.head_act_bytes, 0.0),
-        logits=np.where(single, prof.logits_bytes, 0.0), world=m.world,
-        stage_layer_params=prof.layer_params * per_stage, pp=pp, fp8=fp8_weights(wl, stack),
-        stack=stack)
+    # memory: the stage with the most activations in flight -- the first under 1F1B with an
+    # even split, but fewer layers on it (an uneven split), GPipe's equal in-flight counts or
+    # a large head and logits on the last stage can move the peak
+    items, peak_first, peak_mid = _peak_stage_memory(prof, wl, m, st, micro, fw)
     tokens = wl.batch * wl.seq_len
     world = m.world
     model_flops = prof.model_flops_per_token * tokens
@@ -266,11 +299,14 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
         "model_flops_per_step": model_flops,
         "hardware_flops_per_step": hw_flops,
         "micro_batches": micro,
-        "bubble_s": bubble * micro * (t_fwd + t_bwd),
+        "bubble_s": bubble_s,
         "compute_forward_s": micro * t_fwd,
         "compute_backward_s": micro * t_bwd,
         "first_stage_critical": st.first_critical,
+        "critical_stage": st.critical,
         "layers_on_critical_stage": st.critical_layers,
+        "stage_layers": (st.first_layers, st.middle_layers, st.last_layers),
+        "peak_memory_stage": np.where(peak_first, FIRST, np.where(peak_mid, MIDDLE, LAST)),
         "optimizer_s": t_opt,
         "contention_s": contention,
         "optimizer_ops": opt_ops,
@@ -282,6 +318,52 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
         "links": links,  # None when the times came from the distinct-pairs shortcut
     })
     return out
+
+
+def _peak_stage_memory(prof: LayerProfile, wl: Training, m: Mapping, st: StageTimes,
+                       micro: Num, fw: FrameworkProfile) -> tuple[dict[str, Num], Num, Num]:
+    """Memory items of the stage with the most activations in flight, and whether that is the
+    first stage, else a middle one (else the last). Each stage keeps its own layers' saved
+    activations for every micro-batch in flight, its embedding or head inputs too, and the
+    last stage one fp32 logits buffer. Under 1F1B stage s holds min(p - s, m) micro-batches,
+    so the first stage holds the most with an even split; with fewer layers on the first
+    stage (an uneven split, the embedding counted as a layer) the second can hold more, and
+    under GPipe, where every stage holds m, the last with its head inputs and logits. Among
+    the middle stages the second (s = 1) holds the most."""
+    pp = np.asarray(m.pp, dtype=float)
+    single = pp <= 1
+    held = in_flight_first_second_last(m.schedule, pp, micro, m.virtual_stages)
+    la = prof.layer_act_bytes
+    # activation bytes in flight on the first, second and last stage; a kind that does not
+    # exist never wins: pp = 2 has no middle (its "second" is the last, compared as such), and
+    # with pp = 1 the first stage is everything (head inputs and logits included)
+    first = ((la * st.first_layers + prof.embed_act_bytes + single * prof.head_act_bytes)
+             * held[0] + single * prof.logits_bytes)
+    middle = la * st.middle_layers * held[1] * (pp > 2)
+    last = ((la * st.last_layers + prof.head_act_bytes) * held[2] + prof.logits_bytes) * ~single
+    is_first = (first >= middle) & (first >= last)
+    is_mid = ~is_first & (middle >= last)
+    last_like = ~(is_first | is_mid) | single
+    layers = np.where(is_first, st.first_layers, np.where(is_mid, st.middle_layers,
+                                                          st.last_layers))
+    in_flight = np.where(is_first, held[0], np.where(is_mid, held[1], held[2]))
+    acts = la * layers * in_flight
+    ends = (is_first * prof.embed_act_bytes + last_like * prof.head_act_bytes) * in_flight
+    logits = last_like * prof.logits_bytes
+    params = (prof.layer_params * layers + is_first * prof.embed_params
+              + last_like * prof.head_params)
+    a = wl.storage_dtype.bytes
+    master = master_bytes_per_param(wl)
+    stack = memory_stack(fw.name)
+    items = training_items(
+        params=params, layer_params=prof.layer_params, zero=np.asarray(m.zero),
+        zero_shards=m.zero_shards, weight_bytes=a, grad_bytes=wl.grad_dtype.bytes,
+        master_bytes=master, state_bytes=prof.optimizer_bytes_per_param - master,
+        offload_optimizer=m.offloads_optimizer, offload_params=m.offloads_params,
+        layer_acts=acts, working=prof.working_bytes, ends_acts=ends, logits=logits,
+        world=m.world, stage_layer_params=prof.layer_params * layers, pp=pp,
+        fp8=fp8_weights(wl, stack), stack=stack)
+    return items, is_first, is_mid
 
 
 def params_per_device(prof: LayerProfile, pp: Num) -> Num:
@@ -379,6 +461,7 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
         f"framework {fw.name.value}; overlap {overlap}",
         f"pipeline schedule {m.schedule.value}, {round(f['micro_batches'])} micro-batches, "
         f"bubble {bubble:.3f} of ideal",
+        *_stage_notes(m, r),
         *device_notes(dev, wl.dtype, fw),
     )
     return TrainStep(
@@ -408,22 +491,36 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
         if time_to_train and price else None)
 
 
+def _stage_notes(m: Mapping, r: dict[str, Any]) -> tuple[str, ...]:
+    """The split and where the pipeline is slowest and fullest, for pp > 1."""
+    if m.pp <= 1:
+        return ()
+    first, middle, last = (round(float(x), 2) for x in r["stage_layers"])
+    names = ("first", "middle", "last")
+    split = (f"{first:g} + {m.pp - 2} x {middle:g} + {last:g}" if m.pp > 2
+             else f"{first:g} + {last:g}")
+    return (f"pipeline split {split} layers (embedding on the first stage, head and loss on "
+            f"the last); slowest stage: {names[int(r['critical_stage'])]}; memory of the "
+            f"{names[int(r['peak_memory_stage'])]} stage (it holds the most)",)
+
+
 def _time_tree(prof: LayerProfile, r: dict[str, Any]) -> dict[str, float]:
     """Seconds per step on the critical pipeline stage, phase -> operator, plus the bubble,
     the optimizer and the exposed communication per axis."""
     micro = float(r["micro_batches"])
-    first = bool(r["first_stage_critical"])
+    critical = int(r["critical_stage"])
     layers = float(r["layers_on_critical_stage"])
-    single = prof.n_layers == layers and first  # one stage holds everything
+    # one stage holds everything (pp = 1: Mapping.stage_layers gives L for each kind)
+    single = all(float(x) == prof.n_layers for x in r["stage_layers"])
     out: dict[str, float] = {}
     for t in (*prof.forward, *prof.backward):
         name = t.op.name
         if is_layer(name):
             share = layers / prof.n_layers
         elif is_embed(name):
-            share = 1.0 if (first or single) else 0.0
+            share = 1.0 if (critical == FIRST or single) else 0.0
         else:
-            share = 1.0 if (not first or single) else 0.0
+            share = 1.0 if (critical == LAST or single) else 0.0
         if share:
             key = f"{t.op.stage.value}/{name}"
             out[key] = out.get(key, 0.0) + float(t.total_s) * share * micro

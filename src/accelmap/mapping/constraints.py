@@ -1,7 +1,11 @@
 """Rules a mapping must satisfy, one function each, with the reason it exists.
 
 A broken rule is a result (``Violation``: rule name + sentence), never an exception. References:
-Megatron-LM ``megatron/training/arguments.py`` (validate_args) for the training rules; vLLM
+Megatron-LM ``megatron/training/arguments.py`` (validate_args) for the training rules, and for
+the pipeline split and the schedule ``megatron/core/transformer/transformer_config.py``
+(TransformerConfig.__post_init__), ``megatron/core/transformer/transformer_block.py``
+(get_num_layers_to_build) and ``megatron/core/pipeline_parallel/schedules.py``
+(NVIDIA/Megatron-LM, read at commit d98e8a64); vLLM
 ``vllm/config.py`` (verify_with_parallel_config) for serving; Korthikanti et al. 2022 and the
 Megatron-Core context-parallel docs for sequence and context parallelism.
 """
@@ -76,8 +80,102 @@ def _batch_bad(job: TrainingJob, m: Any) -> Any:
     per_step = np.asarray(m.dp) * np.asarray(m.micro_batch)
     bad = job.global_batch % per_step != 0
     micro = job.global_batch // np.maximum(per_step, 1)
-    # Megatron: the interleaved schedule needs micro-batches divisible by pp
+    # Megatron (schedules.py, forward_backward_pipelining_with_interleaving): micro-batches run
+    # in groups of microbatch_group_size_per_vp_stage (default pp), which must lie in [pp, m],
+    # and the last group may not be shorter than pp: m is a multiple of pp
     return bad | ((np.asarray(m.virtual_stages) > 1) & (micro % np.asarray(m.pp) != 0))
+
+
+def _split_args(m: Any) -> tuple[Any, Any, Any, Any]:
+    """First/last stage layers (0 = not set) and the embedding/loss flags, as arrays; for the
+    planner's tables and for objects that predate the split fields alike."""
+    first, last = (np.asarray(0.0 if getattr(m, k, None) is None else getattr(m, k),
+                              dtype=float) for k in ("first_stage_layers", "last_stage_layers"))
+    emb, loss = (np.asarray(getattr(m, k, False), dtype=float)
+                 for k in ("embedding_in_split", "loss_in_split"))
+    return first, last, emb, loss
+
+
+def _split_conflict_bad(job: TrainingJob, m: Any) -> Any:
+    # TransformerConfig.__post_init__: "num_layers_in_first_pipeline_stage and
+    # num_layers_in_last_pipeline_stage cannot be set at the same time with
+    # account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split"
+    first, last, emb, loss = _split_args(m)
+    return ((first > 0) | (last > 0)) & ((emb > 0) | (loss > 0))
+
+
+def _split_bad(job: TrainingJob, m: Any) -> Any:
+    """Megatron's checks on the layers per stage. Uneven (first and/or last set;
+    TransformerConfig.__post_init__, "Uneven PP"): the L - first - last layers left must be
+    none exactly when no middle stage is left, and divide evenly over the middle stages (more
+    layers on the ends than the model has is refused here too; Megatron would build a stage
+    with a negative count). Even (arguments.py validate_args; get_num_layers_to_build): pp
+    divides L, plus one for each of the embedding and the loss counted as a layer."""
+    L = job.spec.n_layers
+    pp = np.asarray(m.pp, dtype=float)
+    first, last, emb, loss = _split_args(m)
+    middle_stages = pp - (first > 0) - (last > 0)
+    left = L - first - last
+    uneven_bad = ((middle_stages < 0) | (left < 0) | ((middle_stages == 0) != (left == 0))
+                  | ((middle_stages > 0) & (left % np.maximum(middle_stages, 1) != 0)))
+    even_bad = (L + emb + loss) % pp != 0
+    return np.where((first > 0) | (last > 0), uneven_bad, even_bad)
+
+
+def _split_sentence(job: TrainingJob, m: Any) -> str:
+    L = job.spec.n_layers
+    first, last, emb, loss = (float(x) for x in _split_args(m))
+    if first or last:
+        middle = m.pp - (first > 0) - (last > 0)
+        return (f"{int(first) or '-'} layers on the first stage and {int(last) or '-'} on the "
+                f"last leave {L - int(first + last)} for {middle} middle stage(s) of pp={m.pp}: "
+                "Megatron-LM needs them to split evenly (none left exactly when no middle "
+                "stage is)")
+    counted = L + int(emb + loss)
+    extra = " (with the embedding/loss counted as layers)" if emb or loss else ""
+    return (f"{counted} layers{extra} do not split evenly over pp={m.pp} stages: Megatron-LM "
+            "asserts that pp divides them; give the first/last stage's layers "
+            "(--decoder-first/last-pipeline-num-layers) or count the embedding and loss as "
+            "layers (--account-for-embedding/loss-in-pipeline-split)")
+
+
+def _virtual_bad(job: TrainingJob, m: Any) -> Any:
+    """Interleaving needs pp > 1 (arguments.py: pp > 1 with --overlap-p2p-communication, its
+    default; pp > 2 without) and whole layers in every model chunk: each stage's layers divide
+    by vpp (TransformerConfig.__post_init__ for the first, last and middle stages of an uneven
+    split; get_num_layers_to_build for an even one)."""
+    v = np.asarray(m.virtual_stages, dtype=float)
+    pp = np.asarray(m.pp, dtype=float)
+    first, last, emb, loss = _split_args(m)
+    L = job.spec.n_layers
+    middle_stages = pp - (first > 0) - (last > 0)
+    middle = (L - first - last) / np.maximum(middle_stages, 1)
+    uneven = (((first > 0) & (first % v != 0)) | ((last > 0) & (last % v != 0))
+              | ((middle_stages > 0) & (middle % v != 0)))
+    even = ((L + emb + loss) / pp) % v != 0
+    chunks_bad = np.where((first > 0) | (last > 0), uneven, even)
+    return (v > 1) & ((pp <= 1) | chunks_bad)
+
+
+def _schedule_bad(job: TrainingJob, m: Any) -> Any:
+    """A schedule flag changes the result or is refused: interleaving (vpp > 1) is the
+    interleaved 1F1B schedule (Narayanan et al. 2021 sec. 2.2.2; Megatron-LM runs
+    forward_backward_pipelining_with_interleaving exactly when vpp is set, schedules.py
+    get_forward_backward_func); GPipe, 1F1B and ZB-H1 place one chunk per device. And
+    interleaved-1f1b with one chunk per device is plain 1F1B (arguments.py sets vpp = 1 to
+    None), so it is refused rather than silently the same."""
+    names = np.asarray(getattr(m, "schedule", "1f1b")).astype(str)
+    interleaved = names == "interleaved-1f1b"
+    v = np.asarray(m.virtual_stages)
+    return ((v > 1) & ~interleaved) | ((v <= 1) & interleaved)
+
+
+def _schedule_sentence(job: TrainingJob, m: Any) -> str:
+    if m.virtual_stages > 1:
+        return (f"vpp={m.virtual_stages}: interleaving needs the interleaved-1f1b schedule, "
+                f"not {m.schedule!s} (which runs one model chunk per device)")
+    return ("interleaved-1f1b needs vpp >= 2 model chunks per device; with one it is plain "
+            "1F1B (use --schedule 1f1b)")
 
 
 TRAINING_RULES: tuple[Rule, ...] = (
@@ -97,13 +195,14 @@ TRAINING_RULES: tuple[Rule, ...] = (
          lambda j, m: f"an FFN width does not split over tp={m.tp}"),
     Rule("layers_over_stages", lambda j, m: np.asarray(m.pp) > j.spec.n_layers,
          lambda j, m: f"pp={m.pp} stages for only {j.spec.n_layers} layers"),
-    # Megatron: interleaved schedule needs pp > 1 and num_layers % (pp * vpp) == 0
-    Rule("virtual_stages",
-         lambda j, m: (np.asarray(m.virtual_stages) > 1)
-         & ((np.asarray(m.pp) <= 1)
-            | (j.spec.n_layers % (np.asarray(m.pp) * m.virtual_stages) != 0)),
-         lambda j, m: f"{j.spec.n_layers} layers do not split into pp={m.pp} x "
-                      f"vpp={m.virtual_stages} chunks (virtual stages need pp > 1)"),
+    Rule("split_conflict", _split_conflict_bad,
+         lambda j, m: "the first/last stage's layers cannot be given together with the "
+                      "embedding/loss counted as layers (Megatron-LM refuses the mix)"),
+    Rule("pipeline_split", _split_bad, _split_sentence),
+    Rule("virtual_stages", _virtual_bad,
+         lambda j, m: f"the stages of pp={m.pp} do not each split into vpp={m.virtual_stages} "
+                      "chunks of whole layers (virtual stages need pp > 1)"),
+    Rule("schedule", _schedule_bad, _schedule_sentence),
     # Megatron-Core: expert parallelism is carved out of data x context parallelism
     Rule("experts_divisible", _experts_bad,
          lambda j, m: f"ep={m.ep} does not split the experts within dp x cp = {m.dp * m.cp}"),

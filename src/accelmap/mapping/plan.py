@@ -14,6 +14,17 @@ shards over dp x cp (stage 3 = FSDP; ``shard_group`` < dp = HSDP: shard inside g
 size, replicate across them). Micro-batch and gradient accumulation, virtual pipeline stages and
 the schedule, recompute, CPU/NVMe offload.
 
+Pipeline split (``stage_layers``), as Megatron-LM builds it (megatron/core/transformer/
+transformer_block.py, get_num_layers_to_build): by default every stage holds L / pp layers
+(Megatron asserts that pp divides L: megatron/training/arguments.py, validate_args);
+``first_stage_layers`` / ``last_stage_layers`` (``--decoder-first-pipeline-num-layers`` /
+``--decoder-last-pipeline-num-layers``) fix the first and last stage and split the rest evenly
+over the middle ones; ``embedding_in_split`` / ``loss_in_split``
+(``--account-for-embedding-in-pipeline-split`` / ``--account-for-loss-in-pipeline-split``) count
+the embedding / the loss as one more layer, so the first / last stage holds one layer fewer
+(Llama 3 405B's 126 layers over 16 stages: 7, 8 x 14, 7). Which splits Megatron accepts is
+mapping.constraints' ``pipeline_split`` and ``virtual_stages``.
+
 Serving: the same degrees; dp counts replicas, each of tp x pp devices. vLLM's expert
 parallelism (``--enable-expert-parallel``) splits the tensor-parallel group itself: ep divides
 tp and each expert is tensor-parallel over etp = tp / ep ranks (``Mapping.serving``).
@@ -57,6 +68,7 @@ class Offload(StrEnum):
 RANK_ORDER: tuple[str, ...] = ("tp", "cp", "dp", "pp")
 
 _DEGREES = ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages")
+_SPLIT = ("first_stage_layers", "last_stage_layers")
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,12 @@ class Mapping:
     offload_params: Offload | Num = Offload.NONE
     tp_comm_overlap: bool = False  # Megatron --tp-comm-overlap (userbuffers)
     force_tp_across_nodes: Num = False  # allow tp beyond the scale-up domain
+    # Uneven pipeline splits (Megatron-LM's arguments; ``stage_layers``). In a candidate table
+    # 0 stands for "not set" (Megatron refuses 0 layers on a stage).
+    first_stage_layers: Num | None = None  # --decoder-first-pipeline-num-layers
+    last_stage_layers: Num | None = None  # --decoder-last-pipeline-num-layers
+    embedding_in_split: Num = False  # --account-for-embedding-in-pipeline-split
+    loss_in_split: Num = False  # --account-for-loss-in-pipeline-split
 
     def __post_init__(self) -> None:
         # Candidate tables are built by the planner and checked by mapping.constraints as
@@ -96,6 +114,21 @@ class Mapping:
         object.__setattr__(self, "zero", ZeroStage(int(self.zero)))
         for name in _DEGREES:
             object.__setattr__(self, name, int(getattr(self, name)))
+        for name in _SPLIT:
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not float(v).is_integer() or v < 1:
+                raise InputError(f"{name}={v!r}: a pipeline stage holds a whole number >= 1 of "
+                                 "layers (Megatron-LM refuses 0); leave it out for an even split")
+            object.__setattr__(self, name, int(v))
+        for name in ("embedding_in_split", "loss_in_split"):
+            object.__setattr__(self, name, bool(getattr(self, name)))
+        try:
+            object.__setattr__(self, "schedule", Schedule(str(self.schedule)))
+        except ValueError:
+            raise InputError(f"schedule={self.schedule!r}: one of "
+                             f"{', '.join(s.value for s in Schedule)}") from None
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
@@ -136,7 +169,7 @@ class Mapping:
     # -- derived once -----------------------------------------------------------------------
     @property
     def is_scalar(self) -> bool:
-        return all(np.ndim(getattr(self, f.name)) == 0 for f in fields(self))
+        return all(_is_scalar(getattr(self, f.name)) for f in fields(self))
 
     @property
     def world(self) -> Num:
@@ -182,6 +215,38 @@ class Mapping:
     def interleaved(self) -> Num:
         return np.asarray(self.virtual_stages) > 1
 
+    def split_fields(self) -> tuple[Num, Num, Num, Num]:
+        """The split as arrays: first and last stage layers (0 = not set), and whether the
+        embedding and the loss count as a layer (0 or 1)."""
+        first, last = (np.asarray(0.0 if v is None else v, dtype=float)
+                       for v in (self.first_stage_layers, self.last_stage_layers))
+        emb, loss = (np.asarray(v, dtype=float) for v in (self.embedding_in_split,
+                                                           self.loss_in_split))
+        return first, last, emb, loss
+
+    def stage_layers(self, n_layers: int) -> tuple[Num, Num, Num]:
+        """Transformer layers on the first, each middle and the last pipeline stage, as
+        Megatron-LM's get_num_layers_to_build (transformer_block.py) gives them:
+
+        - first/last set: those, and the other L - first - last layers evenly over the
+          pp - (number set) middle stages (a stage left unset is a middle one);
+        - otherwise (L + embedding + loss) / pp each, the first stage one fewer when the
+          embedding counts as a layer, the last one fewer when the loss does;
+        - pp = 1: all L on the one stage.
+
+        Splits Megatron refuses (mapping.constraints) come out fractional, never raise."""
+        L = float(n_layers)
+        pp = np.asarray(self.pp, dtype=float)
+        first, last, emb, loss = self.split_fields()
+        has_first, has_last = first > 0, last > 0
+        # one expression for both: an uneven split counts no embedding/loss (the rule
+        # split_conflict refuses the mix), an even one sets neither end
+        mid = (L + emb + loss - first - last) / np.maximum(pp - has_first - has_last, 1.0)
+        f = np.where(has_first, first, mid - emb)
+        la = np.where(has_last, last, mid - loss)
+        single = pp <= 1
+        return (np.where(single, L, f), np.where(single, L, mid), np.where(single, L, la))
+
     @property
     def offloads_optimizer(self) -> Num:
         return _offloaded(self.offload_optimizer)
@@ -205,6 +270,9 @@ class Mapping:
         if np.ndim(index) == 0:
             out = {k: _item(v) for k, v in out.items()}
             out["zero"] = ZeroStage(int(out["zero"]))
+            out["schedule"] = Schedule(str(out["schedule"]))
+            for key in _SPLIT:
+                out[key] = out[key] or None  # 0 in a table: not set
             for key in ("offload_optimizer", "offload_params"):
                 if isinstance(out[key], bool):
                     out[key] = Offload.CPU if out[key] else Offload.NONE
@@ -226,6 +294,9 @@ class Mapping:
         parts.append(f"mb={self.micro_batch}")
         if self.virtual_stages > 1:
             parts.append(f"vpp={self.virtual_stages}")
+        if self.schedule is not _default_schedule(self.virtual_stages):
+            parts.append(f"schedule={self.schedule.value}")
+        parts += [f"{k}={v}" for k, v in self._split_dict().items()]
         parts.append(f"recompute={self.recompute.value}")
         if self.offloads_optimizer or self.offloads_params:
             parts.append("offload")
@@ -236,10 +307,21 @@ class Mapping:
 
     def to_dict(self) -> dict[str, Any]:
         """The training plan's ``mapping`` object (``accelmap plan --json``)."""
-        return {"dp": self.dp, "tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep,
-                "zero": int(self.zero), "micro_batch": self.micro_batch,
-                "vpp": self.virtual_stages, "recompute": self.recompute.value,
-                "offload": bool(self.offloads_optimizer or self.offloads_params)}
+        out: dict[str, Any] = {
+            "dp": self.dp, "tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep,
+            "zero": int(self.zero), "micro_batch": self.micro_batch,
+            "vpp": self.virtual_stages, "recompute": self.recompute.value,
+            "offload": bool(self.offloads_optimizer or self.offloads_params)}
+        if self.schedule is not _default_schedule(self.virtual_stages):
+            out["schedule"] = self.schedule.value
+        return out | self._split_dict()
+
+    def _split_dict(self) -> dict[str, Any]:
+        """The split fields that are set (none: Megatron's even split)."""
+        out: dict[str, Any] = {k: getattr(self, k) for k in _SPLIT
+                               if getattr(self, k) is not None}
+        out |= {k: True for k in ("embedding_in_split", "loss_in_split") if getattr(self, k)}
+        return out
 
     def to_serving_dict(self) -> dict[str, Any]:
         return {"tp": self.tp, "pp": self.pp, "ep": self.ep, "replicas": self.replicas}
@@ -257,11 +339,57 @@ class Mapping:
                        pp=int(data.get("pp", 1)), cp=int(data.get("cp", 1)),
                        ep=int(data.get("ep", 1)), zero=ZeroStage(int(data.get("zero", 0))),
                        micro_batch=int(data.get("micro_batch", 1)), virtual_stages=vpp,
-                       schedule=Schedule.INTERLEAVED if vpp > 1 else Schedule.ONE_F_ONE_B,
+                       schedule=Schedule(str(data.get("schedule", _default_schedule(vpp)))),
                        recompute=Recompute(str(data.get("recompute", "none"))),
-                       offload_optimizer=off, offload_params=off)
+                       offload_optimizer=off, offload_params=off,
+                       first_stage_layers=_opt_int(data.get("first_stage_layers")),
+                       last_stage_layers=_opt_int(data.get("last_stage_layers")),
+                       embedding_in_split=bool(data.get("embedding_in_split", False)),
+                       loss_in_split=bool(data.get("loss_in_split", False)))
         except (TypeError, ValueError) as e:
             raise InputError(f"cannot read the mapping {data!r}: {e}") from None
+
+
+def _is_scalar(v: Any) -> bool:
+    # plain numbers, enums, strings and None without numpy's conversion (the planner builds
+    # hundreds of one-candidate mappings per search)
+    return isinstance(v, (int, float, str, type(None))) or np.ndim(v) == 0
+
+
+def _default_schedule(vpp: Num) -> Schedule:
+    """Megatron-LM's schedule for a vpp: interleaved 1F1B with virtual stages, else 1F1B."""
+    return Schedule.INTERLEAVED if vpp > 1 else Schedule.ONE_F_ONE_B
+
+
+def default_schedule(vpp: Num) -> Num:
+    """``_default_schedule`` for a scalar or an array of vpp (the planner's candidates)."""
+    if np.ndim(vpp) == 0:
+        return _default_schedule(vpp)
+    return np.where(np.asarray(vpp) > 1, Schedule.INTERLEAVED.value,
+                    Schedule.ONE_F_ONE_B.value)
+
+
+def balanced_split(n_layers: int, pp: Num, vpp: Num = 1) -> tuple[Num, Num]:
+    """First and last stage layers (0 = leave unset) for the planner: nothing where Megatron's
+    even split works (pp divides L, vpp divides L / pp); elsewhere the middle stages take
+    ceil(L / (pp vpp)) vpp layers, the rest go to the first and last stage, the first taking
+    the larger half (the last also runs the head and loss), each a multiple of vpp -- the
+    split Llama 3 405B used (126 layers, pp = 16: 7, 8 x 14, 7; Dubey et al. 2024 sec.
+    3.3.2). Where no such split has at least one layer on each end, 0 (the candidate stays
+    refused by mapping.constraints)."""
+    L = float(n_layers)
+    pp, v = np.asarray(pp, dtype=float), np.asarray(vpp, dtype=float)
+    even = (L % pp == 0) & ((L / pp) % v == 0)
+    mid = np.ceil(L / (pp * v)) * v
+    ends = L - np.maximum(pp - 2, 0) * mid
+    first = np.ceil(ends / (2 * v)) * v
+    last = ends - first
+    ok = ~even & (pp > 1) & (first >= 1) & (last >= 1) & (last % v == 0)
+    return np.where(ok, first, 0.0), np.where(ok, last, 0.0)
+
+
+def _opt_int(v: Any) -> int | None:
+    return None if v is None else int(v)
 
 
 def _offloaded(v: Any) -> Any:

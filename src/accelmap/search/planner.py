@@ -25,7 +25,7 @@ from accelmap.engine.system import System
 from accelmap.engine.train import OverlapPolicy, compose, layer_profile, train_step
 from accelmap.hardware.cluster import Cluster
 from accelmap.mapping.constraints import TRAINING_RULES, TrainingJob, training_masks
-from accelmap.mapping.plan import Mapping
+from accelmap.mapping.plan import Mapping, balanced_split, default_schedule
 from accelmap.memory.band import MEMORY_ERROR_BAND, MemoryFit, is_over, is_tight
 from accelmap.models.schema import ModelSpec
 from accelmap.search.result import Objective, Plan, PlanResult, pareto_front
@@ -37,16 +37,21 @@ Progress = Callable[[int, int], None]
 
 
 def _grid(space: TrainingSpace, cluster: Cluster, tp: int, cp: int, ep: int, mb: int,
-          recompute: Recompute) -> Mapping:
+          recompute: Recompute, n_layers: int) -> Mapping:
     """The candidate table of one (tp, cp, ep, micro-batch, recompute) group: a Mapping whose
-    pp, vpp, ZeRO stage and offload run over the space, dp filling the cluster."""
+    pp, vpp, ZeRO stage and offload run over the space, dp filling the cluster. The schedule
+    is Megatron's for the vpp (interleaved 1F1B with virtual stages, else 1F1B); the split is
+    the even one, or where Megatron refuses it the balanced uneven one (plan.balanced_split)."""
     pp, vpp, zero, off = (a.ravel() for a in np.meshgrid(
         np.array(space.pp, dtype=float), np.array(space.vpp, dtype=float),
         np.array(space.zero), np.array(space.offload), indexing="ij"))
+    first, last = balanced_split(n_layers, pp, vpp)
     return Mapping.for_world(cluster.devices, tp=tp, pp=pp, cp=cp, ep=ep, zero=zero,
                              micro_batch=mb, virtual_stages=vpp, recompute=recompute,
                              offload_optimizer=off, offload_params=off,
-                             force_tp_across_nodes=space.force_tp)
+                             force_tp_across_nodes=space.force_tp,
+                             schedule=default_schedule(vpp), first_stage_layers=first,
+                             last_stage_layers=last)
 
 
 def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch: int, *,
@@ -90,7 +95,7 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
         for i, (tp, ep, cp, mb, rec) in enumerate(groups):
             if progress:
                 progress(i, len(groups))
-            cand = _grid(space, cluster, tp, cp, ep, mb, rec)
+            cand = _grid(space, cluster, tp, cp, ep, mb, rec, spec.n_layers)
             evaluated += cand.pp.size
             masks = training_masks(job, cand)
             dropped = np.zeros(np.shape(cand.pp), dtype=bool)

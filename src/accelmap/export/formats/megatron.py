@@ -74,6 +74,15 @@ def _parallel_flags(job: PlanJob) -> tuple[list[Flag], list[str]]:
         # _add_distributed_args: stages per rank directly (validate_args turns it into
         # virtual_pipeline_model_parallel_size); the other spelling counts layers per stage.
         flags.append(("--num-virtual-stages-per-pipeline-rank", str(m.virtual_stages)))
+    # _add_distributed_args: uneven pipeline splits (Mapping.stage_layers)
+    for value, flag in ((m.first_stage_layers, "--decoder-first-pipeline-num-layers"),
+                        (m.last_stage_layers, "--decoder-last-pipeline-num-layers")):
+        if value:
+            flags.append((flag, str(value)))
+    for on, flag in ((m.embedding_in_split, "--account-for-embedding-in-pipeline-split"),
+                     (m.loss_in_split, "--account-for-loss-in-pipeline-split")):
+        if on:
+            flags.append((flag, None))
     if m.tp > 1 and m.sequence_parallel:
         flags.append(("--sequence-parallel", None))  # _add_training_args
     if m.zero is ZeroStage.OPTIMIZER:
@@ -290,6 +299,14 @@ def read_back(files: dict[str, str]) -> ReadBack:
         recompute=flags.get("--recompute-granularity") or Recompute.NONE,
         offload_optimizer="--optimizer-cpu-offload" in flags, offload_params=False,
         sequence_parallel="--sequence-parallel" in flags or tp == 1)
+    split = {key: int(str(flags[flag])) for key, flag in (
+        ("first_stage_layers", "--decoder-first-pipeline-num-layers"),
+        ("last_stage_layers", "--decoder-last-pipeline-num-layers")) if flag in flags}
+    split |= {key: True for key, flag in (
+        ("embedding_in_split", "--account-for-embedding-in-pipeline-split"),
+        ("loss_in_split", "--account-for-loss-in-pipeline-split")) if flag in flags}
+    if split:
+        mapping = mapping.with_(**split)
     return ReadBack(mapping, nodes=cluster["nodes"], devices_per_node=cluster["gpus_per_node"])
 
 

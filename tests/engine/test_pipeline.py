@@ -1,0 +1,171 @@
+"""Pipelines as run: every stage's layers, the slowest stage, warm-up and cool-down per
+schedule with their sends, and the memory of the stage that holds the most."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from accelmap.catalog import load_catalog
+from accelmap.cost.framework import profile
+from accelmap.cost.schedules import Schedule, bubble_over_ideal
+from accelmap.engine import System, estimate
+from accelmap.engine.train import (
+    FIRST,
+    LAST,
+    MIDDLE,
+    OverlapPolicy,
+    compose,
+    layer_profile,
+    stage_times,
+    wgrad_share,
+)
+from accelmap.hardware.cluster import parse_cluster
+from accelmap.mapping.plan import Mapping, ZeroStage
+from accelmap.workload import Recompute, Training
+
+CAT = load_catalog()
+C64 = parse_cluster("64xH100", CAT)
+C1024 = parse_cluster("1024xH100", CAT)
+L405 = CAT.models["llama-3.1-405b"]  # 126 layers
+L70 = CAT.models["llama-3.1-70b"]  # 80 layers
+FW = profile("megatron")
+
+
+def prof_of(spec, cluster, wl: Training, tp: int = 8):  # type: ignore[no-untyped-def]
+    return layer_profile(spec, System.of(cluster).device, FW, wl, tp, 1, 1, 1, True,
+                         wl.recompute)
+
+
+def run(spec, cluster, wl: Training, m: Mapping):  # type: ignore[no-untyped-def]
+    return compose(prof_of(spec, cluster, wl, m.tp), System.of(cluster), wl, FW,
+                   OverlapPolicy(), m)
+
+
+WL405 = Training(batch=512, seq_len=8192, recompute=Recompute.FULL)
+
+
+def test_every_stage_and_the_slowest() -> None:
+    """126 layers over 8 stages as 15 + 6 x 16 + 15: a middle stage is the slowest unless the
+    head on the last outweighs its one layer fewer."""
+    prof = prof_of(L405, C1024, WL405)
+    m = Mapping(dp=16, tp=8, pp=8, first_stage_layers=15, last_stage_layers=15)
+    st = stage_times(prof, m)
+    assert (st.first_layers, st.middle_layers, st.last_layers) == (15, 16, 15)
+    head = prof.head_fwd_s + prof.head_bwd_s
+    layer = prof.layer_fwd_s + prof.layer_bwd_s
+    assert int(st.critical) == (LAST if head > layer else MIDDLE)
+    assert float(st.total) == pytest.approx(126 * layer + head + prof.embed_fwd_s
+                                            + prof.embed_bwd_s)
+    # an uneven split with a heavier first stage makes the first the slowest
+    heavy = stage_times(prof, Mapping(dp=16, tp=8, pp=8, first_stage_layers=21))  # 21 + 15 x 7
+    assert int(heavy.critical) == FIRST and float(heavy.critical_layers) == 21
+
+
+def test_the_even_default_is_unchanged_where_megatron_accepts_it() -> None:
+    """80 layers over 4 stages: 20 each, as ceil(L / pp) gave before."""
+    wl = Training(batch=64, seq_len=8192, recompute=Recompute.FULL)
+    st = stage_times(prof_of(L70, C64, wl), Mapping(dp=2, tp=8, pp=4))
+    assert (st.first_layers, st.middle_layers, st.last_layers) == (20, 20, 20)
+
+
+def test_bubble_is_the_other_stages_plus_the_fill_and_drain_sends() -> None:
+    """For 1F1B: the bubble is the other stages' busy time per micro-batch plus 2 (p-1)
+    stage-to-stage sends; for p equal stages it is at least Narayanan's (p-1)/m of ideal."""
+    wl = Training(batch=64, seq_len=8192, recompute=Recompute.FULL)
+    m = Mapping(dp=2, tp=8, pp=4)
+    r = run(L70, C64, wl, m)
+    compute = float(r["compute_forward_s"] + r["compute_backward_s"])
+    micro = float(r["micro_batches"])
+    send = float(r["comm"]["pp"]) / micro / 2  # one send of T x d activations
+    assert send > 0
+    paper = bubble_over_ideal("1f1b", 4, micro) * compute
+    assert float(r["bubble_s"]) > paper + 2 * 3 * send * 0.999
+    # without the stage spread (all stages like the slowest) and exposed TP it would be equal
+    exposed = float(sum(v for k, v in r["exposed"].items() if k in ("tp", "cp", "ep")))
+    assert float(r["bubble_s"]) <= 3 / micro * (compute + exposed) + 6 * send + 1e-9
+
+
+def test_small_global_batches_pay_the_fill_and_drain() -> None:
+    """Few micro-batches per pipeline: the bubble share grows like (p-1)/(m+p-1) and beyond
+    (the sends), and tokens/s falls."""
+    m = Mapping(dp=2, tp=8, pp=4, recompute=Recompute.FULL)
+    shares, rates = [], []
+    for batch in (2, 8, 32, 256):
+        e = estimate(L70, C64, Training(batch=batch, seq_len=8192, recompute=Recompute.FULL),
+                     m)
+        shares.append(e.metrics["bubble_fraction"])
+        rates.append(e.metrics["tokens_per_s"])
+    assert shares == sorted(shares, reverse=True) and rates == sorted(rates)
+    # batch 2 over dp 2: one micro-batch; the slowest (last, with the head) stage idles while
+    # the three others run it: nearly 3/4 of the step, (p-1)/(m+p-1)
+    assert shares[0] > 0.6
+
+
+@pytest.mark.parametrize("schedule", list(Schedule))
+def test_each_schedule_gives_its_own_step(schedule: Schedule) -> None:
+    wl = Training(batch=64, seq_len=8192, recompute=Recompute.FULL)
+    vpp = 2 if schedule is Schedule.INTERLEAVED else 1
+    r = run(L70, C64, wl, Mapping(dp=2, tp=8, pp=4, virtual_stages=vpp, schedule=schedule))
+    base = run(L70, C64, wl, Mapping(dp=2, tp=8, pp=4))
+    if schedule in (Schedule.GPIPE, Schedule.ONE_F_ONE_B):
+        assert float(r["step_time_s"]) == pytest.approx(float(base["step_time_s"]))
+    else:
+        assert float(r["step_time_s"]) < float(base["step_time_s"])
+    if schedule is Schedule.GPIPE:  # same time, every micro-batch in flight
+        assert float(r["memory_total"]) > float(base["memory_total"])
+
+
+def test_zb_h1_uses_the_weight_gradient_share_of_the_operator_graph() -> None:
+    wl = Training(batch=64, seq_len=8192)
+    prof = prof_of(L70, C64, wl)
+    w = wgrad_share(prof)
+    assert 0.1 < w < 0.5  # wgrad GEMMs: about a third of a layer without recompute
+    one = run(L70, C64, wl, Mapping(dp=2, tp=8, pp=4))
+    zb = run(L70, C64, wl, Mapping(dp=2, tp=8, pp=4, schedule=Schedule.ZERO_BUBBLE))
+    sends = 2 * 3 * float(one["comm"]["pp"]) / float(one["micro_batches"]) / 2
+    ratio = (float(zb["bubble_s"]) - sends) / (float(one["bubble_s"]) - sends)
+    assert ratio == pytest.approx(1 - 2 * w)  # (t_F + t_B - t_W) / (t_F + t_B + t_W)
+
+
+def test_memory_is_the_stage_that_holds_the_most() -> None:
+    """Llama 3's split (126 layers over 16, embedding and loss counted): the first stage holds
+    16 micro-batches of 7 layers, the second 15 of 8 -- the second holds more."""
+    m = Mapping(dp=8, tp=8, pp=16, embedding_in_split=True, loss_in_split=True)
+    prof = prof_of(L405, C1024, WL405)
+    r = run(L405, C1024, WL405, m)
+    assert int(r["peak_memory_stage"]) == MIDDLE
+    acts = float(r["memory_items"]["activations/layers"]) - prof.working_bytes
+    assert acts == pytest.approx(prof.layer_act_bytes * 8 * 15)
+    even = run(L405.model_copy(update={"n_layers": 128}), C1024, WL405,
+               Mapping(dp=8, tp=8, pp=16))
+    assert int(even["peak_memory_stage"]) == FIRST  # 16 x 8 on the first stage
+
+
+def test_a_table_of_mixed_splits_and_schedules_equals_each_mapping() -> None:
+    """The planner's vectorized call and estimate agree with splits and schedules in the
+    table."""
+    wl = WL405
+    table = Mapping(dp=np.array([16.0, 8.0, 16.0, 32.0]), tp=8,
+                    pp=np.array([8.0, 16.0, 8.0, 4.0]),
+                    first_stage_layers=np.array([15.0, 0.0, 14.0, 0.0]),
+                    last_stage_layers=np.array([15.0, 0.0, 0.0, 30.0]),
+                    embedding_in_split=np.array([False, True, False, False]),
+                    loss_in_split=np.array([False, True, False, False]),
+                    virtual_stages=np.array([1.0, 2.0, 2.0, 1.0]),
+                    schedule=np.array(["zb-h1", "interleaved-1f1b", "interleaved-1f1b",
+                                       "gpipe"]),
+                    zero=np.array([1, 1, 2, 1]), recompute=Recompute.FULL)
+    r = run(L405, C1024, wl, table)
+    for j in range(4):
+        e = estimate(L405, C1024, wl, table.take(j))
+        assert "violated_rule" not in e.metrics, e.reason
+        assert e.metrics["step_time_s"] == pytest.approx(float(r["step_time_s"][j]))
+        assert float(e.memory.total) == pytest.approx(float(r["memory_total"][j]))
+
+
+def test_one_stage_is_unchanged() -> None:
+    """pp = 1: no bubble, no sends, the one stage's memory."""
+    wl = Training(batch=64, seq_len=4096)
+    e = estimate(CAT.models["llama-2-7b"], C64, wl, Mapping(dp=64, zero=ZeroStage.OPTIMIZER))
+    assert e.metrics["bubble_fraction"] == 0.0
