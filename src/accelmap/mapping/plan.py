@@ -297,6 +297,8 @@ class Mapping:
         if self.schedule is not _default_schedule(self.virtual_stages):
             parts.append(f"schedule={self.schedule.value}")
         parts += [f"{k}={v}" for k, v in self._split_dict().items()]
+        if self.tp_comm_overlap:
+            parts.append("tp-overlap")
         parts.append(f"recompute={self.recompute.value}")
         if self.offloads_optimizer or self.offloads_params:
             parts.append("offload")
@@ -314,6 +316,10 @@ class Mapping:
             "offload": bool(self.offloads_optimizer or self.offloads_params)}
         if self.schedule is not _default_schedule(self.virtual_stages):
             out["schedule"] = self.schedule.value
+        if self.shard_group is not None and self.shard_group != self.dp:
+            out["shard_group"] = self.shard_group
+        if self.tp_comm_overlap:
+            out["tp_comm_overlap"] = True
         return out | self._split_dict()
 
     def _split_dict(self) -> dict[str, Any]:
@@ -345,7 +351,9 @@ class Mapping:
                        first_stage_layers=_opt_int(data.get("first_stage_layers")),
                        last_stage_layers=_opt_int(data.get("last_stage_layers")),
                        embedding_in_split=bool(data.get("embedding_in_split", False)),
-                       loss_in_split=bool(data.get("loss_in_split", False)))
+                       loss_in_split=bool(data.get("loss_in_split", False)),
+                       shard_group=_opt_int(data.get("shard_group")),
+                       tp_comm_overlap=bool(data.get("tp_comm_overlap", False)))
         except (TypeError, ValueError) as e:
             raise InputError(f"cannot read the mapping {data!r}: {e}") from None
 

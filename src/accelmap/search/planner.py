@@ -19,6 +19,7 @@ import numpy as np
 
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.framework import Framework, FrameworkProfile
+from accelmap.cost.schedules import Schedule
 from accelmap.engine import resolve_framework
 from accelmap.engine.error_band import error_band
 from accelmap.engine.system import System
@@ -39,19 +40,32 @@ Progress = Callable[[int, int], None]
 def _grid(space: TrainingSpace, cluster: Cluster, tp: int, cp: int, ep: int, mb: int,
           recompute: Recompute, n_layers: int) -> Mapping:
     """The candidate table of one (tp, cp, ep, micro-batch, recompute) group: a Mapping whose
-    pp, vpp, ZeRO stage and offload run over the space, dp filling the cluster. The schedule
-    is Megatron's for the vpp (interleaved 1F1B with virtual stages, else 1F1B); the split is
-    the even one, or where Megatron refuses it the balanced uneven one (plan.balanced_split)."""
-    pp, vpp, zero, off = (a.ravel() for a in np.meshgrid(
+    pp, vpp, ZeRO stage, offload, HSDP, TP-comm overlap and schedule run over the space, dp
+    filling the cluster. Interleaving takes Megatron's interleaved 1F1B, otherwise 1F1B or
+    ZB-H1; the split is the even one, or where Megatron refuses it the balanced uneven one
+    (plan.balanced_split). A choice that changes nothing for a candidate (HSDP without ZeRO-3
+    or inside one node, TP overlap at tp = 1, ZB-H1 without a pipeline or with interleaving)
+    is left out, so no candidate is counted twice."""
+    pp, vpp, zero, off, hsdp, tpo, zb = (a.ravel() for a in np.meshgrid(
         np.array(space.pp, dtype=float), np.array(space.vpp, dtype=float),
-        np.array(space.zero), np.array(space.offload), indexing="ij"))
+        np.array(space.zero), np.array(space.offload), np.array(space.hsdp),
+        np.array(space.tp_overlap), np.array(space.zero_bubble), indexing="ij"))
+    per_node = cluster.devices_per_node
+    dp = cluster.devices / (tp * pp * cp)
+    keep = ((~hsdp | ((zero >= 3) & (dp > per_node) & (dp % per_node == 0)))
+            & (~tpo | (tp > 1)) & (~zb | ((pp > 1) & (vpp <= 1))))
+    pp, vpp, zero, off, hsdp, tpo, zb, dp = (a[keep] for a in (pp, vpp, zero, off, hsdp, tpo,
+                                                                zb, dp))
     first, last = balanced_split(n_layers, pp, vpp)
+    schedule = np.where(zb, Schedule.ZERO_BUBBLE.value, default_schedule(vpp))
     return Mapping.for_world(cluster.devices, tp=tp, pp=pp, cp=cp, ep=ep, zero=zero,
                              micro_batch=mb, virtual_stages=vpp, recompute=recompute,
                              offload_optimizer=off, offload_params=off,
                              force_tp_across_nodes=space.force_tp,
-                             schedule=default_schedule(vpp), first_stage_layers=first,
-                             last_stage_layers=last)
+                             schedule=schedule, first_stage_layers=first,
+                             last_stage_layers=last,
+                             shard_group=np.where(hsdp, float(per_node), dp),
+                             tp_comm_overlap=tpo)
 
 
 def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch: int, *,
@@ -218,7 +232,8 @@ def to_mapping(row: dict[str, Any], force_tp: bool = False) -> Mapping:
     return Mapping.from_dict(row).with_(force_tp_across_nodes=force_tp)
 
 
-ALTERNATIVE_FIELDS = ("tp", "pp", "zero", "recompute", "micro_batch", "cp", "vpp")
+ALTERNATIVE_FIELDS = ("tp", "pp", "zero", "recompute", "micro_batch", "cp", "vpp",
+                      "tp_comm_overlap")
 
 
 def explain_top(spec: ModelSpec, cluster: Cluster, wl: Training, rows: list[dict[str, Any]],
@@ -243,11 +258,12 @@ def explain_top(spec: ModelSpec, cluster: Cluster, wl: Training, rows: list[dict
                + (", exposed " + ", ".join(limits) if limits else "")
                + f"; memory {mem:.0f} of {cap:.0f} GB")
     for fld in ALTERNATIVE_FIELDS:
-        others = [k for k in order if rows[k][fld] != best[fld]]
+        others = [k for k in order if rows[k].get(fld, False) != best.get(fld, False)]
         if not others:
             continue
         alt = rows[others[0]]
         slower = best["tokens_per_s"] / alt["tokens_per_s"] - 1
-        out.append(f"best with {fld}={alt[fld]} instead of {best[fld]}: {slower:+.0%} step time"
+        out.append(f"best with {fld}={alt.get(fld, False)} instead of {best.get(fld, False)}: "
+                   f"{slower:+.0%} step time"
                    f" ({to_mapping(alt, force_tp).describe()})")
     return out

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from accelmap.cost.schedules import Schedule
 from accelmap.errors import InputError
 from accelmap.mapping.plan import Mapping, ZeroStage
 from accelmap.units import DType
@@ -112,6 +113,9 @@ class PlanResult:
 TRAIN_MAPPING_KEYS = ("dp", "tp", "pp", "cp", "ep", "zero", "micro_batch", "vpp", "recompute",
                       "offload")
 SERVE_MAPPING_KEYS = ("tp", "pp", "ep", "replicas", "batch", "weight_dtype", "kv_dtype")
+# written only when they differ from the default (Mapping.to_dict)
+OPTIONAL_TRAIN_KEYS = ("schedule", "first_stage_layers", "last_stage_layers",
+                       "embedding_in_split", "loss_in_split", "shard_group", "tp_comm_overlap")
 
 
 def plan_mapping_dict(mapping: Mapping, serving: ServingChoice | None) -> dict[str, Any]:
@@ -130,8 +134,9 @@ def read_plan_mapping(data: Any, kind: PlanKind) -> tuple[Mapping, ServingChoice
     if not isinstance(data, dict):
         raise InputError(f"{what} is not a JSON object (got {json_kind(data)})")
     keys = TRAIN_MAPPING_KEYS if kind is PlanKind.TRAIN else SERVE_MAPPING_KEYS
+    optional = OPTIONAL_TRAIN_KEYS if kind is PlanKind.TRAIN else ()
     missing = [k for k in keys if k not in data]
-    unknown = sorted(str(k) for k in data if k not in keys)
+    unknown = sorted(str(k) for k in data if k not in keys and k not in optional)
     if missing or unknown:
         problem = (f"has no {', '.join(missing)}" if missing
                    else f"has unknown key(s) {', '.join(unknown)}")
@@ -155,6 +160,15 @@ def read_plan_mapping(data: Any, kind: PlanKind) -> tuple[Mapping, ServingChoice
     _choice(Recompute, data, "recompute", what)
     if not isinstance(data["offload"], bool):
         raise InputError(f"{what}: offload={data['offload']!r} is not true or false")
+    for key in ("first_stage_layers", "last_stage_layers", "shard_group"):
+        v = data.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise InputError(f"{what}: {key}={v!r} is not a whole number >= 1")
+    for key in ("embedding_in_split", "loss_in_split", "tp_comm_overlap"):
+        if key in data and not isinstance(data[key], bool):
+            raise InputError(f"{what}: {key}={data[key]!r} is not true or false")
+    if "schedule" in data:
+        _choice(Schedule, data, "schedule", what)
     return Mapping.from_dict(data), None
 
 

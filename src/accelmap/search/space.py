@@ -3,8 +3,14 @@
 Defaults follow what the frameworks support and what published runs use: tp in powers of two up
 to the scale-up domain (Megatron keeps TP inside NVLink, Narayanan et al. 2021 sec. 3.2), pp in
 powers of two up to the layer count, cp for long sequences, ep over divisors of the expert
-count, micro-batches 1-8, 1-4 virtual stages, every ZeRO stage and recompute policy. dp is not
-searched: it is what the cluster leaves (devices / (tp x pp x cp)).
+count, micro-batches 1-32 (published llm-foundry and Megatron runs use up to 20-40 sequences
+per micro-batch for small models), 1-4 virtual stages, every ZeRO stage and recompute policy,
+and the choices published runs make beyond those: HSDP (ZeRO-3 sharded inside the node,
+replicated across: llm-foundry's and torchtitan's hybrid sharding), TP-communication overlap
+(Megatron --tp-comm-overlap) on or off, and the zero-bubble ZB-H1 schedule next to 1F1B
+(interleaving takes Megatron's interleaved 1F1B). Pipeline stages that do not divide the layers
+get Megatron's balanced first/last split (mapping.plan.balanced_split). dp is not searched: it
+is what the cluster leaves (devices / (tp x pp x cp)).
 """
 
 from __future__ import annotations
@@ -30,12 +36,15 @@ class TrainingSpace:
     pp: tuple[int, ...]
     cp: tuple[int, ...]
     ep: tuple[int, ...]
-    micro_batch: tuple[int, ...] = (1, 2, 4, 8)
+    micro_batch: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
     vpp: tuple[int, ...] = (1, 2, 4)
     zero: tuple[int, ...] = (0, 1, 2, 3)
     recompute: tuple[Recompute, ...] = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
     offload: tuple[bool, ...] = (False,)
     force_tp: bool = False
+    hsdp: tuple[bool, ...] = (False, True)  # ZeRO-3 sharded inside the node
+    tp_overlap: tuple[bool, ...] = (False, True)
+    zero_bubble: tuple[bool, ...] = (False, True)  # ZB-H1 instead of 1F1B (vpp = 1)
 
     @classmethod
     def default(cls, spec: ModelSpec, cluster: Cluster, seq_len: int, offload: bool = False,
@@ -59,6 +68,7 @@ class TrainingSpace:
         """Upper bound on candidates (before dp is derived and rules applied)."""
         n = 1
         for axis in (self.tp, self.pp, self.cp, self.ep, self.micro_batch, self.vpp, self.zero,
-                     self.recompute, self.offload):
+                     self.recompute, self.offload, self.hsdp, self.tp_overlap,
+                     self.zero_bubble):
             n *= len(axis)
         return n
