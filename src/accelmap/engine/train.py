@@ -384,11 +384,16 @@ def _collective_times(cluster: Any, m: Mapping, prof: LayerProfile, a: float, g:
     shape = np.broadcast(pp, dp, group).shape
     scalar_axes = all(np.ndim(x) == 0 for x in (tp, cp, ep))
     if scalar_axes and int(np.prod(shape)) > 64:
-        keys = np.stack([np.broadcast_to(x, shape).ravel().astype(float)
-                         for x in (pp, dp, group)], axis=1)
-        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-        triples = Mapping(dp=uniq[:, 1], tp=tp, pp=uniq[:, 0], cp=cp, ep=ep,
-                          shard_group=uniq[:, 2])
+        # one float key per (pp, dp, group): each below 2^20 devices, so 20 bits apiece
+        pp_b, dp_b, g_b = (np.broadcast_to(x, shape).ravel().astype(float)
+                           for x in (pp, dp, group))
+        key = (pp_b * 2.0**20 + dp_b) * 2.0**20 + g_b
+        uniq, inv = np.unique(key, return_inverse=True)
+        g_u = np.mod(uniq, 2.0**20)
+        rest = (uniq - g_u) / 2.0**20
+        dp_u = np.mod(rest, 2.0**20)
+        triples = Mapping(dp=dp_u, tp=tp, pp=(rest - dp_u) / 2.0**20, cp=cp, ep=ep,
+                          shard_group=g_u)
         times, _ = _collective_times(cluster, triples, prof, a, g)
         return {k: v[np.ravel(inv)].reshape(shape) for k, v in times.items()}, None
     # Dense axes fill the world in Megatron-Core's rank order (mapping.plan.RANK_ORDER: tp

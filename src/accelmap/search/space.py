@@ -3,7 +3,7 @@
 Defaults follow what the frameworks support and what published runs use: tp in powers of two up
 to the scale-up domain (Megatron keeps TP inside NVLink, Narayanan et al. 2021 sec. 3.2), pp in
 powers of two up to the layer count, cp for long sequences, ep over divisors of the expert
-count, micro-batches 1-32 (published llm-foundry and Megatron runs use up to 20-40 sequences
+count, micro-batches 1-32 in steps of about 1.5x (published llm-foundry and Megatron runs use up to 20-40 sequences
 per micro-batch for small models), 1-4 virtual stages, every ZeRO stage and recompute policy,
 and the choices published runs make beyond those: HSDP (ZeRO-3 sharded inside the node,
 replicated across: llm-foundry's and torchtitan's hybrid sharding), TP-communication overlap
@@ -36,7 +36,7 @@ class TrainingSpace:
     pp: tuple[int, ...]
     cp: tuple[int, ...]
     ep: tuple[int, ...]
-    micro_batch: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    micro_batch: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
     vpp: tuple[int, ...] = (1, 2, 4)
     zero: tuple[int, ...] = (0, 1, 2, 3)
     recompute: tuple[Recompute, ...] = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
