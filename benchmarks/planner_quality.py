@@ -5,7 +5,12 @@ planner searches the same model, cluster, sequence length, global batch and trai
 and the published mapping is evaluated with the same engine. Reported per case: the planner's
 best predicted tokens/s over the published mapping's (goal >= 1), and the published mapping's
 rank among the feasible plans (goal: top 10 %). The published mapping is not always inside the
-planner's default space (e.g. pp = 3, micro-batch 16): such cases are marked.
+planner's default space (e.g. pp = 3, micro-batch 20): such cases are marked.
+
+Also per (model, accelerator, device count, sequence length): the planner's top plan's
+predicted throughput over the best *measured* throughput of the published runs of that group
+(converted from each row's metric through its own mapping's estimate: at a fixed model and
+sequence, MFU, TFLOP/s per device and tokens/s per device are proportional). Goal: within 10 %.
 
 Run: python benchmarks/planner_quality.py [path/to/training.csv] [--limit N]
 """
@@ -33,8 +38,9 @@ def main() -> None:
     cases = [c for c in read_cases(path).cases
              if isinstance(c, TrainingCase) and (c.parallel.devices or 1) > 1]
     rows = []
+    groups: dict[tuple[str, str, int, int], list[tuple[float, float]]] = {}
     for case in cases[:limit]:
-        _, plan, _reasons, _ = published_plan(case, cat)
+        base, plan, _reasons, _ = published_plan(case, cat)
         if plan is None:
             continue
         est = plan.estimate()
@@ -53,6 +59,11 @@ def main() -> None:
             continue
         best = res.plans[0].metrics["tokens_per_s"]
         pub = est.metrics["tokens_per_s"]
+        if base.measured:
+            measured = base.measured / (float(est.metrics[plan.metric]) * plan.scale) * pub
+            key = (plan.spec.id, plan.cluster.accelerator.id, plan.cluster.devices,
+                   plan.workload.seq_len)
+            groups.setdefault(key, []).append((measured, best))
         faster = sum(1 for p in res.plans if p.metrics["tokens_per_s"] > pub * 1.0001)
         rank = faster / len(res.plans)
         rows.append((case.row_id, best / pub, rank, in_space, est.feasible))
@@ -76,6 +87,13 @@ def main() -> None:
               f"{statistics.median(r[1] for r in outside):.3f}")
     print(f"{len(rows)} cases evaluated, {sum(1 for r in rows if not r[3])} outside the "
           "default space")
+    ratios = [max(b for _, b in v) / max(m for m, _ in v) for v in groups.values()]
+    if ratios:
+        within = sum(1 for r in ratios if abs(r - 1) <= 0.10)
+        print(f"top plan / best published throughput per (model, accelerator, devices, seq): "
+              f"{len(ratios)} groups, within 10 % in {within}, median "
+              f"{statistics.median(ratios):.3f}, p10 {sorted(ratios)[len(ratios) // 10]:.3f}, "
+              f"p90 {sorted(ratios)[(9 * len(ratios)) // 10]:.3f}")
 
 
 if __name__ == "__main__":
