@@ -53,7 +53,7 @@ def main() -> None:
                     and m.virtual_stages in space.vpp and m.shard_group is None)
         res = plan_training(plan.spec, plan.cluster, plan.workload.seq_len, plan.workload.batch,
                             framework=plan.framework, top=10**6, explain=False,
-                            workload=plan.workload, space=space)
+                            workload=plan.workload, space=space, include_tight=True)
         if not res.plans:
             rows.append((case.row_id, None, None, in_space, est.feasible))
             continue

@@ -3,8 +3,9 @@
 Defaults follow what the frameworks support and what published runs use: tp in powers of two up
 to the scale-up domain (Megatron keeps TP inside NVLink, Narayanan et al. 2021 sec. 3.2), pp in
 powers of two up to the layer count, cp for long sequences, ep over divisors of the expert
-count, micro-batches 1-32 in steps of about 1.5x (published llm-foundry and Megatron runs use up to 20-40 sequences
-per micro-batch for small models), 1-4 virtual stages, every ZeRO stage and recompute policy,
+count, micro-batches 1-32 in steps of about 1.5x (published llm-foundry and Megatron runs use
+up to 20-40 sequences per micro-batch for small models), 1-4 virtual stages, every ZeRO stage
+and recompute policy,
 and the choices published runs make beyond those: HSDP (ZeRO-3 sharded inside the node,
 replicated across: llm-foundry's and torchtitan's hybrid sharding), TP-communication overlap
 (Megatron --tp-comm-overlap) on or off, and the zero-bubble ZB-H1 schedule next to 1F1B

@@ -136,19 +136,9 @@ def plan_run(run: TrainingRun, catalog: Catalog
         reasons.append(f"framework not stated; write framework: one of {', '.join(FRAMEWORK_NAMES)}"
                        " (with its version, e.g. megatron-lm 0.9)")
     notes: list[str] = list(run.reading_notes) + ([release_note] if release_note else [])
-    if "lora" in run.model.lower():
-        reasons.append("LoRA fine-tuning is not modelled")
-    dev = rs.resolve_device(run.accelerator, catalog, memory_gb=run.accelerator_memory_gb)
-    model = rs.resolve_model(run.model, run.arch, catalog, run.seq_len,
-                             fw is Framework.MEGATRON,
-                             run.family.value if run.family else None)
-    for res in (dev, model):
-        reasons += [res.reason] if res.reason else []
-        notes += res.notes
-    if run.value is None:
-        reasons.append("no TFLOP/s, tokens/s or MFU per device to compare")
-    if run.seq_len is None:
-        reasons.append("seq_len not stated")
+    dev, model, more, resolved = rs.resolve_run(run, catalog, fw is Framework.MEGATRON)
+    reasons += more
+    notes += resolved
     dtype = run.precision
     unread = _problems(run, ("precision",))
     if dtype is None and not unread and d is not None and d.precision is not None:

@@ -335,3 +335,25 @@ def recompute_policy(text: str, megatron: bool) -> tuple[Recompute, str | None]:
         return Recompute.FULL, ("recompute not stated: full assumed (Megatron's "
                                 "--checkpoint-activations in its published GPT runs)")
     return Recompute.NONE, "recompute not stated: none assumed"
+
+
+def resolve_run(run: Any, catalog: Catalog, megatron: bool
+                ) -> tuple[Any, Any, list[str], list[str]]:
+    """A run's device and model (each a resolution with its reason and notes), and the reasons
+    and notes every training prediction path starts from: LoRA, the metric's value and the
+    sequence length must be there."""
+    reasons: list[str] = []
+    notes: list[str] = []
+    if "lora" in run.model.lower():
+        reasons.append("LoRA fine-tuning is not modelled")
+    dev = resolve_device(run.accelerator, catalog, memory_gb=run.accelerator_memory_gb)
+    model = resolve_model(run.model, run.arch, catalog, run.seq_len, megatron,
+                          run.family.value if run.family else None)
+    for res in (dev, model):
+        reasons += [res.reason] if res.reason else []
+        notes += res.notes
+    if run.value is None:
+        reasons.append("no TFLOP/s, tokens/s or MFU per device to compare")
+    if run.seq_len is None:
+        reasons.append("seq_len not stated")
+    return dev, model, reasons, notes

@@ -40,18 +40,9 @@ def predict_single(run: TrainingRun, catalog: Catalog, calibrated: frozenset[str
     notes: list[str] = list(run.reading_notes)
     if run.device_count is None:
         reasons.append("device count not stated")
-    if "lora" in run.model.lower():
-        reasons.append("LoRA fine-tuning is not modelled")
-    dev = rs.resolve_device(run.accelerator, catalog, memory_gb=run.accelerator_memory_gb)
-    model = rs.resolve_model(run.model, run.arch, catalog, run.seq_len, megatron,
-                             run.family.value if run.family else None)
-    for res in (dev, model):
-        reasons += [res.reason] if res.reason else []
-        notes += res.notes
-    if run.value is None:
-        reasons.append("no TFLOP/s, tokens/s or MFU per device to compare")
-    if run.seq_len is None:
-        reasons.append("seq_len not stated")
+    dev, model, more, resolved = rs.resolve_run(run, catalog, megatron)
+    reasons += more
+    notes += resolved
     batch = run.global_batch
     if batch is None and run.micro_batch is not None:
         batch = run.micro_batch * (run.grad_accum or 1)
