@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from accelmap.catalog import load_catalog
@@ -48,6 +49,11 @@ def main() -> None:
             continue
         m = plan.mapping
         space = TrainingSpace.default(plan.spec, plan.cluster, plan.workload.seq_len)
+        if "foundry" in case.framework.lower() or "composer" in case.framework.lower():
+            # llm-foundry's MPT trains with FSDP alone (no tensor, pipeline or context
+            # parallelism in its model code): the planner searches what that stack can run
+            space = replace(space, tp=(1,), pp=(1,), cp=(1,), ep=(1,), tp_overlap=(False,),
+                            zero_bubble=(False,))
         in_space = (m.tp in space.tp and m.pp in space.pp and m.cp in space.cp
                     and m.ep in space.ep and m.micro_batch in space.micro_batch
                     and m.virtual_stages in space.vpp and m.shard_group is None)
