@@ -182,7 +182,8 @@ def print_estimate(est: Estimate) -> None:
     m = est.metrics
     verdict = (("fits" if est.memory_fit.value == "fits" else "[yellow]tight[/yellow]: within the "
                 f"memory model's {est.memory.band:.1%} error band of capacity")
-               if est.feasible else f"[red]does not fit[/red]: {est.reason}")
+               if est.feasible else f"[red]does not fit[/red]: {est.reason}"
+               if not est.violated_rule else f"[red]cannot run[/red]: {est.reason}")
     con.print(f"[bold]{est.model}[/bold] on [bold]{est.accelerator}[/bold], {est.phase.value}: "
               f"{verdict}")
     if est.violated_rule:  # a mapping rule is broken: there is nothing more to show
