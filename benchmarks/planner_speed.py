@@ -3,7 +3,7 @@
 Goals (issue "Planner"): >= 1,000,000 candidates/s; Llama 3.1 405B on 16,384 H100 <= 2 s;
 DeepSeek-V3 on 2,048 H800 with expert parallelism <= 2 s.
 
-- "vectorized" is ``parallel.train.compose`` on one array of candidates (the inner loop);
+- "vectorized" is ``engine.train.compose`` on one array of candidates (the inner loop);
 - "end to end" is ``plan_training`` (operator-graph profile once per tp/ep/cp/micro-batch/
   recompute group, then the vectorized composition), evaluated candidates / wall time.
 

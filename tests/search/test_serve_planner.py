@@ -1,4 +1,4 @@
-"""Serving planner: ranks parallel_inference results, respects targets, prunes exactly."""
+"""Serving planner: ranks serve_step results, respects targets, prunes exactly."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Three phases, each timed as the median of ``steps`` runs after ``warmup`` untime
 device synchronisation around every timed region:
 
 - ``train``: forward, cross-entropy over all positions, backward, AdamW step, zero_grad
-  (set_to_none) on ``batch`` sequences of ``seq`` tokens; compared with ``estimate_training``'s
+  (set_to_none) on ``batch`` sequences of ``seq`` tokens; compared with the training estimate's
   ``step_time_s`` (framework profile ``eager``: PyTorch launches every op);
 - ``prefill``: one forward over the ``batch x seq`` prompt that fills the KV cache and computes
   the last position's logits; compared with ``ttft_s``;

@@ -1,4 +1,4 @@
-"""Multi-device rows through the distributed engine (``parallel/train.py``, ``parallel/serve.py``).
+"""Multi-device rows through the one engine (``engine/train.py``, ``engine/serve.py``).
 
 Training (one :class:`~accelmap.validate.runs.TrainingRun`, from a run file or the
 transcription's adapter): cluster and mapping from the run (``validate/layout.py``), defaults of
