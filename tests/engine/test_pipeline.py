@@ -98,8 +98,9 @@ def test_small_global_batches_pay_the_fill_and_drain() -> None:
         rates.append(e.metrics["tokens_per_s"])
     assert shares == sorted(shares, reverse=True) and rates == sorted(rates)
     # batch 2 over dp 2: one micro-batch; the slowest (last, with the head) stage idles while
-    # the three others run it: nearly 3/4 of the step, (p-1)/(m+p-1)
-    assert shares[0] > 0.6
+    # the three others run it: (p-1)/(m+p-1) = 3/4 of the pipeline's time, a little less of
+    # the step, which also holds the DP tail, the optimizer and the compute slowed by overlap
+    assert shares[0] > 0.55
 
 
 @pytest.mark.parametrize("schedule", list(Schedule))

@@ -354,4 +354,30 @@ def forward_ops(model: Geometry | ModelSpec, s: Shape, p: Precision, flash: bool
     if training:  # fp32 logits -> log-softmax -> loss (Megatron fuses this cross-entropy)
         ops.append(_vector("loss", L * V, LOSS_FLOPS, p, 1,
                            extra_bytes=L * V * FP32, fusable=False))
-    return ops
+    return _with_fp8_casts(ops, p, training)
+
+
+# FP8 GEMMs take FP8 inputs: Transformer Engine quantizes each GEMM's 16-bit input (amax,
+# scale, cast) in a kernel of its own, and in training writes the transposed FP8 copy that the
+# weight-gradient GEMM reads ("cast_transpose", transformer_engine/pytorch/module/linear.py);
+# the backward does the same to the incoming gradient (ops/training.py derives it from this op
+# at twice the traffic). Weights are cast once per step (is_first_microbatch) and not counted.
+# Stacks that fuse elementwise work fold the cast into its producer (``fusable``).
+FP8_CAST_FLOPS = 3.0  # |x| for the amax, scale, convert
+
+
+def _with_fp8_casts(ops: list[Op], p: Precision, training: bool) -> list[Op]:
+    if p.compute.bytes >= p.act.bytes:
+        return ops
+    out: list[Op] = []
+    for op in ops:
+        if op.gemm is not None and op.dtype is p.compute:
+            m, _n, k = op.gemm
+            elems = m * k
+            written = (2.0 if training else 1.0) * p.compute.bytes  # FP8 (and its transpose)
+            out.append(Op(name=f"{op.name}/fp8_cast", unit=Unit.VECTOR, dtype=p.act,
+                          count=op.count, flops=FP8_CAST_FLOPS * elems,
+                          bytes={ByteKind.ACTIVATIONS: elems * (p.act.bytes + written)},
+                          fusable=True))
+        out.append(op)
+    return out
