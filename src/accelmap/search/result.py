@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from accelmap.cost.schedules import Schedule
+from accelmap.engine.result import plain
 from accelmap.errors import InputError
 from accelmap.mapping.plan import Mapping, ZeroStage
 from accelmap.units import DType
@@ -77,7 +78,7 @@ class Plan:
         return {"mapping": self.mapping_dict(), "cluster": self.cluster,
                 "accelerator": self.accelerator, "devices": self.devices,
                 "feasible": self.feasible, "reason": self.reason,
-                **{k: _plain(v) for k, v in self.metrics.items()}}
+                **{k: plain(v) for k, v in self.metrics.items()}}
 
 
 @dataclass(frozen=True)
@@ -186,14 +187,6 @@ def _choice(enum: type[E], data: dict[str, Any], key: str, what: str) -> E:
                          f"{', '.join(str(e.value) for e in enum)}") from None
 
 
-def _plain(v: Any) -> Any:
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, np.ndarray):
-        return v.tolist()
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    return v
 
 
 def pareto_front(points: list[dict[str, Any]], maximize: str, minimize: str
