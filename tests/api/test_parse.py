@@ -46,3 +46,26 @@ def test_count(text: str | float, value: float) -> None:
 def test_count_rejects(text: str) -> None:
     with pytest.raises(InputError, match="positive token count"):
         api.count(text)
+
+
+def test_batch_tokens_binary_k_and_m() -> None:
+    assert api.batch_tokens("4M") == 4 * 2**20
+    assert api.batch_tokens("0.5m") == 2**19  # GPT-3's 0.5M
+    assert api.batch_tokens("512K") == 512 * 2**10
+    assert api.batch_tokens("2e6") == 2e6 and api.batch_tokens("1B") == 1e9  # else a count
+    assert api.batch_tokens(4096) == 4096
+    with pytest.raises(InputError, match="positive token count"):
+        api.batch_tokens("lots")
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("500ms", 0.5), ("2s", 2.0), ("2", 2.0), ("5min", 300.0), ("5m", 300.0), ("3h", 10800.0),
+    ("60d", 60 * 86400.0), (" 1.5 w ", 1.5 * 604800.0), (0.25, 0.25)])
+def test_duration_units(text: str | float, seconds: float) -> None:
+    assert api.duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["5x", "fast", "-1s", "1.2.3s", ""])
+def test_duration_errors(text: str) -> None:
+    with pytest.raises(InputError, match=r"as a duration: write e.g. 500ms, 2s, 60d"):
+        api.duration(text)

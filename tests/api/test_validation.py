@@ -70,3 +70,28 @@ def test_validate_cases_reads_every_file_first(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(validation, "_predict_cases", no_prediction)
     with pytest.raises(InputError, match=r"missing\.csv: no such file"):
         api.validate_cases([FIX / "matmul.csv", tmp_path / "missing.csv"])
+
+
+def test_validate_local_tiny_cpu_run(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from accelmap.cost.calibration import CalibrationProfile
+
+    db = tmp_path / "m.sqlite"
+    with pytest.raises(InputError, match="unknown dtype 'fp7'"):
+        api.validate_local("gpt3-125m", "cpu", dtype="fp7", db=db)
+    with pytest.raises(InputError, match="unknown calibration profile 'nope'"):
+        api.validate_local("gpt3-125m", "cpu", profile="nope", db=db)
+    cpu = api.local_accelerator()
+    assert cpu is not None
+    api.open_store(db).save_profile(CalibrationProfile(  # the OS does not give its bandwidth
+        name="cpu", accelerator_id=cpu.id, matmul_efficiency={api.DType.FP32: 0.5},
+        bandwidth=10e9, source="synthetic, for the test"))
+    v = api.validate_local("gpt3-125m", "cpu", steps=1, warmup=0, batch=1, seq=32,
+                           decode_tokens=2, scale="tiny", profile="cpu", db=db)
+    assert {r.row_id for r in v.rows} == {"local/train", "local/train/memory", "local/prefill",
+                                         "local/decode", "local/inference/memory"}
+    assert v.settings.dtype == "fp32" and v.run.spec.id == "gpt3-125m.tiny"
+    d = v.to_dict()
+    assert d["run"]["run_id"] == v.run_id and d["run"]["db"] == str(db) == v.db
+    assert d["summary"]["n"] == 5 and d["run"]["settings"]["seq"] == 32
+    assert [r.run_id for r in api.open_store(db).runs()] == [v.run_id]

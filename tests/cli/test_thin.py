@@ -16,18 +16,9 @@ import accelmap
 
 CLI_DIR = Path(__file__).resolve().parents[2] / "src" / "accelmap" / "cli"
 
-# ---- EXEMPT FOR NOW: CLI modules that still import accelmap internals. --------------------------
-# Being reworked elsewhere; remove each from this list once it goes through accelmap.api only
-# (test_exempt_list_is_current fails as soon as one no longer needs the exemption).
-EXEMPT = frozenset({
-    "export.py",
-    "measure_coll.py",
-    "measure_hw.py",
-    "measure_store.py",
-    "plan.py",
-    "validate_local.py",
-})
-# -------------------------------------------------------------------------------------------------
+# CLI modules that may still import accelmap internals: none any more. Keep it empty; a module
+# listed here that no longer needs it fails test_exempt_list_is_current.
+EXEMPT: frozenset[str] = frozenset()
 
 ALLOWED_MODULES = frozenset({"accelmap", "accelmap.api", "accelmap.errors"})
 # accelmap.units: only what formats a quantity for a table cell

@@ -13,7 +13,8 @@ arguments, call these functions and render what they return.
 
 One module per area, every name re-exported here:
 
-- ``api.parse``: text to values: ``dtype``, ``choice``, ``count``, ``phase``.
+- ``api.parse``: text to values: ``dtype``, ``choice``, ``count``, ``batch_tokens`` (binary
+  K/M), ``duration``, ``phase``.
 - ``api.hardware``: ``find_accelerator``, ``find_system``, ``find_hardware``,
   ``list_accelerators`` (filter, sort by one of ``SORT_KEYS``), ``accelerator_row``,
   ``accelerator_details``, ``derived_figures``, ``sources``, ``compare`` (``Comparison``;
@@ -23,8 +24,17 @@ One module per area, every name re-exported here:
 - ``api.estimates``: ``load_system``, ``training``, ``inference``, ``mapping``,
   ``serving_mapping``, ``default_mapping``, ``estimate`` (``TrainStep`` / ``ServeStep``),
   ``roofline`` (``Roofline``).
+- ``api.planning``: ``plan_request`` (``PlanRequest``), ``plan_clusters``, ``check_profile``,
+  ``run_plan`` (``PlanResult``), ``plan_job``, ``compare_hardware`` (``HardwareComparison``),
+  ``deadline_search`` (``DeadlineSearch``).
+- ``api.exports``: ``list_exporters``, ``exporter_row``, ``load_plan``, ``plan_export_job``,
+  ``export_plan`` (``Export``).
+- ``api.measurement``: ``open_store`` (``Store``), ``load_profile``, ``measurement_kind``,
+  ``find_run``, ``measure_matmul`` (``MatmulRun``), ``measure_bandwidth`` (``BandwidthRun``),
+  ``measure_overhead`` (``OverheadRun``), ``measure_collectives``, ``human_bytes``,
+  ``local_accelerator``, ``calibration_accelerator``, ``calibrate`` (``Calibration``).
 - ``api.validation``: ``read_cases``, ``predict_cases``, ``summarize``, ``compress_ids``,
-  ``validate_cases`` (``Validation``).
+  ``validate_cases`` (``Validation``), ``validate_local`` (``LocalValidation``).
 
 Importing ``accelmap.api`` is cheap: each name loads its module on first use, so a command-line
 tool can import the API at the top and still start fast.
@@ -44,6 +54,14 @@ if TYPE_CHECKING:
         serving_mapping,
         training,
     )
+    from accelmap.api.exports import (
+        Export,
+        export_plan,
+        exporter_row,
+        list_exporters,
+        load_plan,
+        plan_export_job,
+    )
     from accelmap.api.hardware import (
         Chooser,
         Comparison,
@@ -61,6 +79,24 @@ if TYPE_CHECKING:
         system_details,
         system_row,
     )
+    from accelmap.api.measurement import (
+        BandwidthRun,
+        Calibration,
+        MatmulRun,
+        OverheadRun,
+        calibrate,
+        calibration_accelerator,
+        find_run,
+        human_bytes,
+        load_profile,
+        local_accelerator,
+        measure_bandwidth,
+        measure_collectives,
+        measure_matmul,
+        measure_overhead,
+        measurement_kind,
+        open_store,
+    )
     from accelmap.api.models import (
         import_model,
         list_models,
@@ -69,24 +105,42 @@ if TYPE_CHECKING:
         model_summary,
         write_model,
     )
-    from accelmap.api.parse import choice, count, dtype, phase
+    from accelmap.api.parse import batch_tokens, choice, count, dtype, duration, phase
+    from accelmap.api.planning import (
+        DeadlineSearch,
+        HardwareComparison,
+        PlanRequest,
+        check_profile,
+        compare_hardware,
+        deadline_search,
+        plan_clusters,
+        plan_job,
+        plan_request,
+        run_plan,
+    )
     from accelmap.api.validation import (
+        LocalValidation,
         Validation,
         compress_ids,
         predict_cases,
         read_cases,
         summarize,
         validate_cases,
+        validate_local,
     )
     from accelmap.catalog import Catalog, load_catalog
     from accelmap.cost.calibration import CalibrationProfile
     from accelmap.engine import OverlapPolicy, System, default_mapping, estimate
     from accelmap.engine.result import Estimate, ServeStep, TrainStep
+    from accelmap.export.base import Exporter, ExportResult, Job, PlanJob
+    from accelmap.hardware.cluster import Cluster
     from accelmap.hardware.derived import DerivedFigures
     from accelmap.hardware.listing import DEFAULT_COMPARE, SORT_KEYS
     from accelmap.hardware.schema import Accelerator, DeviceClass, SystemPreset
     from accelmap.mapping.plan import Mapping
+    from accelmap.measure.store import Store
     from accelmap.models.schema import ModelSpec
+    from accelmap.search.result import Objective, Plan, PlanResult
     from accelmap.units import DType
     from accelmap.validate.cases import CaseFile
     from accelmap.validate.outcome import Prediction, Status
@@ -96,7 +150,8 @@ if TYPE_CHECKING:
 # name -> the module that defines it (loaded on first use)
 _LAZY: dict[str, str] = {
     # text to values
-    **dict.fromkeys(("choice", "count", "dtype", "phase"), "accelmap.api.parse"),
+    **dict.fromkeys(("batch_tokens", "choice", "count", "dtype", "duration", "phase"),
+                    "accelmap.api.parse"),
     # hardware
     **dict.fromkeys(("Chooser", "Comparison", "accelerator_details", "accelerator_row",
                      "compare", "compare_row", "derived_figures", "find_accelerator",
@@ -111,16 +166,34 @@ _LAZY: dict[str, str] = {
                      "serving_mapping", "training"), "accelmap.api.estimates"),
     **dict.fromkeys(("OverlapPolicy", "System", "default_mapping", "estimate"),
                     "accelmap.engine"),
+    # planning
+    **dict.fromkeys(("DeadlineSearch", "HardwareComparison", "PlanRequest", "check_profile",
+                     "compare_hardware", "deadline_search", "plan_clusters", "plan_job",
+                     "plan_request", "run_plan"), "accelmap.api.planning"),
+    # exports
+    **dict.fromkeys(("Export", "export_plan", "exporter_row", "list_exporters", "load_plan",
+                     "plan_export_job"), "accelmap.api.exports"),
+    # measurement
+    **dict.fromkeys(("BandwidthRun", "Calibration", "MatmulRun", "OverheadRun", "calibrate",
+                     "calibration_accelerator", "find_run", "human_bytes", "load_profile",
+                     "local_accelerator", "measure_bandwidth", "measure_collectives",
+                     "measure_matmul", "measure_overhead", "measurement_kind", "open_store"),
+                    "accelmap.api.measurement"),
     # validation
-    **dict.fromkeys(("Validation", "compress_ids", "predict_cases", "read_cases", "summarize",
-                     "validate_cases"), "accelmap.api.validation"),
+    **dict.fromkeys(("LocalValidation", "Validation", "compress_ids", "predict_cases",
+                     "read_cases", "summarize", "validate_cases", "validate_local"),
+                    "accelmap.api.validation"),
     # the typed values these functions take and return
     **dict.fromkeys(("Catalog", "load_catalog"), "accelmap.catalog"),
     "CalibrationProfile": "accelmap.cost.calibration",
     **dict.fromkeys(("Estimate", "ServeStep", "TrainStep"), "accelmap.engine.result"),
+    **dict.fromkeys(("ExportResult", "Exporter", "Job", "PlanJob"), "accelmap.export.base"),
+    "Cluster": "accelmap.hardware.cluster",
     "DerivedFigures": "accelmap.hardware.derived",
     **dict.fromkeys(("Accelerator", "DeviceClass", "SystemPreset"), "accelmap.hardware.schema"),
     "Mapping": "accelmap.mapping.plan",
+    "Store": "accelmap.measure.store",
+    **dict.fromkeys(("Objective", "Plan", "PlanResult"), "accelmap.search.result"),
     "ModelSpec": "accelmap.models.schema",
     "DType": "accelmap.units",
     "CaseFile": "accelmap.validate.cases",
@@ -130,17 +203,116 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
-    "DEFAULT_COMPARE", "SORT_KEYS", "Accelerator", "CalibrationProfile", "CaseFile", "Catalog",
-    "Chooser", "Comparison", "DType", "DerivedFigures", "DeviceClass", "Estimate", "GroupStats",
-    "Inference", "Mapping", "ModelSpec", "OverlapPolicy", "Phase", "Prediction", "Roofline",
-    "ServeStep", "Status", "Summary", "System", "SystemPreset", "TrainStep", "Training",
-    "Validation", "accelerator_details", "accelerator_row", "choice", "compare", "compare_row",
-    "compress_ids", "count", "default_mapping", "derived_figures", "dtype", "estimate",
-    "find_accelerator", "find_hardware", "find_system", "import_model", "inference",
-    "list_accelerators", "list_models", "list_systems", "load_catalog", "load_model",
-    "load_system", "mapping", "model_details", "model_summary", "phase", "predict_cases",
-    "read_cases", "roofline", "serving_mapping", "sources", "summarize", "system_details",
-    "system_row", "training", "validate_cases", "write_model",
+    "DEFAULT_COMPARE",
+    "SORT_KEYS",
+    "Accelerator",
+    "BandwidthRun",
+    "Calibration",
+    "CalibrationProfile",
+    "CaseFile",
+    "Catalog",
+    "Chooser",
+    "Cluster",
+    "Comparison",
+    "DType",
+    "DeadlineSearch",
+    "DerivedFigures",
+    "DeviceClass",
+    "Estimate",
+    "Export",
+    "ExportResult",
+    "Exporter",
+    "GroupStats",
+    "HardwareComparison",
+    "Inference",
+    "Job",
+    "LocalValidation",
+    "Mapping",
+    "MatmulRun",
+    "ModelSpec",
+    "Objective",
+    "OverheadRun",
+    "OverlapPolicy",
+    "Phase",
+    "Plan",
+    "PlanJob",
+    "PlanRequest",
+    "PlanResult",
+    "Prediction",
+    "Roofline",
+    "ServeStep",
+    "Status",
+    "Store",
+    "Summary",
+    "System",
+    "SystemPreset",
+    "TrainStep",
+    "Training",
+    "Validation",
+    "accelerator_details",
+    "accelerator_row",
+    "batch_tokens",
+    "calibrate",
+    "calibration_accelerator",
+    "check_profile",
+    "choice",
+    "compare",
+    "compare_hardware",
+    "compare_row",
+    "compress_ids",
+    "count",
+    "deadline_search",
+    "default_mapping",
+    "derived_figures",
+    "dtype",
+    "duration",
+    "estimate",
+    "export_plan",
+    "exporter_row",
+    "find_accelerator",
+    "find_hardware",
+    "find_run",
+    "find_system",
+    "human_bytes",
+    "import_model",
+    "inference",
+    "list_accelerators",
+    "list_exporters",
+    "list_models",
+    "list_systems",
+    "load_catalog",
+    "load_model",
+    "load_plan",
+    "load_profile",
+    "load_system",
+    "local_accelerator",
+    "mapping",
+    "measure_bandwidth",
+    "measure_collectives",
+    "measure_matmul",
+    "measure_overhead",
+    "measurement_kind",
+    "model_details",
+    "model_summary",
+    "open_store",
+    "phase",
+    "plan_clusters",
+    "plan_export_job",
+    "plan_job",
+    "plan_request",
+    "predict_cases",
+    "read_cases",
+    "roofline",
+    "run_plan",
+    "serving_mapping",
+    "sources",
+    "summarize",
+    "system_details",
+    "system_row",
+    "training",
+    "validate_cases",
+    "validate_local",
+    "write_model",
 ]
 
 

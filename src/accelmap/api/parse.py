@@ -1,4 +1,5 @@
-"""Text to values: dtypes, enum choices, counts and phases, each with one clear ``InputError``.
+"""Text to values: dtypes, enum choices, counts, batch sizes in tokens, durations and phases, each
+with one clear ``InputError``.
 
 Light at import (``accelmap.units`` and ``accelmap.errors`` only).
 """
@@ -6,6 +7,7 @@ Light at import (``accelmap.units`` and ``accelmap.errors`` only).
 from __future__ import annotations
 
 import math
+import re
 from enum import Enum
 from typing import TYPE_CHECKING, TypeVar
 
@@ -52,6 +54,33 @@ def count(text: str | float) -> float:
     if not (math.isfinite(n) and n > 0):
         raise InputError(f"cannot read {text!r} as a positive token count; write e.g. 2T or 2e12")
     return n
+
+
+def batch_tokens(text: str | float) -> float:
+    """Tokens per optimizer step; K and M are binary here, as papers count batches: '4M' is
+    4 x 2^20 (GPT-3's '0.5M' is 2^19). Anything else reads as ``count`` ('2e6', '1B')."""
+    t = str(text).strip().upper()
+    if t and t[-1] in "KM" and t[:-1].replace(".", "", 1).isdigit():
+        return float(t[:-1]) * (2**10 if t[-1] == "K" else 2**20)
+    return count(text)
+
+
+_DURATION = re.compile(r"^\s*([0-9.]+)\s*(ms|s|min|m|h|d|w)?\s*$")
+_SECONDS = {"ms": 1e-3, "s": 1.0, None: 1.0, "min": 60.0, "m": 60.0, "h": 3600.0,
+            "d": 86400.0, "w": 604800.0}
+
+
+def duration(text: str | float) -> float:
+    """Seconds from '500ms', '2s', '5min' (or '5m'), '3h', '60d', '2w'; a bare number is
+    seconds."""
+    m = _DURATION.match(str(text))
+    if not m:
+        raise InputError(f"cannot read {text!r} as a duration: write e.g. 500ms, 2s, 60d")
+    try:
+        return float(m.group(1)) * _SECONDS[m.group(2)]
+    except ValueError:  # '1.2.3'
+        raise InputError(f"cannot read {text!r} as a duration: write e.g. 500ms, 2s, 60d"
+                         ) from None
 
 
 def phase(text: str | Phase) -> Phase:

@@ -1,12 +1,13 @@
 """Validation: predicted vs measured on published cases (measurement CSVs), and the error
-summary (overall, per source, per metric kind, per phase; signed + = optimistic)."""
+summary (overall, per source, per metric kind, per phase; signed + = optimistic); and a real run
+on this machine next to the prediction (``validate_local``, needs PyTorch)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelmap.catalog import Catalog, load_catalog
 from accelmap.validate.cases import Case, CaseFile
@@ -17,8 +18,11 @@ from accelmap.validate.report import Summary
 from accelmap.validate.report import compress_ids as _compress_ids
 from accelmap.validate.report import summarize as _summarize
 
-__all__ = ["Validation", "compress_ids", "predict_cases", "read_cases", "summarize",
-           "validate_cases"]
+if TYPE_CHECKING:
+    from accelmap.measure.local_run import LocalRun, LocalSettings
+
+__all__ = ["LocalValidation", "Validation", "compress_ids", "predict_cases", "read_cases",
+           "summarize", "validate_cases", "validate_local"]
 
 
 def read_cases(path: str | Path) -> CaseFile:
@@ -66,3 +70,59 @@ def validate_cases(paths: Sequence[str | Path], catalog: Catalog | None = None) 
     cat = catalog if catalog is not None else load_catalog()
     per_file = tuple((f.path, tuple(predict_cases(f, cat))) for f in files)
     return Validation(per_file, summarize([p for _, ps in per_file for p in ps]))
+
+
+@dataclass(frozen=True)
+class LocalValidation:
+    """A run on this machine next to the prediction: one Prediction per time and memory row,
+    the run itself (the model as built, settings, environment) and where it was stored."""
+
+    rows: tuple[Prediction, ...]
+    run: LocalRun
+    settings: LocalSettings
+    run_id: str
+    db: str
+
+    def to_dict(self) -> dict[str, Any]:
+        from accelmap.validate.local import summary
+
+        rows = list(self.rows)
+        run = self.run
+        return {"rows": [r.to_dict() for r in rows], "summary": summary(rows),
+                "run": {"run_id": self.run_id, "db": self.db, "device": run.device,
+                        "model": run.spec.id, "params": run.params, "scale": run.scale_note,
+                        "settings": vars(self.settings), "memory_method": run.memory_method}}
+
+
+def validate_local(model: str, device: str | None = None, *, steps: int = 5, warmup: int = 2,
+                   batch: int = 4, seq: int = 256, decode_tokens: int = 32, scale: str = "auto",
+                   dtype: str | None = None, profile: str | None = None, hw: str | None = None,
+                   db: str | Path | None = None, catalog: Catalog | None = None
+                   ) -> LocalValidation:
+    """Build ``model`` in PyTorch (random weights; presets above 50 M parameters scaled down
+    unless ``scale`` is 'full'), time training steps, prefill and decode on ``device``
+    (default: cuda if available, else cpu) in ``dtype`` (default bf16 on GPUs, fp32 on CPUs),
+    measure peak memory, predict the same on the matching accelerator (``hw``, else from the
+    device) with calibration ``profile`` from the store at ``db``, and store the timings.
+    Everything that can fail on input fails before the run."""
+    from accelmap.api.models import load_model
+    from accelmap.measure.backends import default_device
+    from accelmap.measure.local_run import LocalSettings, measurements, run_local
+    from accelmap.measure.store import Store
+    from accelmap.validate.local import device_for, local_accelerator, predict_local, profile_for
+
+    cat = catalog if catalog is not None else load_catalog()
+    spec = load_model(model, cat)
+    dev = device or default_device("validate --local")
+    settings = LocalSettings(device=dev, dtype=dtype or ("bf16" if dev.startswith("cuda")
+                                                         else "fp32"),
+                             batch=batch, seq=seq, steps=steps, warmup=warmup,
+                             decode_tokens=decode_tokens)
+    store = Store(db)
+    prof = profile_for(profile, store)
+    acc, fraction, how = local_accelerator(dev, hw, cat)
+    device_for(acc, fraction, prof)  # fail before the run, not after it
+    run = run_local(spec, settings, scale)
+    cmp = predict_local(run, acc, fraction, prof, how)
+    run_id = store.add(measurements(run, acc.id, cmp.predicted))
+    return LocalValidation(tuple(cmp.rows), run, settings, run_id, str(store.path))

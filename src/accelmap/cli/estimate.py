@@ -17,7 +17,6 @@ from accelmap.cli.common import (
     fmt,
     get_catalog,
 )
-from accelmap.cli.measure_store import load_profile
 
 if TYPE_CHECKING:
     from accelmap.api import (
@@ -159,7 +158,7 @@ def estimate_cmd(
       accelmap estimate llama-3.1-70b --cluster dgx-h100 --serve --tp 8 --batch 32
       accelmap estimate llama-3.1-8b --hw h100-sxm5-80gb --serve --profile my-h100
     """
-    cal = load_profile(profile, db)
+    cal = api.load_profile(profile, db)
     spec, system, wl, m = _inputs(model, hw, cluster, train, batch, seq, prompt, output, dtype,
                                   weights, kv, group, optimizer, recompute, flash, tokens,
                                   catalog, cal, tp, pp, dp, cp, ep, zero, micro_batch, vpp,
@@ -267,7 +266,7 @@ def roofline_cmd(
       accelmap roofline llama-3.1-8b --hw h100-sxm5-80gb --phase decode --profile my-h100
     """
     ph = api.phase(phase)
-    cal = load_profile(profile, db)
+    cal = api.load_profile(profile, db)
     spec, system, wl, m = _inputs(model, hw, None, ph is api.Phase.TRAIN, batch, seq, prompt,
                                   output, dtype, weights, kv, group, "adamw", recompute, flash,
                                   None, catalog, profile=cal)

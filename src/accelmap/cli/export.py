@@ -7,39 +7,28 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from accelmap import api
 from accelmap.cli.common import CatalogOpt, JsonOpt, console, emit_json, get_catalog
 
 if TYPE_CHECKING:
-    from accelmap.export.base import ExportResult, PlanJob
+    from accelmap.api import ExportResult, PlanJob
 
 
-def write_export(fmt: str, job: PlanJob, out: Path, quiet: bool = False,
+def write_export(fmt: str, job: PlanJob, out: Path | str, quiet: bool = False,
                  catalog: list[Path] | None = None) -> ExportResult:
-    """Run one exporter on a job and write its files under ``out``."""
-    from accelmap.errors import InputError
-    from accelmap.export.base import get_exporter
-    from accelmap.lookup import resolve
-
-    exporter = get_exporter(fmt)
-    if job.kind not in exporter.kinds:
-        raise InputError(f"{fmt} exports {' and '.join(k.value for k in exporter.kinds)} "
-                         f"plans, not {job.kind.value} plans")
-    cat = get_catalog(catalog)
-    spec = resolve(job.model, cat.models, "model", "accelmap models list")
-    result = exporter.export(job, spec)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in result.files.items():
-        (out / name).write_text(text, encoding="utf-8")
+    """Run one exporter on a job, write its files under ``out`` and say what was written."""
+    done = api.export_plan(fmt, job, out, get_catalog(catalog))
     if not quiet:
+        exporter, result = done.exporter, done.result
         con = console()
         con.print(f"{exporter.framework} ({exporter.version}): wrote "
-                  + ", ".join(str(out / n) for n in result.files), highlight=False, markup=False)
+                  + ", ".join(str(p) for p in done.paths), highlight=False, markup=False)
         # launch lines hold shell syntax such as "${ARGS[@]}": print them verbatim
         con.print(f"launch: {result.launch}", highlight=False, markup=False)
         for field in result.unsupported:
             con.print(f"not expressible in {exporter.framework}: {field}", highlight=False,
                       markup=False)
-    return result
+    return done.result
 
 
 def export_cmd(
@@ -60,11 +49,10 @@ def export_cmd(
       accelmap export --list
     """
     from accelmap.errors import InputError
-    from accelmap.export.base import exporters, load_plan_file
 
     if list_:
-        rows = [{"name": e.name, "framework": e.framework, "version": e.version, "url": e.url,
-                 "plans": [k.value for k in e.kinds]} for e in exporters().values()]
+        found = api.list_exporters()
+        rows = [api.exporter_row(e) for e in found]
         if json_out:
             emit_json(rows)
             return
@@ -73,14 +61,14 @@ def export_cmd(
         t = Table(title="Exporters")
         for c in ("name", "framework", "targets", "plans", "documentation"):
             t.add_column(c)
-        for e in exporters().values():
+        for e in found:
             t.add_row(e.name, e.framework, e.version, ", ".join(k.value for k in e.kinds), e.url)
         console().print(t)
         return
     if fmt is None or from_ is None:
         raise InputError("give a format and --from plan.json (accelmap export --list shows the "
                          "formats)")
-    job = load_plan_file(from_, index)
+    job = api.load_plan(from_, index)
     result = write_export(fmt, job, out, quiet=json_out, catalog=catalog)
     if json_out:
         emit_json({"files": sorted(result.files), "launch": result.launch,

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from accelmap import api
 from accelmap.cli.common import DbOpt, JsonOpt, console, emit_json
 
 NprocOpt = Annotated[int, typer.Option("--nproc", min=1, help="Processes (one per GPU; on a CPU "
@@ -34,9 +35,7 @@ def collectives_cmd(nproc: NprocOpt = 2, sizes: SizesOpt = "1K,64K,1M,16M",
                     ops: OpsOpt = "all", db: DbOpt = None, json_out: JsonOpt = False,
                     timeout: TimeoutOpt = 600.0) -> None:
     """Measure collectives with torch.distributed (torchrun) as nccl-tests does; store them."""
-    from accelmap.measure.collectives import run_collectives
-
-    report = run_collectives(nproc=nproc, sizes=sizes, ops=ops, db=db, timeout=timeout)
+    report = api.measure_collectives(nproc=nproc, sizes=sizes, ops=ops, db=db, timeout=timeout)
     if json_out:
         emit_json(report)
         return
@@ -49,8 +48,6 @@ collectives_cmd.__doc__ = (collectives_cmd.__doc__ or "") + "\n\n" + EXAMPLES
 def render(report: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from accelmap.measure.collectives import human_bytes
-
     rows = report.get("rows", [])
     n = rows[0]["world_size"] if rows else 0
     t = Table(title=f"Collectives: {report.get('backend')}, {n} ranks, {report.get('device')}",
@@ -59,7 +56,7 @@ def render(report: dict[str, Any]) -> None:
                 "spread"):
         t.add_column(col, justify="left" if col in ("op", "type") else "right")
     for r in rows:
-        t.add_row(r["op"], human_bytes(r["size_bytes"]), str(r["count"]), r["dtype"],
+        t.add_row(r["op"], api.human_bytes(r["size_bytes"]), str(r["count"]), r["dtype"],
                   f"{r['time_s'] * 1e6:,.1f}", f"{r['algbw'] / 1e9:.3f}",
                   f"{r['busbw'] / 1e9:.3f}", f"{r['spread']:.0%}")
     con = console()

@@ -8,18 +8,15 @@ derived from its ISA flags. The sub-app that holds these commands is wired in ``
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from accelmap.cli.common import CatalogOpt, DbOpt, JsonOpt, console, emit_json, fmt
+from accelmap import api
+from accelmap.cli.common import CatalogOpt, DbOpt, JsonOpt, console, emit_json, fmt, get_catalog
 
 if TYPE_CHECKING:
-    from accelmap.hardware.schema import Accelerator
-    from accelmap.measure.bandwidth import BandwidthResult
-    from accelmap.measure.matmul import SweepResult
-    from accelmap.measure.store import Store
+    from accelmap.api import BandwidthRun, MatmulRun
 
 DeviceOpt = Annotated[str, typer.Option(
     "--device", "-d", help="Torch device: cpu, cuda, cuda:1, mps, xpu ... (cpu also works "
@@ -56,18 +53,6 @@ BANDWIDTH_EXAMPLES = (
 )
 
 
-def _open_store(db: Path | None) -> Store:
-    """Opened before measuring, so a bad --db fails before minutes of work, not after."""
-    from accelmap.measure.store import Store
-
-    return Store(db)
-
-
-def _store(results: list[Any], store: Store) -> tuple[str, str]:
-    records = [m for r in results for m in r.measurements]
-    return store.add(records), str(store.path)
-
-
 def _pct(x: float | None) -> str:
     return f"{100 * x:.1f} %" if x is not None else "-"
 
@@ -87,23 +72,12 @@ def matmul_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Maximum achievable matmul FLOPS: sweep GEMM shapes, report the best vs the dense peak."""
-    from accelmap.cli.common import get_catalog
-    from accelmap.measure.backends import get_backend
-    from accelmap.measure.catalog_match import match_accelerator
-    from accelmap.measure.matmul import parse_dtype, sweep
-
-    dtypes = [parse_dtype(d) for d in dtype]  # bad input fails before any work
-    store = _open_store(db)
-    be = get_backend(device, backend)
-    acc, how = match_accelerator(hw, be.environment(), get_catalog(catalog))
-    results = [sweep(device, d, acc, budget, backend=be, reps=reps, flush=flush)
-               for d in dtypes]
-    run_id, path = _store(results, store)
+    run = api.measure_matmul(device, dtype, hw, budget, backend, reps, flush, db,
+                             get_catalog(catalog))
     if json_out:
-        emit_json({"run_id": run_id, "db": path, "accelerator_id": acc.id if acc else None,
-                   "compared_with": how, "results": [r.to_dict() for r in results]})
+        emit_json(run.to_dict())
         return
-    _print_matmul(results, acc, how, run_id, path)
+    _print_matmul(run)
 
 
 matmul_cmd.__doc__ = (matmul_cmd.__doc__ or "") + "\n\n" + MATMUL_EXAMPLES
@@ -127,32 +101,21 @@ def bandwidth_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Achievable memory bandwidth: copy/read/write over buffers far above the caches."""
-    from accelmap.cli.common import get_catalog
-    from accelmap.measure.backends import get_backend
-    from accelmap.measure.bandwidth import measure_bandwidth
-    from accelmap.measure.catalog_match import match_accelerator
-    from accelmap.units import Dimension, parse_quantity
-
-    sizes = [int(parse_quantity(s, Dimension.BYTES)) for s in size] if size else None
-    store = _open_store(db)
-    be = get_backend(device, backend)
-    acc, how = match_accelerator(hw, be.environment(), get_catalog(catalog))
-    result = measure_bandwidth(device, acc, budget, kinds=kernel, sizes=sizes, backend=be,
-                               reps=reps, flush=flush is not False)
-    run_id, path = _store([result], store)
+    run = api.measure_bandwidth(device, kernel, hw, budget, backend, size, reps, flush, db,
+                                get_catalog(catalog))
     if json_out:
-        emit_json({"run_id": run_id, "db": path, "compared_with": how, **result.to_dict()})
+        emit_json(run.to_dict())
         return
-    _print_bandwidth(result, acc, how, run_id, path)
+    _print_bandwidth(run)
 
 
 bandwidth_cmd.__doc__ = (bandwidth_cmd.__doc__ or "") + "\n\n" + BANDWIDTH_EXAMPLES
 
 
-def _print_matmul(results: list[SweepResult], acc: Accelerator | None, how: str, run_id: str,
-                  path: str) -> None:
+def _print_matmul(run: MatmulRun) -> None:
     from rich.table import Table
 
+    results, acc, how = run.results, run.accelerator, run.compared_with
     con = console()
     first = results[0]
     table = Table(title=f"Maximum achievable matmul: {first.device}")
@@ -176,14 +139,14 @@ def _print_matmul(results: list[SweepResult], acc: Accelerator | None, how: str,
         con.print(curve)
     who = f"{acc.name} ({acc.id}); {how}" if acc else how
     con.print(f"Compared with: {who}. '~' marks a derived peak (cores x FLOP/cycle x clock).")
-    con.print(f"Stored {sum(len(r.measurements) for r in results)} measurements in {path} "
-              f"(run {run_id}).")
+    con.print(f"Stored {sum(len(r.measurements) for r in results)} measurements in {run.db} "
+              f"(run {run.run_id}).")
 
 
-def _print_bandwidth(r: BandwidthResult, acc: Accelerator | None, how: str, run_id: str,
-                     path: str) -> None:
+def _print_bandwidth(run: BandwidthRun) -> None:
     from rich.table import Table
 
+    r, acc, how = run.result, run.accelerator, run.compared_with
     con = console()
     table = Table(title=f"Achievable memory bandwidth: {r.device} ({r.backend})")
     for col in ("kernel", "buffer", "achieved", "catalog", "efficiency", "spread", "best"):
@@ -197,7 +160,7 @@ def _print_bandwidth(r: BandwidthResult, acc: Accelerator | None, how: str, run_
     who = f"{acc.name} ({acc.id}); {how}" if acc else how
     con.print(f"Compared with: {who}. Caches: {fmt(r.cache_bytes, 'bytes')} ({r.cache_source}); "
               "copy counts read + write bytes.")
-    con.print(f"Stored {len(r.measurements)} measurements in {path} (run {run_id}).")
+    con.print(f"Stored {len(r.measurements)} measurements in {run.db} (run {run.run_id}).")
 
 
 def overhead_cmd(
@@ -216,19 +179,11 @@ def overhead_cmd(
       accelmap measure overhead --device cuda
       accelmap measure overhead --device cpu --json
     """
-    from accelmap.cli.common import get_catalog
-    from accelmap.measure.backends import get_backend
-    from accelmap.measure.catalog_match import match_accelerator
-    from accelmap.measure.overhead import measure_overhead
-
-    store = _open_store(db)
-    be = get_backend(device, "torch")
-    acc, how = match_accelerator(hw, be.environment(), get_catalog(catalog))
-    result = measure_overhead(be, acc.id if acc else None, reps=reps)
-    run_id, path = _store([result], store)
+    run = api.measure_overhead(device, hw, reps, db, get_catalog(catalog))
     if json_out:
-        emit_json({"run_id": run_id, "db": path, "compared_with": how, **result.to_dict()})
+        emit_json(run.to_dict())
         return
+    result = run.result
     console().print(f"{result.device}: {result.seconds_per_op * 1e6:.2f} µs per eager op "
-                    f"(spread {100 * result.spread:.1f} %); stored as run {run_id} in {path}",
-                    highlight=False)
+                    f"(spread {100 * result.spread:.1f} %); stored as run {run.run_id} in "
+                    f"{run.db}", highlight=False)

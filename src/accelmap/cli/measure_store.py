@@ -1,16 +1,13 @@
-"""`accelmap measure list/show/export` (the measurement store) and `accelmap calibrate`.
-
-Also the `--profile NAME` / `--db PATH` options that `estimate`, `roofline` and `plan` share,
-and ``load_profile`` that turns them into a CalibrationProfile.
-"""
+"""`accelmap measure list/show/export` (the measurement store) and `accelmap calibrate`."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
+from accelmap import api
 from accelmap.cli.common import (
     CatalogOpt,
     DbOpt,
@@ -21,47 +18,10 @@ from accelmap.cli.common import (
     get_catalog,
 )
 
-if TYPE_CHECKING:
-    from accelmap.catalog import Catalog
-    from accelmap.cost.calibration import CalibrationProfile
-    from accelmap.hardware.schema import Accelerator
-    from accelmap.measure.store import Store
-
 KindOpt = Annotated[str | None, typer.Option(
     "--kind", help="Only this kind: matmul, bandwidth, collective, local_run.")]
 
 _UNIT_DIM = {"FLOP/s": "flops", "B/s": "bandwidth", "s": "time"}
-
-
-def open_store(db: Path | None, must_exist: bool = False) -> Store:
-    from accelmap.errors import InputError
-    from accelmap.measure.store import ENV_DB, Store, default_path
-
-    path = db.expanduser() if db is not None else default_path()
-    if must_exist and not path.exists():
-        raise InputError(f"no measurement store at {path}: run 'accelmap measure ...' and "
-                         f"'accelmap calibrate' first, or give --db PATH (or set {ENV_DB})")
-    return Store(path)
-
-
-def load_profile(name: str | None, db: Path | None) -> CalibrationProfile | None:
-    """The named profile from the store (None when no name was given)."""
-    if name is None:
-        return None
-    return open_store(db, must_exist=True).load_profile(name)
-
-
-def _kind(text: str | None) -> Any:
-    from accelmap.errors import InputError
-    from accelmap.measure.records import Kind
-
-    if text is None:
-        return None
-    try:
-        return Kind(text.lower())
-    except ValueError:
-        raise InputError(f"unknown measurement kind {text!r}; use one of "
-                         f"{', '.join(k.value for k in Kind)}") from None
 
 
 def _value(value: float, unit: str) -> str:
@@ -79,8 +39,8 @@ def list_cmd(kind: KindOpt = None, db: DbOpt = None, json_out: JsonOpt = False) 
     """
     from dataclasses import asdict
 
-    store = open_store(db)
-    runs = store.runs(_kind(kind))
+    store = api.open_store(db)
+    runs = store.runs(api.measurement_kind(kind))
     profiles = store.list_profiles()
     if json_out:
         emit_json({"store": str(store.path), "runs": [asdict(r) for r in runs],
@@ -106,23 +66,6 @@ def list_cmd(kind: KindOpt = None, db: DbOpt = None, json_out: JsonOpt = False) 
         con.print(f"profile {p.name}: {p.accelerator_id}, made {p.created_at}", highlight=False)
 
 
-def _find_run(store: Store, run_id: str) -> str:
-    from accelmap.errors import InputError
-
-    ids = [r.run_id for r in store.runs()]
-    if run_id in ids:
-        return run_id
-    hits = sorted({i for i in ids if i.startswith(run_id)})
-    if len(hits) == 1:
-        return hits[0]
-    if hits:
-        raise InputError(f"run id {run_id!r} matches {len(hits)} runs ({', '.join(hits[:5])}); "
-                         "give more characters")
-    recent = ", ".join(ids[-5:]) or "none stored yet"
-    raise InputError(f"no run {run_id!r} in {store.path}; recent runs: {recent} "
-                     "('accelmap measure list' lists them all)")
-
-
 def show_cmd(
     run_id: Annotated[str, typer.Argument(help="Run id (or a unique prefix) from "
                                           "`accelmap measure list`.")],
@@ -135,8 +78,8 @@ def show_cmd(
       accelmap measure show 3f2a9c1b07de
       accelmap measure show 3f2a --json
     """
-    store = open_store(db, must_exist=True)
-    rid = _find_run(store, run_id)
+    store = api.open_store(db, must_exist=True)
+    rid = api.find_run(store, run_id)
     ms = store.query(run_id=rid)
     if json_out:
         emit_json({"run_id": rid, "store": str(store.path),
@@ -177,49 +120,12 @@ def export_cmd(
       accelmap measure export --out measurements.json
       accelmap measure export --out matmul.csv --format csv --kind matmul
     """
-    store = open_store(db, must_exist=True)
-    n = store.export(out, format, kind=_kind(kind))
+    store = api.open_store(db, must_exist=True)
+    n = store.export(out, format, kind=api.measurement_kind(kind))
     if json_out:
         emit_json({"path": str(out), "format": format.lower(), "measurements": n})
     else:
         console().print(f"wrote {n} measurements to {out}", highlight=False)
-
-
-def _local_accelerator() -> Accelerator | None:
-    """This machine's CPU as an accelerator (``hardware/local.py``); None where that cannot be
-    described (the module missing or the OS saying too little)."""
-    try:
-        from accelmap.hardware.local import local_cpu
-    except ImportError:
-        return None
-    try:
-        return local_cpu()
-    except (OSError, ValueError):
-        return None
-
-
-def _accelerator(hw: str | None, store: Store, catalog: Catalog) -> Accelerator:
-    from accelmap.errors import InputError, NotFoundError
-    from accelmap.lookup import resolve
-
-    local = _local_accelerator()
-    stored = store.accelerators()
-    if hw is None:
-        if local is not None and local.id in stored:
-            return local
-        if len(stored) != 1:
-            raise InputError("give --hw ACCELERATOR (stored measurements are of: "
-                             f"{', '.join(stored) or 'none yet'})")
-        hw = stored[0]
-    if local is not None and hw.lower() in ("local", "cpu", local.id):
-        return local
-    try:
-        return resolve(hw, catalog.accelerators, "accelerator", "accelmap hw list")
-    except NotFoundError:
-        if hw in stored:
-            raise InputError(f"{hw} has measurements but no catalog entry to compare them "
-                             "with; add it to a --catalog folder") from None
-        raise
 
 
 def calibrate_cmd(
@@ -245,26 +151,12 @@ def calibrate_cmd(
       accelmap calibrate --hw h100-sxm5-80gb --name my-h100
       accelmap estimate llama-3.1-8b --hw h100-sxm5-80gb --profile my-h100
     """
-    from accelmap.measure.calibrate import best_bandwidth, best_matmul, calibrate
-
-    store = open_store(db, must_exist=True)
-    cat = get_catalog(catalog)
-    acc = _accelerator(hw, store, cat)
-    ms = store.query(accelerator_id=acc.id)
-    profile = calibrate(ms, acc, name)
-    store.save_profile(profile)
-    matmul, bw = best_matmul(ms, acc), best_bandwidth(ms, acc)
+    store = api.open_store(db, must_exist=True)
+    cal = api.calibrate(store, hw, name, get_catalog(catalog))
     if json_out:
-        emit_json({"store": str(store.path), "profile": profile.to_dict(),
-                   "matmul": {d.value: {"best_flops": b.value, "label": b.label,
-                                        "run_id": b.run_id, "peak_flops": b.peak,
-                                        "peak_source": b.peak_source,
-                                        "efficiency": b.efficiency}
-                              for d, b in matmul.items()},
-                   "bandwidth": None if bw is None else {
-                       "best_bytes_per_s": bw.value, "label": bw.label, "run_id": bw.run_id,
-                       "catalog_bytes_per_s": bw.peak, "efficiency": bw.efficiency}})
+        emit_json(cal.to_dict())
         return
+    profile, acc, matmul, bw = cal.profile, cal.accelerator, cal.matmul, cal.bandwidth
     from rich.table import Table
 
     con = console()

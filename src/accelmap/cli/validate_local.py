@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from accelmap import api
 from accelmap.cli.common import console, emit_json, fmt
 
 LocalOpt = Annotated[str | None, typer.Option(
@@ -37,41 +38,13 @@ def validate_local(model: str, device: str | None, steps: int, warmup: int, batc
                    seq: int, decode_tokens: int, scale: str, dtype: str | None,
                    profile: str | None, hw: str | None, db: Path | None,
                    json_out: bool) -> None:
-    from accelmap.catalog import load_catalog
-    from accelmap.cli.models import load_model
-    from accelmap.measure.backends import default_device
-    from accelmap.measure.local_run import LocalSettings, measurements, run_local
-    from accelmap.measure.store import Store
-    from accelmap.validate.local import (
-        device_for,
-        local_accelerator,
-        predict_local,
-        profile_for,
-        summary,
-    )
-
-    catalog = load_catalog()
-    spec = load_model(model, catalog)
-    dev = device or default_device("validate --local")
-    settings = LocalSettings(device=dev, dtype=dtype or ("bf16" if dev.startswith("cuda")
-                                                         else "fp32"),
-                             batch=batch, seq=seq, steps=steps, warmup=warmup,
-                             decode_tokens=decode_tokens)
-    store = Store(db)
-    prof = profile_for(profile, store)
-    acc, fraction, how = local_accelerator(dev, hw, catalog)
-    device_for(acc, fraction, prof)  # fail before the run, not after it
-    run = run_local(spec, settings, scale)
-    cmp = predict_local(run, acc, fraction, prof, how)
-    run_id = store.add(measurements(run, acc.id, cmp.predicted))
+    result = api.validate_local(model, device, steps=steps, warmup=warmup, batch=batch, seq=seq,
+                                decode_tokens=decode_tokens, scale=scale, dtype=dtype,
+                                profile=profile, hw=hw, db=db)
     if json_out:
-        emit_json({"rows": [r.to_dict() for r in cmp.rows], "summary": summary(cmp.rows),
-                   "run": {"run_id": run_id, "db": str(store.path), "device": run.device,
-                           "model": run.spec.id, "params": run.params,
-                           "scale": run.scale_note, "settings": vars(settings),
-                           "memory_method": run.memory_method}})
+        emit_json(result.to_dict())
         return
-    render(cmp.rows, run, run_id, str(store.path))
+    render(list(result.rows), result.run, result.run_id, result.db)
 
 
 def _value(v: float | None, unit: str) -> str:

@@ -1,0 +1,303 @@
+"""Measurement: what this hardware really achieves (matmul, memory bandwidth, per-op overhead,
+collectives), the measurement store that keeps every run, and calibration profiles made from it.
+
+Every ``measure_*`` function opens the store before measuring (a bad ``db`` fails before minutes
+of work), stores its measurements as one run and returns them with the run id. ``db`` left out
+is ``$ACCELMAP_DB``, else the user's data directory.
+
+    from accelmap import api
+    run = api.measure_matmul(dtypes=["fp32"], budget=3)
+    print(run.run_id, run.results[0].best_flops_per_s)
+    cal = api.calibrate(api.open_store(must_exist=True))
+    est = api.estimate(spec, api.load_system(hw=cal.accelerator.id, profile=cal.profile), ...)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from accelmap.catalog import Catalog, load_catalog
+from accelmap.cost.calibration import CalibrationProfile
+from accelmap.errors import InputError, NotFoundError
+from accelmap.hardware.schema import Accelerator
+from accelmap.measure.bandwidth import BandwidthResult
+from accelmap.measure.calibrate import Best
+from accelmap.measure.matmul import SweepResult
+from accelmap.measure.overhead import OverheadResult
+from accelmap.measure.records import Kind
+from accelmap.measure.store import Store
+from accelmap.units import DType
+
+__all__ = ["BandwidthRun", "Calibration", "MatmulRun", "OverheadRun", "calibrate",
+           "calibration_accelerator", "find_run", "human_bytes", "load_profile",
+           "local_accelerator", "measure_bandwidth", "measure_collectives", "measure_matmul",
+           "measure_overhead", "measurement_kind", "open_store"]
+
+
+# -- the store ----------------------------------------------------------------------------------
+
+def open_store(db: str | Path | None = None, must_exist: bool = False) -> Store:
+    """The measurement store at ``db`` (else ``$ACCELMAP_DB``, else the user's data directory);
+    with ``must_exist``, a missing file is an InputError that says how to fill one."""
+    from accelmap.measure.store import ENV_DB, default_path
+
+    path = Path(db).expanduser() if db is not None else default_path()
+    if must_exist and not path.exists():
+        raise InputError(f"no measurement store at {path}: run 'accelmap measure ...' and "
+                         f"'accelmap calibrate' first, or give --db PATH (or set {ENV_DB})")
+    return Store(path)
+
+
+def load_profile(name: str | None, db: str | Path | None = None) -> CalibrationProfile | None:
+    """The calibration profile ``name`` from the store (None when no name is given)."""
+    if name is None:
+        return None
+    return open_store(db, must_exist=True).load_profile(name)
+
+
+def measurement_kind(text: str | Kind | None) -> Kind | None:
+    """matmul, bandwidth, collective, local_run, overhead (None stays None)."""
+    if text is None or isinstance(text, Kind):
+        return text
+    try:
+        return Kind(text.lower())
+    except ValueError:
+        raise InputError(f"unknown measurement kind {text!r}; use one of "
+                         f"{', '.join(k.value for k in Kind)}") from None
+
+
+def find_run(store: Store, run_id: str) -> str:
+    """The stored run id that is ``run_id`` or that ``run_id`` uniquely begins."""
+    ids = [r.run_id for r in store.runs()]
+    if run_id in ids:
+        return run_id
+    hits = sorted({i for i in ids if i.startswith(run_id)})
+    if len(hits) == 1:
+        return hits[0]
+    if hits:
+        raise InputError(f"run id {run_id!r} matches {len(hits)} runs ({', '.join(hits[:5])}); "
+                         "give more characters")
+    recent = ", ".join(ids[-5:]) or "none stored yet"
+    raise InputError(f"no run {run_id!r} in {store.path}; recent runs: {recent} "
+                     "('accelmap measure list' lists them all)")
+
+
+# -- measuring ----------------------------------------------------------------------------------
+
+def _catalog(catalog: Catalog | None) -> Catalog:
+    return catalog if catalog is not None else load_catalog()
+
+
+@dataclass(frozen=True)
+class MatmulRun:
+    """One ``measure_matmul`` run: a sweep per dtype, the accelerator compared with (None where
+    nothing matched) and how it was chosen, and where the measurements were stored."""
+
+    results: tuple[SweepResult, ...]
+    accelerator: Accelerator | None
+    compared_with: str
+    run_id: str
+    db: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "db": self.db,
+                "accelerator_id": self.accelerator.id if self.accelerator else None,
+                "compared_with": self.compared_with,
+                "results": [r.to_dict() for r in self.results]}
+
+
+@dataclass(frozen=True)
+class BandwidthRun:
+    """One ``measure_bandwidth`` run (see MatmulRun)."""
+
+    result: BandwidthResult
+    accelerator: Accelerator | None
+    compared_with: str
+    run_id: str
+    db: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "db": self.db, "compared_with": self.compared_with,
+                **self.result.to_dict()}
+
+
+@dataclass(frozen=True)
+class OverheadRun:
+    """One ``measure_overhead`` run (see MatmulRun)."""
+
+    result: OverheadResult
+    accelerator: Accelerator | None
+    compared_with: str
+    run_id: str
+    db: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "db": self.db, "compared_with": self.compared_with,
+                **self.result.to_dict()}
+
+
+def _store(results: Sequence[Any], store: Store) -> tuple[str, str]:
+    return store.add([m for r in results for m in r.measurements]), str(store.path)
+
+
+def measure_matmul(device: str = "cpu", dtypes: Sequence[str | DType] = ("bf16",),
+                   hw: str | None = None, budget: float = 30.0, backend: str | None = None,
+                   reps: int = 5, flush: bool | None = None, db: str | Path | None = None,
+                   catalog: Catalog | None = None) -> MatmulRun:
+    """Maximum achievable matmul FLOP/s: sweep GEMM shapes per dtype for ``budget`` seconds
+    each on ``device`` (torch, or numpy on the CPU), compared with ``hw`` (a catalog
+    accelerator; 'local' = this CPU's description; default: guessed from the device)."""
+    from accelmap.measure.backends import get_backend
+    from accelmap.measure.catalog_match import match_accelerator
+    from accelmap.measure.matmul import parse_dtype, sweep
+
+    dts = [parse_dtype(d) for d in dtypes]  # bad input fails before any work
+    store = open_store(db)
+    be = get_backend(device, backend)
+    acc, how = match_accelerator(hw, be.environment(), _catalog(catalog))
+    results = tuple(sweep(device, d, acc, budget, backend=be, reps=reps, flush=flush)
+                    for d in dts)
+    run_id, path = _store(results, store)
+    return MatmulRun(results, acc, how, run_id, path)
+
+
+def measure_bandwidth(device: str = "cpu", kernels: Sequence[str] = ("copy", "read", "write"),
+                      hw: str | None = None, budget: float = 20.0, backend: str | None = None,
+                      sizes: Sequence[str | int] | None = None, reps: int = 5,
+                      flush: bool | None = None, db: str | Path | None = None,
+                      catalog: Catalog | None = None) -> BandwidthRun:
+    """Achievable memory bandwidth: copy/read/write over buffers far above the caches
+    (``sizes`` such as '2 GiB'; default 4x and 8x the on-chip memory) within ``budget``
+    seconds; the cache flush is on unless ``flush`` is False."""
+    from accelmap.measure.backends import get_backend
+    from accelmap.measure.bandwidth import measure_bandwidth as _measure
+    from accelmap.measure.catalog_match import match_accelerator
+    from accelmap.units import Dimension, parse_quantity
+
+    nbytes = ([int(parse_quantity(s, Dimension.BYTES)) if isinstance(s, str) else int(s)
+               for s in sizes] if sizes else None)
+    store = open_store(db)
+    be = get_backend(device, backend)
+    acc, how = match_accelerator(hw, be.environment(), _catalog(catalog))
+    result = _measure(device, acc, budget, kinds=list(kernels), sizes=nbytes, backend=be,
+                      reps=reps, flush=flush is not False)
+    run_id, path = _store([result], store)
+    return BandwidthRun(result, acc, how, run_id, path)
+
+
+def measure_overhead(device: str = "cpu", hw: str | None = None, reps: int = 7,
+                     db: str | Path | None = None, catalog: Catalog | None = None
+                     ) -> OverheadRun:
+    """Per-operation overhead of eager PyTorch on ``device``: the fixed cost of one tiny op."""
+    from accelmap.measure.backends import get_backend
+    from accelmap.measure.catalog_match import match_accelerator
+    from accelmap.measure.overhead import measure_overhead as _measure
+
+    store = open_store(db)
+    be = get_backend(device, "torch")
+    acc, how = match_accelerator(hw, be.environment(), _catalog(catalog))
+    result = _measure(be, acc.id if acc else None, reps=reps)
+    run_id, path = _store([result], store)
+    return OverheadRun(result, acc, how, run_id, path)
+
+
+def measure_collectives(nproc: int = 2, sizes: str = "1K,64K,1M,16M", ops: str = "all",
+                        db: str | Path | None = None, timeout: float = 600.0
+                        ) -> dict[str, Any]:
+    """Collectives measured with torch.distributed (torchrun on this machine) as nccl-tests
+    does; rank 0's report ``{"run_id", "db", "backend", "device", "rows": [...]}``."""
+    from accelmap.measure.collectives import run_collectives
+
+    return run_collectives(nproc=nproc, sizes=sizes, ops=ops, db=db, timeout=timeout)
+
+
+def human_bytes(n: float) -> str:
+    """A message size as nccl-tests writes it: 1024 -> '1K', 64 MiB -> '64M'."""
+    from accelmap.measure.collectives import human_bytes as _human_bytes
+
+    return _human_bytes(n)
+
+
+# -- calibration --------------------------------------------------------------------------------
+
+def local_accelerator() -> Accelerator | None:
+    """This machine's CPU as an accelerator (``hardware/local.py``); None where that cannot be
+    described (the module missing or the OS saying too little)."""
+    try:
+        from accelmap.hardware.local import local_cpu
+    except ImportError:
+        return None
+    try:
+        return local_cpu()
+    except (OSError, ValueError):
+        return None
+
+
+def calibration_accelerator(hw: str | None, store: Store,
+                            catalog: Catalog | None = None) -> Accelerator:
+    """The accelerator whose stored measurements to calibrate from: ``hw`` (a catalog id or
+    name; 'local' or 'cpu' = this CPU), else this CPU if the store has its measurements, else
+    the only accelerator in the store."""
+    from accelmap.lookup import resolve
+
+    local = local_accelerator()
+    stored = store.accelerators()
+    if hw is None:
+        if local is not None and local.id in stored:
+            return local
+        if len(stored) != 1:
+            raise InputError("give --hw ACCELERATOR (stored measurements are of: "
+                             f"{', '.join(stored) or 'none yet'})")
+        hw = stored[0]
+    if local is not None and hw.lower() in ("local", "cpu", local.id):
+        return local
+    try:
+        return resolve(hw, _catalog(catalog).accelerators, "accelerator", "accelmap hw list")
+    except NotFoundError:
+        if hw in stored:
+            raise InputError(f"{hw} has measurements but no catalog entry to compare them "
+                             "with; add it to a --catalog folder") from None
+        raise
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A calibration profile just saved, the accelerator it is for, and the best measured
+    matmul per dtype and bandwidth it came from (measured vs the peak used)."""
+
+    profile: CalibrationProfile
+    accelerator: Accelerator
+    matmul: dict[DType, Best]
+    bandwidth: Best | None
+    store: str
+
+    def to_dict(self) -> dict[str, Any]:
+        bw = self.bandwidth
+        return {"store": self.store, "profile": self.profile.to_dict(),
+                "matmul": {d.value: {"best_flops": b.value, "label": b.label,
+                                     "run_id": b.run_id, "peak_flops": b.peak,
+                                     "peak_source": b.peak_source,
+                                     "efficiency": b.efficiency}
+                           for d, b in self.matmul.items()},
+                "bandwidth": None if bw is None else {
+                    "best_bytes_per_s": bw.value, "label": bw.label, "run_id": bw.run_id,
+                    "catalog_bytes_per_s": bw.peak, "efficiency": bw.efficiency}}
+
+
+def calibrate(store: Store, hw: str | None = None, name: str | None = None,
+              catalog: Catalog | None = None) -> Calibration:
+    """Turn the stored matmul and bandwidth measurements of one accelerator
+    (``calibration_accelerator``) into a calibration profile named ``name`` (default: the
+    accelerator id) and save it in the store, replacing one of that name."""
+    from accelmap.measure.calibrate import best_bandwidth, best_matmul
+    from accelmap.measure.calibrate import calibrate as _calibrate
+
+    acc = calibration_accelerator(hw, store, _catalog(catalog))
+    ms = store.query(accelerator_id=acc.id)
+    profile = _calibrate(ms, acc, name)
+    store.save_profile(profile)
+    return Calibration(profile, acc, best_matmul(ms, acc), best_bandwidth(ms, acc),
+                       str(store.path))

@@ -1,0 +1,253 @@
+"""Planning: search every mapping of a model on a cluster, rank by an objective, compare
+accelerators, and find the smallest cluster that meets a deadline.
+
+    from accelmap import api
+    cat = api.load_catalog()
+    spec = api.load_model("llama-3.1-70b", cat)
+    [cl] = api.plan_clusters(cat, cluster="64xH100")
+    req = api.plan_request(train=True, seq=8192, global_batch_tokens="2M", tokens="2T")
+    result = api.run_plan(spec, cl, req)
+    print(result.plans[0].metrics["tokens_per_s"])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from accelmap.api.parse import batch_tokens, choice, count, duration
+from accelmap.catalog import Catalog
+from accelmap.cost.calibration import CalibrationProfile
+from accelmap.cost.framework import Framework
+from accelmap.errors import InputError
+from accelmap.export.base import Job, PlanKind
+from accelmap.hardware.cluster import Cluster, parse_cluster
+from accelmap.models.schema import ModelSpec
+from accelmap.search.result import Objective, PlanResult, pareto_front
+from accelmap.units import DType
+
+__all__ = ["DeadlineSearch", "HardwareComparison", "PlanRequest", "check_profile",
+           "compare_hardware", "deadline_search", "plan_clusters", "plan_job", "plan_request",
+           "run_plan"]
+
+Progress = Callable[[int, int], None]
+
+# The largest node count the deadline search tries (powers of two from 1).
+MAX_DEADLINE_NODES = 8192
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What to plan, independent of the cluster: training (sequence length, global batch in
+    sequences, tokens to train, an optional deadline for them in seconds) or serving (prompt,
+    output, TTFT/TPOT targets in seconds), the objective, the software stack and the search
+    switches."""
+
+    train: bool = True
+    seq: int = 4096
+    global_batch: int = 1024
+    tokens: float = 0.0
+    prompt: int = 2048
+    output: int = 256
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    objective: Objective = Objective.THROUGHPUT
+    framework: str | None = None
+    top: int = 10
+    offload: bool = False
+    force_tp: bool = False
+    include_tight: bool = False
+    deadline_s: float | None = None
+    profile: CalibrationProfile | None = field(default=None, compare=False)
+
+    def with_profile(self, profile: CalibrationProfile | None) -> PlanRequest:
+        """The same request with a measured calibration profile (``load_profile``)."""
+        return replace(self, profile=profile)
+
+    @property
+    def framework_name(self) -> str:
+        """The stack: the one given, else megatron for training and vllm for serving."""
+        return self.framework or ("megatron" if self.train else "vllm")
+
+
+def plan_request(*, train: bool = True, seq: int = 4096,
+                 global_batch_tokens: str | float = "4M", tokens: str | float | None = None,
+                 prompt: int = 2048, output: int = 256, ttft: str | float | None = None,
+                 tpot: str | float | None = None, objective: str | Objective = "throughput",
+                 framework: str | None = None, top: int = 10, offload: bool = False,
+                 force_tp: bool = False, include_tight: bool = False,
+                 deadline: str | float | None = None,
+                 profile: CalibrationProfile | None = None) -> PlanRequest:
+    """A PlanRequest from text, every value checked before any search: ``objective`` one of
+    ``Objective``, ``tokens`` as a count ('2T'), ``deadline`` (training with ``tokens`` only)
+    and ``ttft``/``tpot`` as durations ('30d', '500ms'), ``global_batch_tokens`` as
+    ``parse.batch_tokens`` reads it (binary K/M) divided by ``seq`` (at least one sequence)."""
+    obj = choice(Objective, objective, "objective")
+    n_tokens = count(tokens) if tokens else 0.0
+    if deadline and not (train and n_tokens):
+        raise InputError("--deadline needs --train and --tokens (what must be trained by when)")
+    deadline_s = duration(deadline) if deadline else None
+    batch = max(round(batch_tokens(global_batch_tokens) / seq), 1)
+    return PlanRequest(train=train, seq=seq, global_batch=batch, tokens=n_tokens, prompt=prompt,
+                       output=output, ttft_s=duration(ttft) if ttft else None,
+                       tpot_s=duration(tpot) if tpot else None, objective=obj,
+                       framework=framework, top=top, offload=offload, force_tp=force_tp,
+                       include_tight=include_tight, deadline_s=deadline_s, profile=profile)
+
+
+def plan_clusters(catalog: Catalog, cluster: str | None = None, hw: str | None = None,
+                  devices: int | None = None, train: bool = True) -> list[Cluster]:
+    """The clusters to plan on: one ``cluster`` spec (``64xH100``, a preset, a YAML file), or
+    ``devices`` of each accelerator in ``hw`` (a name, a comma list, or ``any``: every
+    accelerator with a system preset; default 64 devices for training, 8 for serving). In a
+    list, an accelerator whose nodes ``devices`` cannot fill is dropped (alone it fails); an
+    unknown name fails."""
+    if cluster and hw:
+        raise InputError("give either --cluster or --hw, not both")
+    if cluster:
+        return [parse_cluster(cluster, catalog)]
+    if not hw:
+        raise InputError("give --cluster SPEC (e.g. 64xH100) or --hw NAME|any|A,B")
+    n = devices or (64 if train else 8)
+    if hw.strip().lower() == "any":
+        ids = sorted({p.accelerator for p in catalog.systems.values()})
+    elif "," in hw:
+        ids = [h.strip() for h in hw.split(",") if h.strip()]
+    else:
+        ids = [hw]
+    out = []
+    for name in ids:
+        try:
+            out.append(parse_cluster(name if name in catalog.systems else f"{n}x{name}",
+                                     catalog))
+        except InputError:
+            if len(ids) == 1:
+                raise
+    if not out:
+        raise InputError(f"no cluster could be built for --hw {hw}")
+    return out
+
+
+def check_profile(profile: CalibrationProfile | None, clusters: list[Cluster]) -> None:
+    """A calibration profile applies to the accelerator it was measured on only."""
+    if profile is None:
+        return
+    other = sorted({c.accelerator.id for c in clusters} - {profile.accelerator_id})
+    if other:
+        raise InputError(f"calibration profile {profile.name!r} was measured on "
+                         f"{profile.accelerator_id}, not {', '.join(other)}: plan on "
+                         f"{profile.accelerator_id} or drop --profile")
+
+
+def run_plan(spec: ModelSpec, cluster: Cluster, request: PlanRequest,
+             progress: Progress | None = None) -> PlanResult:
+    """Search every mapping of ``spec`` on ``cluster`` and rank the feasible ones (training:
+    ``search.planner.plan_training``; serving: ``search.serve.plan_serving``)."""
+    r = request
+    if r.train:
+        from accelmap.search.planner import plan_training
+        from accelmap.search.space import TrainingSpace
+
+        space = TrainingSpace.default(spec, cluster, r.seq, offload=r.offload,
+                                      force_tp=r.force_tp)
+        return plan_training(spec, cluster, r.seq, r.global_batch, objective=r.objective,
+                             framework=r.framework_name, top=r.top, tokens_to_train=r.tokens,
+                             space=space, progress=progress, profile=r.profile,
+                             include_tight=r.include_tight)
+    from accelmap.search.serve import plan_serving
+
+    return plan_serving(spec, cluster, r.prompt, r.output, ttft_s=r.ttft_s, tpot_s=r.tpot_s,
+                        objective=r.objective, framework=r.framework_name, top=r.top,
+                        progress=progress, profile=r.profile, include_tight=r.include_tight)
+
+
+def plan_job(spec: ModelSpec, cluster: Cluster, request: PlanRequest) -> Job:
+    """The job a plan file records (and the exporters read): model, cluster and workload."""
+    r = request
+    return Job(kind=PlanKind.TRAIN if r.train else PlanKind.SERVE, model=spec.id,
+               accelerator=cluster.accelerator.id, devices_per_node=cluster.devices_per_node,
+               nodes=cluster.nodes, seq_len=r.seq if r.train else r.prompt + r.output,
+               global_batch=r.global_batch, dtype=DType.BF16, prompt_len=r.prompt,
+               output_len=r.output, framework=Framework(r.framework_name))
+
+
+@dataclass(frozen=True)
+class HardwareComparison:
+    """The best plan per cluster, fastest per device first, and the throughput-vs-cost Pareto
+    front of the feasible ones."""
+
+    rows: tuple[dict[str, Any], ...]
+
+    @property
+    def pareto(self) -> list[dict[str, Any]]:
+        return pareto_front([{"accelerator": r["accelerator"],
+                              "tokens_per_s_per_device": r["tokens_per_s_per_device"],
+                              "cost_usd_per_million_tokens": r["cost_usd_per_million_tokens"]}
+                             for r in self.rows if r["feasible"]],
+                            maximize="tokens_per_s_per_device",
+                            minimize="cost_usd_per_million_tokens")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hardware": list(self.rows), "pareto": {"throughput_vs_cost": self.pareto}}
+
+
+def compare_hardware(spec: ModelSpec, clusters: list[Cluster],
+                     request: PlanRequest) -> HardwareComparison:
+    """Plan on each cluster; one row each with its best plan (or ``feasible: False``)."""
+    rows: list[dict[str, Any]] = []
+    for cl in clusters:
+        res = run_plan(spec, cl, request)
+        best = res.plans[0] if res.plans else None
+        m = best.metrics if best else {}
+        rows.append({"accelerator": cl.accelerator.id, "cluster": cl.name,
+                     "devices": cl.devices, "feasible": best is not None,
+                     "plan": best.to_dict() if best else None,
+                     "tokens_per_s_per_device": m["tokens_per_s_per_device"] if best else None,
+                     "cost_usd_per_million_tokens": m.get("cost_usd_per_million_tokens"),
+                     "energy_j_per_token": m.get("energy_j_per_token"),
+                     "time_to_train_s": m.get("time_to_train_s")})
+    rows.sort(key=lambda r: -(r["tokens_per_s_per_device"] or 0))
+    return HardwareComparison(tuple(rows))
+
+
+@dataclass(frozen=True)
+class DeadlineSearch:
+    """The node counts tried (devices, time to train, best plan) and the first that met the
+    deadline, or None."""
+
+    model: str
+    base: Cluster
+    deadline_s: float
+    tokens: float
+    tried: tuple[dict[str, Any], ...]
+    found: dict[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "deadline_s": self.deadline_s, "tokens": self.tokens,
+                "found": self.found, "tried": list(self.tried)}
+
+
+def deadline_search(spec: ModelSpec, base: Cluster, request: PlanRequest) -> DeadlineSearch:
+    """The smallest power-of-two count of ``base``'s nodes (1 to ``MAX_DEADLINE_NODES``) whose
+    best plan trains ``request.tokens`` within ``request.deadline_s``."""
+    seconds = request.deadline_s
+    if seconds is None or not (request.train and request.tokens):
+        raise InputError("--deadline needs --train and --tokens (what must be trained by when)")
+    tried: list[dict[str, Any]] = []
+    found = None
+    nodes = 1
+    while nodes <= MAX_DEADLINE_NODES:
+        cl = Cluster(f"{nodes} x {base.devices_per_node} x {base.accelerator.id}",
+                     base.accelerator, base.devices_per_node, nodes, base.tiers, None,
+                     base.origin)
+        r = run_plan(spec, cl, request)
+        best = r.plans[0] if r.plans else None
+        t = best.metrics.get("time_to_train_s") if best else None
+        tried.append({"devices": cl.devices, "time_to_train_s": t,
+                      "plan": best.to_dict() if best else None})
+        if t is not None and t <= seconds:
+            found = tried[-1]
+            break
+        nodes *= 2
+    return DeadlineSearch(spec.id, base, seconds, request.tokens, tuple(tried), found)
