@@ -155,7 +155,8 @@ def print_result(model: str, cl: Cluster, r: PlanResult, train: bool) -> None:
     for p in r.plans:
         m = p.metrics
         mapping = " ".join(f"{k}={v}" for k, v in p.mapping_dict().items()
-                           if v not in (1, False, None, "none") or k in ("dp", "tp", "pp"))
+                           if v is True or v not in (1, False, None, "none")
+                           or k in ("dp", "tp", "pp"))
         cells = [mapping]
         for _label, key in keys[1:]:
             v = m.get(key) if key else None
