@@ -58,6 +58,17 @@ ICI_HOP_LATENCY_S = 1.0e-6
 NCCL_BASE_LATENCY_S = 6.6e-6
 # NVLS (NVLink SHARP) per-collective latency: NCCL NVLS Simple hardware latency, 25 us (N12).
 NVLS_LATENCY_S = 25e-6
+# Protocols. NCCL's tuner times every protocol and takes the fastest (tuning.cc
+# ncclTopoTuneModel / ncclTopoGetAlgoTime). LL sends 8-byte words with an inline flag, so it
+# has the lowest per-step latency but a quarter (multi-node, all-reduce) to a third of the bus
+# bandwidth (``busBw * 1.0/4.0 : 1.0/3.0``); Simple moves data at full bandwidth in 512 KiB-ish
+# chunks with a higher latency per step: ring hwLat Simple 5.7 us on NVLink and PCI, 6.6 us on
+# the network, baseLat ring Simple 8.4 us (tuning.cc, the same table as the LL figures above).
+# The alpha-beta model used to pair LL's latency with Simple's bandwidth, which no protocol has.
+LL_BANDWIDTH_FRACTION = 1.0 / 3.0
+LL_BANDWIDTH_FRACTION_MULTINODE = 1.0 / 4.0
+SIMPLE_STEP_LATENCY_S = {"nvlink": 5.7e-6, "pcie": 5.7e-6, "net": 6.6e-6}
+SIMPLE_BASE_LATENCY_S = 8.4e-6
 
 _DATA = "cost/data/collective_efficiency.yaml"
 
@@ -101,6 +112,9 @@ class Link:
     in_network_latency_s: float | None = None
     base_latency_s: float = 0.0
     tree: bool = True
+    # the Simple protocol's per-step and fixed latency (None: one protocol, the figures above)
+    simple_latency_s: float | None = None
+    simple_base_latency_s: float | None = None
 
     @property
     def switch_bandwidth(self) -> Num:
@@ -146,17 +160,34 @@ def _log2ceil(n: Num) -> Num:
     return np.ceil(np.log2(np.maximum(n, 1.0)))
 
 
-def _ring(kind: Collective, s: Num, n: Num, link: Link) -> Num:
-    """Point-to-point algorithms (ring; direct for all-to-all): bandwidth and step terms."""
+def _ring(kind: Collective, s: Num, n: Num, link: Link,
+          ll_fraction: float = LL_BANDWIDTH_FRACTION) -> Num:
+    """Point-to-point algorithms (ring; direct for all-to-all): bandwidth and step terms, on
+    the faster of NCCL's LL and Simple protocols where the link knows both (the fixed cost
+    beyond LL's ``base_latency_s`` included, which the caller adds)."""
     b, a = link.bandwidth, link.latency_s
     f = (n - 1) / n
     if kind is Collective.ALL_REDUCE:
-        return 2 * f * s / b + 2 * (n - 1) * a
-    if kind in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL):
-        return f * s / b + (n - 1) * a
-    if kind is Collective.SEND_RECV:
-        return s / b + a
-    return s / b + _log2ceil(n) * a  # broadcast, pipelined
+        volume, steps = 2 * f * s, 2 * (n - 1)
+    elif kind in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL):
+        volume, steps = f * s, n - 1
+    elif kind is Collective.SEND_RECV:
+        volume, steps = s, 1.0 + 0.0 * n
+    else:
+        volume, steps = s, _log2ceil(n)  # broadcast, pipelined
+    if link.simple_latency_s is None:
+        return volume / b + steps * a
+    return _protocols(volume, steps, b, link, ll_fraction)
+
+
+def _protocols(volume: Num, steps: Num, b: Num, link: Link, ll_fraction: float) -> Num:
+    """The faster of LL (its latency, a fraction of the bandwidth) and Simple (full bandwidth,
+    its own per-step and fixed latency) for ``volume`` bytes in ``steps`` steps."""
+    assert link.simple_latency_s is not None
+    ll = volume / (b * ll_fraction) + steps * link.latency_s
+    extra_base = (link.simple_base_latency_s or link.base_latency_s) - link.base_latency_s
+    simple = volume / b + steps * link.simple_latency_s + extra_base
+    return np.minimum(ll, simple)
 
 
 def _algorithm_time(kind: Collective, s: Num, n: Num, link: Link, algo: Algorithm) -> Num:
@@ -257,8 +288,18 @@ def _two_tier(kind: Collective, s: Num, ni: Num, inner: Link, no: Num, outer: Li
             two_level = inner_rs + inner.base_latency_s + _best(rs, s / ni, no, outer)
         steps = 2.0 if kind is ar else 1.0
         rail_bw = np.minimum(inner.bandwidth, ni * outer.bandwidth)
-        rail = (steps * (n - 1) / n * s / rail_bw + base
+        volume = steps * (n - 1) / n * s
+        rail = (volume / rail_bw + base
                 + steps * (n - no) * inner.latency_s + steps * (no - 1) * outer.latency_s)
+        if inner.simple_latency_s is not None and outer.simple_latency_s is not None:
+            # LL at a quarter of the bandwidth across nodes, or Simple with its step latencies
+            ll = (volume / (rail_bw * LL_BANDWIDTH_FRACTION_MULTINODE) + base
+                  + steps * (n - no) * inner.latency_s + steps * (no - 1) * outer.latency_s)
+            simple = (volume / rail_bw + base - max(inner.base_latency_s, outer.base_latency_s)
+                      + (outer.simple_base_latency_s or outer.base_latency_s)
+                      + steps * (n - no) * inner.simple_latency_s
+                      + steps * (no - 1) * outer.simple_latency_s)
+            rail = np.minimum(ll, simple)
         return np.minimum(two_level, rail)
     if kind is Collective.ALL_TO_ALL:
         inside = (ni - 1) / n * s / inner.bandwidth
@@ -338,6 +379,13 @@ def link_for_tier(tier: NetworkTier, accelerator_id: str | None = None) -> Link:
     parts = [f"{tier.name}: {line / 1e9:g} GB/s/dir x {eff_src}", alpha_src, base_src]
     link = Link(bandwidth=line * eff, latency_s=alpha, name=tier.name, base_latency_s=base,
                 tree=tier.role is LinkRole.SCALE_OUT)
+    if not torus:  # NCCL's protocols (ICI collectives have no LL/Simple split)
+        kind = ("net" if tier.role is LinkRole.SCALE_OUT
+                else "pcie" if tier.role is LinkRole.HOST else "nvlink")
+        link = replace(link, simple_latency_s=SIMPLE_STEP_LATENCY_S[kind],
+                       simple_base_latency_s=SIMPLE_BASE_LATENCY_S)
+        parts.append(f"LL or Simple protocol, whichever is faster (Simple "
+                     f"{SIMPLE_STEP_LATENCY_S[kind] * 1e6:g} us/step, NCCL tuning.cc)")
     if tier.in_network_reduction:
         e_in, src_in = _efficiency(tier, accelerator_id, "in_network")
         parts.append(f"in-network {src_in}, {NVLS_LATENCY_S * 1e6:g} us (NCCL NVLS, N12)")
