@@ -121,3 +121,11 @@ def test_pareto_front_is_non_dominated() -> None:
     pts = [{"a": 1, "b": 1}, {"a": 2, "b": 2}, {"a": 1.5, "b": 3}, {"a": 3, "b": 2.5}]
     front = pareto_front(pts, maximize="a", minimize="b")
     assert front == [{"a": 1, "b": 1}, {"a": 2, "b": 2}, {"a": 3, "b": 2.5}]
+
+
+def test_plans_carry_their_error_band() -> None:
+    """Every plan states the expected error of similar published runs (engine.error_band)."""
+    res = plan_training(L13, C64, 4096, 512, top=2, explain=False)
+    band = res.plans[0].metrics["error_band"]
+    assert band["pct"] > 0 and band["runs"] >= 8 and band["group"].startswith("train")
+    assert res.plans[0].to_dict()["error_band"]["text"].startswith("±")
