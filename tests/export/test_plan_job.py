@@ -146,3 +146,23 @@ def test_typed_job_is_checked() -> None:
                 serving=ServingChoice(1, DType.BF16, DType.BF16))
     with pytest.raises(InputError, match="not a table of candidates"):
         PlanJob(**vars(job.job), mapping=Mapping(dp=np.array([8, 4]), tp=np.array([1, 2])))
+
+
+@pytest.mark.parametrize("field", ["model", "accelerator"])
+@pytest.mark.parametrize("value", ["h100\ntouch INJECTED\n#", "llama$(touch x)", "a'b", 'a"b',
+                                   "a b", "x;rm -rf /", "", "-rf", "a\\b", "é"])
+def test_names_that_would_inject_into_exports_are_refused(field: str, value: str) -> None:
+    """A plan file's model and accelerator end up in shell scripts, TOML and YAML: anything but
+    a catalog or Hub name is one InputError line (issue 16: shell injection through export)."""
+    data = {"kind": "train", "model": "llama-3.1-8b", "accelerator": "h100-sxm5-80gb",
+            "devices_per_node": 8, "nodes": 1, field: value}
+    with pytest.raises(InputError, match="is not a (catalog or Hub )?name") as err:
+        Job.from_dict(data)
+    assert "\n" not in str(err.value)
+
+
+def test_hub_and_catalog_names_are_accepted() -> None:
+    for model in ("meta-llama/Llama-3.1-8B", "llama-3.1-8b", "Qwen2.5-72B+custom", "gpt_j"):
+        job = Job.from_dict({"kind": "train", "model": model, "accelerator": "h100-sxm5-80gb",
+                             "devices_per_node": 8, "nodes": 1})
+        assert job.model == model

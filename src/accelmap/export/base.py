@@ -17,6 +17,7 @@ once, here, with one InputError line for anything malformed.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from enum import Enum
@@ -37,6 +38,8 @@ from accelmap.search.result import (
 )
 from accelmap.units import DType
 from accelmap.workload import Recompute
+
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/+-]{0,199}")
 
 E = TypeVar("E", bound=Enum)
 
@@ -59,6 +62,16 @@ class Job:
     prompt_len: int = 0
     output_len: int = 0
     framework: Framework | None = None  # the planner's framework profile
+
+    def __post_init__(self) -> None:
+        # The names end up in shell scripts, TOML and YAML: a plan file from someone else must
+        # not be able to smuggle a newline, a quote or $(...) into them. Catalog ids and Hub
+        # repo ids use letters, digits and . _ - / + only.
+        for key in ("model", "accelerator"):
+            value = getattr(self, key)
+            if not isinstance(value, str) or not SAFE_NAME.fullmatch(value):
+                raise InputError(f"the plan job's {key}={str(value)[:80]!r} is not a catalog or "
+                                 "Hub name (letters, digits and . _ - / + only)")
 
     @property
     def devices(self) -> int:
@@ -106,6 +119,7 @@ class PlanJob(Job):
     serving: ServingChoice | None = None  # serving plans: batch per replica, weight/KV dtype
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not self.mapping.is_scalar:
             raise InputError("a plan to export holds one mapping, not a table of candidates")
         if (self.serving is None) != (self.kind is PlanKind.TRAIN):
