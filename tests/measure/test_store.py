@@ -228,3 +228,19 @@ def test_unwritable_path_is_one_clear_error(tmp_path: Path, where: str) -> None:
     with pytest.raises(InputError) as e:
         Store(path)
     assert "cannot open the measurement store" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_export_never_replaces_a_device_link_or_directory(store: Store, tmp_path: Path) -> None:
+    """The atomic replace would swap out whatever --out names (issue 16: as root it replaced a
+    device node); only regular files are written."""
+    target = tmp_path / "kept.json"
+    target.write_text("keep me")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    for out, word in ((link, "symbolic link"), (tmp_path, "directory"),
+                      (Path("/dev/null"), "not a regular file")):
+        with pytest.raises(InputError, match=word):
+            store.export(out)
+    assert target.read_text() == "keep me" and link.is_symlink()
+    assert Path("/dev/null").exists() and not Path("/dev/null").is_file()
+    assert store.export(tmp_path / "new.json") >= 0  # a plain new file is fine

@@ -233,6 +233,12 @@ class Store:
         ms = self.query(kind=kind, run_id=run_id)
         profiles = self.list_profiles() if fmt == "json" else []
         out = Path(path).expanduser()
+        if out.is_symlink() or (out.exists() and not out.is_file()):
+            # the atomic replace below would swap out a device node, a link or a directory
+            what = ("a symbolic link" if out.is_symlink() else "a directory" if out.is_dir()
+                    else "not a regular file")
+            raise InputError(f"{out} exists and is {what}: --out writes regular files only; "
+                             "choose a file path")
         tmp: str | None = None
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
