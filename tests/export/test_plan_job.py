@@ -156,7 +156,7 @@ def test_names_that_would_inject_into_exports_are_refused(field: str, value: str
     a catalog or Hub name is one InputError line (issue 16: shell injection through export)."""
     data = {"kind": "train", "model": "llama-3.1-8b", "accelerator": "h100-sxm5-80gb",
             "devices_per_node": 8, "nodes": 1, field: value}
-    with pytest.raises(InputError, match="is not a (catalog or Hub )?name") as err:
+    with pytest.raises(InputError, match=r"is not a (catalog or Hub )?name") as err:
         Job.from_dict(data)
     assert "\n" not in str(err.value)
 
