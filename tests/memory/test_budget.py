@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from accelmap.catalog import Catalog
+from accelmap.engine import estimate
 from accelmap.memory.budget import (
     inference_memory,
     kv_bytes_per_token,
     kv_cache_bytes,
-    training_memory,
     weight_bytes_per_param,
 )
 from accelmap.models.params import count_params
@@ -46,7 +46,7 @@ def test_zero_paper_16_bytes_per_param(catalog: Catalog) -> None:
     spec = catalog.models["gpt3-1.3b"]
     P = count_params(spec).total
     wl = Training(batch=1, seq_len=128, grad_dtype=DType.BF16, optimizer=Optimizer.ADAMW)
-    mem = training_memory(spec, wl, [], 80e9)
+    mem = estimate(spec, catalog.accelerators["a100-sxm4-80gb"], wl).memory
     model_states = (mem.items["weights"] + mem.items["gradients"]
                     + mem.items["optimizer/master_weights"] + mem.items["optimizer/states"])
     assert model_states == 16 * P

@@ -40,7 +40,6 @@ from accelmap.cost.energy import op_energy_j
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import time_ops, total_time
 from accelmap.cost.schedules import (
-    bubble_over_ideal,
     bubble_time,
     in_flight_first_second_last,
     in_flight_micro_batches,
@@ -146,20 +145,9 @@ def wgrad_share(prof: LayerProfile) -> float:
     return prof.layer_wgrad_s / max(prof.layer_fwd_s + prof.layer_bwd_s, 1e-30)
 
 
-def bubble_fraction(m: Mapping, micro: Num, w_share: Num = 1.0 / 3.0) -> Num:
-    """Pipeline bubble over the ideal step for equal stages and no sends (cost/schedules.py),
-    under the mapping's schedule."""
-    return bubble_over_ideal(m.schedule, m.pp, micro, m.virtual_stages, w_share)
-
-
 def stage_in_flight(m: Mapping, micro: Num, stage: Num) -> Num:
     """Micro-batches whose activations ``stage`` holds at its peak (cost/schedules.py)."""
     return in_flight_micro_batches(m.schedule, m.pp, micro, stage, m.virtual_stages)
-
-
-def first_stage_in_flight(m: Mapping, micro: Num) -> Num:
-    """Micro-batches whose activations the first stage holds at its peak (cost/schedules.py)."""
-    return stage_in_flight(m, micro, 0)
 
 
 def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfile,

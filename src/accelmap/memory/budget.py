@@ -209,29 +209,6 @@ def activation_bytes(ops: list[Op], recompute: Recompute, model: ModelSpec | Geo
     return sum(o.saved * o.count for o in layer_ops) + other
 
 
-def training_memory(model: ModelSpec | Geometry, wl: Training, ops: list[Op], capacity: float
-                    ) -> MemoryBudget:
-    geo = Geometry.of(model)
-    P = float(count_params(geo).total)
-    T = wl.tokens_per_step
-    items: dict[str, Num] = {
-        "weights": P * weight_storage_dtype(wl).bytes,
-        "gradients": P * wl.grad_dtype.bytes,
-    }
-    master = master_bytes_per_param(wl)
-    if master:
-        items["optimizer/master_weights"] = P * master
-    items["optimizer/states"] = (optimizer_state_bytes_per_param(geo, wl) - master) * P
-    acts = activation_bytes(ops, wl.recompute, geo, T, wl.storage_dtype.bytes)
-    items["activations/layers"] = acts
-    # One fp32 logits buffer: Megatron's vocab-parallel cross-entropy turns the logits into the
-    # softmax in place and reuses that buffer for the gradient (tensor_parallel/cross_entropy.py)
-    items["activations/logits"] = wl.loss.bytes_per_logit * T * geo.vocab
-    items["runtime/context"] = CUDA_CONTEXT_BYTES
-    items["runtime/fragmentation"] = allocator_bytes(acts + items["activations/logits"])
-    return MemoryBudget(items=items, capacity=capacity)
-
-
 def inference_memory(model: ModelSpec | Geometry, wl: Inference, capacity: float,
                      tokens: Num | None = None, prefill_chunk: int | None = None) -> MemoryBudget:
     """Weights + KV cache for the whole request (prompt + output) + the largest temporaries,
