@@ -114,3 +114,13 @@ def test_fp8_serving_faster_than_bf16_on_h100(catalog: Catalog) -> None:
                                                 kv_dtype=DType.FP8))
     assert fp8.metrics["ttft_s"] < bf16.metrics["ttft_s"]
     assert fp8.metrics["tpot_s"] < bf16.metrics["tpot_s"]
+
+
+@pytest.mark.parametrize("imbalance", [float("inf"), float("nan"), 0.5, 4.5])
+def test_moe_imbalance_outside_its_physical_range_is_one_line(imbalance: float) -> None:
+    """Mixtral routes top-2 of 8: the busiest expert carries at most 8/2 = 4x the mean."""
+    from accelmap.errors import InputError
+
+    with pytest.raises(InputError, match="MoE imbalance"):
+        estimate(CAT.models["mixtral-8x7b"], dev("h100-sxm5-80gb"),
+                 Inference(batch=1, prompt_len=128, output_len=8), imbalance=imbalance)

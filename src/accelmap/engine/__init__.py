@@ -56,6 +56,7 @@ def estimate(model: ModelSpec, system: System | Cluster | Accelerator,
     ``imbalance`` is the MoE busiest-expert load over the mean; ``profile`` a measured
     calibration of the device (``accelmap calibrate``). A FrameworkProfile may be passed for
     ``framework`` to set a stack's named features (e.g. its attention kernel)."""
+    _check_imbalance(model, imbalance)
     sys_ = system_of(system, profile)
     m = mapping or default_mapping(sys_, workload)
     if isinstance(workload, Training):
@@ -71,3 +72,17 @@ def resolve_framework(framework: Framework | str | FrameworkProfile | None,
     if isinstance(framework, FrameworkProfile):
         return framework
     return framework_profile(framework or default)
+
+
+def _check_imbalance(model: ModelSpec, imbalance: float) -> None:
+    """The busiest expert's load over the mean lies between 1 (balanced) and experts / top_k
+    (every token routed to the same top_k experts)."""
+    import math
+
+    from accelmap.errors import InputError
+
+    limit = model.moe.num_experts / model.moe.top_k if model.moe else math.inf
+    if not (math.isfinite(imbalance) and 1.0 <= imbalance <= limit):
+        bound = f"{limit:g} (experts / top_k)" if model.moe else "any finite number"
+        raise InputError(f"MoE imbalance {imbalance!r} must be a number from 1 (balanced) to "
+                         f"{bound}")
