@@ -12,13 +12,18 @@ on (mapping/placement.py) and the alpha-beta collectives (cost/collectives.py):
 - EP: all-to-all dispatch and combine per MoE layer, forward and backward (exposed);
 - PP: one send/recv of the activations per micro-batch per direction on the critical path;
 - DP: gradient all-reduce (ZeRO 0) or reduce-scatter + parameter all-gather (ZeRO >= 1, the
-  distributed optimizer), overlapped with the last micro-batch's backward and the next
-  forward (Megatron overlap-grad-reduce / overlap-param-gather);
-- ZeRO-3 / FSDP: parameters all-gathered per layer in forward and backward and gradients
-  reduce-scattered every micro-batch, prefetched behind compute (exposed = comm - compute).
+  distributed optimizer) in buckets, overlapped with the last micro-batch's backward and the
+  next forward, the last bucket exposed (Megatron overlap-grad-reduce / overlap-param-gather;
+  cost/overlap.py);
+- ZeRO-3 / FSDP: parameters all-gathered layer by layer in forward and backward and gradients
+  reduce-scattered every micro-batch, each layer's gather under the previous layer's compute,
+  the first gathers and the last reduce-scatter exposed; HSDP inside the shard group plus an
+  all-reduce across replicas (cost/overlap.py).
+Communication hidden under compute still slows it: ``cost.overlap.contention()`` seconds per
+second hidden.
 
 Step = m x (forward + backward + exposed per micro-batch on the slowest stage) + bubble +
-exposed DP + optimizer. The stages hold the layers Megatron-LM's split gives them
+exposed DP + optimizer + contention. The stages hold the layers Megatron-LM's split gives them
 (Mapping.stage_layers), the first also the embedding, the last the head and loss; the bubble is
 the other stages' time per micro-batch, scaled by the schedule, plus the point-to-point sends of
 warm-up and cool-down (cost/schedules.py ``bubble_time``; (p - 1)/(v m) of ideal for equal
