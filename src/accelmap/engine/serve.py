@@ -59,18 +59,11 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     # a lone batch visits the stages one after the other: its latency is the whole sharded graph
     pre = time_ops(forward_ops(shard, pre_shape, p, wl.flash_attention, imbalance), dev, fw)
     dec = time_ops(forward_ops(shard, dec_shape, p, wl.flash_attention, imbalance), dev, fw)
-    # expert parallelism splits the tensor-parallel group (vLLM): same devices, same links
-    links = place_axes(cluster, {"tp": m.tp, "pp": m.pp}, order=("tp", "pp"))
-    links["ep"] = links["tp"]
-    a, d = wl.act_dtype.bytes, spec.d_model
+    links = serving_links(cluster, m)
+    a = wl.act_dtype.bytes
 
     def comm(tokens: float) -> dict[str, float]:
-        out = {"tp": 2 * spec.n_layers * float(links["tp"].time(Collective.ALL_REDUCE,
-                                                                tokens * d * a)),
-               "pp": (m.pp - 1) * float(links["pp"].time(Collective.SEND_RECV, tokens * d * a))}
-        out["ep"] = (2 * spec.n_moe_layers * float(links["ep"].time(
-            Collective.ALL_TO_ALL, tokens * spec.moe.top_k * d * a)) if spec.moe else 0.0)
-        return out
+        return {k: float(v) for k, v in serving_comm(spec, links, m, tokens, a).items()}
 
     pre_comm = comm(float(pre_shape.tokens))
     dec_comm = comm(float(dec_shape.tokens))
@@ -115,6 +108,29 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
         communication_s={"prefill": pre_comm, "decode_step": dec_comm} if world > 1 else {},
         axes={k: links[k].describe() for k in ("tp", "ep", "pp")} if world > 1 else {},
         max_batch=lim[0] if lim else None, max_context=lim[1] if lim else None)
+
+
+def serving_links(cluster: Any, m: Mapping) -> dict[str, Any]:
+    """Where each serving axis runs: tp inside, then pp; expert parallelism splits the
+    tensor-parallel group (vLLM ``--enable-expert-parallel``): same devices, same links."""
+    links = place_axes(cluster, {"tp": m.tp, "pp": m.pp}, order=("tp", "pp"))
+    links["ep"] = links["tp"]
+    return links
+
+
+def serving_comm(spec: ModelSpec, links: dict[str, Any], m: Mapping, tokens: Any,
+                 act_bytes: float) -> dict[str, Any]:
+    """Communication of one forward pass over ``tokens`` tokens (scalar or array), seconds per
+    axis: 2 all-reduces of the activations per layer under tp (Shoeybi et al. 2019 sec. 3),
+    dispatch + combine all-to-alls per MoE layer under ep, one send per stage boundary."""
+    d = spec.d_model
+    out = {"tp": 2 * spec.n_layers * links["tp"].time(Collective.ALL_REDUCE,
+                                                      tokens * d * act_bytes),
+           "pp": (m.pp - 1) * links["pp"].time(Collective.SEND_RECV, tokens * d * act_bytes)}
+    out["ep"] = (2 * spec.n_moe_layers * links["ep"].time(
+        Collective.ALL_TO_ALL, tokens * spec.moe.top_k * d * act_bytes)
+        if spec.moe else 0.0 * tokens)
+    return out
 
 
 def _tree(phase: str, times: list[OpTime], comm: dict[str, float]) -> dict[str, float]:
