@@ -26,7 +26,8 @@ LAYERS: tuple[tuple[str, int], ...] = (
     # the one estimate
     ("accelmap.engine", 7),
     # producers and consumers of estimates
-    ("accelmap.measure", 8), ("accelmap.export", 8), ("accelmap.search", 8),
+    ("accelmap.measure", 8), ("accelmap.export", 8), ("accelmap.serving", 8),
+    ("accelmap.search", 8),
     ("accelmap.validate", 9),
     # the public API and the faces
     ("accelmap.api", 10), ("accelmap", 10),

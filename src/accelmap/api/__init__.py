@@ -33,6 +33,8 @@ One module per area, every name re-exported here:
   ``find_run``, ``measure_matmul`` (``MatmulRun``), ``measure_bandwidth`` (``BandwidthRun``),
   ``measure_overhead`` (``OverheadRun``), ``measure_collectives``, ``human_bytes``,
   ``local_accelerator``, ``calibration_accelerator``, ``calibrate`` (``Calibration``).
+- ``api.serving``: ``serving_load`` (``Load``: offline / server, rate, trace, lengths, SLOs,
+  scheduler caps), ``serve`` (``ServingRun``: the request-level simulation).
 - ``api.validation``: ``read_cases``, ``predict_cases``, ``summarize``, ``compress_ids``,
   ``validate_cases`` (``Validation``), ``validate_local`` (``LocalValidation``).
 
@@ -118,6 +120,7 @@ if TYPE_CHECKING:
         plan_request,
         run_plan,
     )
+    from accelmap.api.serving import Load, Scenario, ServingRun, Slo, serve, serving_load
     from accelmap.api.validation import (
         LocalValidation,
         Validation,
@@ -179,6 +182,9 @@ _LAZY: dict[str, str] = {
                      "local_accelerator", "measure_bandwidth", "measure_collectives",
                      "measure_matmul", "measure_overhead", "measurement_kind", "open_store"),
                     "accelmap.api.measurement"),
+    # serving scenarios
+    **dict.fromkeys(("Load", "Scenario", "ServingRun", "Slo", "serve", "serving_load"),
+                    "accelmap.api.serving"),
     # validation
     **dict.fromkeys(("LocalValidation", "Validation", "compress_ids", "predict_cases",
                      "read_cases", "summarize", "validate_cases", "validate_local"),
@@ -226,6 +232,7 @@ __all__ = [
     "HardwareComparison",
     "Inference",
     "Job",
+    "Load",
     "LocalValidation",
     "Mapping",
     "MatmulRun",
@@ -240,7 +247,10 @@ __all__ = [
     "PlanResult",
     "Prediction",
     "Roofline",
+    "Scenario",
     "ServeStep",
+    "ServingRun",
+    "Slo",
     "Status",
     "Store",
     "Summary",
@@ -304,6 +314,8 @@ __all__ = [
     "read_cases",
     "roofline",
     "run_plan",
+    "serve",
+    "serving_load",
     "serving_mapping",
     "sources",
     "summarize",

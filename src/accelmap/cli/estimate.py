@@ -17,6 +17,7 @@ from accelmap.cli.common import (
     fmt,
     get_catalog,
 )
+from accelmap.errors import InputError
 
 if TYPE_CHECKING:
     from accelmap.api import (
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
         Inference,
         Mapping,
         ModelSpec,
+        ServingRun,
         System,
         Training,
     )
@@ -142,6 +144,38 @@ def estimate_cmd(
     force_tp: Annotated[bool, typer.Option("--force-tp", help="Allow tp across the scale-up "
                                            "domain.")] = False,
     replicas: Annotated[int, typer.Option(min=1, help="Serving replicas.")] = 1,
+    scenario: Annotated[str | None, typer.Option(
+        "--scenario", help="Serving scenario: batch (one fixed batch, --batch), offline (every "
+        "request queued, the scheduler picks the batch), server (Poisson arrivals at --rate, "
+        "or --trace). Default: server with --rate/--trace, else batch.")] = None,
+    rate: Annotated[float | None, typer.Option(
+        "--rate", help="Server: requests per second over all replicas (Poisson).")] = None,
+    requests: Annotated[int | None, typer.Option(
+        "--requests", min=1, help="Requests to simulate (default 2000).")] = None,
+    trace: Annotated[str | None, typer.Option(
+        "--trace", help="Server: CSV or JSON-lines file with arrival_s, prompt_len, "
+        "output_len per request.")] = None,
+    lengths: Annotated[str, typer.Option(
+        "--lengths", help="Length distribution around --prompt/--output: fixed, uniform, "
+        "lognormal.")] = "fixed",
+    spread: Annotated[float, typer.Option(
+        "--spread", min=0.0, help="uniform: +-fraction of the mean; lognormal: coefficient of "
+        "variation.")] = 0.0,
+    prefix_hit: Annotated[float, typer.Option(
+        "--prefix-hit", min=0.0, max=0.99, help="Fraction of each prompt found in the prefix "
+        "cache.")] = 0.0,
+    slo_ttft: Annotated[str | None, typer.Option(
+        "--slo-ttft", help="TTFT objective for goodput, e.g. 2s.")] = None,
+    slo_tpot: Annotated[str | None, typer.Option(
+        "--slo-tpot", help="TPOT objective for goodput, e.g. 50ms.")] = None,
+    max_seqs: Annotated[int | None, typer.Option(
+        "--max-seqs", min=1, help="Scheduler cap on running requests (vLLM max_num_seqs, "
+        "TensorRT-LLM max_batch_size; default: the framework's).")] = None,
+    max_tokens: Annotated[int | None, typer.Option(
+        "--max-tokens", min=1, help="Scheduler cap on tokens per iteration "
+        "(max_num_batched_tokens / max_num_tokens; default: the framework's).")] = None,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed of arrivals and "
+                                      "lengths.")] = 0,
     profile: ProfileOpt = None,
     db: DbOpt = None,
     catalog: CatalogOpt = None,
@@ -157,8 +191,22 @@ def estimate_cmd(
           --batch 512 --seq 8192 --recompute full
       accelmap estimate llama-3.1-70b --cluster dgx-h100 --serve --tp 8 --batch 32
       accelmap estimate llama-3.1-8b --hw h100-sxm5-80gb --serve --profile my-h100
+      accelmap estimate llama-3.1-70b --cluster 1x2xh100-sxm5-80gb --serve --tp 2 \
+          --scenario offline --prompt 1000 --output 1000 --weights fp8 --framework tensorrt-llm
+      accelmap estimate llama-3.1-70b --cluster dgx-h100 --serve --tp 8 --rate 5 \
+          --prompt 2000 --output 300 --slo-ttft 2s --slo-tpot 50ms
     """
     cal = api.load_profile(profile, db)
+    sc = scenario or ("server" if rate is not None or trace is not None else "batch")
+    load = None
+    if not train and sc != "batch":
+        load = api.serving_load(sc, requests=requests, rate=rate, trace=trace, lengths=lengths,
+                                spread=spread, prefix_hit=prefix_hit, slo_ttft=slo_ttft,
+                                slo_tpot=slo_tpot, seed=seed, max_seqs=max_seqs,
+                                max_tokens=max_tokens)
+    elif sc != "batch" or rate is not None or trace is not None:
+        raise InputError("--scenario, --rate and --trace are for serving (--serve)"
+                             if train else f"--scenario {sc} takes no --rate or --trace")
     spec, system, wl, m = _inputs(model, hw, cluster, train, batch, seq, prompt, output, dtype,
                                   weights, kv, group, optimizer, recompute, flash, tokens,
                                   catalog, cal, tp, pp, dp, cp, ep, zero, micro_batch, vpp,
@@ -167,11 +215,60 @@ def estimate_cmd(
                                    "last_stage_layers": last_stage_layers,
                                    "embedding_in_split": embedding_in_split,
                                    "loss_in_split": loss_in_split})
+    if load is not None:
+        assert not isinstance(wl, api.Training)
+        sim = api.serve(spec, system, wl, m, framework=framework, load=load,
+                        imbalance=imbalance)
+        if json_out:
+            emit_json(sim.to_dict())
+            return
+        print_serving_run(sim)
+        return
     est = api.estimate(spec, system, wl, m, framework=framework, imbalance=imbalance)
     if json_out:
         emit_json(est.to_dict(ops=False))
         return
     print_estimate(est)
+
+
+def print_serving_run(run: ServingRun) -> None:
+    from rich.table import Table
+
+    con = console()
+    head = (f"[bold]{run.model}[/bold] on [bold]{run.system}[/bold], {run.scenario.value} "
+            f"scenario, {run.framework}")
+    if not run.feasible:
+        con.print(f"{head}: [red]cannot run[/red]: {run.reason}")
+        return
+    m = run.metrics
+    con.print(f"{head}: {m['requests']:,} requests")
+    band = f" {run.error_band.text}" if run.error_band else ""
+    lat = f" ±{run.latency_error_band.pct:.0f} %" if run.latency_error_band else ""
+    t = Table(title="Serving benchmark (simulated)")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    t.add_row("output tokens/s", f"{m['output_tokens_per_s']:,.0f}{band}")
+    t.add_row("output tokens/s per device", f"{m['output_tokens_per_s_per_device']:,.0f}")
+    t.add_row("total tokens/s", f"{m['total_tokens_per_s']:,.0f}")
+    t.add_row("requests/s", f"{m['requests_per_s']:,.2f}")
+    for key, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"),
+                       ("e2e_s", "end-to-end")):
+        d = m.get(key) or {}
+        if d:
+            t.add_row(f"{label} p50 / p90 / p99",
+                      " / ".join(fmt(d[q], "time") for q in ("p50", "p90", "p99")) + lat)
+    slo = m.get("slo") or {}
+    if any(v is not None for v in slo.values()):
+        t.add_row("goodput (requests/s meeting the SLOs)",
+                  f"{m['goodput_requests_per_s']:,.2f} ({m['slo_attainment']:.0%})")
+    t.add_row("mean / peak running requests per replica",
+              f"{m['mean_running']:,.0f} / {m['peak_running']:,}")
+    t.add_row("KV capacity per replica", f"{m['kv_capacity_tokens']:,.0f} tokens")
+    t.add_row("preemptions", f"{m['preemptions']:,}")
+    t.add_row("iterations simulated", f"{m['iterations']:,} in {run.simulated_s:.2f} s")
+    con.print(t)
+    for a in run.assumptions:
+        con.print(_assumption_line(a), highlight=False)
 
 
 def print_estimate(est: Estimate) -> None:

@@ -1,0 +1,61 @@
+"""Serving scenarios: offline throughput and server load through the request-level simulator
+(``accelmap.serving``); the fixed-batch scenario is ``api.estimate``.
+
+    from accelmap import api
+    spec = api.load_model("llama-3.1-70b")
+    system = api.load_system(cluster="1x2xh100-sxm5-80gb")
+    wl = api.inference(1, prompt=1000, output=1000, weights="fp8")
+    run = api.serve(spec, system, wl, api.serving_mapping(tp=2), framework="tensorrt-llm",
+                    load=api.serving_load("offline"))
+    print(run.output_tokens_per_s)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from accelmap.api.parse import choice, duration
+from accelmap.cost.framework import Framework, FrameworkProfile
+from accelmap.engine import System, resolve_framework
+from accelmap.errors import InputError
+from accelmap.mapping.plan import Mapping
+from accelmap.models.schema import ModelSpec
+from accelmap.serving.metrics import Slo
+from accelmap.serving.requests import LengthDist
+from accelmap.serving.scenario import Load, Scenario, ServingRun, run
+from accelmap.workload import Inference
+
+__all__ = ["Load", "Scenario", "ServingRun", "Slo", "serve", "serving_load"]
+
+
+def serving_load(scenario: str | Scenario = "offline", *, requests: int | None = None,
+                 rate: float | None = None, trace: str | Path | None = None,
+                 lengths: str | LengthDist = "fixed", spread: float = 0.0,
+                 prefix_hit: float = 0.0, slo_ttft: str | float | None = None,
+                 slo_tpot: str | float | None = None, seed: int = 0,
+                 max_seqs: int | None = None, max_tokens: int | None = None,
+                 chunked_prefill: bool | None = None) -> Load:
+    """A scenario's request stream and objectives from text (``slo_ttft``/``slo_tpot``:
+    durations such as '2s', '50ms')."""
+    sc = choice(Scenario, scenario, "scenario")
+    if sc is Scenario.BATCH:
+        raise InputError("the batch scenario is one fixed batch: use api.estimate")
+    path = None
+    if trace is not None:
+        path = Path(trace)
+        if not path.is_file():
+            raise InputError(f"trace {path} is not a file: give a CSV or JSON-lines file with "
+                             "arrival_s, prompt_len and output_len per request")
+    slo = Slo(None if slo_ttft is None else duration(slo_ttft),
+              None if slo_tpot is None else duration(slo_tpot))
+    return Load(sc, requests, rate, path, choice(LengthDist, lengths, "length distribution"),
+                spread, prefix_hit, slo, seed, max_seqs, max_tokens, chunked_prefill)
+
+
+def serve(model: ModelSpec, system: System, workload: Inference, mapping: Mapping, *,
+          framework: Framework | str | FrameworkProfile | None = None,
+          load: Load | None = None, imbalance: float = 1.0) -> ServingRun:
+    """Simulate ``load`` (default: offline) on ``mapping``; ``workload`` gives the precisions and
+    the mean prompt/output lengths (its batch is ignored: the scheduler picks it)."""
+    fw = resolve_framework(framework, Framework.VLLM)
+    return run(model, system, workload, mapping, fw, load or Load(), imbalance=imbalance)

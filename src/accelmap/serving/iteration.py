@@ -1,0 +1,163 @@
+"""What one serving iteration costs, tabulated once from the engine's operator graph and
+roofline (``ops.graph.forward_ops`` + ``cost.roofline.time_ops``, the same calls ``accelmap
+estimate`` makes) so that the simulator prices each of its many iterations in microseconds.
+
+An iteration of a continuous-batching server runs one forward pass over a mix of prompt chunks
+and decode tokens (Sarathi-Serve's hybrid batches, Agrawal et al. 2024 sec. 4; Vidur, Agrawal
+et al. MLSys 2024 sec. 4, splits the cost the same way):
+
+- token-wise operators (QKV/output projections, MLP or experts, norms, embedding): one pass over
+  all T tokens of the iteration, so their time is a function of T alone (tile and wave
+  quantization included, which is why the table is exact in T up to ``EXACT``);
+- the LM head: only the rows that sample a token (one per decoding sequence and per prompt
+  finished in this iteration);
+- attention: a prefill part (Tp tokens, mean keys per query c_p) and a decode part (D sequences,
+  mean cached context c_d). At a fixed context both parts are linear in their token count
+  (FLOPs, Q/O and KV bytes all scale with it, the roofline's efficiency depends on the context
+  only), so two evaluations per context point give slope and intercept exactly;
+- tensor/expert/pipeline communication over T tokens (``engine.serve.serving_comm``);
+- the framework's per-iteration host overhead (``step_overhead_s``: scheduling, sampling,
+  graph launch).
+
+Pipeline stages run one after the other within an iteration (as in ``engine.serve``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from accelmap.cost.framework import FrameworkProfile
+from accelmap.cost.roofline import time_ops
+from accelmap.engine.serve import serving_comm, serving_links
+from accelmap.engine.shapes import inference_precision
+from accelmap.engine.system import System
+from accelmap.mapping.plan import Mapping
+from accelmap.models.geometry import Geometry
+from accelmap.models.schema import ModelSpec
+from accelmap.ops.graph import Shape, forward_ops
+from accelmap.workload import Inference
+
+EXACT = 4096  # token counts tabulated one by one; beyond, a geometric grid
+GROWTH = 1.02  # geometric step of the grids (2 %): linear interpolation between points
+
+
+def grid(top: float, exact: int = EXACT) -> np.ndarray:
+    """1, 2, ... ``exact``, then 2 % steps up to ``top`` (inclusive)."""
+    pts = np.arange(1, min(exact, math.ceil(top)) + 1, dtype=float)
+    if top > exact:
+        n = math.ceil(math.log(top / exact) / math.log(GROWTH))
+        pts = np.concatenate([pts, exact * GROWTH ** np.arange(1, n + 1)])
+    return pts
+
+
+@dataclass(frozen=True)
+class Curve:
+    """y(x) on a sorted grid; exact on integer points of the dense head, linear between."""
+
+    xs: list[float]
+    ys: list[float]
+    exact: int
+
+    @classmethod
+    def of(cls, xs: np.ndarray, ys: Any, exact: int = EXACT) -> Curve:
+        return cls([float(x) for x in xs], [float(y) for y in np.broadcast_to(ys, xs.shape)],
+                   exact)
+
+    def at(self, x: float) -> float:
+        if x <= 0:
+            return 0.0
+        xs, ys = self.xs, self.ys
+        if x <= self.exact and x == int(x) and x <= len(xs):
+            return ys[int(x) - 1]
+        i = bisect.bisect_left(xs, x)
+        if i <= 0:
+            return ys[0] * x / xs[0]
+        if i >= len(xs):  # past the grid: extend the last segment
+            i = len(xs) - 1
+        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+        return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+
+def _sum(times: list[Any], keep: Any) -> Any:
+    out: Any = 0.0
+    for t in times:
+        if keep(t.op):
+            out = out + t.total_s
+    return out
+
+
+def _is_head(op: Any) -> bool:
+    return op.name.startswith("lm_head")
+
+
+class IterationCost:
+    """Seconds of one iteration on one replica: ``cost(tokens, sampled, prefill_tokens,
+    prefill_context, decode_seqs, decode_context)``."""
+
+    def __init__(self, spec: ModelSpec, system: System, wl: Inference, m: Mapping,
+                 fw: FrameworkProfile, *, max_tokens: float, max_seqs: int,
+                 max_context: float, imbalance: float = 1.0) -> None:
+        self.fw = fw
+        dev = system.device
+        shard = Geometry.of(spec).shard(m.tp, m.ep, etp=m.expert_tp)
+        p = inference_precision(wl)
+        flash = wl.flash_attention
+
+        def timed(shape: Shape) -> list[Any]:
+            return time_ops(forward_ops(shard, shape, p, flash, imbalance), dev, fw)
+
+        # token-wise operators over T tokens (one sampled row, the head is priced apart)
+        t_grid = grid(max(max_tokens, 2))
+        lin = timed(Shape(tokens=t_grid, context=1.0, kv_tokens=t_grid, sequences=1.0,
+                          logits_tokens=1.0))
+        body = _sum(lin, lambda op: not op.attention_core and not _is_head(op))
+        a = wl.act_dtype.bytes
+        comm = serving_comm(spec, serving_links(system.cluster, m), m, t_grid, a)
+        self.linear = Curve.of(t_grid, body + sum(np.asarray(v, float) for v in comm.values()))
+        l_grid = grid(max(max_seqs, 2))
+        head = timed(Shape(tokens=l_grid, context=1.0, kv_tokens=l_grid, sequences=l_grid,
+                           logits_tokens=l_grid))
+        self.head = Curve.of(l_grid, _sum(head, _is_head))
+        # attention: slope and intercept in the token count at each context point
+        c_grid = grid(max(max_context, 2), exact=64)
+        self.context_grid = [float(c) for c in c_grid]
+        self.decode_slope, self.decode_fixed = self._linear_in_count(timed, c_grid, True)
+        self.prefill_slope, self.prefill_fixed = self._linear_in_count(timed, c_grid, False)
+        self.step_overhead_s = float(getattr(fw, "step_overhead_s", 0.0) or 0.0)
+
+    @staticmethod
+    def _linear_in_count(timed: Any, c: np.ndarray, decode: bool) -> tuple[Curve, Curve]:
+        def at(n: float) -> Any:
+            return _sum(timed(Shape(tokens=n + 0 * c, context=c,
+                                    kv_tokens=n * c if decode else n + 0 * c,
+                                    sequences=n if decode else 1.0, logits_tokens=1.0,
+                                    decode=decode)), lambda op: op.attention_core)
+
+        one, two = np.asarray(at(1.0), float), np.asarray(at(2.0), float)
+        return Curve.of(c, two - one, exact=64), Curve.of(c, 2 * one - two, exact=64)
+
+    def attention(self, count: float, context: float, decode: bool) -> float:
+        if count <= 0:
+            return 0.0
+        slope, fixed = ((self.decode_slope, self.decode_fixed) if decode
+                        else (self.prefill_slope, self.prefill_fixed))
+        c = max(context, 1.0)
+        return fixed.at(c) + count * slope.at(c)
+
+    def cost(self, tokens: float, sampled: float, prefill_tokens: float,
+             prefill_context: float, decode_seqs: float, decode_context: float) -> float:
+        """One iteration: ``tokens`` through the token-wise operators (prefill + decode query
+        tokens), ``sampled`` rows through the LM head, prefill attention over
+        ``prefill_tokens`` queries seeing ``prefill_context`` keys on average, decode attention
+        of ``decode_seqs`` queries over ``decode_context`` cached tokens each."""
+        if tokens <= 0:
+            return 0.0
+        return (self.linear.at(tokens) + self.head.at(max(sampled, 1.0))
+                + self.attention(prefill_tokens, prefill_context, False)
+                + self.attention(decode_seqs, decode_context, True)
+                + self.step_overhead_s)

@@ -1,0 +1,232 @@
+"""Serving scenarios, the way serving benchmarks are run (MLPerf Inference rules, sec.
+"Scenarios"; trtllm-bench; vLLM's benchmark_throughput.py / benchmark_serving.py):
+
+- ``offline``: every request queued at once, the server picks its batch (continuous batching
+  under the framework's caps and the KV pool); reports throughput.
+- ``server``: Poisson arrivals at ``rate`` requests/s (or a trace); reports TTFT/TPOT/ITL/E2E
+  percentiles and goodput under the SLOs as well.
+- ``batch``: one fixed batch prefilled and decoded together (``engine.serve.serve_step``).
+
+Replicas (data parallelism) each get an equal share of the requests: a load balancer splitting
+a Poisson stream round-robin leaves each replica with (close to) rate / replicas.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from accelmap.cost.framework import FrameworkProfile
+from accelmap.engine.error_band import ErrorBand, error_band
+from accelmap.engine.serve import serving_memory
+from accelmap.engine.shapes import context_notes, device_notes
+from accelmap.engine.system import System
+from accelmap.errors import InputError
+from accelmap.mapping.constraints import check_serving
+from accelmap.mapping.plan import Mapping
+from accelmap.memory.budget import MemoryBudget, kv_cache_bytes
+from accelmap.models.geometry import Geometry
+from accelmap.models.schema import ModelSpec
+from accelmap.serving.iteration import IterationCost
+from accelmap.serving.metrics import Slo, summarize
+from accelmap.serving.requests import LengthDist, Requests, make, read_trace
+from accelmap.serving.scheduler import KvBudget, KvPolicy, SchedulerConfig, defaults
+from accelmap.serving.simulator import CapacityError, DecodeStep, simulate
+from accelmap.workload import Inference
+
+
+class Scenario(StrEnum):
+    OFFLINE = "offline"
+    SERVER = "server"
+    BATCH = "batch"
+
+
+DEFAULT_REQUESTS = 2000  # per run; enough for the steady state to dominate ramp-up and tail
+
+
+@dataclass(frozen=True)
+class Load:
+    """The request stream and the objectives of a scenario run."""
+
+    scenario: Scenario = Scenario.OFFLINE
+    requests: int | None = None  # None: DEFAULT_REQUESTS (or the trace's)
+    rate: float | None = None  # requests/s over all replicas (server)
+    trace: Path | None = None
+    dist: LengthDist = LengthDist.FIXED
+    spread: float = 0.0
+    prefix_hit: float = 0.0
+    slo: Slo = field(default_factory=Slo)
+    seed: int = 0
+    max_seqs: int | None = None  # scheduler caps overriding the framework's defaults
+    max_tokens: int | None = None
+    chunked_prefill: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.scenario is Scenario.SERVER and self.rate is None and self.trace is None:
+            raise InputError("--scenario server needs a request rate (--rate R, requests/s) "
+                             "or a trace (--trace FILE)")
+        if self.scenario is Scenario.OFFLINE and self.rate is not None:
+            raise InputError("--rate applies to --scenario server; offline queues every "
+                             "request at once")
+
+
+@dataclass(frozen=True)
+class KvPool:
+    """The KV cache one device of a replica can hold, and what the rest of its memory holds."""
+
+    pool_bytes: float
+    bytes_per_token: float
+    other: MemoryBudget  # weights, activations, runtime (kv_cache item = the pool)
+
+    @property
+    def tokens(self) -> float:
+        return self.pool_bytes / self.bytes_per_token if self.bytes_per_token else math.inf
+
+
+def kv_pool(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
+            sched: SchedulerConfig) -> KvPool:
+    """KV pool per device: what the framework's memory rule leaves after the weights, the
+    activations of one ``max_batched_tokens`` pass and the sampler's logits for ``max_seqs``
+    rows (vLLM profiles exactly that peak before sizing the pool)."""
+    chunk = min(sched.max_batched_tokens, sched.max_seqs * wl.prompt_len)
+    w = replace(wl, batch=max(min(sched.max_seqs, chunk), 1), prompt_len=1)
+    budget = serving_memory(spec, w, m, capacity, chunk, tokens=0)
+    items = {k: float(v) for k, v in budget.items.items() if k != "kv_cache"}
+    other = float(sum(items.values()))
+    if sched.kv_budget is KvBudget.OF_TOTAL:
+        pool = sched.memory_fraction * capacity - other
+    else:
+        pool = sched.memory_fraction * (capacity - other)
+    stage = Geometry.of(spec).shard(m.tp, m.ep, etp=m.expert_tp).first_layers(
+        math.ceil(spec.n_layers / m.pp))
+    per_token = float(kv_cache_bytes(stage, 1, 1, wl.kv_dtype, 1))
+    items["kv_cache"] = max(pool, 0.0)
+    return KvPool(max(pool, 0.0), per_token, MemoryBudget(items=items, capacity=capacity))
+
+
+@dataclass(frozen=True)
+class ServingRun:
+    """One scenario run of a serving mapping: the benchmark's figures (``metrics``), the
+    scheduler it ran under, the per-device memory, and what was assumed."""
+
+    model: str
+    accelerator: str
+    system: str
+    mapping: Mapping
+    framework: str
+    scenario: Scenario
+    feasible: bool
+    reason: str | None
+    metrics: dict[str, Any]
+    scheduler: SchedulerConfig | None
+    memory: MemoryBudget | None
+    assumptions: tuple[str, ...] = ()
+    error_band: ErrorBand | None = None
+    latency_error_band: ErrorBand | None = None
+    simulated_s: float = 0.0  # wall-clock seconds the simulation took
+
+    @property
+    def output_tokens_per_s(self) -> float | None:
+        return self.metrics.get("output_tokens_per_s")
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.scheduler
+        return {
+            "phase": "serve",
+            "scenario": self.scenario.value,
+            "model": self.model,
+            "accelerator": self.accelerator,
+            "system": self.system,
+            "framework": self.framework,
+            "mapping": {"tp": int(self.mapping.tp), "pp": int(self.mapping.pp),
+                        "ep": int(self.mapping.ep), "replicas": int(self.mapping.replicas)},
+            "feasible": self.feasible,
+            "reason": self.reason,
+            **self.metrics,
+            "scheduler": None if s is None else {
+                "policy": s.policy.value, "max_seqs": s.max_seqs,
+                "max_batched_tokens": s.max_batched_tokens,
+                "chunked_prefill": s.chunked_prefill, "block_tokens": s.block_tokens,
+                "kv_budget": s.kv_budget.value, "memory_fraction": s.memory_fraction,
+                "source": s.source},
+            "memory": None if self.memory is None else {
+                "capacity_bytes": self.memory.capacity,
+                "breakdown": {k: float(v) for k, v in self.memory.items.items()}},
+            "error_band": self.error_band.to_dict() if self.error_band else None,
+            "latency_error_band": (self.latency_error_band.to_dict()
+                                   if self.latency_error_band else None),
+            "simulated_s": self.simulated_s,
+            "assumptions": list(self.assumptions),
+        }
+
+
+def requests_for(load: Load, wl: Inference, replicas: int) -> Requests:
+    """One replica's share of the scenario's requests."""
+    if load.trace is not None:
+        whole = read_trace(load.trace, load.prefix_hit)
+        pick = np.arange(0, len(whole), max(replicas, 1))
+        return Requests(whole.arrival_s[pick] - whole.arrival_s[pick][0], whole.prompt[pick],
+                        whole.output[pick], whole.cached[pick])
+    n = load.requests or DEFAULT_REQUESTS
+    rate = None if load.rate is None else load.rate / replicas
+    return make(max(math.ceil(n / replicas), 1), wl.prompt_len, max(wl.output_len, 1),
+                rate=rate, dist=load.dist, spread=load.spread, prefix_hit=load.prefix_hit,
+                seed=load.seed)
+
+
+def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: FrameworkProfile,
+        load: Load, step: DecodeStep = DecodeStep(), imbalance: float = 1.0) -> ServingRun:
+    """Simulate ``load`` on every replica of ``m`` (they are identical: one is simulated)."""
+    cluster, dev = system.cluster, system.device
+    head = (spec.id, dev.acc.id, cluster.name, m, fw.name.value, load.scenario)
+    bad = check_serving(spec, cluster, m)
+    if bad:
+        return ServingRun(*head, False, f"{bad[0].sentence} ({bad[0].rule} rule)", {}, None,
+                          None)
+    replicas = int(m.replicas)
+    sched = defaults(fw.name, offline=load.scenario is Scenario.OFFLINE,
+                     device_bytes=system.memory_bytes).with_caps(
+        load.max_seqs, load.max_tokens, load.chunked_prefill)
+    pool = kv_pool(spec, wl, m, system.memory_bytes, sched)
+    if pool.pool_bytes <= 0:
+        return ServingRun(*head, False,
+                          "the weights and activations leave no memory for the KV cache "
+                          f"under {fw.name.value}'s memory rule (memory rule)", {}, sched,
+                          pool.other)
+    reqs = requests_for(load, wl, replicas)
+    longest = float(np.max(reqs.prompt + reqs.output))
+    if sched.policy is KvPolicy.STATIC:
+        width = min(sched.max_seqs, max(int(pool.tokens // longest), 1))
+        max_tokens = width * float(np.max(reqs.prompt))
+    else:
+        max_tokens = sched.max_batched_tokens + sched.max_seqs * step.verify
+        if not sched.chunked_prefill:
+            max_tokens = max(max_tokens, float(np.max(reqs.prompt)) + sched.max_seqs)
+    cost = IterationCost(spec, system, wl, m, fw, max_tokens=max_tokens,
+                         max_seqs=sched.max_seqs * step.verify + sched.max_seqs,
+                         max_context=longest + step.verify, imbalance=imbalance)
+    t0 = time.perf_counter()
+    try:
+        sim = simulate(reqs, cost, sched, pool.tokens, step)
+    except CapacityError as e:
+        return ServingRun(*head, False, f"{e} (memory rule)", {}, sched, pool.other)
+    wall = time.perf_counter() - t0
+    metrics = summarize(sim, replicas, int(m.world), load.slo)
+    world = int(m.world)
+    notes = (*context_notes(spec, int(longest)),
+             f"{m.describe_serving()} on {cluster.name}",
+             f"scheduler: {sched.source}",
+             f"KV pool {pool.pool_bytes / 2**30:.1f} GiB per device = "
+             f"{pool.tokens:,.0f} tokens per replica",
+             f"{len(reqs):,} requests simulated on one replica of {replicas}",
+             *device_notes(dev, wl.compute_dtype, fw))
+    return ServingRun(*head, True, None, metrics, sched, pool.other, notes,
+                      error_band("serve-throughput", fw.name.value, world),
+                      error_band("serve-latency", fw.name.value, int(m.devices_per_replica)),
+                      wall)
