@@ -43,11 +43,11 @@ from accelmap.ops.graph import Shape, forward_ops
 from accelmap.workload import Inference
 
 EXACT = 4096  # token counts tabulated one by one; beyond, a geometric grid
-GROWTH = 1.02  # geometric step of the grids (2 %): linear interpolation between points
+GROWTH = 1.01  # geometric step of the grids (1 %): linear interpolation between points
 
 
 def grid(top: float, exact: int = EXACT) -> np.ndarray:
-    """1, 2, ... ``exact``, then 2 % steps up to ``top`` (inclusive)."""
+    """1, 2, ... ``exact``, then 1 % steps up to ``top`` (inclusive)."""
     pts = np.arange(1, min(exact, math.ceil(top)) + 1, dtype=float)
     if top > exact:
         n = math.ceil(math.log(top / exact) / math.log(GROWTH))

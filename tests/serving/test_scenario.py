@@ -1,0 +1,85 @@
+"""Scenario runs end to end: the KV pool rules of the frameworks, infeasible mappings as
+results, the issue's exact offline command, and the server scenario's percentiles."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from accelmap import api
+from accelmap.cost.framework import Framework
+from accelmap.errors import InputError
+from accelmap.serving.scenario import Load, Scenario, kv_pool, run
+from accelmap.serving.scheduler import KvBudget, defaults
+
+
+def test_kv_pool_rules(make_setup) -> None:  # type: ignore[no-untyped-def]
+    s = make_setup(model="llama-3.1-70b", cluster="1x2xh100-sxm5-80gb", tp=2, weights="fp8")
+    cap = s.system.memory_bytes
+    trt = defaults(Framework.TENSORRT_LLM, offline=True, device_bytes=cap)
+    vllm = defaults(Framework.VLLM, offline=True, device_bytes=cap)
+    assert trt.kv_budget is KvBudget.OF_FREE and vllm.kv_budget is KvBudget.OF_TOTAL
+    for sched in (trt, vllm):
+        pool = kv_pool(s.spec, s.wl, s.m, cap, sched)
+        other = sum(v for k, v in pool.other.items.items() if k != "kv_cache")
+        expect = (0.9 * (cap - other) if sched is trt else 0.9 * cap - other)
+        assert pool.pool_bytes == pytest.approx(expect)
+        # 70B with GQA: 80 layers x 2 x 8 heads x 128 dims, fp8, split over tp=2
+        assert pool.bytes_per_token == pytest.approx(80 * 2 * 8 * 128 / 2)
+
+
+def test_a_model_that_leaves_no_room_is_a_result(make_setup) -> None:  # type: ignore[no-untyped-def]
+    s = make_setup(model="llama-3.1-70b", hw="l4")
+    r = run(s.spec, s.system, s.wl, s.m, s.fw, Load(Scenario.OFFLINE, requests=10))
+    assert not r.feasible and "memory rule" in (r.reason or "")
+
+
+def test_server_needs_a_rate() -> None:
+    with pytest.raises(InputError, match="--rate"):
+        Load(Scenario.SERVER)
+    with pytest.raises(InputError, match="batch"):
+        api.serving_load("batch")
+
+
+def test_replicas_share_the_load(make_setup) -> None:  # type: ignore[no-untyped-def]
+    one = make_setup(cluster="1x2xh100-sxm5-80gb")
+    two = api.serving_mapping(replicas=2)
+    load = Load(Scenario.SERVER, requests=200, rate=20.0)
+    a = run(one.spec, one.system, one.wl, one.m, one.fw, load)
+    b = run(one.spec, one.system, one.wl, two, one.fw, load)
+    assert b.metrics["requests"] == a.metrics["requests"]
+    assert b.metrics["ttft_s"]["p99"] <= a.metrics["ttft_s"]["p99"]
+
+
+def test_the_issue_command_prints_output_tokens_per_s(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("estimate", "llama-3.1-70b", "--cluster", "1x2xh100-sxm5-80gb", "--serve", "--tp",
+            "2", "--scenario", "offline", "--prompt", "1000", "--output", "1000", "--weights",
+            "fp8", "--framework", "tensorrt-llm", "--json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert d["scenario"] == "offline" and d["output_tokens_per_s"] > 0
+    assert d["output_tokens_per_s"] == pytest.approx(2 * d["output_tokens_per_s_per_device"])
+    assert d["scheduler"]["policy"] == "reserve"
+
+
+def test_server_text_report(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb", "--serve", "--rate", "4",
+            "--requests", "100", "--prompt", "1000", "--output", "100", "--slo-ttft", "1s",
+            "--slo-tpot", "40ms")
+    assert r.code == 0, r.err
+    assert "server scenario" in r.out and "TTFT p50 / p90 / p99" in r.out
+    assert "goodput" in r.out
+
+
+@pytest.mark.parametrize("args,match", [
+    (("--scenario", "server"), "--rate"),
+    (("--scenario", "offline", "--rate", "3"), "--rate applies"),
+    (("--scenario", "bogus"), "scenario"),
+    (("--scenario", "batch", "--rate", "3"), "takes no --rate"),
+    (("--rate", "3", "--lengths", "gaussian"), "length distribution"),
+])
+def test_bad_scenarios_are_one_line(cli, args, match) -> None:  # type: ignore[no-untyped-def]
+    r = cli("estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb", "--serve", *args)
+    assert r.code != 0
+    assert match in r.err and "Traceback" not in r.err
