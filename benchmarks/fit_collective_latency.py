@@ -13,7 +13,12 @@ an older tuning table) gives 14 us at 8 ranks; the rows measure 39-53 us.
 The shared rows hold only 8-rank single-node sweeps (A100 nccl-tests; H200 and B200
 all_reduce_bench.py), so the rank dependence is NCCL's ring form, not measured: 2 ranks pay 2
 steps, 8 ranks 14. The fitted value replaces the tier's latency for NCCL collectives on NVSwitch
-tiers (``link_for_tier``); training is insensitive (its collectives are megabytes).
+tiers (``link_for_tier``), while NCCL's tuner still chooses the algorithm with its own constant
+(``Link.tuner_latency_s``: at 8 ranks it picks the ring over NVLS for small buffers, as the
+H200 rows say). Training is insensitive (its collectives are megabytes: training.csv median and
+p90 unchanged). Held-out check on the TP decode rows of inference.csv (gpt-fast, tp 2/4/8,
+benchmarks/fit_framework_profiles.py): this per-step form gives a leave-one-out median of
+10.4 %; a per-call constant (the same 44 us at every rank count) gives 16.7 %.
 
 Custom one-shot all-reduce (vLLM ``csrc/custom_all_reduce.cuh``, PR #2192; TensorRT-LLM
 ``cpp/tensorrt_llm/kernels/customAllReduceKernels.cu``; SGLang's port): each rank reads its
@@ -41,7 +46,7 @@ from accelmap.cost import collectives as co
 from accelmap.hardware.schema import LinkRole
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import derive_collective_efficiency as dce  # noqa: E402
+import derive_collective_efficiency as dce
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CSV = ROOT.parent / "shared" / "reference" / "measurements" / "collectives.csv"
@@ -99,7 +104,8 @@ def fit_step(rows: list[tuple[str, str, int, float, float]]) -> float:
 
 
 def fit_custom() -> tuple[float, float, float]:
-    pts = [(n, s, ms * 1e-3) for s, row in CUSTOM_MS.items() for n, ms in zip((2, 4, 8), row)]
+    pts = [(n, s, ms * 1e-3) for s, row in CUSTOM_MS.items()
+           for n, ms in zip((2, 4, 8), row, strict=True)]
 
     def resid(x: np.ndarray) -> np.ndarray:
         base, per, bw = x[0] * 1e-6, x[1] * 1e-6, x[2] * 1e9
