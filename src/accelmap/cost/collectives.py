@@ -71,6 +71,9 @@ SIMPLE_STEP_LATENCY_S = {"nvlink": 5.7e-6, "pcie": 5.7e-6, "net": 6.6e-6}
 SIMPLE_BASE_LATENCY_S = 8.4e-6
 
 _DATA = "cost/data/collective_efficiency.yaml"
+# Small-message latency fitted on the shared rows (benchmarks/fit_collective_latency.py): NCCL's
+# LL per-step latency on NVSwitch tiers, and the custom one-shot all-reduce of serving stacks.
+_LATENCY_DATA = "cost/data/collective_latency.yaml"
 
 
 class Collective(StrEnum):
@@ -88,6 +91,23 @@ class Algorithm(StrEnum):
     HIERARCHICAL = "hierarchical"
     IN_NETWORK = "in_network"  # NVLS / SHARP
     DIRECT = "direct"
+    ONE_SHOT = "one_shot"  # custom all-reduce of serving stacks (vLLM, TensorRT-LLM, SGLang)
+
+
+@dataclass(frozen=True)
+class OneShot:
+    """A custom one-shot all-reduce kernel (vLLM ``csrc/custom_all_reduce.cuh``; TensorRT-LLM
+    ``customAllReduceKernels.cu``): every rank reads its peers' buffers over NVLink and reduces
+    them in one kernel, so it pays no ring steps. time = base + per_rank x (n-1) + (n-1)/n x S /
+    bandwidth, fitted to a measured table (``collective_latency.yaml``, source named there)."""
+
+    base_s: float
+    per_rank_s: float
+    bandwidth: float
+    source: str = ""
+
+    def time(self, s: Num, n: Num) -> Num:
+        return self.base_s + self.per_rank_s * (n - 1) + (n - 1) / n * s / self.bandwidth
 
 
 @dataclass(frozen=True)
@@ -115,6 +135,11 @@ class Link:
     # the Simple protocol's per-step and fixed latency (None: one protocol, the figures above)
     simple_latency_s: float | None = None
     simple_base_latency_s: float | None = None
+    # NCCL's own per-step constant where a measured latency replaced it: NCCL's tuner still
+    # chooses the algorithm with its constants (tuning.cc), the time is the measured one
+    tuner_latency_s: float | None = None
+    # a custom one-shot all-reduce the software runs on this link (None: NCCL only)
+    one_shot: OneShot | None = None
 
     @property
     def switch_bandwidth(self) -> Num:
@@ -204,6 +229,10 @@ def _algorithm_time(kind: Collective, s: Num, n: Num, link: Link, algo: Algorith
             raise InputError(f"link {link.name!r} has no in-network reduction (NVLS/SHARP); "
                              "use ring or tree")
         return (n + 1) / n * s / link.switch_bandwidth + link.switch_latency_s
+    if algo is Algorithm.ONE_SHOT:
+        if link.one_shot is None:
+            raise InputError(f"link {link.name!r} runs no custom one-shot all-reduce")
+        return link.one_shot.time(s, n)
     raise InputError("hierarchical needs two tiers: call hierarchical_time")
 
 
@@ -214,13 +243,29 @@ def candidates(kind: Collective, link: Link) -> tuple[Algorithm, ...]:
     if kind is Collective.ALL_REDUCE:
         tree = (Algorithm.TREE,) if link.tree else ()
         extra = (Algorithm.IN_NETWORK,) if link.in_network_reduction else ()
-        return (Algorithm.RING, *tree, *extra)
+        custom = (Algorithm.ONE_SHOT,) if link.one_shot is not None else ()
+        return (Algorithm.RING, *tree, *extra, *custom)
     return (Algorithm.RING,)
 
 
 def _best(kind: Collective, s: Num, n: Num, link: Link) -> Num:
-    times = [_algorithm_time(kind, s, n, link, a) for a in candidates(kind, link)]
-    return functools.reduce(np.minimum, times)
+    algos = [a for a in candidates(kind, link) if a is not Algorithm.ONE_SHOT]
+    times = [_algorithm_time(kind, s, n, link, a) for a in algos]
+    if link.tuner_latency_s is None or len(algos) == 1:
+        nccl = functools.reduce(np.minimum, times)
+    else:
+        # NCCL picks by its own model (its per-step constant) and then takes the measured
+        # time: at 8 ranks its ring LL (6.6 + 14 x 0.47 us) beats NVLS (25 us) for small
+        # buffers, which is why measured small all-reduces run the ring (C0045: "NVLS at
+        # >=2MiB")
+        tuner = replace(link, latency_s=link.tuner_latency_s, tuner_latency_s=None)
+        chosen = np.broadcast_arrays(*[_algorithm_time(kind, s, n, tuner, a) for a in algos])
+        pick = np.argmin(np.stack(chosen), axis=0)
+        nccl = np.choose(pick, np.broadcast_arrays(*times))
+    if kind is Collective.ALL_REDUCE and link.one_shot is not None:
+        # the serving stack runs its custom kernel where it is faster than NCCL
+        return np.minimum(nccl, link.one_shot.time(s, n))
+    return nccl
 
 
 def collective_time(kind: Collective | str, size_bytes: Num, n: Num, link: Link,
@@ -322,6 +367,22 @@ def measured_efficiency() -> dict[str, Any]:
     return dict(yaml.safe_load(path.read_text()) or {})
 
 
+@functools.lru_cache(maxsize=1)
+def measured_latency() -> dict[str, Any]:
+    """The small-message latencies fitted by benchmarks/fit_collective_latency.py."""
+    path = Path(str(resources.files("accelmap").joinpath(_LATENCY_DATA)))
+    return dict(yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
+
+def custom_all_reduce() -> OneShot | None:
+    """The fitted custom one-shot all-reduce (None when the data file has none)."""
+    entry = measured_latency().get("custom_all_reduce")
+    if not entry:
+        return None
+    return OneShot(float(entry["base_s"]), float(entry["per_rank_s"]),
+                   float(entry["bandwidth"]), str(entry.get("source", "")))
+
+
 _TORUS = (Topology.TORUS_2D, Topology.TORUS_3D, Topology.MESH_2D, Topology.MESH_3D,
           Topology.RING)
 
@@ -352,7 +413,13 @@ def _efficiency(tier: NetworkTier, accelerator_id: str | None, algo: str) -> tup
                                         f"measured {klass} systems)")
 
 
-def _step_latency(tier: NetworkTier) -> tuple[float, str]:
+def _step_latency(tier: NetworkTier, measured: bool = True) -> tuple[float, str]:
+    fitted = measured_latency().get("nvswitch_nccl") if measured else None
+    if (fitted and tier.role is LinkRole.SCALE_UP and tier.topology is Topology.SWITCH):
+        step = float(fitted["step_latency_s"])
+        n_rows = len(fitted.get("fitted_on") or ())
+        return step, (f"{step * 1e6:.3g} us/step NCCL LL on NVSwitch, fitted on {n_rows} small "
+                      "all-reduce rows of collectives.csv (fit_collective_latency.py)")
     if tier.latency is not None:
         return tier.latency.value, f"{tier.latency.value * 1e6:g} us/step from the tier"
     if tier.topology in _TORUS:
@@ -364,21 +431,25 @@ def _step_latency(tier: NetworkTier) -> tuple[float, str]:
     return NVLINK_STEP_LATENCY_S, "0.47 us/step default (NCCL hwLat NVLink LL, N6)"
 
 
-def link_for_tier(tier: NetworkTier, accelerator_id: str | None = None) -> Link:
+def link_for_tier(tier: NetworkTier, accelerator_id: str | None = None,
+                  fitted_latency: bool = True) -> Link:
     """The achievable :class:`Link` of a tier: line rate x measured efficiency for this
     accelerator and role where collectives.csv/network.csv measured it, else the median of the
-    measured systems of the same topology class; latencies from the tier or NCCL's constants.
+    measured systems of the same topology class; latencies from the small-message fit on
+    NVSwitch tiers (``fitted_latency``), else from the tier or NCCL's constants.
     ``Link.source`` says which."""
     line = tier.bandwidth_per_direction.value
     eff, eff_src = _efficiency(tier, accelerator_id, "ring")
-    alpha, alpha_src = _step_latency(tier)
+    alpha, alpha_src = _step_latency(tier, fitted_latency)
+    nccl_alpha = _step_latency(tier, False)[0]
     torus = tier.topology in _TORUS
     base = 0.0 if torus else NCCL_BASE_LATENCY_S
     base_src = ("no fixed cost (none published for ICI)" if torus
                 else "base 6.6 us (NCCL baseLat ring LL, N12)")
     parts = [f"{tier.name}: {line / 1e9:g} GB/s/dir x {eff_src}", alpha_src, base_src]
     link = Link(bandwidth=line * eff, latency_s=alpha, name=tier.name, base_latency_s=base,
-                tree=tier.role is LinkRole.SCALE_OUT)
+                tree=tier.role is LinkRole.SCALE_OUT,
+                tuner_latency_s=nccl_alpha if nccl_alpha != alpha else None)
     if not torus:  # NCCL's protocols (ICI collectives have no LL/Simple split)
         kind = ("net" if tier.role is LinkRole.SCALE_OUT
                 else "pcie" if tier.role is LinkRole.HOST else "nvlink")
@@ -388,7 +459,8 @@ def link_for_tier(tier: NetworkTier, accelerator_id: str | None = None) -> Link:
                      f"{SIMPLE_STEP_LATENCY_S[kind] * 1e6:g} us/step, NCCL tuning.cc)")
     if tier.in_network_reduction:
         e_in, src_in = _efficiency(tier, accelerator_id, "in_network")
-        parts.append(f"in-network {src_in}, {NVLS_LATENCY_S * 1e6:g} us (NCCL NVLS, N12)")
+        parts.append(f"in-network {src_in}, {NVLS_LATENCY_S * 1e6:g} us (NCCL NVLS, N12), "
+                     "where NCCL's tuner picks it")
         link = replace(link, in_network_reduction=True, in_network_bandwidth=line * e_in,
                        in_network_latency_s=NVLS_LATENCY_S)
     return replace(link, source="; ".join(parts))

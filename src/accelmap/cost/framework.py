@@ -4,10 +4,22 @@ per-case constants.
 - ``kernel_overhead_s``: host launch plus inter-kernel gap per kernel. Eager PyTorch pays the
   launch each time, about 4-6 us (measured on an RTX 5070 Ti: "about 4-6 us" per submission,
   susun-blog.com/blog/pegainfer-3-cuda-graph); CUDA-graph replay (torch.compile "reduce-overhead",
-  TensorRT-LLM, vLLM) leaves the device-side gap between kernels. Graph-replay gaps are
-  *calibrated* (``data/framework_calibration.yaml``, rows named there) and validated on others.
+  TensorRT-LLM, vLLM) leaves the device-side gap between kernels.
+- ``step_overhead_s``: host work per forward pass (iteration): scheduling, sampling, launching
+  the graph, the host-device sync; paid once per prefill and once per decode step.
+- ``request_overhead_s``: host work once per request batch before its first token (runtime
+  setup, buffer allocation), paid in TTFT only.
 - ``quantized_weight_efficiency`` (how much of the 16-bit streaming bandwidth a weight-only
-  INT8/INT4 kernel reaches) is calibrated the same way, on the first row of its kind.
+  INT8/INT4 kernel reaches).
+- ``custom_all_reduce``: the stack runs its own one-shot all-reduce kernel for small tensor-parallel
+  messages where it beats NCCL (vLLM ``csrc/custom_all_reduce.cuh``, PR #2192; TensorRT-LLM
+  ``cpp/tensorrt_llm/kernels/customAllReduceKernels.cu``; SGLang's port of both); its latency is
+  ``collectives.custom_all_reduce()``.
+
+The CUDA-graph stacks' figures are fitted jointly on every shared inference row of the stack by
+``benchmarks/fit_framework_profiles.py`` (rule in its docstring; ``data/framework_calibration.yaml``
+names the rows, the leave-one-out error and what was not calibrated). vLLM and SGLang have no
+shared rows: their figures are borrowed from the fitted CUDA-graph stack and say so.
 - ``fuses_elementwise``: norms, activations, rotary and residual adds run inside neighbouring
   kernels (torch.compile/Inductor, TensorRT-LLM and vLLM fused kernels), so they cost no memory
   pass and no launch of their own. Megatron's fused kernels are separate launches that make one
@@ -37,6 +49,7 @@ class Framework(StrEnum):
     TORCH_COMPILE = "torch-compile"  # gpt-fast: Inductor fusion + CUDA graphs
     TENSORRT_LLM = "tensorrt-llm"
     VLLM = "vllm"
+    SGLANG = "sglang"
     MEGATRON = "megatron"
     FSDP = "fsdp"  # PyTorch FSDP / torchtitan / llm-foundry (Composer) without torch.compile
 
@@ -45,7 +58,14 @@ class Framework(StrEnum):
 # activations scales with it): TensorRT-LLM ``max_num_tokens`` default 8192 (TensorRT-LLM docs,
 # "Best practices for tuning"), vLLM ``max_num_batched_tokens`` 8192 with chunked prefill (vLLM
 # docs, "Optimization and tuning").
-PREFILL_CHUNK: dict[Framework, int] = {Framework.TENSORRT_LLM: 8192, Framework.VLLM: 8192}
+PREFILL_CHUNK: dict[Framework, int] = {Framework.TENSORRT_LLM: 8192, Framework.VLLM: 8192,
+                                       # SGLang ``chunked_prefill_size`` 8192 (server_args.py
+                                       # default on large GPUs)
+                                       Framework.SGLANG: 8192}
+# Stacks that run a custom one-shot all-reduce for small tensor-parallel messages (see above).
+CUSTOM_ALL_REDUCE = (Framework.TENSORRT_LLM, Framework.VLLM, Framework.SGLANG)
+# Stacks that replay CUDA graphs and fuse elementwise ops: their figures come from the fit.
+GRAPH_STACKS = (Framework.TENSORRT_LLM, Framework.TORCH_COMPILE, Framework.VLLM, Framework.SGLANG)
 
 
 @dataclass(frozen=True)
@@ -62,6 +82,12 @@ class FrameworkProfile:
     # The attention kernel generation the stack runs (cost/attention.py): a named feature of
     # the software, not a fitted factor. FlashAttention-2 unless a stack or version says so.
     attention: AttentionKernel = AttentionKernel.FA2
+    # host work per forward pass (prefill or decode step) and per request batch (TTFT only)
+    step_overhead_s: float = 0.0
+    request_overhead_s: float = 0.0
+    custom_all_reduce: bool = False
+    # figures not fitted to any measurement, each with why (e.g. "borrowed from torch-compile")
+    not_calibrated: dict[str, str] = field(default_factory=dict)
 
 
 @lru_cache(maxsize=1)
@@ -76,14 +102,18 @@ def profile(name: Framework | str) -> FrameworkProfile:
     except ValueError:
         raise InputError(f"unknown framework {name!r}; use one of "
                          f"{', '.join(f.value for f in Framework)}") from None
+    eager_gaps = {"step_overhead_s": "no shared row of an eager serving loop: 0 s",
+                  "request_overhead_s": "no shared row of an eager serving loop: 0 s"}
     if fw is Framework.EAGER:
-        return FrameworkProfile(fw, EAGER_LAUNCH_S, False, "eager launch, 4-6 us (pegainfer)")
+        return FrameworkProfile(fw, EAGER_LAUNCH_S, False, "eager launch, 4-6 us (pegainfer)",
+                                not_calibrated=eager_gaps)
     if fw is Framework.MEGATRON:
         # Megatron launches eagerly; its fused kernels (bias-GeLU, bias-dropout-add, fused
         # LayerNorm, RoPE) still make one memory pass each, which is what the graph's vector ops
         # already count, so they are not free here.
         return FrameworkProfile(fw, EAGER_LAUNCH_S, False,
-                                "eager launch; one memory pass per fused elementwise kernel")
+                                "eager launch; one memory pass per fused elementwise kernel",
+                                not_calibrated=eager_gaps)
     cal: dict[str, Any] = _calibration().get(fw.value, {})
     if fw is Framework.FSDP:
         # Eager PyTorch under FSDP: every op a launch of its own, no elementwise fusion (that
@@ -92,8 +122,11 @@ def profile(name: Framework | str) -> FrameworkProfile:
         # calibrated in framework_calibration.yaml, else the eager launch cost.
         return FrameworkProfile(
             fw, float(cal.get("kernel_overhead_s", EAGER_LAUNCH_S)), False,
-            str(cal.get("source", "eager launch, 4-6 us (pegainfer); not calibrated")))
+            str(cal.get("source", "eager launch, 4-6 us (pegainfer); not calibrated")),
+            not_calibrated=eager_gaps)
     quant = {DType(k): float(v) for k, v in (cal.get("quantized_weight_efficiency") or {}).items()}
+    missing = {k: "no entry in framework_calibration.yaml: 0" for k in
+               ("kernel_overhead_s", "step_overhead_s", "request_overhead_s") if k not in cal}
     return FrameworkProfile(
         fw,
         float(cal.get("kernel_overhead_s", 0.0)),
@@ -101,4 +134,9 @@ def profile(name: Framework | str) -> FrameworkProfile:
         str(cal.get("source", "no calibration: 0 s per kernel")),
         quantized_weight_efficiency=quant,
         prefill_chunk_tokens=PREFILL_CHUNK.get(fw),
+        step_overhead_s=float(cal.get("step_overhead_s", 0.0)),
+        request_overhead_s=float(cal.get("request_overhead_s", 0.0)),
+        custom_all_reduce=fw in CUSTOM_ALL_REDUCE,
+        not_calibrated={**missing, **{str(k): str(v) for k, v in
+                                      (cal.get("not_calibrated") or {}).items()}},
     )

@@ -17,7 +17,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from accelmap.cost.collectives import Collective
+from accelmap.cost.collectives import Collective, custom_all_reduce
 from accelmap.cost.energy import op_energy_j
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import OpTime, time_ops, total_time
@@ -30,6 +30,7 @@ from accelmap.engine.shapes import (
     inference_shapes,
 )
 from accelmap.engine.system import System
+from accelmap.hardware.schema import LinkRole
 from accelmap.mapping.constraints import check_serving
 from accelmap.mapping.placement import place_axes
 from accelmap.mapping.plan import Mapping
@@ -59,7 +60,7 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     # a lone batch visits the stages one after the other: its latency is the whole sharded graph
     pre = time_ops(forward_ops(shard, pre_shape, p, wl.flash_attention, imbalance), dev, fw)
     dec = time_ops(forward_ops(shard, dec_shape, p, wl.flash_attention, imbalance), dev, fw)
-    links = serving_links(cluster, m)
+    links = serving_links(cluster, m, fw)
     a = wl.act_dtype.bytes
 
     def comm(tokens: float) -> dict[str, float]:
@@ -67,8 +68,12 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
 
     pre_comm = comm(float(pre_shape.tokens))
     dec_comm = comm(float(dec_shape.tokens))
-    ttft = float(total_time(pre)) + sum(pre_comm.values())
-    tpot = float(total_time(dec)) + sum(dec_comm.values())
+    # host work of the stack: once per forward pass, and once per request batch before its
+    # first token (cost/framework.py)
+    pre_host = {"step": fw.step_overhead_s, "request": fw.request_overhead_s}
+    dec_host = {"step": fw.step_overhead_s}
+    ttft = float(total_time(pre)) + sum(pre_comm.values()) + sum(pre_host.values())
+    tpot = float(total_time(dec)) + sum(dec_comm.values()) + sum(dec_host.values())
     steps = max(wl.output_len - 1, 0)
     total = ttft + steps * tpot
     world = int(m.world)
@@ -87,7 +92,8 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     lim = _limits(spec, wl, m, system.memory_bytes, fw.prefill_chunk_tokens) if limits else None
     return ServeStep(
         spec.id, dev.acc.id, cluster.name, m, feasible, reason, memory,
-        time={**_tree("prefill", pre, pre_comm), **_tree("decode", dec, dec_comm)},
+        time={**_tree("prefill", pre, pre_comm, pre_host),
+              **_tree("decode", dec, dec_comm, dec_host)},
         ops={"prefill": tuple(pre), "decode": tuple(dec)},
         assumptions=(*context_notes(spec, wl.prompt_len + wl.output_len),
                      f"{m.describe_serving()} on {cluster.name}",
@@ -110,10 +116,20 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
         max_batch=lim[0] if lim else None, max_context=lim[1] if lim else None)
 
 
-def serving_links(cluster: Any, m: Mapping) -> dict[str, Any]:
+def serving_links(cluster: Any, m: Mapping, fw: FrameworkProfile | None = None
+                  ) -> dict[str, Any]:
     """Where each serving axis runs: tp inside, then pp; expert parallelism splits the
-    tensor-parallel group (vLLM ``--enable-expert-parallel``): same devices, same links."""
+    tensor-parallel group (vLLM ``--enable-expert-parallel``): same devices, same links.
+    A stack with a custom all-reduce (``fw.custom_all_reduce``) runs it on NVSwitch-class
+    scale-up links (NCCL protocols, not a torus) where it beats NCCL."""
     links = place_axes(cluster, {"tp": m.tp, "pp": m.pp}, order=("tp", "pp"))
+    one_shot = custom_all_reduce() if fw is not None and fw.custom_all_reduce else None
+    tp = links["tp"]
+    up = cluster.tier(LinkRole.SCALE_UP)
+    if (one_shot is not None and up is not None and tp.inner.name == up.name
+            and tp.inner.simple_latency_s is not None):  # NCCL-class scale-up, not a torus
+        # inside one domain only: the hierarchical path never uses the custom kernel
+        links["tp"] = replace(tp, inner=replace(tp.inner, one_shot=one_shot))
     links["ep"] = links["tp"]
     return links
 
@@ -133,12 +149,14 @@ def serving_comm(spec: ModelSpec, links: dict[str, Any], m: Mapping, tokens: Any
     return out
 
 
-def _tree(phase: str, times: list[OpTime], comm: dict[str, float]) -> dict[str, float]:
+def _tree(phase: str, times: list[OpTime], comm: dict[str, float],
+          host: dict[str, float]) -> dict[str, float]:
     out: dict[str, float] = {}
     for t in times:
         key = f"{phase}/{t.op.stage.value}/{t.op.name}"
         out[key] = out.get(key, 0.0) + float(t.total_s)
     out.update({f"{phase}/exposed_comm/{k}": v for k, v in comm.items() if v > 0})
+    out.update({f"{phase}/host/{k}": v for k, v in host.items() if v > 0})
     return out
 
 
