@@ -117,7 +117,7 @@ class IterationCost:
                           logits_tokens=1.0))
         body = _sum(lin, lambda op: not op.attention_core and not _is_head(op))
         a = wl.act_dtype.bytes
-        comm = serving_comm(spec, serving_links(system.cluster, m), m, t_grid, a)
+        comm = serving_comm(spec, serving_links(system.cluster, m, fw), m, t_grid, a)
         self.linear = Curve.of(t_grid, body + sum(np.asarray(v, float) for v in comm.values()))
         l_grid = grid(max(max_seqs, 2))
         head = timed(Shape(tokens=l_grid, context=1.0, kv_tokens=l_grid, sequences=l_grid,
