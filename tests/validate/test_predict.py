@@ -46,14 +46,21 @@ def test_metric_kinds_and_gpt_fast_default_output(catalog: Catalog) -> None:
 
 
 def test_unknown_rows_skipped_with_reason(catalog: Catalog) -> None:
-    r = rows("inference.csv")
-    spec = predict_case(r["I0225"], catalog, NONE)
-    assert spec.status is Status.SKIPPED
-    assert "device count not stated" in str(spec.skipped_reason)
-    assert "speculative" in str(spec.skipped_reason)
     t = rows("training.csv")
     assert "no catalog entry" in str(predict_case(t["T0368"], catalog, NONE).skipped_reason)
     assert "seq_len not stated" in str(predict_case(t["T0059"], catalog, NONE).skipped_reason)
+
+
+def test_speculative_row_predicted_through_the_speculative_path(catalog: Catalog) -> None:
+    """I0225 (gpt-fast, Llama 2 70B int4 verified, Llama 2 7B int4 draft): one device and
+    k = 4 from the linked script, alpha from Leviathan et al. Table 3 (stated, not fitted)."""
+    p = predict_case(rows("inference.csv")["I0225"], catalog, NONE)
+    assert p.status is Status.OK and p.kind is MetricKind.DECODE and p.fits
+    assert any("acceptance rate 0.75" in n for n in p.notes)
+    assert any("device count not stated: 1" in n for n in p.notes)
+    plain = predict_case(rows("inference.csv")["I0201"], catalog, NONE)  # 70B int8, no draft
+    assert p.predicted is not None and plain.predicted is not None
+    assert p.predicted > plain.predicted
 
 
 def test_matmul_is_leave_one_out(catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -34,7 +34,9 @@ One module per area, every name re-exported here:
   ``measure_overhead`` (``OverheadRun``), ``measure_collectives``, ``human_bytes``,
   ``local_accelerator``, ``calibration_accelerator``, ``calibrate`` (``Calibration``).
 - ``api.serving``: ``serving_load`` (``Load``: offline / server, rate, trace, lengths, SLOs,
-  scheduler caps), ``serve`` (``ServingRun``: the request-level simulation).
+  scheduler caps), ``serve`` (``ServingRun``: the request-level simulation), ``speculation``
+  (``Speculation``: draft model or MTP heads, alpha, k), ``serve_batch`` (the fixed batch,
+  with speculation).
 - ``api.validation``: ``read_cases``, ``predict_cases``, ``summarize``, ``compress_ids``,
   ``validate_cases`` (``Validation``), ``validate_local`` (``LocalValidation``).
 
@@ -120,7 +122,17 @@ if TYPE_CHECKING:
         plan_request,
         run_plan,
     )
-    from accelmap.api.serving import Load, Scenario, ServingRun, Slo, serve, serving_load
+    from accelmap.api.serving import (
+        Load,
+        Scenario,
+        ServingRun,
+        Slo,
+        Speculation,
+        serve,
+        serve_batch,
+        serving_load,
+        speculation,
+    )
     from accelmap.api.validation import (
         LocalValidation,
         Validation,
@@ -183,8 +195,8 @@ _LAZY: dict[str, str] = {
                      "measure_matmul", "measure_overhead", "measurement_kind", "open_store"),
                     "accelmap.api.measurement"),
     # serving scenarios
-    **dict.fromkeys(("Load", "Scenario", "ServingRun", "Slo", "serve", "serving_load"),
-                    "accelmap.api.serving"),
+    **dict.fromkeys(("Load", "Scenario", "ServingRun", "Slo", "Speculation", "serve",
+                     "serve_batch", "serving_load", "speculation"), "accelmap.api.serving"),
     # validation
     **dict.fromkeys(("LocalValidation", "Validation", "compress_ids", "predict_cases",
                      "read_cases", "summarize", "validate_cases", "validate_local"),
@@ -251,6 +263,7 @@ __all__ = [
     "ServeStep",
     "ServingRun",
     "Slo",
+    "Speculation",
     "Status",
     "Store",
     "Summary",
@@ -315,9 +328,11 @@ __all__ = [
     "roofline",
     "run_plan",
     "serve",
+    "serve_batch",
     "serving_load",
     "serving_mapping",
     "sources",
+    "speculation",
     "summarize",
     "system_details",
     "system_row",

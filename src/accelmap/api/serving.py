@@ -8,6 +8,15 @@
     run = api.serve(spec, system, wl, api.serving_mapping(tp=2), framework="tensorrt-llm",
                     load=api.serving_load("offline"))
     print(run.output_tokens_per_s)
+
+Speculative decoding (``speculation``): a draft model or MTP/EAGLE-style heads, acceptance
+rate alpha and draft length k (chosen when not given), in every scenario:
+
+    sp = api.speculation(0.8, draft="llama-3.1-8b")
+    run = api.serve(spec, system, wl, api.serving_mapping(tp=8), speculation=sp,
+                    load=api.serving_load("server", rate=5))
+    est = api.serve_batch(spec, system, wl, api.serving_mapping(tp=8), speculation=sp)
+    print(run.metrics["speculative"]["draft_len"], est.tpot_s)
 """
 
 from __future__ import annotations
@@ -15,17 +24,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from accelmap.api.parse import choice, duration
+from accelmap.catalog import Catalog
 from accelmap.cost.framework import Framework, FrameworkProfile
-from accelmap.engine import System, resolve_framework
+from accelmap.engine import System, estimate, resolve_framework
+from accelmap.engine.result import ServeStep
 from accelmap.errors import InputError
 from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
 from accelmap.serving.metrics import Slo
 from accelmap.serving.requests import LengthDist
 from accelmap.serving.scenario import Load, Scenario, ServingRun, run
+from accelmap.serving.speculative import MAX_DRAFT_LEN, Speculation, batch_step
 from accelmap.workload import Inference
 
-__all__ = ["Load", "Scenario", "ServingRun", "Slo", "serve", "serving_load"]
+__all__ = ["Load", "Scenario", "ServingRun", "Slo", "Speculation", "serve", "serve_batch",
+           "serving_load", "speculation"]
 
 
 def serving_load(scenario: str | Scenario = "offline", *, requests: int | None = None,
@@ -54,8 +67,54 @@ def serving_load(scenario: str | Scenario = "offline", *, requests: int | None =
 
 def serve(model: ModelSpec, system: System, workload: Inference, mapping: Mapping, *,
           framework: Framework | str | FrameworkProfile | None = None,
-          load: Load | None = None, imbalance: float = 1.0) -> ServingRun:
+          load: Load | None = None, imbalance: float = 1.0,
+          speculation: Speculation | None = None) -> ServingRun:
     """Simulate ``load`` (default: offline) on ``mapping``; ``workload`` gives the precisions and
     the mean prompt/output lengths (its batch is ignored: the scheduler picks it)."""
     fw = resolve_framework(framework, Framework.VLLM)
-    return run(model, system, workload, mapping, fw, load or Load(), imbalance=imbalance)
+    return run(model, system, workload, mapping, fw, load or Load(), imbalance=imbalance,
+               speculation=speculation)
+
+
+def serve_batch(model: ModelSpec, system: System, workload: Inference, mapping: Mapping, *,
+                framework: Framework | str | FrameworkProfile | None = None,
+                imbalance: float = 1.0, speculation: Speculation | None = None) -> ServeStep:
+    """The fixed-batch scenario (``api.estimate``), with speculative decoding when given."""
+    est = estimate(model, system, workload, mapping, framework=framework, imbalance=imbalance)
+    if speculation is None:
+        return est  # type: ignore[return-value]
+    assert isinstance(est, ServeStep)
+    fw = resolve_framework(framework, Framework.VLLM)
+    return batch_step(est, speculation, model, system, workload, mapping, fw, imbalance)
+
+
+def speculation(accept: float | str | None, *, draft: str | ModelSpec | None = None,
+                mtp: int | None = None, draft_len: int | str | None = "auto",
+                catalog: Catalog | None = None) -> Speculation:
+    """A drafter (``draft``: a model preset, config or spec; or ``mtp`` head layers), the
+    acceptance rate alpha in [0, 1) and the draft length k (1..64, or 'auto': chosen from
+    1..MAX_DRAFT_LEN)."""
+    if draft is None and mtp is None:
+        raise InputError("speculative decoding needs a drafter: --draft MODEL or --mtp N")
+    if accept is None:
+        raise InputError("--draft/--mtp need the acceptance rate: --accept ALPHA (0 <= alpha "
+                         "< 1, e.g. 0.8)")
+    try:
+        alpha = float(accept)
+    except ValueError:
+        raise InputError(f"--accept takes a number in [0, 1), got {accept!r}") from None
+    k: int | None
+    if draft_len is None or (isinstance(draft_len, str) and draft_len.strip().lower() == "auto"):
+        k = None
+    else:
+        try:
+            k = int(draft_len)
+        except ValueError:
+            raise InputError(f"--draft-len takes a whole number of draft tokens or 'auto' "
+                             f"(chosen from 1..{MAX_DRAFT_LEN}), got {draft_len!r}") from None
+    spec = None
+    if draft is not None:
+        from accelmap.api.models import load_model
+
+        spec = draft if isinstance(draft, ModelSpec) else load_model(draft, catalog)
+    return Speculation(alpha, k, spec, int(mtp or 0))

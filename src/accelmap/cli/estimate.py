@@ -176,6 +176,23 @@ def estimate_cmd(
         "(max_num_batched_tokens / max_num_tokens; default: the framework's).")] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed of arrivals and "
                                       "lengths.")] = 0,
+    draft: Annotated[str | None, typer.Option(
+        "--draft", help="Speculative decoding with this draft model (preset, config.json or "
+        "spec YAML) on the same devices and tensor-parallel group; needs --accept.")] = None,
+    mtp: Annotated[int | None, typer.Option(
+        "--mtp", help="Speculative decoding with MTP/EAGLE-style heads: N extra transformer "
+        "layers of the target's width sharing its embedding and LM head, run k times per "
+        "step; needs --accept.")] = None,
+    accept: Annotated[str | None, typer.Option(
+        "--accept", help="Speculative decoding: acceptance rate alpha of each draft token, in "
+        "[0, 1); expected tokens per step (1 - alpha^(k+1)) / (1 - alpha).")] = None,
+    draft_len: Annotated[str, typer.Option(
+        "--draft-len", help="Speculative decoding: draft tokens k per step, or auto (the k in "
+        "1..8 with the lowest TPOT at the running batch: --batch in the batch scenario, the "
+        "mean running batch of a plain-decoding run of the same load otherwise). In the batch "
+        "scenario TPOT = (k draft passes + one verify pass of k+1 tokens per sequence) / E and "
+        "TTFT adds the drafter's prefill; the JSON's 'speculative' holds k, alpha, E, draft and "
+        "verify seconds per step, the per-k table and plain decoding's figures.")] = "auto",
     profile: ProfileOpt = None,
     db: DbOpt = None,
     catalog: CatalogOpt = None,
@@ -195,6 +212,8 @@ def estimate_cmd(
           --scenario offline --prompt 1000 --output 1000 --weights fp8 --framework tensorrt-llm
       accelmap estimate llama-3.1-70b --cluster dgx-h100 --serve --tp 8 --rate 5 \
           --prompt 2000 --output 300 --slo-ttft 2s --slo-tpot 50ms
+      accelmap estimate llama-3.1-70b --cluster dgx-h100 --serve --tp 8 --rate 5 \
+          --prompt 2000 --output 300 --draft llama-3.1-8b --accept 0.8
     """
     cal = api.load_profile(profile, db)
     sc = scenario or ("server" if rate is not None or trace is not None else "batch")
@@ -215,16 +234,28 @@ def estimate_cmd(
                                    "last_stage_layers": last_stage_layers,
                                    "embedding_in_split": embedding_in_split,
                                    "loss_in_split": loss_in_split})
+    sp = None
+    if draft is not None or mtp is not None or accept is not None:
+        if train:
+            raise InputError("--draft, --mtp and --accept are for serving (--serve)")
+        sp = api.speculation(accept, draft=draft, mtp=mtp, draft_len=draft_len,
+                             catalog=get_catalog(catalog))
     if load is not None:
         assert not isinstance(wl, api.Training)
         sim = api.serve(spec, system, wl, m, framework=framework, load=load,
-                        imbalance=imbalance)
+                        imbalance=imbalance, speculation=sp)
         if json_out:
             emit_json(sim.to_dict())
             return
         print_serving_run(sim)
         return
-    est = api.estimate(spec, system, wl, m, framework=framework, imbalance=imbalance)
+    est: Estimate
+    if sp is not None:
+        assert not isinstance(wl, api.Training)
+        est = api.serve_batch(spec, system, wl, m, framework=framework, imbalance=imbalance,
+                              speculation=sp)
+    else:
+        est = api.estimate(spec, system, wl, m, framework=framework, imbalance=imbalance)
     if json_out:
         emit_json(est.to_dict(ops=False))
         return
@@ -266,6 +297,19 @@ def print_serving_run(run: ServingRun) -> None:
     t.add_row("KV capacity per replica", f"{m['kv_capacity_tokens']:,.0f} tokens")
     t.add_row("preemptions", f"{m['preemptions']:,}")
     t.add_row("iterations simulated", f"{m['iterations']:,} in {run.simulated_s:.2f} s")
+    if sp := m.get("speculative"):
+        pr = sp["plain_run"]
+        t.add_row("speculative: k / alpha / E tokens per step",
+                  f"{sp['draft_len']} / {sp['accept_rate']:g} / "
+                  f"{sp['expected_tokens_per_step']:.2f}")
+        t.add_row("speculative: draft + verify per step (at the running batch)",
+                  f"{fmt(sp['draft_s_per_step'], 'time')} + {fmt(sp['verify_s_per_step'], 'time')}")
+        t.add_row("plain decoding: output tokens/s", f"{pr['output_tokens_per_s']:,.0f}")
+        for key, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT")):
+            d = pr.get(key) or {}
+            if d:
+                t.add_row(f"plain decoding: {label} p50 / p90 / p99",
+                          " / ".join(fmt(d[q], "time") for q in ("p50", "p90", "p99")))
     con.print(t)
     for a in run.assumptions:
         con.print(_assumption_line(a), highlight=False)
@@ -305,9 +349,20 @@ def print_estimate(est: Estimate) -> None:
                  ("TPOT", fmt(m["tpot_s"], "time") + lband),
                  ("output tokens/s", f"{m['tokens_per_s']:,.1f}" + band),
                  ("decode memory-bandwidth utilization",
-                  "-" if (u := m["decode_bandwidth_utilization"]) is None else f"{u:.0%}"),
+                  "-" if (u := m.get("decode_bandwidth_utilization")) is None else f"{u:.0%}"),
                  ("largest batch that fits", str(m.get("max_batch", "-"))),
-                 ("longest context at this batch", f"{m.get('max_context', 0):,}")]
+                 ("longest context at this batch",
+                  "-" if m.get("max_context") is None else f"{m['max_context']:,}")]
+        if sp := m.get("speculative"):
+            rows += [("speculative: k / alpha / E tokens per step",
+                      f"{sp['draft_len']} / {sp['accept_rate']:g} / "
+                      f"{sp['expected_tokens_per_step']:.2f}"),
+                     ("speculative: draft + verify per step",
+                      f"{fmt(sp['draft_s_per_step'], 'time')} + "
+                      f"{fmt(sp['verify_s_per_step'], 'time')}"),
+                     ("plain decoding: TPOT / output tokens/s",
+                      f"{fmt(sp['plain']['tpot_s'], 'time')} / "
+                      f"{sp['plain_tokens_per_s']:,.1f}")]
     if m.get("energy_j_per_token_tdp") is not None:
         rows.append(("energy/token at TDP (upper bound)", f"{m['energy_j_per_token_tdp']:.3g} J"))
     if m.get("energy_j_per_token_ops") is not None:

@@ -161,6 +161,9 @@ class ServeStep(_Step):
     max_batch: int | None = None
     max_context: int | None = None
     latency_error_band: ErrorBand | None = None  # of TTFT and TPOT
+    # speculative decoding (serving/speculative.py batch_step): k, alpha, E, draft and verify
+    # seconds per step, the per-k table and plain decoding's figures
+    speculative: dict[str, Any] | None = None
 
     @property
     def phase(self) -> Phase:

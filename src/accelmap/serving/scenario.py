@@ -38,6 +38,15 @@ from accelmap.serving.metrics import Slo, summarize
 from accelmap.serving.requests import LengthDist, Requests, make, read_trace
 from accelmap.serving.scheduler import KvBudget, KvPolicy, SchedulerConfig, defaults
 from accelmap.serving.simulator import CapacityError, DecodeStep, simulate
+from accelmap.serving.speculative import (
+    MAX_DRAFT_LEN,
+    DraftMemory,
+    Speculation,
+    choose,
+    decode_step,
+    draft_cost,
+    draft_memory,
+)
 from accelmap.workload import Inference
 
 
@@ -90,14 +99,18 @@ class KvPool:
 
 
 def kv_pool(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
-            sched: SchedulerConfig) -> KvPool:
+            sched: SchedulerConfig, draft: DraftMemory | None = None) -> KvPool:
     """KV pool per device: what the framework's memory rule leaves after the weights, the
     activations of one ``max_batched_tokens`` pass and the sampler's logits for ``max_seqs``
-    rows (vLLM profiles exactly that peak before sizing the pool)."""
+    rows (vLLM profiles exactly that peak before sizing the pool). A speculative ``draft``
+    adds its weights, and its KV to every token of context (the draft's passes run after the
+    target's, so its activations reuse the target's peak)."""
     chunk = min(sched.max_batched_tokens, sched.max_seqs * wl.prompt_len)
     w = replace(wl, batch=max(min(sched.max_seqs, chunk), 1), prompt_len=1)
     budget = serving_memory(spec, w, m, capacity, chunk, tokens=0)
     items = {k: float(v) for k, v in budget.items.items() if k != "kv_cache"}
+    if draft is not None:
+        items["draft_weights"] = draft.weights_bytes
     other = float(sum(items.values()))
     if sched.kv_budget is KvBudget.OF_TOTAL:
         pool = sched.memory_fraction * capacity - other
@@ -106,6 +119,8 @@ def kv_pool(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
     stage = Geometry.of(spec).shard(m.tp, m.ep, etp=m.expert_tp).first_layers(
         math.ceil(spec.n_layers / m.pp))
     per_token = float(kv_cache_bytes(stage, 1, 1, wl.kv_dtype, 1))
+    if draft is not None:
+        per_token += draft.kv_bytes_per_token
     items["kv_cache"] = max(pool, 0.0)
     return KvPool(max(pool, 0.0), per_token, MemoryBudget(items=items, capacity=capacity))
 
@@ -181,19 +196,38 @@ def requests_for(load: Load, wl: Inference, replicas: int) -> Requests:
 
 
 def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: FrameworkProfile,
-        load: Load, step: DecodeStep = DecodeStep(), imbalance: float = 1.0) -> ServingRun:
-    """Simulate ``load`` on every replica of ``m`` (they are identical: one is simulated)."""
+        load: Load, step: DecodeStep = DecodeStep(), imbalance: float = 1.0,
+        speculation: Speculation | None = None) -> ServingRun:
+    """Simulate ``load`` on every replica of ``m`` (they are identical: one is simulated).
+
+    With ``speculation`` the same load is first simulated with plain decoding (its figures are
+    reported as ``speculative.plain_run``, and its mean running batch is where the draft length
+    is chosen, ``speculative.choose``), then with the drafter's memory taken from the KV pool
+    and every decode step verifying k + 1 tokens and advancing E of them."""
     cluster, dev = system.cluster, system.device
     head = (spec.id, dev.acc.id, cluster.name, m, fw.name.value, load.scenario)
     bad = check_serving(spec, cluster, m)
+    if not bad and speculation is not None:
+        bad = [replace(v, sentence=f"draft {speculation.drafter(spec).id}: {v.sentence}")
+               for v in check_serving(speculation.drafter(spec), cluster,
+                                      speculation.draft_mapping(m))]
     if bad:
         return ServingRun(*head, False, f"{bad[0].sentence} ({bad[0].rule} rule)", {}, None,
                           None)
+    plain = None
+    if speculation is not None:
+        if m.pp > 1:
+            raise InputError("speculative decoding is modelled for tensor-parallel replicas: "
+                             "use --pp 1 with --draft/--mtp")
+        plain = run(spec, system, wl, m, fw, load, imbalance=imbalance)
+        if not plain.feasible:
+            return plain
     replicas = int(m.replicas)
     sched = defaults(fw.name, offline=load.scenario is Scenario.OFFLINE,
                      device_bytes=system.memory_bytes).with_caps(
         load.max_seqs, load.max_tokens, load.chunked_prefill)
-    pool = kv_pool(spec, wl, m, system.memory_bytes, sched)
+    dmem = None if speculation is None else draft_memory(speculation, spec, wl, m)
+    pool = kv_pool(spec, wl, m, system.memory_bytes, sched, dmem)
     if pool.pool_bytes <= 0:
         return ServingRun(*head, False,
                           "the weights and activations leave no memory for the KV cache "
@@ -201,16 +235,27 @@ def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewor
                           pool.other)
     reqs = requests_for(load, wl, replicas)
     longest = float(np.max(reqs.prompt + reqs.output))
+    verify = step.verify if speculation is None else (
+        max(speculation.draft_len or 0, MAX_DRAFT_LEN) + 1)
     if sched.policy is KvPolicy.STATIC:
         width = min(sched.max_seqs, max(int(pool.tokens // longest), 1))
-        max_tokens = width * float(np.max(reqs.prompt))
+        max_tokens = width * max(float(np.max(reqs.prompt)), verify)
     else:
-        max_tokens = sched.max_batched_tokens + sched.max_seqs * step.verify
+        max_tokens = sched.max_batched_tokens + sched.max_seqs * verify
         if not sched.chunked_prefill:
             max_tokens = max(max_tokens, float(np.max(reqs.prompt)) + sched.max_seqs)
     cost = IterationCost(spec, system, wl, m, fw, max_tokens=max_tokens,
-                         max_seqs=sched.max_seqs * step.verify + sched.max_seqs,
-                         max_context=longest + step.verify, imbalance=imbalance)
+                         max_seqs=sched.max_seqs * verify + sched.max_seqs,
+                         max_context=longest + verify, imbalance=imbalance)
+    choice = None
+    if speculation is not None:
+        assert plain is not None and dmem is not None
+        dcost = draft_cost(speculation, spec, system, wl, m, fw, max_tokens=max_tokens,
+                           max_seqs=sched.max_seqs, max_context=longest + verify)
+        batch = max(float(plain.metrics["mean_running"]), 1.0)
+        context = float(np.mean(reqs.prompt) + np.mean(reqs.output) / 2.0)
+        choice = choose(cost, dcost, speculation.accept, batch, context, speculation.draft_len)
+        step = decode_step(speculation, choice.chosen.k, dcost)
     t0 = time.perf_counter()
     try:
         sim = simulate(reqs, cost, sched, pool.tokens, step)
@@ -219,7 +264,23 @@ def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewor
     wall = time.perf_counter() - t0
     metrics = summarize(sim, replicas, int(m.world), load.slo)
     world = int(m.world)
-    notes = (*context_notes(spec, int(longest)),
+    notes: tuple[str, ...] = ()
+    if speculation is not None and choice is not None and plain is not None and dmem:
+        pm = plain.metrics
+        metrics["speculative"] = {
+            "method": speculation.method, "drafter": speculation.drafter(spec).id,
+            **choice.to_dict(),
+            "draft_weights_bytes_per_device": dmem.weights_bytes,
+            "draft_kv_bytes_per_token_per_device": dmem.kv_bytes_per_token,
+            "plain_run": {k: pm[k] for k in (
+                "output_tokens_per_s", "ttft_s", "tpot_s", "goodput_requests_per_s",
+                "slo_attainment", "mean_running", "kv_capacity_tokens")}}
+        c = choice.chosen
+        notes = (f"speculative decoding: {speculation.method}, alpha {speculation.accept:g}, "
+                 f"k={c.k} ({'given' if choice.given else 'chosen at the plain run mean batch'}"
+                 f" {choice.batch:,.1f}), E = {c.expected_tokens:.2f} tokens per target step "
+                 "(Leviathan et al. 2023 eq. 1)", *choice.notes)
+    notes = (*notes, *context_notes(spec, int(longest)),
              f"{m.describe_serving()} on {cluster.name}",
              f"scheduler: {sched.source}",
              f"KV pool {pool.pool_bytes / 2**30:.1f} GiB per device = "

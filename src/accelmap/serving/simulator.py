@@ -48,11 +48,14 @@ WATERMARK = 0.01  # vLLM keeps 1 % of the KV blocks free when admitting (waterma
 class DecodeStep:
     """What one decode step does per sequence: ``verify`` query tokens through the target
     model, ``advance`` tokens accepted on average, ``extra_s(seqs, context)`` more seconds
-    (a draft model's passes). Plain decoding is (1, 1, none)."""
+    (a draft model's passes), and ``prefill_s(tokens, context)`` more seconds in an iteration
+    that prefills ``tokens`` prompt tokens (the drafter's own prefill). Plain decoding is
+    (1, 1, none, none)."""
 
     verify: int = 1
     advance: float = 1.0
     extra_s: Callable[[float, float], float] | None = None
+    prefill_s: Callable[[float, float], float] | None = None
 
 
 @dataclass(frozen=True)
@@ -264,6 +267,8 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
                        width, decode_ctx + (verify - 1) / 2.0)
         if extra is not None and width:
             dt += extra(width, decode_ctx)
+        if step.prefill_s is not None and tp:
+            dt += step.prefill_s(tp, ctx_sum / tp)
         clock += dt
         busy += dt
         steps_s.append(dt)

@@ -34,7 +34,7 @@ from accelmap.cost.roofline import Device
 from accelmap.engine import System, estimate
 from accelmap.ops.graph import Unit
 from accelmap.units import DType, parse_dtype
-from accelmap.validate import multi
+from accelmap.validate import multi, speculative
 from accelmap.validate import resolve as rs
 from accelmap.validate.cases import Case, InferenceCase, MatmulCase, TrainingCase
 from accelmap.validate.outcome import MetricKind, Prediction, Status, done, skip
@@ -85,6 +85,8 @@ def _inference_metric(case: InferenceCase) -> tuple[MetricKind, str, bool] | Non
 
 def predict_inference(case: InferenceCase, catalog: Catalog,
                       calibrated: frozenset[str]) -> Prediction:
+    if speculative.is_speculative(case):
+        return speculative.predict(case, catalog, calibrated)
     fw = rs.inference_framework(case.framework)
     metric = _inference_metric(case)
     base = Prediction(case.row_id, case.file, case.source, case.model, case.accelerator,
@@ -96,8 +98,6 @@ def predict_inference(case: InferenceCase, catalog: Catalog,
     notes: list[str] = []
     if r := _devices_reason(case.parallel.devices):
         reasons.append(r)
-    if "speculative" in case.framework.lower() or "speculative" in case.scenario.lower():
-        reasons.append("speculative decoding is not modelled")
     dev = rs.resolve_device(case.accelerator, catalog, memory_gb=multi.verified_memory(case))
     model = rs.resolve_model(case.model, case.arch, catalog, None, megatron=False)
     devices = case.parallel.devices or 1
