@@ -53,6 +53,7 @@ from accelmap.cost import framework as fwmod
 from accelmap.cost.framework import Framework
 from accelmap.units import DType
 from accelmap.validate import predict as pr
+from accelmap.validate import speculative
 from accelmap.validate.cases import InferenceCase, read_cases
 from accelmap.validate.outcome import MetricKind
 from accelmap.validate.resolve import inference_framework, inference_precision
@@ -154,6 +155,8 @@ def stack_rows(cases: list[InferenceCase], fw: Framework) -> list[InferenceCase]
     out = []
     for c in cases:
         if inference_framework(c.framework) is not fw:
+            continue
+        if speculative.is_speculative(c):  # depends on an assumed acceptance rate: scored only
             continue
         if predict_with(c, {}).status is not pr.Status.SKIPPED:
             out.append(c)
