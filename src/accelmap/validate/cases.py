@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from accelmap.errors import InputError
 
 if TYPE_CHECKING:
-    from accelmap.validate.runs import TrainingRun, UnreadableRun
+    from accelmap.validate.runs import ServingRun, TrainingRun, UnreadableRun
 
 _UNKNOWN = {"", "?", "n/a", "na", "-", "none", "unknown"}
 _NUMBER = re.compile(r"^[~≈]?\s*([-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?)")
@@ -182,7 +182,7 @@ Case = InferenceCase | TrainingCase | MatmulCase
 class CaseFile:
     path: Path
     format: CaseFormat
-    cases: tuple[Case | TrainingRun | UnreadableRun, ...]
+    cases: tuple[Case | TrainingRun | ServingRun | UnreadableRun, ...]
 
 
 def detect_format(columns: list[str] | tuple[str, ...], path: Path) -> CaseFormat:
