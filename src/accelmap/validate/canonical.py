@@ -496,9 +496,7 @@ def to_record(run: TrainingRun | ServingRun) -> dict[str, Any]:
             value = own.get(name)
         if value is None or value == "":
             continue
-        if isinstance(value, ZeroStage):
-            value = int(value)
-        elif name == "slo_percentile":
+        if isinstance(value, ZeroStage) or name == "slo_percentile":
             value = int(value)
         elif hasattr(value, "value") and isinstance(value.value, str):
             value = value.value
