@@ -3,6 +3,7 @@ becomes a serving run, the highest-rate search, the canonical round trip, predic
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -93,8 +94,8 @@ def test_higher_rate_worse_tail_and_the_search_meets_its_limits() -> None:
         p99.append((r.metrics["ttft_s"]["p99"], r.metrics["tpot_s"]["p99"]))
     # TTFT's tail grows with the rate; TPOT's grows until the batch is full (at 80/s the
     # queue, not the batch, grows), so the joint check is monotone where the search looks
-    assert all(a[0] < b[0] for a, b in zip(p99, p99[1:])), p99
-    assert all(a[1] < b[1] for a, b in zip(p99[:3], p99[1:3])), p99
+    assert all(a[0] < b[0] for a, b in pairwise(p99)), p99
+    assert all(a[1] < b[1] for a, b in pairwise(p99[:3])), p99
     slo = Slo(ttft_s=1.0, tpot_s=0.03)
     cap = max_rate(spec, system, wl, Mapping.serving(), fw, load, slo)  # type: ignore[arg-type]
     assert cap.rate is not None and cap.run is not None
