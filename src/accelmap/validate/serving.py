@@ -111,7 +111,9 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str]
         hit, said = _cache[key]
         notes += said
         return hit if hit is not None else said[-1]
-    more: list[str] = []
+    more: list[str] = [f"stated {k} {v:g} overrides the framework's default" for k, v in
+                        (("max_batch_size", run.max_batch), ("max_num_tokens", run.max_tokens),
+                         ("KV memory fraction", run.kv_fraction)) if v is not None]
     load = Load(Scenario.OFFLINE, requests=_requests(run, dp, more),
                 dist=LengthDist(run.length_dist or "fixed"), spread=run.length_spread or 0.0,
                 max_seqs=run.max_batch, max_tokens=run.max_tokens, kv_fraction=run.kv_fraction)
