@@ -8,5 +8,6 @@ preemption, prefix caching), and every iteration is priced by the engine's roofl
 - ``iteration``: what one iteration costs, tabulated from the engine (no second cost model);
 - ``simulator``: the discrete-event loop;
 - ``metrics``: what serving benchmarks report (tokens/s, TTFT/TPOT/ITL percentiles, goodput);
-- ``scenario``: offline / server / batch, the entry point.
+- ``scenario``: offline / server / batch, the entry point;
+- ``capacity``: the highest Poisson rate meeting latency percentiles (MLPerf Server).
 """

@@ -75,6 +75,7 @@ class Load:
     max_seqs: int | None = None  # scheduler caps overriding the framework's defaults
     max_tokens: int | None = None
     chunked_prefill: bool | None = None
+    kv_fraction: float | None = None  # KV memory fraction overriding the framework's default
 
     def __post_init__(self) -> None:
         if self.scenario is Scenario.SERVER and self.rate is None and self.trace is None:
@@ -225,7 +226,7 @@ def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewor
     replicas = int(m.replicas)
     sched = defaults(fw.name, offline=load.scenario is Scenario.OFFLINE,
                      device_bytes=system.memory_bytes).with_caps(
-        load.max_seqs, load.max_tokens, load.chunked_prefill)
+        load.max_seqs, load.max_tokens, load.chunked_prefill, load.kv_fraction)
     dmem = None if speculation is None else draft_memory(speculation, spec, wl, m)
     pool = kv_pool(spec, wl, m, system.memory_bytes, sched, dmem)
     if pool.pool_bytes <= 0:

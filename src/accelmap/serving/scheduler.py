@@ -69,9 +69,14 @@ class SchedulerConfig:
                              f"{self.memory_fraction}")
 
     def with_caps(self, max_seqs: int | None = None, max_batched_tokens: int | None = None,
-                  chunked_prefill: bool | None = None) -> SchedulerConfig:
-        """The same scheduler with the user's caps (``--max-seqs``, ``--max-tokens``)."""
+                  chunked_prefill: bool | None = None,
+                  memory_fraction: float | None = None) -> SchedulerConfig:
+        """The same scheduler with the user's caps (``--max-seqs``, ``--max-tokens``) and KV
+        memory fraction (vLLM ``gpu_memory_utilization``, TensorRT-LLM
+        ``free_gpu_memory_fraction``)."""
         return replace(self,
+                       memory_fraction=(self.memory_fraction if memory_fraction is None
+                                        else memory_fraction),
                        max_seqs=self.max_seqs if max_seqs is None else max_seqs,
                        max_batched_tokens=(self.max_batched_tokens if max_batched_tokens is None
                                            else max_batched_tokens),

@@ -23,12 +23,22 @@ from typing import Any
 
 import yaml
 
+from accelmap.cost.framework import Framework
 from accelmap.errors import InputError
 from accelmap.mapping.plan import ZeroStage
 from accelmap.units import DType
 from accelmap.validate.cases import Arch, parse_number
 from accelmap.validate.resolve import parse_recompute, training_dtype
-from accelmap.validate.runs import Family, Metric, Problem, TrainingRun, UnreadableRun
+from accelmap.validate.runs import (
+    Family,
+    Metric,
+    Problem,
+    ServingMetric,
+    ServingRun,
+    ServingScenario,
+    TrainingRun,
+    UnreadableRun,
+)
 from accelmap.validate.stacks import FRAMEWORK_NAMES, release_date
 from accelmap.validate.transcribe import read_flag, read_framework, read_interleave, read_zero
 from accelmap.workload import Recompute
@@ -41,6 +51,14 @@ PRECISIONS = {"bf16": DType.BF16, "fp16": DType.FP16, "fp8": DType.FP8, "fp32": 
 GRAD_REDUCE = {"fp32": DType.FP32, "bf16": DType.BF16}
 ZERO_WORDS = ("0", "1", "2", "3", "fsdp")
 ARCH_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab")
+# Serving frameworks of the run format (cost profile and scheduler defaults, cost/framework.py)
+SERVING_FRAMEWORKS = {"tensorrt-llm": Framework.TENSORRT_LLM, "vllm": Framework.VLLM}
+METRIC_WORDS = {m.value: m for m in (*Metric, *ServingMetric)}
+LENGTH_DISTS = ("fixed", "uniform", "lognormal")
+# Fields only a serving run has (a record with any of them, or a serving metric, is one).
+SERVING_FIELDS = ("scenario", "batch", "input_len", "output_len", "length_dist",
+                  "length_spread", "requests", "rate", "slo_ttft_ms", "slo_tpot_ms",
+                  "slo_percentile", "max_batch", "max_tokens", "kv_fraction", "kv_precision")
 
 Parsed = tuple[Any, str | None]  # (value, None) or (None, "is not ...; write ...")
 
@@ -81,6 +99,27 @@ def _float(name: str) -> Callable[[Any], Parsed]:
                else f"write {name}: a positive number")
         return None, f"is not a positive number; {fix}"
     return parse
+
+
+def _fraction(name: str) -> Callable[[Any], Parsed]:
+    def parse(v: Any) -> Parsed:
+        x, why = _float(name)(v)
+        if why is None and x > 1:
+            return None, f"is not a fraction in (0, 1]; write {name}: {x / 100:g}" + (
+                " (percent read as a fraction)" if x <= 100 else "")
+        return x, why
+    return parse
+
+
+def _spread(v: Any) -> Parsed:
+    t = _text(v)
+    try:
+        x = float(t)
+    except ValueError:
+        x = math.nan
+    if math.isfinite(x) and x >= 0:
+        return x, None
+    return None, "is not a number >= 0; write length_spread: e.g. 0.5"
 
 
 def _text_field(v: Any) -> Parsed:
@@ -128,7 +167,7 @@ def _suggest_flag(t: str) -> str | None:
 
 
 def _suggest_metric(t: str) -> str | None:
-    near = difflib.get_close_matches(t, [m.value for m in Metric], n=1, cutoff=0.6)
+    near = difflib.get_close_matches(t, list(METRIC_WORDS), n=1, cutoff=0.6)
     return near[0] if near else None
 
 
@@ -148,6 +187,8 @@ def _framework(v: Any) -> Parsed:
     t = _text(v)
     name, _, version = t.lower().partition(" ")
     version = version.strip()
+    if name in SERVING_FRAMEWORKS:
+        return (SERVING_FRAMEWORKS[name], version), None
     stack = FRAMEWORK_NAMES.get(name)
     when = release_date(stack, version) if stack is not None and version else None
     if stack is not None and not isinstance(when, str):
@@ -160,7 +201,7 @@ def _framework(v: Any) -> Parsed:
     elif guess is not None:
         fix = f"{guess.value} VERSION, or {guess.value} and year: YYYY"
     else:
-        fix = f"{_either(FRAMEWORK_NAMES)}, then its version"
+        fix = f"{_either([*FRAMEWORK_NAMES, *SERVING_FRAMEWORKS])}, then its version"
     why = f" ({when})" if isinstance(when, str) and fix.endswith("YYYY") else ""
     return None, f"is not a framework name and version{why}; write framework: {fix}"
 
@@ -212,20 +253,48 @@ FIELDS: dict[str, FieldSpec] = {
                            "bf16 | fp16 | fp8 | fp32"),
     "grad_reduce": FieldSpec(_choice("grad_reduce", GRAD_REDUCE, _suggest_precision),
                              "fp32 | bf16 (gradient reduction precision)"),
-    "framework": FieldSpec(_framework, " | ".join(FRAMEWORK_NAMES) + ", then its version"),
+    "framework": FieldSpec(_framework, " | ".join([*FRAMEWORK_NAMES, *SERVING_FRAMEWORKS])
+                           + ", then its version"),
     "year": FieldSpec(_int("year", 2000, 2100), "the run's year, e.g. 2024"),
     "seq_len": _positive("seq_len"),
     "global_batch": _positive("global_batch"),
     "micro_batch": _positive("micro_batch"),
     "grad_accum": _positive("grad_accum"),
-    "metric": FieldSpec(_choice("metric", {m.value: m for m in Metric}, _suggest_metric),
-                        " | ".join(m.value for m in Metric)),
+    # serving runs (docs/validate-format.md, "Serving runs")
+    "scenario": FieldSpec(_choice("scenario", {s.value: s for s in ServingScenario},
+                                  lambda t: None), "batch | offline | server"),
+    "batch": _positive("batch"),
+    "input_len": _positive("input_len"),
+    "output_len": _positive("output_len"),
+    "length_dist": FieldSpec(_choice("length_dist", {d: d for d in LENGTH_DISTS},
+                                     lambda t: None), " | ".join(LENGTH_DISTS)),
+    "length_spread": FieldSpec(_spread, "number >= 0 (uniform: +- fraction of the mean; "
+                                        "lognormal: coefficient of variation)"),
+    "requests": _positive("requests"),
+    "rate": FieldSpec(_float("rate"), "positive number of requests/s over all replicas"),
+    "slo_ttft_ms": FieldSpec(_float("slo_ttft_ms"), "positive number of ms"),
+    "slo_tpot_ms": FieldSpec(_float("slo_tpot_ms"), "positive number of ms"),
+    "slo_percentile": FieldSpec(_choice("slo_percentile", {"50": 50.0, "90": 90.0, "99": 99.0},
+                                        lambda t: None), "50 | 90 | 99"),
+    "max_batch": _positive("max_batch"),
+    "max_tokens": _positive("max_tokens"),
+    "kv_fraction": FieldSpec(_fraction("kv_fraction"), "fraction in (0, 1]"),
+    "kv_precision": FieldSpec(_choice("kv_precision", PRECISIONS, _suggest_precision),
+                              "bf16 | fp16 | fp8 | fp32"),
+    "metric": FieldSpec(_choice("metric", METRIC_WORDS, _suggest_metric),
+                        " | ".join(METRIC_WORDS)),
     "value": FieldSpec(_float("value"), "positive number in the metric's unit"),
     "notes": FieldSpec(_text_field, "text"),
 }
 
 
-def _missing(values: dict[str, Any]) -> list[Problem]:
+def is_serving(values: Mapping[str, Any]) -> bool:
+    """A serving run: it states a serving field or a serving metric."""
+    return (any(k in values for k in SERVING_FIELDS)
+            or isinstance(values.get("metric"), ServingMetric))
+
+
+def _missing(values: dict[str, Any], serving: bool = False) -> list[Problem]:
     out = []
     if "accelerator" not in values:
         out.append(Problem("accelerator", "field 'accelerator' is missing; write accelerator: "
@@ -237,10 +306,17 @@ def _missing(values: dict[str, Any]) -> list[Problem]:
     if "devices" not in values and not {"tp", "pp", "dp"} <= set(values):
         out.append(Problem("devices", "field 'devices' is missing; write devices: the number "
                                       "of accelerators the run used"))
-    if "seq_len" not in values:
+    if serving:
+        for k, what in (("scenario", "batch, offline or server"),
+                        ("input_len", "the prompt tokens per request (mean)"),
+                        ("output_len", "the output tokens per request (mean)")):
+            if k not in values:
+                out.append(Problem(k, f"field '{k}' is missing; write {k}: {what}"))
+    elif "seq_len" not in values:
         out.append(Problem("seq_len", "field 'seq_len' is missing; write seq_len: the "
                                       "sequence length in tokens"))
-    for k, what in (("metric", "one of " + ", ".join(m.value for m in Metric)),
+    words = ServingMetric if serving else Metric
+    for k, what in (("metric", "one of " + ", ".join(m.value for m in words)),
                     ("value", "the measured number")):
         if k not in values:
             out.append(Problem(k, f"field '{k}' is missing; write {k}: {what}"))
@@ -256,8 +332,40 @@ def _checks(values: dict[str, Any]) -> list[Problem]:
     return []
 
 
+def _kinds(values: dict[str, Any], serving: bool) -> list[Problem]:
+    """Fields of the other kind of run: a training metric or stack on a serving run, or the
+    reverse."""
+    out = []
+    metric, fw = values.get("metric"), values.get("framework", (None, ""))[0]
+    if serving and isinstance(metric, Metric):
+        out.append(Problem("metric", f"field 'metric': {metric.value!r} is a training metric "
+                                     "but the run states serving fields; write metric: one of "
+                                     + ", ".join(m.value for m in ServingMetric)))
+    if serving and fw is not None and not isinstance(fw, Framework):
+        out.append(Problem("framework", f"field 'framework': {fw.value!r} is a training stack; "
+                                        "write framework: "
+                                        + _either(SERVING_FRAMEWORKS) + ", then its version"))
+    if not serving and isinstance(fw, Framework):
+        out.append(Problem("framework", f"field 'framework': {fw.value!r} is a serving "
+                                        "framework; write scenario: offline, server or batch "
+                                        "for a serving run"))
+    return out
+
+
+def _serving_run(values: dict[str, Any], rid: str, file: str, line: int) -> ServingRun:
+    fw, version = values.pop("framework", (None, ""))
+    arch = Arch(*(values.pop(k, None) for k in ARCH_FIELDS))
+    values.pop("id", None)
+    for k in ("seq_len", "global_batch", "micro_batch", "grad_accum", "vpp", "zero",
+              "shard_group", "recompute", "sequence_parallel", "tp_comm_overlap",
+              "flash_attention", "compile", "grad_reduce", "cp"):
+        values.pop(k, None)  # training settings mean nothing to a serving run
+    return ServingRun(rid, file=file, line=line, arch=arch, framework=fw, version=version,
+                      **values)
+
+
 def run_of(record: Mapping[str, Any], where: str, file: str, line: int, source: str = ""
-           ) -> TrainingRun | UnreadableRun:
+           ) -> TrainingRun | ServingRun | UnreadableRun:
     """One record (a CSV row or a YAML mapping) -> a run, or its problems; ``where`` is its id
     and ``source`` its source when it states none."""
     values: dict[str, Any] = {}
@@ -278,11 +386,15 @@ def run_of(record: Mapping[str, Any], where: str, file: str, line: int, source: 
             problems.append(Problem(name, f"field '{name}': {_text(raw)!r} {why}"))
         else:
             values[name] = value
-    problems += [p for p in _missing(values) if p.field not in stated] + _checks(values)
+    serving = is_serving(values)
+    problems += [p for p in _missing(values, serving) if p.field not in stated]
+    problems += _checks(values) + _kinds(values, serving)
     rid = values.get("id") or where
     values.setdefault("source", source)
     if problems:
         return UnreadableRun(rid, file, line, values["source"], tuple(problems))
+    if serving:
+        return _serving_run(values, rid, file, line)
     stack, version = values.pop("framework", (None, ""))
     group = values.pop("shard_group", None)
     arch = Arch(*(values.pop(k, None) for k in ARCH_FIELDS))
@@ -332,7 +444,7 @@ def is_run_csv(columns: Iterable[str]) -> bool:
     return {c.strip() for c in columns} >= CSV_KEYS
 
 
-def read_runs(path: str | Path) -> tuple[TrainingRun | UnreadableRun, ...]:
+def read_runs(path: str | Path) -> tuple[TrainingRun | ServingRun | UnreadableRun, ...]:
     """Every record of a canonical run file (CSV or YAML by its suffix), read or with its
     problems; a file that is no run file raises one InputError."""
     path = Path(path)
@@ -344,7 +456,7 @@ def read_runs(path: str | Path) -> tuple[TrainingRun | UnreadableRun, ...]:
     records = _records_yaml(text, path) if yaml_file else _records_csv(text, path)
     if not records:
         raise InputError(f"{path}: the file holds no runs")
-    out: list[TrainingRun | UnreadableRun] = []
+    out: list[TrainingRun | ServingRun | UnreadableRun] = []
     first: dict[str, int] = {}
     for n, (line, record) in enumerate(records, start=1):
         run = run_of(record, f"{path.stem}:{n}", path.name, line, path.stem)
@@ -357,13 +469,13 @@ def read_runs(path: str | Path) -> tuple[TrainingRun | UnreadableRun, ...]:
     return tuple(out)
 
 
-def problem_lines(runs: Iterable[TrainingRun | UnreadableRun]) -> list[str]:
+def problem_lines(runs: Iterable[TrainingRun | ServingRun | UnreadableRun]) -> list[str]:
     """One line per problem of every unreadable record: ``row ID: field 'x': ...``."""
     return [line for r in runs if isinstance(r, UnreadableRun) for line in r.lines()]
 
 
 # -- writing ------------------------------------------------------------------------------------
-def to_record(run: TrainingRun) -> dict[str, Any]:
+def to_record(run: TrainingRun | ServingRun) -> dict[str, Any]:
     """The stated fields of a run, in :data:`FIELDS` order, as the format writes them."""
     rec: dict[str, Any] = {}
     arch = dict(zip(ARCH_FIELDS, (run.arch.layers, run.arch.hidden, run.arch.heads,
@@ -378,12 +490,13 @@ def to_record(run: TrainingRun) -> dict[str, Any]:
             value = (f"{run.framework.value} {run.version}".strip() if run.framework
                      else None)
         elif name == "shard_group":
-            value = "node" if run.shard_in_node else run.shard_group
+            value = (("node" if run.shard_in_node else run.shard_group)
+                     if isinstance(run, TrainingRun) else None)
         else:
             value = own.get(name)
         if value is None or value == "":
             continue
-        if isinstance(value, ZeroStage):
+        if isinstance(value, ZeroStage) or name == "slo_percentile":
             value = int(value)
         elif hasattr(value, "value") and isinstance(value.value, str):
             value = value.value
@@ -391,7 +504,7 @@ def to_record(run: TrainingRun) -> dict[str, Any]:
     return rec
 
 
-def dumps(runs: Iterable[TrainingRun], yaml_format: bool) -> str:
+def dumps(runs: Iterable[TrainingRun | ServingRun], yaml_format: bool) -> str:
     records = [to_record(r) for r in runs]
     if yaml_format:
         return yaml.safe_dump(records, sort_keys=False, allow_unicode=True, width=100)
@@ -404,15 +517,15 @@ def dumps(runs: Iterable[TrainingRun], yaml_format: bool) -> str:
     return out.getvalue()
 
 
-def write_runs(runs: Iterable[TrainingRun], path: str | Path) -> Path:
+def write_runs(runs: Iterable[TrainingRun | ServingRun], path: str | Path) -> Path:
     """Write runs as a canonical CSV or YAML file (by the suffix)."""
     path = Path(path)
     path.write_text(dumps(runs, path.suffix.lower() in YAML_SUFFIXES), encoding="utf-8")
     return path
 
 
-def same_run(a: TrainingRun, b: TrainingRun) -> bool:
+def same_run(a: TrainingRun | ServingRun, b: TrainingRun | ServingRun) -> bool:
     """Equal in every field the format carries (not where they were read from)."""
-    def strip(r: TrainingRun) -> TrainingRun:
+    def strip(r: Any) -> Any:
         return replace(r, file="", line=0, reading_notes=(), problems=())
     return strip(a) == strip(b)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from accelmap.errors import InputError
 
 if TYPE_CHECKING:
-    from accelmap.validate.runs import TrainingRun, UnreadableRun
+    from accelmap.validate.runs import ServingRun, TrainingRun, UnreadableRun
 
 _UNKNOWN = {"", "?", "n/a", "na", "-", "none", "unknown"}
 _NUMBER = re.compile(r"^[~≈]?\s*([-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?)")
@@ -139,6 +139,7 @@ class InferenceCase(_Base):
     metric_name: str = ""
     metric_value: float | None = None
     metric_unit: str = ""
+    scope: str = ""  # per_device_or_total as written ("total", "per GPU", "8 GPUs")
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,7 @@ Case = InferenceCase | TrainingCase | MatmulCase
 class CaseFile:
     path: Path
     format: CaseFormat
-    cases: tuple[Case | TrainingRun | UnreadableRun, ...]
+    cases: tuple[Case | TrainingRun | ServingRun | UnreadableRun, ...]
 
 
 def detect_format(columns: list[str] | tuple[str, ...], path: Path) -> CaseFormat:
@@ -242,7 +243,8 @@ def _build(fmt: CaseFormat, r: _Row, path: Path, line: int) -> Case:
             precision_kv=r.text("precision_kv_or_compute"), batch=r.integer("batch_size"),
             input_len=r.integer("input_len"), output_len=r.integer("output_len"),
             scenario=r.text("scenario"), metric_name=r.text("metric_name"),
-            metric_value=r.num("metric_value"), metric_unit=r.text("metric_unit"))
+            metric_value=r.num("metric_value"), metric_unit=r.text("metric_unit"),
+            scope=r.text("per_device_or_total"))
     elif fmt is CaseFormat.TRAINING:
         case = TrainingCase(
             **base, model=r.text("model"), arch=r.arch(), accel_mem_gb=r.num("accel_mem_GB"),

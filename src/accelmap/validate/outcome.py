@@ -18,6 +18,9 @@ class MetricKind(StrEnum):
     MATMUL = "matmul"  # maximum achievable matmul TFLOP/s
     BANDWIDTH = "bandwidth"  # achievable HBM bandwidth
     TRAINING = "training"  # achieved TFLOP/s (or tokens/s) per device
+    OFFLINE = "offline throughput"  # serving, all requests queued, the server picks the batch
+    SERVER = "server throughput"  # serving at the highest Poisson rate meeting latency SLOs
+    LATENCY = "latency percentiles"  # TTFT/TPOT percentiles of a serving scenario run
 
 
 class Status(StrEnum):

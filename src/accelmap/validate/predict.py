@@ -38,9 +38,10 @@ from accelmap.validate import multi, speculative
 from accelmap.validate import resolve as rs
 from accelmap.validate.cases import Case, InferenceCase, MatmulCase, TrainingCase
 from accelmap.validate.outcome import MetricKind, Prediction, Status, done, skip
-from accelmap.validate.runs import TrainingRun, UnreadableRun
+from accelmap.validate.runs import ServingRun, TrainingRun, UnreadableRun
+from accelmap.validate.serving import predict_serving
 from accelmap.validate.training import predict_run
-from accelmap.validate.transcribe import from_case
+from accelmap.validate.transcribe import from_case, is_serving_case, serving_from_case
 from accelmap.workload import Inference
 
 # The HBM-bandwidth statement that BANDWIDTH_EFFICIENCY is derived from (efficiency.py).
@@ -87,6 +88,8 @@ def predict_inference(case: InferenceCase, catalog: Catalog,
                       calibrated: frozenset[str]) -> Prediction:
     if speculative.is_speculative(case):
         return speculative.predict(case, catalog, calibrated)
+    if is_serving_case(case):  # offline/server, the server picks the batch: the simulator
+        return predict_serving(serving_from_case(case), catalog, calibrated)
     fw = rs.inference_framework(case.framework)
     metric = _inference_metric(case)
     base = Prediction(case.row_id, case.file, case.source, case.model, case.accelerator,
@@ -208,7 +211,7 @@ def predict_matmul(case: MatmulCase, catalog: Catalog, calibrated: frozenset[str
     return done(base, peak * eff.value / 1e12, calibrated, notes, accelerator_id=acc.id)
 
 
-def predict_case(case: Case | TrainingRun | UnreadableRun, catalog: Catalog,
+def predict_case(case: Case | TrainingRun | ServingRun | UnreadableRun, catalog: Catalog,
                  calibrated: frozenset[str] | None = None) -> Prediction:
     cal = calibration_rows() if calibrated is None else calibrated
     if isinstance(case, InferenceCase):
@@ -217,11 +220,13 @@ def predict_case(case: Case | TrainingRun | UnreadableRun, catalog: Catalog,
         return predict_training(case, catalog, cal)
     if isinstance(case, TrainingRun):
         return predict_run(case, catalog, cal)
+    if isinstance(case, ServingRun):
+        return predict_serving(case, catalog, cal)
     if isinstance(case, UnreadableRun):
         return predict_unreadable(case, cal)
     return predict_matmul(case, catalog, cal)
 
 
-def predict_cases(cases: Sequence[Case | TrainingRun | UnreadableRun], catalog: Catalog,
-                  calibrated: frozenset[str] | None = None) -> list[Prediction]:
+def predict_cases(cases: Sequence[Case | TrainingRun | ServingRun | UnreadableRun],
+                  catalog: Catalog, calibrated: frozenset[str] | None = None) -> list[Prediction]:
     return [predict_case(c, catalog, calibrated) for c in cases]

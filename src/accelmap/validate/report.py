@@ -7,7 +7,8 @@ when accelmap predicts faster than measured (optimism bias: a planner that picks
 plans selects where the model is most optimistic, so the bias matters as much as the spread),
 and how many published configurations the engine predicts NOT to fit in memory. Phase groups
 the metric kinds as training, inference (decode, first-token latency, serving throughput) and
-microbenchmark (matmul, bandwidth).
+microbenchmark (matmul, bandwidth); serving scenario rows
+(offline throughput, server throughput, latency percentiles) are inference too.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ PHASE: dict[MetricKind, str] = {
     MetricKind.TRAINING: "training",
     MetricKind.DECODE: "inference", MetricKind.TTFT: "inference",
     MetricKind.THROUGHPUT: "inference",
+    MetricKind.OFFLINE: "inference", MetricKind.SERVER: "inference",
+    MetricKind.LATENCY: "inference",
     MetricKind.MATMUL: "microbenchmark", MetricKind.BANDWIDTH: "microbenchmark",
 }
 

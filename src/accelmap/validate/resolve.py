@@ -44,6 +44,9 @@ MODEL_NAMES: dict[str, str] = {
     "Llama-3.1-8B": "llama-3.1-8b",
     "Llama-3.1-70B": "llama-3.1-70b",
     "Llama-3.1-405B": "llama-3.1-405b",
+    # Llama 3.3 70B has Llama 3.1 70B's geometry (Meta's model card: same architecture, new
+    # post-training; config.json: 80 layers, hidden 8192, 64/8 heads, ffn 28672, vocab 128256)
+    "Llama 3.3 70B": "llama-3.1-70b",
     "Falcon 180B": "falcon-180b",
     # training.csv
     "GPT (1.7B)": "megatron-1.7b",

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from accelmap.cost.framework import Framework
 from accelmap.mapping.plan import ZeroStage
 from accelmap.units import DType
 from accelmap.validate.cases import Arch
@@ -147,3 +148,112 @@ class UnreadableRun:
     def lines(self) -> list[str]:
         """One line per problem: ``row ID: field 'zero': ...; write zero: 0``."""
         return [f"row {self.id}: {p}" for p in self.problems]
+
+
+# -- serving runs -------------------------------------------------------------------------------
+class ServingScenario(StrEnum):
+    """How the requests reach the server (MLPerf Inference scenarios; trtllm-bench, vLLM's
+    benchmark scripts): one fixed batch, every request queued at once, or a Poisson stream."""
+
+    BATCH = "batch"
+    OFFLINE = "offline"
+    SERVER = "server"
+
+
+class ServingMetric(StrEnum):
+    """What a serving run reports: throughput over all devices (or per device) of the whole run,
+    and per-request latency percentiles."""
+
+    OUTPUT_TOKENS_PER_S = "output_tokens_per_s"
+    OUTPUT_TOKENS_PER_S_PER_DEVICE = "output_tokens_per_s_per_device"
+    TOTAL_TOKENS_PER_S = "total_tokens_per_s"
+    TOTAL_TOKENS_PER_S_PER_DEVICE = "total_tokens_per_s_per_device"
+    REQUESTS_PER_S = "requests_per_s"
+    TTFT_P50_MS = "ttft_p50_ms"
+    TTFT_P90_MS = "ttft_p90_ms"
+    TTFT_P99_MS = "ttft_p99_ms"
+    TPOT_P50_MS = "tpot_p50_ms"
+    TPOT_P90_MS = "tpot_p90_ms"
+    TPOT_P99_MS = "tpot_p99_ms"
+
+    @property
+    def is_latency(self) -> bool:
+        return self.value.endswith("_ms")
+
+    def read(self, metrics: dict[str, object]) -> float | None:
+        """This metric from a simulation's ``ServingRun.metrics`` (ms for latencies)."""
+        if self.is_latency:
+            what, q, _ = self.value.split("_")
+            dist = metrics.get(f"{what}_s")
+            v = dist.get(q) if isinstance(dist, dict) else None
+            return None if v is None else float(v) * 1e3
+        v = metrics.get(self.value)
+        return None if v is None else float(v)  # type: ignore[arg-type]
+
+    @property
+    def definition(self) -> str:
+        if self.is_latency:
+            what, q, _ = self.value.split("_")
+            per = ("time to first token" if what == "ttft"
+                   else "time per output token after the first")
+            return f"{q} of the per-request {per}, in ms"
+        per = " per device" if self.value.endswith("per_device") else " over all devices"
+        what = {"output": "output tokens", "total": "prompt + output tokens",
+                "requests": "completed requests"}[self.value.split("_")[0]]
+        return f"{what} / run time (first arrival to last finish){per}"
+
+
+@dataclass(frozen=True)
+class ServingRun:
+    """One published serving run; ``None`` always means "not stated" (the framework's
+    documented default is taken and noted). ``dp`` is the number of independent replicas
+    (engine instances), each ``tp x pp`` devices; requests are split evenly between them."""
+
+    id: str
+    file: str = ""
+    line: int = 0
+    source: str = ""
+    accelerator: str = ""
+    accelerator_memory_gb: float | None = None
+    model: str = ""
+    arch: Arch = field(default_factory=Arch)
+    family: Family | None = None
+    devices: int | None = None
+    nodes: int | None = None
+    tp: int | None = None
+    pp: int | None = None
+    dp: int | None = None  # replicas
+    ep: int | None = None
+    framework: Framework | None = None  # serving framework (cost profile, scheduler defaults)
+    version: str = ""
+    year: int | None = None
+    precision: DType | None = None  # weights and GEMM inputs
+    kv_precision: DType | None = None  # KV cache (None: as precision)
+    scenario: ServingScenario | None = None
+    batch: int | None = None  # the fixed batch of a batch-scenario run
+    input_len: int | None = None  # prompt tokens (mean when lengths are distributed)
+    output_len: int | None = None  # output tokens (mean)
+    length_dist: str | None = None  # fixed | uniform | lognormal (serving.requests.LengthDist)
+    length_spread: float | None = None  # of the length distribution (uniform: +-fraction,
+    # lognormal: coefficient of variation)
+    requests: int | None = None  # requests in the run (all replicas)
+    rate: float | None = None  # requests/s (server), over all replicas
+    slo_ttft_ms: float | None = None  # latency constraints a server run's rate had to meet
+    slo_tpot_ms: float | None = None
+    slo_percentile: float | None = None  # of those constraints (MLPerf: p99)
+    max_batch: int | None = None  # scheduler cap on running requests (max_batch_size)
+    max_tokens: int | None = None  # scheduler cap on tokens per iteration (max_num_tokens)
+    kv_fraction: float | None = None  # KV-cache memory fraction (free_gpu_memory_fraction)
+    metric: ServingMetric | None = None
+    value: float | None = None
+    notes: str = ""
+    reading_notes: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def device_count(self) -> int | None:
+        if self.devices is not None:
+            return self.devices
+        if None in (self.tp, self.pp, self.dp):
+            return None
+        return (self.tp or 1) * (self.pp or 1) * (self.dp or 1)

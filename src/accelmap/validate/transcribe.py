@@ -27,9 +27,22 @@ import re
 
 from accelmap.mapping.plan import ZeroStage
 from accelmap.units import DType
-from accelmap.validate.cases import TrainingCase
-from accelmap.validate.resolve import parse_recompute, training_dtype
-from accelmap.validate.runs import Family, Metric, Problem, TrainingRun
+from accelmap.validate.cases import InferenceCase, TrainingCase
+from accelmap.validate.resolve import (
+    inference_framework,
+    inference_precision,
+    parse_recompute,
+    training_dtype,
+)
+from accelmap.validate.runs import (
+    Family,
+    Metric,
+    Problem,
+    ServingMetric,
+    ServingRun,
+    ServingScenario,
+    TrainingRun,
+)
 from accelmap.validate.stacks import Stack, training_stack
 
 _NOT_INTERLEAVED = {"n/a", "na", "none", "-", "no", "off", "false", "1f1b", "1",
@@ -193,4 +206,104 @@ def from_case(case: TrainingCase) -> TrainingRun:
         year=text_year or case.year, seq_len=case.seq_len,
         global_batch=case.global_batch_seqs, micro_batch=case.micro_batch,
         grad_accum=case.grad_accum, metric=metric, value=value, notes=case.notes_text,
+        reading_notes=tuple(notes), problems=tuple(problems))
+
+
+# -- serving rows of the inference layout ---------------------------------------------------------
+# Serving rows (offline/server scenarios; the server picks the batch) read onto the canonical
+# ServingRun, one rule per column:
+#
+# - scenario: "server" in the text -> server; "offline" with no batch size -> offline (the shared
+#   file's "static batch, peak throughput (offline)" rows state a batch and stay fixed-batch);
+# - framework: the cost profile by name (resolve.inference_framework), the version written right
+#   after "TensorRT-LLM"/"vLLM" ("TensorRT-LLM v0.17", "TensorRT-LLM 1.0 (PyTorch backend)");
+# - metric: "Throughput" in output (or total) tokens/s, total or per GPU by
+#   ``per_device_or_total``; requests/s or samples/s; "TTFT pNN"/"TPOT pNN" in ms;
+# - the notes' ``key=value`` settings the sources print: ``num_requests=`` (MLPerf Offline:
+#   ``samples_per_query=``), ``max_batch_size=``, ``kv_cache_free_gpu_mem_fraction=``, and the
+#   latency limits "TTFT p99 <= 2000 ms, TPOT p99 <= 200 ms" of a server run;
+# - lengths: fixed, unless the notes say the lengths are a distribution (MLPerf's OpenOrca):
+#   then lognormal with coefficient of variation DATASET_LENGTH_CV, an assumption stated on
+#   the row, not fitted (the rows give only the means).
+DATASET_LENGTH_CV = 1.0
+_SERVING_VERSION = re.compile(r"(tensorrt-llm|vllm)[\s:/-]*v?(\d+(?:\.\d+)+)")
+_NOTE_INT = {"requests": r"\b(?:num_requests|samples_per_query)\s*=\s*(\d+)",
+             "max_batch": r"\bmax_batch_size\s*=\s*(\d+)",
+             "max_tokens": r"\bmax_num_tokens\s*=\s*(\d+)"}
+_NOTE_KV = re.compile(r"\bkv_cache_free_gpu_mem_fraction\s*=?\s*(0?\.\d+)")
+_NOTE_SLO = re.compile(r"\b(ttft|tpot)\s+p(\d+)\s*(?:<=|≤)\s*(\d+(?:\.\d+)?)\s*ms", re.I)
+_METRIC_PCT = re.compile(r"^(ttft|tpot)\s*p(50|90|99)$")
+
+
+def is_serving_case(case: InferenceCase) -> bool:
+    """A row the request-level simulator predicts (see the rules above)."""
+    s = case.scenario.lower()
+    return case.batch is None and ("offline" in s or "server" in s)
+
+
+def serving_metric(case: InferenceCase) -> ServingMetric | None:
+    name, unit = case.metric_name.strip().lower(), case.metric_unit.lower()
+    scope = case.scope.lower()
+    per_device = "total" not in scope and ("per gpu" in unit or "per gpu" in scope
+                                           or "per device" in scope)
+    if m := _METRIC_PCT.match(name):
+        return ServingMetric(f"{m.group(1)}_p{m.group(2)}_ms") if unit == "ms" else None
+    if name != "throughput":
+        return None
+    if "request" in unit or "sample" in unit:
+        return ServingMetric.REQUESTS_PER_S
+    if "total tokens" in unit:
+        return (ServingMetric.TOTAL_TOKENS_PER_S_PER_DEVICE if per_device
+                else ServingMetric.TOTAL_TOKENS_PER_S)
+    if "tokens" in unit:
+        return (ServingMetric.OUTPUT_TOKENS_PER_S_PER_DEVICE if per_device
+                else ServingMetric.OUTPUT_TOKENS_PER_S)
+    return None
+
+
+def serving_from_case(case: InferenceCase) -> ServingRun:
+    """The canonical serving run of an inference-layout serving row."""
+    notes: list[str] = []
+    problems: list[Problem] = []
+    text = case.notes_text
+    fw = inference_framework(case.framework)
+    version = m.group(2) if (m := _SERVING_VERSION.search(case.framework.lower())) else ""
+    s = case.scenario.lower()
+    scenario = ServingScenario.SERVER if "server" in s else ServingScenario.OFFLINE
+    metric = serving_metric(case)
+    if metric is None:
+        problems.append(Problem("metric", f"metric {case.metric_name!r} in "
+                                          f"{case.metric_unit!r} is not a serving metric"))
+    prec = inference_precision(case.precision_weights, case.precision_kv, case.arch.hidden or 1)
+    weight = kv = None
+    if isinstance(prec, str):
+        problems.append(Problem("precision", prec))
+    else:
+        weight, kv = prec.weight, prec.kv
+        notes += prec.notes
+    found = {k: int(m.group(1)) for k, rx in _NOTE_INT.items()
+             if (m := re.search(rx, text, re.I))}
+    kv_fraction = float(m.group(1)) if (m := _NOTE_KV.search(text)) else None
+    slo: dict[str, float] = {}
+    pct: float | None = None
+    for what, q, limit in _NOTE_SLO.findall(text):
+        slo[what.lower()] = float(limit)
+        pct = float(q)
+    dist, spread = None, None
+    if re.search(r"lengths are a distribution|not fixed", text, re.I):
+        dist, spread = "lognormal", DATASET_LENGTH_CV
+        notes.append(f"lengths are dataset means: lognormal lengths with coefficient of "
+                     f"variation {DATASET_LENGTH_CV:g} assumed (not stated by the source)")
+    p = case.parallel
+    return ServingRun(
+        id=case.row_id, file=case.file, line=case.line, source=case.source,
+        accelerator=case.accelerator,
+        accelerator_memory_gb=None if "accel_mem_GB" in case.unverified else case.accel_mem_gb,
+        model=case.model, arch=case.arch, devices=p.devices, nodes=p.nodes, tp=p.tp, pp=p.pp,
+        dp=p.dp, ep=p.ep, framework=fw, version=version, precision=weight, kv_precision=kv,
+        scenario=scenario, input_len=case.input_len, output_len=case.output_len,
+        length_dist=dist, length_spread=spread, requests=found.get("requests"),
+        slo_ttft_ms=slo.get("ttft"), slo_tpot_ms=slo.get("tpot"), slo_percentile=pct,
+        max_batch=found.get("max_batch"), max_tokens=found.get("max_tokens"),
+        kv_fraction=kv_fraction, metric=metric, value=case.metric_value, notes=text,
         reading_notes=tuple(notes), problems=tuple(problems))

@@ -1,0 +1,212 @@
+"""One serving run (offline or server scenario) through the request-level simulator.
+
+A :class:`~accelmap.validate.runs.ServingRun` comes from a canonical run file or from the
+inference layout's serving rows (``transcribe.serving_from_case``). Its prediction:
+
+- device and model as every row resolves them (``validate/resolve.py``); the cluster from the
+  run's device count (``validate/layout.py``); the mapping tp x pp per replica, ``dp``
+  replicas (independent engine instances; MLPerf's 8 GPUs as 4 TP2 instances);
+- the framework's cost profile and scheduler defaults (``serving/scheduler.py``), with the caps
+  the run states (``max_batch``, ``max_tokens``, ``kv_fraction``);
+- offline: every request queued at once (``Scenario.OFFLINE``), the run's request count (its
+  ramp-up and tail are part of the published throughput);
+- server at a stated rate: Poisson arrivals at that rate; server with latency limits and no
+  rate (MLPerf Server): the highest rate meeting them (``serving/capacity.py``), with
+  :data:`SERVER_REQUESTS_PER_REPLICA` requests per replica per trial; throughput and latency
+  percentiles are read from the run at that rate.
+
+Simulations are shared between rows of the same run (MLPerf prints throughput, TTFT p99 and
+TPOT p99 of one run as three rows).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+from accelmap.catalog import Catalog
+from accelmap.cost.framework import Framework
+from accelmap.cost.framework import profile as framework_profile
+from accelmap.engine import System
+from accelmap.serving.capacity import max_rate
+from accelmap.serving.metrics import Slo
+from accelmap.serving.requests import LengthDist
+from accelmap.serving.scenario import Load, Scenario
+from accelmap.serving.scenario import ServingRun as SimRun
+from accelmap.serving.scenario import run as simulate
+from accelmap.validate import layout as lay
+from accelmap.validate import resolve as rs
+from accelmap.validate.outcome import MetricKind, Prediction, done, skip
+from accelmap.validate.runs import ServingMetric, ServingRun, ServingScenario
+from accelmap.workload import Inference
+
+SERVER_REQUESTS_PER_REPLICA = 2000  # per trial rate: p99 from ~20 requests above it
+MAX_REQUESTS_PER_REPLICA = 50_000  # offline runs longer than this are simulated this long
+NOT_SERVED = "published configuration predicted NOT to serve"
+
+_cache: dict[tuple[Any, ...], tuple[SimRun | None, list[str]]] = {}
+
+
+def kind_of(run: ServingRun) -> MetricKind:
+    if run.metric is not None and run.metric.is_latency:
+        return MetricKind.LATENCY
+    return MetricKind.SERVER if run.scenario is ServingScenario.SERVER else MetricKind.OFFLINE
+
+
+def unit_of(metric: ServingMetric | None) -> str:
+    if metric is None:
+        return ""
+    if metric.is_latency:
+        return "ms"
+    if metric is ServingMetric.REQUESTS_PER_S:
+        return "requests/s"
+    return "tokens/s per device" if metric.value.endswith("per_device") else "tokens/s"
+
+
+def base_of(run: ServingRun) -> Prediction:
+    fw = run.framework.value if run.framework else None
+    return Prediction(run.id, run.file, run.source, run.model or "(dimensions)", run.accelerator,
+                      metric=run.metric.value if run.metric else "", unit=unit_of(run.metric),
+                      kind=kind_of(run), measured=run.value,
+                      higher_is_better=not (run.metric and run.metric.is_latency),
+                      framework=f"{fw} {run.version}".strip() if fw else None)
+
+
+def _requests(run: ServingRun, replicas: int, notes: list[str]) -> int:
+    if run.scenario is ServingScenario.SERVER:
+        n = SERVER_REQUESTS_PER_REPLICA * replicas
+        notes.append(f"server trials of {n:,} Poisson requests ({SERVER_REQUESTS_PER_REPLICA:,} "
+                     "per replica), seed 0")
+        return n
+    if run.requests is None:
+        from accelmap.serving.scenario import DEFAULT_REQUESTS
+
+        notes.append(f"request count not stated: {DEFAULT_REQUESTS:,} simulated")
+        return DEFAULT_REQUESTS
+    cap = MAX_REQUESTS_PER_REPLICA * replicas
+    if run.requests > cap:
+        notes.append(f"{run.requests:,} requests stated; the first {cap:,} simulated")
+    return min(run.requests, cap)
+
+
+def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str]
+                 ) -> SimRun | str:
+    """The simulation the run's metric is read from (shared by rows of the same run), or why
+    there is none."""
+    assert run.input_len and run.output_len and run.scenario
+    tp, pp, ep, dp = run.tp or 1, run.pp or 1, run.ep or 1, run.dp or 1
+    from accelmap.mapping.plan import Mapping
+
+    m = Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=dp)
+    fw = framework_profile(run.framework or Framework.EAGER)
+    weight = run.precision
+    assert weight is not None
+    wl = Inference(batch=1, prompt_len=run.input_len, output_len=run.output_len,
+                   weight_dtype=weight, act_dtype=weight, kv_dtype=run.kv_precision or weight)
+    key = (replace(run, id="", file="", line=0, source="", metric=None, value=None, notes="",
+                   reading_notes=(), problems=()), system.cluster.name, system.device.acc.id,
+           spec.id)
+    if key in _cache:
+        hit, said = _cache[key]
+        notes += said
+        return hit if hit is not None else said[-1]
+    more: list[str] = [f"stated {k} {v:g} overrides the framework's default" for k, v in
+                        (("max_batch_size", run.max_batch), ("max_num_tokens", run.max_tokens),
+                         ("KV memory fraction", run.kv_fraction)) if v is not None]
+    load = Load(Scenario.OFFLINE, requests=_requests(run, dp, more),
+                dist=LengthDist(run.length_dist or "fixed"), spread=run.length_spread or 0.0,
+                max_seqs=run.max_batch, max_tokens=run.max_tokens, kv_fraction=run.kv_fraction)
+    sim: SimRun | None
+    if run.scenario is ServingScenario.OFFLINE:
+        sim = simulate(spec, system, wl, m, fw, load)
+    elif run.rate is not None:
+        sim = simulate(spec, system, wl, m, fw,
+                       replace(load, scenario=Scenario.SERVER, rate=run.rate))
+    else:
+        slo = Slo(None if run.slo_ttft_ms is None else run.slo_ttft_ms / 1e3,
+                  None if run.slo_tpot_ms is None else run.slo_tpot_ms / 1e3)
+        q = int(run.slo_percentile or 99)
+        cap = max_rate(spec, system, wl, m, fw, load, slo, q)
+        sim = cap.run
+        limits = ", ".join(f"{w} p{q} <= {v:g} ms" for w, v in
+                           (("TTFT", run.slo_ttft_ms), ("TPOT", run.slo_tpot_ms)) if v)
+        if cap.rate is None:
+            why = cap.offline.reason or f"no rate meets {limits}"
+            more.append(f"{NOT_SERVED}: {why}")
+            sim = None
+        else:
+            more.append(f"highest Poisson rate meeting {limits}: {cap.rate:.3g} requests/s "
+                        f"(offline {cap.offline.metrics['requests_per_s']:.3g}; "
+                        f"{len(cap.tried)} bisection steps)")
+    if sim is not None and not sim.feasible:
+        more.append(f"{NOT_SERVED}: {sim.reason}")
+        sim = None
+    elif sim is not None:
+        more += [a for a in sim.assumptions if a.startswith(("scheduler", "KV pool"))]
+        more.append(f"mean running {sim.metrics['mean_running']:.0f}, peak "
+                    f"{sim.metrics['peak_running']} requests per replica")
+    _cache[key] = (sim, more)
+    notes += more
+    return sim if sim is not None else more[-1]
+
+
+def predict_serving(run: ServingRun, catalog: Catalog, calibrated: frozenset[str]
+                    ) -> Prediction:
+    """The prediction of a serving run's metric, or the reasons it cannot be made."""
+    base = base_of(run)
+    reasons = [str(p) for p in run.problems]
+    notes = list(run.reading_notes)
+    if run.scenario is ServingScenario.BATCH:
+        reasons.append("fixed-batch runs in the run format are not predicted yet (the "
+                       "inference layout's batch rows are)")
+    if run.metric is None and not run.problems:
+        reasons.append("no serving metric")
+    if run.value is None:
+        reasons.append("measured value is not a number")
+    if run.input_len is None:
+        reasons.append("input length not stated")
+    if run.output_len is None:
+        reasons.append("output length not stated")
+    if run.precision is None and not run.problems:
+        reasons.append("precision not stated")
+    devices = run.device_count
+    if devices is None:
+        reasons.append("device count not stated")
+    elif (run.tp or 1) * (run.pp or 1) * (run.dp or 1) != devices:
+        reasons.append(f"tp x pp x dp = {(run.tp or 1) * (run.pp or 1) * (run.dp or 1)} but "
+                       f"the run used {devices} devices")
+    if (run.scenario is ServingScenario.SERVER and run.rate is None
+            and run.slo_ttft_ms is None and run.slo_tpot_ms is None):
+        reasons.append("a server run needs its request rate or its latency limits")
+    dev = rs.resolve_device(run.accelerator, catalog, memory_gb=run.accelerator_memory_gb)
+    model = rs.resolve_model(run.model, run.arch, catalog, None, megatron=False,
+                             family=run.family.value if run.family else None)
+    for res in (dev, model):
+        reasons += [res.reason] if res.reason else []
+        notes += res.notes
+    if reasons or dev.value is None or model.value is None:
+        return skip(base, reasons, notes)
+    device, spec = dev.value, model.value
+    assert devices is not None
+    if devices == 1:
+        system = System.on(device)
+    else:
+        if device.fraction != 1.0:
+            return skip(base, ["multi-device runs of part of a device are not modelled"], notes)
+        cluster = lay.build_cluster(device.acc, devices, run.nodes, catalog)
+        notes += cluster.notes
+        if cluster.value is None:
+            return skip(base, [cluster.reason or "cluster"], notes)
+        system = System(cluster.value, device)
+    notes.append(f"tp={run.tp or 1} pp={run.pp or 1}"
+                 + (f" x {run.dp} replicas" if (run.dp or 1) > 1 else ""))
+    sim = simulate_run(run, system, spec, notes)
+    if isinstance(sim, str):
+        return skip(base, [sim], notes)
+    assert run.metric is not None
+    value = run.metric.read(sim.metrics)
+    if value is None or not math.isfinite(value):
+        return skip(base, [f"the simulation gives no {run.metric.value}"], notes)
+    return done(base, value, calibrated, notes, fits=True, model_id=spec.id,
+                accelerator_id=device.acc.id)
