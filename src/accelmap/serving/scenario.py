@@ -180,26 +180,44 @@ def requests_for(load: Load, wl: Inference, replicas: int) -> Requests:
                 seed=load.seed)
 
 
-def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: FrameworkProfile,
-        load: Load, step: DecodeStep = DecodeStep(), imbalance: float = 1.0) -> ServingRun:
-    """Simulate ``load`` on every replica of ``m`` (they are identical: one is simulated)."""
-    cluster, dev = system.cluster, system.device
-    head = (spec.id, dev.acc.id, cluster.name, m, fw.name.value, load.scenario)
-    bad = check_serving(spec, cluster, m)
-    if bad:
-        return ServingRun(*head, False, f"{bad[0].sentence} ({bad[0].rule} rule)", {}, None,
-                          None)
-    replicas = int(m.replicas)
-    sched = defaults(fw.name, offline=load.scenario is Scenario.OFFLINE,
-                     device_bytes=system.memory_bytes).with_caps(
+@dataclass(frozen=True)
+class Instance:
+    """One serving instance ready to simulate: its scheduler, its KV pool per device and its
+    iteration cost table (what ``run`` builds before the event loop; disaggregated serving builds
+    one per pool and reuses it for every instance of the pool)."""
+
+    scheduler: SchedulerConfig
+    pool: KvPool
+    cost: IterationCost
+
+
+@dataclass(frozen=True)
+class Unfit:
+    """Why an instance cannot run: a mapping rule (no memory figures) or the memory rule."""
+
+    reason: str
+    memory: MemoryBudget | None = None
+
+
+def scheduler_for(system: System, fw: FrameworkProfile, load: Load) -> SchedulerConfig:
+    """The framework's documented scheduler for the scenario, with the user's caps."""
+    return defaults(fw.name, offline=load.scenario is Scenario.OFFLINE,
+                    device_bytes=system.memory_bytes).with_caps(
         load.max_seqs, load.max_tokens, load.chunked_prefill)
+
+
+def instance(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: FrameworkProfile,
+             sched: SchedulerConfig, reqs: Requests, step: DecodeStep = DecodeStep(),
+             imbalance: float = 1.0) -> Instance | Unfit:
+    """The instance of ``m`` that will serve ``reqs`` (for the sizes of its cost tables), or
+    why it cannot run (a mapping rule or the memory rule)."""
+    bad = check_serving(spec, system.cluster, m)
+    if bad:
+        return Unfit(f"{bad[0].sentence} ({bad[0].rule} rule)")
     pool = kv_pool(spec, wl, m, system.memory_bytes, sched)
     if pool.pool_bytes <= 0:
-        return ServingRun(*head, False,
-                          "the weights and activations leave no memory for the KV cache "
-                          f"under {fw.name.value}'s memory rule (memory rule)", {}, sched,
-                          pool.other)
-    reqs = requests_for(load, wl, replicas)
+        return Unfit("the weights and activations leave no memory for the KV cache "
+                     f"under {fw.name.value}'s memory rule (memory rule)", pool.other)
     longest = float(np.max(reqs.prompt + reqs.output))
     if sched.policy is KvPolicy.STATIC:
         width = min(sched.max_seqs, max(int(pool.tokens // longest), 1))
@@ -211,9 +229,26 @@ def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewor
     cost = IterationCost(spec, system, wl, m, fw, max_tokens=max_tokens,
                          max_seqs=sched.max_seqs * step.verify + sched.max_seqs,
                          max_context=longest + step.verify, imbalance=imbalance)
+    return Instance(sched, pool, cost)
+
+
+def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: FrameworkProfile,
+        load: Load, step: DecodeStep = DecodeStep(), imbalance: float = 1.0) -> ServingRun:
+    """Simulate ``load`` on every replica of ``m`` (they are identical: one is simulated)."""
+    cluster, dev = system.cluster, system.device
+    head = (spec.id, dev.acc.id, cluster.name, m, fw.name.value, load.scenario)
+    replicas = int(m.replicas)
+    sched = scheduler_for(system, fw, load)
+    reqs = requests_for(load, wl, replicas)
+    inst = instance(spec, system, wl, m, fw, sched, reqs, step, imbalance)
+    if isinstance(inst, Unfit):
+        return ServingRun(*head, False, inst.reason, {}, None if inst.memory is None else sched,
+                          inst.memory)
+    pool = inst.pool
+    longest = float(np.max(reqs.prompt + reqs.output))
     t0 = time.perf_counter()
     try:
-        sim = simulate(reqs, cost, sched, pool.tokens, step)
+        sim = simulate(reqs, inst.cost, sched, pool.tokens, step)
     except CapacityError as e:
         return ServingRun(*head, False, f"{e} (memory rule)", {}, sched, pool.other)
     wall = time.perf_counter() - t0
