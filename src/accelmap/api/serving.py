@@ -103,8 +103,11 @@ def serve_disaggregated(model: ModelSpec, system: System, workload: Inference,
 
 def plan_disaggregation(model: ModelSpec, system: System, workload: Inference, *,
                         framework: Framework | str | FrameworkProfile | None = None,
-                        load: Load | None = None, layerwise: bool = True) -> SplitSearch:
+                        load: Load | None = None, layerwise: bool = True,
+                        attainment: float = 0.9) -> SplitSearch:
     """The split of ``system`` between prefill and decode (and the colocated layouts) with the
-    most goodput per device at the load's rate and SLOs, with every candidate tried."""
+    most goodput per device at the load's rate and SLOs, among the layouts meeting the SLOs for
+    ``attainment`` of the requests (DistServe's 90 % example), with every candidate tried."""
     fw = resolve_framework(framework, Framework.VLLM)
-    return search_split(model, system, workload, fw, _disagg_load(load), layerwise=layerwise)
+    return search_split(model, system, workload, fw, _disagg_load(load), layerwise=layerwise,
+                        attainment=attainment)

@@ -2,7 +2,10 @@
 lengths and SLOs, and comparing it with colocated serving on the same devices.
 
 Objective (DistServe, Zhong et al. OSDI 2024, sec. 3): goodput per device, the requests per
-second that meet every SLO divided by the devices that serve them. Every candidate serves the
+second that meet every SLO divided by the devices that serve them, among the layouts that meet
+the SLO attainment goal (DistServe's goodput is the rate served at, e.g., 90 % attainment;
+``ATTAINMENT`` is that example, the caller may set another; layouts below it rank after all
+that reach it). Every candidate serves the
 same request stream (same seed, same arrivals and lengths), so goodput here is the offered rate
 x the fraction of requests meeting the SLOs (not divided by each run's own tail, which would
 rank candidates by the noise of their last request). Ties, e.g. several candidates meeting
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -60,6 +63,7 @@ from accelmap.serving.simulator import CapacityError, SimResult
 from accelmap.workload import Inference
 
 STEPS = 8  # most prefill-pool sizes tried per (prefill tp, decode tp) pair: bounds the search
+ATTAINMENT = 0.9  # SLO attainment goal, DistServe sec. 2's example ("90 % of requests")
 SEARCH_REQUESTS = 600  # requests per candidate run unless the load says otherwise
 
 
@@ -79,13 +83,18 @@ class Candidate:
     split: Disaggregation | None = None
     tp: int = 0
     replicas: int = 0
+    goal: float = ATTAINMENT
 
     @property
     def goodput_per_device(self) -> float:
         return self.goodput_per_s / self.devices if self.feasible and self.devices else 0.0
 
-    def key(self) -> tuple[float, float]:
-        return (self.goodput_per_device, self.slack)
+    @property
+    def meets_goal(self) -> bool:
+        return self.feasible and self.attainment >= self.goal
+
+    def key(self) -> tuple[bool, float, float]:
+        return (self.meets_goal, self.goodput_per_device, self.slack)
 
     def row(self) -> dict[str, Any]:
         m = self.metrics
@@ -95,7 +104,8 @@ class Candidate:
             "feasible": self.feasible, "reason": self.reason,
             "goodput_requests_per_s": self.goodput_per_s,
             "goodput_per_device": self.goodput_per_device,
-            "slo_attainment": self.attainment, "slack": self.slack,
+            "slo_attainment": self.attainment, "meets_attainment_goal": self.meets_goal,
+            "slack": self.slack,
             "ttft_p90_s": p90("ttft_s"), "tpot_p90_s": p90("tpot_s")}
         if self.split is not None:
             out["disaggregation"] = self.split.to_dict()
@@ -115,6 +125,7 @@ class SplitSearch:
     rate: float
     requests: int
     slo: Slo
+    attainment_goal: float
     candidates: tuple[Candidate, ...]
     best_colocated: Candidate | None
     best_disaggregated: Candidate | None
@@ -127,7 +138,8 @@ class SplitSearch:
             return None if c is None else c.row()
 
         return {"rate_requests_per_s": self.rate, "requests_per_candidate": self.requests,
-                "slo": self.slo.to_dict(), "winner": row(self.winner), "why": self.why,
+                "slo": self.slo.to_dict(), "attainment_goal": self.attainment_goal,
+                "winner": row(self.winner), "why": self.why,
                 "best_colocated": row(self.best_colocated),
                 "best_disaggregated": row(self.best_disaggregated),
                 "candidates": [c.row() for c in sorted(self.candidates, key=Candidate.key,
@@ -212,9 +224,13 @@ def _disaggregated(spec: ModelSpec, system: System, wl: Inference, fw: Framework
 
 
 def search_split(spec: ModelSpec, system: System, wl: Inference, fw: FrameworkProfile,
-                 load: Load, *, layerwise: bool = True) -> SplitSearch:
+                 load: Load, *, layerwise: bool = True,
+                 attainment: float = ATTAINMENT) -> SplitSearch:
     """Try the colocated and disaggregated layouts of the cluster under ``load`` and pick the
-    one with the most goodput per device (module docstring)."""
+    one with the most goodput per device among those meeting the SLOs for ``attainment`` of
+    the requests (module docstring)."""
+    if not 0 < attainment <= 1:
+        raise InputError(f"the SLO attainment goal is a fraction in (0, 1], got {attainment}")
     if load.scenario is not Scenario.SERVER or load.rate is None:
         raise InputError("--disaggregate auto searches for a request rate: use --scenario "
                          "server --rate R")
@@ -250,11 +266,13 @@ def search_split(spec: ModelSpec, system: System, wl: Inference, fw: FrameworkPr
                         break
                 if ttft_ok >= 1.0:
                     break
-    ok = [c for c in cands if c.feasible]
+    ok = [replace(c, goal=attainment) for c in cands if c.feasible]
+    cands = [c if not c.feasible else replace(c, goal=attainment) for c in cands]
     best_c = max((c for c in ok if c.kind == "colocated"), key=Candidate.key, default=None)
     best_d = max((c for c in ok if c.kind == "disaggregated"), key=Candidate.key, default=None)
     winner = max(ok, key=Candidate.key, default=None)
-    return SplitSearch(rate, len(reqs), load.slo, tuple(cands), best_c, best_d, winner,
+    return SplitSearch(rate, len(reqs), load.slo, attainment, tuple(cands), best_c, best_d,
+                       winner,
                        explain(winner, best_c, best_d, load.slo),
                        time.perf_counter() - t0)
 
@@ -278,9 +296,15 @@ def explain(winner: Candidate | None, best_c: Candidate | None, best_d: Candidat
         return "no candidate could run (see each candidate's reason)"
     other = best_d if winner is best_c else best_c
     text = f"winner {_figures(winner)}"
+    if not winner.meets_goal:
+        text += (f" [no layout meets the SLOs for {winner.goal:.0%} of the requests: the "
+                 "cluster is short of devices for this rate]")
     if other is None:
         return text + "; no layout of the other kind could run"
     text += f"; best {other.kind}: {_figures(other)}"
+    if winner.meets_goal and not other.meets_goal:
+        return text + (f": the {other.kind} layouts fall short of the {winner.goal:.0%} "
+                       "attainment goal")
     if winner.goodput_per_device > other.goodput_per_device:
         return text + ": more of the requests meet the SLOs per device"
     if math.isinf(winner.slack):
