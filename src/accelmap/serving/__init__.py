@@ -8,5 +8,9 @@ preemption, prefix caching), and every iteration is priced by the engine's roofl
 - ``iteration``: what one iteration costs, tabulated from the engine (no second cost model);
 - ``simulator``: the discrete-event loop;
 - ``metrics``: what serving benchmarks report (tokens/s, TTFT/TPOT/ITL percentiles, goodput);
-- ``scenario``: offline / server / batch, the entry point.
+- ``scenario``: offline / server / batch, the entry point;
+- ``disagg``: disaggregated prefill and decode pools with the KV transfer between them
+  (DistServe, Splitwise), the same simulator run once per pool;
+- ``split``: the search of the prefill/decode split (and colocated layouts) for goodput per
+  device at a rate and SLOs.
 """
