@@ -36,7 +36,8 @@ One module per area, every name re-exported here:
 - ``api.serving``: ``serving_load`` (``Load``: offline / server, rate, trace, lengths, SLOs,
   scheduler caps), ``serve`` (``ServingRun``: the request-level simulation), ``speculation``
   (``Speculation``: draft model or MTP heads, alpha, k), ``serve_batch`` (the fixed batch,
-  with speculation).
+  with speculation), ``disaggregation`` / ``serve_disaggregated`` (``DisaggRun``: prefill and
+  decode pools), ``plan_disaggregation`` (``SplitSearch``: the split for goodput per device).
 - ``api.validation``: ``read_cases``, ``predict_cases``, ``summarize``, ``compress_ids``,
   ``validate_cases`` (``Validation``), ``validate_local`` (``LocalValidation``).
 
@@ -123,13 +124,19 @@ if TYPE_CHECKING:
         run_plan,
     )
     from accelmap.api.serving import (
+        Disaggregation,
+        DisaggRun,
         Load,
         Scenario,
         ServingRun,
         Slo,
         Speculation,
+        SplitSearch,
+        disaggregation,
+        plan_disaggregation,
         serve,
         serve_batch,
+        serve_disaggregated,
         serving_load,
         speculation,
     )
@@ -195,8 +202,10 @@ _LAZY: dict[str, str] = {
                      "measure_matmul", "measure_overhead", "measurement_kind", "open_store"),
                     "accelmap.api.measurement"),
     # serving scenarios
-    **dict.fromkeys(("Load", "Scenario", "ServingRun", "Slo", "Speculation", "serve",
-                     "serve_batch", "serving_load", "speculation"), "accelmap.api.serving"),
+    **dict.fromkeys(("DisaggRun", "Disaggregation", "Load", "Scenario", "ServingRun", "Slo",
+                     "Speculation", "SplitSearch", "disaggregation", "plan_disaggregation",
+                     "serve", "serve_batch", "serve_disaggregated", "serving_load",
+                     "speculation"), "accelmap.api.serving"),
     # validation
     **dict.fromkeys(("LocalValidation", "Validation", "compress_ids", "predict_cases",
                      "read_cases", "summarize", "validate_cases", "validate_local"),
@@ -236,6 +245,8 @@ __all__ = [
     "DeadlineSearch",
     "DerivedFigures",
     "DeviceClass",
+    "DisaggRun",
+    "Disaggregation",
     "Estimate",
     "Export",
     "ExportResult",
@@ -264,6 +275,7 @@ __all__ = [
     "ServingRun",
     "Slo",
     "Speculation",
+    "SplitSearch",
     "Status",
     "Store",
     "Summary",
@@ -287,6 +299,7 @@ __all__ = [
     "deadline_search",
     "default_mapping",
     "derived_figures",
+    "disaggregation",
     "dtype",
     "duration",
     "estimate",
@@ -320,6 +333,7 @@ __all__ = [
     "open_store",
     "phase",
     "plan_clusters",
+    "plan_disaggregation",
     "plan_export_job",
     "plan_job",
     "plan_request",
@@ -329,6 +343,7 @@ __all__ = [
     "run_plan",
     "serve",
     "serve_batch",
+    "serve_disaggregated",
     "serving_load",
     "serving_mapping",
     "sources",

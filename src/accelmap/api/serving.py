@@ -17,6 +17,13 @@ rate alpha and draft length k (chosen when not given), in every scenario:
                     load=api.serving_load("server", rate=5))
     est = api.serve_batch(spec, system, wl, api.serving_mapping(tp=8), speculation=sp)
     print(run.metrics["speculative"]["draft_len"], est.tpot_s)
+
+Disaggregated prefill/decode (DistServe, Splitwise) on the same simulator:
+
+    server = api.serving_load("server", rate=8, slo_ttft="2s", slo_tpot="50ms")
+    split = api.disaggregation("2:1", prefill_tp=4, decode_tp=8)
+    d = api.serve_disaggregated(spec, system, wl, split, load=server)
+    best = api.plan_disaggregation(spec, system, wl, load=server)  # the split and its why
 """
 
 from __future__ import annotations
@@ -31,14 +38,17 @@ from accelmap.engine.result import ServeStep
 from accelmap.errors import InputError
 from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
+from accelmap.serving.disagg import Disaggregation, DisaggRun, check, run_disaggregated
 from accelmap.serving.metrics import Slo
 from accelmap.serving.requests import LengthDist
 from accelmap.serving.scenario import Load, Scenario, ServingRun, run
 from accelmap.serving.speculative import MAX_DRAFT_LEN, Speculation, batch_step
+from accelmap.serving.split import SplitSearch, search_split
 from accelmap.workload import Inference
 
-__all__ = ["Load", "Scenario", "ServingRun", "Slo", "Speculation", "serve", "serve_batch",
-           "serving_load", "speculation"]
+__all__ = ["DisaggRun", "Disaggregation", "Load", "Scenario", "ServingRun", "Slo",
+           "Speculation", "SplitSearch", "disaggregation", "plan_disaggregation", "serve",
+           "serve_batch", "serve_disaggregated", "serving_load", "speculation"]
 
 
 def serving_load(scenario: str | Scenario = "offline", *, requests: int | None = None,
@@ -118,3 +128,44 @@ def speculation(accept: float | str | None, *, draft: str | ModelSpec | None = N
 
         spec = draft if isinstance(draft, ModelSpec) else load_model(draft, catalog)
     return Speculation(alpha, k, spec, int(mtp or 0))
+
+
+def disaggregation(text: str, *, prefill_tp: int = 1, decode_tp: int = 1) -> Disaggregation:
+    """``P:D``: P prefill instances of ``prefill_tp`` devices and D decode instances of
+    ``decode_tp`` devices."""
+    return Disaggregation.parse(text, prefill_tp, decode_tp)
+
+
+def _disagg_load(load: Load | None) -> Load:
+    if load is None:
+        raise InputError("disaggregated serving needs a request stream: "
+                         "api.serving_load('server', rate=R) (--scenario server --rate R)")
+    return load
+
+
+def serve_disaggregated(model: ModelSpec, system: System, workload: Inference,
+                        split: Disaggregation, *,
+                        framework: Framework | str | FrameworkProfile | None = None,
+                        load: Load | None = None, layerwise: bool = True) -> DisaggRun:
+    """Simulate ``load`` on a prefill pool and a decode pool (``split``) of ``system``; a
+    layout the cluster or the model cannot take is an InputError, a pool without memory for
+    its KV is a result with ``feasible=False``."""
+    bad = check(model, system.cluster, split)
+    if bad:
+        raise InputError(f"--disaggregate {split.prefill_instances}:{split.decode_instances}: "
+                         f"{bad[0]}")
+    fw = resolve_framework(framework, Framework.VLLM)
+    return run_disaggregated(model, system, workload, split, fw, _disagg_load(load),
+                             layerwise=layerwise)
+
+
+def plan_disaggregation(model: ModelSpec, system: System, workload: Inference, *,
+                        framework: Framework | str | FrameworkProfile | None = None,
+                        load: Load | None = None, layerwise: bool = True,
+                        attainment: float = 0.9) -> SplitSearch:
+    """The split of ``system`` between prefill and decode (and the colocated layouts) with the
+    most goodput per device at the load's rate and SLOs, among the layouts meeting the SLOs for
+    ``attainment`` of the requests (DistServe's 90 % example), with every candidate tried."""
+    fw = resolve_framework(framework, Framework.VLLM)
+    return search_split(model, system, workload, fw, _disagg_load(load), layerwise=layerwise,
+                        attainment=attainment)

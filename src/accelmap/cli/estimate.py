@@ -22,11 +22,13 @@ from accelmap.errors import InputError
 if TYPE_CHECKING:
     from accelmap.api import (
         CalibrationProfile,
+        DisaggRun,
         Estimate,
         Inference,
         Mapping,
         ModelSpec,
         ServingRun,
+        SplitSearch,
         System,
         Training,
     )
@@ -193,6 +195,15 @@ def estimate_cmd(
         "scenario TPOT = (k draft passes + one verify pass of k+1 tokens per sequence) / E and "
         "TTFT adds the drafter's prefill; the JSON's 'speculative' holds k, alpha, E, draft and "
         "verify seconds per step, the per-k table and plain decoding's figures.")] = "auto",
+    disaggregate: Annotated[str | None, typer.Option(
+        "--disaggregate", help="Disaggregated prefill/decode: P:D = P prefill instances of "
+        "--prefill-tp devices and D decode instances of --decode-tp devices (devices = "
+        "instances x tp); auto = search the split with the most goodput per device and "
+        "compare it with colocated layouts (needs --rate and an SLO).")] = None,
+    prefill_tp: Annotated[int | None, typer.Option(
+        "--prefill-tp", min=1, help="Devices per prefill instance (default: --tp).")] = None,
+    decode_tp: Annotated[int | None, typer.Option(
+        "--decode-tp", min=1, help="Devices per decode instance (default: --tp).")] = None,
     profile: ProfileOpt = None,
     db: DbOpt = None,
     catalog: CatalogOpt = None,
@@ -214,6 +225,11 @@ def estimate_cmd(
           --prompt 2000 --output 300 --slo-ttft 2s --slo-tpot 50ms
       accelmap estimate llama-3.1-70b --cluster dgx-h100 --serve --tp 8 --rate 5 \
           --prompt 2000 --output 300 --draft llama-3.1-8b --accept 0.8
+      accelmap estimate llama-3.1-70b --cluster 2xdgx-h100 --serve --rate 8 --prompt 2000 \
+          --output 300 --slo-ttft 2s --slo-tpot 50ms --disaggregate 2:1 --prefill-tp 4 \
+          --decode-tp 8
+      accelmap estimate llama-3.1-70b --cluster 2xdgx-h100 --serve --rate 8 --prompt 2000 \
+          --output 300 --slo-ttft 2s --slo-tpot 50ms --disaggregate auto
     """
     cal = api.load_profile(profile, db)
     sc = scenario or ("server" if rate is not None or trace is not None else "batch")
@@ -240,6 +256,19 @@ def estimate_cmd(
             raise InputError("--draft, --mtp and --accept are for serving (--serve)")
         sp = api.speculation(accept, draft=draft, mtp=mtp, draft_len=draft_len,
                              catalog=get_catalog(catalog))
+    if disaggregate is None and (prefill_tp is not None or decode_tp is not None):
+        raise InputError("--prefill-tp and --decode-tp apply to --disaggregate P:D")
+    if disaggregate is not None:
+        if sp is not None:
+            raise InputError("speculative decoding (--draft/--mtp) is not modelled with "
+                             "--disaggregate: leave one of them out")
+        if load is None:
+            raise InputError("--disaggregate needs a request stream: --serve --scenario server "
+                             "--rate R (not the batch scenario, nor --train)")
+        assert not isinstance(wl, api.Training)
+        _disaggregated(spec, system, wl, framework, load, disaggregate,
+                       prefill_tp or tp, decode_tp or tp, json_out)
+        return
     if load is not None:
         assert not isinstance(wl, api.Training)
         sim = api.serve(spec, system, wl, m, framework=framework, load=load,
@@ -260,6 +289,87 @@ def estimate_cmd(
         emit_json(est.to_dict(ops=False))
         return
     print_estimate(est)
+
+
+SHOWN = 20  # candidates listed in the terminal (the JSON has all of them)
+
+
+def _disaggregated(spec: ModelSpec, system: System, wl: Inference, framework: str | None,
+                   load: Any, text: str, prefill_tp: int, decode_tp: int,
+                   json_out: bool) -> None:
+    if text.strip().lower() == "auto":
+        search = api.plan_disaggregation(spec, system, wl, framework=framework, load=load)
+        if json_out:
+            emit_json(search.to_dict())
+        else:
+            print_split_search(search)
+        return
+    split = api.disaggregation(text, prefill_tp=prefill_tp, decode_tp=decode_tp)
+    run = api.serve_disaggregated(spec, system, wl, split, framework=framework, load=load)
+    if json_out:
+        emit_json(run.to_dict())
+    else:
+        print_disagg_run(run)
+
+
+def print_disagg_run(run: DisaggRun) -> None:
+    from rich.table import Table
+
+    con = console()
+    head = (f"[bold]{run.model}[/bold] on [bold]{run.system}[/bold], disaggregated "
+            f"{run.disaggregation.describe()}, {run.scenario.value} scenario, {run.framework}")
+    if not run.feasible:
+        con.print(f"{head}: [red]cannot run[/red]: {run.reason}")
+        return
+    m = run.metrics
+    con.print(f"{head}: {m['requests']:,} requests")
+    t = Table(title="Disaggregated serving (simulated)")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    t.add_row("output tokens/s", f"{m['output_tokens_per_s']:,.0f}")
+    t.add_row("output tokens/s per device (both pools)",
+              f"{m['output_tokens_per_s_per_device']:,.0f}")
+    for key, label in (("ttft_s", "TTFT (prefill + transfer)"), ("tpot_s", "TPOT"),
+                       ("e2e_s", "end-to-end"), ("kv_transfer_s", "KV transfer (exposed)")):
+        d = m.get(key) or {}
+        if d:
+            t.add_row(f"{label} p50 / p90 / p99",
+                      " / ".join(fmt(d[q], "time") for q in ("p50", "p90", "p99")))
+    if any(v is not None for v in (m.get("slo") or {}).values()):
+        t.add_row("goodput (requests/s meeting the SLOs)",
+                  f"{m['goodput_requests_per_s']:,.2f} ({m['slo_attainment']:.0%})")
+    for pool in ("prefill_pool", "decode_pool"):
+        p = m[pool]
+        t.add_row(f"{pool.replace('_', ' ')}: busy / iterations / preemptions",
+                  f"{p['busy_fraction']:.0%} / {p['iterations']:,} / {p['preemptions']:,}")
+    con.print(t)
+    for a in run.assumptions:
+        con.print(_assumption_line(a), highlight=False)
+
+
+def print_split_search(search: SplitSearch) -> None:
+    from rich.table import Table
+
+    con = console()
+    t = Table(title=f"Prefill/decode split at {search.rate:.3g} requests/s "
+                    f"({search.requests:,} requests per candidate, searched in "
+                    f"{search.searched_s:.1f} s)")
+    for col in ("layout", "devices", "goodput/s per device", "SLO met", "p90 TTFT", "p90 TPOT"):
+        t.add_column(col, justify="left" if col == "layout" else "right")
+    rows = sorted(search.candidates, key=lambda c: c.key(), reverse=True)
+    shown = [c for c in rows if c.feasible][:SHOWN]
+    for c in shown:
+        m = c.metrics
+        t.add_row(c.label, str(c.devices), f"{c.goodput_per_device:.3f}", f"{c.attainment:.0%}",
+                  fmt(m["ttft_s"]["p90"], "time"), fmt(m["tpot_s"]["p90"], "time"))
+    con.print(t)
+    more = sum(c.feasible for c in rows) - len(shown)
+    if more > 0:
+        con.print(f"... {more} more candidates (all of them with --json)")
+    for c in rows:
+        if not c.feasible:
+            con.print(f"{c.label}: [red]cannot run[/red]: {c.reason}", highlight=False)
+    con.print(search.why, highlight=False)
 
 
 def print_serving_run(run: ServingRun) -> None:

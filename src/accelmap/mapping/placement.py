@@ -215,3 +215,20 @@ def _inner_link(cluster: Cluster, tier: NetworkTier, up: Link, stride: Num,
                    source=f"{up.source}; torus axis: per-link one-way x 2 (bidirectional ring) "
                           f"x dims spanned (scaling book S44)")
     return link, dims, notes
+
+
+def pair_link(cluster: Cluster, same_domain: bool) -> Link:
+    """The link one device uses to send to one peer: the scale-up tier when both sit in one
+    scale-up domain (on a full mesh, the single point-to-point link of the pair: tier x
+    1/(D-1), as ``_inner_link`` counts links), else the tier beyond it (one NIC per device in a
+    rail-optimized fat-tree; the whole NIC, nothing else crossing at that moment);
+    ``NO_NETWORK`` (infinite time) where the cluster has no such tier."""
+    acc = cluster.accelerator.id
+    up_tier = cluster.tier(LinkRole.SCALE_UP)
+    if same_domain and up_tier is not None:
+        up = link_for_tier(up_tier, acc)
+        if up_tier.topology is Topology.FULL_MESH and up_tier.domain_size > 1:
+            up = replace(up, bandwidth=up.bandwidth / (up_tier.domain_size - 1))
+        return up
+    out_tier = _outer_tier(cluster, up_tier)
+    return NO_NETWORK if out_tier is None else link_for_tier(out_tier, acc)

@@ -10,4 +10,8 @@ preemption, prefix caching), and every iteration is priced by the engine's roofl
 - ``metrics``: what serving benchmarks report (tokens/s, TTFT/TPOT/ITL percentiles, goodput);
 - ``scenario``: offline / server / batch, the entry point;
 - ``capacity``: the highest Poisson rate meeting latency percentiles (MLPerf Server).
+- ``disagg``: disaggregated prefill and decode pools with the KV transfer between them
+  (DistServe, Splitwise), the same simulator run once per pool;
+- ``split``: the search of the prefill/decode split (and colocated layouts) for goodput per
+  device at a rate and SLOs.
 """

@@ -196,6 +196,64 @@ def requests_for(load: Load, wl: Inference, replicas: int) -> Requests:
                 seed=load.seed)
 
 
+@dataclass(frozen=True)
+class Instance:
+    """One serving instance ready to simulate: its scheduler, its KV pool per device and its
+    iteration cost table (what ``run`` builds before the event loop; disaggregated serving builds
+    one per pool and reuses it for every instance of the pool)."""
+
+    scheduler: SchedulerConfig
+    pool: KvPool
+    cost: IterationCost
+    max_tokens: float
+    longest: float
+
+
+@dataclass(frozen=True)
+class Unfit:
+    """Why an instance cannot run: a mapping rule (no memory figures) or the memory rule."""
+
+    reason: str
+    memory: MemoryBudget | None = None
+
+
+def scheduler_for(system: System, fw: FrameworkProfile, load: Load) -> SchedulerConfig:
+    """The framework's documented scheduler for the scenario, with the user's caps."""
+    return defaults(fw.name, offline=load.scenario is Scenario.OFFLINE,
+                    device_bytes=system.memory_bytes).with_caps(
+        load.max_seqs, load.max_tokens, load.chunked_prefill, load.kv_fraction)
+
+
+def instance(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: FrameworkProfile,
+             sched: SchedulerConfig, reqs: Requests, step: DecodeStep = DecodeStep(),
+             imbalance: float = 1.0, draft: DraftMemory | None = None,
+             verify: int | None = None) -> Instance | Unfit:
+    """The instance of ``m`` that will serve ``reqs`` (for the sizes of its cost tables), or
+    why it cannot run (a mapping rule or the memory rule). ``draft``: a speculative drafter's
+    memory on the same devices; ``verify``: the most tokens per sequence a decode step checks
+    (sizes the tables; default ``step.verify``)."""
+    bad = check_serving(spec, system.cluster, m)
+    if bad:
+        return Unfit(f"{bad[0].sentence} ({bad[0].rule} rule)")
+    pool = kv_pool(spec, wl, m, system.memory_bytes, sched, draft)
+    if pool.pool_bytes <= 0:
+        return Unfit("the weights and activations leave no memory for the KV cache "
+                     f"under {fw.name.value}'s memory rule (memory rule)", pool.other)
+    v = step.verify if verify is None else verify
+    longest = float(np.max(reqs.prompt + reqs.output))
+    if sched.policy is KvPolicy.STATIC:
+        width = min(sched.max_seqs, max(int(pool.tokens // longest), 1))
+        max_tokens = width * max(float(np.max(reqs.prompt)), v)
+    else:
+        max_tokens = sched.max_batched_tokens + sched.max_seqs * v
+        if not sched.chunked_prefill:
+            max_tokens = max(max_tokens, float(np.max(reqs.prompt)) + sched.max_seqs)
+    cost = IterationCost(spec, system, wl, m, fw, max_tokens=max_tokens,
+                         max_seqs=sched.max_seqs * v + sched.max_seqs,
+                         max_context=longest + v, imbalance=imbalance)
+    return Instance(sched, pool, cost, max_tokens, longest)
+
+
 def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: FrameworkProfile,
         load: Load, step: DecodeStep = DecodeStep(), imbalance: float = 1.0,
         speculation: Speculation | None = None) -> ServingRun:
@@ -207,14 +265,13 @@ def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewor
     and every decode step verifying k + 1 tokens and advancing E of them."""
     cluster, dev = system.cluster, system.device
     head = (spec.id, dev.acc.id, cluster.name, m, fw.name.value, load.scenario)
-    bad = check_serving(spec, cluster, m)
-    if not bad and speculation is not None:
+    if speculation is not None:
         bad = [replace(v, sentence=f"draft {speculation.drafter(spec).id}: {v.sentence}")
                for v in check_serving(speculation.drafter(spec), cluster,
                                       speculation.draft_mapping(m))]
-    if bad:
-        return ServingRun(*head, False, f"{bad[0].sentence} ({bad[0].rule} rule)", {}, None,
-                          None)
+        if bad:
+            return ServingRun(*head, False, f"{bad[0].sentence} ({bad[0].rule} rule)", {},
+                              None, None)
     plain = None
     if speculation is not None:
         if m.pp > 1:
@@ -224,34 +281,20 @@ def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewor
         if not plain.feasible:
             return plain
     replicas = int(m.replicas)
-    sched = defaults(fw.name, offline=load.scenario is Scenario.OFFLINE,
-                     device_bytes=system.memory_bytes).with_caps(
-        load.max_seqs, load.max_tokens, load.chunked_prefill, load.kv_fraction)
-    dmem = None if speculation is None else draft_memory(speculation, spec, wl, m)
-    pool = kv_pool(spec, wl, m, system.memory_bytes, sched, dmem)
-    if pool.pool_bytes <= 0:
-        return ServingRun(*head, False,
-                          "the weights and activations leave no memory for the KV cache "
-                          f"under {fw.name.value}'s memory rule (memory rule)", {}, sched,
-                          pool.other)
+    sched = scheduler_for(system, fw, load)
     reqs = requests_for(load, wl, replicas)
-    longest = float(np.max(reqs.prompt + reqs.output))
+    dmem = None if speculation is None else draft_memory(speculation, spec, wl, m)
     verify = step.verify if speculation is None else (
         max(speculation.draft_len or 0, MAX_DRAFT_LEN) + 1)
-    if sched.policy is KvPolicy.STATIC:
-        width = min(sched.max_seqs, max(int(pool.tokens // longest), 1))
-        max_tokens = width * max(float(np.max(reqs.prompt)), verify)
-    else:
-        max_tokens = sched.max_batched_tokens + sched.max_seqs * verify
-        if not sched.chunked_prefill:
-            max_tokens = max(max_tokens, float(np.max(reqs.prompt)) + sched.max_seqs)
-    cost = IterationCost(spec, system, wl, m, fw, max_tokens=max_tokens,
-                         max_seqs=sched.max_seqs * verify + sched.max_seqs,
-                         max_context=longest + verify, imbalance=imbalance)
+    inst = instance(spec, system, wl, m, fw, sched, reqs, step, imbalance, dmem, verify)
+    if isinstance(inst, Unfit):
+        return ServingRun(*head, False, inst.reason, {}, None if inst.memory is None else sched,
+                          inst.memory)
+    pool, cost, longest = inst.pool, inst.cost, inst.longest
     choice = None
     if speculation is not None:
         assert plain is not None and dmem is not None
-        dcost = draft_cost(speculation, spec, system, wl, m, fw, max_tokens=max_tokens,
+        dcost = draft_cost(speculation, spec, system, wl, m, fw, max_tokens=inst.max_tokens,
                            max_seqs=sched.max_seqs, max_context=longest + verify)
         batch = max(float(plain.metrics["mean_running"]), 1.0)
         context = float(np.mean(reqs.prompt) + np.mean(reqs.output) / 2.0)

@@ -1,0 +1,418 @@
+"""Disaggregated prefill and decode: two pools of instances on one cluster, the prompt's KV sent
+from the first to the second (DistServe, Zhong et al. OSDI 2024; Splitwise, Patel et al. ISCA
+2024). Prefill no longer stalls decode iterations and each phase gets its own parallelism, at
+the price of a KV transfer per request and of two pools to size.
+
+Simulated with the same simulator and the same iteration costs as colocated serving, run twice:
+
+1. the prefill pool serves every request with one output token: its iterations are prompt
+   chunks only, and the pass over the prompt samples the first token (``first_token_s``);
+2. the KV of the prompt (prompt tokens x the whole model's KV bytes per token) goes to a decode
+   instance (``KvTransfer``);
+3. the decode pool serves the requests arriving at first token + transfer, with the prompt
+   already in KV (``cached`` = prompt - 1, so their "prefill" is the one query token a first
+   decode step runs) and output - 1 tokens left to generate.
+
+Requests are dealt round-robin to the instances of each pool (a load balancer splitting the
+stream evenly, as ``scenario.requests_for`` does for replicas); the decode pool is dealt in the
+order the KV arrives. The first token reaches the user with the decode stream, so TTFT counts
+the transfer (a request of one output token needs no transfer: its TTFT is the prefill's).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from accelmap.cost.collectives import Collective, Link, collective_time
+from accelmap.cost.framework import FrameworkProfile
+from accelmap.engine.error_band import ErrorBand, error_band
+from accelmap.engine.shapes import context_notes, device_notes
+from accelmap.engine.system import System
+from accelmap.errors import InputError
+from accelmap.hardware.cluster import Cluster
+from accelmap.mapping.constraints import check_serving
+from accelmap.mapping.placement import pair_link
+from accelmap.mapping.plan import Mapping
+from accelmap.memory.budget import MemoryBudget, kv_cache_bytes
+from accelmap.models.geometry import Geometry
+from accelmap.models.schema import ModelSpec
+from accelmap.serving.metrics import Slo, distribution, summarize
+from accelmap.serving.requests import Requests, make, read_trace
+from accelmap.serving.scenario import (
+    DEFAULT_REQUESTS,
+    Instance,
+    Load,
+    Scenario,
+    Unfit,
+    instance,
+    scheduler_for,
+)
+from accelmap.serving.scheduler import SchedulerConfig
+from accelmap.serving.simulator import CapacityError, SimResult, simulate
+from accelmap.workload import Inference
+
+
+@dataclass(frozen=True)
+class Disaggregation:
+    """A prefill pool of ``prefill_instances`` x ``prefill_tp`` devices and a decode pool of
+    ``decode_instances`` x ``decode_tp`` devices on the same cluster (each instance one
+    tensor-parallel group, no pipeline)."""
+
+    prefill_instances: int
+    prefill_tp: int
+    decode_instances: int
+    decode_tp: int
+
+    def __post_init__(self) -> None:
+        for name in ("prefill_instances", "prefill_tp", "decode_instances", "decode_tp"):
+            v = getattr(self, name)
+            if not isinstance(v, int | np.integer) or v < 1:
+                raise InputError(f"disaggregation: {name.replace('_', ' ')} must be a whole "
+                                 f"number >= 1, got {v!r}")
+
+    @classmethod
+    def parse(cls, text: str, prefill_tp: int = 1, decode_tp: int = 1) -> Disaggregation:
+        """``P:D``: P prefill instances and D decode instances (devices = instances x tp)."""
+        parts = text.split(":")
+        try:
+            p, d = (int(x) for x in parts) if len(parts) == 2 else (0, 0)
+        except ValueError:
+            p = d = 0
+        if p < 1 or d < 1:
+            raise InputError(f"--disaggregate takes P:D, prefill and decode instances (e.g. "
+                             f"2:2), or auto; got {text!r}")
+        return cls(p, prefill_tp, d, decode_tp)
+
+    @property
+    def prefill_devices(self) -> int:
+        return self.prefill_instances * self.prefill_tp
+
+    @property
+    def decode_devices(self) -> int:
+        return self.decode_instances * self.decode_tp
+
+    @property
+    def devices(self) -> int:
+        return self.prefill_devices + self.decode_devices
+
+    @property
+    def prefill_mapping(self) -> Mapping:
+        return Mapping.serving(self.prefill_tp, replicas=self.prefill_instances)
+
+    @property
+    def decode_mapping(self) -> Mapping:
+        return Mapping.serving(self.decode_tp, replicas=self.decode_instances)
+
+    def describe(self) -> str:
+        return (f"prefill {self.prefill_instances} x tp={self.prefill_tp} + decode "
+                f"{self.decode_instances} x tp={self.decode_tp} ({self.devices} devices)")
+
+    def to_dict(self) -> dict[str, int]:
+        return {"prefill_instances": self.prefill_instances, "prefill_tp": self.prefill_tp,
+                "prefill_devices": self.prefill_devices,
+                "decode_instances": self.decode_instances, "decode_tp": self.decode_tp,
+                "decode_devices": self.decode_devices, "devices": self.devices}
+
+
+def check(spec: ModelSpec, cluster: Cluster, d: Disaggregation) -> list[str]:
+    """Why ``d`` cannot be laid out on ``cluster`` for ``spec`` (empty: it can)."""
+    out = []
+    if d.devices > cluster.devices:
+        out.append(f"the pools need {d.prefill_devices} prefill + {d.decode_devices} decode = "
+                   f"{d.devices} devices; {cluster.name} has {cluster.devices}")
+    for role, m in (("prefill", d.prefill_mapping), ("decode", d.decode_mapping)):
+        one = Mapping.serving(int(m.tp))
+        out += [f"{role} pool: {v.sentence} ({v.rule} rule)"
+                for v in check_serving(spec, cluster, one)]
+    return out
+
+
+def same_domain(cluster: Cluster, d: Disaggregation) -> bool:
+    """Whether the pools can be laid out as g identical scale-up domains, each holding
+    P/g prefill and D/g decode instances, so that every prefill instance sends its KV to a
+    decode instance of its own domain (DistServe sec. 4, its placement for clusters with
+    little bandwidth between nodes puts the prefill and decode instances that exchange KV in
+    one node, so the transfer rides NVLink)."""
+    dom = cluster.scale_up_domain
+    domains = max(cluster.devices // max(dom, 1), 1)
+    for g in range(1, min(domains, d.prefill_instances, d.decode_instances) + 1):
+        if d.prefill_instances % g or d.decode_instances % g:
+            continue
+        if (d.prefill_instances // g) * d.prefill_tp + (d.decode_instances // g) * d.decode_tp \
+                <= dom:
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class KvTransfer:
+    """Moving a prompt's KV from a prefill instance to a decode instance.
+
+    Bytes: the prompt's KV over all layers of the whole model (``kv_cache_bytes`` with one-token
+    blocks: sliding-window layers keep their window), once, whatever the tp of either side.
+    Streams: each of the min(tp_prefill, tp_decode) devices of the smaller side moves its share
+    over its own link (NVLink port, or its own NIC in a rail-optimized fabric), as one
+    point-to-point send (``collective_time(SEND_RECV)``: latency + bytes / bandwidth).
+
+    Layer-wise (default): the KV of layer l is sent while layer l + 1 computes (Splitwise
+    sec. 4, layer-wise KV-cache transfer overlapped with the prompt computation; DistServe
+    sec. 4 likewise hides the transfer behind compute on NVLink). What stays exposed after the
+    prompt's pass is the last layer's share, or what the link cannot carry during the pass:
+    max(t / L, t - c (L - 1) / L), c = the prompt's forward time alone on the prefill instance
+    (a lower bound of its time in the batch, so the exposed part is an upper bound). Not
+    layer-wise: the whole transfer after the prefill (t)."""
+
+    link: Link
+    same_domain: bool
+    streams: int
+    bytes_per_token: float
+    layers: int
+    layerwise: bool = True
+
+    def bytes(self, geo: Geometry, prompt: np.ndarray, kv_dtype: Any) -> np.ndarray:
+        return np.asarray(kv_cache_bytes(geo, 1, prompt, kv_dtype, 1), dtype=float)
+
+    def seconds(self, nbytes: np.ndarray, compute_s: np.ndarray) -> np.ndarray:
+        whole = np.asarray(collective_time(Collective.SEND_RECV, nbytes / self.streams, 2,
+                                           self.link), dtype=float)
+        if not self.layerwise:
+            return whole
+        lay = self.layers
+        last = np.asarray(collective_time(Collective.SEND_RECV, nbytes / self.streams / lay, 2,
+                                          self.link), dtype=float)
+        return np.maximum(last, whole - compute_s * (lay - 1) / lay)
+
+    def describe(self) -> str:
+        where = "inside one scale-up domain" if self.same_domain else "across domains"
+        return (f"KV transfer {where} on {self.link.name} "
+                f"({self.link.bandwidth / 1e9:.0f} GB/s per device x {self.streams} devices), "
+                + ("layer-wise, overlapped with the prompt's pass" if self.layerwise
+                   else "after the prefill"))
+
+
+def kv_transfer(spec: ModelSpec, cluster: Cluster, d: Disaggregation, kv_dtype: Any,
+                layerwise: bool = True) -> KvTransfer:
+    geo = Geometry.of(spec)
+    near = same_domain(cluster, d)
+    return KvTransfer(pair_link(cluster, near), near, min(d.prefill_tp, d.decode_tp),
+                      float(kv_cache_bytes(geo, 1, 1, kv_dtype, 1)), geo.n_layers, layerwise)
+
+
+@dataclass(frozen=True)
+class DisaggRun:
+    """One disaggregated scenario run: the benchmark's figures over both pools (``metrics``:
+    TTFT = prefill + transfer, TPOT from the decode pool, throughput per device over all
+    devices), each pool's own figures, the KV transfer and the assumptions."""
+
+    model: str
+    accelerator: str
+    system: str
+    disaggregation: Disaggregation
+    framework: str
+    scenario: Scenario
+    feasible: bool
+    reason: str | None
+    metrics: dict[str, Any]
+    scheduler: SchedulerConfig | None = None
+    prefill_memory: MemoryBudget | None = None
+    decode_memory: MemoryBudget | None = None
+    transfer: str = ""
+    assumptions: tuple[str, ...] = ()
+    error_band: ErrorBand | None = None
+    simulated_s: float = 0.0
+
+    @property
+    def goodput_per_device(self) -> float:
+        return float(self.metrics.get("goodput_requests_per_s", 0.0)) / \
+            self.disaggregation.devices if self.feasible else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        def mem(b: MemoryBudget | None) -> dict[str, Any] | None:
+            return None if b is None else {
+                "capacity_bytes": b.capacity,
+                "breakdown": {k: float(v) for k, v in b.items.items()}}
+
+        s = self.scheduler
+        return {
+            "phase": "serve", "scenario": self.scenario.value, "disaggregated": True,
+            "model": self.model, "accelerator": self.accelerator, "system": self.system,
+            "framework": self.framework, "disaggregation": self.disaggregation.to_dict(),
+            "feasible": self.feasible, "reason": self.reason, **self.metrics,
+            "scheduler": None if s is None else {
+                "policy": s.policy.value, "max_seqs": s.max_seqs,
+                "max_batched_tokens": s.max_batched_tokens,
+                "chunked_prefill": s.chunked_prefill, "source": s.source},
+            "memory": {"prefill": mem(self.prefill_memory), "decode": mem(self.decode_memory)},
+            "kv_transfer": self.transfer,
+            "error_band": self.error_band.to_dict() if self.error_band else None,
+            "simulated_s": self.simulated_s,
+            "assumptions": list(self.assumptions),
+        }
+
+
+def all_requests(load: Load, wl: Inference) -> Requests:
+    """The whole request stream of the scenario (every instance's share together)."""
+    if load.trace is not None:
+        return read_trace(load.trace, load.prefix_hit)
+    return make(load.requests or DEFAULT_REQUESTS, wl.prompt_len, max(wl.output_len, 1),
+                rate=load.rate, dist=load.dist, spread=load.spread,
+                prefix_hit=load.prefix_hit, seed=load.seed)
+
+
+def simulate_pool(reqs: Requests, instances: int, inst: Instance) -> tuple[list[np.ndarray],
+                                                                  list[SimResult]]:
+    """Deal ``reqs`` round-robin over ``instances`` and simulate each one."""
+    picks, sims = [], []
+    for i in range(min(instances, len(reqs))):
+        pick = np.arange(i, len(reqs), instances)
+        sub = Requests(reqs.arrival_s[pick], reqs.prompt[pick], reqs.output[pick],
+                       reqs.cached[pick])
+        picks.append(pick)
+        sims.append(simulate(sub, inst.cost, inst.scheduler, inst.pool.tokens))
+    return picks, sims
+
+
+Instances = dict[tuple[str, int], Instance | Unfit]
+
+
+def run_disaggregated(spec: ModelSpec, system: System, wl: Inference, d: Disaggregation,
+                      fw: FrameworkProfile, load: Load, *, layerwise: bool = True,
+                      cache: Instances | None = None) -> DisaggRun:
+    """Simulate ``load`` on the prefill and decode pools of ``d`` (``cache``: instances
+    already built for this load, keyed by (pool, tp); the planner shares it)."""
+    cluster, dev = system.cluster, system.device
+    head = (spec.id, dev.acc.id, cluster.name, d, fw.name.value, load.scenario)
+    if load.scenario is Scenario.BATCH:
+        raise InputError("disaggregated serving needs a request stream: use --scenario "
+                         "server (or offline), not batch")
+    bad = check(spec, cluster, d)
+    if bad:
+        return DisaggRun(*head, False, bad[0], {})
+    cache = {} if cache is None else cache
+    sched = scheduler_for(system, fw, load)
+    reqs = all_requests(load, wl)
+    n = len(reqs)
+    pre_reqs = Requests(reqs.arrival_s, reqs.prompt, np.ones(n, dtype=np.int64), reqs.cached)
+    # the decode pool's requests: the prompt in KV but its last token, output - 1 to go
+    longest = Requests(reqs.arrival_s, reqs.prompt, np.maximum(reqs.output - 1, 1),
+                       np.maximum(reqs.prompt - 1, 0))
+
+    def built(role: str, tp: int, r: Requests) -> Instance | Unfit:
+        key = (role, tp)
+        if key not in cache:
+            cache[key] = instance(spec, system, wl, Mapping.serving(tp), fw, sched, r)
+        return cache[key]
+
+    pre = built("prefill", d.prefill_tp, pre_reqs)
+    dec = built("decode", d.decode_tp, longest)
+    for role, inst in (("prefill", pre), ("decode", dec)):
+        if isinstance(inst, Unfit):
+            return DisaggRun(*head, False, f"{role} pool: {inst.reason}", {}, sched,
+                             inst.memory if role == "prefill" else None,
+                             inst.memory if role == "decode" else None)
+    assert isinstance(pre, Instance) and isinstance(dec, Instance)
+    t0 = time.perf_counter()
+    try:
+        pre_picks, pre_sims = simulate_pool(pre_reqs, d.prefill_instances, pre)
+    except CapacityError as e:
+        return DisaggRun(*head, False, f"prefill pool: {e} (memory rule)", {}, sched,
+                         pre.pool.other, dec.pool.other)
+    first = np.full(n, np.nan)
+    for pick, sim in zip(pre_picks, pre_sims, strict=True):
+        first[pick] = sim.first_token_s
+    # the KV transfer of each request
+    xfer = kv_transfer(spec, cluster, d, wl.kv_dtype, layerwise)
+    geo = Geometry.of(spec)
+    nbytes = xfer.bytes(geo, reqs.prompt, wl.kv_dtype)
+    alone = np.array([pre.cost.cost(p - c, 1, p - c, c + (p - c + 1) / 2, 0, 0)
+                      for p, c in zip(reqs.prompt.tolist(), reqs.cached.tolist(), strict=True)])
+    moved = reqs.output > 1
+    transfer = np.where(moved, xfer.seconds(nbytes, alone), 0.0)
+    ttft_abs = first + transfer
+    finish = first.copy()
+    dec_sims: list[SimResult] = []
+    if np.any(moved):
+        idx = np.flatnonzero(moved)
+        idx = idx[np.argsort(ttft_abs[idx], kind="stable")]
+        dec_reqs = Requests(ttft_abs[idx], reqs.prompt[idx], reqs.output[idx] - 1,
+                            reqs.prompt[idx] - 1)
+        try:
+            dec_picks, dec_sims = simulate_pool(dec_reqs, d.decode_instances, dec)
+        except CapacityError as e:
+            return DisaggRun(*head, False, f"decode pool: {e} (memory rule)", {}, sched,
+                             pre.pool.other, dec.pool.other)
+        for pick, sim in zip(dec_picks, dec_sims, strict=True):
+            finish[idx[pick]] = sim.finish_s
+    wall = time.perf_counter() - t0
+
+    def cat(sims: list[SimResult], name: str) -> np.ndarray:
+        return np.concatenate([getattr(s, name) for s in sims]) if sims else np.zeros(0)
+
+    whole = SimResult(reqs.arrival_s, ttft_abs, finish, reqs.prompt, reqs.output,
+                      cat(dec_sims, "step_s"), cat(dec_sims, "step_decodes"),
+                      cat(dec_sims, "step_tokens"),
+                      sum(s.preemptions for s in (*pre_sims, *dec_sims)),
+                      max((s.peak_running for s in dec_sims), default=0),
+                      dec.pool.tokens, 0.0)
+    metrics = summarize(whole, 1, d.devices, load.slo)
+    span = metrics["duration_s"]
+    metrics.pop("busy_fraction")
+
+    def pool_figures(sims: list[SimResult], inst: Instance, m: Mapping) -> dict[str, Any]:
+        return {"instances": int(m.replicas), "tp": int(m.tp), "devices": int(m.world),
+                "busy_fraction": (sum(s.busy_s for s in sims) / (int(m.replicas) * span)
+                                  if span else 0.0),
+                "iterations": int(sum(len(s.step_s) for s in sims)),
+                "preemptions": int(sum(s.preemptions for s in sims)),
+                "peak_running": max((s.peak_running for s in sims), default=0),
+                "kv_capacity_tokens": inst.pool.tokens}
+
+    metrics["prefill_pool"] = {**pool_figures(pre_sims, pre, d.prefill_mapping),
+                               "ttft_s": distribution(first - reqs.arrival_s)}
+    metrics["decode_pool"] = {**pool_figures(dec_sims, dec, d.decode_mapping),
+                              "queue_s": distribution(
+                                  np.array([t for s in dec_sims for t in
+                                            (s.first_token_s - s.arrival_s)]))}
+    metrics["kv_transfer_s"] = distribution(transfer[moved]) if np.any(moved) else {}
+    metrics["kv_transfer_bytes"] = distribution(nbytes[moved]) if np.any(moved) else {}
+    metrics["kv_bytes_per_token"] = xfer.bytes_per_token
+    # the TTFT objective alone: what the prefill pool (and the transfer) let through, whatever
+    # the decode pool does (the planner stops adding decode instances there)
+    metrics["ttft_slo_attainment"] = float(np.mean(
+        Slo(ttft_s=load.slo.ttft_s).met(ttft_abs - reqs.arrival_s, np.full(n, np.nan))))
+    notes = (*context_notes(spec, int(np.max(reqs.prompt + reqs.output))),
+             f"{d.describe()} on {cluster.name}",
+             xfer.describe(),
+             f"scheduler (both pools): {sched.source}",
+             f"KV pool {pre.pool.tokens:,.0f} tokens per prefill instance, "
+             f"{dec.pool.tokens:,.0f} per decode instance",
+             f"{n:,} requests dealt round-robin to {d.prefill_instances} prefill and "
+             f"{d.decode_instances} decode instances; TTFT counts the KV transfer (the first "
+             "token reaches the user with the decode stream)",
+             "a decode instance recomputes a preempted request's prompt itself (vLLM recompute)",
+             *device_notes(dev, wl.compute_dtype, fw))
+    return DisaggRun(*head, True, None, metrics, sched, pre.pool.other, dec.pool.other,
+                     xfer.describe(), notes,
+                     error_band("serve-throughput", fw.name.value, d.devices), wall)
+
+
+def with_requests(load: Load, requests: int) -> Load:
+    """The same load with ``requests`` requests (the planner's bounded runs)."""
+    return replace(load, requests=requests) if load.trace is None else load
+
+
+__all__ = [
+    "DisaggRun",
+    "Disaggregation",
+    "KvTransfer",
+    "check",
+    "kv_transfer",
+    "run_disaggregated",
+    "same_domain",
+    "simulate_pool",
+    "with_requests",
+]
