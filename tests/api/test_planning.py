@@ -17,8 +17,21 @@ def test_plan_request_reads_text() -> None:
                          objective="Cost")
     assert r.global_batch == 256 and r.tokens == 2e12 and r.deadline_s == 30 * 86400
     assert r.objective is api.Objective.COST and r.framework_name == "megatron"
-    s = api.plan_request(train=False, ttft="500ms", tpot="50ms")
+    s = api.plan_request(train=False, ttft="500ms", tpot="50ms", rate=2)
     assert s.ttft_s == 0.5 and s.tpot_s == 0.05 and s.framework_name == "vllm"
+    assert s.scenario is api.Scenario.SERVER and s.objective is api.Objective.GOODPUT
+    assert s.load is not None and s.load.slo.ttft_s == 0.5 and s.load.rate == 2
+    assert api.plan_request(train=False).scenario is api.Scenario.OFFLINE  # no rate: offline
+    b = api.plan_request(train=False, scenario="batch", ttft="500ms")
+    assert b.load is None and b.scenario is api.Scenario.BATCH and b.ttft_s == 0.5
+    with pytest.raises(InputError, match="--scenario server needs --rate"):
+        api.plan_request(train=False, scenario="server")
+    with pytest.raises(InputError, match="a TTFT SLO needs arrivals"):
+        api.plan_request(train=False, ttft="2s")  # offline: TTFT is queueing
+    with pytest.raises(InputError, match="goodput ranks simulated"):
+        api.plan_request(train=False, scenario="batch", objective="goodput")
+    with pytest.raises(InputError, match="are for serving plans"):
+        api.plan_request(rate=4)
     assert api.plan_request(seq=4096, global_batch_tokens="1K").global_batch == 1  # at least 1
     with pytest.raises(InputError, match="unknown objective 'fast'"):
         api.plan_request(objective="fast")

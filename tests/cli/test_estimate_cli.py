@@ -177,10 +177,35 @@ def test_plan_needs_a_target(cli: Run) -> None:
 
 
 def test_plan_serving_json(cli: Run) -> None:
-    d = j(cli("plan", "llama-2-7b", "--cluster", "dgx-h100", "--serve", "--prompt", "512",
-              "--output", "64", "--tpot", "50ms", "--top", "3", "--json"))
+    d = j(cli("plan", "llama-2-7b", "--cluster", "dgx-h100", "--serve", "--scenario", "batch",
+              "--prompt", "512", "--output", "64", "--tpot", "50ms", "--top", "3", "--json"))
     assert d["plans"] and all(p["tpot_s"] <= 0.05 for p in d["plans"])
     assert "latency_vs_throughput" in d["pareto"]
+
+
+def test_plan_server_scenario_json(cli: Run) -> None:
+    d = j(cli("plan", "llama-2-7b", "--cluster", "dgx-h100", "--serve", "--rate", "20",
+              "--prompt", "512", "--output", "64", "--slo-ttft", "1s", "--slo-tpot", "50ms",
+              "--requests", "200", "--top", "3", "--json"))
+    assert d["objective"] == "goodput" and d["search"]["scenario"] == "server"
+    assert d["search"]["simulated_configurations"] <= d["search"]["screened_feasible"]
+    p = d["plans"][0]
+    assert set(p["mapping"]) >= {"tp", "pp", "ep", "replicas", "batch", "max_batched_tokens"}
+    for key in ("tokens_per_s", "goodput_requests_per_s", "kv_capacity_tokens",
+                "peak_running"):
+        assert p[key] > 0, key
+    assert {"p50", "p99"} <= set(p["ttft_s"]) and {"p50", "p99"} <= set(p["tpot_s"])
+    goodputs = [q["goodput_requests_per_s"] for q in d["plans"]]
+    assert goodputs == sorted(goodputs, reverse=True)
+
+
+def test_plan_scenario_errors(cli: Run) -> None:
+    r = cli("plan", "llama-2-7b", "--cluster", "dgx-h100", "--serve", "--scenario", "server")
+    assert r.code == 2 and "--scenario server needs --rate" in r.err
+    r = cli("plan", "llama-2-7b", "--cluster", "dgx-h100", "--serve", "--slo-ttft", "2s")
+    assert r.code == 2 and "a TTFT SLO needs arrivals" in r.err
+    r = cli("plan", "llama-2-7b", "--cluster", "dgx-h100", "--serve", "--rate", "-1")
+    assert r.code == 2 and "--rate must be a positive" in r.err
 
 
 def test_plan_hw_list_compares(cli: Run) -> None:

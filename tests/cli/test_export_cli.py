@@ -24,8 +24,8 @@ def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for kind, args in {
         "train": ["plan", "llama-2-13b", "--cluster", "64xH100", "--train", "--seq", "4096",
                   "--global-batch-tokens", "2M", "--top", "3", "--json"],
-        "serve": ["plan", "llama-2-7b", "--cluster", "dgx-h100", "--serve", "--prompt", "512",
-                  "--output", "64", "--top", "3", "--json"],
+        "serve": ["plan", "llama-2-7b", "--cluster", "dgx-h100", "--serve", "--scenario",
+                  "batch", "--prompt", "512", "--output", "64", "--top", "3", "--json"],
     }.items():
         import contextlib
         import io
@@ -63,6 +63,27 @@ def test_export_serving_plan(cli: Run, plans: dict[str, Path], tmp_path: Path,
     r = cli("export", fmt, "--from", str(plans["serve"]), "--out", str(tmp_path), "--json")
     assert r.code == 0, r.err
     assert json.loads(r.out)["files"]
+
+
+@pytest.mark.parametrize(("fmt", "seqs", "tokens"), [
+    ("vllm", "--max-num-seqs", "--max-num-batched-tokens"),
+    ("sglang", "--max-running-requests", "--chunked-prefill-size")])
+def test_scenario_plan_exports_its_scheduler_caps(cli: Run, tmp_path: Path, fmt: str,
+                                                  seqs: str, tokens: str) -> None:
+    """An offline/server plan carries the scheduler caps it was simulated under; the serving
+    exporters write them (the batch scenario's plans carry only the batch)."""
+    r = cli("plan", "llama-2-7b", "--cluster", "dgx-h100", "--serve", "--prompt", "512",
+            "--output", "64", "--slo-tpot", "20ms", "--requests", "200", "--top", "1",
+            "--json")
+    assert r.code == 0, r.err
+    plan = json.loads(r.out)["plans"][0]
+    (tmp_path / "plan.json").write_text(r.out)
+    r = cli("export", fmt, "--from", str(tmp_path / "plan.json"), "--out", str(tmp_path / "o"))
+    assert r.code == 0, r.err
+    script = (tmp_path / "o" / "serve.sh").read_text()
+    assert f"{seqs} {plan['mapping']['batch']} " in script
+    assert f"{tokens} {plan['mapping']['max_batched_tokens']} " in script
+    assert plan["mapping"]["batch"] == plan["max_seqs"]
 
 
 def test_wrong_kind_and_bad_inputs(cli: Run, plans: dict[str, Path], tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ VLLM_FLAGS = {
     "--host", "--port",  # entrypoints/common/cli_args.py FrontendArgs
     "--tensor-parallel-size", "--pipeline-parallel-size", "--enable-expert-parallel",
     "--nnodes", "--node-rank", "--master-addr",  # arg_utils.py parallel_group
-    "--max-num-seqs",  # scheduler_group
+    "--max-num-seqs", "--max-num-batched-tokens",  # scheduler_group
     "--max-model-len", "--dtype", "--quantization",  # model_group
     "--kv-cache-dtype",  # cache_group
 }
@@ -51,7 +51,7 @@ VLLM_CHOICES = {
 SGLANG_FLAGS = {
     "--model-path", "--context-length", "--dtype", "--quantization", "--kv-cache-dtype",
     "--tp-size", "--pp-size", "--dp-size", "--ep-size", "--nnodes", "--node-rank",
-    "--dist-init-addr", "--max-running-requests", "--host", "--port",
+    "--dist-init-addr", "--max-running-requests", "--chunked-prefill-size", "--host", "--port",
 }
 SGLANG_CHOICES = {
     "--dtype": {"auto", "half", "float16", "bfloat16", "float", "float32"},
@@ -79,11 +79,13 @@ MAXTEXT_REMAT = {"minimal_with_context", "minimal", "save_dot_with_context_excep
 
 def serve_job(model: str, nodes: int = 1, per_node: int = 8, *, tp: int = 1, pp: int = 1,
               ep: int = 1, replicas: int = 1, batch: int = 64,
-              weight_dtype: DType = DType.BF16, kv_dtype: DType = DType.BF16) -> PlanJob:
+              weight_dtype: DType = DType.BF16, kv_dtype: DType = DType.BF16,
+              max_tokens: int | None = None) -> PlanJob:
     return PlanJob(kind=PlanKind.SERVE, model=model, accelerator="h100-sxm5-80gb",
                    devices_per_node=per_node, nodes=nodes,
                    mapping=Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=replicas),
-                   serving=ServingChoice(batch, weight_dtype, kv_dtype), seq_len=2304,
+                   serving=ServingChoice(batch, weight_dtype, kv_dtype, max_tokens),
+                   seq_len=2304,
                    prompt_len=2048, output_len=256)
 
 
@@ -104,7 +106,8 @@ def plan_values(job: PlanJob | ReadBack) -> dict[str, Any]:
     assert m is not None
     if s is not None:
         return {"tp": m.tp, "pp": m.pp, "ep": m.ep, "replicas": m.replicas, "batch": s.batch,
-                "weight_dtype": s.weight_dtype, "kv_dtype": s.kv_dtype}
+                "weight_dtype": s.weight_dtype, "kv_dtype": s.kv_dtype,
+                "max_batched_tokens": s.max_tokens}
     return {"dp": m.dp, "tp": m.tp, "pp": m.pp, "cp": m.cp, "ep": m.ep, "zero": m.zero,
             "micro_batch": m.micro_batch, "vpp": m.virtual_stages, "recompute": m.recompute,
             "offload": (m.offload_optimizer, m.offload_params)}
@@ -121,6 +124,10 @@ SERVE_PLANS = {
     "405b-two-nodes": serve_job("llama-3.1-405b", nodes=4, tp=8, pp=2, replicas=2, batch=32),
     "8b-fp16": serve_job("llama-3.1-8b", tp=2, replicas=4, batch=32, weight_dtype=DType.FP16,
                          kv_dtype=DType.FP16),
+    # a plan of the offline/server scenarios: the scheduler caps it was simulated under
+    "70b-scheduler-caps": serve_job("llama-3.1-70b", tp=4, replicas=2, batch=1024,
+                                    weight_dtype=DType.FP8, kv_dtype=DType.FP8,
+                                    max_tokens=8192),
 }
 # plan -> (exporter -> the mapping fields it must name in `unsupported`)
 EXPECTED_UNSUPPORTED = {

@@ -8,6 +8,14 @@ accelerators, and find the smallest cluster that meets a deadline.
     req = api.plan_request(train=True, seq=8192, global_batch_tokens="2M", tokens="2T")
     result = api.run_plan(spec, cl, req)
     print(result.plans[0].metrics["tokens_per_s"])
+
+Serving plans run under a scenario: ``offline`` (every request queued, the default without a
+rate), ``server`` (Poisson arrivals at ``rate``, the default with one) or ``batch`` (one fixed
+batch prefilled at once, ``search.serve``); offline and server are simulated request by request
+(``search.serve_scenario``):
+
+    req = api.plan_request(train=False, prompt=2000, output=300, rate=4, ttft="2s",
+                           tpot="50ms")          # server scenario, ranked by goodput
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ from accelmap.export.base import Job, PlanKind
 from accelmap.hardware.cluster import Cluster, parse_cluster
 from accelmap.models.schema import ModelSpec
 from accelmap.search.result import Objective, PlanResult, pareto_front
+from accelmap.serving.metrics import Slo
+from accelmap.serving.scenario import Load, Scenario
 from accelmap.units import DType
 
 __all__ = ["DeadlineSearch", "HardwareComparison", "PlanRequest", "check_profile",
@@ -60,6 +70,15 @@ class PlanRequest:
     include_tight: bool = False
     deadline_s: float | None = None
     profile: CalibrationProfile | None = field(default=None, compare=False)
+    # serving: the scenario's load (offline/server, simulated); None = the batch scenario
+    load: Load | None = None
+
+    @property
+    def scenario(self) -> Scenario | None:
+        """The serving scenario (None for training)."""
+        if self.train:
+            return None
+        return Scenario.BATCH if self.load is None else self.load.scenario
 
     def with_profile(self, profile: CalibrationProfile | None) -> PlanRequest:
         """The same request with a measured calibration profile (``load_profile``)."""
@@ -74,26 +93,68 @@ class PlanRequest:
 def plan_request(*, train: bool = True, seq: int = 4096,
                  global_batch_tokens: str | float = "4M", tokens: str | float | None = None,
                  prompt: int = 2048, output: int = 256, ttft: str | float | None = None,
-                 tpot: str | float | None = None, objective: str | Objective = "throughput",
+                 tpot: str | float | None = None, objective: str | Objective | None = None,
                  framework: str | None = None, top: int = 10, offload: bool = False,
                  force_tp: bool = False, include_tight: bool = False,
                  deadline: str | float | None = None,
-                 profile: CalibrationProfile | None = None) -> PlanRequest:
+                 profile: CalibrationProfile | None = None,
+                 scenario: str | Scenario | None = None, rate: float | None = None,
+                 requests: int | None = None, max_seqs: int | None = None) -> PlanRequest:
     """A PlanRequest from text, every value checked before any search: ``objective`` one of
     ``Objective``, ``tokens`` as a count ('2T'), ``deadline`` (training with ``tokens`` only)
     and ``ttft``/``tpot`` as durations ('30d', '500ms'), ``global_batch_tokens`` as
-    ``parse.batch_tokens`` reads it (binary K/M) divided by ``seq`` (at least one sequence)."""
-    obj = choice(Objective, objective, "objective")
+    ``parse.batch_tokens`` reads it (binary K/M) divided by ``seq`` (at least one sequence).
+
+    Serving: ``scenario`` (default ``server`` with a ``rate``, else ``offline``; ``batch`` for
+    the fixed-batch search); ``ttft``/``tpot`` are the batch's targets there and the SLOs of
+    each request in offline/server; ``requests`` per simulation (default 2000), ``max_seqs`` a
+    fixed cap on running requests per replica (else the framework's, lowered under a missed
+    TPOT SLO). Objective default: goodput in the server scenario, throughput elsewhere."""
+    ttft_s = duration(ttft) if ttft else None
+    tpot_s = duration(tpot) if tpot else None
+    load = None
+    if train:
+        if scenario is not None or rate is not None or requests is not None or max_seqs:
+            raise InputError("--scenario, --rate, --requests and --max-seqs are for serving "
+                             "plans (--serve)")
+    else:
+        sc = choice(Scenario, scenario, "scenario") if scenario is not None else (
+            Scenario.SERVER if rate is not None else Scenario.OFFLINE)
+        if sc is Scenario.BATCH:
+            if rate is not None or requests is not None or max_seqs:
+                raise InputError("--rate, --requests and --max-seqs are for --scenario offline "
+                                 "or server (the batch scenario searches the batch itself)")
+        else:
+            if sc is Scenario.SERVER and rate is None:
+                raise InputError("--scenario server needs --rate R (requests/s over the "
+                                 "cluster, Poisson arrivals)")
+            if rate is not None and not rate > 0:
+                raise InputError(f"--rate must be a positive number of requests/s, got {rate}")
+            if sc is Scenario.OFFLINE and ttft_s is not None:
+                raise InputError("a TTFT SLO needs arrivals: add --rate R (server scenario) or "
+                                 "use --scenario batch; offline queues every request at once, "
+                                 "so its TTFT is mostly waiting in the queue")
+            if requests is not None and requests < 1:
+                raise InputError(f"--requests must be at least 1, got {requests}")
+            load = Load(sc, requests, rate, slo=Slo(ttft_s, tpot_s), max_seqs=max_seqs)
+    if objective is None:
+        obj = Objective.GOODPUT if load is not None and load.scenario is Scenario.SERVER \
+            else Objective.THROUGHPUT
+    else:
+        obj = choice(Objective, objective, "objective")
+    if obj is Objective.GOODPUT and load is None:
+        raise InputError("--objective goodput ranks simulated serving runs: use --serve with "
+                         "--scenario offline or server")
     n_tokens = count(tokens) if tokens else 0.0
     if deadline and not (train and n_tokens):
         raise InputError("--deadline needs --train and --tokens (what must be trained by when)")
     deadline_s = duration(deadline) if deadline else None
     batch = max(round(batch_tokens(global_batch_tokens) / seq), 1)
     return PlanRequest(train=train, seq=seq, global_batch=batch, tokens=n_tokens, prompt=prompt,
-                       output=output, ttft_s=duration(ttft) if ttft else None,
-                       tpot_s=duration(tpot) if tpot else None, objective=obj,
+                       output=output, ttft_s=ttft_s, tpot_s=tpot_s, objective=obj,
                        framework=framework, top=top, offload=offload, force_tp=force_tp,
-                       include_tight=include_tight, deadline_s=deadline_s, profile=profile)
+                       include_tight=include_tight, deadline_s=deadline_s, profile=profile,
+                       load=load)
 
 
 def plan_clusters(catalog: Catalog, cluster: str | None = None, hw: str | None = None,
@@ -143,7 +204,9 @@ def check_profile(profile: CalibrationProfile | None, clusters: list[Cluster]) -
 def run_plan(spec: ModelSpec, cluster: Cluster, request: PlanRequest,
              progress: Progress | None = None) -> PlanResult:
     """Search every mapping of ``spec`` on ``cluster`` and rank the feasible ones (training:
-    ``search.planner.plan_training``; serving: ``search.serve.plan_serving``)."""
+    ``search.planner.plan_training``; serving, batch scenario: ``search.serve.plan_serving``;
+    offline/server: ``search.serve_scenario.plan_serving_scenario``, whose ``progress``
+    counts simulated configurations)."""
     r = request
     if r.train:
         from accelmap.search.planner import plan_training
@@ -155,6 +218,16 @@ def run_plan(spec: ModelSpec, cluster: Cluster, request: PlanRequest,
                              framework=r.framework_name, top=r.top, tokens_to_train=r.tokens,
                              space=space, progress=progress, profile=r.profile,
                              include_tight=r.include_tight)
+    if r.load is not None:
+        from accelmap.search.serve_scenario import plan_serving_scenario
+
+        res = plan_serving_scenario(spec, cluster, r.prompt, r.output, r.load,
+                                    objective=r.objective, framework=r.framework_name, top=r.top,
+                                    progress=progress, profile=r.profile)
+        if r.include_tight:
+            res.notes.append("--include-tight applies to --scenario batch: in offline/server "
+                             "the framework's memory rule sizes the KV pool")
+        return res
     from accelmap.search.serve import plan_serving
 
     return plan_serving(spec, cluster, r.prompt, r.output, ttft_s=r.ttft_s, tpot_s=r.tpot_s,

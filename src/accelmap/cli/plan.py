@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+def _progress(enabled: bool, label: str = "searching mappings"
+              ) -> Iterator[Callable[[int, int], None] | None]:
     """A transient progress bar on a terminal for searches that take more than a moment."""
     if not (enabled and sys.stderr.isatty()):
         yield None
@@ -34,7 +35,7 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
     from rich.progress import Progress
 
     with Progress(transient=True, console=console()) as bar:
-        task = bar.add_task("searching mappings", total=None)
+        task = bar.add_task(label, total=None)
 
         def update(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
@@ -63,11 +64,30 @@ def plan_cmd(
                                                  "--tokens within this time (e.g. 60d).")] = None,
     prompt: Annotated[int, typer.Option(min=1, help="Serving prompt tokens.")] = 2048,
     output: Annotated[int, typer.Option(min=1, help="Serving output tokens.")] = 256,
-    ttft: Annotated[str | None, typer.Option(help="Serving TTFT target (e.g. 500ms).")] = None,
-    tpot: Annotated[str | None, typer.Option(help="Serving TPOT target (e.g. 50ms).")] = None,
-    objective: Annotated[str, typer.Option(
-        help="throughput, time, cost, energy (training); throughput, cost, latency, energy "
-             "(serving).")] = "throughput",
+    scenario: Annotated[str | None, typer.Option(
+        "--scenario", help="Serving scenario: offline (every request queued at once; the "
+        "default without --rate), server (Poisson arrivals at --rate; the default with it), "
+        "both simulated request by request under the framework's scheduler; batch (one fixed "
+        "batch prefilled at once, the batch searched).")] = None,
+    rate: Annotated[float | None, typer.Option(
+        "--rate", help="Server: requests per second over the whole cluster.")] = None,
+    requests: Annotated[int | None, typer.Option(
+        "--requests", min=1, help="Requests per simulation (offline/server; default 2000).")
+    ] = None,
+    max_seqs: Annotated[int | None, typer.Option(
+        "--max-seqs", min=1, help="Fix the cap on running requests per replica (vLLM "
+        "max_num_seqs); default: the framework's, lowered when a TPOT SLO's p99 is missed.")
+    ] = None,
+    ttft: Annotated[str | None, typer.Option(
+        "--ttft", "--slo-ttft", help="TTFT target (e.g. 2s): offline/server, the SLO of each "
+        "request (p99 for throughput; per request for goodput), needs --rate; batch, the "
+        "fixed batch's TTFT.")] = None,
+    tpot: Annotated[str | None, typer.Option(
+        "--tpot", "--slo-tpot", help="TPOT target (e.g. 50ms), read as --ttft is.")] = None,
+    objective: Annotated[str | None, typer.Option(
+        help="throughput, time, cost, energy (training); goodput (requests/s meeting the "
+        "SLOs; default for server), throughput (default otherwise), cost, latency, energy "
+        "(serving).", show_default=False)] = None,
     top: Annotated[int, typer.Option(min=1, help="Plans to show.")] = 10,
     framework: Annotated[str | None, typer.Option(
         help="megatron/fsdp (training), vllm/tensorrt-llm (serving).")] = None,
@@ -94,8 +114,11 @@ def plan_cmd(
           --global-batch-tokens 16M --tokens 15T
       accelmap plan llama-3.1-8b --hw any --devices 64 --train --tokens 1T --objective cost
       accelmap plan llama-3.1-70b --hw H100 --train --tokens 2T --deadline 30d
-      accelmap plan llama-3.1-70b --cluster dgx-h100 --serve --prompt 2048 --output 256 \\
-          --tpot 50ms
+      accelmap plan llama-3.1-70b --cluster dgx-h100 --serve --scenario server --rate 4 \\
+          --prompt 2000 --output 300 --slo-ttft 2s --slo-tpot 50ms
+      accelmap plan llama-3.1-70b --cluster dgx-h100 --serve --prompt 2000 --output 300 \\
+          --slo-tpot 50ms        # offline: best throughput under a TPOT p99 SLO
+      accelmap plan llama-3.1-70b --cluster dgx-h100 --serve --scenario batch --tpot 50ms
       accelmap plan llama-3.1-8b --cluster 8xH100 --serve --profile my-h100
     """
     cat = get_catalog(catalog)
@@ -103,7 +126,8 @@ def plan_cmd(
     req = api.plan_request(train=train, seq=seq, global_batch_tokens=global_batch_tokens,
                            tokens=tokens, prompt=prompt, output=output, ttft=ttft, tpot=tpot,
                            objective=objective, framework=framework, top=top, offload=offload,
-                           force_tp=force_tp, include_tight=include_tight, deadline=deadline)
+                           force_tp=force_tp, include_tight=include_tight, deadline=deadline,
+                           scenario=scenario, rate=rate, requests=requests, max_seqs=max_seqs)
     clusters = api.plan_clusters(cat, cluster, hw, devices, train)
     cal = api.load_profile(profile, db)
     api.check_profile(cal, clusters)
@@ -115,12 +139,16 @@ def plan_cmd(
         _print_comparison(api.compare_hardware(spec, clusters, req), json_out)
         return
     cl = clusters[0]
-    with _progress(not json_out) as progress:
+    simulated = req.load is not None
+    with _progress(not json_out, "simulating the shortlisted configurations" if simulated
+                   else "searching mappings") as progress:
         result = api.run_plan(spec, cl, req, progress)
     job = api.plan_job(spec, cl, req)
     if json_out:
         emit_json({"model": spec.id, "cluster": cl.name, "job": job.to_dict(),
                    **result.to_dict()})
+    elif simulated:
+        print_scenario(spec.id, cl, result)
     else:
         print_result(spec.id, cl, result, train)
     if export and result.plans:
@@ -182,6 +210,53 @@ def print_result(model: str, cl: Cluster, r: PlanResult, train: bool) -> None:
     if best.get("time_to_train_s"):
         con.print(f"time to train: {best['time_to_train_s'] / 86400:,.1f} days"
                   + (f", cost ${best['cost_usd']:,.0f}" if best.get("cost_usd") else ""))
+    for line in r.explanation:
+        con.print(f"- {line}", highlight=False)
+    for note in r.notes:
+        con.print(f"note: {note}", highlight=False)
+    if r.calibration:
+        con.print(f"calibration: {r.calibration}", highlight=False)
+
+
+def print_scenario(model: str, cl: Cluster, r: PlanResult) -> None:
+    """A plan of the offline/server scenarios: the simulated figures of each plan."""
+    from rich.table import Table
+
+    con = console()
+    s = r.search or {}
+    con.print(f"[bold]{model}[/bold] on {cl.name}, {s.get('scenario')} scenario: "
+              f"{s.get('configurations', 0):,} configurations screened, "
+              f"{s.get('simulated_configurations', 0)} simulated "
+              f"({s.get('simulation_runs', 0)} runs), {r.seconds:.2f} s"
+              + (" [yellow](interrupted: best so far)[/yellow]" if r.interrupted else ""))
+    if r.rejected_by_rule:
+        con.print("ruled out (configurations): " + ", ".join(
+            f"{k} {v:,}" for k, v in sorted(r.rejected_by_rule.items(), key=lambda kv: -kv[1])))
+    if not r.plans:
+        con.print("[red]no serving plan meets the objective[/red]")
+    else:
+        t = Table(title=f"Top plans by {r.objective.value} (simulated)")
+        for c in ("mapping", "goodput req/s", "SLO met", "out tokens/s", "TTFT p50/p99",
+                  "TPOT p50/p99", "peak running", "KV tokens/replica", "$/M tokens"):
+            t.add_column(c, justify="left" if c == "mapping" else "right")
+        for p in r.plans:
+            m = p.metrics
+            d = p.mapping_dict()
+            mapping = (f"tp={d['tp']}" + (f" pp={d['pp']}" if d["pp"] > 1 else "")
+                       + (f" ep={d['ep']}" if d["ep"] > 1 else "")
+                       + f" x{d['replicas']} {d['weight_dtype']}/{d['kv_dtype']} KV"
+                       + f" max_seqs={d['batch']}")
+            cost = m.get("cost_usd_per_million_tokens")
+            t.add_row(mapping, f"{m['goodput_requests_per_s']:.2f}", f"{m['slo_attainment']:.0%}",
+                      f"{m['tokens_per_s']:,.0f}",
+                      f"{fmt(m['ttft_s'].get('p50'), 'time')} / {fmt(m['ttft_p99_s'], 'time')}",
+                      f"{fmt(m['tpot_s'].get('p50'), 'time')} / {fmt(m['tpot_p99_s'], 'time')}",
+                      f"{m['peak_running']}", f"{m['kv_capacity_tokens']:,.0f}",
+                      f"{cost:.3g}" if cost else "-")
+        con.print(t)
+        band = r.plans[0].metrics.get("error_band")
+        if band:
+            con.print(f"expected error of these figures: {band['text']}", highlight=False)
     for line in r.explanation:
         con.print(f"- {line}", highlight=False)
     for note in r.notes:

@@ -7,7 +7,8 @@ back, strictly, by :func:`read_plan_mapping`:
 
 - training: ``dp tp pp cp ep zero micro_batch vpp recompute offload`` (``Mapping.to_dict``);
 - serving: ``tp pp ep replicas`` (``Mapping.to_serving_dict``) then ``batch weight_dtype
-  kv_dtype`` (``ServingChoice.to_dict``).
+  kv_dtype`` and, for plans of the offline/server scenarios, ``max_batched_tokens``
+  (``ServingChoice.to_dict``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Objective(StrEnum):
     COST = "cost"  # dollars per token
     ENERGY = "energy"  # joules per token
     LATENCY = "latency"  # serving: time per output token, least first
+    GOODPUT = "goodput"  # serving scenarios: requests/s that met every SLO, most first
 
 
 class PlanKind(StrEnum):
@@ -44,15 +46,21 @@ class PlanKind(StrEnum):
 @dataclass(frozen=True)
 class ServingChoice:
     """What a serving plan chooses besides the mapping: requests in flight per replica and the
-    precision of the weights and of the KV cache."""
+    precision of the weights and of the KV cache; plans of the offline/server scenarios also
+    carry the scheduler's token budget per iteration (``max_tokens``), and their ``batch`` is
+    the scheduler's cap on running requests (the scheduler picks the batch under it)."""
 
     batch: int  # concurrent sequences per replica (vLLM --max-num-seqs)
     weight_dtype: DType
     kv_dtype: DType
+    max_tokens: int | None = None  # tokens per iteration (vLLM --max-num-batched-tokens)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"batch": self.batch, "weight_dtype": self.weight_dtype.value,
-                "kv_dtype": self.kv_dtype.value}
+        out: dict[str, Any] = {"batch": self.batch, "weight_dtype": self.weight_dtype.value,
+                               "kv_dtype": self.kv_dtype.value}
+        if self.max_tokens is not None:
+            out["max_batched_tokens"] = self.max_tokens
+        return out
 
 
 @dataclass(frozen=True)
@@ -94,8 +102,11 @@ class PlanResult:
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
     calibration: str | None = None  # Device.calibration: datasheet defaults or measured profile
+    # serving scenarios: the load, the screening and simulation counts and times
+    search: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        extra = {} if self.search is None else {"search": self.search}
         return {
             "objective": self.objective.value,
             "plans": [p.to_dict() for p in self.plans],
@@ -108,12 +119,14 @@ class PlanResult:
             "interrupted": self.interrupted,
             "notes": self.notes,
             "calibration": self.calibration,
+            **extra,
         }
 
 
 TRAIN_MAPPING_KEYS = ("dp", "tp", "pp", "cp", "ep", "zero", "micro_batch", "vpp", "recompute",
                       "offload")
 SERVE_MAPPING_KEYS = ("tp", "pp", "ep", "replicas", "batch", "weight_dtype", "kv_dtype")
+OPTIONAL_SERVE_KEYS = ("max_batched_tokens",)  # offline/server scenario plans
 # written only when they differ from the default (Mapping.to_dict)
 OPTIONAL_TRAIN_KEYS = ("schedule", "first_stage_layers", "last_stage_layers",
                        "embedding_in_split", "loss_in_split", "shard_group", "tp_comm_overlap")
@@ -135,7 +148,7 @@ def read_plan_mapping(data: Any, kind: PlanKind) -> tuple[Mapping, ServingChoice
     if not isinstance(data, dict):
         raise InputError(f"{what} is not a JSON object (got {json_kind(data)})")
     keys = TRAIN_MAPPING_KEYS if kind is PlanKind.TRAIN else SERVE_MAPPING_KEYS
-    optional = OPTIONAL_TRAIN_KEYS if kind is PlanKind.TRAIN else ()
+    optional = OPTIONAL_TRAIN_KEYS if kind is PlanKind.TRAIN else OPTIONAL_SERVE_KEYS
     missing = [k for k in keys if k not in data]
     unknown = sorted(str(k) for k in data if k not in keys and k not in optional)
     if missing or unknown:
@@ -143,7 +156,7 @@ def read_plan_mapping(data: Any, kind: PlanKind) -> tuple[Mapping, ServingChoice
                    else f"has unknown key(s) {', '.join(unknown)}")
         raise InputError(f"{what} {problem}; it takes {', '.join(keys)}")
     floor = {"zero": 0}
-    for key in keys:
+    for key in (*keys, *(k for k in OPTIONAL_SERVE_KEYS if k in data)):
         if key in ("recompute", "offload", "weight_dtype", "kv_dtype"):
             continue
         v = data[key]
@@ -152,8 +165,10 @@ def read_plan_mapping(data: Any, kind: PlanKind) -> tuple[Mapping, ServingChoice
             raise InputError(f"{what}: {key}={v!r} is not a whole number >= "
                              f"{floor.get(key, 1)}")
     if kind is PlanKind.SERVE:
+        tokens = data.get("max_batched_tokens")
         serving = ServingChoice(int(data["batch"]), _choice(DType, data, "weight_dtype", what),
-                                _choice(DType, data, "kv_dtype", what))
+                                _choice(DType, data, "kv_dtype", what),
+                                None if tokens is None else int(tokens))
         return Mapping.serving(int(data["tp"]), int(data["pp"]), int(data["ep"]),
                                int(data["replicas"])), serving
     if data["zero"] not in tuple(ZeroStage):

@@ -23,6 +23,9 @@ Mapping (plan field -> SGLang):
   moe_ep_size // moe_dp_size``, ``model_runner_components/moe_ep_setup.py``), as in the plan.
 - batch: ``--max-running-requests`` (each replica's scheduler gets it; the code divides it only by
   ``attn_dp_size``, which stays 1 here).
+- max_batched_tokens (offline/server scenario plans): ``--chunked-prefill-size``
+  (``fields/schedule.py``: "The maximum number of tokens in a chunk for the chunked prefill";
+  read in the repository's fields/schedule.py, not re-read in the 0.5.23 wheel).
 - weight_dtype: bf16/fp16 -> ``--dtype bfloat16|float16``; fp8 -> ``--quantization fp8``;
   int8/int4 need a pre-quantized checkpoint (``unsupported``).
 - kv_dtype: ``--kv-cache-dtype fp8_e4m3`` or ``auto`` (0.5.23 has no plain "fp8" choice).
@@ -67,6 +70,8 @@ def export(job: PlanJob, spec: Any) -> ExportResult:
     if ep > 1:
         flags.append(f"--ep-size {ep}")
     flags.append(f"--max-running-requests {choice.batch}")
+    if choice.max_tokens is not None:
+        flags.append(f"--chunked-prefill-size {choice.max_tokens}")
     flags.append(f"--context-length {context_length(job, spec, unsupported)}")
     flags.append(f"--dtype {HALF_NAMES[half_dtype(job)]}")
     if weight is DType.FP8:
@@ -111,7 +116,8 @@ def read_back(files: dict[str, str]) -> ReadBack:
         # --dp-size replicas per head server (node rank 0)
         replicas=sum(int(x.get("--dp-size", "1")) for x in cmds
                      if x.get("--node-rank", "0") == "0"))
-    return ReadBack(mapping, serving_choice(c, "--max-running-requests"))
+    return ReadBack(mapping, serving_choice(c, "--max-running-requests",
+                                          "--chunked-prefill-size"))
 
 
 EXPORTER = register(Exporter(

@@ -21,7 +21,11 @@ Mapping (plan field -> vLLM):
 - ep: ``--enable-expert-parallel`` ("Use expert parallelism instead of tensor parallelism for MoE
   layers", ParallelConfig) makes the expert group the whole tensor-parallel group, so only
   ep == tp (or ep == 1) is expressible.
-- batch: ``--max-num-seqs`` (per replica, as the plan's batch is).
+- batch: ``--max-num-seqs`` (per replica, as the plan's batch is; for a plan of the
+  offline/server scenarios, the scheduler cap it was simulated under).
+- max_batched_tokens (offline/server scenario plans): ``--max-num-batched-tokens``, the
+  scheduler's token budget per iteration the plan was simulated with (written explicitly: the
+  ``vllm serve`` default, 8192 on large GPUs, differs from the offline ``LLM`` class's 16384).
 - weight_dtype: bf16/fp16 -> ``--dtype bfloat16|float16``; fp8 -> ``--quantization fp8`` (online
   FP8 of a 16-bit checkpoint); int8 and int4 need a pre-quantized checkpoint (GPTQ/AWQ ...), whose
   method vLLM reads from its config: named in ``unsupported``, never invented here.
@@ -220,14 +224,18 @@ def launch_line(nodes: int) -> str:
     return f"NODE_RANK=<0..{nodes - 1}> bash serve.sh  # on each of the {nodes} nodes"
 
 
-def serving_choice(flags: dict[str, str], batch_flag: str) -> ServingChoice:
-    """The batch (from ``batch_flag``), weight and KV dtypes of one command line, from the
-    --dtype, --quantization and --kv-cache-dtype flags that vLLM and SGLang share."""
+def serving_choice(flags: dict[str, str], batch_flag: str,
+                   tokens_flag: str | None = None) -> ServingChoice:
+    """The batch (from ``batch_flag``), token budget (from ``tokens_flag``, when given and
+    present), weight and KV dtypes of one command line, from the --dtype, --quantization and
+    --kv-cache-dtype flags that vLLM and SGLang share."""
     half = HALF_FROM_NAME.get(flags.get("--dtype", "bfloat16"), DType.BF16)
+    tokens = flags.get(tokens_flag) if tokens_flag else None
     return ServingChoice(
         batch=int(flags.get(batch_flag, "0")),
         weight_dtype=DType.FP8 if flags.get("--quantization") == "fp8" else half,
-        kv_dtype=DType.FP8 if flags.get("--kv-cache-dtype", "auto").startswith("fp8") else half)
+        kv_dtype=DType.FP8 if flags.get("--kv-cache-dtype", "auto").startswith("fp8") else half,
+        max_tokens=None if tokens is None else int(tokens))
 
 
 def export(job: PlanJob, spec: Any) -> ExportResult:
@@ -244,6 +252,8 @@ def export(job: PlanJob, spec: Any) -> ExportResult:
                            f"whole tensor-parallel group (ep = tp = {tp}); an expert group "
                            "smaller than tp is not expressible; exported without it")
     flags.append(f"--max-num-seqs {choice.batch}")
+    if choice.max_tokens is not None:
+        flags.append(f"--max-num-batched-tokens {choice.max_tokens}")
     flags.append(f"--max-model-len {context_length(job, spec, unsupported)}")
     flags.append(f"--dtype {HALF_NAMES[half]}")
     if weight is DType.FP8:
@@ -284,7 +294,7 @@ def read_back(files: dict[str, str]) -> ReadBack:
         tp=tp, pp=int(c.get("--pipeline-parallel-size", "1")),
         ep=tp if "--enable-expert-parallel" in c else 1,
         replicas=sum(1 for x in cmds if x.get("--node-rank", "0") == "0"))  # one head each
-    return ReadBack(mapping, serving_choice(c, "--max-num-seqs"))
+    return ReadBack(mapping, serving_choice(c, "--max-num-seqs", "--max-num-batched-tokens"))
 
 
 EXPORTER = register(Exporter(
