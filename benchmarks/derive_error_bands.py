@@ -3,7 +3,10 @@ was fitted on, group the runs (phase, stack, scale), and write the 80th percenti
 absolute error per group to src/accelmap/engine/data/error_bands.yaml (engine/error_band.py).
 
 Phases: ``train`` (training rows), ``serve-latency`` (TTFT and decode-time rows),
-``serve-throughput`` (serving throughput rows). Stack: the framework profile the row was
+``serve-throughput`` (fixed-batch serving throughput rows), ``serve-offline`` /
+``serve-server`` (request-level scenario rows of the check set
+benchmarks/data/serving_published.csv: no parameter is fitted on them, so their residuals are
+out-of-sample). Stack: the framework profile the row was
 predicted with. Scale: engine.error_band.scale of the row's device count.
 
 Run: python benchmarks/derive_error_bands.py [--write]
@@ -28,15 +31,18 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "reference" / "measurements"
 OUT = ROOT / "src" / "accelmap" / "engine" / "data" / "error_bands.yaml"
 PHASE = {MetricKind.TRAINING: "train", MetricKind.TTFT: "serve-latency",
-         MetricKind.DECODE: "serve-latency", MetricKind.THROUGHPUT: "serve-throughput"}
+         MetricKind.DECODE: "serve-latency", MetricKind.THROUGHPUT: "serve-throughput",
+         MetricKind.OFFLINE: "serve-offline", MetricKind.SERVER: "serve-server",
+         MetricKind.LATENCY: "serve-latency"}
+CHECK_SET = ROOT / "benchmarks" / "data" / "serving_published.csv"
 
 
 def residuals() -> dict[str, list[float]]:
     catalog = load_catalog()
     calibrated = pr.calibration_rows()
     groups: dict[str, list[float]] = defaultdict(list)
-    for name in ("training.csv", "inference.csv"):
-        for case in read_cases(DATA / name).cases:
+    for path in (DATA / "training.csv", DATA / "inference.csv", CHECK_SET):
+        for case in read_cases(path).cases:
             if not isinstance(case, TrainingCase | InferenceCase):
                 continue
             p = pr.predict_case(case, catalog, calibrated)

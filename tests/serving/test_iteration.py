@@ -13,6 +13,7 @@ from accelmap.engine.shapes import inference_precision
 from accelmap.models.geometry import Geometry
 from accelmap.ops.graph import Shape, forward_ops
 from accelmap.serving.iteration import EXACT, Curve, IterationCost, grid
+from accelmap.units import DType
 
 
 def _cost(s, max_tokens=20000, max_seqs=256, max_context=4096):  # type: ignore[no-untyped-def]
@@ -47,7 +48,7 @@ def test_decode_and_prefill_iterations_match_the_engine(make_setup, model, fw, b
     ctx = 700 + 200 / 2  # the engine's mean decode context
     assert cost.cost(batch, batch, 0, 0, batch, ctx) == pytest.approx(est.tpot_s, rel=1e-9)
     tokens = batch * 700
-    assert cost.cost(tokens, batch, tokens, (700 + 1) / 2, 0, 0) == pytest.approx(
+    assert cost.cost(tokens, batch, tokens, (700 + 1) / 2, 0, 0, admits=True) == pytest.approx(
         est.ttft_s, rel=5e-3)
 
 
@@ -67,3 +68,29 @@ def test_attention_is_linear_in_the_count(make_setup) -> None:  # type: ignore[n
 
 def test_empty_iteration_costs_nothing(make_setup) -> None:  # type: ignore[no-untyped-def]
     assert _cost(make_setup()).cost(0, 0, 0, 0, 0, 0) == 0.0
+
+
+def test_pre_xqa_decode_streams_an_8bit_kv_group_per_query_head(make_setup) -> None:  # type: ignore[no-untyped-def]
+    """TensorRT-LLM < 0.7 (validate.resolve.inference_profile): the KV-cache bytes of decode
+    attention grow by heads / KV heads for an 8-bit cache of a GQA model, nothing else moves."""
+    from dataclasses import replace
+
+    from accelmap.ops.graph import ByteKind, kv_per_query_head
+    from accelmap.validate.resolve import inference_profile
+
+    old, notes = inference_profile("TensorRT-LLM v0.6.1")
+    new, _ = inference_profile("TensorRT-LLM v0.17")
+    assert old.decode_kv_per_query_head and notes and not new.decode_kv_per_query_head
+    s = make_setup(model="llama-3.1-70b", cluster="dgx-h100", tp=8, weights="fp8")
+    shard = Geometry.of(s.spec).shard(8, 1, etp=1)
+    p = inference_precision(s.wl)
+    ops = forward_ops(shard, Shape(tokens=4, context=100.0, kv_tokens=400.0, sequences=4,
+                                   logits_tokens=4, decode=True), p, True)
+    grown = kv_per_query_head(ops, shard, p)
+    for a, b in zip(ops, grown, strict=True):
+        if a.attention_core:
+            assert b.bytes[ByteKind.KV_CACHE] == pytest.approx(8 * a.bytes[ByteKind.KV_CACHE])
+        else:
+            assert a == b
+    p16 = replace(p, kv=DType.BF16)
+    assert kv_per_query_head(ops, shard, p16) == ops  # a 16-bit cache is re-read from L2

@@ -86,6 +86,12 @@ class FrameworkProfile:
     step_overhead_s: float = 0.0
     request_overhead_s: float = 0.0
     custom_all_reduce: bool = False
+    # Decode attention of a grouped-query model with an 8-bit KV cache streams (and dequantizes)
+    # the group's K/V once per *query* head: TensorRT-LLM before 0.7, whose masked-MHA kernel
+    # runs one thread block per query head (the "MMHA optimization for MQA and GQA" came in
+    # TensorRT-LLM PR #524, Dec 2023, after v0.6.1; the XQA kernel in 0.8). A named feature of
+    # a release (validate/resolve.py sets it from the row's version), not a fitted factor.
+    decode_kv_per_query_head: bool = False
     # figures not fitted to any measurement, each with why (e.g. "borrowed from torch-compile")
     not_calibrated: dict[str, str] = field(default_factory=dict)
 

@@ -39,7 +39,7 @@ from accelmap.models.flops import forward_flops_per_token
 from accelmap.models.geometry import Geometry
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
-from accelmap.ops.graph import Unit, forward_ops
+from accelmap.ops.graph import Unit, forward_ops, kv_per_query_head
 from accelmap.workload import Inference
 
 
@@ -59,7 +59,10 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     pre_shape, dec_shape = inference_shapes(spec, wl)
     # a lone batch visits the stages one after the other: its latency is the whole sharded graph
     pre = time_ops(forward_ops(shard, pre_shape, p, wl.flash_attention, imbalance), dev, fw)
-    dec = time_ops(forward_ops(shard, dec_shape, p, wl.flash_attention, imbalance), dev, fw)
+    dec_ops = forward_ops(shard, dec_shape, p, wl.flash_attention, imbalance)
+    if fw.decode_kv_per_query_head:
+        dec_ops = kv_per_query_head(dec_ops, shard, p)
+    dec = time_ops(dec_ops, dev, fw)
     links = serving_links(cluster, m, fw)
     a = wl.act_dtype.bytes
 

@@ -366,6 +366,25 @@ def forward_ops(model: Geometry | ModelSpec, s: Shape, p: Precision, flash: bool
 FP8_CAST_FLOPS = 3.0  # |x| for the amax, scale, convert
 
 
+def kv_per_query_head(ops: list[Op], model: Geometry | ModelSpec, p: Precision) -> list[Op]:
+    """Decode attention that streams an 8-bit KV cache once per query head instead of once per
+    KV head (``FrameworkProfile.decode_kv_per_query_head``): the KV-cache bytes of the attention
+    core grow by the group size, heads / KV heads of the (sharded) geometry. A 16-bit cache is
+    left as it is: a group's thread blocks run together and re-read it from L2, while an 8-bit
+    cache is dequantized by every query head's block."""
+    geo = Geometry.of(model)
+    group = geo.heads / max(geo.kv_heads, 1)
+    if group <= 1 or p.kv.bytes >= 2 or geo.mla is not None:
+        return ops
+    out = []
+    for op in ops:
+        if op.attention_core and ByteKind.KV_CACHE in op.bytes:
+            op = replace(op, bytes={**op.bytes,
+                                    ByteKind.KV_CACHE: op.bytes[ByteKind.KV_CACHE] * group})
+        out.append(op)
+    return out
+
+
 def _with_fp8_casts(ops: list[Op], p: Precision, training: bool) -> list[Op]:
     if p.compute.bytes >= p.act.bytes:
         return ops

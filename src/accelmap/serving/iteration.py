@@ -39,7 +39,7 @@ from accelmap.engine.system import System
 from accelmap.mapping.plan import Mapping
 from accelmap.models.geometry import Geometry
 from accelmap.models.schema import ModelSpec
-from accelmap.ops.graph import Shape, forward_ops
+from accelmap.ops.graph import Shape, forward_ops, kv_per_query_head
 from accelmap.workload import Inference
 
 EXACT = 4096  # token counts tabulated one by one; beyond, a geometric grid
@@ -109,7 +109,10 @@ class IterationCost:
         flash = wl.flash_attention
 
         def timed(shape: Shape) -> list[Any]:
-            return time_ops(forward_ops(shard, shape, p, flash, imbalance), dev, fw)
+            ops = forward_ops(shard, shape, p, flash, imbalance)
+            if shape.decode and fw.decode_kv_per_query_head:
+                ops = kv_per_query_head(ops, shard, p)
+            return time_ops(ops, dev, fw)
 
         # token-wise operators over T tokens (one sampled row, the head is priced apart)
         t_grid = grid(max(max_tokens, 2))
@@ -128,7 +131,8 @@ class IterationCost:
         self.context_grid = [float(c) for c in c_grid]
         self.decode_slope, self.decode_fixed = self._linear_in_count(timed, c_grid, True)
         self.prefill_slope, self.prefill_fixed = self._linear_in_count(timed, c_grid, False)
-        self.step_overhead_s = float(getattr(fw, "step_overhead_s", 0.0) or 0.0)
+        self.step_overhead_s = float(fw.step_overhead_s)
+        self.request_overhead_s = float(fw.request_overhead_s)
 
     @staticmethod
     def _linear_in_count(timed: Any, c: np.ndarray, decode: bool) -> tuple[Curve, Curve]:
@@ -150,14 +154,17 @@ class IterationCost:
         return fixed.at(c) + count * slope.at(c)
 
     def cost(self, tokens: float, sampled: float, prefill_tokens: float,
-             prefill_context: float, decode_seqs: float, decode_context: float) -> float:
+             prefill_context: float, decode_seqs: float, decode_context: float,
+             admits: bool = False) -> float:
         """One iteration: ``tokens`` through the token-wise operators (prefill + decode query
         tokens), ``sampled`` rows through the LM head, prefill attention over
         ``prefill_tokens`` queries seeing ``prefill_context`` keys on average, decode attention
-        of ``decode_seqs`` queries over ``decode_context`` cached tokens each."""
+        of ``decode_seqs`` queries over ``decode_context`` cached tokens each; ``admits``: new
+        requests join in this iteration, which pays the framework's per-request-batch host
+        work once (``request_overhead_s``, as ``engine.serve`` charges a batch's TTFT)."""
         if tokens <= 0:
             return 0.0
         return (self.linear.at(tokens) + self.head.at(max(sampled, 1.0))
                 + self.attention(prefill_tokens, prefill_context, False)
                 + self.attention(decode_seqs, decode_context, True)
-                + self.step_overhead_s)
+                + self.step_overhead_s + (self.request_overhead_s if admits else 0.0))

@@ -196,6 +196,7 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
                 chunks.append((r, take))
                 budget -= take
         # -- admissions --
+        admitted = 0
         admit_ok = policy is not KvPolicy.STATIC or (D == 0 and not prefilling)
         if policy is KvPolicy.STATIC and admit_ok and waiting:
             static_width = 0
@@ -231,6 +232,7 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
                         raise CapacityError(_too_big(target[r], kv_capacity_tokens))
                     break
             waiting.popleft()
+            admitted += 1
             pos[r] = start
             kv_prefill += start
             reserved[r] = need
@@ -264,7 +266,7 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
         decode_ctx = K / D if D else 0.0
         tokens = tp + width * verify
         dt = cost.cost(tokens, width * verify + completing, tp, ctx_sum / tp if tp else 0.0,
-                       width, decode_ctx + (verify - 1) / 2.0)
+                       width, decode_ctx + (verify - 1) / 2.0, admitted > 0)
         if extra is not None and width:
             dt += extra(width, decode_ctx)
         if step.prefill_s is not None and tp:

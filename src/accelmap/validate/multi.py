@@ -213,7 +213,8 @@ def predict_training(case: TrainingCase, catalog: Catalog,
 
 
 def serve_estimate(spec: Any, acc: Accelerator, devices: int, case: Any, wl: Inference,
-                   fw: Framework, catalog: Catalog, notes: list[str]) -> Estimate | str:
+                   fw: Framework | FrameworkProfile, catalog: Catalog, notes: list[str]
+                   ) -> Estimate | str:
     """The multi-device inference estimate for a row, or why it cannot be made."""
     cluster = lay.build_cluster(acc, devices, None, catalog)
     notes += cluster.notes

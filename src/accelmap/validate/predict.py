@@ -91,6 +91,7 @@ def predict_inference(case: InferenceCase, catalog: Catalog,
     if is_serving_case(case):  # offline/server, the server picks the batch: the simulator
         return predict_serving(serving_from_case(case), catalog, calibrated)
     fw = rs.inference_framework(case.framework)
+    prof, release_notes = rs.inference_profile(case.framework)
     metric = _inference_metric(case)
     base = Prediction(case.row_id, case.file, case.source, case.model, case.accelerator,
                       metric=metric[1] if metric else case.metric_name,
@@ -129,6 +130,8 @@ def predict_inference(case: InferenceCase, catalog: Catalog,
     if isinstance(prec, str):
         return skip(base, [prec], notes)
     notes += prec.notes
+    if prec.kv.bytes < 2 and (spec.n_kv_heads or spec.n_heads) < spec.n_heads:
+        notes += release_notes  # the release feature applies: grouped heads, 8-bit KV
     if mem := rs.memory_note(device.acc, device.fraction, case.accel_mem_gb):
         notes.append(mem)
     assert case.batch is not None and case.input_len is not None and output is not None
@@ -137,9 +140,10 @@ def predict_inference(case: InferenceCase, catalog: Catalog,
                    quant_group=prec.quant_group)
     kind = metric[0]
     if devices == 1:
-        est = estimate(spec, System.on(device), wl, framework=fw)
+        est = estimate(spec, System.on(device), wl, framework=prof)
     else:
-        multi_est = multi.serve_estimate(spec, device.acc, devices, case, wl, fw, catalog, notes)
+        multi_est = multi.serve_estimate(spec, device.acc, devices, case, wl, prof, catalog,
+                                         notes)
         if isinstance(multi_est, str):
             return skip(base, [multi_est], notes)
         est = multi_est

@@ -10,13 +10,14 @@ row it does not understand.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import ValidationError
 
 from accelmap.catalog import Catalog
-from accelmap.cost.framework import Framework
+from accelmap.cost.framework import Framework, FrameworkProfile
+from accelmap.cost.framework import profile as framework_profile
 from accelmap.cost.roofline import Device
 from accelmap.hardware.schema import Accelerator
 from accelmap.lookup import suggestions
@@ -253,6 +254,26 @@ def inference_framework(text: str) -> Framework:
     if "vllm" in t:
         return Framework.VLLM
     return Framework.EAGER
+
+
+# TensorRT-LLM releases before 0.7 stream an 8-bit KV group once per query head in decode
+# (cost/framework.py ``decode_kv_per_query_head``; TensorRT-LLM PR #524 added the MMHA
+# optimization for MQA/GQA in Dec 2023, after v0.6.1)
+TRTLLM_GQA_DECODE_SHARED_FROM = (0, 7)
+_VERSION = re.compile(r"v?(\d+)\.(\d+)")
+
+
+def inference_profile(text: str) -> tuple[FrameworkProfile, list[str]]:
+    """The row's framework as a profile with its release's named features, and notes."""
+    fw = inference_framework(text)
+    prof = framework_profile(fw)
+    if fw is Framework.TENSORRT_LLM and (m := _VERSION.search(text.lower())):
+        version = (int(m.group(1)), int(m.group(2)))
+        if version < TRTLLM_GQA_DECODE_SHARED_FROM:
+            return replace(prof, decode_kv_per_query_head=True), [
+                f"TensorRT-LLM {version[0]}.{version[1]} (< 0.7): decode attention streams an "
+                "8-bit KV group once per query head (no MQA/GQA-optimized MMHA yet)"]
+    return prof, []
 
 
 def training_framework(text: str) -> Framework:
