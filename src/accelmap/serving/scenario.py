@@ -37,7 +37,7 @@ from accelmap.serving.iteration import IterationCost
 from accelmap.serving.metrics import Slo, summarize
 from accelmap.serving.requests import LengthDist, Requests, make, read_trace
 from accelmap.serving.scheduler import KvBudget, KvPolicy, SchedulerConfig, defaults
-from accelmap.serving.simulator import CapacityError, DecodeStep, simulate
+from accelmap.serving.simulator import CapacityError, DecodeStep, SimResult, simulate
 from accelmap.serving.speculative import (
     MAX_DRAFT_LEN,
     DraftMemory,
@@ -254,6 +254,22 @@ def instance(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Fra
     return Instance(sched, pool, cost, max_tokens, longest)
 
 
+SIMULATED_DRAFT_LENS = 3  # the one-step table's best k values simulated under the load
+
+
+def _scenario_score(sim: SimResult, load: Load) -> tuple[float, float]:
+    """Higher is better: offline runs rank by output tokens/s; server runs by requests meeting
+    the SLOs, then by a lower median TPOT (arrivals set the throughput there)."""
+    span = float(np.nanmax(sim.finish_s) - np.min(sim.arrival_s))
+    ttft = sim.first_token_s - sim.arrival_s
+    out = sim.output.astype(float)
+    tpot = np.where(out > 1, (sim.finish_s - sim.first_token_s) / np.maximum(out - 1, 1), np.nan)
+    if load.scenario is Scenario.OFFLINE:
+        return float(out.sum()) / span, 0.0
+    met = float(load.slo.met(ttft, tpot).sum()) / span
+    return met, -float(np.nanmedian(tpot)) if np.any(~np.isnan(tpot)) else 0.0
+
+
 def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: FrameworkProfile,
         load: Load, step: DecodeStep = DecodeStep(), imbalance: float = 1.0,
         speculation: Speculation | None = None) -> ServingRun:
@@ -303,6 +319,36 @@ def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewor
     t0 = time.perf_counter()
     try:
         sim = simulate(reqs, cost, sched, pool.tokens, step)
+        if choice is not None and not choice.given:
+            # the table prices one step at the plain run's mean batch; the batch a drafter
+            # leaves room for and its prompt prefills move with k, so the table's best draft
+            # lengths are simulated under the load and the best for the scenario is kept
+            assert speculation is not None
+            sims = {choice.chosen.k: sim}
+            for row in sorted((r for r in choice.rows if r.k > 0), key=lambda r: r.tpot_s)[
+                    :SIMULATED_DRAFT_LENS]:
+                if row.k not in sims:
+                    sims[row.k] = simulate(reqs, cost, sched, pool.tokens,
+                                           decode_step(speculation, row.k, dcost))
+            best_k = max(sims, key=lambda k: _scenario_score(sims[k], load))
+            what = "throughput" if load.scenario is Scenario.OFFLINE else "goodput"
+            how = (f"chosen: best {what} of k = {', '.join(str(k) for k in sorted(sims))} "
+                   "simulated under the load")
+            chosen = next(r for r in choice.rows if r.k == best_k)
+            choice = replace(choice, chosen=chosen, how=how, notes=(
+                *choice.notes, f"draft length k={best_k} {how} (the one-step table at the "
+                f"plain run's batch favoured k={choice.chosen.k})"))
+            step = decode_step(speculation, best_k, dcost)
+            sim = sims[best_k]
+        if plain is not None and load.scenario is Scenario.OFFLINE and choice is not None:
+            plain_rate = float(plain.metrics["output_tokens_per_s"]) / replicas
+            spec_rate = _scenario_score(sim, load)[0]
+            if spec_rate < plain_rate:
+                choice = replace(choice, notes=(
+                    *choice.notes, f"warning: with speculation the offline throughput is "
+                    f"{spec_rate * replicas:,.0f} output tokens/s, below plain decoding's "
+                    f"{plain_rate * replicas:,.0f}: the drafter's memory shrinks the batch and "
+                    "its verify pass is compute-bound at this load"))
     except CapacityError as e:
         return ServingRun(*head, False, f"{e} (memory rule)", {}, sched, pool.other)
     wall = time.perf_counter() - t0
@@ -320,9 +366,10 @@ def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewor
                 "output_tokens_per_s", "ttft_s", "tpot_s", "goodput_requests_per_s",
                 "slo_attainment", "mean_running", "kv_capacity_tokens")}}
         c = choice.chosen
+        how = "given" if choice.given else (
+            choice.how or f"chosen at the plain run mean batch {choice.batch:,.1f}")
         notes = (f"speculative decoding: {speculation.method}, alpha {speculation.accept:g}, "
-                 f"k={c.k} ({'given' if choice.given else 'chosen at the plain run mean batch'}"
-                 f" {choice.batch:,.1f}), E = {c.expected_tokens:.2f} tokens per target step "
+                 f"k={c.k} ({how}), E = {c.expected_tokens:.2f} tokens per target step "
                  "(Leviathan et al. 2023 eq. 1)", *choice.notes)
     notes = (*notes, *context_notes(spec, int(longest)),
              f"{m.describe_serving()} on {cluster.name}",

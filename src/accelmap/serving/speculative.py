@@ -233,6 +233,7 @@ class Choice:
     plain: StepRow
     given: bool
     notes: tuple[str, ...] = field(default=())
+    how: str = ""  # how k was chosen when not by the one-step table (e.g. by simulation)
 
     @property
     def speedup(self) -> float:
@@ -241,7 +242,7 @@ class Choice:
     def to_dict(self) -> dict[str, Any]:
         c, b = self.chosen, self.batch
         return {"accept_rate": self.accept, "draft_len": c.k,
-                "draft_len_source": "given" if self.given else
+                "draft_len_source": "given" if self.given else self.how or
                 f"chosen: argmin TPOT over k = 1..{len(self.rows)} at batch {b:,.0f}",
                 "expected_tokens_per_step": c.expected_tokens,
                 "draft_s_per_step": c.draft_s, "verify_s_per_step": c.verify_s,
