@@ -39,7 +39,8 @@ def test_prefix_hits_leave_a_token_to_compute() -> None:
     assert np.all(r.cached == 9)
 
 
-@pytest.mark.parametrize("kwargs,match", [({"n": 0}, "--requests"), ({"rate": -1.0}, "--rate"),
+@pytest.mark.parametrize("kwargs,match", [({"n": 0}, "--requests"), ({"n": 10**7}, "--requests"),
+                                          ({"rate": -1.0}, "--rate"),
                                           ({"prefix_hit": 1.0}, "--prefix-hit")])
 def test_bad_streams_are_one_line(kwargs: dict, match: str) -> None:  # type: ignore[type-arg]
     args = {"n": 5, "prompt": 10, "output": 5, **kwargs}

@@ -24,6 +24,11 @@ import numpy as np
 from accelmap.errors import InputError
 
 
+# Bounded work: 10,000 requests simulate in 0.1-0.4 s (benchmarks/simulator_speed.py), so this
+# cap keeps one run under about 10 s; larger studies split the stream.
+MAX_REQUESTS = 200_000
+
+
 class LengthDist(StrEnum):
     FIXED = "fixed"
     UNIFORM = "uniform"
@@ -82,8 +87,9 @@ def make(n: int, prompt: int, output: int, *, rate: float | None = None,
     """``n`` requests: all at t = 0 when ``rate`` is None (offline), else Poisson at ``rate``
     requests/s. ``prefix_hit``: the fraction of each prompt already in the prefix cache (a shared
     system prompt; vLLM automatic prefix caching, SGLang RadixAttention, Zheng et al. 2024)."""
-    if n < 1:
-        raise InputError(f"--requests must be at least 1, got {n}")
+    if not 1 <= n <= MAX_REQUESTS:
+        raise InputError(f"--requests must be between 1 and {MAX_REQUESTS:,} (one simulation "
+                         f"stays under ~10 s), got {n:,}")
     if rate is not None and not (rate > 0 and np.isfinite(rate)):
         raise InputError(f"--rate must be a positive number of requests per second, got {rate}")
     if not 0 <= prefix_hit < 1:
@@ -122,6 +128,9 @@ def read_trace(path: Path, prefix_hit: float = 0.0) -> Requests:
         rows = list(csv.DictReader(text.splitlines()))
     if not rows:
         raise InputError(f"trace {path} has no requests")
+    if len(rows) > MAX_REQUESTS:
+        raise InputError(f"trace {path} has {len(rows):,} requests; at most {MAX_REQUESTS:,} are "
+                         "simulated in one run: split the trace")
 
     def column(row: dict[str, str], names: tuple[str, ...], i: int) -> float:
         for k in names:
