@@ -23,7 +23,6 @@ import numpy as np
 
 from accelmap.errors import InputError
 
-
 # Bounded work: 10,000 requests simulate in 0.1-0.4 s (benchmarks/simulator_speed.py), so this
 # cap keeps one run under about 10 s; larger studies split the stream.
 MAX_REQUESTS = 200_000
