@@ -35,7 +35,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.framework import Framework, FrameworkProfile
@@ -136,11 +136,18 @@ def _workload(prompt_len: int, output_len: int, batch: int, w: DType, kv: DType,
 
 
 class _Score:
-    """The objective: a sort key (smaller is better) and a value with its name for sentences."""
+    """The objective: a sort key (smaller is better) and a value with its name for sentences.
+    ``FIELDS``: objective -> (name, metric key, higher is better); throughput otherwise."""
+
+    FIELDS: ClassVar[dict[Objective, tuple[str, str, bool]]] = {
+        Objective.COST: ("cost per token", "cost_usd_per_million_tokens", False),
+        Objective.ENERGY: ("energy per token", "energy_j_per_token", False),
+        Objective.LATENCY: ("TPOT", "tpot_s", False),
+    }
 
     def __init__(self, objective: Objective, price: float | None, tdp: float | None) -> None:
         self.notes: list[str] = []
-        obj = objective
+        obj = self.base(objective)
         if obj is Objective.COST and price is None:
             self.notes.append("no price in the catalog for this accelerator: ranked by throughput")
             obj = Objective.THROUGHPUT
@@ -148,11 +155,12 @@ class _Score:
             self.notes.append("no TDP in the catalog for this accelerator: ranked by throughput")
             obj = Objective.THROUGHPUT
         self.objective = obj
-        self.name, self.field, self.higher_better = {
-            Objective.COST: ("cost per token", "cost_usd_per_million_tokens", False),
-            Objective.ENERGY: ("energy per token", "energy_j_per_token", False),
-            Objective.LATENCY: ("TPOT", "tpot_s", False),
-        }.get(obj, ("throughput", "tokens_per_s", True))
+        self.name, self.field, self.higher_better = self.FIELDS.get(
+            obj, ("throughput", "tokens_per_s", True))
+
+    @staticmethod
+    def base(objective: Objective) -> Objective:
+        return objective
 
     def key(self, m: dict[str, Any]) -> tuple[float, float]:
         v = float(m[self.field])

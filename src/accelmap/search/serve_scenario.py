@@ -37,7 +37,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.framework import Framework, FrameworkProfile
@@ -50,7 +50,15 @@ from accelmap.mapping.constraints import check_serving
 from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
 from accelmap.search.result import Objective, Plan, PlanResult, ServingChoice, pareto_front
-from accelmap.search.serve import Config, _configs, _dtypes, _half, _label, _workload
+from accelmap.search.serve import (
+    Config,
+    _configs,
+    _dtypes,
+    _half,
+    _label,
+    _Score,
+    _workload,
+)
 from accelmap.search.space import powers_of_two
 from accelmap.serving.scenario import Load, Scenario, ServingRun, run
 from accelmap.serving.scheduler import defaults
@@ -84,34 +92,22 @@ class _Sim:
     reason: str = ""
 
 
-class _SimScore:
-    """The objective over simulated metrics: a sort key (smaller is better) and sentences."""
+class _SimScore(_Score):
+    """The objective over simulated metrics: goodput too, and TPOT at its p99."""
 
-    def __init__(self, objective: Objective, price: float | None, tdp: float | None) -> None:
-        self.notes: list[str] = []
-        obj = Objective.THROUGHPUT if objective is Objective.TIME else objective
-        if obj is Objective.COST and price is None:
-            self.notes.append("no price in the catalog for this accelerator: ranked by throughput")
-            obj = Objective.THROUGHPUT
-        if obj is Objective.ENERGY and tdp is None:
-            self.notes.append("no TDP in the catalog for this accelerator: ranked by throughput")
-            obj = Objective.THROUGHPUT
-        self.objective = obj
-        self.name, self.field, self.higher_better = {
-            Objective.GOODPUT: ("goodput", "goodput_requests_per_s", True),
-            Objective.COST: ("cost per token", "cost_usd_per_million_tokens", False),
-            Objective.ENERGY: ("energy per token", "energy_j_per_token", False),
-            Objective.LATENCY: ("TPOT p99", "tpot_p99_s", False),
-        }.get(obj, ("throughput", "tokens_per_s", True))
+    FIELDS: ClassVar[dict[Objective, tuple[str, str, bool]]] = {
+        **_Score.FIELDS,
+        Objective.GOODPUT: ("goodput", "goodput_requests_per_s", True),
+        Objective.LATENCY: ("TPOT p99", "tpot_p99_s", False)}
+
+    @staticmethod
+    def base(objective: Objective) -> Objective:
+        return Objective.THROUGHPUT if objective is Objective.TIME else objective
 
     @property
     def constrained(self) -> bool:
         """Whether the SLO percentiles are a hard constraint (all but goodput)."""
         return self.objective is not Objective.GOODPUT
-
-    def key(self, m: dict[str, Any]) -> tuple[float, float]:
-        v = float(m[self.field])
-        return (-v if self.higher_better else v, -float(m["tokens_per_s"]))
 
     def ratio(self, alt: dict[str, Any], best: dict[str, Any]) -> str:
         a, b = float(alt[self.field]), float(best[self.field])
