@@ -12,7 +12,8 @@ schedulers (Agrawal et al. MLSys 2024, sec. 4.2), a step runs:
    had generated, PagedAttention sec. 4.5);
 3. the rest of the token budget goes to prompt chunks of admitted requests, then to waiting
    requests in arrival order while ``max_seqs`` and the KV pool allow (``RESERVE``: prompt plus
-   whole output reserved at admission; ``STATIC``: only when the batch before has finished);
+   whole output reserved at admission; ``STATIC``: only when the batch before has finished;
+   ``ON_DEMAND``: not in a step that had to preempt, as vLLM V1's scheduler);
 4. the iteration's cost is priced, finished requests leave, and prompts that completed emit
    their first token.
 
@@ -172,10 +173,12 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
             clock = arrival[nxt]
             continue
         # -- KV for this step's decode tokens (ON_DEMAND may preempt) --
+        preempted_now = False
         if policy is KvPolicy.ON_DEMAND:
             while D and used_blocks(D * g) > blocks_cap:
                 if not preempt_one():
                     break
+                preempted_now = True
         budget = budget_cap - D * verify
         chunks: list[tuple[int, int]] = []  # (request, tokens)
         # -- prompt chunks of admitted requests --
@@ -197,7 +200,10 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
                 budget -= take
         # -- admissions --
         admitted = 0
-        admit_ok = policy is not KvPolicy.STATIC or (D == 0 and not prefilling)
+        # vLLM V1 (v1/core/sched/scheduler.py) admits waiting requests only in a step that
+        # preempted nobody: a full pool is not refilled while it is evicting
+        admit_ok = (policy is not KvPolicy.STATIC or (D == 0 and not prefilling)) and \
+            not preempted_now
         if policy is KvPolicy.STATIC and admit_ok and waiting:
             static_width = 0
         while admit_ok and waiting and (budget > 0 or policy is KvPolicy.STATIC) \
