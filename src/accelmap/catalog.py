@@ -6,6 +6,10 @@ User folders come from ``--catalog DIR`` and the ``ACCELMAP_CATALOG`` environmen
 ``systems`` or ``models``. Every file is validated by the same schema as the bundled ones; an
 error names the file and the field. Two entries with the same id fail loudly: a user entry does
 not silently shadow a bundled one.
+
+Every accelerator, bundled or the user's, also goes through the plausibility checks
+(:mod:`accelmap.hardware.plausibility`): a figure past a physical bound is kept, and the finding
+is recorded in ``Catalog.plausibility`` (the CLI prints a user entry's findings on stderr).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from pydantic import BaseModel, ValidationError
 
 from accelmap.cited import Source
 from accelmap.errors import CatalogError
+from accelmap.hardware import plausibility
+from accelmap.hardware.plausibility import Implausible
 from accelmap.hardware.schema import Accelerator, SystemPreset
 from accelmap.models.schema import ModelSpec
 
@@ -62,6 +68,18 @@ class Catalog:
     models: Mapping[str, ModelSpec]
     sources: Mapping[str, Source]  # shared hardware sources (sources.yaml)
     origins: Mapping[tuple[EntryKind, str], str] = field(default_factory=dict)
+    # plausibility findings per accelerator id (explained ones included), and which entries came
+    # from the user's folders
+    plausibility: Mapping[str, tuple[Implausible, ...]] = field(default_factory=dict)
+    user_entries: frozenset[tuple[EntryKind, str]] = frozenset()
+
+    def user_warnings(self) -> list[str]:
+        """One line per unexplained finding on a user accelerator, naming the file and field."""
+        return [f"warning: {self.origins[(EntryKind.ACCELERATOR, aid)]}: {aid}: "
+                f"implausible {f.sentence()}"
+                for aid, found in self.plausibility.items()
+                if (EntryKind.ACCELERATOR, aid) in self.user_entries
+                for f in found if not f.explained]
 
     def source(self, sid: str, local: Mapping[str, Source] | None = None) -> Source | None:
         if local and sid in local:
@@ -135,6 +153,7 @@ def _load(dirs: tuple[Path, ...]) -> Catalog:
 
     tables: dict[EntryKind, dict[str, Any]] = {k: {} for k in EntryKind}
     origins: dict[tuple[EntryKind, str], str] = {}
+    user_entries: set[tuple[EntryKind, str]] = set()
 
     def add(kind: EntryKind | None, path: Path, user: bool) -> None:
         data = read_yaml(path)
@@ -162,6 +181,7 @@ def _load(dirs: tuple[Path, ...]) -> Catalog:
             )
         if user:
             _check_user_sources(entry, sources, path)
+            user_entries.add((kind, eid))
         tables[kind][eid] = entry
         origins[(kind, eid)] = str(path)
 
@@ -177,12 +197,19 @@ def _load(dirs: tuple[Path, ...]) -> Catalog:
                 f"{origins[(EntryKind.SYSTEM, sid)]}: field 'accelerator': no accelerator with "
                 f"id {system.accelerator!r} in the catalog"
             )
+    accelerators = tables[EntryKind.ACCELERATOR]
+    # the bundled parts are the known ones a sparse-as-dense figure is compared with
+    known = [a for aid, a in accelerators.items()
+             if (EntryKind.ACCELERATOR, aid) not in user_entries]
+    found = {aid: tuple(plausibility.check(a, known)) for aid, a in accelerators.items()}
     return Catalog(
-        accelerators=tables[EntryKind.ACCELERATOR],
+        accelerators=accelerators,
         systems=tables[EntryKind.SYSTEM],
         models=tables[EntryKind.MODEL],
         sources=sources,
         origins=origins,
+        plausibility={aid: f for aid, f in found.items() if f},
+        user_entries=frozenset(user_entries),
     )
 
 

@@ -231,3 +231,50 @@ def test_ambiguous_name_never_asks_for_json(cli: Run, monkeypatch: pytest.Monkey
     monkeypatch.setattr(typer, "prompt", lambda *a, **k: pytest.fail("asked"))
     line = one_line_error(cli("hw", "show", "h100", "--json"))
     assert "matches 3 accelerators" in line
+
+
+TOO_GOOD = """\
+kind: accelerator
+id: too-good
+name: Too Good 1
+vendor: Example Corp
+class: asic
+release_year: 2025
+matrix:
+  fp8: {value: 20 PFLOP/s, source: ex1}
+memory:
+  - {name: HBM3, kind: HBM3, role: device, capacity: {value: 80 GB, source: ex1},
+     bandwidth: {value: 100 TB/s, source: ex1}}
+tdp: {value: 700 W, source: ex1}
+sources:
+  ex1: {title: Example Corp datasheet rev 1}
+"""
+
+
+def test_implausible_user_part_is_warned_not_refused(cli: Run, tmp_path: Path) -> None:
+    """100 TB/s of HBM3 and 20 PFLOP/s at 700 W: one stderr line per broken bound, naming the
+    file and the field; the part is still listed, shown and estimated."""
+    (tmp_path / "too-good.yaml").write_text(TOO_GOOD)
+    r = cli("hw", "list", "--catalog", str(tmp_path), "--json")
+    assert "too-good" in [row["id"] for row in j(r)]
+    lines = [ln for ln in r.err.splitlines() if ln.strip()]
+    assert len(lines) == 2, r.err
+    assert all(ln.startswith("warning: ") and "too-good.yaml" in ln for ln in lines)
+    assert any("field 'memory.0.bandwidth'" in ln and "hbm3-bandwidth" in ln
+               and "JESD238" in ln for ln in lines)
+    assert any("field 'matrix.fp8'" in ln and "fp8-per-watt" in ln for ln in lines)
+
+    shown = cli("hw", "show", "too-good", "--catalog", str(tmp_path))
+    assert shown.code == 0 and "Plausibility" in shown.out and "hbm3-bandwidth" in shown.out
+    details = j(cli("hw", "show", "too-good", "--catalog", str(tmp_path), "--json"))
+    assert {f["bound"] for f in details["plausibility"]} == {"hbm3-bandwidth", "fp8-per-watt"}
+
+    est = j(cli("estimate", "llama-3.1-8b", "--hw", "too-good", "--catalog", str(tmp_path),
+                "--json"))
+    assert any(a.startswith("warning: implausible too-good") and "hbm3-bandwidth" in a
+               for a in est["assumptions"])
+
+
+def test_bundled_parts_print_no_plausibility_warning(cli: Run) -> None:
+    r = cli("hw", "show", "h100-sxm5-80gb")
+    assert r.code == 0 and r.err == "" and "Plausibility" not in r.out

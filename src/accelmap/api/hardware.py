@@ -150,7 +150,8 @@ def sources(entry: Accelerator | SystemPreset, catalog: Catalog | None = None
 
 def accelerator_details(acc: Accelerator, catalog: Catalog | None = None) -> dict[str, Any]:
     """Every field of an accelerator, with the scope of its figures, the derived figures, its
-    sources and the file it came from (what `hw show --json` prints)."""
+    sources, the file it came from and the physical bounds it breaks (what `hw show --json`
+    prints)."""
     cat = _cat(catalog)
     d = derive(acc)
     data = acc.model_dump(mode="json", by_alias=True, exclude={"sources"})
@@ -164,6 +165,8 @@ def accelerator_details(acc: Accelerator, catalog: Catalog | None = None) -> dic
     }
     data["sources"] = sources(acc, cat)
     data["origin"] = cat.origins.get((EntryKind.ACCELERATOR, acc.id))
+    # physical bounds the part breaks (accelmap.hardware.plausibility); explained ones say so
+    data["plausibility"] = [f.to_dict() for f in cat.plausibility.get(acc.id, ())]
     return data
 
 

@@ -36,9 +36,14 @@ ProfileOpt = Annotated[str | None, typer.Option(
 
 
 def get_catalog(dirs: list[Path] | None) -> Catalog:
+    """The catalog with the user's folders; a user accelerator that breaks a physical bound is
+    kept, and each finding goes to stderr as one line naming the file and the field."""
     from accelmap import api
 
-    return api.load_catalog(dirs or ())
+    cat = api.load_catalog(dirs or ())
+    for line in cat.user_warnings():
+        sys.stderr.write(line + "\n")
+    return cat
 
 
 def console() -> Console:

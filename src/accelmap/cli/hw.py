@@ -167,7 +167,19 @@ def _show_accelerator(cat: Catalog, acc: Accelerator, json_out: bool) -> None:
     for dtype, ridge in api.derived_figures(acc).ridge_flop_per_byte.items():
         t.add_row(f"ridge point {dtype.value}", f"{ridge:.0f} FLOP/B", "derived", "", "")
     con.print(t)
+    _print_plausibility(api.accelerator_details(acc, cat)["plausibility"])
     _print_doubts_and_sources(cat, acc)
+
+
+def _print_plausibility(findings: list[dict[str, Any]]) -> None:
+    """Physical bounds the part breaks: unexplained ones as warnings, explained ones noted."""
+    if not findings:
+        return
+    con = console()
+    con.print("[bold]Plausibility[/bold]")
+    for f in findings:
+        mark = "explained" if f["explained"] else "warning"
+        con.print(f"  {mark}: implausible {f['message']}", markup=False, highlight=False)
 
 
 def _print_doubts_and_sources(cat: Catalog, entry: Accelerator | SystemPreset) -> None:

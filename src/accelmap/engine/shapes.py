@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import Device
+from accelmap.hardware import plausibility
 from accelmap.memory.budget import weight_bytes_per_param
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Precision, Shape, Unit, causal_shape_context
@@ -47,7 +48,8 @@ def context_notes(spec: ModelSpec, tokens: int) -> list[str]:
 
 
 def device_notes(dev: Device, dtype: DType, fw: FrameworkProfile) -> list[str]:
-    """Where the achievable figures come from (every estimate says it)."""
+    """Where the achievable figures come from (every estimate says it), and a warning for each
+    physical bound the device's spec breaks."""
     eff, src = dev.matmul_efficiency(dtype)
     peak, peak_src = dev.peak(dtype, Unit.MATRIX)
     notes = [
@@ -60,4 +62,6 @@ def device_notes(dev: Device, dtype: DType, fw: FrameworkProfile) -> list[str]:
     ]
     if dev.fraction != 1.0:
         notes.append(f"uses {dev.fraction:g} of the catalog device")
+    # a device spec past a physical bound (hardware/plausibility.py) is estimated all the same
+    notes += plausibility.warnings(dev.acc)
     return notes
