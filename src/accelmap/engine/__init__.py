@@ -41,8 +41,10 @@ def default_mapping(system: System, workload: Training | Inference) -> Mapping:
     """What a job runs as when no mapping is given: data parallelism over the whole system.
     Training on one device takes the whole batch in one micro-batch (no accumulation); on a
     cluster one sequence per micro-batch (Megatron-LM's ``--micro-batch-size`` example value).
-    Serving: one replica per device."""
+    Serving: one replica per device; on an SRAM dataflow machine one model over all chips."""
     if isinstance(workload, Inference):
+        if execution_model(system.accelerator).layer_pipelined:
+            return Mapping.serving(replicas=1)  # the compiler lays one model over all chips
         return Mapping.serving(replicas=system.devices)
     if system.devices == 1:
         return Mapping(micro_batch=workload.batch, recompute=workload.recompute)

@@ -55,6 +55,8 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
                          f"{bad[0].sentence} ({bad[0].rule} rule)",
                          MemoryBudget(items={}, capacity=system.memory_bytes),
                          violated_rule=bad[0].rule, output_len=wl.output_len)
+    if not dev.bandwidth:  # no published bandwidth (Coral Edge TPU): say so, do not guess
+        return _unestimable(spec, system, wl, m, fw)
     shard = Geometry.of(spec).shard(m.tp, m.ep, etp=m.expert_tp)
     p = inference_precision(wl)
     pre_shape, dec_shape = inference_shapes(spec, wl)
@@ -207,3 +209,20 @@ def _limits(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
     seq = wl.prompt_len + wl.output_len
     return (largest(lambda b: fit(b, seq), 1 << 20),
             largest(lambda s: fit(wl.batch, s), 1 << 24))
+
+
+def _unestimable(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
+                 fw: FrameworkProfile) -> ServeStep:
+    """A device whose catalog entry has no memory bandwidth: whether the model fits, and
+    plainly that its time cannot be estimated (an infeasible result, not an exception)."""
+    acc = system.accelerator
+    memory = serving_memory(spec, wl, m, system.memory_bytes, fw.prefill_chunk_tokens,
+                            runtime=execution_model(acc))
+    ok, why = fits(memory)
+    reason = (f"{spec.id} does not fit {acc.id}: {why}" if not ok else
+              f"{acc.id} publishes no memory bandwidth, so {spec.id}'s time cannot be "
+              "estimated: measure it (`accelmap measure bandwidth`, `accelmap calibrate`) and "
+              "pass --profile NAME")
+    return ServeStep(spec.id, acc.id, system.cluster.name, m, False, reason, memory,
+                     violated_rule="memory" if not ok else "bandwidth",
+                     output_len=wl.output_len)
