@@ -8,9 +8,9 @@ same functions on tables of candidate mappings.
 from __future__ import annotations
 
 from accelmap.cost.calibration import CalibrationProfile
+from accelmap.cost.execution import execution_model
 from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.cost.framework import profile as framework_profile
-from accelmap.cost.execution import execution_model
 from accelmap.engine.dataflow import dataflow_serve
 from accelmap.engine.result import Estimate, ServeStep, TrainStep
 from accelmap.engine.serve import serve_step

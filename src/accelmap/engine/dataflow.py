@@ -98,12 +98,12 @@ def dataflow_serve(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
         if tier is None or tier[1] is None or rest > chips * per_chip:
             what = ("its external tier publishes no bandwidth, so weight streaming cannot be "
                     "estimated" if tier is not None else "it has no external memory tier")
-            reason = (f"{spec.id} needs {state / 1e9:.1f} GB of on-chip state: {needed} "
+            why = (f"{spec.id} needs {state / 1e9:.1f} GB of on-chip state: {needed} "
                       f"{acc.id} chips of {per_chip / 1e9:.3g} GB, but the system has {chips} "
                       f"per replica and {what} (capacity rule)")
             budget = MemoryBudget(items={k: v / chips for k, v in items.items()},
                                   capacity=per_chip)
-            return ServeStep(spec.id, acc.id, cluster.name, m, False, reason, budget,
+            return ServeStep(spec.id, acc.id, cluster.name, m, False, why, budget,
                              violated_rule="capacity", output_len=wl.output_len,
                              assumptions=tuple(notes))
         # weights stream from the external tier once per forward pass (weight streaming)
@@ -114,11 +114,12 @@ def dataflow_serve(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     budget = MemoryBudget(items={k: v / chips for k, v in items.items()}, capacity=per_chip)
     feasible, reason = fits(budget)
     # stages: a wafer's regions (one layer each), else the chips (at most one per layer)
-    stages = L if wafer and chips == 1 else min(chips, L)
-    split = max(chips / L, 1.0)  # chips sharing each layer
-    stage_dev = Device.of(acc, fraction=1.0 / L, profile=None) if stages > chips else dev
+    stages = L if wafer else min(chips, L)
+    split = 1.0 if wafer else max(chips / L, 1.0)  # chips sharing each layer
+    # a wafer's layer region holds chips / L of a wafer
+    stage_dev = Device.of(acc, fraction=min(chips / L, 1.0)) if wafer else dev
     p = inference_precision(wl)
-    pre_shape, dec_shape = inference_shapes(spec, wl)
+    pre_shape, _ = inference_shapes(spec, wl)
     per_stage = max(math.ceil(wl.batch / stages), 1)  # requests per stage with B in flight
     mb = replace(wl, batch=per_stage)
     _, dec_mb = inference_shapes(spec, mb)
@@ -131,7 +132,8 @@ def dataflow_serve(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
         if stages <= chips and chips == 1:
             return {}
         send = lat + (tokens * act / bw if bw else 0.0)
-        out = {"pp": (stages - 1) * send}
+        # between wafers only: inside a wafer the hand-off between regions is not charged
+        out = {"pp": ((chips - 1) if wafer else (stages - 1)) * send}
         if split > 1:  # two all-reduces per layer among the chips sharing it
             out["tp"] = 2 * L * (lat + (tokens * act * (split - 1) / split / bw if bw else 0.0))
         return out
@@ -143,10 +145,11 @@ def dataflow_serve(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     steps = max(wl.output_len - 1, 0)
     total = ttft + steps * tpot
     out_tokens = wl.batch * wl.output_len * replicas
-    if stages > chips:
-        notes.append(f"wafer: one layer per region ({L} regions, each 1/{L} of the SRAM "
-                     "bandwidth and compute); on-wafer fabric latency not published, not "
-                     "charged: latency is a lower bound")
+    if wafer:
+        notes.append(f"wafer: one layer per region ({L} regions on {chips} wafer(s), each "
+                     f"{min(chips / L, 1.0):.3g} of a wafer's SRAM bandwidth and compute); "
+                     "on-wafer fabric latency not published, not charged: latency is a lower "
+                     f"bound; between wafers: {hop_src}")
     elif chips > 1:
         place = (f"{L / chips:.3g} layers per chip" if split == 1
                  else f"{split:.3g} chips per layer")
