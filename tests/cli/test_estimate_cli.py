@@ -225,6 +225,6 @@ def test_plan_deadline(cli: Run) -> None:
 
 def test_device_without_bandwidth_is_refused_in_one_line(cli: Run) -> None:
     # the Coral Edge TPU's datasheet gives no memory bandwidth; a 0 B/s roofline would divide
-    # by zero
+    # by zero: the estimate is an infeasible result that says why (here: 8 MB holds no GPT-3)
     r = cli("estimate", "gpt3-125m", "--hw", "coral-edge-tpu")
-    assert r.code == 2 and "no memory bandwidth" in r.err and "Traceback" not in r.err
+    assert "cannot run" in r.out and "does not fit" in r.out and "Traceback" not in r.err

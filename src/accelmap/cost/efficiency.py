@@ -92,7 +92,13 @@ def matmul_efficiency(acc: Accelerator, dtype: DType, exclude: str | None = None
     if dtype.value in own:
         e = own[dtype.value]
         return MatmulEfficiency(float(e["efficiency"]), f"measured ({e['source']})", True)
-    if own:  # same device, other dtype: its bf16 figure is the closest evidence
+    # same device, other dtype: its bf16 figure is the closest evidence, but an 8-bit
+    # measurement does not speak for 16-bit GEMMs: FP8 kernels reach a lower fraction of their
+    # (doubled) peak than bf16 on every device measured in both (H100 0.71 vs 0.80, B200 0.76
+    # vs 0.78, GH200 0.78 vs 0.84: achievable_matmul.yaml), so an H200 with only an fp8 row
+    # takes its vendor's bf16 peers rather than its own fp8 figure.
+    wide = dtype.bytes >= 2 and not any(DType(k).bytes >= 2 for k in own)
+    if own and not wide:
         key = "bf16" if "bf16" in own else next(iter(own))
         e = own[key]
         return MatmulEfficiency(float(e["efficiency"]),
@@ -105,6 +111,8 @@ def matmul_efficiency(acc: Accelerator, dtype: DType, exclude: str | None = None
         for k, v in table.items()
         if k in cat.accelerators and cat.accelerators[k].vendor == acc.vendor
         and cat.accelerators[k].device_class == acc.device_class
+        # a device with only 8-bit rows speaks neither for itself nor for its peers in 16 bits
+        and not (wide and (k == acc.id or not any(DType(d).bytes >= 2 for d in v)))
     ]
     if peers:
         return MatmulEfficiency(
@@ -128,6 +136,13 @@ def geometry(acc: Accelerator) -> GemmGeometry:
     if acc.device_class == DeviceClass.TPU:
         side = cu.matrix_tile[0] if cu and cu.matrix_tile else 128
         return GemmGeometry(tile=(side, side), units=0, systolic=side)
+    if acc.device_class in (DeviceClass.SRAM_MACHINE, DeviceClass.FPGA):
+        # Dataflow machines have no GPU thread-block tile: a systolic matrix unit pads k and n
+        # to its side where the catalog gives one (Groq's 320x320 MXM, Abts et al. ISCA 2020
+        # sec. 4); MIMD core arrays run any shape unpadded (Cerebras at Hot Chips 2020: "no
+        # padding required"), and so do FPGA overlays sized at compile time to the model.
+        side = cu.matrix_tile[0] if cu and cu.matrix_tile else 0
+        return GemmGeometry(tile=(max(side, 1), max(side, 1)), units=0, systolic=side)
     units = cu.count.value if cu and acc.device_class == DeviceClass.GPU else 0
     return GemmGeometry(tile=DEFAULT_TILE, units=units, systolic=0)
 
@@ -141,8 +156,8 @@ def shape_efficiency(m: Num, n: Num, k: Num, geo: GemmGeometry) -> Num:
     m = np.maximum(np.asarray(m, dtype=float), 1.0)
     n = np.asarray(n, dtype=float)
     k = np.asarray(k, dtype=float)
-    if geo.systolic:
-        s = geo.systolic
+    if geo.systolic or geo.tile == (1, 1):
+        s = max(geo.systolic, 1)
         return (n / _ceil_to(n, s)) * (k / _ceil_to(k, s))
     tn = geo.tile[1]
     # small m: the smallest power-of-two tile >= m, at least the MMA height; below it the

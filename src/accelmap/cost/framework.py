@@ -52,6 +52,12 @@ class Framework(StrEnum):
     SGLANG = "sglang"
     MEGATRON = "megatron"
     FSDP = "fsdp"  # PyTorch FSDP / torchtitan / llm-foundry (Composer) without torch.compile
+    # Default stacks of the non-GPU classes (cost/execution.py), each a named behaviour:
+    XLA = "xla"  # TPU: JAX/PyTorch-XLA, MaxText, JetStream
+    GRAPH = "graph-compiler"  # Gaudi graph mode, AWS Neuron, Tenstorrent TT-Metal traces
+    DATAFLOW = "dataflow"  # SRAM machines: compiler-scheduled static dataflow
+    FPGA_OVERLAY = "fpga-overlay"  # FPGA LLM overlays (FlightLLM, DFX)
+    LLAMA_CPP = "llama.cpp"  # CPUs and edge NPUs: ggml graph, quantized weights
 
 
 # Documented defaults for how many prompt tokens one prefill pass takes (memory of the
@@ -120,6 +126,8 @@ def profile(name: Framework | str) -> FrameworkProfile:
         return FrameworkProfile(fw, EAGER_LAUNCH_S, False,
                                 "eager launch; one memory pass per fused elementwise kernel",
                                 not_calibrated=eager_gaps)
+    if fw in COMPILED_STACKS:
+        return _compiled(fw)
     cal: dict[str, Any] = _calibration().get(fw.value, {})
     if fw is Framework.FSDP:
         # Eager PyTorch under FSDP: every op a launch of its own, no elementwise fusion (that
@@ -146,3 +154,45 @@ def profile(name: Framework | str) -> FrameworkProfile:
         not_calibrated={**missing, **{str(k): str(v) for k, v in
                                       (cal.get("not_calibrated") or {}).items()}},
     )
+
+
+# Compiled stacks of the non-GPU classes: the whole forward pass is one compiled program, so no
+# host launch per operator; what each fuses and why (cost/execution.py picks them per class).
+COMPILED_STACKS = (Framework.XLA, Framework.GRAPH, Framework.DATAFLOW, Framework.FPGA_OVERLAY,
+                   Framework.LLAMA_CPP)
+_COMPILED: dict[Framework, tuple[bool, str]] = {
+    # XLA compiles a jitted step into one executable whose fusion pass merges elementwise ops
+    # into their producers and consumers (XLA docs, "Operation semantics" / "XLA architecture":
+    # loop and input fusion); the host dispatches the executable once per step, not per op
+    # (JAX docs, "Just-in-time compilation").
+    Framework.XLA: (True, "XLA: one compiled executable per step (no per-op launch); "
+                          "elementwise ops fused by XLA's fusion passes"),
+    # Intel Gaudi graph (lazy) mode accumulates ops and runs them as one compiled recipe whose
+    # graph compiler fuses TPC elementwise kernels (Intel Gaudi docs, "PyTorch Gaudi
+    # integration architecture": lazy mode, graph compiler); AWS Neuron compiles the model
+    # ahead of time into one NEFF (AWS Neuron docs, "Neuron Compiler").
+    Framework.GRAPH: (True, "compiled graph (Gaudi lazy/graph mode, Neuron NEFF): no per-op "
+                            "host launch; elementwise fused by the graph compiler"),
+    # Groq's compiler schedules every instruction ahead of time; vector units chain
+    # elementwise work on streams between memory and the MXM (Abts et al., ISCA 2020 sec. 2-4);
+    # Cerebras and SambaNova compile the graph into a spatial dataflow of kernels (Prabhakar et
+    # al. 2024, SN40L, sec. 4: operator fusion into streaming dataflow pipelines).
+    Framework.DATAFLOW: (True, "compiled static dataflow schedule: no launches; elementwise "
+                               "ops streamed between matrix ops (fused)"),
+    # FPGA LLM overlays fuse the non-GEMM operators into the matrix pipeline and keep
+    # intermediates on chip (FlightLLM, Zeng et al. FPGA 2024 sec. 4: "always-on-chip decode";
+    # DFX, Hong et al. MICRO 2022 sec. 4).
+    Framework.FPGA_OVERLAY: (True, "FPGA overlay: instruction-driven layer pipeline, non-GEMM "
+                                   "ops fused on chip, no host launch per op"),
+    # llama.cpp runs the ggml graph node by node on the CPU threads: each node is a function
+    # call with a thread barrier (no device launch), and most elementwise nodes make their own
+    # pass over memory (ggml.c ``ggml_graph_compute``).
+    Framework.LLAMA_CPP: (False, "llama.cpp/ggml graph: one pass per node, no device launch"),
+}
+
+
+def _compiled(fw: Framework) -> FrameworkProfile:
+    fuses, source = _COMPILED[fw]
+    gaps = {"step_overhead_s": "host time per step not published for this stack: 0 s",
+            "request_overhead_s": "not published for this stack: 0 s"}
+    return FrameworkProfile(fw, 0.0, fuses, source, not_calibrated=gaps)

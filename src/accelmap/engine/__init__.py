@@ -8,8 +8,10 @@ same functions on tables of candidate mappings.
 from __future__ import annotations
 
 from accelmap.cost.calibration import CalibrationProfile
+from accelmap.cost.execution import execution_model
 from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.cost.framework import profile as framework_profile
+from accelmap.engine.dataflow import dataflow_serve
 from accelmap.engine.result import Estimate, ServeStep, TrainStep
 from accelmap.engine.serve import serve_step
 from accelmap.engine.system import System
@@ -20,7 +22,8 @@ from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
 from accelmap.workload import Inference, Training
 
-__all__ = ["Estimate", "OverlapPolicy", "ServeStep", "System", "TrainStep", "default_mapping",
+__all__ = ["Estimate", "OverlapPolicy", "ServeStep", "System", "TrainStep", "class_framework",
+           "default_mapping",
            "estimate", "resolve_framework", "system_of"]
 
 
@@ -38,8 +41,10 @@ def default_mapping(system: System, workload: Training | Inference) -> Mapping:
     """What a job runs as when no mapping is given: data parallelism over the whole system.
     Training on one device takes the whole batch in one micro-batch (no accumulation); on a
     cluster one sequence per micro-batch (Megatron-LM's ``--micro-batch-size`` example value).
-    Serving: one replica per device."""
+    Serving: one replica per device; on an SRAM dataflow machine one model over all chips."""
     if isinstance(workload, Inference):
+        if execution_model(system.accelerator).layer_pipelined:
+            return Mapping.serving(replicas=1)  # the compiler lays one model over all chips
         return Mapping.serving(replicas=system.devices)
     if system.devices == 1:
         return Mapping(micro_batch=workload.batch, recompute=workload.recompute)
@@ -52,18 +57,29 @@ def estimate(model: ModelSpec, system: System | Cluster | Accelerator,
              overlap: OverlapPolicy | None = None,
              imbalance: float = 1.0, profile: CalibrationProfile | None = None) -> Estimate:
     """Predict one training step or one serving batch of ``model`` on ``system`` split by
-    ``mapping``. ``framework`` defaults to megatron (training) and vllm (serving);
+    ``mapping``. ``framework`` defaults to the device class's stack (cost/execution.py:
+    megatron and vllm on GPUs, xla on TPUs, dataflow on SRAM machines, ...);
     ``imbalance`` is the MoE busiest-expert load over the mean; ``profile`` a measured
     calibration of the device (``accelmap calibrate``). A FrameworkProfile may be passed for
     ``framework`` to set a stack's named features (e.g. its attention kernel)."""
     _check_imbalance(model, imbalance)
     sys_ = system_of(system, profile)
     m = mapping or default_mapping(sys_, workload)
+    ex = execution_model(sys_.accelerator)
     if isinstance(workload, Training):
-        fw = resolve_framework(framework, Framework.MEGATRON)
+        fw = resolve_framework(framework, ex.training)
         return train_step(model, sys_, workload, m, fw, overlap, imbalance)
-    fw = resolve_framework(framework, Framework.VLLM)
+    fw = resolve_framework(framework, ex.serving)
+    if ex.layer_pipelined:
+        return dataflow_serve(model, sys_, workload, m, fw, imbalance)
     return serve_step(model, sys_, workload, m, fw, imbalance)
+
+
+def class_framework(where: System | Cluster | Accelerator, training: bool) -> Framework:
+    """The stack a device class runs when no framework is named (cost/execution.py): vLLM and
+    Megatron on GPUs, XLA on TPUs, a compiled graph on GPU-like ASICs, ..."""
+    ex = execution_model(system_of(where).accelerator)
+    return ex.training if training else ex.serving
 
 
 def resolve_framework(framework: Framework | str | FrameworkProfile | None,

@@ -19,6 +19,7 @@ from typing import Any
 
 from accelmap.cost.collectives import Collective, custom_all_reduce
 from accelmap.cost.energy import op_energy_j
+from accelmap.cost.execution import ExecutionModel, execution_model, runtime_items
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import OpTime, time_ops, total_time
 from accelmap.engine.error_band import error_band
@@ -54,6 +55,8 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
                          f"{bad[0].sentence} ({bad[0].rule} rule)",
                          MemoryBudget(items={}, capacity=system.memory_bytes),
                          violated_rule=bad[0].rule, output_len=wl.output_len)
+    if not dev.bandwidth:  # no published bandwidth (Coral Edge TPU): say so, do not guess
+        return _unestimable(spec, system, wl, m, fw)
     shard = Geometry.of(spec).shard(m.tp, m.ep, etp=m.expert_tp)
     p = inference_precision(wl)
     pre_shape, dec_shape = inference_shapes(spec, wl)
@@ -81,7 +84,9 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     total = ttft + steps * tpot
     world = int(m.world)
     out_tokens = wl.batch * wl.output_len * m.replicas
-    memory = serving_memory(spec, wl, m, system.memory_bytes, fw.prefill_chunk_tokens)
+    runtime = execution_model(dev.acc)
+    memory = serving_memory(spec, wl, m, system.memory_bytes, fw.prefill_chunk_tokens,
+                            runtime=runtime)
     kind = dev.acc.device_memory.kind
     # energy of one replica's ops: every device of the replica runs its shard of each op
     ops_energy = (op_energy_j([t.op for t in pre], kind)
@@ -92,7 +97,8 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     tdp = system.tdp_w
     per_replica_tokens = max(wl.batch * wl.output_len, 1)
     feasible, reason = fits(memory)
-    lim = _limits(spec, wl, m, system.memory_bytes, fw.prefill_chunk_tokens) if limits else None
+    lim = (_limits(spec, wl, m, system.memory_bytes, fw.prefill_chunk_tokens, runtime)
+           if limits else None)
     return ServeStep(
         spec.id, dev.acc.id, cluster.name, m, feasible, reason, memory,
         time={**_tree("prefill", pre, pre_comm, pre_host),
@@ -164,11 +170,14 @@ def _tree(phase: str, times: list[OpTime], comm: dict[str, float],
 
 
 def serving_memory(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
-                   chunk: int | None, tokens: Any = None) -> MemoryBudget:
+                   chunk: int | None, tokens: Any = None,
+                   runtime: ExecutionModel | None = None) -> MemoryBudget:
     """One device's share: the sharded model's weights and KV over ceil(L/pp) layers."""
     shard = Geometry.of(spec).shard(m.tp, m.ep, etp=m.expert_tp)
     stage = shard.first_layers(math.ceil(spec.n_layers / m.pp))
     budget = inference_memory(stage, wl, capacity, tokens=tokens, prefill_chunk=chunk)
+    if runtime is not None:  # the class's runtime (cost/execution.py), else the GPU's
+        budget = replace(budget, items=runtime_items(budget.items, runtime))
     if m.pp > 1:  # the embedding and head sit on the end stages; charge one of them
         pc = count_params(stage)
         extra = (pc.total - pc.embedding - pc.lm_head) + max(pc.embedding, pc.lm_head)
@@ -177,12 +186,13 @@ def serving_memory(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
 
 
 def _limits(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
-            chunk: int | None) -> tuple[int, int]:
+            chunk: int | None, runtime: ExecutionModel | None = None) -> tuple[int, int]:
     """Largest batch at this length and longest context at this batch that fit in memory."""
 
     def fit(batch: int, seq: int) -> bool:
         w = replace(wl, batch=batch, prompt_len=max(seq - wl.output_len, 1))
-        return bool(serving_memory(spec, w, m, capacity, chunk, tokens=seq).fits)
+        return bool(serving_memory(spec, w, m, capacity, chunk, tokens=seq,
+                                   runtime=runtime).fits)
 
     def largest(pred: Any, hi_limit: int) -> int:
         if not pred(1):
@@ -199,3 +209,20 @@ def _limits(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
     seq = wl.prompt_len + wl.output_len
     return (largest(lambda b: fit(b, seq), 1 << 20),
             largest(lambda s: fit(wl.batch, s), 1 << 24))
+
+
+def _unestimable(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
+                 fw: FrameworkProfile) -> ServeStep:
+    """A device whose catalog entry has no memory bandwidth: whether the model fits, and
+    plainly that its time cannot be estimated (an infeasible result, not an exception)."""
+    acc = system.accelerator
+    memory = serving_memory(spec, wl, m, system.memory_bytes, fw.prefill_chunk_tokens,
+                            runtime=execution_model(acc))
+    ok, why = fits(memory)
+    reason = (f"{spec.id} does not fit {acc.id}: {why}" if not ok else
+              f"{acc.id} publishes no memory bandwidth, so {spec.id}'s time cannot be "
+              "estimated: measure it (`accelmap measure bandwidth`, `accelmap calibrate`) and "
+              "pass --profile NAME")
+    return ServeStep(spec.id, acc.id, system.cluster.name, m, False, reason, memory,
+                     violated_rule="memory" if not ok else "bandwidth",
+                     output_len=wl.output_len)

@@ -42,6 +42,7 @@ import numpy as np
 from accelmap.cost import overlap as ov
 from accelmap.cost.collectives import Collective
 from accelmap.cost.energy import op_energy_j
+from accelmap.cost.execution import execution_model, runtime_items
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import time_ops, total_time
 from accelmap.cost.schedules import (
@@ -268,6 +269,7 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     # even split, but fewer layers on it (an uneven split), GPipe's equal in-flight counts or
     # a large head and logits on the last stage can move the peak
     items, peak_first, peak_mid = _peak_stage_memory(prof, wl, m, st, micro, fw)
+    items = runtime_items(items, execution_model(dev.acc))
     tokens = wl.batch * wl.seq_len
     world = m.world
     model_flops = prof.model_flops_per_token * tokens

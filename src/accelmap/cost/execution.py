@@ -1,0 +1,130 @@
+"""Execution model per accelerator class: how a class runs the one operator graph (``ops.graph``)
+on the one roofline (``cost.roofline``). A TPU, an SRAM machine, an FPGA or an edge NPU is not a
+GPU (DESIGN, "Lessons from the first wave"); what differs is named here, once per class:
+
+- **runtime memory**: the CUDA context (``memory.allocator.CUDA_CONTEXT_BYTES``) and the caching
+  allocator's fragmentation exist only where a CUDA/ROCm-style runtime and PyTorch's caching
+  allocator run (GPUs; Jetson, which runs CUDA). XLA assigns every buffer of a compiled program
+  at compile time (XLA docs, "Buffer assignment": ``BufferAssignment`` maps each HLO value to a
+  slice of a preallocated allocation), so a TPU carries neither; a statically scheduled SRAM
+  machine holds only what its compiler placed (Abts et al., "Think Fast: A Tensor Streaming
+  Processor", ISCA 2020, sec. 2-3: no caches, no runtime arbitration, all data movement
+  scheduled by the compiler); an FPGA overlay's weights sit in buffers the host allocates once
+  (Xilinx XRT ``xrt::bo``); llama.cpp's graph allocator sizes its compute buffers once per graph
+  (ggml-alloc ``ggml_gallocr``). Runtimes whose reserved memory is not published (Gaudi's
+  SynapseAI, AWS Neuron, Tenstorrent) keep the GPU charges: the nearest measured evidence, said
+  in the note.
+- **software profile** (a ``FrameworkProfile``): the stack a class runs by default when no
+  ``--framework`` is given: vLLM/Megatron on GPUs, XLA on TPUs, a compiled graph on GPU-like
+  ASICs, a compiled dataflow schedule on SRAM machines, an overlay on FPGAs, llama.cpp on CPUs
+  and edge NPUs.
+- **where the weights live**: ``RESIDENT`` in the device tier (HBM or on-chip SRAM) or, on an
+  SRAM machine whose chips cannot hold the model, ``STREAMED`` from the external tier
+  (Cerebras weight streaming from MemoryX: Cerebras, "Weight Streaming Execution" whitepaper
+  2021 / Hall et al. 2023; SN40L's DDR tier: Prabhakar et al., "SambaNova SN40L", 2024, sec. 3).
+- **layer pipelining**: an SRAM machine places contiguous blocks of layers on chips (or, on a
+  wafer, on regions of it) and a token walks through them (``engine.dataflow``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from accelmap.cost.framework import Framework
+from accelmap.hardware.schema import Accelerator, DeviceClass, MemoryRole
+from accelmap.memory.allocator import CUDA_CONTEXT_BYTES
+
+
+class WeightHome(StrEnum):
+    RESIDENT = "resident"  # in the device tier (HBM, or on-chip SRAM on an SRAM machine)
+    STREAMED = "streamed"  # from an external tier each pass (MemoryX, SN40L DDR)
+
+
+@dataclass(frozen=True)
+class ExecutionModel:
+    device_class: DeviceClass
+    name: str
+    runtime_context_bytes: float  # reserved by the runtime outside the tensors, per device
+    fragments: bool  # a caching allocator reserves beyond the live tensors (PyTorch CUDA/HIP)
+    serving: Framework
+    training: Framework
+    layer_pipelined: bool  # a token walks through chips (regions) holding blocks of layers
+    note: str
+
+    @property
+    def runtime_source(self) -> str:
+        return self.note
+
+
+_GPU_NOTE = ("CUDA/ROCm runtime: 287 MB context (pytorch/pytorch#86509) + caching-allocator "
+             "fragmentation; per-kernel launch from the framework profile")
+
+_MODELS: dict[DeviceClass, ExecutionModel] = {
+    DeviceClass.GPU: ExecutionModel(DeviceClass.GPU, "gpu-kernels", CUDA_CONTEXT_BYTES, True,
+                                    Framework.VLLM, Framework.MEGATRON, False, _GPU_NOTE),
+    DeviceClass.TPU: ExecutionModel(
+        DeviceClass.TPU, "xla", 0.0, False, Framework.XLA, Framework.XLA, False,
+        "XLA-compiled program: buffers assigned at compile time (no CUDA context, no caching "
+        "allocator); no per-kernel host launch; MXU padding to 128 (256 on v6e)"),
+    DeviceClass.ASIC: ExecutionModel(
+        DeviceClass.ASIC, "compiled-graph", CUDA_CONTEXT_BYTES, True, Framework.GRAPH,
+        Framework.GRAPH, False,
+        "compiled graph (Gaudi graph/lazy mode, AWS Neuron NEFF): no per-op host launch; the "
+        "runtime's reserved memory is not published, so the CUDA context and allocator "
+        "fragmentation are charged as the nearest measured evidence"),
+    DeviceClass.SRAM_MACHINE: ExecutionModel(
+        DeviceClass.SRAM_MACHINE, "sram-dataflow", 0.0, False, Framework.DATAFLOW,
+        Framework.DATAFLOW, True,
+        "compiler-scheduled dataflow: weights and KV resident in on-chip SRAM (or streamed "
+        "from the external tier), layers pipelined across chips; no GPU context"),
+    DeviceClass.FPGA: ExecutionModel(
+        DeviceClass.FPGA, "fpga-overlay", 0.0, False, Framework.FPGA_OVERLAY,
+        Framework.FPGA_OVERLAY, False,
+        "layer-by-layer overlay (FlightLLM, Zeng et al. FPGA 2024; DFX, Hong et al. MICRO "
+        "2022): weights streamed from HBM/DDR, operators fused on chip, no GPU context"),
+    DeviceClass.EDGE_NPU: ExecutionModel(
+        DeviceClass.EDGE_NPU, "edge-runtime", 0.0, False, Framework.LLAMA_CPP,
+        Framework.EAGER, False,
+        "quantized small models, memory-bound decode (llama.cpp-style runtime); no GPU "
+        "context unless the part runs CUDA (Jetson)"),
+    DeviceClass.CPU: ExecutionModel(
+        DeviceClass.CPU, "cpu-runtime", 0.0, False, Framework.LLAMA_CPP, Framework.EAGER,
+        False, "llama.cpp-style runtime: compute buffers sized once per graph (ggml-alloc), "
+        "memory-bound decode; no GPU context"),
+}
+
+
+def execution_model(acc: Accelerator) -> ExecutionModel:
+    """The execution model of ``acc``'s class. Jetson modules (class edge-npu) run CUDA and
+    PyTorch, so they keep the CUDA context and allocator of the GPU model."""
+    model = _MODELS[acc.device_class]
+    if acc.device_class is DeviceClass.EDGE_NPU and acc.vendor.lower() == "nvidia":
+        return ExecutionModel(model.device_class, "edge-cuda", CUDA_CONTEXT_BYTES, True,
+                              model.serving, model.training, False,
+                              "Jetson runs CUDA: " + _GPU_NOTE)
+    return model
+
+
+def external_tier(acc: Accelerator) -> tuple[float, float | None] | None:
+    """(capacity, bandwidth or None) of the external weight store an SRAM machine streams from
+    (Cerebras MemoryX, SN40L DDR): the first memory level with role 'host'."""
+    for level in acc.memory:
+        if level.role is MemoryRole.HOST:
+            return level.capacity.value, level.bandwidth.value if level.bandwidth else None
+    return None
+
+
+def runtime_items(items: dict[str, Any], model: ExecutionModel) -> dict[str, Any]:
+    """A memory tree with the runtime items of ``model``'s class: its own context in place of
+    the CUDA context, and no allocator fragmentation where no caching allocator runs. GPU
+    trees are returned as they are."""
+    if model.runtime_context_bytes == CUDA_CONTEXT_BYTES and model.fragments:
+        return items
+    out = dict(items)
+    if "runtime/context" in out:
+        out["runtime/context"] = model.runtime_context_bytes
+    if not model.fragments and "runtime/fragmentation" in out:
+        out["runtime/fragmentation"] = 0.0 * out["runtime/fragmentation"]
+    return out
