@@ -50,9 +50,23 @@ class AcceleratorComparison:
                 "rows": list(self.rows)}
 
 
-def _parts(catalog: Catalog, hw: str, device_class: str | None) -> list[Accelerator]:
+def _part(catalog: Catalog, name: str) -> Accelerator:
+    """One part by id or forgiving name; 'H100' means the variant systems are built from when
+    exactly one of the matches has a system preset (as in ``accelmap plan --hw``)."""
+    from accelmap.errors import AmbiguousNameError
     from accelmap.lookup import resolve
 
+    try:
+        return resolve(name, catalog.accelerators, "accelerator", "accelmap hw list")
+    except AmbiguousNameError as e:
+        built = {p.accelerator for p in catalog.systems.values()}
+        with_preset = [c for c in e.candidates if c in built]
+        if len(with_preset) == 1:
+            return catalog.accelerators[with_preset[0]]
+        raise
+
+
+def _parts(catalog: Catalog, hw: str, device_class: str | None) -> list[Accelerator]:
     text = (hw or "all").strip()
     if text.lower() in ("all", "any"):
         parts = list(catalog.accelerators.values())
@@ -60,8 +74,7 @@ def _parts(catalog: Catalog, hw: str, device_class: str | None) -> list[Accelera
         names = [h.strip() for h in text.split(",") if h.strip()]
         if not names:
             raise InputError("--hw needs 'all' or a comma list of accelerators")
-        parts = list(dict.fromkeys(resolve(n, catalog.accelerators, "accelerator",
-                                           "accelmap hw list") for n in names))
+        parts = list({p.id: p for p in (_part(catalog, n) for n in names)}.values())
     if device_class:
         cls = choice(DeviceClass, device_class, "device class")
         parts = [p for p in parts if p.device_class is cls]
@@ -104,9 +117,12 @@ def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str
                     ("--seq", seq)):
         if v < 1:
             raise InputError(f"{name} must be at least 1, got {v}")
-    p = dtype(precision, "precision") if precision is not None else DType.BF16
+    try:
+        p = dtype(precision, "precision") if precision is not None else DType.BF16
+    except InputError:
+        p = DType.FP64  # not a format compare takes: the message below lists them
     if p not in PRECISIONS:
-        raise InputError(f"--precision {p.value}: use one of "
+        raise InputError(f"--precision {precision}: use one of "
                          f"{', '.join(d.value for d in PRECISIONS)}")
     if train and p in (DType.INT8, DType.INT4):
         raise InputError(f"--precision {p.value} is a serving format (weight-only); train in "

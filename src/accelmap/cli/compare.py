@@ -135,7 +135,9 @@ def print_comparison(cmp: AcceleratorComparison, top: int | None = None) -> None
         mark = ""
         if text:
             footnotes.append(f"[{len(footnotes) + 1}] {r['accelerator']}: {text}")
-            mark = f"[{len(footnotes)}]" + (" does not run" if not r["feasible"] else "")
+            mark = f"[{len(footnotes)}]" + ("" if r["feasible"] else " not priced"
+                                             if (r["reason"] or "").startswith("not priced")
+                                             else " does not run")
         t.add_row(str(i), r["accelerator"], r["class"], _num(r["devices"]),
                   r["mapping"] or "-", r["precision"], *speed, _num(r["usd_per_mtok"]),
                   _num(r["j_per_token"]), mark)

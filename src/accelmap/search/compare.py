@@ -113,7 +113,8 @@ def serving_precision(acc: Accelerator, job: CompareJob) -> tuple[DType, DType, 
     if job.best_precision:
         for d in (DType.FP8, DType.INT8):
             if _native(acc, d):
-                return d, d, [f"best precision: {d.value} (its smallest native matrix format)"]
+                return d, d, [f"best precision: {d.value} W8A8 (the first native of fp8, "
+                              "int8, 16-bit; fp4 not searched)"]
         if half:
             return half, half, [f"best precision: {half.value} (no 8-bit matrix path)"]
     want = job.precision
@@ -239,10 +240,10 @@ def _serving_workload(acc: Accelerator, job: CompareJob) -> tuple[Inference, lis
                      quant_group=QUANT_GROUP), notes
 
 
-def _count(acc: Accelerator, job: CompareJob, cat: Catalog, needed: Callable[[], int | None],
-           notes: list[str]) -> tuple[int | None, str | None, str]:
-    """(devices, reason if none, rule) under the job's device rule."""
-    counts = grid(acc, cat, job.train)
+def _count(acc: Accelerator, job: CompareJob, counts: list[int],
+           needed: Callable[[], int | None], notes: list[str]
+           ) -> tuple[int | None, str | None, str]:
+    """(devices, reason if none, rule) under the job's device rule; ``counts`` the grid."""
     if job.devices is not None:
         return job.devices, None, "fixed"
     if job.budget_usd_h is not None:
@@ -261,7 +262,10 @@ def _count(acc: Accelerator, job: CompareJob, cat: Catalog, needed: Callable[[],
         return fit[-1], None, "budget"
     n = needed()
     if n is None:
-        return None, f"does not fit on up to {counts[-1]:,} devices (memory rule)", "needed"
+        cap = (f" (ZeRO-3 data parallelism; at most the {job.global_batch:,} sequences per "
+               "step)") if job.train else ""
+        return None, (f"does not fit on up to {counts[-1]:,} devices{cap} (memory "
+                      "rule)"), "needed"
     return n, None, "needed"
 
 
@@ -315,7 +319,7 @@ def serve_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
     wl, notes = _serving_workload(acc, job)
     row = _row(acc, job, wl.weight_dtype, notes)
     counts = grid(acc, cat, False)
-    n, reason, rule = _count(acc, job, cat, lambda: _smallest(
+    n, reason, rule = _count(acc, job, counts, lambda: _smallest(
         counts, lambda c: _holds(spec, wl, acc, c, cat, chunk)), notes)
     row["devices_rule"] = rule
     if n is None:
@@ -415,9 +419,13 @@ def train_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
                                                  if job.precision in (*HALF, DType.FP8)
                                                  else DType.BF16))
     dtype = w if w in (*HALF, DType.FP8) else next((h for h in HALF if _native(acc, h)), w)
+    row = _row(acc, job, dtype, notes)
+    if dtype not in (*HALF, DType.FP8):
+        return {**row, "reason": f"no 16-bit or fp8 matrix path to train in (the part computes "
+                                 f"{', '.join(d.value for d in acc.dtypes)})",
+                "notes": [n for n in notes if "W8A8" not in n]}
     wl = Training(batch=job.global_batch, seq_len=job.seq, dtype=dtype,
                   recompute=Recompute.FULL)
-    row = _row(acc, job, dtype, notes)
     fw = resolve_framework(job.framework, Framework.FSDP)
     cache: dict[int, TrainStep | None] = {}
 
@@ -436,7 +444,7 @@ def train_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
         return cache[n]
 
     counts = [c for c in grid(acc, cat, True) if c <= job.global_batch]
-    n, reason, rule = _count(acc, job, cat, lambda: _smallest(
+    n, reason, rule = _count(acc, job, counts, lambda: _smallest(
         counts, lambda c: bool((e := est(c)) is not None and e.feasible)), notes)
     row["devices_rule"] = rule
     if n is None:
