@@ -27,7 +27,7 @@ One module per area, every name re-exported here:
 - ``api.planning``: ``plan_request`` (``PlanRequest``), ``plan_clusters``, ``check_profile``,
   ``run_plan`` (``PlanResult``), ``plan_job``, ``compare_hardware`` (``HardwareComparison``),
   ``deadline_search`` (``DeadlineSearch``).
-- ``api.compare``: ``compare_accelerators`` (``AcceleratorComparison``; ranked by a
+- ``api.comparison``: ``compare_accelerators`` (``AcceleratorComparison``; ranked by a
   ``CompareObjective``): every part's devices to hold a model, best mapping, speed, $ and J.
 - ``api.exports``: ``list_exporters``, ``exporter_row``, ``load_plan``, ``plan_export_job``,
   ``export_plan`` (``Export``).
@@ -52,7 +52,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from accelmap.api.compare import (
+    from accelmap.api.comparison import (
         AcceleratorComparison,
         CompareObjective,
         compare_accelerators,
@@ -201,7 +201,7 @@ _LAZY: dict[str, str] = {
                      "plan_request", "run_plan"), "accelmap.api.planning"),
     # comparing accelerators
     **dict.fromkeys(("AcceleratorComparison", "CompareObjective", "compare_accelerators"),
-                    "accelmap.api.compare"),
+                    "accelmap.api.comparison"),
     # exports
     **dict.fromkeys(("Export", "export_plan", "exporter_row", "list_exporters", "load_plan",
                      "plan_export_job"), "accelmap.api.exports"),

@@ -10,7 +10,8 @@ Rules (bounded, so all 54 catalog parts take a few seconds):
   uses powers of two only (data parallelism must divide the global batch).
 - **Devices needed** (serving): the smallest grid count whose most-sharded single replica fits
   in memory (``engine.serve.serving_memory``: weights, the batch's KV over prompt + output, the
-  runtime): tp = the largest power of two inside the scale-up domain that the heads allow, then
+  runtime): tp = the largest power of two inside the scale-up domain (the cluster's, capped by
+  the part's catalog ``scale_up_domain``) that the heads allow, then
   pipeline stages up to one layer each. Found by bisection over the grid, which assumes more
   devices never need more memory per device. Training: ZeRO-3 data parallelism over N devices
   (tp=1, micro-batch 1, full recompute), judged by the training estimate's memory.
@@ -177,8 +178,12 @@ def cluster_for(acc: Accelerator, n: int, cat: Catalog) -> tuple[Cluster, str | 
 
 
 def _tp_options(spec: ModelSpec, cluster: Cluster, n: int) -> list[int]:
-    """Tensor-parallel degrees inside the scale-up domain that the heads allow."""
-    return [t for t in powers_of_two(min(n, cluster.scale_up_domain))
+    """Tensor-parallel degrees inside the scale-up domain that the heads allow: the cluster's,
+    and no wider than the part's own catalog domain (a cluster built from the part's links
+    spans its node, but an RTX 3090's NVLink bridge joins two cards)."""
+    own = cluster.accelerator.scale_up_domain
+    domain = min(cluster.scale_up_domain, int(own.value)) if own else cluster.scale_up_domain
+    return [t for t in powers_of_two(min(n, domain))
             if not [v for v in check_serving(spec, cluster, Mapping.serving(tp=t))
                     if v.rule in ("heads_divisible", "kv_heads")]]
 
