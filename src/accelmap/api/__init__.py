@@ -27,6 +27,8 @@ One module per area, every name re-exported here:
 - ``api.planning``: ``plan_request`` (``PlanRequest``), ``plan_clusters``, ``check_profile``,
   ``run_plan`` (``PlanResult``), ``plan_job``, ``compare_hardware`` (``HardwareComparison``),
   ``deadline_search`` (``DeadlineSearch``).
+- ``api.comparison``: ``compare_accelerators`` (``AcceleratorComparison``; ranked by a
+  ``CompareObjective``): every part's devices to hold a model, best mapping, speed, $ and J.
 - ``api.exports``: ``list_exporters``, ``exporter_row``, ``load_plan``, ``plan_export_job``,
   ``export_plan`` (``Export``).
 - ``api.measurement``: ``open_store`` (``Store``), ``load_profile``, ``measurement_kind``,
@@ -50,6 +52,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from accelmap.api.comparison import (
+        AcceleratorComparison,
+        CompareObjective,
+        compare_accelerators,
+    )
     from accelmap.api.estimates import (
         Roofline,
         inference,
@@ -192,6 +199,9 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("DeadlineSearch", "HardwareComparison", "PlanRequest", "check_profile",
                      "compare_hardware", "deadline_search", "plan_clusters", "plan_job",
                      "plan_request", "run_plan"), "accelmap.api.planning"),
+    # comparing accelerators
+    **dict.fromkeys(("AcceleratorComparison", "CompareObjective", "compare_accelerators"),
+                    "accelmap.api.comparison"),
     # exports
     **dict.fromkeys(("Export", "export_plan", "exporter_row", "list_exporters", "load_plan",
                      "plan_export_job"), "accelmap.api.exports"),
@@ -233,6 +243,7 @@ __all__ = [
     "DEFAULT_COMPARE",
     "SORT_KEYS",
     "Accelerator",
+    "AcceleratorComparison",
     "BandwidthRun",
     "Calibration",
     "CalibrationProfile",
@@ -240,6 +251,7 @@ __all__ = [
     "Catalog",
     "Chooser",
     "Cluster",
+    "CompareObjective",
     "Comparison",
     "DType",
     "DeadlineSearch",
@@ -292,6 +304,7 @@ __all__ = [
     "check_profile",
     "choice",
     "compare",
+    "compare_accelerators",
     "compare_hardware",
     "compare_row",
     "compress_ids",

@@ -265,11 +265,15 @@ class HardwareComparison:
         return {"hardware": list(self.rows), "pareto": {"throughput_vs_cost": self.pareto}}
 
 
-def compare_hardware(spec: ModelSpec, clusters: list[Cluster],
-                     request: PlanRequest) -> HardwareComparison:
-    """Plan on each cluster; one row each with its best plan (or ``feasible: False``)."""
+def compare_hardware(spec: ModelSpec, clusters: list[Cluster], request: PlanRequest,
+                     progress: Progress | None = None) -> HardwareComparison:
+    """Plan on each cluster; one row each with its best plan (or ``feasible: False``);
+    ``progress`` counts clusters. (``compare_accelerators`` is the fast, same-precision
+    comparison over every catalog part.)"""
     rows: list[dict[str, Any]] = []
-    for cl in clusters:
+    for i, cl in enumerate(clusters):
+        if progress:
+            progress(i, len(clusters))
         res = run_plan(spec, cl, request)
         best = res.plans[0] if res.plans else None
         m = best.metrics if best else {}

@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from accelmap.cli import (
+    compare,
     estimate,
     export,
     hw,
@@ -29,8 +30,8 @@ app = typer.Typer(
     help=(
         "Map large language models onto accelerators: will it fit, how to split it, how fast, "
         "at what cost.\n\n"
-        "Start with: accelmap hw compare · accelmap hw list · accelmap models list · "
-        "accelmap validate --cases FILE.csv"
+        "Start with: accelmap compare MODEL · accelmap hw compare · accelmap hw list · "
+        "accelmap models list · accelmap validate --cases FILE.csv"
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -43,6 +44,7 @@ app.command("validate", help=validate.validate_cmd.__doc__)(validate.validate_cm
 app.command("estimate")(estimate.estimate_cmd)
 app.command("roofline")(estimate.roofline_cmd)
 app.command("plan")(plan.plan_cmd)
+app.command("compare")(compare.compare_cmd)
 app.command("export")(export.export_cmd)
 
 measure_app = typer.Typer(help="Measure the hardware and manage the measurement store.",

@@ -136,7 +136,9 @@ def plan_cmd(
         _print_deadline(api.deadline_search(spec, clusters[0], req), json_out)
         return
     if len(clusters) > 1:
-        _print_comparison(api.compare_hardware(spec, clusters, req), json_out)
+        with _progress(not json_out, f"planning on {len(clusters)} clusters") as progress:
+            cmp = api.compare_hardware(spec, clusters, req, progress)
+        _print_comparison(cmp, json_out, train)
         return
     cl = clusters[0]
     simulated = req.load is not None
@@ -265,7 +267,7 @@ def print_scenario(model: str, cl: Cluster, r: PlanResult) -> None:
         con.print(f"calibration: {r.calibration}", highlight=False)
 
 
-def _print_comparison(cmp: HardwareComparison, json_out: bool) -> None:
+def _print_comparison(cmp: HardwareComparison, json_out: bool, train: bool = True) -> None:
     if json_out:
         emit_json(cmp.to_dict())
         return
@@ -284,7 +286,12 @@ def _print_comparison(cmp: HardwareComparison, json_out: bool) -> None:
                   f"{r['energy_j_per_token']:.3g}" if r["energy_j_per_token"] else "-",
                   f"{r['time_to_train_s'] / 86400:,.1f} d" if r["time_to_train_s"] else "-",
                   " ".join(f"{k}={v}" for k, v in p["mapping"].items()) if p else "-")
-    console().print(t)
+    con = console()
+    con.print(t)
+    if not train:
+        con.print("each accelerator gets its best plan here, precision included; "
+                  "`accelmap compare MODEL --serve` compares every catalog part at one "
+                  "precision in about a second", highlight=False)
 
 
 def _print_deadline(search: DeadlineSearch, json_out: bool) -> None:

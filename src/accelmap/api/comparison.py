@@ -1,0 +1,145 @@
+"""Compare accelerators on one model: for every part of the catalog (or a list, or a class), the
+devices that hold the model, the best mapping on them, speed per user, per system and per
+device, TTFT/TPOT, $/M tokens and J/token, ranked by an objective (``search.compare`` states
+the rules).
+
+    from accelmap import api
+    cmp = api.compare_accelerators("llama-3.1-70b", batch=1)
+    for row in cmp.rows[:5]:
+        print(row["accelerator"], row["devices"], row["mapping"], row["tokens_per_s_per_user"])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from accelmap.api.parse import batch_tokens, choice, dtype
+from accelmap.catalog import Catalog, load_catalog
+from accelmap.errors import InputError
+from accelmap.hardware.schema import Accelerator, DeviceClass
+from accelmap.models.schema import ModelSpec
+from accelmap.search.compare import CompareJob, CompareObjective, compare
+from accelmap.units import DType
+
+__all__ = ["AcceleratorComparison", "CompareObjective", "compare_accelerators"]
+
+# formats --precision takes: 16-bit, fp8 (W8A8), int8/int4 weight-only
+PRECISIONS = (DType.BF16, DType.FP16, DType.FP8, DType.INT8, DType.INT4)
+
+
+@dataclass(frozen=True)
+class AcceleratorComparison:
+    """One row per part, best first (``search.compare.rank_key``), and the job they ran."""
+
+    model: str
+    job: CompareJob
+    rows: tuple[dict[str, Any], ...]
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        j = self.job
+        job: dict[str, Any] = {"kind": "train" if j.train else "serve",
+                               "objective": j.objective.value,
+                               "precision": "best" if j.best_precision else j.precision.value,
+                               "devices": j.devices, "budget_usd_h": j.budget_usd_h}
+        job.update({"seq": j.seq, "global_batch": j.global_batch} if j.train else
+                   {"batch": j.batch, "prompt": j.prompt, "output": j.output})
+        return {"model": self.model, "job": job, "seconds": round(self.seconds, 3),
+                "rows": list(self.rows)}
+
+
+def _part(catalog: Catalog, name: str) -> Accelerator:
+    """One part by id or forgiving name; 'H100' means the variant systems are built from when
+    exactly one of the matches has a system preset (as in ``accelmap plan --hw``)."""
+    from accelmap.errors import AmbiguousNameError
+    from accelmap.lookup import resolve
+
+    try:
+        return resolve(name, catalog.accelerators, "accelerator", "accelmap hw list")
+    except AmbiguousNameError as e:
+        built = {p.accelerator for p in catalog.systems.values()}
+        with_preset = [c for c in e.candidates if c in built]
+        if len(with_preset) == 1:
+            return catalog.accelerators[with_preset[0]]
+        raise
+
+
+def _parts(catalog: Catalog, hw: str, device_class: str | None) -> list[Accelerator]:
+    text = (hw or "all").strip()
+    if text.lower() in ("all", "any"):
+        parts = list(catalog.accelerators.values())
+    else:
+        names = [h.strip() for h in text.split(",") if h.strip()]
+        if not names:
+            raise InputError("--hw needs 'all' or a comma list of accelerators")
+        parts = list({p.id: p for p in (_part(catalog, n) for n in names)}.values())
+    if device_class:
+        cls = choice(DeviceClass, device_class, "device class")
+        parts = [p for p in parts if p.device_class is cls]
+        if not parts:
+            raise InputError(f"no accelerator of class {cls.value} in --hw {text}")
+    return parts
+
+
+def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str = "all",
+                         device_class: str | None = None, batch: int = 1, prompt: int = 2048,
+                         output: int = 256, seq: int = 4096,
+                         global_batch_tokens: str | float = "4M",
+                         precision: str | DType | None = None, best_precision: bool = False,
+                         devices: int | None = None, budget_usd_h: float | None = None,
+                         objective: str | CompareObjective | None = None,
+                         framework: str | None = None, catalog: Catalog | None = None,
+                         progress: Callable[[int, int], None] | None = None
+                         ) -> AcceleratorComparison:
+    """Rows for ``model`` on every part in ``hw`` ('all' or a comma list; ``device_class``
+    filters). Serving: ``batch`` requests per replica of ``prompt`` + ``output`` tokens;
+    training: ``seq`` and ``global_batch_tokens`` (binary K/M). Devices: the fewest that hold
+    the model, or exactly ``devices``, or what ``budget_usd_h`` buys at the part's price.
+    ``precision`` is the same for every part (default bf16; a part without it falls back with a
+    note); ``best_precision`` lets each part take its smallest native format. ``objective``
+    (``CompareObjective``) ranks: default tokens per second per user for serving, tokens per
+    second for training."""
+    from accelmap.api.models import load_model
+
+    cat = catalog or load_catalog()
+    spec = model if isinstance(model, ModelSpec) else load_model(model, cat)
+    if precision is not None and best_precision:
+        raise InputError("give --precision P or --best-precision, not both")
+    if devices is not None and budget_usd_h is not None:
+        raise InputError("give --devices N or --budget-usd-h X, not both")
+    if devices is not None and devices < 1:
+        raise InputError(f"--devices must be at least 1, got {devices}")
+    if budget_usd_h is not None and not budget_usd_h > 0:
+        raise InputError(f"--budget-usd-h must be a positive $ per hour, got {budget_usd_h}")
+    for name, v in (("--batch", batch), ("--prompt", prompt), ("--output", output),
+                    ("--seq", seq)):
+        if v < 1:
+            raise InputError(f"{name} must be at least 1, got {v}")
+    try:
+        p = dtype(precision, "precision") if precision is not None else DType.BF16
+    except InputError:
+        p = DType.FP64  # not a format compare takes: the message below lists them
+    if p not in PRECISIONS:
+        raise InputError(f"--precision {precision}: use one of "
+                         f"{', '.join(d.value for d in PRECISIONS)}")
+    if train and p in (DType.INT8, DType.INT4):
+        raise InputError(f"--precision {p.value} is a serving format (weight-only); train in "
+                         "bf16, fp16 or fp8")
+    default = CompareObjective.TOKENS_PER_S if train else CompareObjective.TOKENS_PER_S_PER_USER
+    obj = choice(CompareObjective, objective, "objective") if objective else default
+    if train and obj is CompareObjective.TOKENS_PER_S_PER_USER:
+        raise InputError("--objective tokens_per_s_per_user is for serving; training ranks by "
+                         "tokens_per_s, tokens_per_s_per_device, usd_per_mtok or j_per_token")
+    gb = max(round(batch_tokens(global_batch_tokens) / seq), 1)
+    job = CompareJob(train=train, batch=batch, prompt=prompt, output=output, seq=seq,
+                     global_batch=gb, precision=p, best_precision=best_precision,
+                     devices=devices, budget_usd_h=budget_usd_h, objective=obj,
+                     framework=framework)
+    if framework is not None:
+        from accelmap.cost.framework import Framework
+
+        choice(Framework, framework, "framework")
+    rows, seconds = compare(spec, _parts(cat, hw, device_class), job, cat, progress)
+    return AcceleratorComparison(spec.id, job, tuple(rows), seconds)

@@ -1,0 +1,176 @@
+"""`accelmap compare`: every accelerator on one model, ranked, with the reason for each gap."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from accelmap import api
+from accelmap.cli.common import CatalogOpt, JsonOpt, console, emit_json, fmt, get_catalog
+from accelmap.cli.plan import _progress
+
+if TYPE_CHECKING:
+    from accelmap.api import AcceleratorComparison
+
+
+def compare_cmd(
+    model: Annotated[str, typer.Argument(help="Model preset, config.json or spec YAML.")],
+    train: Annotated[bool, typer.Option("--train/--serve", help="Training or serving "
+                                        "(default serving).")] = False,
+    hw: Annotated[str, typer.Option(
+        "--hw", help="'all' (every catalog part, the default) or a comma list: H100,MI300X.")
+    ] = "all",
+    device_class: Annotated[str | None, typer.Option(
+        "--class", help="Only this class: gpu, tpu, asic, sram-machine, fpga, edge-npu, cpu.",
+        show_default=False)] = None,
+    batch: Annotated[int, typer.Option(min=1, help="Serving: requests per replica, decoded "
+                                       "together.")] = 1,
+    prompt: Annotated[int, typer.Option(min=1, help="Serving prompt tokens.")] = 2048,
+    output: Annotated[int, typer.Option(min=1, help="Serving output tokens.")] = 256,
+    seq: Annotated[int, typer.Option(min=1, help="Training sequence length.")] = 4096,
+    global_batch_tokens: Annotated[str, typer.Option(
+        "--global-batch-tokens", help="Training tokens per step (binary K/M: 4M = 4 x 2^20).")
+    ] = "4M",
+    precision: Annotated[str | None, typer.Option(
+        "--precision", help="One format for every part: bf16 (default), fp16, fp8 (W8A8), "
+        "int8/int4 (weight-only, 16-bit activations). A part without it falls back (16-bit, "
+        "then int8) and its row says so.", show_default=False)] = None,
+    best_precision: Annotated[bool, typer.Option(
+        "--best-precision", help="Each part its smallest native matrix format (fp8, else "
+        "int8 W8A8, else 16-bit), noted per row.")] = False,
+    devices: Annotated[int | None, typer.Option(
+        "--devices", min=1, help="Exactly N devices of each part (default: the fewest that "
+        "hold the model).", show_default=False)] = None,
+    budget: Annotated[float | None, typer.Option(
+        "--budget-usd-h", help="As many devices as $X per hour buys at each part's catalog "
+        "price (parts without a price are listed as not priced).", show_default=False)
+    ] = None,
+    objective: Annotated[str | None, typer.Option(
+        help="tokens_per_s_per_user (serving default), tokens_per_s (training default), "
+        "tokens_per_s_per_device, usd_per_mtok, j_per_token.", show_default=False)] = None,
+    framework: Annotated[str | None, typer.Option(
+        help="Software profile: vllm (serving default), tensorrt-llm, sglang; fsdp "
+        "(training default), megatron.", show_default=False)] = None,
+    top: Annotated[int | None, typer.Option(min=1, help="Rows to show in the table "
+                                            "(default all).", show_default=False)] = None,
+    catalog: CatalogOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Compare every accelerator on one model: the devices that hold it, the best mapping on
+    them, tokens/s per user, per system and per device, TTFT, TPOT, $/M tokens and J/token.
+
+    Devices: the fewest on a grid (powers of two within a node, then whole nodes) whose
+    most-sharded replica fits in memory, or --devices N, or what --budget-usd-h buys.
+    Mapping (serving): for each tensor-parallel degree inside the scale-up domain, the fewest
+    pipeline stages that fit; replicas fill the devices; the best by the objective. Training:
+    ZeRO-3 data parallelism, micro-batch 1, full recompute. Every part runs the same precision
+    unless --best-precision. Each row names its execution model and why a number is missing.
+
+    Examples:
+      accelmap compare llama-3.1-8b --serve --batch 1 --hw all --json
+      accelmap compare llama-3.1-70b --serve --hw all
+      accelmap compare llama-3.1-70b --serve --batch 32 --objective usd_per_mtok
+      accelmap compare llama-3.1-70b --serve --hw H100,MI300X,gaudi3 --devices 8
+      accelmap compare llama-3.1-70b --serve --budget-usd-h 50 --objective tokens_per_s
+      accelmap compare llama-3.1-8b --serve --class sram-machine --best-precision
+      accelmap compare llama-3.1-8b --train --seq 4096 --global-batch-tokens 1M
+    """
+    cat = get_catalog(catalog)
+    with _progress(not json_out, "comparing accelerators") as progress:
+        result = api.compare_accelerators(
+            model, train=train, hw=hw, device_class=device_class, batch=batch, prompt=prompt,
+            output=output, seq=seq, global_batch_tokens=global_batch_tokens,
+            precision=precision, best_precision=best_precision, devices=devices,
+            budget_usd_h=budget, objective=objective, framework=framework, catalog=cat,
+            progress=progress)
+    if json_out:
+        emit_json(result.to_dict())
+    else:
+        print_comparison(result, top)
+
+
+def _num(v: float | None, digits: int = 3) -> str:
+    if v is None:
+        return "-"
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
+
+
+def print_comparison(cmp: AcceleratorComparison, top: int | None = None) -> None:
+    from rich.table import Table
+
+    con = console()
+    j = cmp.to_dict()["job"]
+    rows = list(cmp.rows)[:top] if top else list(cmp.rows)
+    what = (f"training, seq {j['seq']}, {j['global_batch']} sequences per step" if cmp.job.train
+            else f"serving, batch {j['batch']} per replica, {j['prompt']} + {j['output']} "
+                 "tokens")
+    devs = (f"{j['devices']} devices each" if j["devices"] else
+            f"${j['budget_usd_h']:g}/h each" if j["budget_usd_h"] else
+            "the fewest devices that hold it")
+    t = Table(title=f"{cmp.model}: {what}, precision {j['precision']}, {devs}; ranked by "
+                    f"{j['objective']}")
+    train = cmp.job.train
+    cols = ["#", "accelerator", "class", "dev", "mapping", "prec",
+            *(["tok/s", "tok/s/dev", "MFU", "step"] if train else
+              ["tok/s/user", "tok/s", "tok/s/dev", "TTFT", "TPOT"]),
+            "$/M tok", "J/tok", "notes"]
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("accelerator", "class", "mapping", "prec",
+                                                "notes") else "right")
+    footnotes: list[str] = []
+    # the catalog's missing price quotes and TDPs: one line each, not one per row
+    unpriced = [r["accelerator"] for r in rows if any(n.startswith(_NO_PRICE) for n in r["notes"])]
+    no_tdp = [r["accelerator"] for r in rows if any(n.startswith(_NO_TDP) for n in r["notes"])]
+    for i, r in enumerate(rows, 1):
+        if train:
+            speed = [_num(r["tokens_per_s"]), _num(r["tokens_per_s_per_device"]),
+                     f"{r['mfu']:.1%}" if r.get("mfu") else "-",
+                     fmt(r.get("step_time_s"), "time")]
+        else:
+            speed = [_num(r["tokens_per_s_per_user"]), _num(r["tokens_per_s"]),
+                     _num(r["tokens_per_s_per_device"]), fmt(r["ttft_s"], "time"),
+                     fmt(r["tpot_s"], "time")]
+        text = _notes(r)
+        mark = ""
+        if text:
+            footnotes.append(f"[{len(footnotes) + 1}] {r['accelerator']}: {text}")
+            mark = f"[{len(footnotes)}]" + ("" if r["feasible"] else " not priced"
+                                             if (r["reason"] or "").startswith("not priced")
+                                             else " does not run")
+        t.add_row(str(i), r["accelerator"], r["class"], _num(r["devices"]),
+                  r["mapping"] or "-", r["precision"], *speed, _num(r["usd_per_mtok"]),
+                  _num(r["j_per_token"]), mark)
+    con.print(t)
+    models = {r["execution_model"] for r in rows if r["execution_model"]}
+    if len(models) == 1:
+        con.print(f"execution model (every feasible row): {models.pop()}", highlight=False)
+    else:
+        for r in rows:
+            if r["execution_model"]:
+                con.print(f"execution model {r['accelerator']}: {r['execution_model']}",
+                          highlight=False)
+    for f in footnotes:
+        con.print(f, highlight=False, soft_wrap=True)
+    if unpriced:
+        con.print(f"$/M tokens missing, no price quote in the catalog: {', '.join(unpriced)}",
+                  highlight=False, soft_wrap=True)
+    if no_tdp:
+        con.print(f"J/token missing, no TDP in the catalog: {', '.join(no_tdp)}",
+                  highlight=False, soft_wrap=True)
+    bands = {r["error_band"] for r in rows if r.get("error_band")}
+    if bands:
+        con.print("expected error: " + "; ".join(sorted(bands)), highlight=False,
+                  soft_wrap=True)
+    con.print(f"{len(cmp.rows)} accelerators in {cmp.seconds:.1f} s", highlight=False)
+
+
+_NO_PRICE = "no price published"
+_NO_TDP = "no TDP published"
+
+
+def _notes(r: dict[str, Any]) -> str:
+    """The row's reason and notes, less the price/TDP notes (summarised below the table)."""
+    parts = ([r["reason"]] if r["reason"] else []) + [
+        n for n in r["notes"] if not n.startswith((_NO_PRICE, _NO_TDP))]
+    return "; ".join(parts)

@@ -1,0 +1,58 @@
+"""`accelmap compare`: the issue's exact --json command, every class, a table, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+Run = Callable[..., Any]
+
+FIELDS = {"accelerator", "class", "devices", "mapping", "tokens_per_s_per_user",
+          "tokens_per_s", "ttft_s", "tpot_s", "usd_per_mtok", "j_per_token", "notes"}
+CLASSES = {"gpu", "tpu", "asic", "sram-machine", "fpga", "edge-npu", "cpu"}
+
+
+def test_the_issue_command(cli: Run) -> None:
+    r = cli("compare", "llama-3.1-8b", "--serve", "--batch", "1", "--hw", "all", "--json")
+    assert r.code == 0, r.err
+    assert r.err == ""  # no progress bar or chatter in --json
+    out = json.loads(r.out)
+    rows = out["rows"]
+    assert len(rows) >= 50
+    assert all(set(row) >= FIELDS for row in rows)
+    assert {row["class"] for row in rows} == CLASSES
+    for row in rows:
+        # a number or the reason it is missing
+        assert row["feasible"] or row["reason"]
+        if row["feasible"]:
+            assert row["tokens_per_s"] > 0 and row["tpot_s"] > 0 and row["devices"] >= 1
+            assert row["execution_model"]
+        if row["feasible"] and row["usd_per_mtok"] is None:
+            assert any("price" in n for n in row["notes"])
+        # the same precision everywhere unless the row says why not
+        assert row["precision"] == "bf16" or any("->" in n for n in row["notes"])
+    feasible = [row for row in rows if row["feasible"]]
+    assert {row["class"] for row in feasible} >= {"gpu", "tpu", "asic", "sram-machine",
+                                                  "fpga", "edge-npu", "cpu"}
+    speeds = [row["tokens_per_s_per_user"] for row in feasible]
+    assert speeds == sorted(speeds, reverse=True)
+    assert rows[-1]["feasible"] is False  # infeasible rows last
+
+
+def test_text_table(cli: Run) -> None:
+    r = cli("compare", "llama-3.1-70b", "--hw", "h100-sxm5-80gb,gaudi3,groq-lpu-v1")
+    assert r.code == 0, r.err
+    for text in ("h100-sxm5-80gb", "gaudi3", "groq-lpu-v1", "execution model",
+                 "no price quote in the catalog: gaudi3", "does not run"):
+        assert text in r.out
+
+
+def test_bad_input_is_one_line(cli: Run) -> None:
+    for args, text in ((("--hw", "nosuch"), "unknown accelerator"),
+                       (("--objective", "fast"), "unknown objective"),
+                       (("--devices", "8", "--budget-usd-h", "10"), "not both")):
+        r = cli("compare", "llama-3.1-8b", *args)
+        assert r.code != 0
+        lines = [ln for ln in r.err.splitlines() if ln.strip()]
+        assert len(lines) == 1 and text in lines[0] and "Traceback" not in r.err
