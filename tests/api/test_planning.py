@@ -60,13 +60,17 @@ def test_plan_clusters(catalog: Catalog) -> None:
     assert api.plan_clusters(catalog, hw="h100-sxm5-80gb", devices=16)[0].devices == 16
     many = api.plan_clusters(catalog, hw="any", devices=16)
     assert len(many) > 2 and all(c.devices >= 16 for c in many)
-    # in a list, an accelerator 16 devices cannot fill whole nodes of is dropped; alone it fails
-    [h100] = api.plan_clusters(catalog, hw="h100-sxm5-80gb, gb200", devices=16)
-    assert h100.accelerator.id == "h100-sxm5-80gb"
-    with pytest.raises(InputError, match="do not fill whole nodes of 72"):
-        api.plan_clusters(catalog, hw="gb200", devices=16)
-    with pytest.raises(InputError, match="no cluster could be built for --hw gb200,gb200"):
-        api.plan_clusters(catalog, hw="gb200,gb200", devices=16)
+    # 16 GB200 are a partial NVL72 rack (16 of its 72 NVLink devices)
+    h100, gb200 = api.plan_clusters(catalog, hw="h100-sxm5-80gb, gb200", devices=16)
+    assert h100.accelerator.id == "h100-sxm5-80gb" and gb200.devices == 16
+    assert gb200.scale_up_domain == 16 and "gb200-nvl72" in gb200.origin
+    # in a list, an accelerator whose devices cannot be joined is dropped; alone it fails
+    [one] = api.plan_clusters(catalog, hw="h100-sxm5-80gb, m3-ultra", devices=2)
+    assert one.accelerator.id == "h100-sxm5-80gb"
+    with pytest.raises(InputError, match="no scale-up, scale-out or host link"):
+        api.plan_clusters(catalog, hw="m3-ultra", devices=2)
+    with pytest.raises(InputError, match="no cluster could be built for --hw m3-ultra,m3-ultra"):
+        api.plan_clusters(catalog, hw="m3-ultra,m3-ultra", devices=2)
     with pytest.raises(NotFoundError, match="unknown accelerator 'no-such-chip'"):
         api.plan_clusters(catalog, hw="h100-sxm5-80gb,no-such-chip")
     with pytest.raises(InputError, match="either --cluster or --hw"):

@@ -164,7 +164,7 @@ if TYPE_CHECKING:
     from accelmap.export.base import Exporter, ExportResult, Job, PlanJob
     from accelmap.hardware.cluster import Cluster
     from accelmap.hardware.derived import DerivedFigures
-    from accelmap.hardware.listing import DEFAULT_COMPARE, SORT_KEYS
+    from accelmap.hardware.listing import DEFAULT_COMPARE, NOT_PUBLISHED, SORT_KEYS, unpublished
     from accelmap.hardware.schema import Accelerator, DeviceClass, SystemPreset
     from accelmap.mapping.plan import Mapping
     from accelmap.measure.store import Store
@@ -186,7 +186,8 @@ _LAZY: dict[str, str] = {
                      "compare", "compare_row", "derived_figures", "find_accelerator",
                      "find_hardware", "find_system", "list_accelerators", "list_systems",
                      "sources", "system_details", "system_row"), "accelmap.api.hardware"),
-    **dict.fromkeys(("DEFAULT_COMPARE", "SORT_KEYS"), "accelmap.hardware.listing"),
+    **dict.fromkeys(("DEFAULT_COMPARE", "NOT_PUBLISHED", "SORT_KEYS", "unpublished"),
+                    "accelmap.hardware.listing"),
     # models
     **dict.fromkeys(("import_model", "list_models", "load_model", "model_details",
                      "model_summary", "write_model"), "accelmap.api.models"),
@@ -241,6 +242,7 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "DEFAULT_COMPARE",
+    "NOT_PUBLISHED",
     "SORT_KEYS",
     "Accelerator",
     "AcceleratorComparison",
@@ -365,6 +367,7 @@ __all__ = [
     "system_details",
     "system_row",
     "training",
+    "unpublished",
     "validate_cases",
     "validate_local",
     "write_model",

@@ -21,7 +21,7 @@ from accelmap.cost.schedules import Schedule
 from accelmap.engine import System, default_mapping, estimate
 from accelmap.engine.result import Estimate, op_row
 from accelmap.errors import InputError
-from accelmap.hardware.cluster import Cluster, parse_cluster
+from accelmap.hardware.cluster import Cluster, of_devices, parse_cluster
 from accelmap.mapping.plan import Mapping, Offload, ZeroStage, default_schedule
 from accelmap.models.schema import ModelSpec
 from accelmap.units import DType
@@ -33,18 +33,28 @@ __all__ = ["Roofline", "estimate", "inference", "load_system", "mapping", "roofl
 
 def load_system(hw: str | None = None, cluster: str | Cluster | None = None,
                 catalog: Catalog | None = None,
-                profile: CalibrationProfile | None = None) -> System:
-    """One accelerator (``hw``: id or forgiving name) or a cluster (preset id, ``64xH100``,
+                profile: CalibrationProfile | None = None,
+                devices: int | None = None) -> System:
+    """One accelerator (``hw``: id or forgiving name), ``devices`` of it (a cluster built as
+    ``NxID`` is: the accelerator's presets, else its own catalog links; see
+    ``hardware.cluster.of_devices``), or a cluster (preset id, ``64xH100``, ``2xH100``,
     ``8x8xh100-sxm5-80gb``, ``4xdgx-h100`` or a system YAML file)."""
     from accelmap.lookup import resolve
 
     if (hw is None) == (cluster is None):
         raise InputError("give one accelerator (--hw NAME) or one cluster (--cluster SPEC)")
+    if devices is not None and cluster is not None:
+        raise InputError("--devices goes with --hw: a --cluster spec gives its own device "
+                         "count (write 2xH100 for two)")
+    if devices is not None and devices < 1:
+        raise InputError(f"--devices {devices}: give a positive device count")
     cat = catalog or load_catalog()
     if cluster is not None:
         cl = cluster if isinstance(cluster, Cluster) else parse_cluster(cluster, cat)
         return System.of(cl, profile)
     acc = resolve(str(hw), cat.accelerators, "accelerator", "accelmap hw list")
+    if devices is not None and devices > 1:
+        return System.of(of_devices(acc, devices, cat), profile)
     return System.single(acc, profile)
 
 

@@ -14,14 +14,21 @@ from typing import Any, TypeVar
 from accelmap.catalog import Catalog, EntryKind, load_catalog
 from accelmap.errors import AmbiguousNameError, InputError, NotFoundError
 from accelmap.hardware.derived import DerivedFigures, compared_dtypes, derive
-from accelmap.hardware.listing import DEFAULT_COMPARE, SORT_KEYS, select
+from accelmap.hardware.listing import (
+    DEFAULT_COMPARE,
+    NOT_PUBLISHED,
+    SORT_KEYS,
+    select,
+    unpublished,
+)
 from accelmap.hardware.schema import Accelerator, DeviceClass, LinkRole, SystemPreset
 from accelmap.lookup import Named, find, resolve
 from accelmap.units import Dimension, DType, parse_quantity
 
-__all__ = ["Chooser", "Comparison", "accelerator_details", "accelerator_row", "compare",
-           "compare_row", "derived_figures", "find_accelerator", "find_hardware", "find_system",
-           "list_accelerators", "list_systems", "sources", "system_details", "system_row"]
+__all__ = ["NOT_PUBLISHED", "Chooser", "Comparison", "accelerator_details", "accelerator_row",
+           "compare", "compare_row", "derived_figures", "find_accelerator", "find_hardware",
+           "find_system", "list_accelerators", "list_systems", "sources", "system_details",
+           "system_row", "unpublished"]
 
 T = TypeVar("T", bound=Named)
 
@@ -112,6 +119,7 @@ def accelerator_row(acc: Accelerator) -> dict[str, Any]:
         "peak_flops": {d.value: acc.peak(d) for d in acc.dtypes},
         "tdp_w": acc.tdp.value if acc.tdp else None,
         "price_usd_per_hour": acc.price.usd_per_hour.value if acc.price else None,
+        "not_published": unpublished(acc),
     }
 
 
@@ -163,6 +171,7 @@ def accelerator_details(acc: Accelerator, catalog: Catalog | None = None) -> dic
         "memory_bytes_per_usd_hour": d.memory_bytes_per_usd_hour,
         "flops_per_watt": d.flops_per_watt,
     }
+    data["not_published"] = unpublished(acc)
     data["sources"] = sources(acc, cat)
     data["origin"] = cat.origins.get((EntryKind.ACCELERATOR, acc.id))
     # physical bounds the part breaks (accelmap.hardware.plausibility); explained ones say so

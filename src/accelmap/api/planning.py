@@ -31,6 +31,7 @@ from accelmap.cost.framework import Framework
 from accelmap.errors import InputError
 from accelmap.export.base import Job, PlanKind
 from accelmap.hardware.cluster import Cluster, parse_cluster
+from accelmap.hardware.listing import unpublished
 from accelmap.models.schema import ModelSpec
 from accelmap.search.result import Objective, PlanResult, pareto_front
 from accelmap.serving.metrics import Slo
@@ -161,9 +162,10 @@ def plan_clusters(catalog: Catalog, cluster: str | None = None, hw: str | None =
                   devices: int | None = None, train: bool = True) -> list[Cluster]:
     """The clusters to plan on: one ``cluster`` spec (``64xH100``, a preset, a YAML file), or
     ``devices`` of each accelerator in ``hw`` (a name, a comma list, or ``any``: every
-    accelerator with a system preset; default 64 devices for training, 8 for serving). In a
-    list, an accelerator whose nodes ``devices`` cannot fill is dropped (alone it fails); an
-    unknown name fails."""
+    accelerator with a system preset; default 64 devices for training, 8 for serving), built as
+    ``NxID`` (``hardware.cluster.of_devices``: partial nodes included). In a list, an
+    accelerator whose devices cannot be joined (no link in the catalog) is dropped (alone it
+    fails); an unknown name fails."""
     if cluster and hw:
         raise InputError("give either --cluster or --hw, not both")
     if cluster:
@@ -283,7 +285,9 @@ def compare_hardware(spec: ModelSpec, clusters: list[Cluster], request: PlanRequ
                      "tokens_per_s_per_device": m["tokens_per_s_per_device"] if best else None,
                      "cost_usd_per_million_tokens": m.get("cost_usd_per_million_tokens"),
                      "energy_j_per_token": m.get("energy_j_per_token"),
-                     "time_to_train_s": m.get("time_to_train_s")})
+                     "time_to_train_s": m.get("time_to_train_s"),
+                     # the price/TDP behind a null cost or energy: "not published" and why
+                     "not_published": unpublished(cl.accelerator)})
     rows.sort(key=lambda r: -(r["tokens_per_s_per_device"] or 0))
     return HardwareComparison(tuple(rows))
 

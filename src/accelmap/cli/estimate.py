@@ -77,14 +77,16 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
             dp: int | None = None, cp: int = 1, ep: int = 1, zero: int | None = None,
             micro_batch: int | None = None, vpp: int = 1, schedule: str | None = None,
             sp: bool = True, tp_overlap: bool = False, force_tp: bool = False,
-            replicas: int = 1, split: dict[str, Any] | None = None
+            replicas: int = 1, split: dict[str, Any] | None = None,
+            devices: int | None = None
             ) -> tuple[ModelSpec, System, Training | Inference, Mapping]:
     """The options as the API's values: model, system, workload and mapping (one device is a
     one-device system; the same engine serves both)."""
     train_dtype = api.dtype(dtype, "training")  # checked in every mode: a typo is never ignored
     cat = get_catalog(catalog)
     spec = api.load_model(model, cat)
-    system = api.load_system(hw=hw, cluster=cluster, catalog=cat, profile=profile)
+    system = api.load_system(hw=hw, cluster=cluster, catalog=cat, profile=profile,
+                             devices=devices)
     if train:
         wl = api.training(batch, seq, train_dtype, optimizer, recompute, flash, tokens)
         return spec, system, wl, api.mapping(
@@ -97,8 +99,12 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
 
 def estimate_cmd(
     model: Annotated[str, typer.Argument(help="Model preset, config.json or spec YAML.")],
-    hw: Annotated[str | None, typer.Option("--hw", help="Accelerator id or name (one device; "
-                                           "or use --cluster).")] = None,
+    hw: Annotated[str | None, typer.Option("--hw", help="Accelerator id or name (one device, "
+                                           "or --devices of them; or use --cluster).")] = None,
+    devices: Annotated[int | None, typer.Option(
+        "--devices", min=1, help="With --hw: this many devices, as --cluster NxHW builds them "
+        "(the accelerator's system preset, partial nodes included, else its own catalog "
+        "links).")] = None,
     train: Annotated[bool, typer.Option("--train/--serve", help="Training step or serving.")
                      ] = False,
     batch: BatchOpt = 1,
@@ -218,6 +224,8 @@ def estimate_cmd(
       accelmap estimate llama-3.1-70b --cluster 64xH100 --train --tp 8 --pp 2 --zero 1 \
           --batch 512 --seq 8192 --recompute full
       accelmap estimate llama-3.1-70b --cluster dgx-h100 --serve --tp 8 --batch 32
+      accelmap estimate llama-3.1-8b --hw tpu-v5e --devices 4 --serve --tp 4 --batch 8
+      accelmap estimate llama-3.1-70b --cluster 2xH100 --serve --tp 2 --weights fp8
       accelmap estimate llama-3.1-8b --hw h100-sxm5-80gb --serve --profile my-h100
       accelmap estimate llama-3.1-70b --cluster 1x2xh100-sxm5-80gb --serve --tp 2 \
           --scenario offline --prompt 1000 --output 1000 --weights fp8 --framework tensorrt-llm
@@ -249,7 +257,7 @@ def estimate_cmd(
                                   {"first_stage_layers": first_stage_layers,
                                    "last_stage_layers": last_stage_layers,
                                    "embedding_in_split": embedding_in_split,
-                                   "loss_in_split": loss_in_split})
+                                   "loss_in_split": loss_in_split}, devices)
     sp = None
     if draft is not None or mtp is not None or accept is not None:
         if train:
@@ -285,10 +293,19 @@ def estimate_cmd(
                               speculation=sp)
     else:
         est = api.estimate(spec, system, wl, m, framework=framework, imbalance=imbalance)
+    missing = api.unpublished(system.accelerator)
     if json_out:
-        emit_json(est.to_dict(ops=False))
+        out = est.to_dict(ops=False)
+        if est.feasible and "tdp_w" in missing:
+            out.setdefault("energy_j_per_token_tdp", None)
+        if est.feasible and train and tokens and "price_usd_per_hour" in missing:
+            out.setdefault("cost_to_train_usd", None)
+        out["not_published"] = missing
+        if system.devices > 1:
+            out["cluster_layout"] = system.cluster.origin
+        emit_json(out)
         return
-    print_estimate(est)
+    print_estimate(est, missing, system.cluster.origin if system.devices > 1 else None)
 
 
 SHOWN = 20  # candidates listed in the terminal (the JSON has all of them)
@@ -425,7 +442,10 @@ def print_serving_run(run: ServingRun) -> None:
         con.print(_assumption_line(a), highlight=False)
 
 
-def print_estimate(est: Estimate) -> None:
+def print_estimate(est: Estimate, missing: dict[str, str] | None = None,
+                   layout: str | None = None) -> None:
+    """The estimate as tables; ``missing``: the price/TDP the catalog lacks
+    (``api.unpublished``), shown as 'not published'; ``layout``: how the cluster was built."""
     from rich.table import Table
 
     con = console()
@@ -434,8 +454,11 @@ def print_estimate(est: Estimate) -> None:
                 f"memory model's {est.memory.band:.1%} error band of capacity")
                if est.feasible else f"[red]does not fit[/red]: {est.reason}"
                if not est.violated_rule else f"[red]cannot run[/red]: {est.reason}")
-    con.print(f"[bold]{est.model}[/bold] on [bold]{est.accelerator}[/bold], {est.phase.value}: "
+    where = est.accelerator if est.system in (None, est.accelerator) else est.system
+    con.print(f"[bold]{est.model}[/bold] on [bold]{where}[/bold], {est.phase.value}: "
               f"{verdict}")
+    if layout:
+        con.print(f"cluster: {layout}")
     if est.violated_rule:  # a mapping rule is broken: there is nothing more to show
         return
     t = Table(title="Estimate")
@@ -452,6 +475,8 @@ def print_estimate(est: Estimate) -> None:
             rows.append(("time to train", f"{m['time_to_train_s'] / 86400:,.1f} days"))
         if "cost_to_train_usd" in m:
             rows.append(("cost to train", f"${m['cost_to_train_usd']:,.0f}"))
+        elif "time_to_train_s" in m and missing and "price_usd_per_hour" in missing:
+            rows.append(("cost to train", f"{api.NOT_PUBLISHED} (no price in the catalog)"))
     else:
         lat = getattr(est, "latency_error_band", None)
         lband = f" ±{lat.pct:.0f} %" if lat else ""
@@ -475,6 +500,9 @@ def print_estimate(est: Estimate) -> None:
                       f"{sp['plain_tokens_per_s']:,.1f}")]
     if m.get("energy_j_per_token_tdp") is not None:
         rows.append(("energy/token at TDP (upper bound)", f"{m['energy_j_per_token_tdp']:.3g} J"))
+    elif missing and "tdp_w" in missing:
+        rows.append(("energy/token at TDP (upper bound)",
+                     f"{api.NOT_PUBLISHED} (no TDP in the catalog)"))
     if m.get("energy_j_per_token_ops") is not None:
         rows.append(("energy/token from ops+bytes (lower bound)",
                      f"{m['energy_j_per_token_ops']:.3g} J"))

@@ -75,8 +75,8 @@ def list_cmd(
             fmt(d.peak_16bit, "flops") if d.peak_16bit
             else f"({d.headline.value if d.headline else '-'})",
             fmt(d.peak_8bit, "flops", integer_ops=d.peak_8bit_is_integer),
-            fmt(a.tdp.value if a.tdp else None, "power"),
-            f"{a.price.usd_per_hour.value:.2f}" if a.price else "-",
+            fmt(a.tdp.value, "power") if a.tdp else api.NOT_PUBLISHED,
+            f"{a.price.usd_per_hour.value:.2f}" if a.price else api.NOT_PUBLISHED,
             str(a.release_year),
         )
     console().print(table)
@@ -148,9 +148,12 @@ def _show_accelerator(cat: Catalog, acc: Accelerator, json_out: bool) -> None:
                       cu.clock.note or "")
         if cu.matrix_tile:
             t.add_row("matrix tile", " x ".join(map(str, cu.matrix_tile)), "per unit", "", "")
+    missing = api.unpublished(acc)
     if acc.tdp:
         t.add_row("TDP", acc.tdp.fmt(), acc.tdp.scope.value, ", ".join(acc.tdp.source),
                   acc.tdp.note or "")
+    else:
+        t.add_row("TDP", api.NOT_PUBLISHED, "per device", "", missing["tdp_w"])
     for link in acc.links:
         bw = link.bandwidth_per_direction
         t.add_row(f"link: {link.name} ({link.role.value})",
@@ -164,6 +167,9 @@ def _show_accelerator(cat: Catalog, acc: Accelerator, json_out: bool) -> None:
         t.add_row("price", f"{p.usd_per_hour.fmt()} ({p.market}, {p.date})",
                   p.usd_per_hour.scope.value, ", ".join(p.usd_per_hour.source),
                   p.usd_per_hour.note or "")
+    else:
+        t.add_row("price", api.NOT_PUBLISHED, "per device-hour", "",
+                  missing["price_usd_per_hour"])
     for dtype, ridge in api.derived_figures(acc).ridge_flop_per_byte.items():
         t.add_row(f"ridge point {dtype.value}", f"{ridge:.0f} FLOP/B", "derived", "", "")
     con.print(t)
@@ -274,11 +280,11 @@ def _print_compare(comparison: Comparison) -> None:
     line("scale-up BW / dir", [fmt(r["scale_up_bandwidth_per_direction"] or None, "bandwidth")
                                for r in rows])
     line("scale-up domain", [str(r["scale_up_domain"] or "-") for r in rows])
-    line("TDP", [fmt(r["tdp_w"], "power") for r in rows])
+    line("TDP", [fmt(r["tdp_w"], "power") if r["tdp_w"] else api.NOT_PUBLISHED for r in rows])
     line("TFLOP/s per W (16-bit)", [f"{r['flops_per_watt'] / 1e12:.2f}" if r["flops_per_watt"]
                                     else "-" for r in rows])
     line("price $/device-h", [f"{r['price_usd_per_hour']:.2f}" if r["price_usd_per_hour"]
-                              else "-" for r in rows])
+                              else api.NOT_PUBLISHED for r in rows])
     line("GB per $/h", [f"{r['memory_bytes_per_usd_hour'] / 1e9:.1f}"
                         if r["memory_bytes_per_usd_hour"] else "-" for r in rows])
     line("TFLOP/s per $/h", [f"{r['flops_per_usd_hour'] / 1e12:.0f}" if r["flops_per_usd_hour"]

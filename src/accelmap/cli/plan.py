@@ -159,6 +159,16 @@ def plan_cmd(
         write_export(export, api.plan_export_job(job, result.plans[0]), out, quiet=json_out)
 
 
+# The per-token figure each catalog field feeds: shown as 'not published' when it is missing.
+_NEEDS = {"cost_usd_per_million_tokens": "price_usd_per_hour",
+          "energy_j_per_token": "tdp_w"}
+
+
+def _missing(key: str | None, missing: dict[str, str]) -> str:
+    """A blank cell: 'not published' when the catalog lacks the price/TDP it needs, else '-'."""
+    return api.NOT_PUBLISHED if key in _NEEDS and _NEEDS[key] in missing else "-"
+
+
 def print_result(model: str, cl: Cluster, r: PlanResult, train: bool) -> None:
     from rich.table import Table
 
@@ -174,6 +184,7 @@ def print_result(model: str, cl: Cluster, r: PlanResult, train: bool) -> None:
         con.print("[red]no feasible mapping[/red]")
         return
     t = Table(title=f"Top plans by {r.objective.value}")
+    missing = api.unpublished(cl.accelerator)
     keys = (("mapping", None), ("tokens/s", "tokens_per_s"),
             ("MFU" if train else "TPOT", "mfu" if train else "tpot_s"),
             ("step" if train else "TTFT", "step_time_s" if train else "ttft_s"),
@@ -191,7 +202,7 @@ def print_result(model: str, cl: Cluster, r: PlanResult, train: bool) -> None:
         for _label, key in keys[1:]:
             v = m.get(key) if key else None
             if v is None:
-                cells.append("-")
+                cells.append(_missing(key, missing))
             elif key == "mfu":
                 cells.append(f"{v:.1%}")
             elif key in ("tpot_s", "ttft_s", "step_time_s"):
@@ -254,7 +265,8 @@ def print_scenario(model: str, cl: Cluster, r: PlanResult) -> None:
                       f"{fmt(m['ttft_s'].get('p50'), 'time')} / {fmt(m['ttft_p99_s'], 'time')}",
                       f"{fmt(m['tpot_s'].get('p50'), 'time')} / {fmt(m['tpot_p99_s'], 'time')}",
                       f"{m['peak_running']}", f"{m['kv_capacity_tokens']:,.0f}",
-                      f"{cost:.3g}" if cost else "-")
+                      f"{cost:.3g}" if cost else _missing("cost_usd_per_million_tokens",
+                                                          api.unpublished(cl.accelerator)))
         con.print(t)
         band = r.plans[0].metrics.get("error_band")
         if band:
@@ -279,11 +291,13 @@ def _print_comparison(cmp: HardwareComparison, json_out: bool, train: bool = Tru
         t.add_column(c)
     for r in cmp.rows:
         p = r["plan"]
+        missing = r.get("not_published") or {}
         t.add_row(r["accelerator"], str(r["devices"]),
                   f"{r['tokens_per_s_per_device']:,.1f}" if p else "does not fit",
                   f"{r['cost_usd_per_million_tokens']:.3g}" if r["cost_usd_per_million_tokens"]
-                  else "-",
-                  f"{r['energy_j_per_token']:.3g}" if r["energy_j_per_token"] else "-",
+                  else _missing("cost_usd_per_million_tokens", missing) if p else "-",
+                  f"{r['energy_j_per_token']:.3g}" if r["energy_j_per_token"]
+                  else _missing("energy_j_per_token", missing) if p else "-",
                   f"{r['time_to_train_s'] / 86400:,.1f} d" if r["time_to_train_s"] else "-",
                   " ".join(f"{k}={v}" for k, v in p["mapping"].items()) if p else "-")
     con = console()

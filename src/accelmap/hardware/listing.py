@@ -23,6 +23,24 @@ SORT_KEYS = ("id", "name", "class", "vendor", "year", "memory", "bandwidth", "fp
              "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4", "tdp", "price")
 
 
+# What a table prints, and a JSON note says, for a price or TDP the catalog does not have: the
+# vendor or market publishes none that could be cited (never a silent blank or a guess).
+NOT_PUBLISHED = "not published"
+
+
+def unpublished(acc: Accelerator) -> dict[str, str]:
+    """The price and power figures ``acc``'s catalog entry lacks, each with its reason (empty
+    when it has both). JSON carries the figure as null and this note beside it."""
+    out = {}
+    if acc.tdp is None:
+        out["tdp_w"] = (f"{NOT_PUBLISHED}: no cited TDP for {acc.id} in the catalog (energy "
+                        "at TDP cannot be computed)")
+    if acc.price is None:
+        out["price_usd_per_hour"] = (f"{NOT_PUBLISHED}: no cited hourly price for {acc.id} in "
+                                     "the catalog (cost cannot be computed)")
+    return out
+
+
 def sort_value(acc: Accelerator, key: str) -> Any:
     """The value ``key`` (one of SORT_KEYS) sorts by; None when the device lacks the figure.
     Classes sort in the order of ``DeviceClass`` (GPUs first), names and vendors ignore case."""
