@@ -42,9 +42,11 @@ from typing import Any
 import numpy as np
 
 from accelmap.catalog import Catalog
+from accelmap.cost.execution import execution_model as execution_model_of
 from accelmap.cost.framework import Framework
 from accelmap.engine import resolve_framework
-from accelmap.engine.result import Estimate, ServeStep, TrainStep
+from accelmap.engine.dataflow import dataflow_serve
+from accelmap.engine.result import ServeStep, TrainStep
 from accelmap.engine.serve import serve_step, serving_memory
 from accelmap.engine.system import System
 from accelmap.engine.train import train_step
@@ -159,6 +161,27 @@ def grid(acc: Accelerator, cat: Catalog, train: bool) -> list[int]:
         range(unit, MAX_DEVICES + 1, unit))
 
 
+def buildable(counts: list[int], acc: Accelerator, cat: Catalog) -> list[int]:
+    """The counts a cluster can be built for: a part whose catalog gives no link beyond its
+    scale-up domain stops there (hardware/cluster.py refuses larger clusters), so the largest
+    buildable count is found by bisection (buildability falls off once, as the count grows)."""
+
+    def ok(i: int) -> bool:
+        try:
+            cluster_for(acc, counts[i], cat)
+        except AccelmapError:
+            return False
+        return True
+
+    if not counts or ok(len(counts) - 1):
+        return counts
+    lo, hi = 0, len(counts) - 1  # counts[0] = 1 device is always buildable
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return counts[:lo + 1]
+
+
 def cluster_for(acc: Accelerator, n: int, cat: Catalog) -> tuple[Cluster, str | None]:
     """N devices of ``acc``: one device alone, else ``parse_cluster('Nxid')``; where that
     cannot build it (fewer devices than the preset's node, or not whole nodes), one node of N
@@ -190,7 +213,8 @@ def _tp_options(spec: ModelSpec, cluster: Cluster, n: int) -> list[int]:
 
 def _fits(spec: ModelSpec, wl: Inference, m: Mapping, acc: Accelerator, chunk: int | None
           ) -> bool:
-    return bool(serving_memory(spec, wl, m, acc.memory_bytes, chunk).fits)
+    return bool(serving_memory(spec, wl, m, acc.memory_bytes, chunk,
+                               runtime=execution_model_of(acc)).fits)
 
 
 def _fewest_stages(spec: ModelSpec, wl: Inference, tp: int, most: int, acc: Accelerator,
@@ -288,19 +312,6 @@ def _price_energy(acc: Accelerator, n: int, tokens_per_s: float | None,
     return usd, j
 
 
-def execution_model(est: Estimate, framework: str) -> str:
-    """The execution model the estimate used: its own name where the engine gives one (a
-    per-class model), else the framework profile it ran (one GPU-style model for every
-    class)."""
-    named = getattr(est, "execution_model", None)
-    if isinstance(named, str) and named:
-        return named
-    for a in est.assumptions:
-        if a.lower().startswith("execution model"):
-            return a.split(":", 1)[-1].strip() or a
-    return f"{framework} profile (GPU-style kernels; no class-specific model)"
-
-
 def _finite(v: Any) -> float | None:
     if v is None:
         return None
@@ -319,13 +330,23 @@ def _better(job: CompareJob, a: ServeStep, b: ServeStep | None) -> bool:
 def serve_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
               ) -> dict[str, Any]:
     """One part's serving row."""
-    fw = resolve_framework(job.framework, Framework.VLLM)
+    ex = execution_model_of(acc)
+    fw = resolve_framework(job.framework, ex.serving)
     chunk = fw.prefill_chunk_tokens
     wl, notes = _serving_workload(acc, job)
     row = _row(acc, job, wl.weight_dtype, notes)
-    counts = grid(acc, cat, False)
-    n, reason, rule = _count(acc, job, counts, lambda: _smallest(
-        counts, lambda c: _holds(spec, wl, acc, c, cat, chunk)), notes)
+    counts = buildable(grid(acc, cat, False), acc, cat)
+
+    def holds(c: int) -> bool:
+        if not ex.layer_pipelined:
+            return _holds(spec, wl, acc, c, cat, chunk)
+        try:  # the dataflow model's own rule: the chips hold the model's state
+            cl, _ = cluster_for(acc, c, cat)
+        except AccelmapError:
+            return False
+        return bool(dataflow_serve(spec, System.of(cl), wl, Mapping.serving(), fw).feasible)
+
+    n, reason, rule = _count(acc, job, counts, lambda: _smallest(counts, holds), notes)
     row["devices_rule"] = rule
     if n is None:
         if rule == "needed":
@@ -342,12 +363,15 @@ def serve_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
     system = System.of(cl)
     best: ServeStep | None = None
     timeless: list[str] = []
-    for tp in _tp_options(spec, cl, n):
-        pp = _fewest_stages(spec, wl, tp, n // tp, acc, chunk)
-        if pp is None:
-            continue
-        m = Mapping.serving(tp=tp, pp=pp, replicas=n // (tp * pp))
-        est = serve_step(spec, system, wl, m, fw, limits=False)
+    # a layer-pipelined class (SRAM machines) places the model over all its chips itself
+    # (engine/dataflow.py); other classes try each tp with the fewest stages that fit
+    options = ([(1, 1)] if ex.layer_pipelined else
+               [(tp, pp) for tp in _tp_options(spec, cl, n)
+                if (pp := _fewest_stages(spec, wl, tp, n // tp, acc, chunk)) is not None])
+    for tp, pp in options:
+        m = Mapping.serving(tp=tp, pp=pp, replicas=1 if ex.layer_pipelined else n // (tp * pp))
+        est = (dataflow_serve(spec, system, wl, m, fw) if ex.layer_pipelined
+               else serve_step(spec, system, wl, m, fw, limits=False))
         if not est.feasible:
             continue
         if _finite(est.tpot_s) is None or _finite(est.ttft_s) is None:
@@ -375,7 +399,7 @@ def serve_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
             "ttft_s": _finite(best.ttft_s), "tpot_s": _finite(best.tpot_s),
             "usd_per_mtok": usd, "j_per_token": j,
             "memory_per_device_bytes": float(best.memory.total),
-            "execution_model": execution_model(best, fw.name.value),
+            "execution_model": f"{ex.name} ({fw.name.value} profile)",
             "error_band": best.error_band.text if best.error_band else None}
 
 
@@ -396,7 +420,7 @@ def _most_sharded(spec: ModelSpec, wl: Inference, acc: Accelerator, cat: Catalog
     if not tps:
         return None
     mem = serving_memory(spec, wl, Mapping.serving(tp=tps[-1], pp=spec.n_layers),
-                         acc.memory_bytes, chunk)
+                         acc.memory_bytes, chunk, runtime=execution_model_of(acc))
     top = sorted(((float(v), k) for k, v in mem.items.items()), reverse=True)[:2]
     return (f"does not fit even one layer per stage: tp={tps[-1]} (scale-up domain "
             f"{cl.scale_up_domain}) x pp={spec.n_layers} needs "
@@ -431,7 +455,9 @@ def train_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
                 "notes": [n for n in notes if "W8A8" not in n]}
     wl = Training(batch=job.global_batch, seq_len=job.seq, dtype=dtype,
                   recompute=Recompute.FULL)
-    fw = resolve_framework(job.framework, Framework.FSDP)
+    ex = execution_model_of(acc)
+    fw = resolve_framework(job.framework, Framework.FSDP if ex.training is Framework.MEGATRON
+                           else ex.training)
     cache: dict[int, TrainStep | None] = {}
 
     def est(n: int) -> TrainStep | None:
@@ -479,7 +505,7 @@ def train_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
             "step_time_s": _finite(e.step_time_s), "mfu": _finite(e.mfu),
             "usd_per_mtok": usd, "j_per_token": j,
             "memory_per_device_bytes": float(e.memory.total),
-            "execution_model": execution_model(e, fw.name.value),
+            "execution_model": f"{ex.name} ({fw.name.value} profile)",
             "error_band": e.error_band.text if e.error_band else None}
 
 
