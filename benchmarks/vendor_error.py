@@ -10,7 +10,9 @@ the fewest devices that hold the model), the stated batch (1 when the row says p
 lengths (2,048 / 256 when not stated), and the stated precision mapped to a catalog dtype
 (16-bit -> bf16, fp16 -> fp16, 8-bit/fp8 -> fp8 or int8 where the part has no fp8, int4/Q4 ->
 int4). Training MFU, ratios and rows with an unknown part or model are listed as skipped with
-the reason. Rows marked in their notes as measured with speculative decoding are skipped.
+the reason. Rows marked in their notes as measured with speculative decoding are skipped; the
+rows a dataflow machine's per-layer floor was fitted on (benchmarks/fit_dataflow.py) are shown
+as FITTED and left out of the statistics.
 
 Run: python benchmarks/vendor_error.py [--rows]
 """
@@ -85,8 +87,20 @@ def predict(row: dict[str, str], cat: api.Catalog) -> tuple[float | None, str]:
                   f"({r['execution_model']})"
 
 
+def fitted_rows() -> set[str]:
+    """Rows a parameter was fitted on (cost/data/dataflow_calibration.yaml): shown, not
+    scored."""
+    import yaml
+
+    path = Path(__file__).resolve().parents[1] / "src/accelmap/cost/data/" \
+        "dataflow_calibration.yaml"
+    table = yaml.safe_load(path.read_text()) or {} if path.exists() else {}
+    return {str(v.get("fitted_on")) for v in table.values()}
+
+
 def main() -> None:
     cat = load_catalog()
+    fitted = fitted_rows()
     show = "--rows" in sys.argv
     errors: dict[str, list[float]] = {}
     skipped: dict[str, int] = {}
@@ -101,8 +115,11 @@ def main() -> None:
         lower_better = row["metric"] in ("latency_per_token_s", "ttft_s")
         # signed: + = optimistic (faster than published)
         err = (pub / value - 1) * 100 if lower_better else (value / pub - 1) * 100
-        errors.setdefault(row["class"], []).append(err)
-        errors.setdefault("all", []).append(err)
+        if row["row_id"] in fitted:
+            how = f"FITTED (not scored); {how}"
+        else:
+            errors.setdefault(row["class"], []).append(err)
+            errors.setdefault("all", []).append(err)
         if show:
             print(f"{row['row_id']} {row['class']:12s} {row['accelerator']:14s} "
                   f"{row['model']:14s} {row['metric']:22s} published {pub:>9.4g} predicted "

@@ -89,8 +89,9 @@ def test_sram_machines_need_many_chips_or_say_why(catalog: Catalog) -> None:
     rows = _by_id(api.compare_accelerators("llama-3.1-70b", hw="wse-2,groq-lpu-v1",
                                            catalog=catalog))
     assert rows["wse-2"]["feasible"] and rows["wse-2"]["devices"] > 1
-    groq = rows["groq-lpu-v1"]
-    assert not groq["feasible"] and "one layer per stage" in groq["reason"]
+    groq = rows["groq-lpu-v1"]  # 141 GB of bf16 weights in 230 MB chips, no GPU context
+    assert groq["feasible"] and groq["devices"] > 576
+    assert groq["execution_model"].startswith("sram-dataflow")
 
 
 def test_training_rows(catalog: Catalog) -> None:

@@ -98,3 +98,21 @@ def test_gpus_keep_the_gpu_model() -> None:
     assert "framework vllm" in " ".join(e.assumptions)
     # Jetson runs CUDA: it keeps the context
     assert execution_model(ACC["jetson-orin-nano-8gb-super"]).runtime_context_bytes > 0
+
+
+def test_dataflow_layer_floor_is_fitted_on_a_named_row_and_charged_per_layer() -> None:
+    """The per-layer floor of a dataflow pipeline (cost/execution.py layer_floor) comes from
+    benchmarks/fit_dataflow.py with the row it was fitted on; a machine without a published
+    figure is uncalibrated and says its latency is a lower bound; every pass pays L floors."""
+    from accelmap import api
+    from accelmap.cost.execution import layer_floor
+
+    cat = api.load_catalog()
+    wse3, wse2 = cat.accelerators["wse-3"], cat.accelerators["wse-2"]
+    f3, f2 = layer_floor(wse3), layer_floor(wse2)
+    assert f3.seconds > 0 and "fitted on V0001" in f3.source
+    assert f2.seconds == 0 and "lower bound" in f2.source
+    spec = cat.models["llama-3.1-8b"]
+    est = api.estimate(spec, api.load_system(hw="wse-3"), api.inference(1, 512, 64))
+    assert est.time["decode/layer_floor"] == pytest.approx(spec.n_layers * f3.seconds)
+    assert any("per-layer floor" in a for a in est.assumptions)

@@ -128,3 +128,44 @@ def runtime_items(items: dict[str, Any], model: ExecutionModel) -> dict[str, Any
     if not model.fragments and "runtime/fragmentation" in out:
         out["runtime/fragmentation"] = 0.0 * out["runtime/fragmentation"]
     return out
+
+
+# -- dataflow layer floor ----------------------------------------------------------------------
+# A token crossing one layer of a compiled dataflow pipeline takes longer than the roofline of
+# that layer's arithmetic and SRAM traffic: the schedule synchronises the chips (or wafer
+# regions) holding the layer, broadcasts the activation and reduces partial sums over the fabric,
+# and none of those per-hop latencies is published (Abts et al. ISCA 2022 give only a "< 3 us"
+# system bound; Cerebras publishes no fabric latency). One floor per machine, seconds per layer
+# per forward pass, is fitted on the machine's first published per-user figure and scored on the
+# others (benchmarks/fit_dataflow.py; cost/data/dataflow_calibration.yaml).
+
+
+@dataclass(frozen=True)
+class LayerFloor:
+    seconds: float
+    source: str
+
+
+def _dataflow_table() -> dict[str, dict[str, Any]]:
+    from functools import cache
+    from importlib import resources
+    from pathlib import Path
+
+    import yaml
+
+    @cache
+    def load() -> dict[str, dict[str, Any]]:
+        path = Path(str(resources.files("accelmap").joinpath(
+            "cost/data/dataflow_calibration.yaml")))
+        return dict(yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
+    return load()
+
+
+def layer_floor(acc: Accelerator) -> LayerFloor:
+    """The fitted per-layer floor of ``acc``'s dataflow pipeline, or 0 with why."""
+    row = _dataflow_table().get(acc.id)
+    if not row:
+        return LayerFloor(0.0, f"no published figure of {acc.id} to fit its per-layer floor: "
+                               "uncalibrated, so the latency is a lower bound")
+    return LayerFloor(float(row["layer_floor_s"]), str(row["source"]))

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from accelmap.cost.execution import execution_model, external_tier, runtime_items
+from accelmap.cost.execution import execution_model, external_tier, layer_floor, runtime_items
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import Device, time_ops, total_time
 from accelmap.engine.error_band import error_band
@@ -140,8 +140,15 @@ def dataflow_serve(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
 
     pre_comm = comm(float(pre_shape.tokens))
     dec_comm = comm(float(dec_mb.tokens))
-    ttft = float(total_time(pre)) / split + sum(pre_comm.values()) + stream_s
-    tpot = float(total_time(dec)) / split + sum(dec_comm.values()) + stream_s
+    # every pass crosses the L layers one after the other, each at least the pipeline's
+    # per-layer floor (cost/execution.py layer_floor: fitted, and said so)
+    floor = layer_floor(acc)
+    ttft = (float(total_time(pre)) / split + sum(pre_comm.values()) + stream_s
+            + L * floor.seconds)
+    tpot = (float(total_time(dec)) / split + sum(dec_comm.values()) + stream_s
+            + L * floor.seconds)
+    notes.append(f"per-layer floor {floor.seconds * 1e6:.3g} us x {L} layers per pass: "
+                 f"{floor.source}")
     steps = max(wl.output_len - 1, 0)
     total = ttft + steps * tpot
     out_tokens = wl.batch * wl.output_len * replicas
@@ -160,6 +167,8 @@ def dataflow_serve(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
         time={"prefill/forward": float(total_time(pre)) / split,
               **{f"prefill/exposed_comm/{k}": v for k, v in pre_comm.items()},
               "decode/forward": float(total_time(dec)) / split,
+              **({"prefill/layer_floor": L * floor.seconds,
+                  "decode/layer_floor": L * floor.seconds} if floor.seconds else {}),
               **{f"decode/exposed_comm/{k}": v for k, v in dec_comm.items()},
               **({"decode/weight_streaming": stream_s} if stream_s else {})},
         ops={"prefill": tuple(pre), "decode": tuple(dec)},
