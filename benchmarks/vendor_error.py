@@ -11,7 +11,7 @@ lengths (2,048 / 256 when not stated), and the stated precision mapped to a cata
 (16-bit -> bf16, fp16 -> fp16, 8-bit/fp8 -> fp8 or int8 where the part has no fp8, int4/Q4 ->
 int4). Training MFU, ratios and rows with an unknown part or model are listed as skipped with
 the reason. Rows marked in their notes as measured with speculative decoding are skipped; the
-rows a dataflow machine's per-layer floor was fitted on (benchmarks/fit_dataflow.py) are shown
+rows a class parameter was fitted on (benchmarks/fit_classes.py) are shown
 as FITTED and left out of the statistics.
 
 Run: python benchmarks/vendor_error.py [--rows]
@@ -39,9 +39,12 @@ def _int(text: str) -> int | None:
 
 
 def _devices(text: str) -> int | None:
-    """'2', '576 chips ...', 'inf2.48xlarge (12 Inferentia2 chips = ...)': the chip count."""
+    """'2', '576 chips ...', '1 n300 (2 Wormhole chips)' (the leading count, in the catalog's
+    unit), 'inf2.48xlarge (12 Inferentia2 chips = ...)' (the chips named inside)."""
+    if (lead := _int(text)) is not None:
+        return lead
     m = re.search(r"\b(\d+)\s+(?:[A-Za-z0-9-]+\s+){0,2}(?:chips|HPU|cards|RDUs)\b", text or "")
-    return int(m.group(1)) if m else _int(text)
+    return int(m.group(1)) if m else None
 
 
 def _precision(text: str, acc: api.Accelerator) -> str:
@@ -88,14 +91,14 @@ def predict(row: dict[str, str], cat: api.Catalog) -> tuple[float | None, str]:
 
 
 def fitted_rows() -> set[str]:
-    """Rows a parameter was fitted on (cost/data/dataflow_calibration.yaml): shown, not
+    """Rows a parameter was fitted on (cost/data/class_calibration.yaml): shown, not
     scored."""
     import yaml
 
     path = Path(__file__).resolve().parents[1] / "src/accelmap/cost/data/" \
-        "dataflow_calibration.yaml"
+        "class_calibration.yaml"
     table = yaml.safe_load(path.read_text()) or {} if path.exists() else {}
-    return {str(v.get("fitted_on")) for v in table.values()}
+    return {str(v.get("fitted_on")) for part in table.values() for v in (part or {}).values()}
 
 
 def main() -> None:

@@ -102,7 +102,7 @@ def test_gpus_keep_the_gpu_model() -> None:
 
 def test_dataflow_layer_floor_is_fitted_on_a_named_row_and_charged_per_layer() -> None:
     """The per-layer floor of a dataflow pipeline (cost/execution.py layer_floor) comes from
-    benchmarks/fit_dataflow.py with the row it was fitted on; a machine without a published
+    benchmarks/fit_classes.py with the row it was fitted on; a machine without a published
     figure is uncalibrated and says its latency is a lower bound; every pass pays L floors."""
     from accelmap import api
     from accelmap.cost.execution import layer_floor
@@ -116,3 +116,20 @@ def test_dataflow_layer_floor_is_fitted_on_a_named_row_and_charged_per_layer() -
     est = api.estimate(spec, api.load_system(hw="wse-3"), api.inference(1, 512, 64))
     assert est.time["decode/layer_floor"] == pytest.approx(spec.n_layers * f3.seconds)
     assert any("per-layer floor" in a for a in est.assumptions)
+
+
+def test_gpu_like_asics_run_their_vendor_stack_with_its_fitted_host_time() -> None:
+    """Gaudi runs optimum-habana (host time per step fitted on a named published latency,
+    benchmarks/fit_classes.py), AWS parts Neuron, Tenstorrent TT-Metal; an ASIC without a
+    vendor stack keeps the generic compiled graph with its host time uncalibrated."""
+    from accelmap.cost.framework import profile
+
+    cat = load_catalog()
+    assert execution_model(cat.accelerators["gaudi2"]).serving is Framework.HABANA
+    assert execution_model(cat.accelerators["trainium1"]).serving is Framework.NEURON
+    assert execution_model(cat.accelerators["wormhole-n300"]).serving is Framework.TT_METAL
+    assert execution_model(cat.accelerators["sn40l"]).serving is Framework.GRAPH
+    habana = profile(Framework.HABANA)
+    assert habana.step_overhead_s > 0 and "fitted on V0087" in habana.overhead_source
+    assert habana.kernel_overhead_s == 0.0  # a compiled recipe, no per-op launch
+    assert "step_overhead_s" in profile(Framework.GRAPH).not_calibrated

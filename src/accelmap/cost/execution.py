@@ -96,10 +96,23 @@ _MODELS: dict[DeviceClass, ExecutionModel] = {
 }
 
 
+# GPU-like ASICs run their vendor's compiled stack (each with its own host time per step)
+_ASIC_STACKS = (("intel", Framework.HABANA), ("habana", Framework.HABANA),
+                ("aws", Framework.NEURON), ("tenstorrent", Framework.TT_METAL))
+
+
 def execution_model(acc: Accelerator) -> ExecutionModel:
     """The execution model of ``acc``'s class. Jetson modules (class edge-npu) run CUDA and
-    PyTorch, so they keep the CUDA context and allocator of the GPU model."""
+    PyTorch, so they keep the CUDA context and allocator of the GPU model; GPU-like ASICs run
+    their vendor's compiled stack."""
     model = _MODELS[acc.device_class]
+    if acc.device_class is DeviceClass.ASIC:
+        vendor = acc.vendor.lower()
+        stack = next((fw for key, fw in _ASIC_STACKS if key in vendor), None)
+        if stack is not None:
+            from dataclasses import replace
+
+            return replace(model, serving=stack, training=stack)
     if acc.device_class is DeviceClass.EDGE_NPU and acc.vendor.lower() == "nvidia":
         return ExecutionModel(model.device_class, "edge-cuda", CUDA_CONTEXT_BYTES, True,
                               model.serving, model.training, False,
@@ -137,7 +150,7 @@ def runtime_items(items: dict[str, Any], model: ExecutionModel) -> dict[str, Any
 # and none of those per-hop latencies is published (Abts et al. ISCA 2022 give only a "< 3 us"
 # system bound; Cerebras publishes no fabric latency). One floor per machine, seconds per layer
 # per forward pass, is fitted on the machine's first published per-user figure and scored on the
-# others (benchmarks/fit_dataflow.py; cost/data/dataflow_calibration.yaml).
+# others (benchmarks/fit_classes.py; cost/data/class_calibration.yaml).
 
 
 @dataclass(frozen=True)
@@ -156,8 +169,9 @@ def _dataflow_table() -> dict[str, dict[str, Any]]:
     @cache
     def load() -> dict[str, dict[str, Any]]:
         path = Path(str(resources.files("accelmap").joinpath(
-            "cost/data/dataflow_calibration.yaml")))
-        return dict(yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+            "cost/data/class_calibration.yaml")))
+        data = dict(yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+        return dict(data.get("dataflow") or {})
 
     return load()
 

@@ -58,6 +58,10 @@ class Framework(StrEnum):
     DATAFLOW = "dataflow"  # SRAM machines: compiler-scheduled static dataflow
     FPGA_OVERLAY = "fpga-overlay"  # FPGA LLM overlays (FlightLLM, DFX)
     LLAMA_CPP = "llama.cpp"  # CPUs and edge NPUs: ggml graph, quantized weights
+    # vendor stacks of GPU-like ASICs: a compiled graph each, with their own host time per step
+    HABANA = "optimum-habana"  # Intel Gaudi: lazy mode + HPU graphs (optimum-habana)
+    NEURON = "neuron"  # AWS Inferentia/Trainium: NeuronX (transformers-neuronx, NxD)
+    TT_METAL = "tt-metal"  # Tenstorrent: TT-Metal/TT-NN traces
 
 
 # Documented defaults for how many prompt tokens one prefill pass takes (memory of the
@@ -159,7 +163,8 @@ def profile(name: Framework | str) -> FrameworkProfile:
 # Compiled stacks of the non-GPU classes: the whole forward pass is one compiled program, so no
 # host launch per operator; what each fuses and why (cost/execution.py picks them per class).
 COMPILED_STACKS = (Framework.XLA, Framework.GRAPH, Framework.DATAFLOW, Framework.FPGA_OVERLAY,
-                   Framework.LLAMA_CPP)
+                   Framework.LLAMA_CPP, Framework.HABANA, Framework.NEURON, Framework.TT_METAL)
+VENDOR_STACKS = (Framework.HABANA, Framework.NEURON, Framework.TT_METAL)
 _COMPILED: dict[Framework, tuple[bool, str]] = {
     # XLA compiles a jitted step into one executable whose fusion pass merges elementwise ops
     # into their producers and consumers (XLA docs, "Operation semantics" / "XLA architecture":
@@ -188,11 +193,31 @@ _COMPILED: dict[Framework, tuple[bool, str]] = {
     # call with a thread barrier (no device launch), and most elementwise nodes make their own
     # pass over memory (ggml.c ``ggml_graph_compute``).
     Framework.LLAMA_CPP: (False, "llama.cpp/ggml graph: one pass per node, no device launch"),
+    Framework.HABANA: (True, "Gaudi lazy mode with HPU graphs (optimum-habana): one recipe per "
+                             "step, elementwise fused by the graph compiler"),
+    Framework.NEURON: (True, "AWS Neuron: the model compiled ahead of time into one NEFF, "
+                             "elementwise fused"),
+    Framework.TT_METAL: (True, "Tenstorrent TT-Metal: a captured trace per decode step, "
+                               "elementwise fused into the matmul programs"),
 }
+
+
+def _class_calibration() -> dict[str, Any]:
+    """cost/data/class_calibration.yaml (benchmarks/fit_classes.py): dataflow floors and the
+    vendor stacks' host time per step."""
+    path = Path(str(resources.files("accelmap").joinpath("cost/data/class_calibration.yaml")))
+    return dict(yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
 
 
 def _compiled(fw: Framework) -> FrameworkProfile:
     fuses, source = _COMPILED[fw]
     gaps = {"step_overhead_s": "host time per step not published for this stack: 0 s",
             "request_overhead_s": "not published for this stack: 0 s"}
-    return FrameworkProfile(fw, 0.0, fuses, source, not_calibrated=gaps)
+    step = 0.0
+    if fw in VENDOR_STACKS:
+        row = (_class_calibration().get("stacks") or {}).get(fw.value)
+        if row:  # fitted on the stack's first published per-token latency
+            step = float(row["step_overhead_s"])
+            gaps.pop("step_overhead_s")
+            source = f"{source}; host time per step {step * 1e3:.3g} ms ({row['source']})"
+    return FrameworkProfile(fw, 0.0, fuses, source, step_overhead_s=step, not_calibrated=gaps)
