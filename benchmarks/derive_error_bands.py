@@ -6,8 +6,10 @@ Phases: ``train`` (training rows), ``serve-latency`` (TTFT and decode-time rows)
 ``serve-throughput`` (fixed-batch serving throughput rows), ``serve-offline`` /
 ``serve-server`` (request-level scenario rows of the check set
 benchmarks/data/serving_published.csv: no parameter is fitted on them, so their residuals are
-out-of-sample). Stack: the framework profile the row was
-predicted with. Scale: engine.error_band.scale of the row's device count.
+out-of-sample); and the non-GPU classes' vendor figures (benchmarks/data/vendor_figures.csv,
+the rows benchmarks/vendor_error.py predicts, minus those a class parameter was fitted on).
+Stack: the framework profile the row was predicted with. Scale: engine.error_band.scale of the
+row's device count.
 
 Run: python benchmarks/derive_error_bands.py [--write]
 """
@@ -37,10 +39,46 @@ PHASE = {MetricKind.TRAINING: "train", MetricKind.TTFT: "serve-latency",
 CHECK_SET = ROOT / "benchmarks" / "data" / "serving_published.csv"
 
 
+def vendor_residuals() -> list[tuple[str, str, int, float]]:
+    """(stack, phase, devices, abs % error) of the vendor figures of the non-GPU classes that
+    benchmarks/vendor_error.py predicts and no parameter was fitted on: the bands of the XLA,
+    dataflow and vendor graph-compiler stacks (engine.error_band never borrows GPU rows for
+    them)."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.spec_from_file_location("vendor_error", ROOT / "benchmarks" /
+                                                  "vendor_error.py")
+    assert spec and spec.loader
+    ve = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ve)
+    cat, fitted, out = load_catalog(), ve.fitted_rows(), []
+    import csv
+
+    for row in csv.DictReader(ve.DATA.open()):
+        if row["row_id"] in fitted:
+            continue
+        value, how = ve.predict(row, cat)
+        m = re.search(r"\((\S+) profile\)", how)
+        if value is None or not m:
+            continue
+        pub = float(row["value"])
+        lower = row["metric"] in ("latency_per_token_s", "ttft_s")
+        err = abs((pub / value - 1) if lower else (value / pub - 1)) * 100
+        phase = "serve-throughput" if row["metric"] == "tokens_per_s_total" else "serve-latency"
+        devices = int(re.match(r"(\d+)", how).group(1)) if re.match(r"(\d+)", how) else 1
+        out.append((m.group(1), phase, devices, err))
+    return out
+
+
 def residuals() -> dict[str, list[float]]:
     catalog = load_catalog()
     calibrated = pr.calibration_rows()
     groups: dict[str, list[float]] = defaultdict(list)
+    for stack, phase, devices, err in vendor_residuals():
+        sc = f"{scale(devices)} devices"
+        for k in (key(phase, stack, sc), key(phase, stack)):
+            groups[k].append(err)
     for path in (DATA / "training.csv", DATA / "inference.csv", CHECK_SET):
         for case in read_cases(path).cases:
             if not isinstance(case, TrainingCase | InferenceCase):

@@ -142,14 +142,13 @@ def print_comparison(cmp: AcceleratorComparison, top: int | None = None) -> None
                   r["mapping"] or "-", r["precision"], *speed, _num(r["usd_per_mtok"]),
                   _num(r["j_per_token"]), mark)
     con.print(t)
-    models = {r["execution_model"] for r in rows if r["execution_model"]}
-    if len(models) == 1:
-        con.print(f"execution model (every feasible row): {models.pop()}", highlight=False)
-    else:
-        for r in rows:
-            if r["execution_model"]:
-                con.print(f"execution model {r['accelerator']}: {r['execution_model']}",
-                          highlight=False)
+    models: dict[str, list[str]] = {}
+    for r in rows:
+        if r["execution_model"]:
+            models.setdefault(r["execution_model"], []).append(r["accelerator"])
+    for name, parts in models.items():
+        con.print(f"execution model {name}: {', '.join(parts)}", highlight=False,
+                  soft_wrap=True)
     for f in footnotes:
         con.print(f, highlight=False, soft_wrap=True)
     if unpriced:

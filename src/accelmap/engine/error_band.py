@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from accelmap.cost.framework import COMPILED_STACKS
+
 MIN_RUNS = 8  # fewer similar runs than this: use the next wider group
 QUANTILE = 0.8
 
@@ -60,12 +62,18 @@ def key(*parts: str) -> str:
     return " / ".join(parts)
 
 
+_CLASS_STACKS = frozenset(f.value for f in COMPILED_STACKS)
+
+
 def error_band(phase: str, stack: str, devices: int) -> ErrorBand | None:
     """The band of the narrowest group of similar runs with at least MIN_RUNS runs; None when
     no validation data covers this phase at all."""
     table = _table()
     sc = f"{scale(devices)} devices"
-    for k in (key(phase, stack, sc), key(phase, stack), key(phase, sc), key(phase), "all"):
+    # a non-GPU class's stack (XLA, dataflow, a vendor graph compiler) only takes its own runs:
+    # the GPU rows say nothing about how far off its execution model is
+    wide = () if stack in _CLASS_STACKS else (key(phase, sc), key(phase), "all")
+    for k in (key(phase, stack, sc), key(phase, stack), *wide):
         g = table.get(k)
         if g and int(g["runs"]) >= MIN_RUNS:
             return ErrorBand(float(g["pct"]), QUANTILE, int(g["runs"]), k)

@@ -347,6 +347,10 @@ def serve_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
         return bool(dataflow_serve(spec, System.of(cl), wl, Mapping.serving(), fw).feasible)
 
     n, reason, rule = _count(acc, job, counts, lambda: _smallest(counts, holds), notes)
+    if n is None and rule == "needed" and len(counts) < len(grid(acc, cat, False)):
+        reason = (f"does not fit on {counts[-1]} device(s), and the catalog gives {acc.id} no "
+                  "link to join more (add a scale-up or scale-out link to its YAML) "
+                  "(memory rule)")
     row["devices_rule"] = rule
     if n is None:
         if rule == "needed":
@@ -386,7 +390,7 @@ def serve_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
         return {**row, "reason": f"no mapping of {spec.id} fits in {n} x {acc.id} "
                                  "(memory rule)"}
     m = best.mapping
-    used = int(m.world)
+    used = n if ex.layer_pipelined else int(m.world)  # a dataflow model spans every chip
     if used < n:
         notes.append(f"{n - used} of {n} devices idle (replicas of tp x pp = "
                      f"{int(m.devices_per_replica)} devices)")
