@@ -114,7 +114,7 @@ def main() -> None:
                 layers = cat.models[row["model"]].n_layers
                 floor = max((1.0 / float(row["value"]) - 1.0 / value) / layers, 0.0)
                 table[acc.id] = {
-                    "layer_floor_s": float(f"{floor:.5g}"),
+                    "layer_floor_s": float(f"{floor:.5g}"), "vendor": acc.vendor,
                     "fitted_on": row["row_id"],
                     "source": (f"fitted on {row['row_id']} ({row['model']}, "
                                f"{float(row['value']):g} tokens/s per user; rule: first "

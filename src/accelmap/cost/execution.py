@@ -177,9 +177,18 @@ def _dataflow_table() -> dict[str, dict[str, Any]]:
 
 
 def layer_floor(acc: Accelerator) -> LayerFloor:
-    """The fitted per-layer floor of ``acc``'s dataflow pipeline, or 0 with why."""
-    row = _dataflow_table().get(acc.id)
-    if not row:
-        return LayerFloor(0.0, f"no published figure of {acc.id} to fit its per-layer floor: "
-                               "uncalibrated, so the latency is a lower bound")
-    return LayerFloor(float(row["layer_floor_s"]), str(row["source"]))
+    """The fitted per-layer floor of ``acc``'s dataflow pipeline; else the floor of the same
+    vendor's calibrated machine (the same fabric and compiler lineage, e.g. WSE-2 from WSE-3),
+    said to be borrowed; else 0 with why."""
+    table = _dataflow_table()
+    row = table.get(acc.id)
+    if row:
+        return LayerFloor(float(row["layer_floor_s"]), str(row["source"]))
+    vendor = acc.vendor.split()[0].lower()
+    for other, r in sorted(table.items()):
+        if str(r.get("vendor", "")).split(" ")[0].lower() == vendor:
+            return LayerFloor(float(r["layer_floor_s"]),
+                              f"uncalibrated: no published figure of {acc.id}; borrowed from "
+                              f"{other}, the same vendor's machine ({r['source']})")
+    return LayerFloor(0.0, f"no published figure of {acc.id} to fit its per-layer floor: "
+                           "uncalibrated, so the latency is a lower bound")
