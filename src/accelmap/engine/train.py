@@ -55,8 +55,9 @@ from accelmap.engine.profile import LayerProfile, is_embed, is_layer, layer_prof
 from accelmap.engine.result import TrainStep, fits
 from accelmap.engine.shapes import context_notes, device_notes
 from accelmap.engine.system import System
-from accelmap.hardware.schema import LinkRole
+from accelmap.hardware.schema import DeviceClass, LinkRole
 from accelmap.mapping.constraints import TrainingJob, check_training
+from accelmap.mapping.mesh import describe_mesh
 from accelmap.mapping.placement import place_axes
 from accelmap.mapping.plan import RANK_ORDER, Mapping
 from accelmap.memory.budget import MemoryBudget, master_bytes_per_param
@@ -458,6 +459,7 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
     assumptions = (
         *context_notes(spec, wl.seq_len),
         f"mapping {m.describe()} on {cluster.name} ({cluster.origin})",
+        *_mesh_note(m, cluster),
         f"framework {fw.name.value}; overlap {overlap}",
         f"pipeline schedule {m.schedule.value}, {round(f['micro_batches'])} micro-batches, "
         f"bubble {bubble:.3f} of ideal",
@@ -489,6 +491,17 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
         time_to_train_s=time_to_train,
         cost_to_train_usd=time_to_train / 3600 * price * world
         if time_to_train and price else None)
+
+
+def _mesh_note(m: Mapping, cluster: Any) -> list[str]:
+    """On TPUs the mapping as MaxText/GSPMD names it: ICI axes inside a slice, DCN across
+    slices (a slice = the ICI scale-up domain)."""
+    if cluster.accelerator.device_class is not DeviceClass.TPU or not m.is_scalar:
+        return []
+    slices = max(int(cluster.devices) // max(int(cluster.scale_up_domain), 1), 1)
+    return [f"MaxText/GSPMD mesh: {describe_mesh(m, slices)} ({slices} slice"
+            f"{'s' if slices > 1 else ''} of {cluster.scale_up_domain} chips on ICI"
+            f"{', DCN between them' if slices > 1 else ''})"]
 
 
 def _stage_notes(m: Mapping, r: dict[str, Any]) -> tuple[str, ...]:

@@ -55,6 +55,7 @@ from accelmap.export.base import (
     register,
     training_mapping,
 )
+from accelmap.mapping.mesh import AXES, mesh_sizes, split_mesh
 from accelmap.mapping.plan import ZeroStage
 from accelmap.units import DType
 from accelmap.workload import Recompute
@@ -79,11 +80,6 @@ REMAT = {Recompute.NONE: "minimal_with_context", Recompute.SELECTIVE: "minimal",
 REMAT_BACK = {v: k for k, v in REMAT.items()}
 DTYPES = {DType.BF16: "bfloat16", DType.FP16: "float16", DType.FP32: "float32",
           DType.FP8: "bfloat16"}
-# Mesh axis -> key stem (ici_<stem>_parallelism / dcn_<stem>_parallelism), outermost first.
-AXES = {"data": "data", "fsdp": "fsdp", "stage": "pipeline", "expert": "expert",
-        "context": "context", "tensor": "tensor"}
-
-
 def slice_size(job: PlanJob, unsupported: list[str]) -> tuple[str, int]:
     """(hardware, devices on ICI): a TPU slice from the catalog, or one GPU node."""
     from accelmap.catalog import load_catalog
@@ -100,18 +96,6 @@ def slice_size(job: PlanJob, unsupported: list[str]) -> tuple[str, int]:
              if p.accelerator == job.accelerator]
     fits = [s for s in sizes if s <= job.devices and job.devices % s == 0]
     return "tpu", max(fits, default=job.devices)
-
-
-def split_mesh(sizes: dict[str, int], slices: int) -> tuple[dict[str, int], dict[str, int], int]:
-    """(ici, dcn, left over): each axis gives the slices the largest share of itself that still
-    divides them, outermost axis first."""
-    left = slices
-    dcn: dict[str, int] = {}
-    for axis in AXES:
-        dcn[axis] = math.gcd(left, sizes.get(axis, 1))
-        left //= dcn[axis]
-    ici = {a: sizes.get(a, 1) // dcn[a] for a in AXES}
-    return ici, dcn, left
 
 
 def _batch(job: PlanJob, out: dict[str, Any], unsupported: list[str]) -> None:
@@ -166,11 +150,11 @@ def overrides(job: PlanJob, spec: Any) -> tuple[dict[str, Any], list[str]]:
                            "set model_name or the base_* dimensions")
     hardware, ici_devices = slice_size(job, unsupported)
     out["hardware"] = hardware
-    expert = ep if ep > 1 and dp % ep == 0 else 1
+    sizes = mesh_sizes(m)
+    expert = sizes["expert"]
     if ep > 1 and expert == 1:
         unsupported.append(f"ep={ep}: MaxText's expert axis is carved out of dp={dp} here, "
                            "which ep does not divide; exported without expert parallelism")
-    axis = "fsdp" if zero >= ZeroStage.GRADIENTS else "data"
     if zero is ZeroStage.GRADIENTS:
         unsupported.append("zero=2: MaxText shards optimizer states alone (ZeRO-1) or params, "
                            "grads and optimizer together (fsdp, ZeRO-3); exported as fsdp")
@@ -179,8 +163,6 @@ def overrides(job: PlanJob, spec: Any) -> tuple[dict[str, Any], list[str]]:
                            "over")
     if zero is ZeroStage.OPTIMIZER:
         out["shard_optimizer_over_data"] = True
-    sizes = {axis: dp // expert, "stage": m.pp, "expert": expert, "context": m.cp,
-             "tensor": m.tp}
     ici, dcn, left = split_mesh(sizes, max(job.devices // ici_devices, 1))
     if left != 1:
         unsupported.append(f"mesh: the plan's axes cannot be split over "
