@@ -157,3 +157,20 @@ def test_estimate_devices_error_is_one_line(cli: Callable[..., Any]) -> None:
     r = cli("estimate", "gpt3-125m", "--hw", "m3-ultra", "--devices", "2", "--serve")
     assert r.code != 0 and "no scale-up, scale-out or host link" in r.err
     assert len(r.err.strip().splitlines()) == 1
+
+
+def test_a_full_mesh_part_gives_a_pair_only_its_own_links() -> None:
+    """Gaudi 2's 21 scale-up ports join the 8 cards of a node all-to-all (3 per peer): a
+    2-card cluster built from its links has 1/7 of the node's scale-up bandwidth, an 8-card one
+    all of it (the catalog's scale_up_topology: full-mesh)."""
+    from accelmap.catalog import load_catalog
+    from accelmap.hardware.schema import LinkRole, Topology
+
+    cat = load_catalog()
+    acc = cat.accelerators["gaudi2"]
+    assert acc.scale_up_topology is Topology.FULL_MESH
+    two = parse_cluster("2xgaudi2", cat).tier(LinkRole.SCALE_UP)
+    eight = parse_cluster("8xgaudi2", cat).tier(LinkRole.SCALE_UP)
+    assert two is not None and eight is not None
+    assert two.bandwidth_per_direction.value == pytest.approx(
+        eight.bandwidth_per_direction.value / 7)

@@ -144,11 +144,16 @@ def _generic_tiers(acc: Accelerator, per_node: int) -> tuple[NetworkTier, ...]:
     card reaches other nodes through the host's NIC; the host link bounds it), else nothing."""
     tiers = []
     up = acc.bandwidth_per_direction(LinkRole.SCALE_UP)
+    full = acc.scale_up_domain.value if acc.scale_up_domain else per_node
+    if up and per_node > 1 and acc.scale_up_topology is Topology.FULL_MESH and full > per_node:
+        # a full mesh keeps its per-peer rate: a node of per_node cards has the links to its
+        # per_node - 1 peers only (as _shrink counts them)
+        up = up * (per_node - 1) / (full - 1)
     if up and per_node > 1:
         names = ", ".join(f"{k.count} x {k.name}" for k in acc.links_by_role(LinkRole.SCALE_UP))
         tiers.append(NetworkTier(
             name=f"scale-up: {names} (from the accelerator entry)", role=LinkRole.SCALE_UP,
-            topology=Topology.SWITCH, domain_size=per_node,
+            topology=acc.scale_up_topology or Topology.SWITCH, domain_size=per_node,
             bandwidth_per_direction=TierBandwidth.model_validate(
                 {"value": f"{up} B/s", "source": ["derived"], "derived": True})))
     role = LinkRole.SCALE_OUT if acc.links_by_role(LinkRole.SCALE_OUT) else LinkRole.HOST

@@ -119,6 +119,19 @@ class PriceQuote(Frozen):
     market: str = Field(description="where and how: 'RunPod on-demand', 'GCP list', ...")
 
 
+class Topology(StrEnum):
+    SWITCH = "switch"  # full-bandwidth switch inside the domain (NVSwitch)
+    FULL_MESH = "full-mesh"  # point-to-point links to every peer (MI300X Infinity Fabric, Gaudi)
+    TORUS_2D = "torus-2d"  # TPU v5e/v6e ICI
+    TORUS_3D = "torus-3d"  # TPU v4/v5p ICI, Trn2 UltraServer
+    MESH_2D = "mesh-2d"  # a torus-shaped slice too small to wrap around (TPU v5e 2x4)
+    MESH_3D = "mesh-3d"
+    RING = "ring"
+    FAT_TREE = "fat-tree"  # non-blocking Clos over InfiniBand/RoCE
+    RAIL_OPTIMIZED = "rail-optimized"  # fat-tree where GPU i of every node shares leaf switch i
+    SINGLE = "single"  # no network: one device
+
+
 class Accelerator(CatalogEntry):
     """One accelerator (GPU, TPU chip, wafer, FPGA card, CPU socket ...)."""
 
@@ -133,6 +146,9 @@ class Accelerator(CatalogEntry):
     tdp: Power | None = None
     links: tuple[Link, ...] = ()
     scale_up_domain: CitedCount | None = None
+    # how the scale-up links join the domain when no system preset says (a full mesh gives a
+    # pair only its own point-to-point links: Gaudi, MI300X); a switch when not stated
+    scale_up_topology: Topology | None = None
     price: PriceQuote | None = None
 
     @model_validator(mode="after")
@@ -180,19 +196,6 @@ class Accelerator(CatalogEntry):
     def bandwidth_per_direction(self, role: LinkRole) -> float:
         """Sum over the device's links of one role, bytes/s per direction (0 when none)."""
         return sum(link.aggregate_per_direction for link in self.links_by_role(role))
-
-
-class Topology(StrEnum):
-    SWITCH = "switch"  # full-bandwidth switch inside the domain (NVSwitch)
-    FULL_MESH = "full-mesh"  # point-to-point links to every peer (MI300X Infinity Fabric, Gaudi)
-    TORUS_2D = "torus-2d"  # TPU v5e/v6e ICI
-    TORUS_3D = "torus-3d"  # TPU v4/v5p ICI, Trn2 UltraServer
-    MESH_2D = "mesh-2d"  # a torus-shaped slice too small to wrap around (TPU v5e 2x4)
-    MESH_3D = "mesh-3d"
-    RING = "ring"
-    FAT_TREE = "fat-tree"  # non-blocking Clos over InfiniBand/RoCE
-    RAIL_OPTIMIZED = "rail-optimized"  # fat-tree where GPU i of every node shares leaf switch i
-    SINGLE = "single"  # no network: one device
 
 
 class NetworkTier(Frozen):
