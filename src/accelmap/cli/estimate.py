@@ -329,17 +329,25 @@ def _disaggregated(spec: ModelSpec, system: System, wl: Inference, framework: st
         print_disagg_run(run)
 
 
+def _run_header(con: Any, run: ServingRun | DisaggRun, what: str) -> bool:
+    """The first line of a simulated run: what ran where, and its requests or why it cannot
+    run; whether there is more to print."""
+    head = (f"[bold]{run.model}[/bold] on [bold]{run.system}[/bold], {what}"
+            f"{run.scenario.value} scenario, {run.framework}")
+    if not run.feasible:
+        con.print(f"{head}: [red]cannot run[/red]: {run.reason}")
+        return False
+    con.print(f"{head}: {run.metrics['requests']:,} requests")
+    return True
+
+
 def print_disagg_run(run: DisaggRun) -> None:
     from rich.table import Table
 
     con = console()
-    head = (f"[bold]{run.model}[/bold] on [bold]{run.system}[/bold], disaggregated "
-            f"{run.disaggregation.describe()}, {run.scenario.value} scenario, {run.framework}")
-    if not run.feasible:
-        con.print(f"{head}: [red]cannot run[/red]: {run.reason}")
+    if not _run_header(con, run, f"disaggregated {run.disaggregation.describe()}, "):
         return
     m = run.metrics
-    con.print(f"{head}: {m['requests']:,} requests")
     t = Table(title="Disaggregated serving (simulated)")
     t.add_column("metric")
     t.add_column("value", justify="right")
@@ -393,13 +401,9 @@ def print_serving_run(run: ServingRun) -> None:
     from rich.table import Table
 
     con = console()
-    head = (f"[bold]{run.model}[/bold] on [bold]{run.system}[/bold], {run.scenario.value} "
-            f"scenario, {run.framework}")
-    if not run.feasible:
-        con.print(f"{head}: [red]cannot run[/red]: {run.reason}")
+    if not _run_header(con, run, ""):
         return
     m = run.metrics
-    con.print(f"{head}: {m['requests']:,} requests")
     band = f" {run.error_band.text}" if run.error_band else ""
     lat = f" ±{run.latency_error_band.pct:.0f} %" if run.latency_error_band else ""
     t = Table(title="Serving benchmark (simulated)")

@@ -236,14 +236,20 @@ def _fewest_stages(spec: ModelSpec, wl: Inference, tp: int, most: int, acc: Acce
 def _holds(spec: ModelSpec, wl: Inference, acc: Accelerator, n: int, cat: Catalog,
            chunk: int | None) -> bool:
     """Whether N devices hold one replica, sharded as far as allowed."""
+    widest = _widest_tp(spec, acc, n, cat)
+    return widest is not None and _fewest_stages(
+        spec, wl, widest[1], n // widest[1], acc, chunk) is not None
+
+
+def _widest_tp(spec: ModelSpec, acc: Accelerator, n: int, cat: Catalog
+               ) -> tuple[Cluster, int] | None:
+    """The cluster of N devices and its widest valid tensor-parallel degree, if any."""
     try:
         cl, _ = cluster_for(acc, n, cat)
     except AccelmapError:
-        return False
+        return None
     tps = _tp_options(spec, cl, n)
-    if not tps:
-        return False
-    return _fewest_stages(spec, wl, tps[-1], n // tps[-1], acc, chunk) is not None
+    return (cl, tps[-1]) if tps else None
 
 
 def _smallest(counts: list[int], ok: Callable[[int], bool]) -> int | None:
@@ -416,17 +422,14 @@ def _most_sharded(spec: ModelSpec, wl: Inference, acc: Accelerator, cat: Catalog
     """Why nothing holds the model: the most-sharded replica (tp across the scale-up domain,
     one layer per stage) and what one device of it still needs."""
     n = node_size(acc, cat) * spec.n_layers
-    try:
-        cl, _ = cluster_for(acc, n, cat)
-    except AccelmapError:
+    widest = _widest_tp(spec, acc, n, cat)
+    if widest is None:
         return None
-    tps = _tp_options(spec, cl, n)
-    if not tps:
-        return None
-    mem = serving_memory(spec, wl, Mapping.serving(tp=tps[-1], pp=spec.n_layers),
+    cl, tp = widest
+    mem = serving_memory(spec, wl, Mapping.serving(tp=tp, pp=spec.n_layers),
                          acc.memory_bytes, chunk, runtime=execution_model_of(acc))
     top = sorted(((float(v), k) for k, v in mem.items.items()), reverse=True)[:2]
-    return (f"does not fit even one layer per stage: tp={tps[-1]} (scale-up domain "
+    return (f"does not fit even one layer per stage: tp={tp} (scale-up domain "
             f"{cl.scale_up_domain}) x pp={spec.n_layers} needs "
             f"{float(mem.total) / 2**20:,.0f} MiB per device, the part has "
             f"{acc.memory_bytes / 2**20:,.0f} MiB ("
