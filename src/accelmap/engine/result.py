@@ -223,7 +223,11 @@ def fits(memory: MemoryBudget) -> tuple[bool, str | None]:
     band it is "tight" (``memory.band``) and still feasible."""
     if not np.any(memory.over):
         return True, None
-    need = float(np.max(memory.total)) / 2**30
-    have = memory.capacity / 2**30
-    return False, (f"needs {need:.1f} GiB per device but the device has {have:.1f} GiB, over "
+    need, have = float(np.max(memory.total)), memory.capacity
+    return False, (f"needs {_gib(need)} per device but the device has {_gib(have)}, over "
                    f"by more than the memory model's {memory.band:.1%} error band (memory rule)")
+
+
+def _gib(b: float) -> str:
+    """GiB with one decimal, MiB below 1 GiB (an edge NPU's 8 MiB is not '0.0 GiB')."""
+    return f"{b / 2**30:.1f} GiB" if b >= 2**30 else f"{b / 2**20:.1f} MiB"
