@@ -51,7 +51,9 @@ def test_text_table(cli: Run) -> None:
 def test_bad_input_is_one_line(cli: Run) -> None:
     for args, text in ((("--hw", "nosuch"), "unknown accelerator"),
                        (("--objective", "fast"), "unknown objective"),
-                       (("--devices", "8", "--budget-usd-h", "10"), "not both")):
+                       (("--devices", "8", "--budget-usd-h", "10"), "not both"),
+                       (("--budget-usd-h", "inf"), "positive $ per hour"),
+                       (("--hw", ""), "--hw is empty")):
         r = cli("compare", "llama-3.1-8b", *args)
         assert r.code != 0
         lines = [ln for ln in r.err.splitlines() if ln.strip()]

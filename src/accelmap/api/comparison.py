@@ -11,6 +11,7 @@ the rules).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -67,7 +68,9 @@ def _part(catalog: Catalog, name: str) -> Accelerator:
 
 
 def _parts(catalog: Catalog, hw: str, device_class: str | None) -> list[Accelerator]:
-    text = (hw or "all").strip()
+    text = (hw if hw is not None else "all").strip()
+    if not text:
+        raise InputError("--hw is empty: give all, or accelerator ids separated by commas")
     if text.lower() in ("all", "any"):
         parts = list(catalog.accelerators.values())
     else:
@@ -111,7 +114,7 @@ def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str
         raise InputError("give --devices N or --budget-usd-h X, not both")
     if devices is not None and devices < 1:
         raise InputError(f"--devices must be at least 1, got {devices}")
-    if budget_usd_h is not None and not budget_usd_h > 0:
+    if budget_usd_h is not None and not (budget_usd_h > 0 and math.isfinite(budget_usd_h)):
         raise InputError(f"--budget-usd-h must be a positive $ per hour, got {budget_usd_h}")
     for name, v in (("--batch", batch), ("--prompt", prompt), ("--output", output),
                     ("--seq", seq)):
