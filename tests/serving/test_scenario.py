@@ -84,3 +84,17 @@ def test_bad_scenarios_are_one_line(cli, args, match) -> None:  # type: ignore[n
     r = cli("estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb", "--serve", *args)
     assert r.code != 0
     assert match in r.err and "Traceback" not in r.err
+
+
+def test_each_serving_framework_has_its_documented_scheduler() -> None:
+    """vLLM and SGLang allocate KV on demand with chunked prefill, TensorRT-LLM reserves,
+    stacks without a serving scheduler run static batches."""
+    from accelmap.serving.scheduler import KvPolicy
+
+    cap = 80e9
+    policy = {fw: defaults(fw, offline=True, device_bytes=cap).policy for fw in Framework}
+    assert policy[Framework.VLLM] is KvPolicy.ON_DEMAND
+    assert policy[Framework.SGLANG] is KvPolicy.ON_DEMAND
+    assert policy[Framework.TENSORRT_LLM] is KvPolicy.RESERVE
+    assert policy[Framework.TORCH_COMPILE] is KvPolicy.STATIC
+    assert defaults(Framework.SGLANG, offline=True, device_bytes=cap).block_tokens == 1

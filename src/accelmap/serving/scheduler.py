@@ -111,6 +111,18 @@ def defaults(fw: Framework, *, offline: bool, device_bytes: float) -> SchedulerC
             KvPolicy.RESERVE, 2048, 8192, True, 32, KvBudget.OF_FREE, 0.9,
             source="TensorRT-LLM defaults (max_batch_size 2048, max_num_tokens 8192, "
                    "GUARANTEED_NO_EVICT, tokens_per_block 32, free_gpu_memory_fraction 0.9)")
+    if fw is Framework.SGLANG:
+        # SGLang server_args.py defaults: chunked_prefill_size 8192 on H100-class GPUs, page
+        # size 1 (RadixAttention keeps one token per page), mem_fraction_static around 0.88 for
+        # one 80 GB GPU (it is derived from the GPU memory and tp: the value here is the
+        # documented single-GPU order, uncertain), max_running_requests derived from the pool
+        # (capped here as vLLM's 1024); running requests are retracted when the pool runs out
+        # (scheduler.py "retract_decode"), which the on-demand policy models.
+        return SchedulerConfig(
+            KvPolicy.ON_DEMAND, 1024, 8192, True, 1, KvBudget.OF_TOTAL, 0.88,
+            source="SGLang defaults (chunked_prefill_size 8192, page_size 1, "
+                   "mem_fraction_static ~0.88, retract on a full pool; max running capped at "
+                   "1024)")
     # gpt-fast / eager PyTorch / training stacks: no serving scheduler, one static batch at a
     # time; the batch is the largest that fits (capped as vLLM's small-device default).
     return SchedulerConfig(
