@@ -33,7 +33,7 @@ from pathlib import Path
 from accelmap.api.parse import choice, duration
 from accelmap.catalog import Catalog
 from accelmap.cost.framework import Framework, FrameworkProfile
-from accelmap.engine import System, estimate, resolve_framework
+from accelmap.engine import System, class_framework, estimate, resolve_framework
 from accelmap.engine.result import ServeStep
 from accelmap.errors import InputError
 from accelmap.mapping.plan import Mapping
@@ -81,7 +81,7 @@ def serve(model: ModelSpec, system: System, workload: Inference, mapping: Mappin
           speculation: Speculation | None = None) -> ServingRun:
     """Simulate ``load`` (default: offline) on ``mapping``; ``workload`` gives the precisions and
     the mean prompt/output lengths (its batch is ignored: the scheduler picks it)."""
-    fw = resolve_framework(framework, Framework.VLLM)
+    fw = resolve_framework(framework, class_framework(system, training=False))
     return run(model, system, workload, mapping, fw, load or Load(), imbalance=imbalance,
                speculation=speculation)
 
@@ -94,7 +94,7 @@ def serve_batch(model: ModelSpec, system: System, workload: Inference, mapping: 
     if speculation is None:
         return est  # type: ignore[return-value]
     assert isinstance(est, ServeStep)
-    fw = resolve_framework(framework, Framework.VLLM)
+    fw = resolve_framework(framework, class_framework(system, training=False))
     return batch_step(est, speculation, model, system, workload, mapping, fw, imbalance)
 
 
@@ -154,7 +154,7 @@ def serve_disaggregated(model: ModelSpec, system: System, workload: Inference,
     if bad:
         raise InputError(f"--disaggregate {split.prefill_instances}:{split.decode_instances}: "
                          f"{bad[0]}")
-    fw = resolve_framework(framework, Framework.VLLM)
+    fw = resolve_framework(framework, class_framework(system, training=False))
     return run_disaggregated(model, system, workload, split, fw, _disagg_load(load),
                              layerwise=layerwise)
 
@@ -166,6 +166,6 @@ def plan_disaggregation(model: ModelSpec, system: System, workload: Inference, *
     """The split of ``system`` between prefill and decode (and the colocated layouts) with the
     most goodput per device at the load's rate and SLOs, among the layouts meeting the SLOs for
     ``attainment`` of the requests (DistServe's 90 % example), with every candidate tried."""
-    fw = resolve_framework(framework, Framework.VLLM)
+    fw = resolve_framework(framework, class_framework(system, training=False))
     return search_split(model, system, workload, fw, _disagg_load(load), layerwise=layerwise,
                         attainment=attainment)

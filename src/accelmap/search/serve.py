@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.framework import Framework, FrameworkProfile
-from accelmap.engine import resolve_framework
+from accelmap.engine import class_framework, resolve_framework
 from accelmap.engine.result import Estimate, ServeStep
 from accelmap.engine.serve import serve_step
 from accelmap.engine.system import System
@@ -206,7 +206,7 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
     ws, kvs, notes = _dtypes(cluster, weight_dtypes, kv_dtypes)
     system = System.of(cluster, profile)  # also checks the profile's device
     calibration = system.device.calibration
-    fw = resolve_framework(framework, Framework.VLLM)
+    fw = resolve_framework(framework, class_framework(system, training=False))
     configs = _configs(spec, cluster, ws, kvs)
     half = _half(cluster)
     batches = powers_of_two(max_batch)

@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.framework import Framework, FrameworkProfile
-from accelmap.engine import resolve_framework
+from accelmap.engine import class_framework, resolve_framework
 from accelmap.engine.serve import serve_step
 from accelmap.engine.system import System
 from accelmap.errors import InputError
@@ -144,7 +144,7 @@ def plan_serving_scenario(spec: ModelSpec, cluster: Cluster, prompt_len: int, ou
     score = _SimScore(obj, price, tdp)
     ws, kvs, notes = _dtypes(cluster, weight_dtypes, kv_dtypes)
     system = System.of(cluster, profile)
-    fw = resolve_framework(framework, Framework.VLLM)
+    fw = resolve_framework(framework, class_framework(system, training=False))
     half = _half(cluster)
     configs = _configs(spec, cluster, ws, kvs)
     sched = defaults(fw.name, offline=load.scenario is Scenario.OFFLINE,

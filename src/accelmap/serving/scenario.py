@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from accelmap.cost.execution import execution_model
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.engine.error_band import ErrorBand, error_band
 from accelmap.engine.serve import serving_memory
@@ -235,6 +236,10 @@ def instance(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Fra
     bad = check_serving(spec, system.cluster, m)
     if bad:
         return Unfit(f"{bad[0].sentence} ({bad[0].rule} rule)")
+    if execution_model(system.accelerator).layer_pipelined:
+        return Unfit(f"{system.accelerator.id} runs a layer-pipelined dataflow schedule "
+                     "(engine/dataflow.py); the request-level simulator prices GPU-style "
+                     "iterations, so use --scenario batch for this class (scenario rule)")
     pool = kv_pool(spec, wl, m, system.memory_bytes, sched, draft)
     if pool.pool_bytes <= 0:
         return Unfit("the weights and activations leave no memory for the KV cache "
