@@ -135,3 +135,50 @@ def test_serving_fields_say_what_to_write(tmp_path: Path, record: dict[str, str]
     path.write_text(yaml.safe_dump([{**base, **record}]))
     (r,) = read_runs(path)
     assert not isinstance(r, (ServingRun,)) and words in " ".join(p.message for p in r.problems)
+
+
+def _row_variant(tmp_path: Path, **changes: str) -> InferenceCase:
+    """The first fixture serving row with some columns changed, read back as a case."""
+    import csv
+
+    src = FIXTURES / "measurements" / "serving.csv"
+    with src.open() as f:
+        reader = csv.DictReader(f)
+        fields, row = reader.fieldnames, next(reader)
+    assert fields is not None
+    row.update(changes)
+    out = tmp_path / "variant.csv"
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerow(row)
+    (case,) = [c for c in read_cases(out).cases if isinstance(c, InferenceCase)]
+    return case
+
+
+@pytest.mark.parametrize(("name", "unit", "metric"), [
+    ("Output token throughput", "output tokens/s", ServingMetric.OUTPUT_TOKENS_PER_S),
+    ("Request throughput", "requests/s", ServingMetric.REQUESTS_PER_S),
+    ("Median TTFT", "ms", ServingMetric.TTFT_P50_MS),
+    ("P99 ITL", "ms", ServingMetric.ITL_P99_MS),
+    ("Mean TPOT", "ms", ServingMetric.TPOT_MEAN_MS),
+    ("E2E latency p90", "s", ServingMetric.E2E_P90_MS),
+])
+def test_serving_metrics_as_benchmarks_name_them(tmp_path: Path, name: str, unit: str,
+                                                 metric: ServingMetric) -> None:
+    case = _row_variant(tmp_path, metric_name=name, metric_unit=unit, per_device_or_total="total",
+                        metric_value="2.5")
+    run = serving_from_case(case)
+    assert run.metric is metric
+    assert run.value == pytest.approx(2500.0 if unit == "s" else 2.5)  # latencies in ms
+
+
+def test_a_server_row_with_a_stated_rate_and_a_batch_cap(tmp_path: Path) -> None:
+    case = _row_variant(tmp_path, scenario="server (Poisson arrivals, continuous batching)",
+                        notes="vLLM benchmark_serving.py, request_rate=4", batch_size="256")
+    assert is_serving_case(case)
+    run = serving_from_case(case)
+    assert run.scenario is ServingScenario.SERVER and run.rate == 4.0 and run.max_batch == 256
+    static = _row_variant(tmp_path, scenario="static batch, peak throughput (offline)",
+                          batch_size="64")
+    assert not is_serving_case(static)

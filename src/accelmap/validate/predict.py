@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -73,15 +74,53 @@ def _devices_reason(devices: int | None) -> str | None:
     return "device count not stated" if devices is None else None
 
 
+_LATENCY_UNITS = {"ms": 1e-3, "milliseconds": 1e-3, "ms/token": 1e-3, "s": 1.0, "seconds": 1.0,
+                  "s/token": 1.0}
+_TTFT_WORDS = ("1st token", "first token", "ttft", "time to first")
+_TPOT_WORDS = ("tpot", "time per output token", "inter-token", "itl", "per-token latency",
+               "latency per token", "per token latency")
+
+
 def _inference_metric(case: InferenceCase) -> tuple[MetricKind, str, bool] | None:
-    name, unit = case.metric_name.lower(), case.metric_unit.lower()
-    if name == "throughput" and "per gpu" in unit:
-        return MetricKind.THROUGHPUT, "output_tokens_per_s_per_device", True
-    if "1st token latency" in name and unit == "ms":
-        return MetricKind.TTFT, "ttft_ms", False
-    if name == "tokens/second" and "per user" in unit:
+    """(kind, metric key, higher is better) of a fixed-batch row, by its name and unit:
+    first-token latency, per-token latency, per-user decode rate, output throughput per device
+    or over all devices, requests/s. Latency keys end in _ms or _s as the row's unit."""
+    name, unit = case.metric_name.strip().lower(), case.metric_unit.strip().lower()
+    scale = _LATENCY_UNITS.get(unit)
+    suffix = "ms" if scale == 1e-3 else "s"
+    if scale is not None and any(w in name for w in _TTFT_WORDS):
+        return MetricKind.TTFT, f"ttft_{suffix}", False
+    if scale is not None and any(w in name for w in _TPOT_WORDS):
+        return MetricKind.DECODE, f"tpot_{suffix}", False
+    if "per user" in unit or "per user" in name or "/user" in unit:
         return MetricKind.DECODE, "tokens_per_s_per_user", True
+    if "throughput" in name or name == "tokens/second" or "tokens/s" in unit:
+        if "request" in unit or "sample" in unit:
+            return MetricKind.THROUGHPUT, "requests_per_s", True
+        if "total token" in unit or "total token" in name:
+            return None  # prompt + output tokens: not a fixed-batch figure here
+        per_device = any(w in unit for w in ("per gpu", "per device", "per chip"))
+        return (MetricKind.THROUGHPUT,
+                "output_tokens_per_s_per_device" if per_device else "tokens_per_s", True)
     return None
+
+
+def _inference_value(key: str, est: Any, batch: int, output: int) -> float:
+    """The estimate's figure for a metric key of ``_inference_metric``."""
+    m = est.metrics
+    if key.startswith(("ttft_", "tpot_")):
+        seconds = float(m["ttft_s" if key.startswith("ttft") else "tpot_s"])
+        return seconds * (1e3 if key.endswith("_ms") else 1.0)
+    if key == "output_tokens_per_s_per_device":
+        return float(m["tokens_per_s_per_device"])
+    if key == "requests_per_s":
+        return float(m["tokens_per_s"]) / max(output, 1)
+    if key == "tokens_per_s_per_user":
+        # gpt-fast reports tokens generated / wall time of generate() (prefill included): the
+        # engine's batch x output / (TTFT + (output - 1) x TPOT), per sequence of the batch
+        return float(m["tokens_per_s"]) / (batch * int(est.mapping.replicas))
+    # TensorRT-LLM's static-batch throughput: output tokens / total time, over all devices
+    return float(m["tokens_per_s"])
 
 
 def predict_inference(case: InferenceCase, catalog: Catalog,
@@ -138,7 +177,6 @@ def predict_inference(case: InferenceCase, catalog: Catalog,
     wl = Inference(batch=case.batch, prompt_len=case.input_len, output_len=output,
                    weight_dtype=prec.weight, act_dtype=prec.act, kv_dtype=prec.kv,
                    quant_group=prec.quant_group)
-    kind = metric[0]
     if devices == 1:
         est = estimate(spec, System.on(device), wl, framework=prof)
     else:
@@ -147,15 +185,7 @@ def predict_inference(case: InferenceCase, catalog: Catalog,
         if isinstance(multi_est, str):
             return skip(base, [multi_est], notes)
         est = multi_est
-    if kind is MetricKind.TTFT:
-        value = float(est.metrics["ttft_s"]) * 1e3
-    elif kind is MetricKind.THROUGHPUT and devices > 1:
-        value = float(est.metrics["tokens_per_s_per_device"])
-    else:
-        # gpt-fast reports tokens generated / wall time of generate() (prefill included), which
-        # is the engine's batch x output / (TTFT + (output - 1) x TPOT); so is TensorRT-LLM's
-        # static-batch throughput.
-        value = float(est.metrics["tokens_per_s"])
+    value = _inference_value(metric[1], est, case.batch, output)
     if not est.feasible:
         notes.append(f"{multi.NOT_FIT}: {est.reason}")
     notes += [a for a in est.assumptions if a.startswith(("matmul efficiency", "framework"))]

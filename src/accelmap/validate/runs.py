@@ -169,12 +169,22 @@ class ServingMetric(StrEnum):
     TOTAL_TOKENS_PER_S = "total_tokens_per_s"
     TOTAL_TOKENS_PER_S_PER_DEVICE = "total_tokens_per_s_per_device"
     REQUESTS_PER_S = "requests_per_s"
+    TTFT_MEAN_MS = "ttft_mean_ms"
     TTFT_P50_MS = "ttft_p50_ms"
     TTFT_P90_MS = "ttft_p90_ms"
     TTFT_P99_MS = "ttft_p99_ms"
+    TPOT_MEAN_MS = "tpot_mean_ms"
     TPOT_P50_MS = "tpot_p50_ms"
     TPOT_P90_MS = "tpot_p90_ms"
     TPOT_P99_MS = "tpot_p99_ms"
+    ITL_MEAN_MS = "itl_mean_ms"
+    ITL_P50_MS = "itl_p50_ms"
+    ITL_P90_MS = "itl_p90_ms"
+    ITL_P99_MS = "itl_p99_ms"
+    E2E_MEAN_MS = "e2e_mean_ms"
+    E2E_P50_MS = "e2e_p50_ms"
+    E2E_P90_MS = "e2e_p90_ms"
+    E2E_P99_MS = "e2e_p99_ms"
 
     @property
     def is_latency(self) -> bool:
@@ -194,8 +204,10 @@ class ServingMetric(StrEnum):
     def definition(self) -> str:
         if self.is_latency:
             what, q, _ = self.value.split("_")
-            per = ("time to first token" if what == "ttft"
-                   else "time per output token after the first")
+            per = {"ttft": "time to first token",
+                   "tpot": "time per output token after the first",
+                   "itl": "inter-token latency (per token)",
+                   "e2e": "end-to-end latency"}[what]
             return f"{q} of the per-request {per}, in ms"
         per = " per device" if self.value.endswith("per_device") else " over all devices"
         what = {"output": "output tokens", "total": "prompt + output tokens",

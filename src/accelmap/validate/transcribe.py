@@ -232,13 +232,42 @@ _NOTE_INT = {"requests": r"\b(?:num_requests|samples_per_query)\s*=\s*(\d+)",
              "max_tokens": r"\bmax_num_tokens\s*=\s*(\d+)"}
 _NOTE_KV = re.compile(r"\bkv_cache_free_gpu_mem_fraction\s*=?\s*(0?\.\d+)")
 _NOTE_SLO = re.compile(r"\b(ttft|tpot)\s+p(\d+)\s*(?:<=|≤)\s*(\d+(?:\.\d+)?)\s*ms", re.I)
-_METRIC_PCT = re.compile(r"^(ttft|tpot)\s*p(50|90|99)$")
+# a latency metric: its quantity and statistic in either order ("TTFT p99", "Median TPOT",
+# "P90 ITL", "Mean E2E latency", "time to first token (mean)")
+_LAT_WHAT = {"ttft": "ttft", "time to first token": "ttft", "tpot": "tpot",
+             "time per output token": "tpot", "itl": "itl", "inter-token latency": "itl",
+             "inter token latency": "itl", "e2e": "e2e", "end-to-end latency": "e2e",
+             "e2e latency": "e2e", "end to end latency": "e2e"}
+_LAT_STAT = {"mean": "mean", "avg": "mean", "average": "mean", "median": "p50", "p50": "p50",
+             "p90": "p90", "p99": "p99"}
+_LAT_UNITS = {"ms": 1.0, "milliseconds": 1.0, "s": 1e3, "seconds": 1e3}
+
+
+def _latency_metric(name: str) -> str | None:
+    """'ttft_p99' from a latency metric's name, or None."""
+    words = re.sub(r"[()\[\],]", " ", name).split()
+    text = " ".join(words)
+    what = next((v for k, v in sorted(_LAT_WHAT.items(), key=lambda kv: -len(kv[0]))
+                 if re.search(rf"\b{re.escape(k)}\b", text)), None)
+    stat = next((_LAT_STAT[w] for w in words if w in _LAT_STAT), None)
+    return f"{what}_{stat}" if what and stat else None
+
+
+# a stated request rate (vLLM benchmark_serving --request-rate, "Poisson 8 req/s"); MLPerf's
+# target_qps is a target, not the measured rate, and is not read
+_NOTE_RATE = (re.compile(r"\b(?:request[_ ]rate|arrival rate|qps)\s*[=:]?\s*(\d+(?:\.\d+)?)", re.I),
+              re.compile(r"(\d+(?:\.\d+)?)\s*(?:req(?:uests)?|queries)\s*/\s*s\b", re.I))
+_SERVING_WORDS = ("offline", "server", "in-flight", "inflight", "continuous", "poisson")
 
 
 def is_serving_case(case: InferenceCase) -> bool:
-    """A row the request-level simulator predicts (see the rules above)."""
+    """A row the request-level simulator predicts (see the rules above): an offline, server or
+    continuous-batching scenario that is not a static batch. A stated batch is then the
+    scheduler's cap on running requests (max_batch_size / max_num_seqs), not a fixed batch."""
     s = case.scenario.lower()
-    return case.batch is None and ("offline" in s or "server" in s)
+    if "static" in s:
+        return False
+    return any(w in s for w in _SERVING_WORDS) and (case.batch is None or "batch =" not in s)
 
 
 def serving_metric(case: InferenceCase) -> ServingMetric | None:
@@ -246,9 +275,9 @@ def serving_metric(case: InferenceCase) -> ServingMetric | None:
     scope = case.scope.lower()
     per_device = "total" not in scope and ("per gpu" in unit or "per gpu" in scope
                                            or "per device" in scope)
-    if m := _METRIC_PCT.match(name):
-        return ServingMetric(f"{m.group(1)}_p{m.group(2)}_ms") if unit == "ms" else None
-    if name != "throughput":
+    if (lat := _latency_metric(name)) is not None:
+        return ServingMetric(f"{lat}_ms") if unit in _LAT_UNITS else None
+    if "throughput" not in name and "tokens/s" not in unit and "requests/s" not in unit:
         return None
     if "request" in unit or "sample" in unit:
         return ServingMetric.REQUESTS_PER_S
@@ -284,6 +313,8 @@ def serving_from_case(case: InferenceCase) -> ServingRun:
     found = {k: int(m.group(1)) for k, rx in _NOTE_INT.items()
              if (m := re.search(rx, text, re.I))}
     kv_fraction = float(m.group(1)) if (m := _NOTE_KV.search(text)) else None
+    rate = next((float(m.group(1)) for rx in _NOTE_RATE
+                 if (m := rx.search(f"{case.scenario} {text}"))), None)
     slo: dict[str, float] = {}
     pct: float | None = None
     for what, q, limit in _NOTE_SLO.findall(text):
@@ -304,6 +335,10 @@ def serving_from_case(case: InferenceCase) -> ServingRun:
         scenario=scenario, input_len=case.input_len, output_len=case.output_len,
         length_dist=dist, length_spread=spread, requests=found.get("requests"),
         slo_ttft_ms=slo.get("ttft"), slo_tpot_ms=slo.get("tpot"), slo_percentile=pct,
-        max_batch=found.get("max_batch"), max_tokens=found.get("max_tokens"),
-        kv_fraction=kv_fraction, metric=metric, value=case.metric_value, notes=text,
+        rate=rate if scenario is ServingScenario.SERVER else None,
+        max_batch=found.get("max_batch") or case.batch, max_tokens=found.get("max_tokens"),
+        kv_fraction=kv_fraction, metric=metric,
+        value=(case.metric_value * _LAT_UNITS.get(case.metric_unit.strip().lower(), 1.0)
+               if metric is not None and metric.is_latency and case.metric_value is not None
+               else case.metric_value), notes=text,
         reading_notes=tuple(notes), problems=tuple(problems))
