@@ -62,6 +62,10 @@ def test_traces_in_csv_and_json_lines(tmp_path: Path) -> None:
         read_trace(bad)
     with pytest.raises(InputError, match="cannot read trace"):
         read_trace(tmp_path / "missing.csv")
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(b"\xff\xfe\x00bad")
+    with pytest.raises(InputError, match="not UTF-8"):
+        read_trace(binary)
 
 
 def test_weighted_percentiles_count_each_entry_its_weight() -> None:

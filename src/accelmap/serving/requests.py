@@ -114,9 +114,12 @@ def read_trace(path: Path, prefix_hit: float = 0.0) -> Requests:
     (``arrival_s``/``timestamp``) and the lengths (``prompt_len``/``input_len``,
     ``output_len``); rows are sorted by arrival."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise InputError(f"cannot read trace {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"trace {path} is not UTF-8 text: give a CSV or JSON-lines file") \
+            from None
     rows: list[dict[str, str]]
     if path.suffix in (".jsonl", ".json") or text.lstrip().startswith("{"):
         try:
