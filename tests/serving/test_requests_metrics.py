@@ -40,6 +40,8 @@ def test_prefix_hits_leave_a_token_to_compute() -> None:
 
 
 @pytest.mark.parametrize("kwargs,match", [({"n": 0}, "--requests"), ({"n": 10**7}, "--requests"),
+                                          ({"dist": LengthDist.LOGNORMAL, "spread": float("inf")},
+                                           "--spread"),
                                           ({"rate": -1.0}, "--rate"),
                                           ({"prefix_hit": 1.0}, "--prefix-hit")])
 def test_bad_streams_are_one_line(kwargs: dict, match: str) -> None:  # type: ignore[type-arg]

@@ -67,6 +67,8 @@ class Requests:
 def lengths(n: int, mean: int, dist: LengthDist, spread: float,
             rng: np.random.Generator) -> np.ndarray:
     """``n`` lengths around ``mean`` (each at least 1)."""
+    if not np.isfinite(spread):
+        raise InputError(f"--spread must be a finite fraction, got {spread}")
     if dist is LengthDist.FIXED or spread <= 0:
         return np.full(n, mean, dtype=np.int64)
     if dist is LengthDist.UNIFORM:
