@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from accelmap.cost.framework import Framework
+from accelmap.cost.framework import Framework, class_calibration
 from accelmap.hardware.schema import Accelerator, DeviceClass, MemoryRole
 from accelmap.memory.allocator import CUDA_CONTEXT_BYTES
 
@@ -160,20 +160,8 @@ class LayerFloor:
 
 
 def _dataflow_table() -> dict[str, dict[str, Any]]:
-    from functools import cache
-    from importlib import resources
-    from pathlib import Path
-
-    import yaml
-
-    @cache
-    def load() -> dict[str, dict[str, Any]]:
-        path = Path(str(resources.files("accelmap").joinpath(
-            "cost/data/class_calibration.yaml")))
-        data = dict(yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
-        return dict(data.get("dataflow") or {})
-
-    return load()
+    """The ``dataflow`` section of cost/data/class_calibration.yaml."""
+    return dict(class_calibration().get("dataflow") or {})
 
 
 def layer_floor(acc: Accelerator) -> LayerFloor:

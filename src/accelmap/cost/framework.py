@@ -202,11 +202,17 @@ _COMPILED: dict[Framework, tuple[bool, str]] = {
 }
 
 
+@lru_cache(maxsize=1)
 def _class_calibration() -> dict[str, Any]:
     """cost/data/class_calibration.yaml (benchmarks/fit_classes.py): dataflow floors and the
     vendor stacks' host time per step."""
     path = Path(str(resources.files("accelmap").joinpath("cost/data/class_calibration.yaml")))
     return dict(yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
+
+def class_calibration() -> dict[str, Any]:
+    """The fitted per-class parameters (one cached read of class_calibration.yaml)."""
+    return _class_calibration()
 
 
 def _compiled(fw: Framework) -> FrameworkProfile:
