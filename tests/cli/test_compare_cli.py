@@ -58,3 +58,13 @@ def test_bad_input_is_one_line(cli: Run) -> None:
         assert r.code != 0
         lines = [ln for ln in r.err.splitlines() if ln.strip()]
         assert len(lines) == 1 and text in lines[0] and "Traceback" not in r.err
+
+
+def test_figures_without_an_error_band_say_so(cli: Run) -> None:
+    """A class with too few published runs gets no band, and the output says it has none."""
+    r = cli("compare", "llama-3.1-8b", "--serve", "--hw", "wse-3,h100-sxm5-80gb")
+    assert r.code == 0, r.err
+    assert "expected error:" in r.out
+    assert "no error band" in r.out and "wse-3" in r.out.split("no error band")[1]
+    e = cli("estimate", "llama-3.1-8b", "--hw", "wse-3", "--serve")
+    assert e.code == 0 and "no error band" in e.out

@@ -161,6 +161,10 @@ def print_comparison(cmp: AcceleratorComparison, top: int | None = None) -> None
     if bands:
         con.print("expected error: " + "; ".join(sorted(bands)), highlight=False,
                   soft_wrap=True)
+    unbanded = [r["accelerator"] for r in rows if r.get("feasible") and not r.get("error_band")]
+    if unbanded:
+        con.print("no error band (too few similar published runs of their class): "
+                  + ", ".join(unbanded), highlight=False, soft_wrap=True)
     con.print(f"{len(cmp.rows)} accelerators in {cmp.seconds:.1f} s", highlight=False)
 
 

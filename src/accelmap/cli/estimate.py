@@ -65,6 +65,11 @@ TokensOpt = Annotated[str | None, typer.Option(help="Tokens to train, for time a
                                                "(e.g. 1e12 or 1T).")]
 
 
+# said where no band exists (a class or stack with fewer than 8 similar published runs):
+# a figure is never printed as if its error were known
+NO_BAND = " (no error band: too few similar published runs)"
+
+
 def _assumption_line(text: str) -> str:
     """Warnings stand out; everything else is labelled as the assumption it is."""
     return f"[yellow]{text}[/]" if text.startswith("warning:") else f"assumption: {text}"
@@ -404,8 +409,8 @@ def print_serving_run(run: ServingRun) -> None:
     if not _run_header(con, run, ""):
         return
     m = run.metrics
-    band = f" {run.error_band.text}" if run.error_band else ""
-    lat = f" ±{run.latency_error_band.pct:.0f} %" if run.latency_error_band else ""
+    band = f" {run.error_band.text}" if run.error_band else NO_BAND
+    lat = f" ±{run.latency_error_band.pct:.0f} %" if run.latency_error_band else NO_BAND
     t = Table(title="Serving benchmark (simulated)")
     t.add_column("metric")
     t.add_column("value", justify="right")
@@ -469,7 +474,7 @@ def print_estimate(est: Estimate, missing: dict[str, str] | None = None,
     t.add_column("metric")
     t.add_column("value", justify="right")
     rows: list[tuple[str, str]] = []
-    band = f" {est.error_band.text}" if est.error_band else ""
+    band = f" {est.error_band.text}" if est.error_band else NO_BAND
     if est.phase.value == "train":
         rows += [("step time", fmt(m["step_time_s"], "time") + band),
                  ("tokens/s", f"{m['tokens_per_s']:,.0f}"),
@@ -483,7 +488,7 @@ def print_estimate(est: Estimate, missing: dict[str, str] | None = None,
             rows.append(("cost to train", f"{api.NOT_PUBLISHED} (no price in the catalog)"))
     else:
         lat = getattr(est, "latency_error_band", None)
-        lband = f" ±{lat.pct:.0f} %" if lat else ""
+        lband = f" ±{lat.pct:.0f} %" if lat else NO_BAND
         rows += [("TTFT", fmt(m["ttft_s"], "time") + lband),
                  ("TPOT", fmt(m["tpot_s"], "time") + lband),
                  ("output tokens/s", f"{m['tokens_per_s']:,.1f}" + band),
