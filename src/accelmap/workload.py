@@ -56,6 +56,79 @@ class Recompute(StrEnum):
     FULL = "full"  # keep each layer's input, recompute the whole layer in backward
 
 
+class Finetune(StrEnum):
+    """Which weights a fine-tune trains."""
+
+    FULL = "full"  # every weight, as in pre-training
+    LORA = "lora"  # frozen base + low-rank adapters (Hu et al. 2021, LoRA, sec. 4.1)
+    # frozen base stored in 4-bit NormalFloat with double quantization, dequantized to 16 bits
+    # for each matmul, adapters in 16 bits (Dettmers et al. 2023, QLoRA, sec. 3)
+    QLORA = "qlora"
+
+
+class LoraTarget(StrEnum):
+    """The projections an adapter can sit on (HF PEFT ``target_modules`` names, minus
+    ``_proj``)."""
+
+    Q = "q"
+    K = "k"
+    V = "v"
+    O = "o"  # noqa: E741 -- PEFT's o_proj
+    GATE = "gate"
+    UP = "up"
+    DOWN = "down"
+
+
+# PEFT ``target_modules="all-linear"``: every linear layer but the output head -- the attention
+# and MLP projections, as QLoRA trains them (Dettmers et al. 2023 sec. 4: "LoRA on all linear
+# transformer block layers")
+ALL_LINEAR = frozenset(LoraTarget)
+
+# NF4 (Dettmers et al. 2023 sec. 3): 4-bit values in blocks of 64 with one fp32 absmax each
+# (32/64 = 0.5 bit per parameter); double quantization stores those constants in 8 bits in
+# blocks of 256 with fp32 second-level constants: 8/64 + 32/(64*256) = 0.127 bit per parameter
+NF4_BITS = 4.0
+NF4_CONSTANT_BITS = 32.0 / 64
+NF4_DOUBLE_QUANT_CONSTANT_BITS = 8.0 / 64 + 32.0 / (64 * 256)
+
+
+@dataclass(frozen=True)
+class Adapters:
+    """Parameter-efficient fine-tuning: the base weights are frozen (no gradients, no optimizer
+    states, no weight-gradient GEMMs) and rank-``rank`` adapters B A (Hu et al. 2021 eq. 3) sit
+    beside each targeted projection. Defaults are HF PEFT's ``LoraConfig`` (r = 8,
+    lora_dropout = 0) with ``all-linear`` targets; QLoRA adds the 4-bit base and bitsandbytes'
+    paged optimizer (Dettmers et al. 2023 sec. 3, "Paged Optimizers")."""
+
+    method: Finetune = Finetune.LORA
+    rank: int = 8
+    targets: frozenset[LoraTarget] = ALL_LINEAR
+    double_quant: bool = True  # QLoRA's default (qlora.py --double_quant True)
+    paged_optimizer: bool = False
+
+    def __post_init__(self) -> None:
+        if self.method is Finetune.FULL:
+            raise InputError("adapters need --finetune lora or qlora; a full fine-tune has none")
+        _positive("lora rank", self.rank)
+        if not self.targets:
+            raise InputError("--lora-targets is empty: name at least one of "
+                             + ", ".join(t.value for t in LoraTarget))
+
+    @property
+    def quantized_base(self) -> bool:
+        return self.method is Finetune.QLORA
+
+    @property
+    def base_bytes_per_param(self) -> float | None:
+        """Bytes per frozen matrix parameter of a 4-bit base (NF4 + its constants); None when
+        the base keeps the training dtype."""
+        if not self.quantized_base:
+            return None
+        constants = (NF4_DOUBLE_QUANT_CONSTANT_BITS if self.double_quant
+                     else NF4_CONSTANT_BITS)
+        return (NF4_BITS + constants) / 8
+
+
 def _positive(name: str, value: float) -> None:
     if not value > 0:
         raise InputError(f"{name} must be positive, got {value}")
@@ -88,10 +161,15 @@ class Training:
     flash_attention: bool = True
     dropout: bool = False  # dropout masks add activation memory (Korthikanti et al. 2022)
     tokens_to_train: float = 0.0  # for time and cost to train; 0 = not asked
+    adapters: Adapters | None = None  # LoRA / QLoRA fine-tuning; None: every weight trains
 
     def __post_init__(self) -> None:
         _positive("batch", self.batch)
         _positive("seq_len", self.seq_len)
+
+    @property
+    def finetune(self) -> Finetune:
+        return self.adapters.method if self.adapters else Finetune.FULL
 
     @property
     def tokens_per_step(self) -> float:

@@ -59,10 +59,12 @@ if TYPE_CHECKING:
     )
     from accelmap.api.estimates import (
         Roofline,
+        adapters,
         inference,
         load_system,
         mapping,
         roofline,
+        lora_targets,
         serving_mapping,
         training,
     )
@@ -192,8 +194,9 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("import_model", "list_models", "load_model", "model_details",
                      "model_summary", "write_model"), "accelmap.api.models"),
     # estimates
-    **dict.fromkeys(("Roofline", "inference", "load_system", "mapping", "roofline",
-                     "serving_mapping", "training"), "accelmap.api.estimates"),
+    **dict.fromkeys(("Roofline", "adapters", "inference", "load_system", "lora_targets",
+                     "mapping", "roofline", "serving_mapping", "training"),
+                    "accelmap.api.estimates"),
     **dict.fromkeys(("OverlapPolicy", "System", "default_mapping", "estimate"),
                     "accelmap.engine"),
     # planning
@@ -300,6 +303,7 @@ __all__ = [
     "Validation",
     "accelerator_details",
     "accelerator_row",
+    "adapters",
     "batch_tokens",
     "calibrate",
     "calibration_accelerator",
@@ -336,6 +340,7 @@ __all__ = [
     "load_plan",
     "load_profile",
     "load_system",
+    "lora_targets",
     "local_accelerator",
     "mapping",
     "measure_bandwidth",

@@ -25,7 +25,17 @@ from accelmap.hardware.cluster import Cluster, of_devices, parse_cluster
 from accelmap.mapping.plan import Mapping, Offload, ZeroStage, default_schedule
 from accelmap.models.schema import ModelSpec
 from accelmap.units import DType
-from accelmap.workload import Inference, Optimizer, Phase, Recompute, Training
+from accelmap.workload import (
+    ALL_LINEAR,
+    Adapters,
+    Finetune,
+    Inference,
+    LoraTarget,
+    Optimizer,
+    Phase,
+    Recompute,
+    Training,
+)
 
 __all__ = ["Roofline", "estimate", "inference", "load_system", "mapping", "roofline",
            "serving_mapping", "training"]
@@ -60,12 +70,66 @@ def load_system(hw: str | None = None, cluster: str | Cluster | None = None,
 
 def training(batch: int, seq: int, dtype_: str | DType = "bf16", optimizer: str = "adamw",
              recompute: str | Recompute = "none", flash: bool = True,
-             tokens: str | float | None = None) -> Training:
-    """A training job: ``batch`` sequences of ``seq`` tokens per optimizer step."""
+             tokens: str | float | None = None, finetune: Adapters | None = None) -> Training:
+    """A training job: ``batch`` sequences of ``seq`` tokens per optimizer step; ``finetune``
+    the LoRA/QLoRA adapters of a parameter-efficient fine-tune (``adapters``)."""
     return Training(batch=batch, seq_len=seq, dtype=dtype(dtype_, "training"),
                     optimizer=choice(Optimizer, optimizer, "optimizer"),
                     recompute=choice(Recompute, recompute, "recompute policy"),
-                    flash_attention=flash, tokens_to_train=count(tokens) if tokens else 0.0)
+                    flash_attention=flash, tokens_to_train=count(tokens) if tokens else 0.0,
+                    adapters=finetune)
+
+
+# named target sets for ``--lora-targets`` (besides a comma list of q, k, v, o, gate, up,
+# down, with or without PEFT's ``_proj`` suffix)
+LORA_TARGET_SETS: dict[str, frozenset[LoraTarget]] = {
+    "all-linear": ALL_LINEAR,  # PEFT target_modules="all-linear"; QLoRA's choice
+    "attention": frozenset({LoraTarget.Q, LoraTarget.K, LoraTarget.V, LoraTarget.O}),
+    "mlp": frozenset({LoraTarget.GATE, LoraTarget.UP, LoraTarget.DOWN}),
+    # NeMo's default LoRA target (target_modules: [attention_qkv]): the fused QKV projection
+    "qkv": frozenset({LoraTarget.Q, LoraTarget.K, LoraTarget.V}),
+    "attention_qkv": frozenset({LoraTarget.Q, LoraTarget.K, LoraTarget.V}),
+}
+
+
+def lora_targets(text: str) -> frozenset[LoraTarget]:
+    """'all-linear', 'attention', 'mlp', 'qkv' or a comma list such as 'q,v' or
+    'q_proj,v_proj'."""
+    key = text.strip().lower()
+    if key in LORA_TARGET_SETS:
+        return LORA_TARGET_SETS[key]
+    out: set[LoraTarget] = set()
+    for part in key.split(","):
+        name = part.strip().removesuffix("_proj")
+        if not name:
+            continue
+        try:
+            out.add(LoraTarget(name))
+        except ValueError:
+            raise InputError(
+                f"unknown LoRA target {part.strip()!r}: use {', '.join(LORA_TARGET_SETS)} or a "
+                f"comma list of {', '.join(t.value for t in LoraTarget)}") from None
+    if not out:
+        raise InputError("--lora-targets is empty: e.g. --lora-targets q,v or all-linear")
+    return frozenset(out)
+
+
+def adapters(finetune: str | Finetune = "full", rank: int | None = None,
+             targets: str | None = None, double_quant: bool = True,
+             paged_optimizer: bool | None = None) -> Adapters | None:
+    """The fine-tuning method as a workload part: None for a full fine-tune (every weight
+    trains), else LoRA/QLoRA adapters with PEFT's defaults (r = 8, all linear layers) and, for
+    QLoRA, its paged optimizer unless told otherwise."""
+    method = choice(Finetune, finetune, "fine-tuning method")
+    if method is Finetune.FULL:
+        if rank is not None or targets is not None:
+            raise InputError("--lora-rank and --lora-targets need --finetune lora or qlora")
+        return None
+    return Adapters(method=method, rank=8 if rank is None else rank,
+                    targets=ALL_LINEAR if targets is None else lora_targets(targets),
+                    double_quant=double_quant,
+                    paged_optimizer=(method is Finetune.QLORA if paged_optimizer is None
+                                     else paged_optimizer))
 
 
 def inference(batch: int, prompt: int, output: int, weights: str | DType = "bf16",

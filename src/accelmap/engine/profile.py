@@ -19,10 +19,11 @@ from accelmap.models.flops import forward_flops_per_token
 from accelmap.models.geometry import Geometry
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
+from accelmap.ops.adapters import adapt_forward, adapter_params
 from accelmap.ops.graph import Op, Shape, Stage, causal_shape_context, forward_ops
 from accelmap.ops.step import training_precision
 from accelmap.ops.training import backward_ops, recompute_ops
-from accelmap.workload import Recompute, Training
+from accelmap.workload import Adapters, Recompute, Training
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,11 @@ class LayerProfile:
     optimizer_bytes_per_param: float  # fp32 states + master copy (memory.budget)
     forward: tuple[OpTime, ...]
     backward: tuple[OpTime, ...]
+    # LoRA/QLoRA: the *_params above are the trainable adapters; the frozen base weights are
+    # bytes held (and, under ZeRO-3, gathered) but never reduced or updated
+    layer_frozen_bytes: float = 0.0
+    embed_frozen_bytes: float = 0.0
+    head_frozen_bytes: float = 0.0
 
 
 def is_layer(n: str) -> bool:
@@ -91,6 +97,8 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
         precision = replace(precision, saved_gemm_input=stack.fp8_saved_input)
     fwd = forward_ops(shard, shape, precision, flash=wl.flash_attention,
                       imbalance=imbalance, training=True)
+    if wl.adapters is not None:
+        fwd = adapt_forward(fwd, shard, wl.adapters, wl.storage_dtype)
     bwd = recompute_ops(fwd, recompute, wl.flash_attention) + backward_ops(fwd, wl.grad_dtype)
     tf, tb = time_ops(fwd, dev, fw), time_ops(bwd, dev, fw)
     L = spec.n_layers
@@ -114,6 +122,19 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
     gemm = [t for t in tf + tb if t.op.gemm is not None and is_layer(t.op.name)]
     attn = [t for t in tf + tb if "attention/core" in t.op.name]
     mem_kind = dev.acc.device_memory.kind
+    layer_params = sum(lp.total for lp in pc.layers) / L
+    # the LM head and the final norm(s) sit on the last stage
+    head_params = float(pc.total - sum(lp.total for lp in pc.layers) - pc.embedding)
+    embed_params = float(pc.embedding)
+    frozen = (0.0, 0.0, 0.0)
+    model_flops = 3.0 * forward_flops_per_token(spec, s, causal=False)
+    if wl.adapters is not None:
+        ad = wl.adapters
+        base = ad.base_bytes_per_param or a  # QLoRA: the block matrices in NF4
+        frozen = (layer_params * base, embed_params * a, head_params * a)
+        adapters = adapter_params(shard, ad.targets, ad.rank)
+        layer_params, embed_params, head_params = adapters / L, 0.0, 0.0
+        model_flops = finetune_model_flops_per_token(spec, s, ad)
     return LayerProfile(
         T=T,
         layer_fwd_s=part(tf, is_layer) / L, layer_bwd_s=part(tb, is_layer) / L,
@@ -125,10 +146,7 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
         head_fwd_s=part(tf, is_head), head_bwd_s=part(tb, is_head),
         layer_hw_flops=(flops(fwd, is_layer) + flops(bwd, is_layer)) / L,
         ends_hw_flops=flops(fwd + bwd, lambda n: not is_layer(n)),
-        layer_params=sum(lp.total for lp in pc.layers) / L,
-        embed_params=float(pc.embedding),
-        # the LM head and the final norm(s) sit on the last stage
-        head_params=float(pc.total - sum(lp.total for lp in pc.layers) - pc.embedding),
+        layer_params=layer_params, embed_params=embed_params, head_params=head_params,
         layer_act_bytes=float(kept) / L, working_bytes=float(working),
         embed_act_bytes=saved(is_embed), head_act_bytes=saved(is_head),
         logits_bytes=wl.loss.bytes_per_logit * T * shard.vocab,
@@ -138,6 +156,23 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
                                         mem_kind)),
         kv_width=shard.kv_width, n_layers=L, n_moe_layers=spec.n_moe_layers,
         top_k=spec.moe.top_k if spec.moe else 0, d_model=spec.d_model,
-        model_flops_per_token=3.0 * forward_flops_per_token(spec, s, causal=False),
+        model_flops_per_token=model_flops,
         optimizer_bytes_per_param=optimizer_state_bytes_per_param(spec, wl),
-        forward=tuple(tf), backward=tuple(tb))
+        forward=tuple(tf), backward=tuple(tb), layer_frozen_bytes=frozen[0],
+        embed_frozen_bytes=frozen[1], head_frozen_bytes=frozen[2])
+
+
+def finetune_model_flops_per_token(spec: ModelSpec, seq_len: float, ad: Adapters) -> float:
+    """Model FLOPs per token of a LoRA/QLoRA step, in the PaLM convention (full attention):
+    3 x forward, less the weight gradients the frozen matrices never form (2 per frozen
+    matmul parameter, the output head included), plus 6 per adapter parameter (forward,
+    dgrad, wgrad). NeMo reports LoRA "model TFLOP/s" this way (its fine-tuning table: 4 x
+    rather than 6 x the base parameters)."""
+    whole = Geometry.of(spec)
+    pc = count_params(whole)
+    matmul = float(pc.active - pc.embedding)  # what one token multiplies (MoE: its experts)
+    if spec.tied_embeddings:
+        matmul += spec.vocab_size * spec.d_model  # the tied head still multiplies
+    adapters = adapter_params(whole, ad.targets, ad.rank)
+    return (3.0 * forward_flops_per_token(spec, seq_len, causal=False) - 2.0 * matmul
+            + 6.0 * adapters)

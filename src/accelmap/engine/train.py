@@ -254,7 +254,7 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     t_opt = t_opt + np.where(m.offloads_optimizer, 2 * p_dev / opt_shards * g / host, 0.0)
     # ZeRO-Infinity (Rajbhandari et al. 2021): parameters stream in for forward and backward of
     # every micro-batch, prefetched behind compute
-    fetch = 2 * p_dev * a / host
+    fetch = 2 * (p_dev * a + frozen_per_device(prof, pp)) / host
     per_mb = per_mb + np.where(m.offloads_params, np.maximum(fetch - (t_fwd + t_bwd), 0.0), 0.0)
     comm["offload"] = np.where(m.offloads_params, fetch * micro, 0.0)
     # Warm-up and cool-down: the other stages' busy time per micro-batch -- each stage's
@@ -358,7 +358,10 @@ def _peak_stage_memory(prof: LayerProfile, wl: Training, m: Mapping, st: StageTi
         offload_optimizer=m.offloads_optimizer, offload_params=m.offloads_params,
         layer_acts=acts, working=prof.working_bytes, ends_acts=ends, logits=logits,
         world=m.world, stage_layer_params=prof.layer_params * layers, pp=pp,
-        fp8=fp8_weights(wl, stack), stack=stack)
+        fp8=fp8_weights(wl, stack), stack=stack,
+        frozen=(prof.layer_frozen_bytes * layers + is_first * prof.embed_frozen_bytes
+                + last_like * prof.head_frozen_bytes),
+        frozen_layer=prof.layer_frozen_bytes)
     return items, is_first, is_mid
 
 
@@ -368,6 +371,14 @@ def params_per_device(prof: LayerProfile, pp: Num) -> Num:
     per_stage = np.ceil(prof.n_layers / np.asarray(pp))
     return (prof.layer_params * per_stage + prof.embed_params
             + np.where(np.asarray(pp) <= 1, prof.head_params, 0))
+
+
+def frozen_per_device(prof: LayerProfile, pp: Num) -> Num:
+    """Bytes of frozen base weights (LoRA/QLoRA) one device of the first stage holds, laid
+    out as ``params_per_device``."""
+    per_stage = np.ceil(prof.n_layers / np.asarray(pp))
+    return (prof.layer_frozen_bytes * per_stage + prof.embed_frozen_bytes
+            + np.where(np.asarray(pp) <= 1, prof.head_frozen_bytes, 0))
 
 
 def _collective_times(cluster: Any, m: Mapping, prof: LayerProfile, a: float, g: float
@@ -408,6 +419,8 @@ def _collective_times(cluster: Any, m: Mapping, prof: LayerProfile, a: float, g:
     links["shard"], links["replica"] = shard["shard"], shard["replica"]
     p_dev = params_per_device(prof, pp)
     ends = np.maximum(p_dev - np.ceil(prof.n_layers / np.asarray(pp)) * prof.layer_params, 0.0)
+    ends_frozen = np.maximum(frozen_per_device(prof, pp) - np.ceil(prof.n_layers / np.asarray(pp))
+                             * prof.layer_frozen_bytes, 0.0)
     T, d = prof.T, prof.d_model
     times = {
         "tp": links["tp"].time(Collective.ALL_REDUCE, T * d * a),
@@ -418,12 +431,13 @@ def _collective_times(cluster: Any, m: Mapping, prof: LayerProfile, a: float, g:
         "dp_rs": links["dp"].time(Collective.REDUCE_SCATTER, p_dev * g),
         "dp_ar": links["dp"].time(Collective.ALL_REDUCE, p_dev * g),
         # one layer of a ZeRO-3 / FSDP unit, and the fixed cost of one more bucket
-        "dp_ag_layer": links["shard"].time(Collective.ALL_GATHER, prof.layer_params * a),
+        "dp_ag_layer": links["shard"].time(Collective.ALL_GATHER,
+                                           prof.layer_params * a + prof.layer_frozen_bytes),
         "dp_rs_layer": links["shard"].time(Collective.REDUCE_SCATTER, prof.layer_params * g),
         "dp_replica_ar": links["replica"].time(Collective.ALL_REDUCE,
                                                p_dev * g / np.asarray(m.zero_shards, dtype=float)),
         "dp_latency": links["dp"].time(Collective.REDUCE_SCATTER, 1.0),
-        "dp_ag_ends": links["shard"].time(Collective.ALL_GATHER, ends * a),
+        "dp_ag_ends": links["shard"].time(Collective.ALL_GATHER, ends * a + ends_frozen),
         "dp_rs_ends": links["shard"].time(Collective.REDUCE_SCATTER, ends * g),
     }
     return {k: np.broadcast_to(v, shape) for k, v in times.items()}, links

@@ -50,12 +50,17 @@ def training_items(*, params: Num, layer_params: float, zero: Num, zero_shards: 
                    state_bytes: float, offload_optimizer: Num, offload_params: Num,
                    layer_acts: Num, working: float, ends_acts: Num, logits: Num, world: Num,
                    stage_layer_params: Num = 0.0, pp: Num = 1, fp8: FP8Weights | None = None,
-                   stack: MemoryStack = MEGATRON) -> dict[str, Num]:
+                   stack: MemoryStack = MEGATRON, frozen: Num = 0.0,
+                   frozen_layer: float = 0.0) -> dict[str, Num]:
     """Bytes per device by item. ``params``: parameters the device's stage holds (its tp/ep
     share); ``stage_layer_params``: the part of them in the stage's layers (the FP8 GEMM
     weights, and what a stage keeps gathered); ``layer_acts``: saved activations of its layers
     for all micro-batches in flight; ``ends_acts`` and ``logits``: the embedding/head inputs and
-    the loss's logits on this stage."""
+    the loss's logits on this stage. ``frozen``: bytes of the stage's frozen base weights
+    (LoRA/QLoRA; ``params`` are then the adapters), ``frozen_layer`` those of one layer: held
+    in full, or under ZeRO-3 / FSDP sharded like the rest and gathered a layer at a time
+    (FSDP shards frozen parameters with the trainable ones; QLoRA's FSDP recipe keeps the
+    4-bit storage, Answer.AI fsdp_qlora)."""
     fp8 = fp8 or FP8Weights()
     # FP8 primary weights: the stage's GEMM weights are stored in fp8.storage bytes, the rest
     # in weight_bytes; ZeRO shards the mean bytes per parameter
@@ -68,7 +73,7 @@ def training_items(*, params: Num, layer_params: float, zero: Num, zero_shards: 
     z3 = np.asarray(zero) >= 3
     off_p, off_o = np.asarray(offload_params, dtype=bool), np.asarray(offload_optimizer, dtype=bool)
     fsdp_shard = z3 & stack.fsdp_params  # the fp32 shard is the parameter
-    gathered_layers = 2 * layer_params * weight_bytes
+    gathered_layers = 2 * (layer_params * weight_bytes + frozen_layer)
     whole_stage = stack.gather_stage_under_pp & (np.asarray(pp) > 1)
     gathered = np.where(z3 | off_p, np.where(whole_stage, np.maximum(gemm * weight_bytes,
                                                                      gathered_layers),
@@ -76,8 +81,11 @@ def training_items(*, params: Num, layer_params: float, zero: Num, zero_shards: 
     unsharded_grads = np.where(z3 & whole_stage, gemm * grad_bytes, 0.0)
     # what is allocated and freed within a step (memory.allocator.DYNAMIC_ITEMS)
     dynamic = layer_acts + working + ends_acts + logits + gathered + unsharded_grads
+    frozen_held = np.where(off_p, 0.0, np.where(z3, frozen / np.asarray(zero_shards, dtype=float),
+                                                frozen))
     return {
         "weights": np.where(off_p | fsdp_shard, 0.0, ms["weights"]),
+        "weights/frozen": frozen_held,
         "gradients": np.where(off_o, 0.0, ms["gradients"]),
         "optimizer/master_weights": np.where(off_o, 0.0, opt_share * master_bytes),
         "optimizer/states": np.where(off_o, 0.0, opt_share * state_bytes),

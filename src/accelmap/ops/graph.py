@@ -88,6 +88,7 @@ class Op:
     model_flops: Num | None = None  # when the work differs from the model FLOPs (recompute)
     weight_dtype: DType | None = None  # storage format of the weights this op streams
     attention_keys: Num | None = None  # keys per query of an attention kernel (efficiency ramp)
+    frozen: bool = False  # weights not trained (LoRA base): no weight gradient (ops/adapters.py)
 
     @property
     def total_bytes(self) -> Num:

@@ -8,6 +8,10 @@
   the forward FLOPs of which 2x are model FLOPs (Dao 2023, FlashAttention-2, sec. 3.1.2).
 - Vector ops read the output gradient and their saved input and write the input gradient: twice
   the forward traffic.
+- Frozen weights (LoRA/QLoRA base, ops/adapters.py): the activation gradient still flows
+  through them, but no weight gradient is formed, so their wgrad GEMM (and the embedding's
+  gradient scatter) is skipped; a QLoRA dequantization runs once more for the dgrad GEMM
+  (bitsandbytes ``MatMul4Bit.backward`` dequantizes the weight again).
 - Recompute: selective re-runs the attention core (Korthikanti et al. 2022 sec. 5); with
   FlashAttention that is already inside the backward kernel, so it costs nothing extra; full
   recompute re-runs every layer's forward once.
@@ -46,6 +50,8 @@ def backward_ops(forward: list[Op], grad_dtype: DType) -> list[Op]:
             out.append(replace(op, name=f"{op.name}/dgrad", stage=Stage.BACKWARD_DGRAD,
                                gemm=(m, k, n), saved=0.0,
                                bytes={ByteKind.WEIGHTS: weights, ByteKind.ACTIVATIONS: act}))
+            if op.frozen:
+                continue
             grads = 2.0 * params * grad_dtype.bytes  # read-modify-write the accumulator
             out.append(replace(op, name=f"{op.name}/wgrad", stage=Stage.BACKWARD_WGRAD,
                                gemm=(k, n, m), saved=0.0,
@@ -56,6 +62,11 @@ def backward_ops(forward: list[Op], grad_dtype: DType) -> list[Op]:
             out.append(replace(op, name=f"{op.name}/backward", stage=Stage.BACKWARD_DGRAD,
                                flops=factor * op.flops, model_flops=2.0 * op.flops, saved=0.0,
                                bytes={k: 2.0 * v for k, v in op.bytes.items()}))
+        elif op.name == "embedding" and op.frozen:
+            continue
+        elif op.name.endswith("/dequant"):  # dequantized again for the dgrad GEMM
+            out.append(replace(op, name=f"{op.name}/backward", stage=Stage.BACKWARD_DGRAD,
+                               saved=0.0))
         elif op.name == "embedding":
             rows = op.bytes.get(ByteKind.ACTIVATIONS, 0.0)
             out.append(replace(op, name="embedding/wgrad", stage=Stage.BACKWARD_WGRAD, saved=0.0,

@@ -167,7 +167,10 @@ def plan_run(run: TrainingRun, catalog: Catalog
     opt = optimizer_storage(d, run.model, run.notes)
     if opt.source:
         notes.append(f"optimizer storage: {opt.source}")
+    adapters, lora_note = rs.run_adapters(run)
+    notes += [lora_note] if lora_note else []
     wl = Training(batch=lay.run_global_batch(run, m, notes), seq_len=run.seq_len, dtype=dtype,
+                  adapters=adapters,
                   grad_dtype=run.grad_reduce or opt.grad_dtype or d.grad_dtype,
                   recompute=m.recompute, flash_attention=flash, dropout=d.dropout,
                   state_dtype=opt.state_dtype, master_dtype=opt.master_dtype,

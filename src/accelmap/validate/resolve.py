@@ -31,7 +31,7 @@ from accelmap.validate.names import (
     catalog_matches,
     same_size,
 )
-from accelmap.workload import Recompute
+from accelmap.workload import Adapters, Finetune, LoraTarget, Recompute
 
 # Model names as the shared measurement files spell them -> catalog preset ids.
 MODEL_NAMES: dict[str, str] = {
@@ -181,6 +181,10 @@ def model_preset(name: str, catalog: Catalog) -> tuple[str | None, str | None]:
         return found[0].id, None
     if name in MODEL_NAMES:
         return MODEL_NAMES[name], None
+    # a fine-tune names its base model first: 'LLAMA2-7B LoRA (SQuAD v1.1 packed)'
+    base = re.sub(r"\s+q?lora\b.*$", "", name, flags=re.IGNORECASE)
+    if base != name and base.strip() and not found:
+        return model_preset(base, catalog)
     return None, _unknown("model", name, catalog.models, found) if found else None
 
 
@@ -361,15 +365,37 @@ def recompute_policy(text: str, megatron: bool) -> tuple[Recompute, str | None]:
     return Recompute.NONE, "recompute not stated: none assumed"
 
 
+# NeMo 1.x PEFT defaults (examples/nlp/language_modeling/tuning/conf/
+# megatron_gpt_finetuning_config.yaml, ``lora_tuning``: target_modules ['attention_qkv'],
+# adapter_dim 32, adapter_dropout 0.0), which its performance summary's LoRA rows ran with
+NEMO_LORA = Adapters(method=Finetune.LORA, rank=32,
+                     targets=frozenset({LoraTarget.Q, LoraTarget.K, LoraTarget.V}))
+
+
+def run_adapters(run: Any) -> tuple[Adapters | None, str | None]:
+    """The LoRA/QLoRA adapters a run names ('... LoRA' in its model or notes), with its
+    stack's defaults, and the note saying which; (None, None) for a full training run."""
+    text = f"{run.model} {getattr(run, 'notes', '')}".lower()
+    if "lora" not in text:
+        return None, None
+    if "qlora" in text:
+        return (Adapters(method=Finetune.QLORA, paged_optimizer=True),
+                "QLoRA with qlora.py's defaults as PEFT gives them (r = 8 here, all linear "
+                "layers, NF4 + double quantization)")
+    stack = str(getattr(run, "framework", "") or "").lower()
+    if stack.startswith("nemo"):
+        return NEMO_LORA, ("LoRA as NeMo 1.x defaults it (megatron_gpt_finetuning_config.yaml: "
+                           "rank 32 on the fused QKV projection, no adapter dropout)")
+    return Adapters(), "LoRA with HF PEFT's defaults (r = 8 on all linear layers, no dropout)"
+
+
 def resolve_run(run: Any, catalog: Catalog, megatron: bool
                 ) -> tuple[Any, Any, list[str], list[str]]:
     """A run's device and model (each a resolution with its reason and notes), and the reasons
-    and notes every training prediction path starts from: LoRA, the metric's value and the
+    and notes every training prediction path starts from: the metric's value and the
     sequence length must be there."""
     reasons: list[str] = []
     notes: list[str] = []
-    if "lora" in run.model.lower():
-        reasons.append("LoRA fine-tuning is not modelled")
     dev = resolve_device(run.accelerator, catalog, memory_gb=run.accelerator_memory_gb)
     model = resolve_model(run.model, run.arch, catalog, run.seq_len, megatron,
                           run.family.value if run.family else None)

@@ -63,7 +63,10 @@ def predict_single(run: TrainingRun, catalog: Catalog, calibrated: frozenset[str
     if recompute is None:
         recompute, rnote = rs.recompute_policy("", megatron)
         notes += [rnote] if rnote else []
-    wl = Training(batch=batch, seq_len=run.seq_len, dtype=run.precision, recompute=recompute)
+    adapters, lora_note = rs.run_adapters(run)
+    notes += [lora_note] if lora_note else []
+    wl = Training(batch=batch, seq_len=run.seq_len, dtype=run.precision, recompute=recompute,
+                  adapters=adapters)
     est = estimate(model.value, System.on(dev.value), wl, framework=fw)
     spec = METRICS[run.metric]
     if not est.feasible:
