@@ -73,7 +73,7 @@ class LoraTarget(StrEnum):
     Q = "q"
     K = "k"
     V = "v"
-    O = "o"  # noqa: E741 -- PEFT's o_proj
+    O = "o"
     GATE = "gate"
     UP = "up"
     DOWN = "down"

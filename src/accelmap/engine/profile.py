@@ -162,7 +162,7 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
         embed_frozen_bytes=frozen[1], head_frozen_bytes=frozen[2])
 
 
-def finetune_model_flops_per_token(spec: ModelSpec, seq_len: float, ad: Adapters) -> float:
+def finetune_model_flops_per_token(spec: ModelSpec, seq_len: int, ad: Adapters) -> float:
     """Model FLOPs per token of a LoRA/QLoRA step, in the PaLM convention (full attention):
     3 x forward, less the weight gradients the frozen matrices never form (2 per frozen
     matmul parameter, the output head included), plus 6 per adapter parameter (forward,
