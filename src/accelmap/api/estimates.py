@@ -72,8 +72,18 @@ def training(batch: int, seq: int, dtype_: str | DType = "bf16", optimizer: str 
              recompute: str | Recompute = "none", flash: bool = True,
              tokens: str | float | None = None, finetune: Adapters | None = None) -> Training:
     """A training job: ``batch`` sequences of ``seq`` tokens per optimizer step; ``finetune``
-    the LoRA/QLoRA adapters of a parameter-efficient fine-tune (``adapters``)."""
-    return Training(batch=batch, seq_len=seq, dtype=dtype(dtype_, "training"),
+    the LoRA/QLoRA adapters of a parameter-efficient fine-tune (``adapters``). QLoRA keeps
+    its adapters, and so their gradients, in 16 bits with no fp32 master copy (qlora.py casts
+    the LoRA modules to bf16 under --bf16) and its paged 32-bit AdamW states in fp32."""
+    wdt = dtype(dtype_, "training")
+    if finetune is not None and finetune.quantized_base:
+        store = wdt if wdt.bytes >= 2 else DType.BF16
+        return Training(batch=batch, seq_len=seq, dtype=wdt, master_dtype=store,
+                        grad_dtype=store, optimizer=choice(Optimizer, optimizer, "optimizer"),
+                        recompute=choice(Recompute, recompute, "recompute policy"),
+                        flash_attention=flash,
+                        tokens_to_train=count(tokens) if tokens else 0.0, adapters=finetune)
+    return Training(batch=batch, seq_len=seq, dtype=wdt,
                     optimizer=choice(Optimizer, optimizer, "optimizer"),
                     recompute=choice(Recompute, recompute, "recompute policy"),
                     flash_attention=flash, tokens_to_train=count(tokens) if tokens else 0.0,

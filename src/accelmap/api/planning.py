@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from accelmap.api.estimates import training
 from accelmap.api.parse import batch_tokens, choice, count, duration
 from accelmap.catalog import Catalog
 from accelmap.cost.calibration import CalibrationProfile
@@ -37,6 +38,7 @@ from accelmap.search.result import Objective, PlanResult, pareto_front
 from accelmap.serving.metrics import Slo
 from accelmap.serving.scenario import Load, Scenario
 from accelmap.units import DType
+from accelmap.workload import Adapters, LoraTarget
 
 __all__ = ["DeadlineSearch", "HardwareComparison", "PlanRequest", "check_profile",
            "compare_hardware", "deadline_search", "plan_clusters", "plan_job", "plan_request",
@@ -73,6 +75,8 @@ class PlanRequest:
     profile: CalibrationProfile | None = field(default=None, compare=False)
     # serving: the scenario's load (offline/server, simulated); None = the batch scenario
     load: Load | None = None
+    # training: LoRA/QLoRA adapters of a fine-tune (api.adapters); None = every weight trains
+    finetune: Adapters | None = None
 
     @property
     def scenario(self) -> Scenario | None:
@@ -100,7 +104,8 @@ def plan_request(*, train: bool = True, seq: int = 4096,
                  deadline: str | float | None = None,
                  profile: CalibrationProfile | None = None,
                  scenario: str | Scenario | None = None, rate: float | None = None,
-                 requests: int | None = None, max_seqs: int | None = None) -> PlanRequest:
+                 requests: int | None = None, max_seqs: int | None = None,
+                 finetune: Adapters | None = None) -> PlanRequest:
     """A PlanRequest from text, every value checked before any search: ``objective`` one of
     ``Objective``, ``tokens`` as a count ('2T'), ``deadline`` (training with ``tokens`` only)
     and ``ttft``/``tpot`` as durations ('30d', '500ms'), ``global_batch_tokens`` as
@@ -114,6 +119,8 @@ def plan_request(*, train: bool = True, seq: int = 4096,
     ttft_s = duration(ttft) if ttft else None
     tpot_s = duration(tpot) if tpot else None
     load = None
+    if finetune is not None and not train:
+        raise InputError("--finetune lora/qlora plans a training job: add --train")
     if train:
         if scenario is not None or rate is not None or requests is not None or max_seqs:
             raise InputError("--scenario, --rate, --requests and --max-seqs are for serving "
@@ -155,7 +162,7 @@ def plan_request(*, train: bool = True, seq: int = 4096,
                        output=output, ttft_s=ttft_s, tpot_s=tpot_s, objective=obj,
                        framework=framework, top=top, offload=offload, force_tp=force_tp,
                        include_tight=include_tight, deadline_s=deadline_s, profile=profile,
-                       load=load)
+                       load=load, finetune=finetune)
 
 
 def plan_clusters(catalog: Catalog, cluster: str | None = None, hw: str | None = None,
@@ -216,10 +223,17 @@ def run_plan(spec: ModelSpec, cluster: Cluster, request: PlanRequest,
 
         space = TrainingSpace.default(spec, cluster, r.seq, offload=r.offload,
                                       force_tp=r.force_tp)
-        return plan_training(spec, cluster, r.seq, r.global_batch, objective=r.objective,
-                             framework=r.framework_name, top=r.top, tokens_to_train=r.tokens,
-                             space=space, progress=progress, profile=r.profile,
-                             include_tight=r.include_tight)
+        wl = training(r.global_batch, r.seq, finetune=r.finetune) if r.finetune else None
+        res = plan_training(spec, cluster, r.seq, r.global_batch, objective=r.objective,
+                            framework=r.framework_name, top=r.top, tokens_to_train=r.tokens,
+                            space=space, progress=progress, profile=r.profile,
+                            include_tight=r.include_tight, workload=wl)
+        if r.finetune is not None:
+            ad = r.finetune
+            res.notes.insert(0, f"{ad.method.value} fine-tune: rank-{ad.rank} adapters on "
+                             + ",".join(t.value for t in LoraTarget if t in ad.targets)
+                             + ", base frozen" + (" in NF4" if ad.quantized_base else ""))
+        return res
     if r.load is not None:
         from accelmap.search.serve_scenario import plan_serving_scenario
 
@@ -244,7 +258,16 @@ def plan_job(spec: ModelSpec, cluster: Cluster, request: PlanRequest) -> Job:
                accelerator=cluster.accelerator.id, devices_per_node=cluster.devices_per_node,
                nodes=cluster.nodes, seq_len=r.seq if r.train else r.prompt + r.output,
                global_batch=r.global_batch, dtype=DType.BF16, prompt_len=r.prompt,
-               output_len=r.output, framework=Framework(r.framework_name))
+               output_len=r.output, framework=Framework(r.framework_name),
+               **finetune_fields(r.finetune))
+
+
+def finetune_fields(ad: Adapters | None) -> dict[str, Any]:
+    """The Job fields of a fine-tune (none for full training)."""
+    if ad is None:
+        return {}
+    return {"finetune": ad.method, "lora_rank": ad.rank,
+            "lora_targets": tuple(t for t in LoraTarget if t in ad.targets)}
 
 
 @dataclass(frozen=True)

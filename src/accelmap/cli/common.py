@@ -82,3 +82,14 @@ def fmt_count(n: float) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.4g}{suffix}"
     return f"{n:g}"
+
+
+# fine-tuning (training: estimate and plan)
+FinetuneOpt = Annotated[str, typer.Option(
+    "--finetune", help="Training: full (every weight), lora (frozen base + adapters, Hu et al. "
+    "2021) or qlora (4-bit NF4 base, Dettmers et al. 2023).")]
+LoraRankOpt = Annotated[int | None, typer.Option(
+    "--lora-rank", min=1, help="LoRA/QLoRA adapter rank r (default 8, HF PEFT's).")]
+LoraTargetsOpt = Annotated[str | None, typer.Option(
+    "--lora-targets", help="Projections with adapters: all-linear (default, PEFT's "
+    "'all-linear'), attention, mlp, qkv, or a list such as q,v or q_proj,v_proj.")]

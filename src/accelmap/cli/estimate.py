@@ -10,7 +10,10 @@ from accelmap import api
 from accelmap.cli.common import (
     CatalogOpt,
     DbOpt,
+    FinetuneOpt,
     JsonOpt,
+    LoraRankOpt,
+    LoraTargetsOpt,
     ProfileOpt,
     console,
     emit_json,
@@ -83,7 +86,7 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
             micro_batch: int | None = None, vpp: int = 1, schedule: str | None = None,
             sp: bool = True, tp_overlap: bool = False, force_tp: bool = False,
             replicas: int = 1, split: dict[str, Any] | None = None,
-            devices: int | None = None
+            devices: int | None = None, finetune: Any = None
             ) -> tuple[ModelSpec, System, Training | Inference, Mapping]:
     """The options as the API's values: model, system, workload and mapping (one device is a
     one-device system; the same engine serves both)."""
@@ -93,11 +96,14 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
     system = api.load_system(hw=hw, cluster=cluster, catalog=cat, profile=profile,
                              devices=devices)
     if train:
-        wl = api.training(batch, seq, train_dtype, optimizer, recompute, flash, tokens)
+        wl = api.training(batch, seq, train_dtype, optimizer, recompute, flash, tokens,
+                          finetune=finetune)
         return spec, system, wl, api.mapping(
             system, wl, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
             vpp=vpp, schedule=schedule, sequence_parallel=sp, tp_overlap=tp_overlap,
             force_tp=force_tp, **(split or {}))
+    if finetune is not None:
+        raise InputError("--finetune lora/qlora is a training workload: add --train")
     inf = api.inference(batch, prompt, output, weights, kv, group, flash)
     return spec, system, inf, api.serving_mapping(tp, pp, ep, replicas)
 
@@ -125,6 +131,9 @@ def estimate_cmd(
     recompute: RecomputeOpt = "none",
     flash: FlashOpt = True,
     tokens: TokensOpt = None,
+    finetune: FinetuneOpt = "full",
+    lora_rank: LoraRankOpt = None,
+    lora_targets: LoraTargetsOpt = None,
     imbalance: ImbalanceOpt = 1.0,
     cluster: ClusterOpt = None,
     tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor parallel size.")] = 1,
@@ -226,6 +235,10 @@ def estimate_cmd(
       accelmap estimate llama-3.1-8b --hw h100-sxm5-80gb --serve --batch 16 --prompt 2048
       accelmap estimate llama-2-7b --hw a100-sxm4-80gb --serve --weights int4 --group 32
       accelmap estimate gpt3-1.3b --hw a100-sxm4-80gb --train --batch 8 --seq 2048 --tokens 300B
+      accelmap estimate llama-3.1-8b --hw a10g --train --finetune qlora --lora-rank 64 \
+          --batch 4 --seq 2048 --recompute full
+      accelmap estimate llama-2-70b --cluster dgx-h100 --train --finetune lora \
+          --lora-targets q,v --tp 2 --pp 4 --batch 32 --seq 4096
       accelmap estimate llama-3.1-70b --cluster 64xH100 --train --tp 8 --pp 2 --zero 1 \
           --batch 512 --seq 8192 --recompute full
       accelmap estimate llama-3.1-70b --cluster dgx-h100 --serve --tp 8 --batch 32
@@ -262,7 +275,8 @@ def estimate_cmd(
                                   {"first_stage_layers": first_stage_layers,
                                    "last_stage_layers": last_stage_layers,
                                    "embedding_in_split": embedding_in_split,
-                                   "loss_in_split": loss_in_split}, devices)
+                                   "loss_in_split": loss_in_split}, devices,
+                                  api.adapters(finetune, lora_rank, lora_targets))
     sp = None
     if draft is not None or mtp is not None or accept is not None:
         if train:

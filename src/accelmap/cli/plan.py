@@ -13,7 +13,10 @@ from accelmap import api
 from accelmap.cli.common import (
     CatalogOpt,
     DbOpt,
+    FinetuneOpt,
     JsonOpt,
+    LoraRankOpt,
+    LoraTargetsOpt,
     ProfileOpt,
     console,
     emit_json,
@@ -101,6 +104,9 @@ def plan_cmd(
     include_tight: Annotated[bool, typer.Option(
         "--include-tight", help="Also rank plans within the memory model's error band of "
         "capacity (memory_fit 'tight').")] = False,
+    finetune: FinetuneOpt = "full",
+    lora_rank: LoraRankOpt = None,
+    lora_targets: LoraTargetsOpt = None,
     profile: ProfileOpt = None,
     db: DbOpt = None,
     catalog: CatalogOpt = None,
@@ -120,6 +126,8 @@ def plan_cmd(
           --slo-tpot 50ms        # offline: best throughput under a TPOT p99 SLO
       accelmap plan llama-3.1-70b --cluster dgx-h100 --serve --scenario batch --tpot 50ms
       accelmap plan llama-3.1-8b --cluster 8xH100 --serve --profile my-h100
+      accelmap plan llama-2-70b --cluster 2xH100 --train --finetune qlora --lora-rank 64 \
+          --seq 2048 --global-batch-tokens 32K
     """
     cat = get_catalog(catalog)
     spec = api.load_model(model, cat)
@@ -127,7 +135,8 @@ def plan_cmd(
                            tokens=tokens, prompt=prompt, output=output, ttft=ttft, tpot=tpot,
                            objective=objective, framework=framework, top=top, offload=offload,
                            force_tp=force_tp, include_tight=include_tight, deadline=deadline,
-                           scenario=scenario, rate=rate, requests=requests, max_seqs=max_seqs)
+                           scenario=scenario, rate=rate, requests=requests, max_seqs=max_seqs,
+                           finetune=api.adapters(finetune, lora_rank, lora_targets))
     clusters = api.plan_clusters(cat, cluster, hw, devices, train)
     cal = api.load_profile(profile, db)
     api.check_profile(cal, clusters)

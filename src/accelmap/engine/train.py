@@ -66,7 +66,7 @@ from accelmap.memory.training import training_items
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Unit
 from accelmap.ops.training import optimizer_ops
-from accelmap.workload import Training
+from accelmap.workload import LoraTarget, Training
 
 Num = Any
 
@@ -479,6 +479,7 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
         f"bubble {bubble:.3f} of ideal",
         *_stage_notes(m, r),
         *device_notes(dev, wl.dtype, fw),
+        *_finetune_notes(wl, prof),
     )
     return TrainStep(
         spec.id, dev.acc.id, cluster.name, m, feasible, reason, memory,
@@ -505,6 +506,26 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
         time_to_train_s=time_to_train,
         cost_to_train_usd=time_to_train / 3600 * price * world
         if time_to_train and price else None)
+
+
+def _finetune_notes(wl: Training, prof: LayerProfile) -> list[str]:
+    """What a LoRA/QLoRA step assumed (ops/adapters.py)."""
+    ad = wl.adapters
+    if ad is None:
+        return []
+    targets = ",".join(t.value for t in LoraTarget if t in ad.targets)
+    base = (f"base frozen in NF4 ({ad.base_bytes_per_param or 0:.4f} B/param with"
+            f"{'' if ad.double_quant else 'out'} double quantization), dequantized to 16 bits "
+            "before each forward and dgrad matmul" if ad.quantized_base
+            else f"base frozen in {wl.storage_dtype.value}")
+    notes = [f"{ad.method.value} fine-tune: rank {ad.rank} adapters on {targets} "
+             f"({prof.layer_params * prof.n_layers / 1e6:.3g}M trainable per device); {base}; "
+             "no weight gradients, gradients or optimizer states for the base; model FLOPs "
+             "= 4 x base + 6 x adapter parameters per token (+ attention)"]
+    if ad.paged_optimizer:
+        notes.append("paged optimizer (bitsandbytes): its states are counted on the device; "
+                     "under memory pressure they page to host memory instead of failing")
+    return notes
 
 
 def _mesh_note(m: Mapping, cluster: Any) -> list[str]:

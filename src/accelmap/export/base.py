@@ -37,7 +37,7 @@ from accelmap.search.result import (
     read_plan_mapping,
 )
 from accelmap.units import DType
-from accelmap.workload import Recompute
+from accelmap.workload import Finetune, LoraTarget, Recompute
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/+-]{0,199}")
 
@@ -62,6 +62,10 @@ class Job:
     prompt_len: int = 0
     output_len: int = 0
     framework: Framework | None = None  # the planner's framework profile
+    # training: full, lora or qlora (workload.Finetune); adapters' rank and targets
+    finetune: Finetune = Finetune.FULL
+    lora_rank: int = 0
+    lora_targets: tuple[LoraTarget, ...] = ()
 
     def __post_init__(self) -> None:
         # The names end up in shell scripts, TOML and YAML: a plan file from someone else must
@@ -79,12 +83,16 @@ class Job:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``job`` block, keys and values as ``accelmap plan --json`` writes them."""
-        return {"kind": self.kind.value, "model": self.model, "accelerator": self.accelerator,
-                "devices_per_node": self.devices_per_node, "nodes": self.nodes,
-                "seq_len": self.seq_len, "global_batch": self.global_batch,
-                "dtype": self.dtype.value, "prompt_len": self.prompt_len,
-                "output_len": self.output_len,
-                "framework": self.framework.value if self.framework else ""}
+        out = {"kind": self.kind.value, "model": self.model, "accelerator": self.accelerator,
+               "devices_per_node": self.devices_per_node, "nodes": self.nodes,
+               "seq_len": self.seq_len, "global_batch": self.global_batch,
+               "dtype": self.dtype.value, "prompt_len": self.prompt_len,
+               "output_len": self.output_len,
+               "framework": self.framework.value if self.framework else ""}
+        if self.finetune is not Finetune.FULL:  # full training keeps the plan file as it was
+            out |= {"finetune": self.finetune.value, "lora_rank": self.lora_rank,
+                    "lora_targets": [t.value for t in self.lora_targets]}
+        return out
 
     @classmethod
     def from_dict(cls, data: Any) -> Job:
@@ -108,6 +116,19 @@ class Job:
             values["dtype"] = _enum(DType, data["dtype"], "dtype")
         if data.get("framework"):  # "" = none named
             values["framework"] = _enum(Framework, data["framework"], "framework")
+        if data.get("finetune"):
+            values["finetune"] = _enum(Finetune, data["finetune"], "finetune")
+        if "lora_rank" in data:
+            values["lora_rank"] = _count(data, "lora_rank", 0)
+        if data.get("lora_targets"):
+            targets = data["lora_targets"]
+            if not isinstance(targets, list):
+                raise InputError("the plan job's lora_targets is not a list of names")
+            values["lora_targets"] = tuple(_enum(LoraTarget, t, "lora_targets")
+                                           for t in targets)
+        if values.get("finetune", Finetune.FULL) is not Finetune.FULL and (
+                values.get("lora_rank", 0) < 1 or not values.get("lora_targets")):
+            raise InputError("a lora/qlora plan job needs lora_rank >= 1 and lora_targets")
         return cls(**values)
 
 
