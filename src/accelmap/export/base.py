@@ -83,7 +83,8 @@ class Job:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``job`` block, keys and values as ``accelmap plan --json`` writes them."""
-        out = {"kind": self.kind.value, "model": self.model, "accelerator": self.accelerator,
+        out: dict[str, Any] = {"kind": self.kind.value, "model": self.model,
+               "accelerator": self.accelerator,
                "devices_per_node": self.devices_per_node, "nodes": self.nodes,
                "seq_len": self.seq_len, "global_batch": self.global_batch,
                "dtype": self.dtype.value, "prompt_len": self.prompt_len,
