@@ -85,7 +85,7 @@ def training_items(*, params: Num, layer_params: float, zero: Num, zero_shards: 
                                                 frozen))
     return {
         "weights": np.where(off_p | fsdp_shard, 0.0, ms["weights"]),
-        "weights/frozen": frozen_held,
+        "frozen_weights": frozen_held,
         "gradients": np.where(off_o, 0.0, ms["gradients"]),
         "optimizer/master_weights": np.where(off_o, 0.0, opt_share * master_bytes),
         "optimizer/states": np.where(off_o, 0.0, opt_share * state_bytes),

@@ -378,15 +378,21 @@ def run_adapters(run: Any) -> tuple[Adapters | None, str | None]:
     text = f"{run.model} {getattr(run, 'notes', '')}".lower()
     if "lora" not in text:
         return None, None
+    stated = re.search(r"\b(?:lora[_ ]r|lora rank|rank|r)\s*[=:]?\s*(\d+)\b", text)
+    rank = int(stated.group(1)) if stated and int(stated.group(1)) > 0 else None
+    said = f"rank {rank} as the row states" if rank else None
     if "qlora" in text:
-        return (Adapters(method=Finetune.QLORA, paged_optimizer=True),
-                "QLoRA with qlora.py's defaults as PEFT gives them (r = 8 here, all linear "
-                "layers, NF4 + double quantization)")
+        # QLoRA's own runs: r = 64 on every linear layer (Dettmers et al. 2023, sec. 4)
+        return (Adapters(method=Finetune.QLORA, rank=rank or 64, paged_optimizer=True),
+                f"QLoRA as the paper runs it ({said or 'r = 64'}, all linear layers, NF4 + "
+                "double quantization, paged AdamW)")
     stack = str(getattr(run, "framework", "") or "").lower()
     if stack.startswith("nemo"):
-        return NEMO_LORA, ("LoRA as NeMo 1.x defaults it (megatron_gpt_finetuning_config.yaml: "
-                           "rank 32 on the fused QKV projection, no adapter dropout)")
-    return Adapters(), "LoRA with HF PEFT's defaults (r = 8 on all linear layers, no dropout)"
+        return (replace(NEMO_LORA, rank=rank or NEMO_LORA.rank),
+                f"LoRA as NeMo 1.x defaults it (megatron_gpt_finetuning_config.yaml: "
+                f"{said or 'rank 32'} on the fused QKV projection, no adapter dropout)")
+    return (Adapters(rank=rank or 8),
+            f"LoRA with HF PEFT's defaults ({said or 'r = 8'} on all linear layers, no dropout)")
 
 
 def resolve_run(run: Any, catalog: Catalog, megatron: bool
