@@ -192,3 +192,23 @@ def test_training_rejects_adapters_without_a_method() -> None:
     with pytest.raises(Exception, match="lora or qlora"):
         Adapters(method=Finetune.FULL)
     assert Training().finetune is Finetune.FULL
+
+
+@pytest.mark.parametrize("layout", [dict(tp=2, pp=2), dict(tp=1, pp=1, zero=3),
+                                    dict(tp=2, pp=2, zero=1)])
+def test_lora_under_every_mapping(catalog: Catalog, layout: dict[str, int]) -> None:
+    system = api.load_system(cluster="8xH100", catalog=catalog)
+    spec = catalog.models["llama-2-13b"]
+    wl_full = api.training(32, 2048)
+    wl = api.training(32, 2048, finetune=Adapters(rank=16))
+    full = api.estimate(spec, system, wl_full, api.mapping(system, wl_full, **layout))
+    lora = api.estimate(spec, system, wl, api.mapping(system, wl, **layout))
+    assert lora.feasible and lora.step_time_s < full.step_time_s
+    frozen = lora.memory.items["frozen_weights"]
+    # each device holds its share of the 16-bit base: 1/(tp x pp), or 1/8 under ZeRO-3
+    share = 1 / (layout["tp"] * layout["pp"]) if layout.get("zero", 0) < 3 else 1 / 8
+    assert frozen == pytest.approx(2 * _params(catalog, "llama-2-13b") * share, rel=0.15)
+    # only the adapters' gradients are reduced across data parallelism; ZeRO-3 still gathers
+    # the frozen base layer by layer, so it saves only the reduce-scatters
+    dp_full, dp_lora = (e.communication_s.get("dp", 0.0) for e in (full, lora))
+    assert dp_lora < (0.8 if layout.get("zero", 0) >= 3 else 0.2) * max(dp_full, 1e-9)
