@@ -100,6 +100,23 @@ def test_gpus_keep_the_gpu_model() -> None:
     assert execution_model(ACC["jetson-orin-nano-8gb-super"]).runtime_context_bytes > 0
 
 
+def test_apple_silicon_runs_llama_cpp_over_metal_without_a_cuda_context() -> None:
+    """Apple parts are class gpu but run llama.cpp over Metal: the llama.cpp profile, no CUDA
+    context and no caching-allocator fragmentation (cost/execution.py, _METAL_NOTE); other
+    GPUs keep vLLM and the CUDA context."""
+    for aid in ("m2-ultra", "m1-max-24c", "m4-max"):
+        ex = execution_model(ACC[aid])
+        assert ex.name == "metal" and ex.serving is Framework.LLAMA_CPP, aid
+        assert ex.runtime_context_bytes == 0.0 and not ex.fragments, aid
+        assert "Metal" in ex.note
+    e = estimate(L8, ACC["m2-ultra"], Inference(batch=1, prompt_len=128, output_len=128,
+                                                weight_dtype=DType.INT4))
+    assert e.feasible
+    assert e.memory.items["runtime/context"] == 0.0
+    assert "framework llama.cpp" in " ".join(e.assumptions)
+    assert execution_model(ACC["rtx-4090"]).serving is Framework.VLLM
+
+
 def test_dataflow_layer_floor_is_fitted_on_a_named_row_and_charged_per_layer() -> None:
     """The per-layer floor of a dataflow pipeline (cost/execution.py layer_floor) comes from
     benchmarks/fit_classes.py with the row it was fitted on; a machine without a published

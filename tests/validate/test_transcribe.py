@@ -83,7 +83,7 @@ def test_heldout_names_resolve(catalog: Catalog, heldout: dict[str, TrainingCase
     assert preds["H002"].accelerator_id == "gb200"  # NVIDIA GB200 (per GPU)
     # LLAMA3_70B with its dimensions: the Llama preset, not a GPT-style build
     assert preds["H001"].model_id == "llama-3.1-70b"
-    assert preds["H002"].model_id == "llama-3.1-8b"  # llama-3-8b
+    assert preds["H002"].model_id == "llama-3-8b"  # its own preset (3.1 8B's shapes, 8K context)
 
 
 def test_heldout_settings(heldout: dict[str, TrainingCase]) -> None:

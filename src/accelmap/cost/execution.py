@@ -11,13 +11,15 @@ GPU (DESIGN, "Lessons from the first wave"); what differs is named here, once pe
   Processor", ISCA 2020, sec. 2-3: no caches, no runtime arbitration, all data movement
   scheduled by the compiler); an FPGA overlay's weights sit in buffers the host allocates once
   (Xilinx XRT ``xrt::bo``); llama.cpp's graph allocator sizes its compute buffers once per graph
-  (ggml-alloc ``ggml_gallocr``). Runtimes whose reserved memory is not published (Gaudi's
-  SynapseAI, AWS Neuron, Tenstorrent) keep the GPU charges: the nearest measured evidence, said
-  in the note.
+  (ggml-alloc ``ggml_gallocr``), and on Apple silicon its Metal backend wraps the mapped model
+  file in Metal buffers without a copy (ggml-metal-device.m ``ggml_metal_buffer_map``:
+  ``newBufferWithBytesNoCopy`` on unified memory), so an Apple GPU carries no CUDA context
+  either. Runtimes whose reserved memory is not published (Gaudi's SynapseAI, AWS Neuron,
+  Tenstorrent) keep the GPU charges: the nearest measured evidence, said in the note.
 - **software profile** (a ``FrameworkProfile``): the stack a class runs by default when no
   ``--framework`` is given: vLLM/Megatron on GPUs, XLA on TPUs, a compiled graph on GPU-like
-  ASICs, a compiled dataflow schedule on SRAM machines, an overlay on FPGAs, llama.cpp on CPUs
-  and edge NPUs.
+  ASICs, a compiled dataflow schedule on SRAM machines, an overlay on FPGAs, llama.cpp on CPUs,
+  edge NPUs and Apple silicon (Metal).
 - **where the weights live**: ``RESIDENT`` in the device tier (HBM or on-chip SRAM) or, on an
   SRAM machine whose chips cannot hold the model, ``STREAMED`` from the external tier
   (Cerebras weight streaming from MemoryX: Cerebras, "Weight Streaming Execution" whitepaper
@@ -61,6 +63,17 @@ class ExecutionModel:
 _GPU_NOTE = ("CUDA/ROCm runtime: 287 MB context (pytorch/pytorch#86509) + caching-allocator "
              "fragmentation; per-kernel launch from the framework profile")
 
+# Apple silicon (class gpu, vendor Apple) runs no CUDA: LLM inference there is llama.cpp (or MLX)
+# over Metal. llama.cpp's Metal backend wraps the memory-mapped model file in Metal buffers
+# without copying it (ggml/src/ggml-metal/ggml-metal-device.m, ``ggml_metal_buffer_map``:
+# ``newBufferWithBytesNoCopy`` with shared storage on unified memory) and sizes its compute
+# buffers once per graph (ggml-alloc); there is no caching allocator, and the Metal runtime's
+# own reserve is not published.
+_METAL_NOTE = ("Apple silicon: llama.cpp over Metal (ggml-metal): weights mapped into Metal "
+               "buffers without a copy on unified memory, compute buffers sized once per graph "
+               "(ggml-alloc); no CUDA context, no caching allocator; the Metal runtime's own "
+               "reserve is not published (0)")
+
 _MODELS: dict[DeviceClass, ExecutionModel] = {
     DeviceClass.GPU: ExecutionModel(DeviceClass.GPU, "gpu-kernels", CUDA_CONTEXT_BYTES, True,
                                     Framework.VLLM, Framework.MEGATRON, False, _GPU_NOTE),
@@ -103,9 +116,13 @@ _ASIC_STACKS = (("intel", Framework.HABANA), ("habana", Framework.HABANA),
 
 def execution_model(acc: Accelerator) -> ExecutionModel:
     """The execution model of ``acc``'s class. Jetson modules (class edge-npu) run CUDA and
-    PyTorch, so they keep the CUDA context and allocator of the GPU model; GPU-like ASICs run
-    their vendor's compiled stack."""
+    PyTorch, so they keep the CUDA context and allocator of the GPU model; Apple silicon (class
+    gpu) runs llama.cpp over Metal, without them; GPU-like ASICs run their vendor's compiled
+    stack."""
     model = _MODELS[acc.device_class]
+    if acc.device_class is DeviceClass.GPU and acc.vendor.lower() == "apple":
+        return ExecutionModel(model.device_class, "metal", 0.0, False, Framework.LLAMA_CPP,
+                              Framework.EAGER, False, _METAL_NOTE)
     if acc.device_class is DeviceClass.ASIC:
         vendor = acc.vendor.lower()
         stack = next((fw for key, fw in _ASIC_STACKS if key in vendor), None)

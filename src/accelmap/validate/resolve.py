@@ -69,7 +69,7 @@ MODEL_NAMES: dict[str, str] = {
     "LLAMA2-7B SFT (SQuAD v1.1 packed)": "llama-2-7b",
     "LLAMA2-13B SFT (SQuAD v1.1 packed)": "llama-2-13b",
     "LLAMA2-70B SFT (SQuAD v1.1 packed)": "llama-2-70b",
-    "LLAMA3-8B": "llama-3.1-8b",  # Llama 3 and 3.1 8B share every dimension (RoPE scaling aside)
+    "LLAMA3-8B": "llama-3-8b",  # its own preset (the shapes of 3.1 8B with an 8K context)
     "LLAMA3-70B": "llama-3.1-70b",
     "Llama 3.1 8B": "llama-3.1-8b",
     "Llama 3.1 70B": "llama-3.1-70b",
