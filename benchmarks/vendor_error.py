@@ -9,6 +9,8 @@ TTFT, total tokens/s at the stated batch; training MFU and tokens/s per chip thr
 the same path as ``accelmap compare``: the part's execution model, its stated device count (or
 the fewest devices that hold the model), the stated batch (1 when the row says per user) and
 lengths (2,048 / 256 when not stated), and the stated precision mapped to a catalog dtype
+(a row that states none ran at a precision that fits its devices: the widest of 16-bit,
+8-bit and 4-bit weights that fits is used, and said in the row's note)
 (16-bit -> bf16, fp16 -> fp16, 8-bit/fp8 -> fp8 or int8 where the part has no fp8, int4/Q4 ->
 int4). A row's accelerator and model are read by ``resolve_accelerator`` and ``resolve_model``:
 a catalog id, a name the catalog's own ids and aliases spell (parenthetical remarks dropped), a
@@ -52,6 +54,13 @@ def _devices(text: str) -> int | None:
         return lead
     m = re.search(r"\b(\d+)\s+(?:[A-Za-z0-9-]+\s+){0,2}(?:chips|HPU|cards|RDUs)\b", text or "")
     return int(m.group(1)) if m else None
+
+
+def _stated(text: str) -> bool:
+    """Whether the row names a precision ``_precision`` can read (else 16-bit is a guess)."""
+    t = (text or "").lower()
+    return any(k in t for k in ("int4", "q4", "w4", "8-bit", "fp8", "int8", "q8", "fp16",
+                                "f16", "bf16", "16-bit", "fp32"))
 
 
 def _precision(text: str, acc: api.Accelerator) -> str:
@@ -231,15 +240,30 @@ def predict(row: dict[str, str], cat: api.Catalog) -> tuple[float | None, str]:
     prompt = _int(row["input_len"]) or 2048
     output = _int(row["output_len"]) or 256
     devices = n_named if n_named is not None else _devices(row["devices"])
-    try:
-        cmp = api.compare_accelerators(
-            spec.id, hw=acc.id, batch=batch, prompt=prompt, output=output,
-            precision=_precision(row["precision"], acc), devices=devices, catalog=cat)
-    except AccelmapError as e:
-        return None, f"not predicted: {e}"
-    r = cmp.rows[0]
+    stated = _precision(row["precision"], acc)
+    # A row that does not state its precision ran at one that fits its devices: the widest
+    # of 16-bit, 8-bit and 4-bit weights that does (said in the row's note), never narrower
+    # than needed
+    tries = [stated] if _stated(row["precision"]) else [
+        "bf16", "fp8" if api.DType.FP8 in acc.matrix else "int8", "int4"]
+    r: dict[str, object] = {}
+    narrowed = False
+    for i, precision in enumerate(tries):
+        narrowed = i > 0
+        try:
+            cmp = api.compare_accelerators(
+                spec.id, hw=acc.id, batch=batch, prompt=prompt, output=output,
+                precision=precision, devices=devices, catalog=cat)
+        except AccelmapError as e:
+            return None, f"not predicted: {e}"
+        r = cmp.rows[0]
+        if r["feasible"] or "memory" not in str(r["reason"]):
+            break
     if not r["feasible"]:
         return None, f"infeasible: {r['reason']}"
+    if narrowed:
+        acc_how = "; ".join(h for h in (acc_how, f"precision not stated: {r['precision']}, "
+                                                 "the widest that fits") if h)
     value = {"tokens_per_s_per_user": r["tokens_per_s_per_user"],
              "latency_per_token_s": r["tpot_s"], "ttft_s": r["ttft_s"],
              "tokens_per_s_total": r["tokens_per_s"]}[row["metric"]]
