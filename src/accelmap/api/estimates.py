@@ -25,7 +25,7 @@ from accelmap.hardware.cluster import Cluster, of_devices, parse_cluster
 from accelmap.mapping.plan import Mapping, Offload, ZeroStage, default_schedule
 from accelmap.models.schema import ModelSpec
 from accelmap.units import DType
-from accelmap.workload import Inference, Optimizer, Phase, Recompute, Training
+from accelmap.workload import Inference, Optimizer, Phase, Recompute, Sparsity, Training
 
 __all__ = ["Roofline", "estimate", "inference", "load_system", "mapping", "roofline",
            "serving_mapping", "training"]
@@ -60,24 +60,29 @@ def load_system(hw: str | None = None, cluster: str | Cluster | None = None,
 
 def training(batch: int, seq: int, dtype_: str | DType = "bf16", optimizer: str = "adamw",
              recompute: str | Recompute = "none", flash: bool = True,
-             tokens: str | float | None = None) -> Training:
-    """A training job: ``batch`` sequences of ``seq`` tokens per optimizer step."""
+             tokens: str | float | None = None, sparsity: str | Sparsity = "none") -> Training:
+    """A training job: ``batch`` sequences of ``seq`` tokens per optimizer step; ``sparsity``
+    "2:4" runs the forward and dgrad GEMMs on 2:4-sparse weights (ops/sparsity.py)."""
     return Training(batch=batch, seq_len=seq, dtype=dtype(dtype_, "training"),
                     optimizer=choice(Optimizer, optimizer, "optimizer"),
                     recompute=choice(Recompute, recompute, "recompute policy"),
-                    flash_attention=flash, tokens_to_train=count(tokens) if tokens else 0.0)
+                    flash_attention=flash, tokens_to_train=count(tokens) if tokens else 0.0,
+                    sparsity=choice(Sparsity, sparsity, "sparsity"))
 
 
 def inference(batch: int, prompt: int, output: int, weights: str | DType = "bf16",
-              kv: str | DType | None = None, group: int = 128, flash: bool = True) -> Inference:
+              kv: str | DType | None = None, group: int = 128, flash: bool = True,
+              sparsity: str | Sparsity = "none") -> Inference:
     """A serving batch. Activations run in FP8 with FP8 weights (FP8 GEMMs take FP8 inputs:
     TensorRT-LLM and vLLM's fp8 W8A8), else in BF16; the KV cache follows the activations
-    unless ``kv`` says otherwise."""
+    unless ``kv`` says otherwise; ``sparsity`` "2:4" stores the layers' GEMM weights 2:4-sparse
+    (ops/sparsity.py)."""
     w = dtype(weights, "weight")
     act = DType.FP8 if w is DType.FP8 else DType.BF16
     return Inference(batch=batch, prompt_len=prompt, output_len=output, weight_dtype=w,
                      act_dtype=act, kv_dtype=dtype(kv, "KV-cache") if kv else act,
-                     quant_group=group, flash_attention=flash)
+                     quant_group=group, flash_attention=flash,
+                     sparsity=choice(Sparsity, sparsity, "sparsity"))
 
 
 def mapping(system: System, workload: Training, *, tp: int = 1, pp: int = 1,

@@ -20,9 +20,10 @@ from accelmap.models.geometry import Geometry
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Op, Shape, Stage, causal_shape_context, forward_ops
+from accelmap.ops.sparsity import sparse_training_ops
 from accelmap.ops.step import training_precision
 from accelmap.ops.training import backward_ops, recompute_ops
-from accelmap.workload import Recompute, Training
+from accelmap.workload import Recompute, Sparsity, Training
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
     fwd = forward_ops(shard, shape, precision, flash=wl.flash_attention,
                       imbalance=imbalance, training=True)
     bwd = recompute_ops(fwd, recompute, wl.flash_attention) + backward_ops(fwd, wl.grad_dtype)
+    if wl.sparsity is not Sparsity.NONE:  # forward and dgrad on 2:4 weights (ops/sparsity.py)
+        fwd, bwd = sparse_training_ops(fwd, bwd, precision)
     tf, tb = time_ops(fwd, dev, fw), time_ops(bwd, dev, fw)
     L = spec.n_layers
 
