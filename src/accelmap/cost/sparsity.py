@@ -111,16 +111,16 @@ def fitted(arch: str, cls: str) -> SparseSpeedup:
         return SparseSpeedup(float(info["speedup"]), f"{info['note']} ({info['source']})")
     for a, c, how in ((arch, cls, ""), (arch, "fp8" if cls == "fp4" else None, "fp8 rows, "
                                        "no fp4 measurement; "),
-                      (None, cls, f"no {arch} {cls} measurement: every architecture's rows; ")):
+                      (None, cls, f"no {arch} {cls} measurement; ")):
         rows = _rows(a, c) if c else []
         if rows:
             med = statistics.median(r.speedup for r in rows)
             srcs = ", ".join(sorted({r.source for r in rows}))
             lo, hi = min(r.speedup for r in rows), max(r.speedup for r in rows)
-            where = info["measured_on"] if a else "all parts"
+            where = f"{info['measured_on']} {c}" if a else f"{c} (every measured part)"
             return SparseSpeedup(
                 min(med, MAX_SPEEDUP),
-                f"{how}median of {len(rows)} measured {where} {c} GEMMs at M >= "
+                f"{how}median of {len(rows)} measured {where} GEMMs at M >= "
                 f"{table()['compute_bound_m']} tokens ({lo:.2f}-{hi:.2f}x; {srcs})")
     raise KeyError(f"no measured 2:4 GEMM of class {cls}")
 
