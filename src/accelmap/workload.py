@@ -50,6 +50,16 @@ class Loss(StrEnum):
         return 4.0 if self is Loss.FUSED else 3 * 4.0
 
 
+class Sparsity(StrEnum):
+    """Structured weight sparsity. 2:4: two of every four consecutive weights along the input
+    dimension are zero, the pattern of NVIDIA's sparse tensor cores from Ampere on (Mishra et al.
+    2021, arXiv 2104.08378) and of AMD's CDNA3 matrix cores; ops/sparsity.py and
+    cost/sparsity.py say what it changes."""
+
+    NONE = "none"
+    TWO_FOUR = "2:4"
+
+
 class Recompute(StrEnum):
     NONE = "none"
     SELECTIVE = "selective"  # Korthikanti et al. 2022 sec. 5: recompute attention core only
@@ -162,6 +172,7 @@ class Training:
     dropout: bool = False  # dropout masks add activation memory (Korthikanti et al. 2022)
     tokens_to_train: float = 0.0  # for time and cost to train; 0 = not asked
     adapters: Adapters | None = None  # LoRA / QLoRA fine-tuning; None: every weight trains
+    sparsity: Sparsity = Sparsity.NONE  # 2:4 weights in the forward and dgrad GEMMs
 
     def __post_init__(self) -> None:
         _positive("batch", self.batch)
@@ -198,6 +209,7 @@ class Inference:
     quant_group: int = 128  # weights per scale for weight-only INT8/INT4
     flash_attention: bool = True
     kv_block: int = 16  # paged-KV block size in tokens (vLLM default)
+    sparsity: Sparsity = Sparsity.NONE  # 2:4-sparse weights in the layers' GEMMs
 
     def __post_init__(self) -> None:
         _positive("batch", self.batch)

@@ -34,6 +34,7 @@ from accelmap.workload import (
     Optimizer,
     Phase,
     Recompute,
+    Sparsity,
     Training,
 )
 
@@ -70,9 +71,11 @@ def load_system(hw: str | None = None, cluster: str | Cluster | None = None,
 
 def training(batch: int, seq: int, dtype_: str | DType = "bf16", optimizer: str = "adamw",
              recompute: str | Recompute = "none", flash: bool = True,
-             tokens: str | float | None = None, finetune: Adapters | None = None) -> Training:
+             tokens: str | float | None = None, finetune: Adapters | None = None,
+             sparsity: str | Sparsity = "none") -> Training:
     """A training job: ``batch`` sequences of ``seq`` tokens per optimizer step; ``finetune``
-    the LoRA/QLoRA adapters of a parameter-efficient fine-tune (``adapters``). QLoRA keeps
+    the LoRA/QLoRA adapters of a parameter-efficient fine-tune (``adapters``); ``sparsity``
+    "2:4" runs the forward and dgrad GEMMs on 2:4-sparse weights (cost/sparsity.py). QLoRA keeps
     its adapters, and so their gradients, in 16 bits with no fp32 master copy (qlora.py casts
     the LoRA modules to bf16 under --bf16) and its paged 32-bit AdamW states in fp32."""
     wdt = dtype(dtype_, "training")
@@ -82,12 +85,13 @@ def training(batch: int, seq: int, dtype_: str | DType = "bf16", optimizer: str 
                         grad_dtype=store, optimizer=choice(Optimizer, optimizer, "optimizer"),
                         recompute=choice(Recompute, recompute, "recompute policy"),
                         flash_attention=flash,
-                        tokens_to_train=count(tokens) if tokens else 0.0, adapters=finetune)
+                        tokens_to_train=count(tokens) if tokens else 0.0, adapters=finetune,
+                        sparsity=choice(Sparsity, sparsity, "sparsity"))
     return Training(batch=batch, seq_len=seq, dtype=wdt,
                     optimizer=choice(Optimizer, optimizer, "optimizer"),
                     recompute=choice(Recompute, recompute, "recompute policy"),
                     flash_attention=flash, tokens_to_train=count(tokens) if tokens else 0.0,
-                    adapters=finetune)
+                    adapters=finetune, sparsity=choice(Sparsity, sparsity, "sparsity"))
 
 
 # named target sets for ``--lora-targets`` (besides a comma list of q, k, v, o, gate, up,
@@ -143,15 +147,18 @@ def adapters(finetune: str | Finetune = "full", rank: int | None = None,
 
 
 def inference(batch: int, prompt: int, output: int, weights: str | DType = "bf16",
-              kv: str | DType | None = None, group: int = 128, flash: bool = True) -> Inference:
+              kv: str | DType | None = None, group: int = 128, flash: bool = True,
+              sparsity: str | Sparsity = "none") -> Inference:
     """A serving batch. Activations run in FP8 with FP8 weights (FP8 GEMMs take FP8 inputs:
     TensorRT-LLM and vLLM's fp8 W8A8), else in BF16; the KV cache follows the activations
-    unless ``kv`` says otherwise."""
+    unless ``kv`` says otherwise; ``sparsity`` "2:4" stores the layers' GEMM weights 2:4-sparse
+    (ops/sparsity.py)."""
     w = dtype(weights, "weight")
     act = DType.FP8 if w is DType.FP8 else DType.BF16
     return Inference(batch=batch, prompt_len=prompt, output_len=output, weight_dtype=w,
                      act_dtype=act, kv_dtype=dtype(kv, "KV-cache") if kv else act,
-                     quant_group=group, flash_attention=flash)
+                     quant_group=group, flash_attention=flash,
+                     sparsity=choice(Sparsity, sparsity, "sparsity"))
 
 
 def mapping(system: System, workload: Training, *, tp: int = 1, pp: int = 1,

@@ -28,12 +28,13 @@ Disaggregated prefill/decode (DistServe, Splitwise) on the same simulator:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from accelmap.api.parse import choice, duration
 from accelmap.catalog import Catalog
 from accelmap.cost.framework import Framework, FrameworkProfile
-from accelmap.engine import System, class_framework, estimate, resolve_framework
+from accelmap.engine import System, class_framework, estimate, resolve_framework, sparsity
 from accelmap.engine.result import ServeStep
 from accelmap.errors import InputError
 from accelmap.mapping.plan import Mapping
@@ -44,7 +45,7 @@ from accelmap.serving.requests import LengthDist
 from accelmap.serving.scenario import Load, Scenario, ServingRun, run
 from accelmap.serving.speculative import MAX_DRAFT_LEN, Speculation, batch_step
 from accelmap.serving.split import SplitSearch, search_split
-from accelmap.workload import Inference
+from accelmap.workload import Inference, Sparsity
 
 __all__ = ["DisaggRun", "Disaggregation", "Load", "Scenario", "ServingRun", "Slo",
            "Speculation", "SplitSearch", "disaggregation", "plan_disaggregation", "serve",
@@ -82,8 +83,29 @@ def serve(model: ModelSpec, system: System, workload: Inference, mapping: Mappin
     """Simulate ``load`` (default: offline) on ``mapping``; ``workload`` gives the precisions and
     the mean prompt/output lengths (its batch is ignored: the scheduler picks it)."""
     fw = resolve_framework(framework, class_framework(system, training=False))
-    return run(model, system, workload, mapping, fw, load or Load(), imbalance=imbalance,
-               speculation=speculation)
+    if workload.sparsity is Sparsity.NONE:
+        return run(model, system, workload, mapping, fw, load or Load(), imbalance=imbalance,
+                   speculation=speculation)
+    sparsity.check(system.accelerator, workload)
+    out = run(model, system, workload, mapping, fw, load or Load(), imbalance=imbalance,
+              speculation=speculation)
+    dense = run(model, system, replace(workload, sparsity=Sparsity.NONE), mapping, fw,
+                load or Load(), imbalance=imbalance, speculation=speculation)
+    return replace(out, assumptions=(*out.assumptions, sparsity.usage(system.accelerator,
+                                                                      workload),
+                                     _bought(out, dense)))
+
+
+def _bought(sparse: ServingRun, dense: ServingRun) -> str:
+    """What 2:4 sparsity bought in a simulated run, against the same load on dense weights."""
+    def ratio(key: str, higher: bool = True) -> str:
+        a, b = sparse.metrics.get(key), dense.metrics.get(key)
+        if not a or not b:
+            return "n/a"
+        return f"{(a / b if higher else b / a):.2f}x"
+
+    return (f"2:4 sparsity bought: output throughput {ratio('output_tokens_per_s')}, KV-cache "
+            f"capacity {ratio('kv_capacity_tokens')} of the same load on dense weights")
 
 
 def serve_batch(model: ModelSpec, system: System, workload: Inference, mapping: Mapping, *,

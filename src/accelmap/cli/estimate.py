@@ -66,6 +66,9 @@ ScheduleOpt = Annotated[str | None, typer.Option(
          "1f1b).")]
 TokensOpt = Annotated[str | None, typer.Option(help="Tokens to train, for time and cost "
                                                "(e.g. 1e12 or 1T).")]
+SparsityOpt = Annotated[str, typer.Option(
+    "--sparsity", help="Weight sparsity: none, or 2:4 (the layers' GEMM weights 2:4-sparse; "
+    "training: forward and dgrad sparse, wgrad dense). Parts with a 2:4 mode only.")]
 
 
 # said where no band exists (a class or stack with fewer than 8 similar published runs):
@@ -86,7 +89,7 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
             micro_batch: int | None = None, vpp: int = 1, schedule: str | None = None,
             sp: bool = True, tp_overlap: bool = False, force_tp: bool = False,
             replicas: int = 1, split: dict[str, Any] | None = None,
-            devices: int | None = None, finetune: Any = None
+            devices: int | None = None, finetune: Any = None, sparsity: str = "none"
             ) -> tuple[ModelSpec, System, Training | Inference, Mapping]:
     """The options as the API's values: model, system, workload and mapping (one device is a
     one-device system; the same engine serves both)."""
@@ -97,14 +100,14 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
                              devices=devices)
     if train:
         wl = api.training(batch, seq, train_dtype, optimizer, recompute, flash, tokens,
-                          finetune=finetune)
+                          finetune=finetune, sparsity=sparsity)
         return spec, system, wl, api.mapping(
             system, wl, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
             vpp=vpp, schedule=schedule, sequence_parallel=sp, tp_overlap=tp_overlap,
             force_tp=force_tp, **(split or {}))
     if finetune is not None:
         raise InputError("--finetune lora/qlora is a training workload: add --train")
-    inf = api.inference(batch, prompt, output, weights, kv, group, flash)
+    inf = api.inference(batch, prompt, output, weights, kv, group, flash, sparsity=sparsity)
     return spec, system, inf, api.serving_mapping(tp, pp, ep, replicas)
 
 
@@ -134,6 +137,7 @@ def estimate_cmd(
     finetune: FinetuneOpt = "full",
     lora_rank: LoraRankOpt = None,
     lora_targets: LoraTargetsOpt = None,
+    sparsity: SparsityOpt = "none",
     imbalance: ImbalanceOpt = 1.0,
     cluster: ClusterOpt = None,
     tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor parallel size.")] = 1,
@@ -245,6 +249,7 @@ def estimate_cmd(
       accelmap estimate llama-3.1-8b --hw tpu-v5e --devices 4 --serve --tp 4 --batch 8
       accelmap estimate llama-3.1-70b --cluster 2xH100 --serve --tp 2 --weights fp8
       accelmap estimate llama-3.1-8b --hw h100-sxm5-80gb --serve --profile my-h100
+      accelmap estimate llama-3.1-8b --hw h100-sxm5-80gb --serve --batch 64 --sparsity 2:4
       accelmap estimate llama-3.1-70b --cluster 1x2xh100-sxm5-80gb --serve --tp 2 \
           --scenario offline --prompt 1000 --output 1000 --weights fp8 --framework tensorrt-llm
       accelmap estimate llama-3.1-70b --cluster dgx-h100 --serve --tp 8 --rate 5 \
@@ -276,7 +281,7 @@ def estimate_cmd(
                                    "last_stage_layers": last_stage_layers,
                                    "embedding_in_split": embedding_in_split,
                                    "loss_in_split": loss_in_split}, devices,
-                                  api.adapters(finetune, lora_rank, lora_targets))
+                                  api.adapters(finetune, lora_rank, lora_targets), sparsity)
     sp = None
     if draft is not None or mtp is not None or accept is not None:
         if train:
@@ -566,6 +571,7 @@ def roofline_cmd(
     framework: FrameworkOpt = None,
     recompute: RecomputeOpt = "none",
     flash: FlashOpt = True,
+    sparsity: SparsityOpt = "none",
     profile: ProfileOpt = None,
     db: DbOpt = None,
     catalog: CatalogOpt = None,
@@ -582,7 +588,7 @@ def roofline_cmd(
     cal = api.load_profile(profile, db)
     spec, system, wl, m = _inputs(model, hw, None, ph is api.Phase.TRAIN, batch, seq, prompt,
                                   output, dtype, weights, kv, group, "adamw", recompute, flash,
-                                  None, catalog, profile=cal)
+                                  None, catalog, profile=cal, sparsity=sparsity)
     roof = api.roofline(spec, system, wl, ph, m, framework=framework)
     if json_out:
         emit_json(roof.to_dict())

@@ -30,6 +30,7 @@ from accelmap.cost.efficiency import (
     sustained_fraction,
 )
 from accelmap.cost.framework import Framework, FrameworkProfile
+from accelmap.cost.sparsity import sparse_speedup
 from accelmap.hardware.schema import Accelerator
 from accelmap.ops.graph import ByteKind, Op, Unit
 from accelmap.units import DType
@@ -57,7 +58,7 @@ class OpTime:
     memory_s: Num
     overhead_s: Num
     time_s: Num  # per occurrence, including overhead
-    achievable_flops: Num  # FLOP/s this op's compute term assumed
+    achievable_flops: Num  # FLOP/s this op's compute term assumed (dense FLOPs for 2:4 GEMMs)
     fused: bool = False  # absorbed into a neighbouring kernel by the framework
 
     @property
@@ -160,6 +161,8 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
         else:  # no attention measurement for this device: relative to its GEMM efficiency
             eff = eff * ATTENTION_RELATIVE_EFFICIENCY * KERNEL_SPEED[fw.attention]
         achievable = peak * eff
+        if op.sparse:  # 2:4-sparse weights: the measured compute-bound gain (cost/sparsity.py)
+            achievable = achievable * sparse_speedup(dev.acc, op.dtype).value
     else:
         achievable = peak
     compute = op.flops / np.maximum(achievable, 1.0)

@@ -7,10 +7,13 @@ same functions on tables of candidate mappings.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.execution import execution_model
 from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.cost.framework import profile as framework_profile
+from accelmap.engine import sparsity
 from accelmap.engine.dataflow import dataflow_serve
 from accelmap.engine.result import Estimate, ServeStep, TrainStep
 from accelmap.engine.serve import serve_step
@@ -20,7 +23,7 @@ from accelmap.hardware.cluster import Cluster
 from accelmap.hardware.schema import Accelerator
 from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
-from accelmap.workload import Inference, Training
+from accelmap.workload import Inference, Sparsity, Training
 
 __all__ = ["Estimate", "OverlapPolicy", "ServeStep", "System", "TrainStep", "class_framework",
            "default_mapping",
@@ -65,6 +68,20 @@ def estimate(model: ModelSpec, system: System | Cluster | Accelerator,
     _check_imbalance(model, imbalance)
     sys_ = system_of(system, profile)
     m = mapping or default_mapping(sys_, workload)
+    if workload.sparsity is not Sparsity.NONE:  # what 2:4 bought, against the dense twin
+        sparsity.check(sys_.accelerator, workload)
+        est = _estimate(model, sys_, workload, m, framework=framework, overlap=overlap,
+                        imbalance=imbalance)
+        dense = _estimate(model, sys_, replace(workload, sparsity=Sparsity.NONE), m,
+                          framework=framework, overlap=overlap, imbalance=imbalance)
+        return sparsity.with_notes(est, sparsity.notes(sys_.accelerator, workload, est, dense))
+    return _estimate(model, sys_, workload, m, framework=framework, overlap=overlap,
+                     imbalance=imbalance)
+
+
+def _estimate(model: ModelSpec, sys_: System, workload: Training | Inference, m: Mapping, *,
+              framework: Framework | str | FrameworkProfile | None,
+              overlap: OverlapPolicy | None, imbalance: float) -> Estimate:
     ex = execution_model(sys_.accelerator)
     if isinstance(workload, Training):
         fw = resolve_framework(framework, ex.training)

@@ -13,6 +13,7 @@ from typing import Any
 from accelmap.cost.energy import op_energy_j
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import Device, OpTime, time_ops
+from accelmap.errors import InputError
 from accelmap.memory.budget import activation_bytes, optimizer_state_bytes_per_param
 from accelmap.memory.stack import memory_stack
 from accelmap.models.flops import forward_flops_per_token
@@ -21,9 +22,10 @@ from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.adapters import adapt_forward, adapter_params
 from accelmap.ops.graph import Op, Shape, Stage, causal_shape_context, forward_ops
+from accelmap.ops.sparsity import sparse_training_ops
 from accelmap.ops.step import training_precision
 from accelmap.ops.training import backward_ops, recompute_ops
-from accelmap.workload import Adapters, Recompute, Training
+from accelmap.workload import Adapters, Recompute, Sparsity, Training
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,12 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
     if wl.adapters is not None:
         fwd = adapt_forward(fwd, shard, wl.adapters, wl.storage_dtype)
     bwd = recompute_ops(fwd, recompute, wl.flash_attention) + backward_ops(fwd, wl.grad_dtype)
+    if wl.sparsity is not Sparsity.NONE and wl.adapters is not None \
+            and wl.adapters.quantized_base:
+        raise InputError("2:4 sparsity and a QLoRA base do not combine: the NF4 weights are "
+                         "dequantized to dense 16-bit matrices for every matmul; drop one")
+    if wl.sparsity is not Sparsity.NONE:  # forward and dgrad on 2:4 weights (ops/sparsity.py)
+        fwd, bwd = sparse_training_ops(fwd, bwd, precision)
     tf, tb = time_ops(fwd, dev, fw), time_ops(bwd, dev, fw)
     L = spec.n_layers
 

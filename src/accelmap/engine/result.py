@@ -214,6 +214,7 @@ def op_row(t: OpTime) -> dict[str, Any]:
         "total_s": float(t.total_s),
         "bound": t.bound,
         "achievable_flops": float(t.achievable_flops),
+        "sparse": op.sparse,  # on 2:4-sparse weights (achievable_flops in dense FLOPs)
     }
 
 

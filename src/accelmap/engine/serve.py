@@ -35,7 +35,7 @@ from accelmap.hardware.schema import LinkRole
 from accelmap.mapping.constraints import check_serving
 from accelmap.mapping.placement import place_axes
 from accelmap.mapping.plan import Mapping
-from accelmap.memory.budget import MemoryBudget, inference_memory
+from accelmap.memory.budget import MemoryBudget, inference_memory, weight_bytes_per_param
 from accelmap.models.flops import forward_flops_per_token
 from accelmap.models.geometry import Geometry
 from accelmap.models.params import count_params
@@ -180,8 +180,9 @@ def serving_memory(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
         budget = replace(budget, items=runtime_items(budget.items, runtime))
     if m.pp > 1:  # the embedding and head sit on the end stages; charge one of them
         pc = count_params(stage)
-        extra = (pc.total - pc.embedding - pc.lm_head) + max(pc.embedding, pc.lm_head)
-        budget.items["weights"] = budget.items["weights"] * extra / pc.total
+        other_end = pc.embedding + pc.lm_head - max(pc.embedding, pc.lm_head)
+        budget.items["weights"] = budget.items["weights"] - other_end * weight_bytes_per_param(
+            wl.weight_dtype, wl.quant_group)
     return budget
 
 

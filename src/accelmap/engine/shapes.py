@@ -24,7 +24,8 @@ def inference_precision(wl: Inference) -> Precision:
     return Precision(act=wl.act_dtype, weight=wl.weight_dtype, compute=wl.compute_dtype,
                      kv=wl.kv_dtype,
                      weight_bytes_per_param=weight_bytes_per_param(wl.weight_dtype,
-                                                                   wl.quant_group))
+                                                                   wl.quant_group),
+                     sparsity=wl.sparsity)
 
 
 def inference_shapes(spec: ModelSpec, wl: Inference) -> tuple[Shape, Shape]:

@@ -9,8 +9,9 @@ says so in the note (NVIDIA Ampere+ datasheets mark sparse figures with an aster
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from accelmap.cited import (
     Capacity,
@@ -26,6 +27,7 @@ from accelmap.cited import (
     Power,
     PriceRate,
     TierBandwidth,
+    _as_source_tuple,
 )
 from accelmap.units import DType
 
@@ -132,6 +134,24 @@ class Topology(StrEnum):
     SINGLE = "single"  # no network: one device
 
 
+class SparseSupport(Frozen):
+    """The matrix units' 2:4 structured-sparsity mode (two of every four weights zero): the
+    dtypes it runs, and whose measured sparse GEMMs stand for this part (cost/sparsity.py's
+    table, by architecture). A datasheet's "with sparsity" peaks are this mode."""
+
+    dtypes: tuple[DType, ...] = Field(min_length=1)
+    architecture: str = Field(min_length=1, description="key of cost/data/sparse_gemm.yaml")
+    source: tuple[str, ...]
+    note: str | None = None
+    # sparse / dense peak where it is below 2 (Blackwell Ultra's FP4: 144 vs 105 PF per HGX)
+    ceiling: dict[DType, float] = Field(default_factory=dict)
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _sources(cls, v: Any) -> tuple[str, ...]:
+        return _as_source_tuple(v)
+
+
 class Accelerator(CatalogEntry):
     """One accelerator (GPU, TPU chip, wafer, FPGA card, CPU socket ...)."""
 
@@ -150,6 +170,8 @@ class Accelerator(CatalogEntry):
     # pair only its own point-to-point links: Gaudi, MI300X); a switch when not stated
     scale_up_topology: Topology | None = None
     price: PriceQuote | None = None
+    # 2:4 structured sparsity of the matrix units; None: the part has none (or none is known)
+    sparsity_2_4: SparseSupport | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Accelerator:

@@ -30,7 +30,9 @@ a ModelSpec or a Geometry, the whole model or one rank's share. Formulas:
   per token per layer for MLA (DeepSeek-V2 sec. 2.1.2), rounded up to whole paged blocks
   (Kwon et al. 2023, vLLM, sec. 4.1);
 - weight-only INT8/INT4 store one 16-bit scale (and one 16-bit zero point for INT4, as
-  gpt-fast's int4 groupwise kernel does) per quantization group.
+  gpt-fast's int4 groupwise kernel does) per quantization group;
+- 2:4-sparse serving weights: the layers' GEMM matrices stored compressed, 1/2 + 1/bits of their
+  dense bytes (ops/sparsity.py); embedding, LM head, router and norms dense.
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ from accelmap.models.geometry import Geometry
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Op
+from accelmap.ops.sparsity import compressed_bytes_per_param, sparse_params
 from accelmap.units import DType
-from accelmap.workload import Inference, Optimizer, Recompute, Training
+from accelmap.workload import Inference, Optimizer, Recompute, Sparsity, Training
 
 Num = Any
 
@@ -216,8 +219,12 @@ def inference_memory(model: ModelSpec | Geometry, wl: Inference, capacity: float
     geo = Geometry.of(model)
     P = float(count_params(geo).total)
     seq = wl.prompt_len + wl.output_len if tokens is None else tokens
+    wb = weight_bytes_per_param(wl.weight_dtype, wl.quant_group)
+    weights = P * wb
+    if wl.sparsity is not Sparsity.NONE:  # the layers' GEMM weights compressed (ops/sparsity.py)
+        weights -= sparse_params(geo) * (wb - compressed_bytes_per_param(wl.weight_dtype, wb))
     items: dict[str, Num] = {
-        "weights": P * weight_bytes_per_param(wl.weight_dtype, wl.quant_group),
+        "weights": weights,
         "kv_cache": kv_cache_bytes(geo, wl.batch, seq, wl.kv_dtype, wl.kv_block),
     }
     # Peak temporary during prefill: the widest intermediate (gate+up, or up, or QKV) of one

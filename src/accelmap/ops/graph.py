@@ -37,6 +37,7 @@ from accelmap.models.flops import causal_mean_keys
 from accelmap.models.geometry import Geometry, Group, Tensor
 from accelmap.models.schema import ModelSpec
 from accelmap.units import DType
+from accelmap.workload import Sparsity
 
 FP32 = DType.FP32.bytes  # logits and softmax statistics are kept in fp32
 
@@ -89,6 +90,7 @@ class Op:
     weight_dtype: DType | None = None  # storage format of the weights this op streams
     attention_keys: Num | None = None  # keys per query of an attention kernel (efficiency ramp)
     frozen: bool = False  # weights not trained (LoRA base): no weight gradient (ops/adapters.py)
+    sparse: bool = False  # runs on 2:4-sparse weights (ops/sparsity.py, cost/sparsity.py)
 
     @property
     def total_bytes(self) -> Num:
@@ -114,6 +116,8 @@ class Precision:
     # Transformer Engine's FP8 linears keep the FP8 cast (module/linear.py, saved_inputmat;
     # module/layernorm_linear.py keeps ln_out in FP8), torchao's keep 16 bits.
     saved_gemm_input: DType | None = None
+    # 2:4-sparse weights in the layers' GEMMs (serving; training applies ops.sparsity itself)
+    sparsity: Sparsity = Sparsity.NONE
 
     @property
     def wbytes(self) -> float:
@@ -355,6 +359,10 @@ def forward_ops(model: Geometry | ModelSpec, s: Shape, p: Precision, flash: bool
     if training:  # fp32 logits -> log-softmax -> loss (Megatron fuses this cross-entropy)
         ops.append(_vector("loss", L * V, LOSS_FLOPS, p, 1,
                            extra_bytes=L * V * FP32, fusable=False))
+    if p.sparsity is not Sparsity.NONE and not training:
+        from accelmap.ops.sparsity import sparse_weights
+
+        ops = sparse_weights(ops, p)
     return _with_fp8_casts(ops, p, training)
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Op, Precision, Shape, causal_shape_context, forward_ops
+from accelmap.ops.sparsity import sparse_training_ops
 from accelmap.ops.training import backward_ops, optimizer_ops, recompute_ops
-from accelmap.workload import Training
+from accelmap.workload import Sparsity, Training
 
 
 def training_precision(wl: Training) -> Precision:
@@ -32,8 +33,10 @@ def training_ops(spec: ModelSpec, wl: Training, imbalance: float = 1.0) -> list[
         logits_tokens=wl.batch * s,
         dropout=wl.dropout,
     )
-    fwd = forward_ops(spec, shape, training_precision(wl), flash=wl.flash_attention,
-                      imbalance=imbalance, training=True)
-    return (fwd + recompute_ops(fwd, wl.recompute, wl.flash_attention)
-            + backward_ops(fwd, wl.grad_dtype)
-            + optimizer_ops(float(count_params(spec).total), wl))
+    p = training_precision(wl)
+    fwd = forward_ops(spec, shape, p, flash=wl.flash_attention, imbalance=imbalance,
+                      training=True)
+    bwd = recompute_ops(fwd, wl.recompute, wl.flash_attention) + backward_ops(fwd, wl.grad_dtype)
+    if wl.sparsity is not Sparsity.NONE:  # forward and dgrad on 2:4 weights
+        fwd, bwd = sparse_training_ops(fwd, bwd, p)
+    return fwd + bwd + optimizer_ops(float(count_params(spec).total), wl)
