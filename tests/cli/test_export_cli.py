@@ -43,7 +43,7 @@ def test_list(cli: Run) -> None:
     r = cli("export", "--list", "--json")
     assert r.code == 0
     names = {e["name"] for e in json.loads(r.out)}
-    assert set(TRAIN_FORMATS + SERVE_FORMATS) <= names
+    assert set(TRAIN_FORMATS + SERVE_FORMATS + ["torchtune"]) <= names
     assert all(e["version"] and e["url"].startswith("http") for e in json.loads(r.out))
 
 
@@ -184,3 +184,51 @@ def test_malformed_plan_file_is_one_error_line(cli: Run, plans: dict[str, Path],
     assert r.code == 2 and not (tmp_path / "out").exists()
     lines = r.err.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and str(bad) in lines[0], r.err
+
+
+# --- LoRA/QLoRA plans ---------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def qlora_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import contextlib
+    import io
+
+    from accelmap.cli.app import main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.suppress(SystemExit):
+        main(["plan", "llama-3.1-8b", "--cluster", "8xH100", "--train", "--finetune", "qlora",
+              "--lora-rank", "16", "--lora-targets", "q,v", "--seq", "4096",
+              "--global-batch-tokens", "256K", "--top", "1", "--json"])
+    path = tmp_path_factory.mktemp("qlora") / "plan.json"
+    path.write_text(buf.getvalue())
+    return path
+
+
+@pytest.mark.parametrize(("fmt", "adapter_file"), [
+    ("deepspeed", "bnb_config.json"), ("megatron", "nemo_peft.yaml"),
+    ("maxtext", "maxtext_overrides.yml"), ("torchtune", "torchtune_overrides.yaml"),
+    ("slurm", None)])
+def test_export_qlora_plan(cli: Run, qlora_plan: Path, tmp_path: Path, fmt: str,
+                           adapter_file: str | None) -> None:
+    job = json.loads(qlora_plan.read_text())["job"]
+    assert (job["finetune"], job["lora_rank"], job["lora_targets"]) == ("qlora", 16, ["q", "v"])
+    r = cli("export", fmt, "--from", str(qlora_plan), "--out", str(tmp_path), "--json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert all((tmp_path / f).is_file() for f in d["files"])
+    if adapter_file:
+        assert adapter_file in d["files"] and d["notes"]
+        assert any("lora_alpha = 8" in n or "alpha = 8" in n for n in d["notes"])
+    if fmt in ("megatron", "slurm"):  # their own files do not train the adapters: said
+        assert any(s.startswith("finetune=qlora, lora_rank=16, lora_targets=q,v: ")
+                   for s in d["unsupported"])
+    r = cli("export", fmt, "--from", str(qlora_plan), "--out", str(tmp_path / "text"))
+    assert r.code == 0 and ("note: " in r.out) == bool(adapter_file)
+
+
+def test_torchtitan_refuses_a_lora_plan(cli: Run, qlora_plan: Path, tmp_path: Path) -> None:
+    r = cli("export", "torchtitan", "--from", str(qlora_plan), "--out", str(tmp_path / "out"))
+    assert r.code == 2 and not (tmp_path / "out").exists()
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and "finetune=qlora" in lines[0] and "torchtune" in lines[0], r.err

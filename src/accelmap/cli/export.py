@@ -28,6 +28,8 @@ def write_export(fmt: str, job: PlanJob, out: Path | str, quiet: bool = False,
         for field in result.unsupported:
             con.print(f"not expressible in {exporter.framework}: {field}", highlight=False,
                       markup=False)
+        for note in result.notes:
+            con.print(f"note: {note}", highlight=False, markup=False)
     return done.result
 
 
@@ -72,4 +74,5 @@ def export_cmd(
     result = write_export(fmt, job, out, quiet=json_out, catalog=catalog)
     if json_out:
         emit_json({"files": sorted(result.files), "launch": result.launch,
-                   "unsupported": result.unsupported, "out": str(out)})
+                   "unsupported": result.unsupported, "notes": result.notes,
+                   "out": str(out)})

@@ -1,9 +1,11 @@
 """Exporters turn a plan into launchable framework configs.
 
 An exporter is registered by name, states the framework version it targets and a link to the
-documentation its keys come from, and returns the files it writes, the launch command, and the
-plan fields its framework cannot express (never silently dropped). Each exporter also reads its
-own output back (:class:`ReadBack`: a typed Mapping, serving choices, cluster shape), so round
+documentation its keys come from, and returns the files it writes, the launch command, the
+plan fields its framework cannot express (never silently dropped) and notes on values it chose
+where the plan is silent. A plan whose files would be wrong (a LoRA fine-tune for a framework
+without adapters) is refused with one InputError line. Each exporter also reads its own output
+back (:class:`ReadBack`: a typed Mapping, serving choices, cluster shape, adapters), so round
 trips can be tested.
 
 The plan side is :class:`PlanJob`: what the job is (:class:`Job`: model, cluster, sequence, batch,
@@ -76,6 +78,11 @@ class Job:
             if not isinstance(value, str) or not SAFE_NAME.fullmatch(value):
                 raise InputError(f"the plan job's {key}={str(value)[:80]!r} is not a catalog or "
                                  "Hub name (letters, digits and . _ - / + only)")
+        # the adapters end up in JSON, YAML and command lines too: enums only
+        if not isinstance(self.finetune, Finetune) or not all(
+                isinstance(t, LoraTarget) for t in self.lora_targets):
+            raise InputError("the plan job's finetune and lora_targets must be Finetune and "
+                             "LoraTarget values")
 
     @property
     def devices(self) -> int:
@@ -214,13 +221,16 @@ def training_mapping(*, dp: int, tp: int, pp: int, cp: int, ep: int, zero: int,
 @dataclass(frozen=True)
 class ReadBack:
     """What an exporter's files say, read back: the plan they express (a typed Mapping and, for
-    serving, the ServingChoice) and the cluster shape they launch on; None where they are
-    silent."""
+    serving, the ServingChoice), the cluster shape they launch on and, for a LoRA/QLoRA
+    fine-tune, the adapters they set up; None where they are silent."""
 
     mapping: Mapping | None = None
     serving: ServingChoice | None = None
     nodes: int | None = None
     devices_per_node: int | None = None
+    finetune: Finetune | None = None
+    lora_rank: int | None = None
+    lora_targets: frozenset[LoraTarget] | None = None  # the projections that get adapters
 
 
 @dataclass(frozen=True)
@@ -228,6 +238,9 @@ class ExportResult:
     files: dict[str, str]  # file name -> contents
     launch: str  # the command line that starts the job
     unsupported: list[str] = field(default_factory=list)  # plan fields the framework lacks
+    # what a user should know that is not a missing plan field: values the plan does not set
+    # and the exporter chose (PEFT's default lora_alpha ...), and how to use the files
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

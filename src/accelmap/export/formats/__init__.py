@@ -7,7 +7,9 @@ from accelmap.export.formats import (
     megatron,
     sglang,
     torchtitan,
+    torchtune,
     vllm,
 )
 
-__all__ = ["deepspeed", "launch", "maxtext", "megatron", "sglang", "torchtitan", "vllm"]
+__all__ = ["deepspeed", "launch", "maxtext", "megatron", "sglang", "torchtitan", "torchtune",
+           "vllm"]

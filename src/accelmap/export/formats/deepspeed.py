@@ -11,6 +11,11 @@ Two caveats a user should know (not plan fields, so not in ``unsupported``):
 (or Hugging Face ``gradient_checkpointing_enable()``) must wrap each layer. AutoTP and AutoEP
 partition Hugging Face models by their module names.
 
+LoRA/QLoRA plans: the launched script is a Hugging Face one (Trainer or Accelerate over
+DeepSpeed), so the adapters travel as PEFT's ``adapter_config.json`` and, for QLoRA, the
+``BitsAndBytesConfig`` of the 4-bit base as ``bnb_config.json`` (export/peft.py); ds_config.json
+is the same as for full training (the frozen base simply has no gradients or optimizer state).
+
 Every key below is from docs/_pages/config-json.md of deepspeedai/DeepSpeed at commit
 ``DS_COMMIT`` (section named in each comment); the launcher flags are from
 deepspeed/launcher/runner.py (``--hostfile``, ``--num_nodes``, ``--num_gpus``).
@@ -21,6 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from accelmap.export import peft
 from accelmap.export.base import (
     Exporter,
     ExportResult,
@@ -31,9 +37,11 @@ from accelmap.export.base import (
     training_mapping,
 )
 from accelmap.export.formats.launch import batch_split
+from accelmap.export.lora import alpha_note, has_adapters
 from accelmap.mapping.plan import ZeroStage
+from accelmap.models.schema import FFNKind
 from accelmap.units import DType
-from accelmap.workload import Recompute
+from accelmap.workload import Finetune, Recompute
 
 DS_COMMIT = "00376da49967bc6a15d70a550200ac67277b1fb4"
 DS_URL = f"https://github.com/deepspeedai/DeepSpeed/blob/{DS_COMMIT}/docs/_pages/config-json.md"
@@ -131,13 +139,40 @@ def _hostfile(job: PlanJob) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _adapter_notes(job: PlanJob, spec: Any) -> list[str]:
+    """How train.py uses the PEFT files, and the values the plan does not set."""
+    qlora = job.finetune is Finetune.QLORA
+    load = (f"loads the base with transformers' BitsAndBytesConfig(**json.load(open("
+            f"'{peft.BNB_FILE}'))) and " if qlora else "")
+    notes = [f"train.py {load}wraps the model with peft.get_peft_model(model, "
+             f"LoraConfig.from_pretrained(folder)), which reads {peft.ADAPTER_FILE}",
+             alpha_note("lora_alpha")]
+    if qlora:
+        notes.append("the plan's QLoRA optimizer is bitsandbytes' paged AdamW: ds_config.json "
+                     f"names no optimizer, so give the HF Trainer optim=\"{peft.PAGED_OPTIMIZER}\""
+                     " (TrainingArguments)")
+        if job.mapping.zero is ZeroStage.PARAMETERS:
+            notes.append("ZeRO-3 with a 4-bit base: bnb_4bit_quant_storage packs the NF4 "
+                         "weights in the compute dtype so DeepSpeed can shard them; load the "
+                         "model with that torch dtype too (PEFT's DeepSpeed guide)")
+    if spec.moe is not None or spec.mla is not None or spec.ffn_kind != FFNKind.GATED:
+        notes.append(f"target_modules uses Llama-family module names (q_proj ... down_proj); "
+                     f"{job.model}'s Hugging Face modules may be named otherwise: check with "
+                     "print(model)")
+    return notes
+
+
 def export(job: PlanJob, spec: Any) -> ExportResult:
     cfg, unsupported = _config(job, spec)
     launch = (f"deepspeed --hostfile {HOSTFILE} --num_nodes {job.nodes} "
               f"--num_gpus {job.devices_per_node} train.py --deepspeed "
               f"--deepspeed_config {CONFIG_FILE}")
     files = {CONFIG_FILE: json.dumps(cfg, indent=2) + "\n", HOSTFILE: _hostfile(job)}
-    return ExportResult(files=files, launch=launch, unsupported=unsupported)
+    notes: list[str] = []
+    if has_adapters(job):
+        files |= peft.files(job, zero3=job.mapping.zero is ZeroStage.PARAMETERS)
+        notes = _adapter_notes(job, spec)
+    return ExportResult(files=files, launch=launch, unsupported=unsupported, notes=notes)
 
 
 def read_back(files: dict[str, str]) -> ReadBack:
@@ -160,8 +195,10 @@ def read_back(files: dict[str, str]) -> ReadBack:
         recompute=Recompute.FULL if "activation_checkpointing" in cfg else Recompute.NONE,
         offload_optimizer=zero_cfg.get("offload_optimizer", {}).get("device") == "cpu",
         offload_params=zero_cfg.get("offload_param", {}).get("device") == "cpu")
+    finetune, rank, targets = peft.read_back(files)
     return ReadBack(mapping, nodes=len(hosts),
-                    devices_per_node=slots.pop() if len(slots) == 1 else None)
+                    devices_per_node=slots.pop() if len(slots) == 1 else None,
+                    finetune=finetune, lora_rank=rank, lora_targets=targets)
 
 
 EXPORTER = register(Exporter(

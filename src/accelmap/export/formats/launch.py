@@ -29,6 +29,7 @@ from typing import Any
 
 from accelmap.errors import InputError
 from accelmap.export.base import Exporter, ExportResult, PlanJob, PlanKind, ReadBack, register
+from accelmap.export.lora import adapter_fields, has_adapters
 from accelmap.search.result import TRAIN_MAPPING_KEYS
 
 TORCH_COMMIT = "010929fd3f401c3868310396e6a91ed95aa0305b"
@@ -152,6 +153,10 @@ def export(job: PlanJob, spec: Any) -> ExportResult:
         job, "a launch script sets only nodes and GPUs per node; the parallel degrees, batch, "
         "ZeRO, recompute and offload belong to the training framework's config (export "
         "megatron, deepspeed or torchtitan for those)")]
+    if has_adapters(job):
+        unsupported.append(f"{adapter_fields(job)}: the launch scripts start train.py; the "
+                           "adapters belong to its framework's config (export deepspeed, "
+                           "torchtune, maxtext or megatron for those)")
     return ExportResult(files=files, launch=f"sbatch {SBATCH_FILE}", unsupported=unsupported)
 
 

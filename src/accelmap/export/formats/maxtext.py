@@ -37,11 +37,27 @@ full -> ``full``; selective (recompute the attention core) -> ``minimal`` (saves
 and MLP matmul outputs, recomputes attention); none -> ``minimal_with_context`` (also saves the
 attention output; only elementwise ops are recomputed: the nearest listed policy to none).
 Offload -> ``optimizer_memory_host_offload`` and ``parameter_memory_host_offload``.
+
+LoRA/QLoRA plans train with MaxText's SFT trainer (``python3 -m
+maxtext.trainers.post_train.sft.train_sft``, config ``maxtext/configs/post_train/sft.yml``, which
+inherits base.yml; the overrides file then names it as its base_config). Its ``lora`` block
+(``LoRA`` in ``maxtext/configs/types.py``; applied by Qwix in ``maxtext/utils/lora_utils.py``):
+``enable_lora``, ``lora_rank``, ``lora_alpha`` (Qwix 0.1.8 providers/lora.py scales the update
+by alpha / rank: sft.yml's 0.0 would switch the adapters off, so PEFT's default 8 is written),
+``lora_module_path`` (a regex over module paths; empty = MaxText's verified per-model path from
+``configs/post_train/lora_module_path.yml``, every attention and MLP projection) and, for QLoRA,
+``lora_weight_qtype: nf4`` with ``lora_tile_size: 64`` (QLoRA's block of 64; Qwix has no
+double-quantization setting). Projection names (``checkpoint_conversion/utils/param_mapping.py``):
+self_attention query/key/value/out, mlp wi_0 (gate), wi_1 (up), wo (down). The SFT trainer
+refuses ``optimizer_memory_host_offload`` (train_sft.validate_config: Tunix's PeftTrainer has
+no host offload of the optimizer state).
 """
 
 from __future__ import annotations
 
 import math
+import re
+import shlex
 from typing import Any
 
 import yaml
@@ -55,15 +71,39 @@ from accelmap.export.base import (
     register,
     training_mapping,
 )
+from accelmap.export.lora import (
+    ALL,
+    LORA_ALPHA,
+    MLP,
+    adapter_fields,
+    alpha_note,
+    has_adapters,
+    targets,
+    targets_field,
+)
 from accelmap.mapping.mesh import AXES, mesh_sizes, split_mesh
 from accelmap.mapping.plan import ZeroStage
 from accelmap.units import DType
-from accelmap.workload import Recompute
+from accelmap.workload import Finetune, LoraTarget, Recompute
 
 VERSION = "0.2.5"
 URL = "https://pypi.org/project/maxtext/0.2.5/"
 TRAIN = "python3 -m maxtext.trainers.pre_train.train"
 BASE_YML = "src/maxtext/configs/base.yml"
+SFT = "python3 -m maxtext.trainers.post_train.sft.train_sft"
+SFT_YML = "src/maxtext/configs/post_train/sft.yml"
+OVERRIDES_FILE = "maxtext_overrides.yml"
+
+# MaxText module names of the projections (checkpoint_conversion/utils/param_mapping.py)
+LORA_MODULES = {LoraTarget.Q: "attention/query", LoraTarget.K: "attention/key",
+                LoraTarget.V: "attention/value", LoraTarget.O: "attention/out",
+                LoraTarget.GATE: "mlp/wi_0", LoraTarget.UP: "mlp/wi_1", LoraTarget.DOWN: "mlp/wo"}
+# lora_utils._get_lora_module_path: the layer index is optional (scanned, layers_0, layers/0)
+LORA_LAYERS = "decoder/layers(?:_[0-9]+|/[0-9]+)?/.*"
+# model_name prefixes whose verified path (lora_module_path.yml) is decoder/layers/... with
+# these names (llama3.1, qwen3, mistral, and the default that llama2 and qwen2.5 use)
+STANDARD_LAYOUT = ("llama", "mistral-", "qwen")
+QLORA_TILE = 64  # NF4 block size (Dettmers et al. 2023 sec. 3)
 
 # Catalog model id -> MaxText model_name (maxtext/configs/models/<name>.yml in 0.2.5).
 MODEL_NAMES: dict[str, str] = {
@@ -183,36 +223,96 @@ def overrides(job: PlanJob, spec: Any) -> tuple[dict[str, Any], list[str]]:
     out["remat_policy"] = REMAT[m.recompute]
     out["optimizer_memory_host_offload"] = bool(m.offloads_optimizer)
     out["parameter_memory_host_offload"] = bool(m.offloads_params)
+    if has_adapters(job):
+        _lora(job, spec, out, unsupported)
     return out, unsupported
 
 
-def _yaml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return f'"{v}"'
-    return repr(v)
+def module_path(chosen: frozenset[LoraTarget]) -> str:
+    """lora_module_path for a subset of the projections (standard layout)."""
+    attention = [LORA_MODULES[t].split("/")[1] for t in LoraTarget if t in chosen - MLP]
+    mlp = [LORA_MODULES[t].split("/")[1] for t in LoraTarget if t in chosen & MLP]
+    parts = ([f"attention/({'|'.join(attention)})"] if attention else []) + (
+        [f"mlp/({'|'.join(mlp)})"] if mlp else [])
+    return f"{LORA_LAYERS}({'|'.join(parts)})"
+
+
+def _lora(job: PlanJob, spec: Any, out: dict[str, Any], unsupported: list[str]) -> None:
+    """The SFT trainer and its lora block (MaxText's LoRA/QLoRA)."""
+    out["base_config"] = "post_train/sft.yml"  # resolved in MaxText's configs folder
+    if out["optimizer_memory_host_offload"]:
+        unsupported.append("offload=True: MaxText's SFT trainer refuses "
+                           "optimizer_memory_host_offload (Tunix's PeftTrainer cannot offload "
+                           "the optimizer state); exported without it")
+        out["optimizer_memory_host_offload"] = False
+    chosen = targets(job)
+    name = str(out.get("model_name", ""))
+    path = ""  # MaxText's verified path for the model: every attention and MLP projection
+    if chosen != ALL:
+        if name.startswith(STANDARD_LAYOUT) and spec.moe is None:
+            path = module_path(chosen)
+        else:
+            unsupported.append(f"{targets_field(chosen)}: MaxText names {job.model}'s modules "
+                               "differently; exported with its default lora_module_path (every "
+                               "attention and MLP projection): set lora.lora_module_path by hand")
+    lora: dict[str, Any] = {"enable_lora": True, "lora_rank": job.lora_rank,
+                            "lora_alpha": float(LORA_ALPHA), "lora_module_path": path}
+    if job.finetune is Finetune.QLORA:
+        lora |= {"lora_weight_qtype": "nf4", "lora_tile_size": QLORA_TILE}
+    out["lora"] = lora
+    if spec.moe is not None and chosen & MLP:
+        unsupported.append(f"{adapter_fields(job)}: MaxText's default lora_module_path adapts "
+                           "dense mlp blocks; for the MoE experts set lora.lora_module_path "
+                           "by hand (types.py's example: .../(MoeBlock_0|shared_experts)/"
+                           "(wi_0|wo))")
+
+
+def read_lora(cfg: dict[str, Any]) -> tuple[Finetune | None, int | None,
+                                            frozenset[LoraTarget] | None]:
+    """(method, rank, adapted projections) of an overrides file's lora block."""
+    lora = cfg.get("lora")
+    if not isinstance(lora, dict) or not lora.get("enable_lora"):
+        return None, None, None
+    method = Finetune.QLORA if lora.get("lora_weight_qtype") else Finetune.LORA
+    path = str(lora.get("lora_module_path") or "")
+    chosen = ALL if not path else frozenset(
+        t for t, mod in LORA_MODULES.items()
+        if re.search(rf"{mod.split('/')[0]}/\([^)]*\b{mod.split('/')[1]}\b", path))
+    return method, int(lora["lora_rank"]), chosen
+
+
+def _cli(key: str, value: Any) -> list[str]:
+    """``key=value`` overrides (pyconfig: OmegaConf.from_cli; nested keys dotted)."""
+    if isinstance(value, dict):
+        return [w for k, v in value.items() if v != "" for w in _cli(f"{key}.{k}", v)]
+    text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return [f"{key}={text}"]
 
 
 def export(job: PlanJob, spec: Any) -> ExportResult:
     keys, unsupported = overrides(job, spec)
     run = f"accelmap-{job.model}"
+    adapters = has_adapters(job)
+    entry, config = (SFT, SFT_YML) if adapters else (TRAIN, BASE_YML)
     head = [f"# MaxText {VERSION} overrides for {job.model} on {job.nodes} x "
             f"{job.devices_per_node} {job.accelerator}, written by accelmap.",
-            f"# Keys from maxtext/configs/base.yml of maxtext {VERSION} ({URL}).",
-            f"# Run: {TRAIN} maxtext_overrides.yml run_name={run}",
-            "# (base_config resolves base.yml beside this file, else in MaxText's configs).",
-            "# Set dataset_type / dataset_path, steps and base_output_directory for a real run."]
-    body = [f"{k}: {_yaml_value(v)}" for k, v in keys.items()]
-    launch = " ".join([TRAIN, BASE_YML, f"run_name={run}",
-                       *(f"{k}={_yaml_value(v).strip(chr(34))}" for k, v in keys.items()
-                         if k != "base_config")])
-    return ExportResult({"maxtext_overrides.yml": "\n".join([*head, *body, ""])}, launch,
-                        unsupported)
+            f"# Keys from maxtext/configs/base.yml of maxtext {VERSION} ({URL})"
+            + (" and the lora block of configs/post_train/sft.yml." if adapters else "."),
+            f"# Run: {entry} {OVERRIDES_FILE} run_name={run}",
+            f"# (base_config resolves {keys['base_config']} beside this file, else in MaxText's "
+            "configs).",
+            "# Set dataset_type / dataset_path, steps and base_output_directory for a real run."
+            + (" LoRA/QLoRA start from load_parameters_path." if adapters else "")]
+    words = [*entry.split(), config, f"run_name={run}",
+             *(w for k, v in keys.items() if k != "base_config" for w in _cli(k, v))]
+    notes = [alpha_note("lora.lora_alpha")] if adapters else []
+    return ExportResult({OVERRIDES_FILE: "\n".join(head) + "\n"
+                         + yaml.safe_dump(keys, sort_keys=False)},
+                        " ".join(shlex.quote(w) for w in words), unsupported, notes)
 
 
 def read_back(files: dict[str, str]) -> ReadBack:
-    cfg = yaml.safe_load(files["maxtext_overrides.yml"]) or {}
+    cfg = yaml.safe_load(files[OVERRIDES_FILE]) or {}
 
     def size(stem: str) -> int:
         return int(cfg.get(f"ici_{stem}_parallelism", 1)) * int(
@@ -223,6 +323,7 @@ def read_back(files: dict[str, str]) -> ReadBack:
     devices = math.prod(size(s) for s in AXES.values())
     step = int(devices * float(cfg.get("per_device_batch_size", 1)))
     micro = int(cfg.get("num_pipeline_microbatches", 1)) if pp > 1 else 1
+    finetune, rank, chosen = read_lora(cfg)
     return ReadBack(training_mapping(
         dp=dp, tp=size("tensor"), pp=pp, cp=size("context"), ep=expert,
         zero=(ZeroStage.PARAMETERS if fsdp > 1 else
@@ -231,7 +332,8 @@ def read_back(files: dict[str, str]) -> ReadBack:
         virtual_stages=int(cfg.get("num_pipeline_repeats", 1)) if pp > 1 else 1,
         recompute=REMAT_BACK.get(str(cfg.get("remat_policy", "full")), Recompute.FULL),
         offload_optimizer=bool(cfg.get("optimizer_memory_host_offload")),
-        offload_params=bool(cfg.get("parameter_memory_host_offload"))))
+        offload_params=bool(cfg.get("parameter_memory_host_offload"))),
+        finetune=finetune, lora_rank=rank, lora_targets=chosen)
 
 
 EXPORTER = register(Exporter(

@@ -12,6 +12,11 @@ state sharded over data-parallel ranks, gradients reduce-scattered); 2 and 3 use
 needs ``--ckpt-format fsdp_dtensor``). Offload maps to ``--optimizer-cpu-offload`` (optimizer state
 only; parameters stay on the GPU), which needs ``--use-precision-aware-optimizer``.
 
+LoRA/QLoRA plans: Megatron-LM has no adapters, so its arguments would train every weight. The
+export says so (unsupported, and in the args file's header) and adds ``nemo_peft.yaml``, the
+NeMo (Megatron-Core) PEFT overrides that do train the adapters (export/nemo.py). NeMo's QLoRA
+has no tensor parallelism, so a QLoRA plan with tp > 1 is refused.
+
 Every flag is from megatron/training/arguments.py of NVIDIA/Megatron-LM at commit
 ``MEGATRON_COMMIT`` (the ``_add_*_args`` group is named in each comment).
 """
@@ -21,6 +26,7 @@ from __future__ import annotations
 import re
 import shlex
 
+from accelmap.export import nemo
 from accelmap.export.base import (
     Exporter,
     ExportResult,
@@ -37,10 +43,11 @@ from accelmap.export.formats.launch import (
     shell_word,
     torchrun_command,
 )
+from accelmap.export.lora import has_adapters, refuse
 from accelmap.mapping.plan import Mapping, ZeroStage
 from accelmap.models.schema import Activation, FFNKind, ModelSpec, NormKind, PositionKind
 from accelmap.units import DType
-from accelmap.workload import Recompute
+from accelmap.workload import Finetune, Recompute
 
 MEGATRON_COMMIT = "000c4ac24f61159c138b0975def722c65245983c"
 MEGATRON_URL = (f"https://github.com/NVIDIA/Megatron-LM/blob/{MEGATRON_COMMIT}/"
@@ -225,11 +232,21 @@ def _array(name: str, flags: list[Flag]) -> str:
 
 
 def export(job: PlanJob, spec: ModelSpec) -> ExportResult:
+    adapters = has_adapters(job)
+    if adapters and job.finetune is Finetune.QLORA and job.mapping.tp > 1:
+        refuse(job, "Megatron-LM/NeMo",
+               f"Megatron-LM has no adapters and NeMo's QLoRA NF4 layers do not support "
+               f"tensor parallelism (tp={job.mapping.tp}; NeMo adapters/qlora.py)",
+               "deepspeed or torchtune, or plan with tp=1,")
     plan_flags, unsupported = _parallel_flags(job)
     model_flags, notes = _model_flags(job, spec)
+    warning = ("# finetune=" + job.finetune.value + ": Megatron-LM has no LoRA; these arguments "
+               f"train EVERY weight.\n# Train the adapters with NeMo: see {nemo.NEMO_FILE}.\n"
+               if adapters else "")
     args = (
         f"# Megatron-LM pretrain_gpt.py arguments: {job.model} on {job.nodes} x "
         f"{job.devices_per_node} {job.accelerator} (accelmap export megatron)\n"
+        + warning +
         f"# flags: NVIDIA/Megatron-LM megatron/training/arguments.py @ {MEGATRON_COMMIT[:12]}\n"
         "# Rotary base and RoPE scaling are not in accelmap's ModelSpec: add --rotary-base /\n"
         "# --use-rope-scaling to match a checkpoint.\n"
@@ -257,8 +274,14 @@ def export(job: PlanJob, spec: ModelSpec) -> ExportResult:
         + shell_block(command) + "\n"
     )
     launch = f"source {ARGS_FILE} && " + " ".join(shell_word(w) for w in command)
-    return ExportResult(files={ARGS_FILE: args, LAUNCH_FILE: launch_script}, launch=launch,
-                        unsupported=unsupported + notes)
+    files = {ARGS_FILE: args, LAUNCH_FILE: launch_script}
+    adapter_notes: list[str] = []
+    if adapters:
+        files[nemo.NEMO_FILE] = nemo.text(job, spec)
+        unsupported = nemo.unsupported(job, spec) + unsupported
+        adapter_notes = nemo.notes(job)
+    return ExportResult(files=files, launch=launch, unsupported=unsupported + notes,
+                        notes=adapter_notes)
 
 
 def parse_args_file(text: str) -> dict[str, str | None]:
@@ -307,7 +330,9 @@ def read_back(files: dict[str, str]) -> ReadBack:
         ("loss_in_split", "--account-for-loss-in-pipeline-split")) if flag in flags}
     if split:
         mapping = mapping.with_(**split)
-    return ReadBack(mapping, nodes=cluster["nodes"], devices_per_node=cluster["gpus_per_node"])
+    finetune, rank, targets = nemo.read_back(files)
+    return ReadBack(mapping, nodes=cluster["nodes"], devices_per_node=cluster["gpus_per_node"],
+                    finetune=finetune, lora_rank=rank, lora_targets=targets)
 
 
 EXPORTER = register(Exporter(

@@ -17,6 +17,11 @@ Mapping onto torchtitan's FSDP2-based parallelism:
 * ``expert_parallel_degree`` borrows from dp x cp; ``expert_tensor_parallel_degree = tp`` keeps
   experts tensor-parallel like Megatron-Core's default.
 
+LoRA/QLoRA plans are refused: the job config at ``TITAN_COMMIT`` has no adapters, so job.toml
+would train every weight. (torchtitan gained a LoRA converter, torchtitan/components/lora.py, in
+May 2026, commit 74181b1e, with a new Python config system this exporter does not target, and
+no 4-bit base.) The torchtune exporter writes the same FSDP2 job as a LoRA/QLoRA recipe.
+
 Keys: torchtitan/config/job_config.py of pytorch/torchtitan at ``TITAN_COMMIT`` (the dataclass is
 named in each comment); the torchrun entry point ``-m torchtitan.train --job.config_file`` is
 that version's run_train.sh. The architecture comes from a registered model flavor, not the TOML.
@@ -43,6 +48,7 @@ from accelmap.export.formats.launch import (
     shell_line,
     torchrun_command,
 )
+from accelmap.export.lora import has_adapters, refuse
 from accelmap.mapping.plan import ZeroStage
 from accelmap.models.schema import ModelSpec
 from accelmap.units import DType
@@ -199,6 +205,11 @@ def _sections(job: PlanJob, spec: ModelSpec) -> tuple[dict[str, dict[str, Any]],
 
 
 def export(job: PlanJob, spec: ModelSpec) -> ExportResult:
+    if has_adapters(job):
+        refuse(job, f"torchtitan @ {TITAN_COMMIT[:12]}",
+               "its job config has no LoRA or QLoRA, so job.toml would train every weight "
+               "(torchtitan's later LoRA converter uses a config system this exporter does not "
+               "target)", "torchtune, deepspeed or megatron (NeMo)")
     sections, unsupported = _sections(job, spec)
     header = (f"# torchtitan job config (accelmap export torchtitan); keys: pytorch/torchtitan "
               f"torchtitan/config/job_config.py @ {TITAN_COMMIT[:12]}\n")
