@@ -1,0 +1,79 @@
+"""`accelmap report FROM.json` and the `--report FILE.html` option of estimate, plan, compare
+and validate: a result as one self-contained HTML file of pictures (needs the web extra)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from accelmap import api
+
+if TYPE_CHECKING:
+    from accelmap.api import Report
+
+ReportOpt = Annotated[Path | None, typer.Option(
+    "--report", help="Also write an HTML report (charts, inputs, version; one offline file; "
+    "needs pip install 'accelmap[web]').", show_default=False)]
+
+# options that say how to print, not what was computed
+_NOT_INPUTS = {"report", "json_out", "catalog", "db"}
+
+
+def check(path: Path | None) -> None:
+    """Fail on a bad --report path (or a missing plotly) before any work."""
+    if path is not None:
+        api.check_report_path(path)
+
+
+def _ctx() -> Any:
+    """The running command's click context (typer >= 0.20 vendors click as typer._click)."""
+    try:
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - depends on the installed typer
+        from click import get_current_context  # type: ignore[no-redef]
+    return get_current_context(silent=True)
+
+
+def inputs() -> dict[str, Any]:
+    """The running command's options with the values given (its inputs, for the report)."""
+    ctx = _ctx()
+    if ctx is None:
+        return {}
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in ctx.params.items()
+            if k not in _NOT_INPUTS and v not in (None, [], ())}
+
+
+def command() -> str:
+    ctx = _ctx()
+    return ctx.command_path if ctx is not None else "accelmap"
+
+
+def save(report: Report, path: Path | None) -> None:
+    """Write the report and say where, on stderr (stdout may be --json)."""
+    if path is None:
+        return
+    out = api.write_report(report, path)
+    sys.stderr.write(f"report: {out} (open it in a browser; it needs no network)\n")
+
+
+def report_cmd(
+    source: Annotated[Path, typer.Argument(
+        help="A result saved with --json: estimate, plan, compare, validate, roofline, a "
+             "serving simulation.", show_default=False)],
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="HTML file to write (default: FROM with .html).",
+        show_default=False)] = None,
+) -> None:
+    """Draw a saved --json result as one self-contained HTML report.
+
+    Examples:
+      accelmap plan llama-3.1-8b --cluster 8xH100 --train --json > plan.json
+      accelmap report plan.json                 # writes plan.html
+      accelmap report validate.json --out docs/validation.html
+    """
+    target = out or source.with_suffix(".html")
+    api.check_report_path(target)
+    save(api.report_from_json(source), target)
