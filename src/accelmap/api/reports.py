@@ -49,6 +49,7 @@ __all__ = [
 ]
 
 EXTRA_HINT = "pip install 'accelmap[web]'"
+SHOWN_PER_STAGE = 2  # micro-batches per pipeline stage drawn in a timeline
 
 
 def accelmap_version() -> str:
@@ -120,17 +121,25 @@ def _pipeline_detail(est: Estimate, mapping: Mapping) -> tuple[dict[str, Any] | 
     bwd = sum(v for k, v in tree.items() if k.startswith(("backward/", "recompute/"))) / m
     wgrad = sum(v for k, v in tree.items() if k.startswith("backward/wgrad/")) / m
     sched = str(getattr(mapping.schedule, "value", mapping.schedule))
+    p = int(mapping.pp)
+    # past a few micro-batches per stage the steady state only repeats and the bubbles, at the
+    # two ends, shrink to slivers: draw 2p of them (a multiple of p, as interleaving needs)
+    shown = m if m <= SHOWN_PER_STAGE * p else SHOWN_PER_STAGE * p
     try:
-        passes = pipeline_timeline(sched, int(mapping.pp), m, int(mapping.virtual_stages),
+        passes = pipeline_timeline(sched, p, shown, int(mapping.virtual_stages),
                                    t_f=fwd, t_b=bwd,
                                    w_share=wgrad / (fwd + bwd) if fwd + bwd else 0.0)
     except InputError as e:
         return None, f"pipeline timeline not drawn: {e}"
-    return {"schedule": sched, "pp": int(mapping.pp), "micro_batches": m,
+    note = ("pipeline timeline: every stage drawn with the critical stage's forward and "
+            "backward time per micro-batch; stage-to-stage sends are in the step time, not in "
+            "the picture")
+    if shown < m:
+        note += (f"; {shown} of the step's {m} micro-batches drawn (the steady state repeats; "
+                 f"the step's bubble is {est.metrics.get('bubble_fraction', 0.0):.1%})")
+    return {"schedule": sched, "pp": p, "micro_batches": shown, "step_micro_batches": m,
             "vpp": int(mapping.virtual_stages), "t_f": fwd, "t_b": bwd,
-            "passes": [x.to_dict() for x in passes]}, (
-        "pipeline timeline: every stage drawn with the critical stage's forward and backward "
-        "time per micro-batch; stage-to-stage sends are in the step time, not in the picture")
+            "passes": [x.to_dict() for x in passes]}, note
 
 
 def _estimate_detail(est: Estimate, system: System, mapping: Mapping) -> dict[str, Any]:
@@ -256,21 +265,21 @@ def render_report(report: Report) -> str:
     return render(report)
 
 
-def check_report_path(path: str | Path) -> Path:
+def check_report_path(path: str | Path, option: str = "--report") -> Path:
     """The report's path, checked before any work: an .html name in an existing folder, and
-    plotly installed."""
+    plotly installed; ``option`` names it in the message."""
     out = Path(path)
     if out.suffix.lower() not in (".html", ".htm"):
-        raise InputError(f"--report {out}: give a file name ending in .html")
+        raise InputError(f"{option} {out}: give a file name ending in .html")
     if not out.parent.is_dir():
-        raise InputError(f"--report {out}: no such folder {out.parent}")
+        raise InputError(f"{option} {out}: no such folder {out.parent}")
     _require_plotly()
     return out
 
 
-def write_report(report: Report, path: str | Path) -> Path:
+def write_report(report: Report, path: str | Path, option: str = "--report") -> Path:
     """Write the report's HTML to ``path`` (its folder must exist)."""
-    out = check_report_path(path)
+    out = check_report_path(path, option)
     text = render_report(report)
     try:
         out.write_text(text, encoding="utf-8")

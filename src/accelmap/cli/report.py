@@ -38,24 +38,33 @@ def _ctx() -> Any:
 
 
 def inputs() -> dict[str, Any]:
-    """The running command's options with the values given (its inputs, for the report)."""
+    """The options the running command was given (not their defaults): its inputs, for the
+    report."""
     ctx = _ctx()
     if ctx is None:
         return {}
-    return {k: (str(v) if isinstance(v, Path) else v) for k, v in ctx.params.items()
-            if k not in _NOT_INPUTS and v not in (None, [], ())}
+    out = {}
+    for k, v in ctx.params.items():
+        source = ctx.get_parameter_source(k)
+        if k in _NOT_INPUTS or v in (None, [], ()) or getattr(source, "name", "") == "DEFAULT":
+            continue
+        out[k] = [str(x) for x in v] if isinstance(v, list | tuple) else (
+            str(v) if isinstance(v, Path) else v)
+    return out
 
 
 def command() -> str:
+    """'accelmap plan' (the command path, whatever the program was called)."""
     ctx = _ctx()
-    return ctx.command_path if ctx is not None else "accelmap"
+    path = ctx.command_path if ctx is not None else ""
+    return " ".join(["accelmap", *path.split(" ")[1:]])
 
 
-def save(report: Report, path: Path | None) -> None:
+def save(report: Report, path: Path | None, option: str = "--report") -> None:
     """Write the report and say where, on stderr (stdout may be --json)."""
     if path is None:
         return
-    out = api.write_report(report, path)
+    out = api.write_report(report, path, option)
     sys.stderr.write(f"report: {out} (open it in a browser; it needs no network)\n")
 
 
@@ -75,5 +84,5 @@ def report_cmd(
       accelmap report validate.json --out docs/validation.html
     """
     target = out or source.with_suffix(".html")
-    api.check_report_path(target)
-    save(api.report_from_json(source), target)
+    api.check_report_path(target, "--out")
+    save(api.report_from_json(source), target, "--out")

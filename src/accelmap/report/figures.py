@@ -33,10 +33,12 @@ def q(value: float | None, dim: str, digits: int = 4) -> str:
 
 
 def _layout(fig: Figure, title: str, x: str, y: str, **kw: Any) -> Figure:
+    height = kw.pop("height", 440)
     fig.update_layout(title={"text": title, "x": 0.01}, template="plotly_white",
-                      xaxis_title=x, yaxis_title=y, height=kw.pop("height", 440),
+                      xaxis_title=x, yaxis_title=y, height=height,
                       margin={"l": 70, "r": 30, "t": 60, "b": 60},
-                      legend={"orientation": "h", "y": -0.18}, **kw)
+                      legend={"orientation": "h", "y": -0.18 if height >= 400 else -0.45},
+                      **kw)
     return fig
 
 
@@ -137,7 +139,8 @@ def memory(columns: list[tuple[str, dict[str, Any]]], title: str) -> Figure:
                 error_y={"type": "data", "array": [total * band / 1e9], "visible": True},
                 hovertemplate=(f"total {q(total, 'bytes')} ± {band:.1%} (memory model's error "
                                f"band)<br>fit: {mem.get('fit', '')}<extra>{label}</extra>")))
-    return _layout(fig, title, "", "memory per device (GB, 10^9 bytes)", barmode="stack")
+    return _layout(fig, title, "", "memory per device (GB, 10^9 bytes)", barmode="stack",
+                   bargap=0.7 if len(columns) == 1 else 0.3)
 
 
 # -- step time ----------------------------------------------------------------------------------
@@ -195,7 +198,7 @@ def step_time(est: dict[str, Any]) -> Figure:
                                f"{q(total, 'time')} step)<extra></extra>")))
         return _layout(fig, f"Step time: {q(est.get('step_time_s'), 'time')} per optimizer "
                             "step, by component", "seconds per step", "", barmode="stack",
-                       height=300)
+                       height=340)
     phases = [p for p in ("prefill", "decode") if any(k.startswith(p + "/") for k in tree)]
     labels = {"prefill": "prefill (TTFT)", "decode": "one decode step (TPOT)"}
     by_op: dict[str, list[float]] = {}
@@ -235,8 +238,8 @@ def pipeline(pipe: dict[str, Any]) -> Figure:
             y=[f"stage {x['stage']}" for x in mine], x=[(x["end"] - x["start"]) for x in mine],
             base=[x["start"] for x in mine], orientation="h", name=names[kind],
             marker={"color": COLORS[kind], "line": {"color": "white", "width": 0.5}},
-            text=[str(x["micro_batch"]) for x in mine], textposition="inside",
-            insidetextanchor="middle",
+            text=[str(x["micro_batch"]) for x in mine] if len(passes) <= 400 else None,
+            textposition="inside", insidetextanchor="middle",
             customdata=[[x["micro_batch"], x["chunk"], q(x["start"], "time"),
                          q(x["end"], "time"), q(x["end"] - x["start"], "time")] for x in mine],
             hovertemplate=(f"<b>{names[kind]}</b> micro-batch %{{customdata[0]}}, chunk "
@@ -248,9 +251,10 @@ def pipeline(pipe: dict[str, Any]) -> Figure:
     idle = 1.0 - busy / (p * span) if span else 0.0
     fig.update_yaxes(autorange="reversed")
     v = f", {pipe['vpp']} chunks per stage" if int(pipe.get("vpp", 1)) > 1 else ""
-    return _layout(fig, f"Pipeline timeline: {pipe['schedule']}, {p} stages, "
-                        f"{pipe['micro_batches']} micro-batches{v}; step compute "
-                        f"{q(span, 'time')}, idle (bubble) {idle:.1%}",
+    m, of = pipe["micro_batches"], pipe.get("step_micro_batches", pipe["micro_batches"])
+    mb = f"{m} micro-batches" if m == of else f"{m} of the step's {of} micro-batches"
+    return _layout(fig, f"Pipeline timeline: {pipe['schedule']}, {p} stages, {mb}{v}; "
+                        f"{q(span, 'time')} drawn, idle (bubble) {idle:.1%} of it",
                    "time within the step (s)", "", barmode="overlay", bargap=0.25,
                    height=max(260, 60 + 34 * p))
 

@@ -128,7 +128,10 @@ def validate(files: list[tuple[str, bytes]], cat: Catalog) -> tuple[dict[str, An
             path = Path(tmp) / (safe if not (Path(tmp) / safe).exists() else f"{i}-{safe}")
             path.write_bytes(data)
             paths.append(path)
-        result = api.validate_cases(paths, catalog=cat)
+        try:
+            result = api.validate_cases(paths, catalog=cat)
+        except InputError as e:  # name the upload, not the temporary folder
+            raise InputError(str(e).replace(str(Path(tmp)) + "/", "")) from None
     rep = api.report_of("validate", result.to_dict(),
                         inputs={"cases": [n for n, _ in files]}, command="POST /api/validate")
     return rep.result, rep

@@ -83,9 +83,9 @@ function planTable(result) {
       const v = p[k];
       if (typeof v !== "number") return "<td>-</td>";
       if (k === "mfu") return `<td>${(v * 100).toFixed(1)} %</td>`;
+      if (k === "tokens_per_s") return `<td>${Math.round(v).toLocaleString("en")}</td>`;
       if (k.endsWith("_s")) return `<td>${fmtTime(v)}</td>`;
       if (k.endsWith("_bytes")) return `<td>${fmtBytes(v)}</td>`;
-      if (k === "tokens_per_s") return `<td>${Math.round(v).toLocaleString("en")}</td>`;
       return `<td>${v.toPrecision(3)}</td>`;
     });
     return `<tr class="${i === 0 ? "best" : ""}">${cells.join("")}</tr>`;
