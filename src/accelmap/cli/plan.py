@@ -37,10 +37,11 @@ def _progress(enabled: bool, label: str = "searching mappings"
         yield None
         return
     from rich.console import Console
-    from rich.progress import Progress
+    from rich.progress import Progress, TimeElapsedColumn
 
     # on stderr: stdout may be --json
-    with Progress(transient=True, console=Console(stderr=True)) as bar:
+    with Progress(*Progress.get_default_columns(), TimeElapsedColumn(), transient=True,
+                  console=Console(stderr=True)) as bar:
         task = bar.add_task(label, total=None)
 
         def update(done: int, total: int) -> None:
