@@ -25,9 +25,9 @@ DOCS = ROOT / "docs"
 
 def serve() -> tuple[object, str]:
     import uvicorn
-    from conftest import free_port
 
     from accelmap.web.app import create_app
+    from conftest import free_port
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port,
