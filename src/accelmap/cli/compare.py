@@ -87,8 +87,8 @@ def compare_cmd(
             precision=precision, best_precision=best_precision, devices=devices,
             budget_usd_h=budget, objective=objective, framework=framework, catalog=cat,
             progress=progress)
-    rep.save(api.report_of("compare", result.to_dict(), inputs=rep.inputs(),
-                           command=rep.command()), report)
+    rep.save(report, lambda: api.report_of("compare", result.to_dict(), inputs=rep.inputs(),
+                                           command=rep.command()))
     if json_out:
         emit_json(result.to_dict())
     else:

@@ -306,8 +306,8 @@ def estimate_cmd(
         assert not isinstance(wl, api.Training)
         sim = api.serve(spec, system, wl, m, framework=framework, load=load,
                         imbalance=imbalance, speculation=sp)
-        rep.save(api.report_of("serving", sim.to_dict(), inputs=rep.inputs(),
-                               command=rep.command()), report)
+        rep.save(report, lambda: api.report_of("serving", sim.to_dict(), inputs=rep.inputs(),
+                                               command=rep.command()))
         if json_out:
             emit_json(sim.to_dict())
             return
@@ -321,8 +321,8 @@ def estimate_cmd(
     else:
         est = api.estimate(spec, system, wl, m, framework=framework, imbalance=imbalance)
     missing = api.unpublished(system.accelerator)
-    rep.save(api.report_estimate(est, system, m, tokens=tokens, inputs=rep.inputs(),
-                                 command=rep.command()), report)
+    rep.save(report, lambda: api.report_estimate(est, system, m, tokens=tokens,
+                                                 inputs=rep.inputs(), command=rep.command()))
     if json_out:
         out = est.to_dict(ops=False)
         if est.feasible and "tdp_w" in missing:

@@ -150,15 +150,15 @@ def plan_cmd(
     if req.deadline_s is not None:
         with _progress(True, "doubling the cluster until the deadline is met") as progress:
             search = api.deadline_search(spec, clusters[0], req, progress)
-        rep.save(api.report_of("deadline", search.to_dict(), inputs=rep.inputs(),
-                               command=rep.command()), report)
+        rep.save(report, lambda: api.report_of("deadline", search.to_dict(),
+                                               inputs=rep.inputs(), command=rep.command()))
         _print_deadline(search, json_out)
         return
     if len(clusters) > 1:
         with _progress(True, f"planning on {len(clusters)} clusters") as progress:
             cmp = api.compare_hardware(spec, clusters, req, progress)
-        rep.save(api.report_of("hardware", cmp.to_dict(), inputs=rep.inputs(),
-                               command=rep.command()), report)
+        rep.save(report, lambda: api.report_of("hardware", cmp.to_dict(), inputs=rep.inputs(),
+                                               command=rep.command()))
         _print_comparison(cmp, json_out, train)
         return
     cl = clusters[0]
@@ -167,8 +167,9 @@ def plan_cmd(
                    else "searching mappings") as progress:
         result = api.run_plan(spec, cl, req, progress)
     job = api.plan_job(spec, cl, req)
-    rep.save(api.report_plan(spec, cl, result, job, profile=cal, inputs=rep.inputs(),
-                             command=rep.command(), catalog=cat), report)
+    rep.save(report, lambda: api.report_plan(spec, cl, result, job, profile=cal,
+                                             inputs=rep.inputs(), command=rep.command(),
+                                             catalog=cat))
     if json_out:
         emit_json({"model": spec.id, "cluster": cl.name, "job": job.to_dict(),
                    **result.to_dict()})

@@ -4,6 +4,7 @@ and validate: a result as one self-contained HTML file of pictures (needs the we
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -60,11 +61,12 @@ def command() -> str:
     return " ".join(["accelmap", *path.split(" ")[1:]])
 
 
-def save(report: Report, path: Path | None, option: str = "--report") -> None:
-    """Write the report and say where, on stderr (stdout may be --json)."""
+def save(path: Path | None, make: Callable[[], Report], option: str = "--report") -> None:
+    """Build the report (only when asked for), write it and say where, on stderr (stdout may
+    be --json)."""
     if path is None:
         return
-    out = api.write_report(report, path, option)
+    out = api.write_report(make(), path, option)
     sys.stderr.write(f"report: {out} (open it in a browser; it needs no network)\n")
 
 
@@ -85,4 +87,4 @@ def report_cmd(
     """
     target = out or source.with_suffix(".html")
     api.check_report_path(target, "--out")
-    save(api.report_from_json(source), target, "--out")
+    save(target, lambda: api.report_from_json(source), "--out")

@@ -88,8 +88,8 @@ def validate_cmd(cases: CasesOpt = None, json_out: JsonOpt = False,
 
     with _progress(True, "predicting the published rows") as progress:
         result = api.validate_cases(cases, progress=progress)  # reads every file first
-    rep.save(api.report_of("validate", result.to_dict(), inputs=rep.inputs(),
-                           command=rep.command()), report)
+    rep.save(report, lambda: api.report_of("validate", result.to_dict(), inputs=rep.inputs(),
+                                           command=rep.command()))
     if json_out:
         emit_json(result.to_dict())
         return
