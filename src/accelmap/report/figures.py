@@ -444,14 +444,16 @@ def deadline(result: dict[str, Any]) -> Figure:
 def validation(result: dict[str, Any]) -> list[Figure]:
     """Predicted against measured, one colour per source, with the y = x line and the p90 error
     band of the scored rows; and the signed error per source."""
-    rows = [r for r in result.get("rows") or []
-            if r.get("predicted") and r.get("measured") and r.get("status") != "skipped"]
+    plotted = [r for r in result.get("rows") or []
+               if r.get("predicted") and r.get("measured") and r.get("status") != "skipped"]
+    rows = [r for r in plotted if r.get("status") != "calibration"]  # the scored rows
+    fitted = [r for r in plotted if r.get("status") == "calibration"]
     summary = result.get("summary") or {}
     band = float(summary.get("p90_abs_pct_error") or 0.0) / 100
     fig = go.Figure()
-    if rows:
-        lo = min(min(r["measured"], r["predicted"]) for r in rows) / 2
-        hi = max(max(r["measured"], r["predicted"]) for r in rows) * 2
+    if plotted:
+        lo = min(min(r["measured"], r["predicted"]) for r in plotted) / 2
+        hi = max(max(r["measured"], r["predicted"]) for r in plotted) * 2
         fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="predicted = "
                                  "measured", line={"color": "#333"}, hoverinfo="skip"))
         if band:
@@ -471,7 +473,16 @@ def validation(result: dict[str, Any]) -> list[Figure]:
                   f"{r['measured']:,.5g}, predicted {r['predicted']:,.5g}<br>error "
                   f"{r.get('signed_pct_error') or 0:+.1f} % ({r.get('status', '')})"
                   for r in mine], hovertemplate="%{text}<extra></extra>"))
-    figs = [_layout(fig, f"Predicted vs measured: {len(rows)} rows, median abs error "
+    if fitted:
+        fig.add_trace(go.Scatter(
+            x=[r["measured"] for r in fitted], y=[r["predicted"] for r in fitted],
+            mode="markers", name="calibration rows (fitted on, not scored)",
+            marker={"color": "#999", "size": 8, "symbol": "circle-open"},
+            text=[f"<b>{r['row_id']}</b> {r.get('model', '')} on {r.get('accelerator', '')}"
+                  f"<br>{r.get('metric', '')} ({r.get('unit', '')}): measured "
+                  f"{r['measured']:,.5g}, predicted {r['predicted']:,.5g}" for r in fitted],
+            hovertemplate="%{text}<extra></extra>"))
+    figs = [_layout(fig, f"Predicted vs measured: {len(rows)} scored rows, median abs error "
                          f"{summary.get('median_abs_pct_error') or 0:.1f} %, p90 "
                          f"{summary.get('p90_abs_pct_error') or 0:.1f} %",
                     "measured (each row's unit, log)", "predicted (same unit, log)",
