@@ -362,11 +362,17 @@ def comparison(result: dict[str, Any]) -> list[Figure]:
     figs: list[Figure] = []
     ranked = [r for r in rows if r.get(key) is not None]
     if ranked:
-        fig = go.Figure(go.Bar(
-            y=[r["accelerator"] for r in ranked], x=[r[key] for r in ranked], orientation="h",
-            marker_color=[PALETTE[hash(r.get("class", "")) % len(PALETTE)] for r in ranked],
-            text=[_compare_hover(r) for r in ranked], textposition="none",
-            hovertemplate="%{text}<extra></extra>"))
+        classes = sorted({str(r.get("class", "")) for r in ranked})
+        fig = go.Figure()
+        for i, cls in enumerate(classes):  # one colour per device class
+            mine = [r for r in ranked if str(r.get("class", "")) == cls]
+            fig.add_trace(go.Bar(
+                y=[r["accelerator"] for r in mine], x=[r[key] for r in mine], orientation="h",
+                name=cls, marker_color=PALETTE[i % len(PALETTE)],
+                text=[_compare_hover(r) for r in mine], textposition="none",
+                hovertemplate="%{text}<extra></extra>"))
+        fig.update_yaxes(categoryorder="array",
+                         categoryarray=[r["accelerator"] for r in ranked])
         fig.update_yaxes(autorange="reversed")
         unit = {"tokens_per_s_per_user": "tokens/s per user", "tokens_per_s": "tokens/s",
                 "tokens_per_s_per_device": "tokens/s per device",
