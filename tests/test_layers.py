@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     # producers and consumers of estimates
     ("accelmap.measure", 8), ("accelmap.export", 8), ("accelmap.serving", 8),
     ("accelmap.search", 8),
-    ("accelmap.validate", 9),
+    ("accelmap.validate", 9), ("accelmap.report", 9),
     # the public API and the faces
     ("accelmap.api", 10), ("accelmap", 10),
     ("accelmap.cli", 11), ("accelmap.web", 11),

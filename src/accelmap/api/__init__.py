@@ -40,6 +40,11 @@ One module per area, every name re-exported here:
   (``Speculation``: draft model or MTP heads, alpha, k), ``serve_batch`` (the fixed batch,
   with speculation), ``disaggregation`` / ``serve_disaggregated`` (``DisaggRun``: prefill and
   decode pools), ``plan_disaggregation`` (``SplitSearch``: the split for goodput per device).
+- ``api.reports``: ``report_estimate``, ``report_plan``, ``report_of``, ``report_from_json``
+  (``Report``), ``render_report``, ``write_report``, ``check_report_path``,
+  ``report_figures``: a result as one self-contained HTML file of plotly pictures (the
+  ``web`` extra); ``plan_estimate``, ``estimate_json``, ``missing_extra``,
+  ``accelmap_version``.
 - ``api.validation``: ``read_cases``, ``predict_cases``, ``summarize``, ``compress_ids``,
   ``validate_cases`` (``Validation``), ``validate_local`` (``LocalValidation``).
 
@@ -132,6 +137,21 @@ if TYPE_CHECKING:
         plan_request,
         run_plan,
     )
+    from accelmap.api.reports import (
+        Report,
+        accelmap_version,
+        check_report_path,
+        estimate_json,
+        missing_extra,
+        plan_estimate,
+        render_report,
+        report_estimate,
+        report_figures,
+        report_from_json,
+        report_of,
+        report_plan,
+        write_report,
+    )
     from accelmap.api.serving import (
         Disaggregation,
         DisaggRun,
@@ -220,6 +240,12 @@ _LAZY: dict[str, str] = {
                      "Speculation", "SplitSearch", "disaggregation", "plan_disaggregation",
                      "serve", "serve_batch", "serve_disaggregated", "serving_load",
                      "speculation"), "accelmap.api.serving"),
+    # reports
+    **dict.fromkeys(("Report", "accelmap_version", "check_report_path", "estimate_json",
+                     "missing_extra", "plan_estimate", "render_report", "report_estimate",
+                     "report_figures", "report_from_json", "report_of", "report_plan",
+                     "write_report"),
+                    "accelmap.api.reports"),
     # validation
     **dict.fromkeys(("LocalValidation", "Validation", "compress_ids", "predict_cases",
                      "read_cases", "summarize", "validate_cases", "validate_local"),
@@ -286,6 +312,7 @@ __all__ = [
     "PlanRequest",
     "PlanResult",
     "Prediction",
+    "Report",
     "Roofline",
     "Scenario",
     "ServeStep",
@@ -303,11 +330,13 @@ __all__ = [
     "Validation",
     "accelerator_details",
     "accelerator_row",
+    "accelmap_version",
     "adapters",
     "batch_tokens",
     "calibrate",
     "calibration_accelerator",
     "check_profile",
+    "check_report_path",
     "choice",
     "compare",
     "compare_accelerators",
@@ -322,6 +351,7 @@ __all__ = [
     "dtype",
     "duration",
     "estimate",
+    "estimate_json",
     "export_plan",
     "exporter_row",
     "find_accelerator",
@@ -348,17 +378,25 @@ __all__ = [
     "measure_matmul",
     "measure_overhead",
     "measurement_kind",
+    "missing_extra",
     "model_details",
     "model_summary",
     "open_store",
     "phase",
     "plan_clusters",
     "plan_disaggregation",
+    "plan_estimate",
     "plan_export_job",
     "plan_job",
     "plan_request",
     "predict_cases",
     "read_cases",
+    "render_report",
+    "report_estimate",
+    "report_figures",
+    "report_from_json",
+    "report_of",
+    "report_plan",
     "roofline",
     "run_plan",
     "serve",
@@ -376,6 +414,7 @@ __all__ = [
     "validate_cases",
     "validate_local",
     "write_model",
+    "write_report",
 ]
 
 

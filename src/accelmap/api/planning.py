@@ -332,9 +332,11 @@ class DeadlineSearch:
                 "found": self.found, "tried": list(self.tried)}
 
 
-def deadline_search(spec: ModelSpec, base: Cluster, request: PlanRequest) -> DeadlineSearch:
+def deadline_search(spec: ModelSpec, base: Cluster, request: PlanRequest,
+                    progress: Progress | None = None) -> DeadlineSearch:
     """The smallest power-of-two count of ``base``'s nodes (1 to ``MAX_DEADLINE_NODES``) whose
-    best plan trains ``request.tokens`` within ``request.deadline_s``."""
+    best plan trains ``request.tokens`` within ``request.deadline_s``; ``progress`` counts
+    the node counts tried."""
     seconds = request.deadline_s
     if seconds is None or not (request.train and request.tokens):
         raise InputError("--deadline needs --train and --tokens (what must be trained by when)")
@@ -342,6 +344,8 @@ def deadline_search(spec: ModelSpec, base: Cluster, request: PlanRequest) -> Dea
     found = None
     nodes = 1
     while nodes <= MAX_DEADLINE_NODES:
+        if progress:
+            progress(len(tried), MAX_DEADLINE_NODES.bit_length())
         cl = Cluster(f"{nodes} x {base.devices_per_node} x {base.accelerator.id}",
                      base.accelerator, base.devices_per_node, nodes, base.tiers, None,
                      base.origin)

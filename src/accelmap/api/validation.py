@@ -4,7 +4,7 @@ on this machine next to the prediction (``validate_local``, needs PyTorch)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,11 +64,24 @@ class Validation:
         return {"rows": [p.to_dict() for p in self.predictions], "summary": self.summary.to_dict()}
 
 
-def validate_cases(paths: Sequence[str | Path], catalog: Catalog | None = None) -> Validation:
-    """Read every file first (a bad file fails before any work), predict each, summarize."""
+def validate_cases(paths: Sequence[str | Path], catalog: Catalog | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> Validation:
+    """Read every file first (a bad file fails before any work), predict each, summarize;
+    ``progress(done, total)`` counts the rows predicted."""
     files = [read_cases(p) for p in paths]
     cat = catalog if catalog is not None else load_catalog()
-    per_file = tuple((f.path, tuple(predict_cases(f, cat))) for f in files)
+    if progress is None:
+        per_file = tuple((f.path, tuple(predict_cases(f, cat))) for f in files)
+    else:
+        total, done, out = sum(len(f.cases) for f in files), 0, []
+        for f in files:
+            preds: list[Prediction] = []
+            for case in f.cases:
+                preds += _predict_cases([case], cat)
+                done += 1
+                progress(done, total)
+            out.append((f.path, tuple(preds)))
+        per_file = tuple(out)
     return Validation(per_file, summarize([p for _, ps in per_file for p in ps]))
 
 

@@ -22,6 +22,8 @@ from accelmap.cli import (
     measure_store,
     models,
     plan,
+    report,
+    serve,
     validate,
 )
 
@@ -46,6 +48,8 @@ app.command("roofline")(estimate.roofline_cmd)
 app.command("plan")(plan.plan_cmd)
 app.command("compare")(compare.compare_cmd)
 app.command("export")(export.export_cmd)
+app.command("report")(report.report_cmd)
+app.command("serve")(serve.serve_cmd)
 
 measure_app = typer.Typer(help="Measure the hardware and manage the measurement store.",
                           no_args_is_help=True)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from accelmap import api
+from accelmap.cli import report as rep
 from accelmap.cli.common import CatalogOpt, JsonOpt, console, emit_json, fmt, get_catalog
 from accelmap.cli.plan import _progress
 
@@ -56,6 +57,7 @@ def compare_cmd(
                                             "(default all).", show_default=False)] = None,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
+    report: rep.ReportOpt = None,
 ) -> None:
     """Compare every accelerator on one model: the devices that hold it, the best mapping on
     them, tokens/s per user, per system and per device, TTFT, TPOT, $/M tokens and J/token.
@@ -76,14 +78,17 @@ def compare_cmd(
       accelmap compare llama-3.1-8b --serve --class sram-machine --best-precision
       accelmap compare llama-3.1-8b --train --seq 4096 --global-batch-tokens 1M
     """
+    rep.check(report)
     cat = get_catalog(catalog)
-    with _progress(not json_out, "comparing accelerators") as progress:
+    with _progress(True, "comparing accelerators") as progress:
         result = api.compare_accelerators(
             model, train=train, hw=hw, device_class=device_class, batch=batch, prompt=prompt,
             output=output, seq=seq, global_batch_tokens=global_batch_tokens,
             precision=precision, best_precision=best_precision, devices=devices,
             budget_usd_h=budget, objective=objective, framework=framework, catalog=cat,
             progress=progress)
+    rep.save(report, lambda: api.report_of("compare", result.to_dict(), inputs=rep.inputs(),
+                                           command=rep.command()))
     if json_out:
         emit_json(result.to_dict())
     else:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from accelmap import api
+from accelmap.cli import report as rep
 from accelmap.cli.common import (
     CatalogOpt,
     DbOpt,
@@ -232,6 +233,7 @@ def estimate_cmd(
     db: DbOpt = None,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
+    report: rep.ReportOpt = None,
 ) -> None:
     """Estimate time, throughput, memory, energy and cost of one model on one accelerator.
 
@@ -262,6 +264,7 @@ def estimate_cmd(
       accelmap estimate llama-3.1-70b --cluster 2xdgx-h100 --serve --rate 8 --prompt 2000 \
           --output 300 --slo-ttft 2s --slo-tpot 50ms --disaggregate auto
     """
+    rep.check(report)
     cal = api.load_profile(profile, db)
     sc = scenario or ("server" if rate is not None or trace is not None else "batch")
     load = None
@@ -298,6 +301,9 @@ def estimate_cmd(
             raise InputError("--disaggregate needs a request stream: --serve --scenario server "
                              "--rate R (not the batch scenario, nor --train)")
         assert not isinstance(wl, api.Training)
+        if report:
+            raise InputError("--report draws batch estimates and serving simulations, not "
+                             "--disaggregate")
         _disaggregated(spec, system, wl, framework, load, disaggregate,
                        prefill_tp or tp, decode_tp or tp, json_out)
         return
@@ -305,6 +311,8 @@ def estimate_cmd(
         assert not isinstance(wl, api.Training)
         sim = api.serve(spec, system, wl, m, framework=framework, load=load,
                         imbalance=imbalance, speculation=sp)
+        rep.save(report, lambda: api.report_of("serving", sim.to_dict(), inputs=rep.inputs(),
+                                               command=rep.command()))
         if json_out:
             emit_json(sim.to_dict())
             return
@@ -318,6 +326,8 @@ def estimate_cmd(
     else:
         est = api.estimate(spec, system, wl, m, framework=framework, imbalance=imbalance)
     missing = api.unpublished(system.accelerator)
+    rep.save(report, lambda: api.report_estimate(est, system, m, tokens=tokens,
+                                                 inputs=rep.inputs(), command=rep.command()))
     if json_out:
         out = est.to_dict(ops=False)
         if est.feasible and "tdp_w" in missing:

@@ -35,7 +35,11 @@ def collectives_cmd(nproc: NprocOpt = 2, sizes: SizesOpt = "1K,64K,1M,16M",
                     ops: OpsOpt = "all", db: DbOpt = None, json_out: JsonOpt = False,
                     timeout: TimeoutOpt = 600.0) -> None:
     """Measure collectives with torch.distributed (torchrun) as nccl-tests does; store them."""
-    report = api.measure_collectives(nproc=nproc, sizes=sizes, ops=ops, db=db, timeout=timeout)
+    from accelmap.cli.plan import _progress
+
+    with _progress(True, f"measuring collectives on {nproc} processes"):
+        report = api.measure_collectives(nproc=nproc, sizes=sizes, ops=ops, db=db,
+                                         timeout=timeout)
     if json_out:
         emit_json(report)
         return

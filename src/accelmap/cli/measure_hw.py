@@ -14,6 +14,7 @@ import typer
 
 from accelmap import api
 from accelmap.cli.common import CatalogOpt, DbOpt, JsonOpt, console, emit_json, fmt, get_catalog
+from accelmap.cli.plan import _progress
 
 if TYPE_CHECKING:
     from accelmap.api import BandwidthRun, MatmulRun
@@ -72,8 +73,9 @@ def matmul_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Maximum achievable matmul FLOPS: sweep GEMM shapes, report the best vs the dense peak."""
-    run = api.measure_matmul(device, dtype, hw, budget, backend, reps, flush, db,
-                             get_catalog(catalog))
+    with _progress(True, f"measuring matmul ({budget:g} s per dtype)"):
+        run = api.measure_matmul(device, dtype, hw, budget, backend, reps, flush, db,
+                                 get_catalog(catalog))
     if json_out:
         emit_json(run.to_dict())
         return
@@ -101,8 +103,9 @@ def bandwidth_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Achievable memory bandwidth: copy/read/write over buffers far above the caches."""
-    run = api.measure_bandwidth(device, kernel, hw, budget, backend, size, reps, flush, db,
-                                get_catalog(catalog))
+    with _progress(True, "measuring memory bandwidth"):
+        run = api.measure_bandwidth(device, kernel, hw, budget, backend, size, reps, flush,
+                                    db, get_catalog(catalog))
     if json_out:
         emit_json(run.to_dict())
         return
@@ -179,7 +182,8 @@ def overhead_cmd(
       accelmap measure overhead --device cuda
       accelmap measure overhead --device cpu --json
     """
-    run = api.measure_overhead(device, hw, reps, db, get_catalog(catalog))
+    with _progress(True, "measuring per-kernel overhead"):
+        run = api.measure_overhead(device, hw, reps, db, get_catalog(catalog))
     if json_out:
         emit_json(run.to_dict())
         return

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from accelmap import api
+from accelmap.cli import report as rep
 from accelmap.cli.common import (
     CatalogOpt,
     DbOpt,
@@ -35,9 +36,12 @@ def _progress(enabled: bool, label: str = "searching mappings"
     if not (enabled and sys.stderr.isatty()):
         yield None
         return
-    from rich.progress import Progress
+    from rich.console import Console
+    from rich.progress import Progress, TimeElapsedColumn
 
-    with Progress(transient=True, console=console()) as bar:
+    # on stderr: stdout may be --json
+    with Progress(*Progress.get_default_columns(), TimeElapsedColumn(), transient=True,
+                  console=Console(stderr=True)) as bar:
         task = bar.add_task(label, total=None)
 
         def update(done: int, total: int) -> None:
@@ -111,6 +115,7 @@ def plan_cmd(
     db: DbOpt = None,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
+    report: rep.ReportOpt = None,
 ) -> None:
     """Search every mapping of a model on a cluster and rank them, with the reasons.
 
@@ -129,6 +134,7 @@ def plan_cmd(
       accelmap plan llama-2-70b --cluster 2xH100 --train --finetune qlora --lora-rank 64 \
           --seq 2048 --global-batch-tokens 32K
     """
+    rep.check(report)
     cat = get_catalog(catalog)
     spec = api.load_model(model, cat)
     req = api.plan_request(train=train, seq=seq, global_batch_tokens=global_batch_tokens,
@@ -142,19 +148,28 @@ def plan_cmd(
     api.check_profile(cal, clusters)
     req = req.with_profile(cal)
     if req.deadline_s is not None:
-        _print_deadline(api.deadline_search(spec, clusters[0], req), json_out)
+        with _progress(True, "doubling the cluster until the deadline is met") as progress:
+            search = api.deadline_search(spec, clusters[0], req, progress)
+        rep.save(report, lambda: api.report_of("deadline", search.to_dict(),
+                                               inputs=rep.inputs(), command=rep.command()))
+        _print_deadline(search, json_out)
         return
     if len(clusters) > 1:
-        with _progress(not json_out, f"planning on {len(clusters)} clusters") as progress:
+        with _progress(True, f"planning on {len(clusters)} clusters") as progress:
             cmp = api.compare_hardware(spec, clusters, req, progress)
+        rep.save(report, lambda: api.report_of("hardware", cmp.to_dict(), inputs=rep.inputs(),
+                                               command=rep.command()))
         _print_comparison(cmp, json_out, train)
         return
     cl = clusters[0]
     simulated = req.load is not None
-    with _progress(not json_out, "simulating the shortlisted configurations" if simulated
+    with _progress(True, "simulating the shortlisted configurations" if simulated
                    else "searching mappings") as progress:
         result = api.run_plan(spec, cl, req, progress)
     job = api.plan_job(spec, cl, req)
+    rep.save(report, lambda: api.report_plan(spec, cl, result, job, profile=cal,
+                                             inputs=rep.inputs(), command=rep.command(),
+                                             catalog=cat))
     if json_out:
         emit_json({"model": spec.id, "cluster": cl.name, "job": job.to_dict(),
                    **result.to_dict()})

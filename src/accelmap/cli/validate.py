@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from accelmap import api
+from accelmap.cli import report as rep
 from accelmap.cli.common import DbOpt, JsonOpt, ProfileOpt, console, emit_json
 from accelmap.cli.validate_local import (
     BatchOpt,
@@ -63,11 +64,15 @@ def validate_cmd(cases: CasesOpt = None, json_out: JsonOpt = False,
                  device: DeviceOpt = None, steps: StepsOpt = 5, warmup: WarmupOpt = 2,
                  batch: BatchOpt = 4, seq: SeqOpt = 256, decode_tokens: DecodeOpt = 32,
                  scale: ScaleOpt = "auto", dtype: DtypeOpt = None, profile: ProfileOpt = None,
-                 hw: HwOpt = None, db: DbOpt = None) -> None:
+                 hw: HwOpt = None, db: DbOpt = None, report: rep.ReportOpt = None) -> None:
     """Compare predictions with published measurements (--cases) or a run here (--local)."""
     from accelmap.errors import InputError
 
+    rep.check(report)
     if local is not None:
+        if report:
+            raise InputError("--report draws --cases validations; save --local --json and "
+                             "compare it with --cases instead")
         if cases:
             raise InputError("give either --cases or --local, not both")
         from accelmap.cli.validate_local import validate_local
@@ -79,7 +84,12 @@ def validate_cmd(cases: CasesOpt = None, json_out: JsonOpt = False,
         raise InputError("no measurements given: pass --cases FILE.csv (repeatable), e.g. "
                          "--cases ../shared/reference/measurements/inference.csv, or --local "
                          "MODEL to compare with a run on this machine")
-    result = api.validate_cases(cases)  # reads every file before any prediction
+    from accelmap.cli.plan import _progress
+
+    with _progress(True, "predicting the published rows") as progress:
+        result = api.validate_cases(cases, progress=progress)  # reads every file first
+    rep.save(report, lambda: api.report_of("validate", result.to_dict(), inputs=rep.inputs(),
+                                           command=rep.command()))
     if json_out:
         emit_json(result.to_dict())
         return

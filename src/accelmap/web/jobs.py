@@ -1,0 +1,178 @@
+"""What each endpoint runs: the forms as calls of the public API, the same calls the CLI makes,
+returning the object its ``--json`` prints and the report that draws it. Plain functions,
+called in the server's threadpool."""
+
+from __future__ import annotations
+
+import io
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from accelmap import api
+from accelmap.errors import InputError
+from accelmap.web.forms import CompareForm, EstimateForm, ExportForm, PlanForm
+
+if TYPE_CHECKING:
+    from accelmap.api import Catalog, Report
+
+
+class TimeCap:
+    """A progress callback that stops a search once ``seconds`` have passed: the planners stop
+    at an interrupt and return the best plans found so far (``interrupted``)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.start = time.monotonic()
+        self.hit = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if time.monotonic() - self.start > self.seconds:
+            self.hit = True
+            raise KeyboardInterrupt  # the planners' "stop and keep the best so far"
+
+    def note(self) -> str:
+        return f"stopped at the web app's {self.seconds:g} s search cap: best plans so far"
+
+
+def capped(cap: TimeCap, run: Callable[[], Any]) -> Any:
+    """Run a search under the cap; one that cannot stop early is an error past it."""
+    try:
+        return run()
+    except KeyboardInterrupt:
+        raise InputError(f"the search took longer than the web app's {cap.seconds:g} s cap: "
+                         "narrow it (one accelerator, fewer devices) or use the CLI") from None
+
+
+def estimate(form: EstimateForm, cat: Catalog) -> tuple[dict[str, Any], Report]:
+    """`accelmap estimate --json` of the form, and its report."""
+    f = form
+    train_dtype = api.dtype(f.dtype, "training")  # checked in every mode, as the CLI does
+    spec = api.load_model(f.model, cat)
+    system = api.load_system(hw=f.hw, cluster=f.cluster, catalog=cat, devices=f.devices)
+    ft = api.adapters(f.finetune, f.lora_rank, f.lora_targets)
+    if f.train:
+        wl: Any = api.training(f.batch, f.seq, train_dtype, f.optimizer, f.recompute, f.flash,
+                               f.tokens, finetune=ft)
+        m = api.mapping(system, wl, tp=f.tp, pp=f.pp, dp=f.dp, cp=f.cp, ep=f.ep, zero=f.zero,
+                        micro_batch=f.micro_batch, vpp=f.vpp, schedule=f.schedule,
+                        sequence_parallel=not f.no_sp, tp_overlap=f.tp_overlap,
+                        force_tp=f.force_tp)
+    else:
+        if ft is not None:
+            raise InputError("--finetune lora/qlora is a training workload: add --train")
+        wl = api.inference(f.batch, f.prompt, f.output, f.weights, f.kv, f.group, f.flash)
+        m = api.serving_mapping(f.tp, f.pp, f.ep, f.replicas)
+    est = api.estimate(spec, system, wl, m, framework=f.framework, imbalance=f.moe_imbalance)
+    rep = api.report_estimate(est, system, m, tokens=f.tokens, inputs=_inputs(f),
+                              command="POST /api/estimate")
+    return rep.result, rep
+
+
+def plan(form: PlanForm, cat: Catalog, cap_s: float) -> tuple[dict[str, Any], Report]:
+    """`accelmap plan --json` of the form (a comparison of accelerators for several), and its
+    report; the search stops at ``cap_s`` seconds with the best plans so far."""
+    f = form
+    spec = api.load_model(f.model, cat)
+    req = api.plan_request(train=f.train, seq=f.seq, global_batch_tokens=f.global_batch_tokens,
+                           tokens=f.tokens, prompt=f.prompt, output=f.output, ttft=f.ttft,
+                           tpot=f.tpot, objective=f.objective, framework=f.framework,
+                           top=f.top, offload=f.offload, force_tp=f.force_tp,
+                           include_tight=f.include_tight, scenario=f.scenario, rate=f.rate,
+                           requests=f.requests, max_seqs=f.max_seqs,
+                           finetune=api.adapters(f.finetune, f.lora_rank, f.lora_targets))
+    clusters = api.plan_clusters(cat, f.cluster, f.hw, f.devices, f.train)
+    cap = TimeCap(cap_s)
+    if len(clusters) > 1:
+        cmp = capped(cap, lambda: api.compare_hardware(spec, clusters, req, cap))
+        rep = api.report_of("hardware", cmp.to_dict(), inputs=_inputs(f),
+                            command="POST /api/plan")
+        return rep.result, rep
+    cl = clusters[0]
+    result = capped(cap, lambda: api.run_plan(spec, cl, req, cap))
+    if cap.hit:
+        result.notes.append(cap.note())
+    job = api.plan_job(spec, cl, req)
+    rep = api.report_plan(spec, cl, result, job, inputs=_inputs(f), command="POST /api/plan",
+                          catalog=cat)
+    return rep.result, rep
+
+
+def compare(form: CompareForm, cat: Catalog, cap_s: float) -> tuple[dict[str, Any], Report]:
+    """`accelmap compare --json` of the form, and its report."""
+    f = form
+    cap = TimeCap(cap_s)
+    result = capped(cap, lambda: api.compare_accelerators(
+        f.model, train=f.train, hw=f.hw, device_class=f.device_class, batch=f.batch,
+        prompt=f.prompt, output=f.output, seq=f.seq, global_batch_tokens=f.global_batch_tokens,
+        precision=f.precision, best_precision=f.best_precision, devices=f.devices,
+        budget_usd_h=f.budget_usd_h, objective=f.objective, framework=f.framework,
+        catalog=cat, progress=cap))
+    rep = api.report_of("compare", result.to_dict(), inputs=_inputs(f),
+                        command="POST /api/compare")
+    return rep.result, rep
+
+
+def validate(files: list[tuple[str, bytes]], cat: Catalog) -> tuple[dict[str, Any], Report]:
+    """`accelmap validate --cases ... --json` of uploaded CSV files, and its report."""
+    if not files:
+        raise InputError("no measurements given: upload one or more CSV files as 'cases'")
+    with tempfile.TemporaryDirectory(prefix="accelmap-validate-") as tmp:
+        paths = []
+        for i, (name, data) in enumerate(files):
+            safe = "".join(c for c in Path(name or "cases.csv").name
+                           if c.isalnum() or c in "._-") or "cases.csv"
+            path = Path(tmp) / (safe if not (Path(tmp) / safe).exists() else f"{i}-{safe}")
+            path.write_bytes(data)
+            paths.append(path)
+        try:
+            result = api.validate_cases(paths, catalog=cat)
+        except InputError as e:  # name the upload, not the temporary folder
+            raise InputError(str(e).replace(str(Path(tmp)) + "/", "")) from None
+    rep = api.report_of("validate", result.to_dict(),
+                        inputs={"cases": [n for n, _ in files]}, command="POST /api/validate")
+    return rep.result, rep
+
+
+def export_zip(form: ExportForm, cat: Catalog) -> tuple[bytes, str]:
+    """The plan's launch files as one zip (one folder per format when no format is named),
+    and the zip's file name."""
+    with tempfile.TemporaryDirectory(prefix="accelmap-export-") as tmp:
+        src = Path(tmp) / "plan.json"
+        import json
+
+        src.write_text(json.dumps(form.plan), encoding="utf-8")
+        try:
+            job = api.load_plan(src, form.index)
+        except InputError as e:
+            raise InputError(str(e).replace(f"{src}: ", "plan: ")) from None
+        kind = job.kind.value
+        names = [form.format] if form.format else [
+            e.name for e in api.list_exporters() if kind in api.exporter_row(e)["plans"]]
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            for name in names:
+                out = Path(tmp) / "out" / str(name)
+                done = api.export_plan(str(name), job, out, cat)
+                for p in done.paths:
+                    z.write(p, f"{name}/{p.name}" if not form.format else p.name)
+                z.writestr(f"{name}/LAUNCH.txt" if not form.format else "LAUNCH.txt",
+                           done.result.launch + "\n")
+    stem = f"{job.model}-{form.format or 'all'}".replace("/", "_")
+    return buf.getvalue(), f"{stem}.zip"
+
+
+def catalog_listing(cat: Catalog) -> dict[str, Any]:
+    """The models, accelerators, system presets and exporters the forms can name."""
+    return {"models": api.list_models(catalog=cat),
+            "accelerators": [api.accelerator_row(a) for a in api.list_accelerators(catalog=cat)],
+            "systems": [api.system_row(s) for s in api.list_systems(cat)],
+            "exporters": [api.exporter_row(e) for e in api.list_exporters()]}
+
+
+def _inputs(form: Any) -> dict[str, Any]:
+    """The fields the request set (its inputs, for the report)."""
+    return form.model_dump(exclude_unset=True, by_alias=True)

@@ -1,0 +1,202 @@
+"""The web app's JSON API (FastAPI's TestClient): the same objects as the CLI's --json, bad
+input as one sentence with a 4xx, bounded requests, downloads."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the web extra is not installed")
+
+with warnings.catch_warnings():  # starlette's note on its httpx-based client
+    warnings.simplefilter("ignore")
+    from fastapi.testclient import TestClient
+
+from accelmap import api
+from accelmap.cli.app import main
+from accelmap.web.app import create_app
+
+CASES = Path(__file__).resolve().parents[1] / "fixtures" / "measurements"
+PLAN = {"model": "llama-3.1-8b", "cluster": "8xH100", "train": True, "seq": 4096,
+        "global_batch_tokens": "1M"}
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(create_app(catalog=api.load_catalog()))
+
+
+def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> Any:
+    main([*args, "--json"])
+    return json.loads(capsys.readouterr().out)
+
+
+def test_catalog_lists_what_the_forms_name(client: TestClient) -> None:
+    r = client.get("/api/catalog")
+    assert r.status_code == 200
+    body = r.json()
+    assert {"llama-3.1-8b"} <= {m["id"] for m in body["models"]}
+    assert {"h100-sxm5-80gb"} <= {a["id"] for a in body["accelerators"]}
+    assert {"dgx-h100"} <= {s["id"] for s in body["systems"]}
+    assert {"megatron", "vllm"} <= {e["name"] for e in body["exporters"]}
+
+
+def test_plan_is_the_cli_plan_json(client: TestClient, capsys: pytest.CaptureFixture[str]
+                                   ) -> None:
+    r = client.post("/api/plan", json=PLAN)
+    assert r.status_code == 200, r.text
+    web = r.json()
+    cli = cli_json(capsys, "plan", "llama-3.1-8b", "--cluster", "8xH100", "--train", "--seq",
+                   "4096", "--global-batch-tokens", "1M")
+    web.pop("seconds"), cli.pop("seconds")
+    assert web == cli
+
+
+def test_estimate_is_the_cli_estimate_json(client: TestClient,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    body = {"model": "llama-3.1-70b", "cluster": "64xH100", "train": True, "tp": 8, "pp": 2,
+            "batch": 256, "seq": 4096, "recompute": "full"}
+    r = client.post("/api/estimate", json=body)
+    assert r.status_code == 200, r.text
+    cli = cli_json(capsys, "estimate", "llama-3.1-70b", "--cluster", "64xH100", "--train",
+                   "--tp", "8", "--pp", "2", "--batch", "256", "--seq", "4096", "--recompute",
+                   "full")
+    assert r.json() == cli
+    serve = client.post("/api/estimate", json={"model": "llama-3.1-8b", "hw": "h100-sxm5-80gb",
+                                               "batch": 8})
+    assert serve.status_code == 200 and serve.json()["ttft_s"] > 0
+
+
+@pytest.mark.parametrize(("body", "status", "sentence"), [
+    ({"model": "llama-9", "hw": "h100-sxm5-80gb"}, 400, "unknown model 'llama-9'"),
+    ({"model": "llama-3.1-8b", "hw": "h100"}, 400, "'h100' matches 3 accelerators"),
+    ({"model": "llama-3.1-8b"}, 400, "give one accelerator (--hw NAME) or one cluster"),
+    ({"model": "llama-3.1-8b", "hw": "h100-sxm5-80gb", "sq": 3}, 422, "unknown field 'sq'"),
+    ({"model": "llama-3.1-8b", "hw": "h100-sxm5-80gb", "seq": 0}, 422, "seq: Input should be"),
+    ({"hw": "h100-sxm5-80gb"}, 422, "missing field 'model'"),
+])
+def test_bad_estimate_input_is_one_sentence(client: TestClient, body: dict[str, Any],
+                                            status: int, sentence: str) -> None:
+    r = client.post("/api/estimate", json=body)
+    assert r.status_code == status
+    assert sentence in r.json()["error"]
+    assert "\n" not in r.json()["error"]
+
+
+def test_bad_plan_input_says_what_the_cli_says(client: TestClient,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    r = client.post("/api/plan", json={**PLAN, "objective": "fastest"})
+    assert r.status_code == 400
+    with pytest.raises(SystemExit):
+        main(["plan", "llama-3.1-8b", "--cluster", "8xH100", "--objective", "fastest"])
+    assert capsys.readouterr().err.strip() == f"error: {r.json()['error']}"
+
+
+def test_plan_figures_for_the_page(client: TestClient) -> None:
+    r = client.post("/api/plan/figures", json=PLAN)
+    assert r.status_code == 200
+    body = r.json()
+    ids = [f["id"] for f in body["figures"]]
+    assert {"roofline", "step-time", "memory", "pareto"} <= set(ids)
+    assert all(f["figure"]["data"] and f["title"] for f in body["figures"])
+    assert body["result"]["plans"][0]["mapping"]["dp"] >= 1
+    assert body["version"] == api.accelmap_version()
+
+
+def test_search_cap_returns_the_best_so_far(client: TestClient) -> None:
+    capped = TestClient(create_app(search_s=1e-9, catalog=api.load_catalog()))
+    r = capped.post("/api/plan", json=PLAN)
+    assert r.status_code == 200
+    body = r.json()
+    assert body["interrupted"] is True
+    assert any("search cap" in n for n in body["notes"])
+
+
+def test_request_size_limit() -> None:
+    small = TestClient(create_app(max_body=1024, catalog=api.load_catalog()))
+    r = small.post("/api/plan", content=b"{" + b" " * 4096 + b"}",
+                   headers={"content-type": "application/json"})
+    assert r.status_code == 413
+    assert "limit" in r.json()["error"]
+
+
+def test_export_zip_of_a_plan(client: TestClient) -> None:
+    plan = client.post("/api/plan", json=PLAN).json()
+    r = client.post("/api/export", json={"plan": plan, "format": "megatron"})
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "application/zip"
+    names = zipfile.ZipFile(io.BytesIO(r.content)).namelist()
+    assert "LAUNCH.txt" in names and len(names) >= 2
+    every = zipfile.ZipFile(io.BytesIO(client.post("/api/export", json={"plan": plan}).content))
+    assert {n.split("/")[0] for n in every.namelist()} >= {"megatron", "deepspeed"}
+    bad = client.post("/api/export", json={"plan": plan, "format": "vllm"})
+    assert bad.status_code == 400 and "exports serve plans" in bad.json()["error"]
+    junk = client.post("/api/export", json={"plan": {"x": 1}})
+    assert junk.status_code == 400 and junk.json()["error"].startswith("plan: ")
+
+
+def test_validate_an_uploaded_csv(client: TestClient, capsys: pytest.CaptureFixture[str]
+                                  ) -> None:
+    csv = CASES / "inference.csv"
+    with csv.open("rb") as f:
+        r = client.post("/api/validate", files=[("cases", (csv.name, f, "text/csv"))])
+    assert r.status_code == 200, r.text
+    cli = cli_json(capsys, "validate", "--cases", str(csv))
+    assert r.json()["summary"] == cli["summary"]
+    bad = client.post("/api/validate", files=[("cases", ("x.csv", b"a,b\n1,2\n", "text/csv"))])
+    assert bad.status_code == 400
+    assert bad.json()["error"].startswith("x.csv: unknown measurement format")
+
+
+def test_report_of_a_saved_result(client: TestClient) -> None:
+    plan = client.post("/api/plan", json=PLAN).json()
+    r = client.post("/api/report", json=plan)
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/html")
+    assert "<script src=" not in r.text and "Pareto front" in r.text
+    bad = client.post("/api/report", json={"nothing": 1})
+    assert bad.status_code == 400 and "not a result accelmap can report" in bad.json()["error"]
+
+
+def test_page_and_local_plotly(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and 'src="/static/plotly.min.js"' in page.text
+    assert "http" not in page.text.split("<body>")[0]  # no CDN in the head
+    js = client.get("/static/plotly.min.js")
+    assert js.status_code == 200 and len(js.content) > 1_000_000
+    assert client.get("/static/app.js").status_code == 200
+    assert client.get("/docs").status_code == 200
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/api/estimate", "/api/plan", "/api/compare", "/api/export", "/api/validate",
+            "/api/catalog"} <= set(paths)
+
+
+def test_concurrent_requests(client: TestClient) -> None:
+    body = {"model": "llama-3.1-8b", "hw": "h100-sxm5-80gb", "batch": 4}
+    out: list[int] = []
+
+    def one() -> None:
+        out.append(client.post("/api/estimate", json=body).status_code)
+
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert out == [200] * 8
+
+
+def test_compare(client: TestClient) -> None:
+    r = client.post("/api/compare", json={"model": "llama-3.1-8b", "hw": "H100,MI300X",
+                                          "class": "gpu"})
+    assert r.status_code == 200, r.text
+    assert {row["accelerator"] for row in r.json()["rows"]} >= {"h100-sxm5-80gb"}
+    fig = client.post("/api/compare/figures", json={"model": "llama-3.1-8b", "hw": "H100"})
+    assert fig.status_code == 200 and fig.json()["figures"]
