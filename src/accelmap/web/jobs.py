@@ -154,13 +154,22 @@ def export_zip(form: ExportForm, cat: Catalog) -> tuple[bytes, str]:
             e.name for e in api.list_exporters() if kind in api.exporter_row(e)["plans"]]
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            skipped: list[str] = []
             for name in names:
                 out = Path(tmp) / "out" / str(name)
-                done = api.export_plan(str(name), job, out, cat)
+                try:
+                    done = api.export_plan(str(name), job, out, cat)
+                except InputError as e:
+                    if form.format:  # the one format asked for: its refusal is the answer
+                        raise
+                    skipped.append(f"{name}: {e}")  # every format: say which cannot
+                    continue
                 for p in done.paths:
                     z.write(p, f"{name}/{p.name}" if not form.format else p.name)
                 z.writestr(f"{name}/LAUNCH.txt" if not form.format else "LAUNCH.txt",
                            done.result.launch + "\n")
+            if skipped:
+                z.writestr("NOT_EXPORTED.txt", "\n".join(skipped) + "\n")
     stem = f"{job.model}-{form.format or 'all'}".replace("/", "_")
     return buf.getvalue(), f"{stem}.zip"
 
