@@ -40,6 +40,9 @@ One module per area, every name re-exported here:
   (``Speculation``: draft model or MTP heads, alpha, k), ``serve_batch`` (the fixed batch,
   with speculation), ``disaggregation`` / ``serve_disaggregated`` (``DisaggRun``: prefill and
   decode pools), ``plan_disaggregation`` (``SplitSearch``: the split for goodput per device).
+- ``api.whatif``: ``what_if`` (``WhatIf``: --set NAME=VALUE, --price), ``apply_whatif``
+  (``WhatIfCatalog``), ``whatif_fields``, ``sensitivity`` (d ln time / d ln resource),
+  ``sweep`` (one or two parameters).
 - ``api.validation``: ``read_cases``, ``predict_cases``, ``summarize``, ``compress_ids``,
   ``validate_cases`` (``Validation``), ``validate_local`` (``LocalValidation``).
 
@@ -159,6 +162,15 @@ if TYPE_CHECKING:
         validate_cases,
         validate_local,
     )
+    from accelmap.api.whatif import (
+        WhatIf,
+        WhatIfCatalog,
+        apply_whatif,
+        sensitivity,
+        sweep,
+        what_if,
+        whatif_fields,
+    )
     from accelmap.catalog import Catalog, load_catalog
     from accelmap.cost.calibration import CalibrationProfile
     from accelmap.engine import OverlapPolicy, System, default_mapping, estimate
@@ -224,6 +236,9 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("LocalValidation", "Validation", "compress_ids", "predict_cases",
                      "read_cases", "summarize", "validate_cases", "validate_local"),
                     "accelmap.api.validation"),
+    # what-ifs, sensitivity and sweeps
+    **dict.fromkeys(("WhatIf", "WhatIfCatalog", "apply_whatif", "sensitivity", "sweep",
+                     "what_if", "whatif_fields"), "accelmap.api.whatif"),
     # the typed values these functions take and return
     **dict.fromkeys(("Catalog", "load_catalog"), "accelmap.catalog"),
     "CalibrationProfile": "accelmap.cost.calibration",
@@ -301,9 +316,12 @@ __all__ = [
     "TrainStep",
     "Training",
     "Validation",
+    "WhatIf",
+    "WhatIfCatalog",
     "accelerator_details",
     "accelerator_row",
     "adapters",
+    "apply_whatif",
     "batch_tokens",
     "calibrate",
     "calibration_accelerator",
@@ -361,6 +379,7 @@ __all__ = [
     "read_cases",
     "roofline",
     "run_plan",
+    "sensitivity",
     "serve",
     "serve_batch",
     "serve_disaggregated",
@@ -369,12 +388,15 @@ __all__ = [
     "sources",
     "speculation",
     "summarize",
+    "sweep",
     "system_details",
     "system_row",
     "training",
     "unpublished",
     "validate_cases",
     "validate_local",
+    "what_if",
+    "whatif_fields",
     "write_model",
 ]
 

@@ -23,6 +23,7 @@ from accelmap.cli import (
     models,
     plan,
     validate,
+    whatif,
 )
 
 app = typer.Typer(
@@ -31,7 +32,11 @@ app = typer.Typer(
         "Map large language models onto accelerators: will it fit, how to split it, how fast, "
         "at what cost.\n\n"
         "Start with: accelmap compare MODEL · accelmap hw compare · accelmap hw list · "
-        "accelmap models list · accelmap validate --cases FILE.csv"
+        "accelmap models list · accelmap validate --cases FILE.csv\n\n"
+        "What-ifs on any command: --set NAME=VALUE (memory_bandwidth=6.7TB/s, bf16=2.5PFLOP/s, "
+        "sram=500MB, scale_up_bandwidth=900GB/s, price=2.5USD/h, vocab_size=50304; x2 = twice "
+        "the part's figure; ID:NAME=VALUE for one part) and --price USD/h per device-hour. "
+        "`accelmap whatif-names` lists the names."
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -46,6 +51,8 @@ app.command("roofline")(estimate.roofline_cmd)
 app.command("plan")(plan.plan_cmd)
 app.command("compare")(compare.compare_cmd)
 app.command("export")(export.export_cmd)
+app.command("sweep")(whatif.sweep_cmd)
+app.command("whatif-names")(whatif.names_cmd)
 
 measure_app = typer.Typer(help="Measure the hardware and manage the measurement store.",
                           no_args_is_help=True)
@@ -85,6 +92,9 @@ def main(argv: list[str] | None = None) -> None:
     click = _click_exceptions()
 
     try:
+        from accelmap.cli.common import lift_whatif
+
+        argv = lift_whatif(list(sys.argv[1:] if argv is None else argv))
         result = app(args=argv, standalone_mode=False)
         if isinstance(result, int) and result:
             raise SystemExit(result)

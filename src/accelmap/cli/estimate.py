@@ -312,9 +312,13 @@ def estimate_cmd(
                               speculation=sp)
     else:
         est = api.estimate(spec, system, wl, m, framework=framework, imbalance=imbalance)
+    # which resource binds: d ln time / d ln resource (plain estimates; not speculative ones)
+    sens = (api.sensitivity(spec, system, wl, m, framework=framework, imbalance=imbalance,
+                            base=est) if sp is None and est.feasible else None)
     missing = api.unpublished(system.accelerator)
     if json_out:
         out = est.to_dict(ops=False)
+        out["sensitivity"] = sens.to_dict() if sens is not None else None
         if est.feasible and "tdp_w" in missing:
             out.setdefault("energy_j_per_token_tdp", None)
         if est.feasible and train and tokens and "price_usd_per_hour" in missing:
@@ -325,6 +329,8 @@ def estimate_cmd(
         emit_json(out)
         return
     print_estimate(est, missing, system.cluster.origin if system.devices > 1 else None)
+    if sens is not None:
+        print_sensitivity(sens)
 
 
 SHOWN = 20  # candidates listed in the terminal (the JSON has all of them)
@@ -549,6 +555,33 @@ def print_estimate(est: Estimate, missing: dict[str, str] | None = None,
     con.print(tt)
     for a in est.assumptions:
         con.print(_assumption_line(a), highlight=False)
+
+
+_FIGURE_LABEL = {"step_time_s": "step time", "ttft_s": "TTFT", "tpot_s": "TPOT"}
+_RESOURCE_LABEL = {"compute": "compute", "memory_bandwidth": "memory bw",
+                   "scale_up_bandwidth": "scale-up bw", "scale_out_bandwidth": "scale-out bw"}
+
+
+def print_sensitivity(sens: Any) -> None:
+    """Which resource binds: d ln time / d ln resource per timed figure."""
+    from rich.table import Table
+
+    d = sens.to_dict()["figures"]
+    resources = [r for r in _RESOURCE_LABEL if any(r in f["elasticity"] for f in d.values())]
+    t = Table(title="Which resource binds: d ln time / d ln resource (-1: time falls as the "
+                    "resource grows; 0: it does not matter)")
+    t.add_column("time")
+    for r in resources:
+        t.add_column(_RESOURCE_LABEL[r], justify="right")
+    t.add_column("fixed latency/overhead", justify="right")
+    t.add_column("binds")
+    for fig, f in d.items():
+        e = f["elasticity"]
+        t.add_row(_FIGURE_LABEL.get(fig, fig),
+                  *(f"{e[r]:+.2f}" if r in e else "-" for r in resources),
+                  f"{max(0.0, f['fixed_latency_share']):.0%}",
+                  _RESOURCE_LABEL.get(f["binding"] or "", "-"))
+    console().print(t)
 
 
 def roofline_cmd(

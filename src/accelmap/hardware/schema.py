@@ -150,6 +150,8 @@ class Accelerator(CatalogEntry):
     # pair only its own point-to-point links: Gaudi, MI300X); a switch when not stated
     scale_up_topology: Topology | None = None
     price: PriceQuote | None = None
+    # the figures a what-if (--set, hardware/whatif.py) changed: never set in a catalog file
+    what_if: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _check(self) -> Accelerator:
