@@ -43,6 +43,8 @@ One module per area, every name re-exported here:
 - ``api.whatif``: ``what_if`` (``WhatIf``: --set NAME=VALUE, --price), ``apply_whatif``
   (``WhatIfCatalog``), ``whatif_fields``, ``sensitivity`` (d ln time / d ln resource),
   ``sweep`` (one or two parameters).
+- ``api.claims``: ``check_claim`` (``ClaimCheck``: plausible / implausible / impossible with
+  the bound it breaks), ``load_part`` (a catalog part or an accelerator YAML file).
 - ``api.validation``: ``read_cases``, ``predict_cases``, ``summarize``, ``compress_ids``,
   ``validate_cases`` (``Validation``), ``validate_local`` (``LocalValidation``).
 
@@ -55,6 +57,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from accelmap.api.claims import ClaimCheck, check_claim, load_part
     from accelmap.api.comparison import (
         AcceleratorComparison,
         CompareObjective,
@@ -236,6 +239,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("LocalValidation", "Validation", "compress_ids", "predict_cases",
                      "read_cases", "summarize", "validate_cases", "validate_local"),
                     "accelmap.api.validation"),
+    # claim checks
+    **dict.fromkeys(("ClaimCheck", "check_claim", "load_part"), "accelmap.api.claims"),
     # what-ifs, sensitivity and sweeps
     **dict.fromkeys(("WhatIf", "WhatIfCatalog", "apply_whatif", "sensitivity", "sweep",
                      "what_if", "whatif_fields"), "accelmap.api.whatif"),
@@ -270,6 +275,7 @@ __all__ = [
     "CaseFile",
     "Catalog",
     "Chooser",
+    "ClaimCheck",
     "Cluster",
     "CompareObjective",
     "Comparison",
@@ -325,6 +331,7 @@ __all__ = [
     "batch_tokens",
     "calibrate",
     "calibration_accelerator",
+    "check_claim",
     "check_profile",
     "choice",
     "compare",
@@ -355,6 +362,7 @@ __all__ = [
     "list_systems",
     "load_catalog",
     "load_model",
+    "load_part",
     "load_plan",
     "load_profile",
     "load_system",

@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from accelmap.cli import (
+    claims,
     compare,
     estimate,
     export,
@@ -53,6 +54,7 @@ app.command("compare")(compare.compare_cmd)
 app.command("export")(export.export_cmd)
 app.command("sweep")(whatif.sweep_cmd)
 app.command("whatif-names")(whatif.names_cmd)
+app.command("check-claim")(claims.check_claim_cmd)
 
 measure_app = typer.Typer(help="Measure the hardware and manage the measurement store.",
                           no_args_is_help=True)
