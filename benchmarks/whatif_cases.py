@@ -1,0 +1,132 @@
+"""Design what-ifs against published cases: every line prints the tool's figure beside the
+published one. Nothing is fitted here; each figure is what the engine or the check computes for
+the setup the source describes.
+
+Part 2, what-ifs. NVIDIA's H200 is an H100 with 4.8 TB/s of HBM3e and 141 GB (TensorRT-LLM
+   docs/source/blogs/H200launch.md, v0.5.0): "First token latency is compute bound for most
+   ISLs, meaning H200 retains similar time to first token as H100", "Max throughput improves
+   due to its dependence on memory capacity and bandwidth", and Llama-70B offline 2048/128 on
+   one H200 "is 1.9x more performant than" on one H100 (largest power-of-2 batch each; the
+   blog's H200 row: batch 32, 303 tok/s). The what-if H100 --set memory_bandwidth=4.8TB/s
+   --set memory_capacity=141GB is run beside the catalog's H100 and H200.
+Part 3, claim checks. Published vendor claims through ``check-claim``:
+   NVIDIA H200 11,819 tok/s on Llama 2 13B (batch 1024, 128/128, FP8; same blog); Groq
+   300 tok/s per user on Llama 2 70B on 576 chips (Groq, Nov 2023); Cerebras 1,800 tok/s per
+   user on Llama 3.1 8B (Cerebras Inference launch, Aug 2024); Etched's "over 500,000 tokens
+   per second running Llama 70B" on one 8-chip Sohu server (FP8, 2048 in / 128 out; June 2024),
+   on a spec that grants Sohu the most a 4 nm reticle die could plausibly compute
+   (benchmarks/data/etched-sohu-like.yaml).
+
+Run: python benchmarks/whatif_cases.py
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from accelmap import api
+
+ROOT = Path(__file__).resolve().parents[1]
+CAT = api.load_catalog()
+
+
+def _row(*cells: Any) -> None:
+    print("  " + " | ".join(str(c) for c in cells))
+
+
+def _largest_fitting(spec: Any, system: Any, prompt: int, output: int, dtype: str) -> Any:
+    """The largest power-of-2 batch whose memory fits (not merely 'tight')."""
+    best = None
+    for b in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+        e = api.estimate(spec, system, api.inference(b, prompt, output, dtype),
+                         api.serving_mapping(), framework="tensorrt-llm")
+        if e.feasible and e.memory_fit.value == "fits":
+            best = (b, e)
+    return best
+
+
+def part2_h200_as_h100_whatif() -> dict[str, float]:
+    print("Part 2: H100 + (4.8 TB/s, 141 GB) what-if vs NVIDIA's H200 launch figures")
+    spec = api.load_model("llama-2-70b", CAT)
+    wi = api.what_if(["h100-sxm5-80gb:memory_bandwidth=4.8TB/s",
+                      "h100-sxm5-80gb:memory_capacity=141GB"], catalog=CAT)
+    cat2 = api.apply_whatif(CAT, wi)
+    runs = {}
+    for label, cat, hw in (("H100", CAT, "h100-sxm5-80gb"),
+                           ("H100 what-if", cat2, "h100-sxm5-80gb"),
+                           ("H200 (catalog)", CAT, "h200-sxm")):
+        system = api.load_system(hw=hw, catalog=cat)
+        b, e = _largest_fitting(spec, system, 2048, 128, "fp8")
+        b32 = api.estimate(spec, system, api.inference(32, 2048, 128, "fp8"),
+                           api.serving_mapping(), framework="tensorrt-llm")
+        sens = api.sensitivity(spec, system, api.inference(32, 2048, 128, "fp8"),
+                               api.serving_mapping(), framework="tensorrt-llm", base=b32)
+        runs[label] = {"batch": b, "tok_s": e.tokens_per_s, "ttft": b32.ttft_s,
+                       "tpot": b32.tpot_s, "tok_s_b32": b32.tokens_per_s,
+                       "e_tpot_bw": sens.elasticity["tpot_s"]["memory_bandwidth"] if sens
+                       else float("nan"),
+                       "e_ttft_compute": sens.elasticity["ttft_s"]["compute"] if sens
+                       else float("nan")}
+        r = runs[label]
+        _row(f"{label:15s}", f"largest fitting batch {b:3d}: {r['tok_s']:6.0f} tok/s",
+             f"batch 32: TTFT {r['ttft'] * 1e3:6.0f} ms, TPOT {r['tpot'] * 1e3:5.1f} ms, "
+             f"{r['tok_s_b32']:4.0f} tok/s",
+             f"d ln TPOT/d ln BW {r['e_tpot_bw']:+.2f}, d ln TTFT/d ln FLOPs "
+             f"{r['e_ttft_compute']:+.2f}")
+    h, w = runs["H100"], runs["H100 what-if"]
+    ratio = w["tok_s"] / h["tok_s"]
+    _row("what-if / H100 at each's largest batch", f"{ratio:.2f}x",
+         "published: 'up to 1.9x' (H200 vs H100, Llama-70B 2048/128 TP1)")
+    _row("what-if TTFT / H100 TTFT (batch 32)", f"{w['ttft'] / h['ttft']:.3f}",
+         "published: 'H200 retains similar time to first token as H100'")
+    _row("what-if batch-32 tok/s", f"{w['tok_s_b32']:.0f}",
+         "published H200 row: 303 tok/s at batch 32 (TensorRT-LLM v0.5.0, preliminary)")
+    _row("what-if vs catalog H200 (batch 32)",
+         f"{w['tok_s_b32'] / runs['H200 (catalog)']['tok_s_b32']:.3f}",
+         "the what-if should land near the catalog's own H200")
+    return {"ratio": ratio, "ttft_ratio": w["ttft"] / h["ttft"],
+            "b32": w["tok_s_b32"], "vs_h200": w["tok_s_b32"] / runs["H200 (catalog)"][
+                "tok_s_b32"]}
+
+
+CLAIMS = (
+    ("NVIDIA H200, TensorRT-LLM H200 launch blog", "h200-sxm",
+     "11,819 tok/s on llama-2-13b at batch 1024 with fp8 prompt 128 output 128"),
+    ("Groq, Nov 2023 (576 GroqChips)", "groq-lpu-v1",
+     "300 tok/s per user on llama-2-70b on 576 chips"),
+    ("Cerebras Inference launch, Aug 2024", "wse-3",
+     "1800 tok/s per user on llama-3.1-8b"),
+    ("Etched Sohu, June 2024 (output tokens)", str(ROOT / "benchmarks/data/"
+                                                    "etched-sohu-like.yaml"),
+     "500000 tok/s on llama-3.1-70b with fp8 on 8 chips prompt 2048 output 128"),
+    ("Etched Sohu, June 2024 (input+output)", str(ROOT / "benchmarks/data/"
+                                                   "etched-sohu-like.yaml"),
+     "500000 tok/s (input+output) on llama-3.1-70b with fp8 on 8 chips prompt 2048 "
+     "output 128"),
+)
+
+
+def part3_claims() -> list[dict[str, Any]]:
+    print("\nPart 3: published vendor claims through check-claim")
+    out = []
+    for who, hw, text in CLAIMS:
+        r = api.check_claim(hw, text, CAT)
+        eng = r.engine or {}
+        vs = (f"claim / engine {eng['claim_over_engine']:.2f}" if eng.get("feasible")
+              else "engine: cannot run (no links in the spec)")
+        worst = max(r.claim_bounds, key=lambda b: b.ratio)
+        _row(f"{who:40s}", f"{r.verdict.value:11s}",
+             f"tightest: {worst.name} at {worst.ratio:.2f}x", vs)
+        out.append({"who": who, "verdict": r.verdict.value, "bound": worst.name,
+                    "ratio": worst.ratio, "engine": eng.get("claim_over_engine")})
+    return out
+
+
+def main() -> None:
+    part2_h200_as_h100_whatif()
+    part3_claims()
+
+
+if __name__ == "__main__":
+    main()
