@@ -17,6 +17,16 @@ Part 3, claim checks. Published vendor claims through ``check-claim``:
    on a spec that grants Sohu the most a 4 nm reticle die could plausibly compute
    (benchmarks/data/etched-sohu-like.yaml).
 
+Part 6, cost. DeepSeek-V3 (arXiv:2412.19437, Table 1): pre-training 2,664K H800 GPU-hours for
+   14.8T tokens, "$5.576M" in all at an assumed $2 per GPU-hour (2,788K hours); the engine's
+   hours for the paper's layout (2048 H800, PP16 x EP64, FP8, 4K sequences, 15,360 per step),
+   priced with --price 2. LLaMA 65B (Touvron et al. 2023, sec. 2.4 and Table 15): "around 380
+   tokens/sec/GPU on 2048 A100 GPU with 80GB", 1.4T tokens, 1,022,362 GPU-hours; the engine's
+   hours (tp 8 x pp 4, selective recompute, 4M-token batches) at the catalog's A100 quote.
+   Renting vs owning an H100 (DGX H100 ~$270,000 / 8 and 10.2 kW / 8, 5 years, $0.08/kWh,
+   PUE 1.56) against the catalog's rental quote: the break-even, beside the 14-18 months that
+   GPU TCO write-ups quote for an H100 node against cloud prices (a secondary source).
+
 Run: python benchmarks/whatif_cases.py
 """
 
@@ -123,9 +133,49 @@ def part3_claims() -> list[dict[str, Any]]:
     return out
 
 
+def part6_cost() -> dict[str, float]:
+    print("\nPart 6: the cost of published training runs; renting vs owning")
+    cat = api.apply_whatif(CAT, api.what_if(["h800-sxm5:price=2USD/h"], catalog=CAT))
+    spec = api.load_model("deepseek-v3", cat)
+    s = api.load_system(cluster="2048xh800-sxm5", catalog=cat)
+    wl = api.training(15360, 4096, "fp8", recompute="full", tokens="14.8T")
+    m = api.mapping(s, wl, pp=16, ep=64, zero=1, micro_batch=1, first_stage_layers=1,
+                    last_stage_layers=4)
+    e = api.estimate(spec, s, wl, m)
+    rep = api.cost_report(e, s, catalog=cat).to_dict()
+    hours = rep["device_hours"]
+    _row("DeepSeek-V3 pre-training, 2048 H800 at $2/h",
+         f"{hours / 1e6:.2f}M GPU-h, ${rep['cost_to_train_usd'] / 1e6:.2f}M",
+         "published: 2.664M GPU-h, $5.33M (pre-training of the $5.576M)",
+         f"ratio {hours / 2.664e6:.2f} (engine MFU {e.mfu:.1%}: DualPipe's hidden all-to-all "
+         "is not modelled)")
+    spec = api.load_model("llama-65b", CAT)
+    s = api.load_system(cluster="2048xa100-sxm4-80gb", catalog=CAT)
+    wl = api.training(2048, 2048, "bf16", recompute="selective", tokens="1.4T")
+    e = api.estimate(spec, s, wl, api.mapping(s, wl, tp=8, pp=4, zero=1, micro_batch=1))
+    rep65 = api.cost_report(e, s, catalog=CAT).to_dict()
+    _row("LLaMA 65B, 2048 A100 80GB, 1.4T tokens",
+         f"{e.tokens_per_s_per_device:.0f} tok/s/GPU, {rep65['device_hours'] / 1e6:.3f}M GPU-h,"
+         f" ${rep65['cost_to_train_usd'] / 1e6:.2f}M at the catalog's A100 quote",
+         "published: ~380 tok/s/GPU, 1,022,362 GPU-h",
+         f"ratio {rep65['device_hours'] / 1022362:.2f}")
+    from accelmap.cost.ownership import Ownership, owned_cost
+
+    o = owned_cost("h100-sxm5-80gb", 700, Ownership())
+    rent = CAT.accelerators["h100-sxm5-80gb"].price.usd_per_hour.value  # type: ignore[union-attr]
+    months = (o.breakeven_hours(rent) or 0) / 730.5
+    _row("H100 owned (DGX H100 / 8, 5 y, $0.08/kWh, PUE 1.56)",
+         f"${o.usd_per_hour:.2f} per busy hour; vs ${rent:.2f}/h rent: owning wins above "
+         f"{o.breakeven_utilization(rent):.0%} utilization, pays back in {months:.1f} months",
+         "published (secondary): ~$1.20 effective per hour owned, break-even 14-18 months")
+    return {"dsv3_ratio": hours / 2.664e6, "llama65_ratio": rep65["device_hours"] / 1022362,
+            "h100_owned": o.usd_per_hour, "months": months}
+
+
 def main() -> None:
     part2_h200_as_h100_whatif()
     part3_claims()
+    part6_cost()
 
 
 if __name__ == "__main__":

@@ -43,6 +43,9 @@ One module per area, every name re-exported here:
 - ``api.whatif``: ``what_if`` (``WhatIf``: --set NAME=VALUE, --price), ``apply_whatif``
   (``WhatIfCatalog``), ``whatif_fields``, ``sensitivity`` (d ln time / d ln resource),
   ``sweep`` (one or two parameters).
+- ``api.costs``: ``cost_report`` (``CostReport``: price in use with its date and source,
+  $/M tokens at capacity and at a load, a run's time and $, renting vs owning),
+  ``ownership``, ``price_info``.
 - ``api.claims``: ``check_claim`` (``ClaimCheck``: plausible / implausible / impossible with
   the bound it breaks), ``load_part`` (a catalog part or an accelerator YAML file).
 - ``api.validation``: ``read_cases``, ``predict_cases``, ``summarize``, ``compress_ids``,
@@ -62,6 +65,14 @@ if TYPE_CHECKING:
         AcceleratorComparison,
         CompareObjective,
         compare_accelerators,
+    )
+    from accelmap.api.costs import (
+        CostReport,
+        breakeven_rows,
+        cost_report,
+        ownership,
+        plan_money,
+        price_info,
     )
     from accelmap.api.estimates import (
         Roofline,
@@ -239,6 +250,9 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("LocalValidation", "Validation", "compress_ids", "predict_cases",
                      "read_cases", "summarize", "validate_cases", "validate_local"),
                     "accelmap.api.validation"),
+    # money
+    **dict.fromkeys(("CostReport", "breakeven_rows", "cost_report", "ownership", "plan_money",
+                     "price_info"), "accelmap.api.costs"),
     # claim checks
     **dict.fromkeys(("ClaimCheck", "check_claim", "load_part"), "accelmap.api.claims"),
     # what-ifs, sensitivity and sweeps
@@ -279,6 +293,7 @@ __all__ = [
     "Cluster",
     "CompareObjective",
     "Comparison",
+    "CostReport",
     "DType",
     "DeadlineSearch",
     "DerivedFigures",
@@ -329,6 +344,7 @@ __all__ = [
     "adapters",
     "apply_whatif",
     "batch_tokens",
+    "breakeven_rows",
     "calibrate",
     "calibration_accelerator",
     "check_claim",
@@ -339,6 +355,7 @@ __all__ = [
     "compare_hardware",
     "compare_row",
     "compress_ids",
+    "cost_report",
     "count",
     "deadline_search",
     "default_mapping",
@@ -377,13 +394,16 @@ __all__ = [
     "model_details",
     "model_summary",
     "open_store",
+    "ownership",
     "phase",
     "plan_clusters",
     "plan_disaggregation",
     "plan_export_job",
     "plan_job",
+    "plan_money",
     "plan_request",
     "predict_cases",
+    "price_info",
     "read_cases",
     "roofline",
     "run_plan",

@@ -16,14 +16,16 @@ closest names.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from accelmap.catalog import Catalog
+from accelmap.cost.ownership import Ownership
 from accelmap.errors import InputError
 from accelmap.hardware import plausibility
 from accelmap.hardware import whatif as hw_whatif
+from accelmap.hardware.schema import Accelerator, PriceQuote
 from accelmap.hardware.whatif import Override
 from accelmap.models import whatif as model_whatif
 from accelmap.models.schema import ModelSpec
@@ -36,20 +38,27 @@ __all__ = ["WhatIf", "WhatIfCatalog", "apply_whatif", "sensitivity", "sweep", "w
 class WhatIf:
     hardware: tuple[Override, ...] = ()
     model: tuple[model_whatif.ModelOverride, ...] = ()
+    # --own: every part (or own_target) is paid for by owning it, at this cost model
+    ownership: Ownership | None = None
+    own_target: str | None = None
+    own_text: str | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.hardware or self.model)
+        return bool(self.hardware or self.model or self.ownership)
 
     def texts(self) -> list[str]:
-        return [o.text for o in self.hardware] + [o.text for o in self.model]
+        own = [f"own {self.own_text}"] if self.own_text is not None else []
+        return [o.text for o in self.hardware] + [o.text for o in self.model] + own
 
 
 @dataclass(frozen=True)
 class WhatIfCatalog(Catalog):
     """A catalog with what-ifs applied; ``api.load_model`` applies the model what-ifs to a
-    model read from a file too."""
+    model read from a file too; ``rent`` keeps the rental quote of every part whose price
+    became an owning cost (--own)."""
 
     whatif: WhatIf = WhatIf()
+    rent: Mapping[str, PriceQuote | None] = dataclasses.field(default_factory=dict)
 
     def apply_model(self, spec: ModelSpec) -> ModelSpec:
         if not self.whatif.model or model_whatif.what_if_notes(spec):
@@ -73,9 +82,12 @@ def _unknown(name: str) -> InputError:
 
 
 def what_if(sets: Sequence[str] = (), price: str | float | None = None,
-            catalog: Catalog | None = None) -> WhatIf:
+            catalog: Catalog | None = None, own: str | None = None) -> WhatIf:
     """Parse ``--set`` texts (and ``--price``, the same as ``--set price=...``); a target id
-    (``ID:NAME=VALUE``) is resolved against ``catalog`` (forgiving names)."""
+    (``ID:NAME=VALUE``) is resolved against ``catalog`` (forgiving names). ``own``: pay by
+    owning ('[ID:]purchase=30000,kwh=0.08,pue=1.3,years=5,utilization=0.7', keys optional;
+    ``cost.ownership``): the price of every part with a purchase price (published or given)
+    becomes its owned cost per useful device-hour."""
     hw: list[Override] = []
     model: list[model_whatif.ModelOverride] = []
     texts = list(sets)
@@ -101,7 +113,17 @@ def what_if(sets: Sequence[str] = (), price: str | float | None = None,
             model.append(model_whatif.parse_model_override(bare, raw, text.strip()))
         else:
             raise _unknown(bare)
-    return WhatIf(tuple(hw), tuple(model))
+    own_model, own_target = None, None
+    if own is not None:
+        from accelmap.api.costs import ownership
+
+        body = own
+        head = own.split(",", 1)[0]
+        if ":" in head:
+            own_target, _, body = own.partition(":")
+            own_target = _resolve(own_target.strip(), catalog)
+        own_model = ownership(body)
+    return WhatIf(tuple(hw), tuple(model), own_model, own_target, own)
 
 
 def _resolve(target: str, catalog: Catalog | None) -> str:
@@ -130,9 +152,36 @@ def apply_whatif(catalog: Catalog, wi: WhatIf) -> Catalog:
     for k, a in accs.items():
         if a is not catalog.accelerators[k]:
             found[k] = tuple(plausibility.check(a, known))
+    rent: dict[str, PriceQuote | None] = {}
+    if wi.ownership is not None:
+        for k, a in list(accs.items()):
+            if wi.own_target is None or wi.own_target == k:
+                owned = _owned(a, wi)
+                if owned is not None:
+                    rent[k] = a.price
+                    accs[k] = owned
     fields = {f.name: getattr(catalog, f.name) for f in dataclasses.fields(Catalog)}
     fields.update(accelerators=accs, systems=systems, plausibility=found)
-    return WhatIfCatalog(**fields, whatif=wi)
+    return WhatIfCatalog(**fields, whatif=wi, rent=rent)
+
+
+def _owned(acc: Accelerator, wi: WhatIf) -> Accelerator | None:
+    """``acc`` priced at its owned cost per useful device-hour (None: no purchase price)."""
+    from accelmap.cost.ownership import owned_cost
+
+    assert wi.ownership is not None
+    try:
+        c = owned_cost(acc.id, acc.tdp.value if acc.tdp else None, wi.ownership)
+    except ValueError:
+        return None
+    o = hw_whatif.Override(hw_whatif.lookup_field("price"), f"own {wi.own_text}",
+                           value=c.usd_per_hour)
+    new = hw_whatif.apply(acc, [o])
+    assert new.price is not None
+    quote = new.price.model_copy(update={
+        "market": f"owned: ${c.purchase_usd:,.0f} over {wi.ownership.years:g} y, "
+                  f"{c.power_w:,.0f} W, utilization {c.utilization:.0%}"})
+    return new.model_copy(update={"price": quote})
 
 
 def with_model_whatif(cat: Catalog | None, spec: ModelSpec) -> ModelSpec:

@@ -36,7 +36,8 @@ app = typer.Typer(
         "accelmap models list · accelmap validate --cases FILE.csv\n\n"
         "What-ifs on any command: --set NAME=VALUE (memory_bandwidth=6.7TB/s, bf16=2.5PFLOP/s, "
         "sram=500MB, scale_up_bandwidth=900GB/s, price=2.5USD/h, vocab_size=50304; x2 = twice "
-        "the part's figure; ID:NAME=VALUE for one part) and --price USD/h per device-hour. "
+        "the part's figure; ID:NAME=VALUE for one part), --price USD/h per device-hour, and "
+        "--own purchase=30000,kwh=0.08,pue=1.3,years=5,utilization=0.7 (pay by owning). "
         "`accelmap whatif-names` lists the names."
     ),
     no_args_is_help=True,

@@ -39,16 +39,15 @@ ProfileOpt = Annotated[str | None, typer.Option(
 # out of the arguments by ``lift_whatif`` (main() calls it) so that every command takes them;
 # ``get_catalog`` applies them.
 WHATIF: list[str] = []
-WHATIF_HELP = ("What-ifs on any command: --set NAME=VALUE (e.g. memory_bandwidth=6.7TB/s, "
-               "bf16=2.5PFLOP/s, sram=500MB, scale_up_bandwidth=900GB/s, price=2.5USD/h, "
-               "vocab_size=50304, x2 for twice the part's own figure; ID:NAME=VALUE for one "
-               "part) and --price USD/h; `accelmap whatif-names` lists the names.")
+OWN: list[str] = []  # --own: pay by owning (cost/ownership.py)
 
 
 def lift_whatif(argv: list[str]) -> list[str]:
-    """Take every --set/--price (and --set=.../--price=...) out of ``argv`` into WHATIF; the
-    rest goes to typer. Arguments after '--' are left alone."""
+    """Take every --set/--price/--own (and --set=... forms) out of ``argv`` into WHATIF and
+    OWN; the rest goes to typer. Arguments after '--' are left alone."""
     WHATIF.clear()
+    OWN.clear()
+    _CATALOGS.clear()
     out: list[str] = []
     i = 0
     while i < len(argv):
@@ -56,18 +55,20 @@ def lift_whatif(argv: list[str]) -> list[str]:
         if a == "--":
             out += argv[i:]
             break
-        for opt, prefix in (("--set", ""), ("--price", "price=")):
+        for opt, prefix, into in (("--set", "", WHATIF), ("--price", "price=", WHATIF),
+                                  ("--own", "", OWN)):
             if a == opt:
                 if i + 1 >= len(argv):
                     from accelmap.errors import InputError
 
-                    raise InputError(f"{opt} needs a value, e.g. {opt} "
-                                     f"{'memory_bandwidth=6.7TB/s' if opt == '--set' else '2.5'}")
-                WHATIF.append(prefix + argv[i + 1])
+                    example = {"--set": "memory_bandwidth=6.7TB/s", "--price": "2.5",
+                               "--own": "purchase=30000,utilization=0.7"}[opt]
+                    raise InputError(f"{opt} needs a value, e.g. {opt} {example}")
+                into.append(prefix + argv[i + 1])
                 i += 2
                 break
             if a.startswith(opt + "="):
-                WHATIF.append(prefix + a[len(opt) + 1:])
+                into.append(prefix + a[len(opt) + 1:])
                 i += 1
                 break
         else:
@@ -76,19 +77,28 @@ def lift_whatif(argv: list[str]) -> list[str]:
     return out
 
 
+_CATALOGS: dict[tuple[object, ...], Catalog] = {}  # one load per run and set of folders
+
+
 def get_catalog(dirs: list[Path] | None) -> Catalog:
     """The catalog with the user's folders; a user accelerator that breaks a physical bound is
     kept, and each finding goes to stderr as one line naming the file and the field. The
     run's what-ifs (--set, --price) are applied, and said on stderr."""
+    import os
+
     from accelmap import api
 
+    key = (tuple(dirs or ()), os.environ.get("ACCELMAP_CATALOG"), tuple(WHATIF), tuple(OWN))
+    if key in _CATALOGS:
+        return _CATALOGS[key]
     cat = api.load_catalog(dirs or ())
     for line in cat.user_warnings():
         sys.stderr.write(line + "\n")
-    if WHATIF:
-        wi = api.what_if(WHATIF, catalog=cat)
+    if WHATIF or OWN:
+        wi = api.what_if(WHATIF, catalog=cat, own=OWN[-1] if OWN else None)
         cat = api.apply_whatif(cat, wi)
         sys.stderr.write(f"what-if: {'; '.join(wi.texts())}\n")
+    _CATALOGS[key] = cat
     return cat
 
 

@@ -20,6 +20,7 @@ from accelmap.cli.common import (
     fmt,
     get_catalog,
 )
+from accelmap.cli.costs import print_cost
 from accelmap.errors import InputError
 
 if TYPE_CHECKING:
@@ -224,6 +225,9 @@ def estimate_cmd(
         "--prefill-tp", min=1, help="Devices per prefill instance (default: --tp).")] = None,
     decode_tp: Annotated[int | None, typer.Option(
         "--decode-tp", min=1, help="Devices per decode instance (default: --tp).")] = None,
+    load_tps: Annotated[float | None, typer.Option(
+        "--load", help="Serving demand in output tokens/s: $/M tokens when the devices are "
+        "paid for but only this busy.")] = None,
     profile: ProfileOpt = None,
     db: DbOpt = None,
     catalog: CatalogOpt = None,
@@ -316,9 +320,12 @@ def estimate_cmd(
     sens = (api.sensitivity(spec, system, wl, m, framework=framework, imbalance=imbalance,
                             base=est) if sp is None and est.feasible else None)
     missing = api.unpublished(system.accelerator)
+    cost = api.cost_report(est, system, catalog=get_catalog(catalog),
+                           load_tokens_per_s=load_tps).to_dict()
     if json_out:
         out = est.to_dict(ops=False)
         out["sensitivity"] = sens.to_dict() if sens is not None else None
+        out["cost"] = cost
         if est.feasible and "tdp_w" in missing:
             out.setdefault("energy_j_per_token_tdp", None)
         if est.feasible and train and tokens and "price_usd_per_hour" in missing:
@@ -331,6 +338,8 @@ def estimate_cmd(
     print_estimate(est, missing, system.cluster.origin if system.devices > 1 else None)
     if sens is not None:
         print_sensitivity(sens)
+    if est.feasible:
+        print_cost(cost)
 
 
 SHOWN = 20  # candidates listed in the terminal (the JSON has all of them)

@@ -188,7 +188,9 @@ def parse_override(text: str) -> Override:
 # -- applying ------------------------------------------------------------------------------------
 def _cited(cls: type[C], value: float, old: Cited | None) -> C:
     was = f"what-if; published {old.text}" if old is not None else "what-if; not in the catalog"
-    return cls.model_validate({"value": format_quantity(value, cls.dimension, digits=6),
+    text = (f"{value:.6g} USD/h" if cls.dimension is Dimension.PRICE_RATE
+            else format_quantity(value, cls.dimension, digits=6))
+    return cls.model_validate({"value": text,
                                "source": [SOURCE_ID], "note": was})
 
 
@@ -283,14 +285,18 @@ def _apply_one(acc: Accelerator, o: Override) -> Accelerator:
     if name == "price":
         old = acc.price.usd_per_hour if acc.price else None
         quote = PriceQuote(usd_per_hour=_cited(PriceRate, o.new_value(
-            old.value if old else None, acc.id), old), date=_TODAY, market="what-if (--set)")
+            old.value if old else None, acc.id), old), date=_today(), market="what-if (--set)")
         return acc.model_copy(update={"price": quote})
     if name in _ROLE:
         return _set_links(acc, o, _ROLE[name])
     raise AssertionError(name)  # pragma: no cover - every field has a branch
 
 
-_TODAY = "2026-01"  # a what-if price has no market date; PriceQuote wants one
+def _today() -> str:
+    """A what-if price has no market date; PriceQuote wants one: the month it was asked."""
+    import datetime
+
+    return datetime.date.today().strftime("%Y-%m")
 
 
 def describe(o: Override, before: Accelerator, after: Accelerator) -> str:
