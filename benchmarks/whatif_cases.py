@@ -2,6 +2,14 @@
 published one. Nothing is fitted here; each figure is what the engine or the check computes for
 the setup the source describes.
 
+Part 1, energy (cost/power.py: ops x pJ/FLOP by dtype and node, pJ/byte, links, a busy floor
+   of 60 % TDP fitted on PaLM/TPU v4). The A100 power check: a large bf16 GEMM at the measured
+   86.9 % of peak must draw the A100's 400 W (the anchoring case); LLaMA 65B on 2048 A100
+   (Touvron et al. 2023, Table 15: 449 MWh, 173 t CO2e at 400 W, PUE 1.1, 0.385 kg/kWh); GPT-3
+   175B on 10,000 V100 (Patterson et al. 2021, Table 4: 14.8 days, 330 W measured per
+   processor with its host, 1,287 MWh, 552 t at 0.429 kg/kWh); PaLM 540B on 6144 TPU v4
+   (Google's measured mean 170 W of 192 W: the fitted case); Llama 3.1 8B served on one H100
+   at batch 64 (ML.ENERGY leaderboard: 0.20 J/token with vLLM 0.5.4, 0.12 J with 0.11.1).
 Part 2, what-ifs. NVIDIA's H200 is an H100 with 4.8 TB/s of HBM3e and 141 GB (TensorRT-LLM
    docs/source/blogs/H200launch.md, v0.5.0): "First token latency is compute bound for most
    ISLs, meaning H200 retains similar time to first token as H100", "Max throughput improves
@@ -172,7 +180,67 @@ def part6_cost() -> dict[str, float]:
             "h100_owned": o.usd_per_hour, "months": months}
 
 
+def part1_energy() -> dict[str, float]:
+    print("Part 1: modelled energy and power against published measurements")
+    from accelmap.cost.power import calibration_check
+
+    a100 = calibration_check(CAT.accelerators["a100-sxm4-80gb"])
+    _row("A100 SXM, bf16 GEMM at 86.9 % of peak", f"{a100:.0f} W", "TDP 400 W (the anchor)")
+    out = {"a100_gemm_w": a100}
+
+    def train(model: str, cluster: str, wl: Any, grid: float, host: float = 0.0, **mk: Any
+              ) -> dict[str, Any]:
+        s = api.load_system(cluster=cluster, catalog=CAT)
+        e = api.estimate(api.load_model(model, CAT), s, wl, api.mapping(s, wl, **mk))
+        r = api.energy_report(e, s, pue=1.1, grid_kg_per_kwh=grid,
+                              host_w_per_device=host).to_dict()
+        r["days"] = (e.time_to_train_s or 0) / 86400
+        return r
+
+    r = train("llama-65b", "2048xa100-sxm4-80gb",
+              api.training(2048, 2048, "bf16", recompute="selective", tokens="1.4T"), 0.385,
+              tp=8, pp=4, zero=1, micro_batch=1)
+    _row("LLaMA 65B, 2048 A100", f"{r['power_w_per_device']:.0f} W/GPU (of 400 W), "
+         f"{r['run_mwh']:.0f} MWh, {r['run_t_co2e']:.0f} t CO2e",
+         "published: 400 W assumed, 449 MWh, 173 t (its 1.02M GPU-h; ours "
+         f"{r['run_device_hours'] / 1e6:.2f}M)")
+    out.update(llama65_w=r["power_w_per_device"], llama65_mwh=r["run_mwh"])
+    r = train("gpt3-175b", "10240xv100-sxm2-32gb",
+              api.training(1600, 2048, "fp16", recompute="full", tokens="300B"), 0.429,
+              tp=8, pp=8, zero=1, micro_batch=1)
+    gpu_w = r["power_w_per_device"]
+    rh = train("gpt3-175b", "10240xv100-sxm2-32gb",
+               api.training(1600, 2048, "fp16", recompute="full", tokens="300B"), 0.429,
+               host=137.5, tp=8, pp=8, zero=1, micro_batch=1)
+    _row("GPT-3 175B, 10,240 V100", f"{r['days']:.1f} days, {gpu_w:.0f} W/GPU + 137.5 W DGX-1 "
+         f"host share = {gpu_w + 137.5:.0f} W, {rh['run_mwh']:.0f} MWh, "
+         f"{rh['run_t_co2e']:.0f} t CO2e (GPU only: {r['run_mwh']:.0f} MWh)",
+         "published: 14.8 days, 330 W per processor with its host, 1,287 MWh, 552 t")
+    out.update(gpt3_w=gpu_w + 137.5, gpt3_mwh=rh["run_mwh"], gpt3_days=r["days"])
+    r = train("palm-540b", "6144xtpu-v4",
+              api.training(2048, 2048, "bf16", recompute="full", tokens="780B"), 0.385,
+              tp=12, zero=3, micro_batch=1)
+    _row("PaLM 540B, 6144 TPU v4", f"{r['power_w_per_device']:.0f} W/chip",
+         "published: 170 W mean of 192 W (the fitted case)")
+    out["palm_w"] = r["power_w_per_device"]
+    spec = api.load_model("llama-3.1-8b", CAT)
+    h = api.load_system(hw="h100-sxm5-80gb", catalog=CAT)
+    for batch in (16, 64):
+        e = api.estimate(spec, h, api.inference(batch, 512, 717))
+        r = api.energy_report(e, h).to_dict()
+        _row(f"Llama 3.1 8B on H100, batch {batch}, 512 + 717 tokens",
+             f"model {r['j_per_token']:.3f} J/token at {r['power_w_per_device']:.0f} W",
+             f"bounds {r['bound_ops_j_per_token']:.3f} (ops) / "
+             f"{r['bound_tdp_j_per_token']:.3f} (TDP) J",
+             "ML.ENERGY measured at batch 64: 0.20 J (vLLM 0.5.4), 0.12 J (0.11.1)"
+             if batch == 64 else "")
+        out[f"h100_b{batch}_j"] = r["j_per_token"]
+    return out
+
+
 def main() -> None:
+    part1_energy()
+    print()
     part2_h200_as_h100_whatif()
     part3_claims()
     part6_cost()

@@ -43,6 +43,8 @@ One module per area, every name re-exported here:
 - ``api.whatif``: ``what_if`` (``WhatIf``: --set NAME=VALUE, --price), ``apply_whatif``
   (``WhatIfCatalog``), ``whatif_fields``, ``sensitivity`` (d ln time / d ln resource),
   ``sweep`` (one or two parameters).
+- ``api.energy``: ``energy_report`` (``EnergyReport``: modelled J/token and J/step, power
+  against the TDP, a run's kWh and CO2 at a PUE and grid intensity).
 - ``api.costs``: ``cost_report`` (``CostReport``: price in use with its date and source,
   $/M tokens at capacity and at a load, a run's time and $, renting vs owning),
   ``ownership``, ``price_info``.
@@ -74,6 +76,7 @@ if TYPE_CHECKING:
         plan_money,
         price_info,
     )
+    from accelmap.api.energy import EnergyReport, energy_report
     from accelmap.api.estimates import (
         Roofline,
         adapters,
@@ -250,6 +253,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("LocalValidation", "Validation", "compress_ids", "predict_cases",
                      "read_cases", "summarize", "validate_cases", "validate_local"),
                     "accelmap.api.validation"),
+    # energy
+    **dict.fromkeys(("EnergyReport", "energy_report"), "accelmap.api.energy"),
     # money
     **dict.fromkeys(("CostReport", "breakeven_rows", "cost_report", "ownership", "plan_money",
                      "price_info"), "accelmap.api.costs"),
@@ -300,6 +305,7 @@ __all__ = [
     "DeviceClass",
     "DisaggRun",
     "Disaggregation",
+    "EnergyReport",
     "Estimate",
     "Export",
     "ExportResult",
@@ -363,6 +369,7 @@ __all__ = [
     "disaggregation",
     "dtype",
     "duration",
+    "energy_report",
     "estimate",
     "export_plan",
     "exporter_row",

@@ -15,8 +15,8 @@ def _usd(v: float | None, per: str = "") -> str:
 
 
 def _quote(p: dict[str, Any] | None) -> str:
-    if p is None:
-        return "not published"
+    if p is None:  # the estimate table already says 'not published' once
+        return "no catalog quote (give --price USD/h, or --own)"
     src = "; ".join(s.split(":")[0] for s in p["sources"])
     return f"{_usd(p['usd_per_hour'], '/h')} per device ({p['market']}, {p['date']}; {src})"
 
@@ -65,7 +65,8 @@ def print_cost(d: dict[str, Any]) -> None:
                       f"renting wins even at full use (needs {u:.0%})")
     console().print(t)
     for n in d.get("notes", []):
-        console().print(f"note: {n}", highlight=False)
+        if not n.startswith("not published"):
+            console().print(f"note: {n}", highlight=False)
     if own:
         for k, v in own["sources"].items():
             console().print(f"assumption: owning {k}: {v}", highlight=False)
@@ -97,3 +98,40 @@ def print_money(d: dict[str, Any]) -> None:
                 f"renting wins even at full use (owning needs {u:.0%})"), highlight=False)
     for n in d.get("notes", []):
         con.print(f"note: {n}", highlight=False)
+
+
+def print_energy(d: dict[str, Any]) -> None:
+    """``api.energy_report(...).to_dict()``: modelled power and energy beside the bounds."""
+    from rich.table import Table
+
+    if "j_per_token" not in d:
+        return
+    t = Table(title="Energy (modelled: ops x pJ/FLOP and pJ/byte, links, static power)")
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    tdp = f"{d['tdp_w']:,.0f} W" + (" derived" if d["tdp_derived"] else "")
+    t.add_row("power per device (model) vs TDP",
+              f"{d['power_w_model']:,.0f} W of {tdp} ({d['power_over_tdp']:.0%})"
+              + (" [red]power-limited[/red]" if d["power_limited"] else ""))
+    if d.get("j_per_token") is not None:
+        t.add_row("energy per token (model)", f"{d['j_per_token']:.3g} J")
+    lo, hi = d.get("bound_ops_j_per_token"), d.get("bound_tdp_j_per_token")
+    t.add_row("bounds: ops+bytes only / TDP x time",
+              f"{lo:.3g} J / {hi:.3g} J" if lo is not None and hi is not None else "-")
+    if d.get("j_per_step") is not None:
+        t.add_row("energy per step", f"{d['j_per_step'] / 1e3:,.1f} kJ")
+    if d.get("run_mwh") is not None:
+        t.add_row(f"training run (PUE {d['pue']:g})",
+                  f"{d['run_mwh']:,.1f} MWh, {d['run_t_co2e']:,.1f} t CO2e at "
+                  f"{d['grid_kg_per_kwh']:g} kg/kWh, {d['run_device_hours']:,.0f} device-h")
+    if d.get("kwh_per_million_tokens") is not None:
+        t.add_row(f"per million tokens (PUE {d['pue']:g})",
+                  f"{d['kwh_per_million_tokens']:.3g} kWh, "
+                  f"{d['kg_co2e_per_million_tokens']:.3g} kg CO2e at {d['grid_kg_per_kwh']:g} "
+                  "kg/kWh")
+    b = d["breakdown_j"]
+    tot = sum(b.values()) or 1.0
+    t.add_row("where it goes", ", ".join(f"{k} {v / tot:.0%}" for k, v in b.items()))
+    console().print(t)
+    for n in d.get("notes", [])[:2]:
+        console().print(f"assumption: {n}", highlight=False)

@@ -20,7 +20,7 @@ from accelmap.cli.common import (
     fmt,
     get_catalog,
 )
-from accelmap.cli.costs import print_cost
+from accelmap.cli.costs import print_cost, print_energy
 from accelmap.errors import InputError
 
 if TYPE_CHECKING:
@@ -225,6 +225,11 @@ def estimate_cmd(
         "--prefill-tp", min=1, help="Devices per prefill instance (default: --tp).")] = None,
     decode_tp: Annotated[int | None, typer.Option(
         "--decode-tp", min=1, help="Devices per decode instance (default: --tp).")] = None,
+    pue: Annotated[float, typer.Option(
+        "--pue", help="Facility PUE for kWh and CO2 (default 1.1, as the LLaMA paper).")] = 1.1,
+    grid: Annotated[float, typer.Option(
+        "--grid", help="Grid carbon intensity, kg CO2e per kWh (default 0.385, the US average "
+        "the LLaMA paper uses).")] = 0.385,
     load_tps: Annotated[float | None, typer.Option(
         "--load", help="Serving demand in output tokens/s: $/M tokens when the devices are "
         "paid for but only this busy.")] = None,
@@ -322,10 +327,12 @@ def estimate_cmd(
     missing = api.unpublished(system.accelerator)
     cost = api.cost_report(est, system, catalog=get_catalog(catalog),
                            load_tokens_per_s=load_tps).to_dict()
+    energy = api.energy_report(est, system, pue=pue, grid_kg_per_kwh=grid).to_dict()
     if json_out:
         out = est.to_dict(ops=False)
         out["sensitivity"] = sens.to_dict() if sens is not None else None
         out["cost"] = cost
+        out["energy"] = energy
         if est.feasible and "tdp_w" in missing:
             out.setdefault("energy_j_per_token_tdp", None)
         if est.feasible and train and tokens and "price_usd_per_hour" in missing:
@@ -339,6 +346,7 @@ def estimate_cmd(
     if sens is not None:
         print_sensitivity(sens)
     if est.feasible:
+        print_energy(energy)
         print_cost(cost)
 
 
