@@ -25,6 +25,17 @@ Part 3, claim checks. Published vendor claims through ``check-claim``:
    on a spec that grants Sohu the most a 4 nm reticle die could plausibly compute
    (benchmarks/data/etched-sohu-like.yaml).
 
+Part 4, shape advice. Karpathy (nanoGPT, Feb 2023): "the most dramatic optimization to nanoGPT
+   so far (~25% speedup) is to simply increase vocab size from 50257 to 50304 (nearest
+   multiple of 64)"; nanoGPT's model.py pads it "for efficiency". ``advise`` on GPT-2 124M,
+   one A100, batch 12 x 1024 (nanoGPT's train_gpt2 micro-batch), torch.compile, and the same
+   shape under Megatron-LM, which pads the vocabulary itself (no gain expected).
+Part 5, shape search. Llama 2 7B's own shape (d 4096, 32 layers, 32 heads, FFN 11008) against
+   the 7B shapes ``design`` finds for 64 H100 (4M-token batches of 4K sequences, ZeRO-1): where
+   it falls, and the spread between the fastest and slowest shapes of one budget, beside
+   Anthony et al. 2024 ("The Case for Co-Designing Model Architectures with Hardware",
+   arXiv:2401.14489): "the throughput of models with efficient model shapes is up to 39%
+   higher ... compared to models with a similar number of parameters".
 Part 6, cost. DeepSeek-V3 (arXiv:2412.19437, Table 1): pre-training 2,664K H800 GPU-hours for
    14.8T tokens, "$5.576M" in all at an assumed $2 per GPU-hour (2,788K hours); the engine's
    hours for the paper's layout (2048 H800, PP16 x EP64, FP8, 4K sequences, 15,360 per step),
@@ -141,6 +152,43 @@ def part3_claims() -> list[dict[str, Any]]:
     return out
 
 
+def part4_advise() -> dict[str, float]:
+    print("\nPart 4: shape advice costed by the engine")
+    spec = api.load_model("gpt2", CAT)
+    system = api.load_system(hw="a100-sxm4-80gb", catalog=CAT)
+    out = {}
+    for fw in ("torch-compile", "megatron"):
+        adv = api.advise(spec, system, api.training(12, 1024), framework=fw)
+        f = next(x for x in adv.findings if x.kind == "vocab")
+        _row(f"GPT-2 124M on A100, {fw}", f"{f.fix}: {f.speedup:.2f}x faster step, params "
+             f"{f.params_change:+.2%}", "published: ~25 % faster (nanoGPT)" if fw !=
+             "megatron" else "Megatron pads the vocabulary to 128 itself: no gain")
+        out[fw] = f.speedup or 0.0
+    return out
+
+
+def part5_design() -> dict[str, float]:
+    print("\nPart 5: 7B shapes for 64 H100")
+    s = api.load_system(cluster="64xH100", catalog=CAT)
+    wl = api.training(1024, 4096)
+    m = api.mapping(s, wl, zero=1, micro_batch=1)
+    llama = api.load_model("llama-2-7b", CAT)
+    d = api.design(llama, s, wl, "7B", m)
+    speeds = [r["speed"] for r in d.rows if r["speed"]]
+    own = api.estimate(llama, s, wl, m).tokens_per_s or 0.0
+    best = d.front[0]
+    rank = sum(x > own for x in speeds) + 1
+    _row("fastest 7B shape", f"d {best['d_model']}, {best['n_layers']} layers, "
+         f"FFN {best['ffn_dim']:,}: {best['speed']:,.0f} tok/s",
+         f"Llama 2 7B's shape: {own:,.0f} tok/s, rank {rank} of {len(speeds)} "
+         f"({own / best['speed']:.2f} of the fastest)")
+    spread = max(speeds) / min(speeds)
+    _row("spread over the searched shapes", f"{spread - 1:.0%} fastest vs slowest",
+         "published: efficient shapes up to 39 % faster (Anthony et al. 2024)")
+    return {"spread": spread, "llama_vs_best": own / best["speed"], "rank": rank,
+            "n": len(speeds)}
+
+
 def part6_cost() -> dict[str, float]:
     print("\nPart 6: the cost of published training runs; renting vs owning")
     cat = api.apply_whatif(CAT, api.what_if(["h800-sxm5:price=2USD/h"], catalog=CAT))
@@ -243,6 +291,8 @@ def main() -> None:
     print()
     part2_h200_as_h100_whatif()
     part3_claims()
+    part4_advise()
+    part5_design()
     part6_cost()
 
 

@@ -41,3 +41,15 @@ def test_part6_cost(cases: ModuleType) -> None:
     assert 0.7 < r["llama65_ratio"] < 1.5
     assert 1.0 < r["dsv3_ratio"] < 2.5  # the engine's DeepSeek-V3 step time, not the $ math
     assert 12 < r["months"] < 24
+
+
+def test_part4_advise(cases: ModuleType) -> None:
+    r = cases.part4_advise()
+    assert 1.1 < r["torch-compile"] < 1.4  # nanoGPT: ~25 %
+    assert r["megatron"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_part5_design(cases: ModuleType) -> None:
+    r = cases.part5_design()
+    assert r["llama_vs_best"] > 0.9  # Llama 2 7B's shape is near the fastest 7B shapes
+    assert 1.1 < r["spread"] < 2.0  # Anthony et al.: up to 39 %

@@ -43,6 +43,9 @@ One module per area, every name re-exported here:
 - ``api.whatif``: ``what_if`` (``WhatIf``: --set NAME=VALUE, --price), ``apply_whatif``
   (``WhatIfCatalog``), ``whatif_fields``, ``sensitivity`` (d ln time / d ln resource),
   ``sweep`` (one or two parameters).
+- ``api.shapes``: ``advise`` (``Advice``: shape issues on the hardware, each costed by
+  the engine), ``design`` (``Design``: shapes under a parameter budget and a hardware
+  target, with the Pareto front of quality proxy vs speed).
 - ``api.energy``: ``energy_report`` (``EnergyReport``: modelled J/token and J/step, power
   against the TDP, a run's kWh and CO2 at a PUE and grid intensity).
 - ``api.costs``: ``cost_report`` (``CostReport``: price in use with its date and source,
@@ -169,6 +172,7 @@ if TYPE_CHECKING:
         serving_load,
         speculation,
     )
+    from accelmap.api.shapes import Advice, Design, advise, design
     from accelmap.api.validation import (
         LocalValidation,
         Validation,
@@ -253,6 +257,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("LocalValidation", "Validation", "compress_ids", "predict_cases",
                      "read_cases", "summarize", "validate_cases", "validate_local"),
                     "accelmap.api.validation"),
+    # model shapes
+    **dict.fromkeys(("Advice", "Design", "advise", "design"), "accelmap.api.shapes"),
     # energy
     **dict.fromkeys(("EnergyReport", "energy_report"), "accelmap.api.energy"),
     # money
@@ -288,6 +294,7 @@ __all__ = [
     "SORT_KEYS",
     "Accelerator",
     "AcceleratorComparison",
+    "Advice",
     "BandwidthRun",
     "Calibration",
     "CalibrationProfile",
@@ -302,6 +309,7 @@ __all__ = [
     "DType",
     "DeadlineSearch",
     "DerivedFigures",
+    "Design",
     "DeviceClass",
     "DisaggRun",
     "Disaggregation",
@@ -348,6 +356,7 @@ __all__ = [
     "accelerator_details",
     "accelerator_row",
     "adapters",
+    "advise",
     "apply_whatif",
     "batch_tokens",
     "breakeven_rows",
@@ -366,6 +375,7 @@ __all__ = [
     "deadline_search",
     "default_mapping",
     "derived_figures",
+    "design",
     "disaggregation",
     "dtype",
     "duration",

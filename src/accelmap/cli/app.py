@@ -23,6 +23,7 @@ from accelmap.cli import (
     measure_store,
     models,
     plan,
+    shapes,
     validate,
     whatif,
 )
@@ -56,6 +57,8 @@ app.command("export")(export.export_cmd)
 app.command("sweep")(whatif.sweep_cmd)
 app.command("whatif-names")(whatif.names_cmd)
 app.command("check-claim")(claims.check_claim_cmd)
+app.command("advise")(shapes.advise_cmd)
+app.command("design")(shapes.design_cmd)
 
 measure_app = typer.Typer(help="Measure the hardware and manage the measurement store.",
                           no_args_is_help=True)
