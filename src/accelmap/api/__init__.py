@@ -45,6 +45,19 @@ One module per area, every name re-exported here:
   ``report_figures``: a result as one self-contained HTML file of plotly pictures (the
   ``web`` extra); ``plan_estimate``, ``estimate_json``, ``missing_extra``,
   ``accelmap_version``.
+- ``api.whatif``: ``what_if`` (``WhatIf``: --set NAME=VALUE, --price), ``apply_whatif``
+  (``WhatIfCatalog``), ``whatif_fields``, ``sensitivity`` (d ln time / d ln resource),
+  ``sweep`` (one or two parameters).
+- ``api.shapes``: ``advise`` (``Advice``: shape issues on the hardware, each costed by
+  the engine), ``design`` (``Design``: shapes under a parameter budget and a hardware
+  target, with the Pareto front of quality proxy vs speed).
+- ``api.energy``: ``energy_report`` (``EnergyReport``: modelled J/token and J/step, power
+  against the TDP, a run's kWh and CO2 at a PUE and grid intensity).
+- ``api.costs``: ``cost_report`` (``CostReport``: price in use with its date and source,
+  $/M tokens at capacity and at a load, a run's time and $, renting vs owning),
+  ``ownership``, ``price_info``.
+- ``api.claims``: ``check_claim`` (``ClaimCheck``: plausible / implausible / impossible with
+  the bound it breaks), ``load_part`` (a catalog part or an accelerator YAML file).
 - ``api.validation``: ``read_cases``, ``predict_cases``, ``summarize``, ``compress_ids``,
   ``validate_cases`` (``Validation``), ``validate_local`` (``LocalValidation``).
 
@@ -57,11 +70,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from accelmap.api.claims import ClaimCheck, check_claim, load_part
     from accelmap.api.comparison import (
         AcceleratorComparison,
         CompareObjective,
         compare_accelerators,
     )
+    from accelmap.api.costs import (
+        CostReport,
+        breakeven_rows,
+        cost_report,
+        ownership,
+        plan_money,
+        price_info,
+    )
+    from accelmap.api.energy import EnergyReport, energy_report
     from accelmap.api.estimates import (
         Roofline,
         adapters,
@@ -141,6 +164,7 @@ if TYPE_CHECKING:
         Report,
         accelmap_version,
         check_report_path,
+        estimate_extras,
         estimate_json,
         missing_extra,
         plan_estimate,
@@ -169,6 +193,7 @@ if TYPE_CHECKING:
         serving_load,
         speculation,
     )
+    from accelmap.api.shapes import Advice, Design, advise, design
     from accelmap.api.validation import (
         LocalValidation,
         Validation,
@@ -178,6 +203,15 @@ if TYPE_CHECKING:
         summarize,
         validate_cases,
         validate_local,
+    )
+    from accelmap.api.whatif import (
+        WhatIf,
+        WhatIfCatalog,
+        apply_whatif,
+        sensitivity,
+        sweep,
+        what_if,
+        whatif_fields,
     )
     from accelmap.catalog import Catalog, load_catalog
     from accelmap.cost.calibration import CalibrationProfile
@@ -241,8 +275,9 @@ _LAZY: dict[str, str] = {
                      "serve", "serve_batch", "serve_disaggregated", "serving_load",
                      "speculation"), "accelmap.api.serving"),
     # reports
-    **dict.fromkeys(("Report", "accelmap_version", "check_report_path", "estimate_json",
-                     "missing_extra", "plan_estimate", "render_report", "report_estimate",
+    **dict.fromkeys(("Report", "accelmap_version", "check_report_path", "estimate_extras",
+                     "estimate_json", "missing_extra", "plan_estimate", "render_report",
+                     "report_estimate",
                      "report_figures", "report_from_json", "report_of", "report_plan",
                      "write_report"),
                     "accelmap.api.reports"),
@@ -250,6 +285,18 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("LocalValidation", "Validation", "compress_ids", "predict_cases",
                      "read_cases", "summarize", "validate_cases", "validate_local"),
                     "accelmap.api.validation"),
+    # model shapes
+    **dict.fromkeys(("Advice", "Design", "advise", "design"), "accelmap.api.shapes"),
+    # energy
+    **dict.fromkeys(("EnergyReport", "energy_report"), "accelmap.api.energy"),
+    # money
+    **dict.fromkeys(("CostReport", "breakeven_rows", "cost_report", "ownership", "plan_money",
+                     "price_info"), "accelmap.api.costs"),
+    # claim checks
+    **dict.fromkeys(("ClaimCheck", "check_claim", "load_part"), "accelmap.api.claims"),
+    # what-ifs, sensitivity and sweeps
+    **dict.fromkeys(("WhatIf", "WhatIfCatalog", "apply_whatif", "sensitivity", "sweep",
+                     "what_if", "whatif_fields"), "accelmap.api.whatif"),
     # the typed values these functions take and return
     **dict.fromkeys(("Catalog", "load_catalog"), "accelmap.catalog"),
     "CalibrationProfile": "accelmap.cost.calibration",
@@ -275,21 +322,26 @@ __all__ = [
     "SORT_KEYS",
     "Accelerator",
     "AcceleratorComparison",
+    "Advice",
     "BandwidthRun",
     "Calibration",
     "CalibrationProfile",
     "CaseFile",
     "Catalog",
     "Chooser",
+    "ClaimCheck",
     "Cluster",
     "CompareObjective",
     "Comparison",
+    "CostReport",
     "DType",
     "DeadlineSearch",
     "DerivedFigures",
+    "Design",
     "DeviceClass",
     "DisaggRun",
     "Disaggregation",
+    "EnergyReport",
     "Estimate",
     "Export",
     "ExportResult",
@@ -328,13 +380,19 @@ __all__ = [
     "TrainStep",
     "Training",
     "Validation",
+    "WhatIf",
+    "WhatIfCatalog",
     "accelerator_details",
     "accelerator_row",
     "accelmap_version",
     "adapters",
+    "advise",
+    "apply_whatif",
     "batch_tokens",
+    "breakeven_rows",
     "calibrate",
     "calibration_accelerator",
+    "check_claim",
     "check_profile",
     "check_report_path",
     "choice",
@@ -343,14 +401,18 @@ __all__ = [
     "compare_hardware",
     "compare_row",
     "compress_ids",
+    "cost_report",
     "count",
     "deadline_search",
     "default_mapping",
     "derived_figures",
+    "design",
     "disaggregation",
     "dtype",
     "duration",
+    "energy_report",
     "estimate",
+    "estimate_extras",
     "estimate_json",
     "export_plan",
     "exporter_row",
@@ -367,6 +429,7 @@ __all__ = [
     "list_systems",
     "load_catalog",
     "load_model",
+    "load_part",
     "load_plan",
     "load_profile",
     "load_system",
@@ -382,14 +445,17 @@ __all__ = [
     "model_details",
     "model_summary",
     "open_store",
+    "ownership",
     "phase",
     "plan_clusters",
     "plan_disaggregation",
     "plan_estimate",
     "plan_export_job",
     "plan_job",
+    "plan_money",
     "plan_request",
     "predict_cases",
+    "price_info",
     "read_cases",
     "render_report",
     "report_estimate",
@@ -399,6 +465,7 @@ __all__ = [
     "report_plan",
     "roofline",
     "run_plan",
+    "sensitivity",
     "serve",
     "serve_batch",
     "serve_disaggregated",
@@ -407,12 +474,15 @@ __all__ = [
     "sources",
     "speculation",
     "summarize",
+    "sweep",
     "system_details",
     "system_row",
     "training",
     "unpublished",
     "validate_cases",
     "validate_local",
+    "what_if",
+    "whatif_fields",
     "write_model",
     "write_report",
 ]

@@ -145,4 +145,15 @@ def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str
 
         choice(Framework, framework, "framework")
     rows, seconds = compare(spec, _parts(cat, hw, device_class), job, cat, progress)
-    return AcceleratorComparison(spec.id, job, tuple(rows), seconds)
+    return AcceleratorComparison(spec.id, job, tuple(breakevens(rows)), seconds)
+
+
+def breakevens(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each feasible row with ``breakeven_usd_per_h``: the price per device-hour at which it
+    matches the cheapest priced row's $/M tokens (``cost.ownership.breakeven_price``); a part
+    without a price quote gets the price it would need."""
+    from accelmap.api.costs import breakeven_rows
+
+    return breakeven_rows([r if r.get("feasible") else {**r, "tokens_per_s_per_device": None}
+                           for r in rows], "usd_per_mtok", "tokens_per_s_per_device",
+                          "price_usd_per_h")

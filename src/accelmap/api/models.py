@@ -16,7 +16,14 @@ __all__ = ["import_model", "list_models", "load_model", "model_details", "model_
 
 def load_model(name_or_path: str, catalog: Catalog | None = None) -> ModelSpec:
     """A preset by (forgiving) name, a file (HF config.json or a ModelSpec YAML), or a Hub repo
-    id such as meta-llama/Llama-3.1-8B (needs the ``hf`` extra)."""
+    id such as meta-llama/Llama-3.1-8B (needs the ``hf`` extra); with the model what-ifs of a
+    catalog made by ``api.apply_whatif`` (``--set vocab_size=50304``)."""
+    from accelmap.api.whatif import with_model_whatif
+
+    return with_model_whatif(catalog, _load_model(name_or_path, catalog))
+
+
+def _load_model(name_or_path: str, catalog: Catalog | None = None) -> ModelSpec:
     from accelmap.lookup import find, resolve
 
     cat = catalog or load_catalog()

@@ -77,11 +77,14 @@ def _require_plotly() -> None:
         raise InputError(msg)
 
 
-def estimate_json(est: Estimate, system: System, tokens: str | float | None = None
-                  ) -> dict[str, Any]:
-    """The object ``accelmap estimate --json`` prints for a batch estimate."""
+def estimate_json(est: Estimate, system: System, tokens: str | float | None = None,
+                  extras: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The object ``accelmap estimate --json`` prints for a batch estimate; ``extras`` (the
+    sensitivity, cost and energy blocks of ``estimate_extras``) follow the estimate's own
+    keys."""
     missing = unpublished(system.accelerator)
     out = est.to_dict(ops=False)
+    out.update(extras or {})
     train = est.phase.value == "train"
     if est.feasible and "tdp_w" in missing:
         out.setdefault("energy_j_per_token_tdp", None)
@@ -91,6 +94,32 @@ def estimate_json(est: Estimate, system: System, tokens: str | float | None = No
     if system.devices > 1:
         out["cluster_layout"] = system.cluster.origin
     return out
+
+
+def estimate_extras(spec: ModelSpec, system: System, workload: Any, mapping: Mapping,
+                    est: Estimate, *, framework: Any = None, imbalance: float = 1.0,
+                    catalog: Any = None, load_tokens_per_s: float | None = None,
+                    pue: float | None = None, grid_kg_per_kwh: float | None = None,
+                    speculative: bool = False) -> dict[str, Any]:
+    """What ``accelmap estimate --json`` adds to an estimate (and ``POST /api/estimate``
+    too): which resource binds (d ln time / d ln resource; plain feasible estimates only), the
+    cost and the energy blocks."""
+    from accelmap.api.costs import cost_report
+    from accelmap.api.energy import energy_report
+    from accelmap.api.whatif import sensitivity
+
+    sens = (sensitivity(spec, system, workload, mapping, framework=framework,
+                        imbalance=imbalance, base=est)
+            if not speculative and est.feasible else None)
+    energy_kw: dict[str, Any] = {}
+    if pue is not None:
+        energy_kw["pue"] = pue
+    if grid_kg_per_kwh is not None:
+        energy_kw["grid_kg_per_kwh"] = grid_kg_per_kwh
+    return {"sensitivity": sens.to_dict() if sens is not None else None,
+            "cost": cost_report(est, system, catalog=catalog,
+                                load_tokens_per_s=load_tokens_per_s).to_dict(),
+            "energy": energy_report(est, system, **energy_kw).to_dict()}
 
 
 def _roofline_detail(est: Estimate, system: System) -> dict[str, Any] | None:
@@ -157,9 +186,10 @@ def _estimate_detail(est: Estimate, system: System, mapping: Mapping) -> dict[st
 
 def report_estimate(est: Estimate, system: System, mapping: Mapping, *,
                     tokens: str | float | None = None, inputs: dict[str, Any] | None = None,
-                    command: str = "") -> Report:
-    """The report of one estimate: its ``--json`` object, roofline and pipeline timeline."""
-    return Report("estimate", estimate_json(est, system, tokens),
+                    command: str = "", extras: dict[str, Any] | None = None) -> Report:
+    """The report of one estimate: its ``--json`` object (with ``estimate_extras``), roofline
+    and pipeline timeline."""
+    return Report("estimate", estimate_json(est, system, tokens, extras),
                   _estimate_detail(est, system, mapping), dict(inputs or {}),
                   accelmap_version(), command)
 

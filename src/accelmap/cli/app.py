@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from accelmap.cli import (
+    claims,
     compare,
     estimate,
     export,
@@ -24,7 +25,9 @@ from accelmap.cli import (
     plan,
     report,
     serve,
+    shapes,
     validate,
+    whatif,
 )
 
 app = typer.Typer(
@@ -33,7 +36,12 @@ app = typer.Typer(
         "Map large language models onto accelerators: will it fit, how to split it, how fast, "
         "at what cost.\n\n"
         "Start with: accelmap compare MODEL · accelmap hw compare · accelmap hw list · "
-        "accelmap models list · accelmap validate --cases FILE.csv"
+        "accelmap models list · accelmap validate --cases FILE.csv\n\n"
+        "What-ifs on any command: --set NAME=VALUE (memory_bandwidth=6.7TB/s, bf16=2.5PFLOP/s, "
+        "sram=500MB, scale_up_bandwidth=900GB/s, price=2.5USD/h, vocab_size=50304; x2 = twice "
+        "the part's figure; ID:NAME=VALUE for one part), --price USD/h per device-hour, and "
+        "--own purchase=30000,kwh=0.08,pue=1.3,years=5,utilization=0.7 (pay by owning). "
+        "`accelmap whatif-names` lists the names."
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -50,6 +58,11 @@ app.command("compare")(compare.compare_cmd)
 app.command("export")(export.export_cmd)
 app.command("report")(report.report_cmd)
 app.command("serve")(serve.serve_cmd)
+app.command("sweep")(whatif.sweep_cmd)
+app.command("whatif-names")(whatif.names_cmd)
+app.command("check-claim")(claims.check_claim_cmd)
+app.command("advise")(shapes.advise_cmd)
+app.command("design")(shapes.design_cmd)
 
 measure_app = typer.Typer(help="Measure the hardware and manage the measurement store.",
                           no_args_is_help=True)
@@ -89,6 +102,9 @@ def main(argv: list[str] | None = None) -> None:
     click = _click_exceptions()
 
     try:
+        from accelmap.cli.common import lift_whatif
+
+        argv = lift_whatif(list(sys.argv[1:] if argv is None else argv))
         result = app(args=argv, standalone_mode=False)
         if isinstance(result, int) and result:
             raise SystemExit(result)

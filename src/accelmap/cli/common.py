@@ -35,14 +35,70 @@ ProfileOpt = Annotated[str | None, typer.Option(
                       "datasheet-derived defaults; looked up in --db.", show_default=False)]
 
 
+# What-ifs of this run: every `--set NAME=VALUE` and `--price X` on the command line, lifted
+# out of the arguments by ``lift_whatif`` (main() calls it) so that every command takes them;
+# ``get_catalog`` applies them.
+WHATIF: list[str] = []
+OWN: list[str] = []  # --own: pay by owning (cost/ownership.py)
+
+
+def lift_whatif(argv: list[str]) -> list[str]:
+    """Take every --set/--price/--own (and --set=... forms) out of ``argv`` into WHATIF and
+    OWN; the rest goes to typer. Arguments after '--' are left alone."""
+    WHATIF.clear()
+    OWN.clear()
+    _CATALOGS.clear()
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            out += argv[i:]
+            break
+        for opt, prefix, into in (("--set", "", WHATIF), ("--price", "price=", WHATIF),
+                                  ("--own", "", OWN)):
+            if a == opt:
+                if i + 1 >= len(argv):
+                    from accelmap.errors import InputError
+
+                    example = {"--set": "memory_bandwidth=6.7TB/s", "--price": "2.5",
+                               "--own": "purchase=30000,utilization=0.7"}[opt]
+                    raise InputError(f"{opt} needs a value, e.g. {opt} {example}")
+                into.append(prefix + argv[i + 1])
+                i += 2
+                break
+            if a.startswith(opt + "="):
+                into.append(prefix + a[len(opt) + 1:])
+                i += 1
+                break
+        else:
+            out.append(a)
+            i += 1
+    return out
+
+
+_CATALOGS: dict[tuple[object, ...], Catalog] = {}  # one load per run and set of folders
+
+
 def get_catalog(dirs: list[Path] | None) -> Catalog:
     """The catalog with the user's folders; a user accelerator that breaks a physical bound is
-    kept, and each finding goes to stderr as one line naming the file and the field."""
+    kept, and each finding goes to stderr as one line naming the file and the field. The
+    run's what-ifs (--set, --price) are applied, and said on stderr."""
+    import os
+
     from accelmap import api
 
+    key = (tuple(dirs or ()), os.environ.get("ACCELMAP_CATALOG"), tuple(WHATIF), tuple(OWN))
+    if key in _CATALOGS:
+        return _CATALOGS[key]
     cat = api.load_catalog(dirs or ())
     for line in cat.user_warnings():
         sys.stderr.write(line + "\n")
+    if WHATIF or OWN:
+        wi = api.what_if(WHATIF, catalog=cat, own=OWN[-1] if OWN else None)
+        cat = api.apply_whatif(cat, wi)
+        sys.stderr.write(f"what-if: {'; '.join(wi.texts())}\n")
+    _CATALOGS[key] = cat
     return cat
 
 

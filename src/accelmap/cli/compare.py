@@ -119,7 +119,7 @@ def print_comparison(cmp: AcceleratorComparison, top: int | None = None) -> None
     cols = ["#", "accelerator", "class", "dev", "mapping", "prec",
             *(["tok/s", "tok/s/dev", "MFU", "step"] if train else
               ["tok/s/user", "tok/s", "tok/s/dev", "TTFT", "TPOT"]),
-            "$/M tok", "J/tok", "notes"]
+            "$/M tok", "even $/h", "J/tok", "notes"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("accelerator", "class", "mapping", "prec",
                                                 "notes") else "right")
@@ -145,8 +145,13 @@ def print_comparison(cmp: AcceleratorComparison, top: int | None = None) -> None
                                              else " does not run")
         t.add_row(str(i), r["accelerator"], r["class"], _num(r["devices"]),
                   r["mapping"] or "-", r["precision"], *speed, _num(r["usd_per_mtok"]),
-                  _num(r["j_per_token"]), mark)
+                  _num(r.get("breakeven_usd_per_h")), _num(r["j_per_token"]), mark)
     con.print(t)
+    ref = next((r["breakeven_vs"] for r in rows if r.get("breakeven_vs")), None)
+    if ref is not None:
+        con.print(f"even $/h: the price per device-hour at which a part matches {ref}'s $/M "
+                  "tokens (the cheapest priced row; parts without a quote: what they would "
+                  "need to cost)", highlight=False, soft_wrap=True)
     models: dict[str, list[str]] = {}
     for r in rows:
         if r["execution_model"]:

@@ -21,6 +21,7 @@ from accelmap.cli.common import (
     fmt,
     get_catalog,
 )
+from accelmap.cli.costs import print_cost, print_energy
 from accelmap.errors import InputError
 
 if TYPE_CHECKING:
@@ -229,6 +230,14 @@ def estimate_cmd(
         "--prefill-tp", min=1, help="Devices per prefill instance (default: --tp).")] = None,
     decode_tp: Annotated[int | None, typer.Option(
         "--decode-tp", min=1, help="Devices per decode instance (default: --tp).")] = None,
+    pue: Annotated[float, typer.Option(
+        "--pue", help="Facility PUE for kWh and CO2 (default 1.1, as the LLaMA paper).")] = 1.1,
+    grid: Annotated[float, typer.Option(
+        "--grid", help="Grid carbon intensity, kg CO2e per kWh (default 0.385, the US average "
+        "the LLaMA paper uses).")] = 0.385,
+    load_tps: Annotated[float | None, typer.Option(
+        "--load", help="Serving demand in output tokens/s: $/M tokens when the devices are "
+        "paid for but only this busy.")] = None,
     profile: ProfileOpt = None,
     db: DbOpt = None,
     catalog: CatalogOpt = None,
@@ -325,21 +334,24 @@ def estimate_cmd(
                               speculation=sp)
     else:
         est = api.estimate(spec, system, wl, m, framework=framework, imbalance=imbalance)
+    # which resource binds (d ln time / d ln resource), cost and energy: api.estimate_extras
+    extras = api.estimate_extras(spec, system, wl, m, est, framework=framework,
+                                 imbalance=imbalance, catalog=get_catalog(catalog),
+                                 load_tokens_per_s=load_tps, pue=pue, grid_kg_per_kwh=grid,
+                                 speculative=sp is not None)
     missing = api.unpublished(system.accelerator)
     rep.save(report, lambda: api.report_estimate(est, system, m, tokens=tokens,
-                                                 inputs=rep.inputs(), command=rep.command()))
+                                                 inputs=rep.inputs(), command=rep.command(),
+                                                 extras=extras))
     if json_out:
-        out = est.to_dict(ops=False)
-        if est.feasible and "tdp_w" in missing:
-            out.setdefault("energy_j_per_token_tdp", None)
-        if est.feasible and train and tokens and "price_usd_per_hour" in missing:
-            out.setdefault("cost_to_train_usd", None)
-        out["not_published"] = missing
-        if system.devices > 1:
-            out["cluster_layout"] = system.cluster.origin
-        emit_json(out)
+        emit_json(api.estimate_json(est, system, tokens, extras))
         return
     print_estimate(est, missing, system.cluster.origin if system.devices > 1 else None)
+    if extras["sensitivity"] is not None:
+        print_sensitivity(extras["sensitivity"])
+    if est.feasible:
+        print_energy(extras["energy"])
+        print_cost(extras["cost"])
 
 
 SHOWN = 20  # candidates listed in the terminal (the JSON has all of them)
@@ -564,6 +576,33 @@ def print_estimate(est: Estimate, missing: dict[str, str] | None = None,
     con.print(tt)
     for a in est.assumptions:
         con.print(_assumption_line(a), highlight=False)
+
+
+_FIGURE_LABEL = {"step_time_s": "step time", "ttft_s": "TTFT", "tpot_s": "TPOT"}
+_RESOURCE_LABEL = {"compute": "compute", "memory_bandwidth": "memory bw",
+                   "scale_up_bandwidth": "scale-up bw", "scale_out_bandwidth": "scale-out bw"}
+
+
+def print_sensitivity(sens: Any) -> None:
+    """Which resource binds: d ln time / d ln resource per timed figure."""
+    from rich.table import Table
+
+    d = (sens if isinstance(sens, dict) else sens.to_dict())["figures"]
+    resources = [r for r in _RESOURCE_LABEL if any(r in f["elasticity"] for f in d.values())]
+    t = Table(title="Which resource binds: d ln time / d ln resource (-1: time falls as the "
+                    "resource grows; 0: it does not matter)")
+    t.add_column("time")
+    for r in resources:
+        t.add_column(_RESOURCE_LABEL[r], justify="right")
+    t.add_column("fixed latency/overhead", justify="right")
+    t.add_column("binds")
+    for fig, f in d.items():
+        e = f["elasticity"]
+        t.add_row(_FIGURE_LABEL.get(fig, fig),
+                  *(f"{e[r]:+.2f}" if r in e else "-" for r in resources),
+                  f"{max(0.0, f['fixed_latency_share']):.0%}",
+                  _RESOURCE_LABEL.get(f["binding"] or "", "-"))
+    console().print(t)
 
 
 def roofline_cmd(

@@ -24,6 +24,7 @@ from accelmap.cli.common import (
     fmt,
     get_catalog,
 )
+from accelmap.cli.costs import print_money
 
 if TYPE_CHECKING:
     from accelmap.api import Cluster, DeadlineSearch, HardwareComparison, PlanResult
@@ -170,13 +171,16 @@ def plan_cmd(
     rep.save(report, lambda: api.report_plan(spec, cl, result, job, profile=cal,
                                              inputs=rep.inputs(), command=rep.command(),
                                              catalog=cat))
+    money = api.plan_money(cl, result.plans[0].metrics if result.plans else {}, cat)
     if json_out:
         emit_json({"model": spec.id, "cluster": cl.name, "job": job.to_dict(),
-                   **result.to_dict()})
+                   **result.to_dict(), "money": money})
     elif simulated:
         print_scenario(spec.id, cl, result)
+        print_money(money)
     else:
         print_result(spec.id, cl, result, train)
+        print_money(money)
     if export and result.plans:
         from accelmap.cli.export import write_export
 
@@ -310,22 +314,29 @@ def _print_comparison(cmp: HardwareComparison, json_out: bool, train: bool = Tru
     from rich.table import Table
 
     t = Table(title="Accelerators compared on this job (best plan each)")
-    for c in ("accelerator", "devices", "tokens/s/device", "$/M tokens", "J/token",
+    for c in ("accelerator", "devices", "tokens/s/device", "$/M tokens", "even $/h", "J/token",
               "time to train", "best mapping"):
         t.add_column(c)
-    for r in cmp.rows:
+    rows = api.breakeven_rows(list(cmp.rows), "cost_usd_per_million_tokens",
+                              "tokens_per_s_per_device")
+    for r in rows:
         p = r["plan"]
         missing = r.get("not_published") or {}
         t.add_row(r["accelerator"], str(r["devices"]),
                   f"{r['tokens_per_s_per_device']:,.1f}" if p else "does not fit",
                   f"{r['cost_usd_per_million_tokens']:.3g}" if r["cost_usd_per_million_tokens"]
                   else _missing("cost_usd_per_million_tokens", missing) if p else "-",
+                  f"{r['breakeven_usd_per_h']:.3g}" if r.get("breakeven_usd_per_h") else "-",
                   f"{r['energy_j_per_token']:.3g}" if r["energy_j_per_token"]
                   else _missing("energy_j_per_token", missing) if p else "-",
                   f"{r['time_to_train_s'] / 86400:,.1f} d" if r["time_to_train_s"] else "-",
                   " ".join(f"{k}={v}" for k, v in p["mapping"].items()) if p else "-")
     con = console()
     con.print(t)
+    ref = next((r["breakeven_vs"] for r in rows if r.get("breakeven_vs")), None)
+    if ref is not None:
+        con.print(f"even $/h: the price per device-hour at which an accelerator matches {ref}'s "
+                  "$/M tokens (the cheapest)", highlight=False)
     if not train:
         con.print("each accelerator gets its best plan here, precision included; "
                   "`accelmap compare MODEL --serve` compares every catalog part at one "

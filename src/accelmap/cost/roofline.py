@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from accelmap.cost.alignment import alignment_efficiency
 from accelmap.cost.attention import (
     KERNEL_SPEED,
     attention_plateau,
@@ -155,6 +156,7 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
                      else None)
             base = eff if curve is None else curve
             eff = base * shape_efficiency(*op.gemm, geometry(dev.acc)) * sustained_fraction()
+            eff = eff * alignment_efficiency(op, dev.acc, fw)  # 16-byte model dimensions
         elif (plateau := attention_plateau(dev.acc.id)) is not None:
             eff = plateau[0] * attention_ramp(op.attention_keys if op.attention_keys is not None
                                               else 1e9) * KERNEL_SPEED[fw.attention]

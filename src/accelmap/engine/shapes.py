@@ -65,4 +65,5 @@ def device_notes(dev: Device, dtype: DType, fw: FrameworkProfile) -> list[str]:
         notes.append(f"uses {dev.fraction:g} of the catalog device")
     # a device spec past a physical bound (hardware/plausibility.py) is estimated all the same
     notes += plausibility.warnings(dev.acc)
+    notes += [f"what-if: {w}" for w in dev.acc.what_if]  # figures changed with --set
     return notes

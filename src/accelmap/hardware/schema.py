@@ -172,6 +172,8 @@ class Accelerator(CatalogEntry):
     price: PriceQuote | None = None
     # 2:4 structured sparsity of the matrix units; None: the part has none (or none is known)
     sparsity_2_4: SparseSupport | None = None
+    # the figures a what-if (--set, hardware/whatif.py) changed: never set in a catalog file
+    what_if: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _check(self) -> Accelerator:

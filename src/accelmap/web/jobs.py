@@ -67,8 +67,10 @@ def estimate(form: EstimateForm, cat: Catalog) -> tuple[dict[str, Any], Report]:
         wl = api.inference(f.batch, f.prompt, f.output, f.weights, f.kv, f.group, f.flash)
         m = api.serving_mapping(f.tp, f.pp, f.ep, f.replicas)
     est = api.estimate(spec, system, wl, m, framework=f.framework, imbalance=f.moe_imbalance)
+    extras = api.estimate_extras(spec, system, wl, m, est, framework=f.framework,
+                                 imbalance=f.moe_imbalance, catalog=cat)
     rep = api.report_estimate(est, system, m, tokens=f.tokens, inputs=_inputs(f),
-                              command="POST /api/estimate")
+                              command="POST /api/estimate", extras=extras)
     return rep.result, rep
 
 
@@ -98,6 +100,9 @@ def plan(form: PlanForm, cat: Catalog, cap_s: float) -> tuple[dict[str, Any], Re
     job = api.plan_job(spec, cl, req)
     rep = api.report_plan(spec, cl, result, job, inputs=_inputs(f), command="POST /api/plan",
                           catalog=cat)
+    # the CLI's plan --json carries the money block (api.plan_money) after the plan
+    rep.result["money"] = api.plan_money(cl, result.plans[0].metrics if result.plans else {},
+                                         cat)
     return rep.result, rep
 
 

@@ -1,0 +1,232 @@
+"""What-ifs on any command: ``--set NAME=VALUE`` and ``--price USD/h`` applied to the catalog.
+
+    from accelmap import api
+    wi = api.what_if(["memory_bandwidth=6.7TB/s", "h100-sxm5-80gb:bf16=2.5PFLOP/s"])
+    cat = api.apply_whatif(api.load_catalog(), wi)
+    est = api.estimate(api.load_model("llama-3.1-8b", cat),
+                       api.load_system(hw="h100", catalog=cat), api.inference(16, 512, 128))
+
+Hardware names (``hardware.whatif.FIELDS``) change every accelerator of the catalog, or one
+(``ID:NAME=VALUE``), and the network tiers of the system presets built on it; model names
+(``models.whatif.MODEL_FIELDS``: n_layers, d_model, vocab_size ...) change the model the
+command loads (``api.load_model``), preset or file alike. A wrong name is one line with the
+closest names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from accelmap.catalog import Catalog
+from accelmap.cost.ownership import Ownership
+from accelmap.errors import InputError
+from accelmap.hardware import plausibility
+from accelmap.hardware import whatif as hw_whatif
+from accelmap.hardware.schema import Accelerator, PriceQuote
+from accelmap.hardware.whatif import Override
+from accelmap.models import whatif as model_whatif
+from accelmap.models.schema import ModelSpec
+
+__all__ = ["WhatIf", "WhatIfCatalog", "apply_whatif", "sensitivity", "sweep", "what_if",
+           "whatif_fields"]
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    hardware: tuple[Override, ...] = ()
+    model: tuple[model_whatif.ModelOverride, ...] = ()
+    # --own: every part (or own_target) is paid for by owning it, at this cost model
+    ownership: Ownership | None = None
+    own_target: str | None = None
+    own_text: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.hardware or self.model or self.ownership)
+
+    def texts(self) -> list[str]:
+        own = [f"own {self.own_text}"] if self.own_text is not None else []
+        return [o.text for o in self.hardware] + [o.text for o in self.model] + own
+
+
+@dataclass(frozen=True)
+class WhatIfCatalog(Catalog):
+    """A catalog with what-ifs applied; ``api.load_model`` applies the model what-ifs to a
+    model read from a file too; ``rent`` keeps the rental quote of every part whose price
+    became an owning cost (--own)."""
+
+    whatif: WhatIf = WhatIf()
+    rent: Mapping[str, PriceQuote | None] = dataclasses.field(default_factory=dict)
+
+    def apply_model(self, spec: ModelSpec) -> ModelSpec:
+        if not self.whatif.model or model_whatif.what_if_notes(spec):
+            return spec  # a catalog model is already changed
+        return model_whatif.apply_model(spec, self.whatif.model)
+
+
+def _unknown(name: str) -> InputError:
+    import difflib
+
+    names = [*hw_whatif._BY_NAME, *model_whatif.all_names()]
+    key = name.strip().lower().replace("-", "_")
+    near = difflib.get_close_matches(key, names, n=3, cutoff=0.6)
+    canon = list(dict.fromkeys(
+        hw_whatif._BY_NAME[n].name if n in hw_whatif._BY_NAME else model_whatif._BY_NAME[n]
+        for n in near))
+    hint = f"; did you mean {', '.join(canon)}?" if canon else ""
+    return InputError(f"unknown --set name {name.strip()!r}{hint} (hardware: "
+                      f"{', '.join(f.name for f in hw_whatif.FIELDS if '.' not in f.name)}; "
+                      f"model: {', '.join(model_whatif.model_names())})")
+
+
+def what_if(sets: Sequence[str] = (), price: str | float | None = None,
+            catalog: Catalog | None = None, own: str | None = None) -> WhatIf:
+    """Parse ``--set`` texts (and ``--price``, the same as ``--set price=...``); a target id
+    (``ID:NAME=VALUE``) is resolved against ``catalog`` (forgiving names). ``own``: pay by
+    owning ('[ID:]purchase=30000,kwh=0.08,pue=1.3,years=5,utilization=0.7', keys optional;
+    ``cost.ownership``): the price of every part with a purchase price (published or given)
+    becomes its owned cost per useful device-hour."""
+    hw: list[Override] = []
+    model: list[model_whatif.ModelOverride] = []
+    texts = list(sets)
+    if price is not None:
+        p = str(price).strip()
+        texts.append(f"price={p}" if any(c.isalpha() for c in p.replace('x', '')) or "$" in p
+                     else f"price={p} USD/h")
+    for text in texts:
+        if "=" not in text:
+            raise InputError(f"--set {text!r}: write NAME=VALUE, e.g. memory_bandwidth=6.7TB/s")
+        name, _, raw = text.partition("=")
+        bare = name.partition(":")[2] if ":" in name else name
+        key = bare.strip().lower().replace("-", "_")
+        if key in hw_whatif._BY_NAME:
+            o = hw_whatif.parse_override(text)
+            if o.target is not None:
+                o = dataclasses.replace(o, target=_resolve(o.target, catalog))
+            hw.append(o)
+        elif model_whatif.is_model_field(bare):
+            if ":" in name:
+                raise InputError(f"--set {text}: a model field applies to the model the "
+                                 "command loads; write it without an id")
+            model.append(model_whatif.parse_model_override(bare, raw, text.strip()))
+        else:
+            raise _unknown(bare)
+    own_model, own_target = None, None
+    if own is not None:
+        from accelmap.api.costs import ownership
+
+        body = own
+        head = own.split(",", 1)[0]
+        if ":" in head:
+            own_target, _, body = own.partition(":")
+            own_target = _resolve(own_target.strip(), catalog)
+        own_model = ownership(body)
+    return WhatIf(tuple(hw), tuple(model), own_model, own_target, own)
+
+
+def _resolve(target: str, catalog: Catalog | None) -> str:
+    from accelmap.api.comparison import _part
+    from accelmap.catalog import load_catalog
+
+    # 'h100' means the variant systems are built from, as in compare and plan
+    return _part(catalog or load_catalog(), target).id
+
+
+def apply_whatif(catalog: Catalog, wi: WhatIf) -> Catalog:
+    """The catalog with every what-if applied: accelerators (their figures and a ``what_if``
+    list), the network tiers of system presets built on them, and the models."""
+    if not wi:
+        return catalog
+    known = list(catalog.accelerators.values())
+    accs = {k: hw_whatif.apply(a, wi.hardware) for k, a in catalog.accelerators.items()}
+    for o in wi.hardware:
+        if o.target is not None and o.target in accs and not any(
+                o.text in w for w in accs[o.target].what_if):
+            raise InputError(f"--set {o.text}: could not apply it to {o.target}")
+    systems = {k: (s.model_copy(update={"tiers": hw_whatif.apply_tiers(
+        s.accelerator, s.tiers, wi.hardware)}) if hw_whatif.overrides_for(
+        s.accelerator, wi.hardware) else s) for k, s in catalog.systems.items()}
+    found = dict(catalog.plausibility)
+    for k, a in accs.items():
+        if a is not catalog.accelerators[k]:
+            found[k] = tuple(plausibility.check(a, known))
+    rent: dict[str, PriceQuote | None] = {}
+    if wi.ownership is not None:
+        for k, a in list(accs.items()):
+            if wi.own_target is None or wi.own_target == k:
+                owned = _owned(a, wi)
+                if owned is not None:
+                    rent[k] = a.price
+                    accs[k] = owned
+    fields = {f.name: getattr(catalog, f.name) for f in dataclasses.fields(Catalog)}
+    fields.update(accelerators=accs, systems=systems, plausibility=found)
+    return WhatIfCatalog(**fields, whatif=wi, rent=rent)
+
+
+def _owned(acc: Accelerator, wi: WhatIf) -> Accelerator | None:
+    """``acc`` priced at its owned cost per useful device-hour (None: no purchase price)."""
+    from accelmap.cost.ownership import owned_cost
+
+    assert wi.ownership is not None
+    try:
+        c = owned_cost(acc.id, acc.tdp.value if acc.tdp else None, wi.ownership)
+    except ValueError:
+        return None
+    o = hw_whatif.Override(hw_whatif.lookup_field("price"), f"own {wi.own_text}",
+                           value=c.usd_per_hour)
+    new = hw_whatif.apply(acc, [o])
+    assert new.price is not None
+    quote = new.price.model_copy(update={
+        "market": f"owned: ${c.purchase_usd:,.0f} over {wi.ownership.years:g} y, "
+                  f"{c.power_w:,.0f} W, utilization {c.utilization:.0%}"})
+    return new.model_copy(update={"price": quote})
+
+
+def with_model_whatif(cat: Catalog | None, spec: ModelSpec) -> ModelSpec:
+    """``spec`` with the catalog's model what-ifs (``load_model`` calls this)."""
+    return cat.apply_model(spec) if isinstance(cat, WhatIfCatalog) else spec
+
+
+def whatif_fields() -> list[dict[str, Any]]:
+    """Every name ``--set`` takes, with what it changes and its unit."""
+    from accelmap.units import base_symbol
+
+    rows: list[dict[str, Any]] = [
+        {"name": f.name, "kind": "hardware", "unit": base_symbol(f.dimension) if f.dimension
+         else "factor (x2)", "aliases": list(f.aliases), "help": f.help}
+        for f in hw_whatif.FIELDS]
+    rows += [{"name": n, "kind": "model", "unit": "count or factor (x2)",
+              "aliases": list(model_whatif.MODEL_FIELDS[n][1]),
+              "help": f"model {'.'.join(model_whatif.MODEL_FIELDS[n][0])}"}
+             for n in model_whatif.model_names()]
+    return rows
+
+
+# -- sensitivity and sweeps ----------------------------------------------------------------------
+def sensitivity(model: ModelSpec, system: Any, workload: Any, mapping: Any = None, *,
+                framework: Any = None, imbalance: float = 1.0, base: Any = None) -> Any:
+    """Which resource binds: d ln time / d ln resource for compute, memory bandwidth,
+    scale-up and scale-out bandwidth (``search.sensitivity``); None when the estimate cannot
+    run. ``base``: the estimate already made with these inputs (saves one run)."""
+    from accelmap.engine import estimate
+    from accelmap.search.sensitivity import sensitivity as _sens
+
+    def run(s: Any) -> Any:
+        return estimate(model, s, workload, mapping, framework=framework, imbalance=imbalance)
+
+    return _sens(run, system, base)
+
+
+def sweep(model: ModelSpec, system: Any, workload: Any, params: Sequence[str],
+          mapping: Any = None, *, framework: Any = None, imbalance: float = 1.0) -> Any:
+    """One estimate per combination of one or two ``params`` ('memory_bandwidth=2TB/s,4TB/s',
+    'n_layers=24..48:7', 'bf16=x0.5,x1,x2'): a ``search.sweep.Sweep`` (rows, CSV)."""
+    from accelmap.engine import estimate
+    from accelmap.search.sweep import parse_param, run_sweep
+
+    def run(spec: ModelSpec, s: Any) -> Any:
+        return estimate(spec, s, workload, mapping, framework=framework, imbalance=imbalance)
+
+    return run_sweep(model, system, [parse_param(p) for p in params], run)
