@@ -29,8 +29,12 @@ def test_measured_overhead_is_positive_and_stored(tmp_path: Path) -> None:
     assert 1e-8 < r.seconds_per_op < 1e-2
     store = Store(tmp_path / "m.sqlite")
     run = store.add(r.measurements)
-    (m,) = store.query(kind=Kind.OVERHEAD, run_id=run)
-    assert m.value == pytest.approx(r.seconds_per_op)
+    tiny, *dispatch = store.query(kind=Kind.OVERHEAD, run_id=run)
+    assert tiny.value == pytest.approx(r.seconds_per_op)
+    # seconds per dispatched aten op of the micro transformer, forward and backward passes
+    assert {m.settings["pass"] for m in dispatch} == {"forward", "backward"} == set(r.dispatch_s)
+    for m in dispatch:
+        assert 1e-8 < m.value < 1e-2 and m.settings["dispatches"] > 10
 
 
 def test_profile_overhead_replaces_the_eager_default_only() -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from accelmap.api.parse import batch_tokens, choice, dtype
 from accelmap.catalog import Catalog, load_catalog
+from accelmap.cost.calibration import CalibrationProfile
 from accelmap.errors import InputError
 from accelmap.hardware.schema import Accelerator, DeviceClass
 from accelmap.models.schema import ModelSpec
@@ -94,7 +95,8 @@ def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str
                          devices: int | None = None, budget_usd_h: float | None = None,
                          objective: str | CompareObjective | None = None,
                          framework: str | None = None, catalog: Catalog | None = None,
-                         progress: Callable[[int, int], None] | None = None
+                         progress: Callable[[int, int], None] | None = None,
+                         profile: CalibrationProfile | None = None
                          ) -> AcceleratorComparison:
     """Rows for ``model`` on every part in ``hw`` ('all' or a comma list; ``device_class``
     filters). Serving: ``batch`` requests per replica of ``prompt`` + ``output`` tokens;
@@ -103,7 +105,8 @@ def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str
     ``precision`` is the same for every part (default bf16; a part without it falls back with a
     note); ``best_precision`` lets each part take its smallest native format. ``objective``
     (``CompareObjective``) ranks: default tokens per second per user for serving, tokens per
-    second for training."""
+    second for training. ``profile``: a measured calibration, used for the part it was
+    measured on (``api.measured_device`` adds a measured local device to ``catalog``)."""
     from accelmap.api.models import load_model
 
     cat = catalog or load_catalog()
@@ -139,7 +142,7 @@ def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str
     job = CompareJob(train=train, batch=batch, prompt=prompt, output=output, seq=seq,
                      global_batch=gb, precision=p, best_precision=best_precision,
                      devices=devices, budget_usd_h=budget_usd_h, objective=obj,
-                     framework=framework)
+                     framework=framework, profile=profile)
     if framework is not None:
         from accelmap.cost.framework import Framework
 

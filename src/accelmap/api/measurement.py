@@ -23,6 +23,7 @@ from accelmap.catalog import Catalog, load_catalog
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.errors import InputError, NotFoundError
 from accelmap.hardware.schema import Accelerator
+from accelmap.measure.attention import AttentionResult
 from accelmap.measure.bandwidth import BandwidthResult
 from accelmap.measure.calibrate import Best
 from accelmap.measure.matmul import SweepResult
@@ -31,10 +32,12 @@ from accelmap.measure.records import Kind
 from accelmap.measure.store import Store
 from accelmap.units import DType
 
-__all__ = ["BandwidthRun", "Calibration", "MatmulRun", "OverheadRun", "calibrate",
-           "calibration_accelerator", "find_run", "human_bytes", "load_profile",
-           "local_accelerator", "measure_bandwidth", "measure_collectives", "measure_matmul",
-           "measure_overhead", "measurement_kind", "open_store"]
+__all__ = ["AttentionRun", "BandwidthRun", "Calibration", "MatmulRun", "MeasuredDevice",
+           "OverheadRun", "calibrate", "calibration_accelerator", "find_run", "human_bytes",
+           "is_local_name",
+           "load_profile", "local_accelerator", "measure_attention", "measure_bandwidth",
+           "measure_collectives", "measure_matmul", "measure_overhead", "measured_device",
+           "measurement_kind", "open_store", "profile_device"]
 
 
 # -- the store ----------------------------------------------------------------------------------
@@ -204,6 +207,40 @@ def measure_overhead(device: str = "cpu", hw: str | None = None, reps: int = 7,
     return OverheadRun(result, acc, how, run_id, path)
 
 
+@dataclass(frozen=True)
+class AttentionRun:
+    """One ``measure_attention`` run (see MatmulRun)."""
+
+    result: AttentionResult
+    accelerator: Accelerator | None
+    compared_with: str
+    run_id: str
+    db: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "db": self.db, "compared_with": self.compared_with,
+                **self.result.to_dict()}
+
+
+def measure_attention(device: str = "cpu", dtype: str | DType = "fp32", hw: str | None = None,
+                      budget: float = 10.0, reps: int = 5, db: str | Path | None = None,
+                      catalog: Catalog | None = None) -> AttentionRun:
+    """Fused causal attention (PyTorch SDPA), forward and backward, on ``device`` for
+    ``budget`` seconds: the kernel PyTorch picks and its efficiency by sequence length."""
+    from accelmap.measure.attention import measure_attention as _measure
+    from accelmap.measure.backends import get_backend
+    from accelmap.measure.catalog_match import match_accelerator
+    from accelmap.measure.matmul import parse_dtype
+
+    dt = parse_dtype(dtype)
+    store = open_store(db)
+    be = get_backend(device, "torch")
+    acc, how = match_accelerator(hw, be.environment(), _catalog(catalog))
+    result = _measure(be, acc, dt, budget, reps)
+    run_id, path = _store([result], store)
+    return AttentionRun(result, acc, how, run_id, path)
+
+
 def measure_collectives(nproc: int = 2, sizes: str = "1K,64K,1M,16M", ops: str = "all",
                         db: str | Path | None = None, timeout: float = 600.0
                         ) -> dict[str, Any]:
@@ -234,6 +271,80 @@ def local_accelerator() -> Accelerator | None:
         return local_cpu()
     except (OSError, ValueError):
         return None
+
+
+def profile_device(profile: CalibrationProfile) -> Accelerator | None:
+    """The device a profile carries (a local CPU's facts, ``hardware/local.py``), described
+    again, with the alias 'local'; None where the profile carries none (a catalog device)."""
+    from accelmap.hardware.local import describe, facts_from_dict
+
+    cpu = (profile.device or {}).get("cpu")
+    if not cpu:
+        return None
+    try:
+        acc = describe(facts_from_dict(cpu))
+    except ValueError:
+        return None
+    if acc.id != profile.accelerator_id:  # made by another version's id rule: keep the id
+        acc = acc.model_copy(update={"id": profile.accelerator_id})
+    return acc.model_copy(update={"aliases": (*acc.aliases, "local")})
+
+
+@dataclass(frozen=True)
+class MeasuredDevice:
+    """What ``--hw`` and ``--profile`` resolve to: the catalog (with the measured local device
+    added where the catalog lacks it), the calibration profile to predict with, and a sentence
+    on how it was chosen (empty where nothing was chosen for the user)."""
+
+    catalog: Catalog
+    profile: CalibrationProfile | None
+    how: str = ""
+
+
+def is_local_name(hw: str | None) -> bool:
+    """'local', 'cpu' or a 'local-...' id: a device described by measurement, not the catalog."""
+    from accelmap.hardware.local import is_local_id
+
+    return hw is not None and (hw.strip().lower() in ("local", "cpu")
+                               or is_local_id(hw.strip().lower()))
+
+
+def measured_device(hw: str | None, profile: str | None = None,
+                    db: str | Path | None = None, catalog: Catalog | None = None
+                    ) -> MeasuredDevice:
+    """``--hw`` / ``--profile`` as a catalog and a profile. ``profile`` names a saved profile;
+    without it, ``hw`` 'local' is the local device of the newest local profile in the store and
+    a 'local-...' id the newest profile of that device (a local CPU has no datasheet: its
+    measurements are its description). The profile's device joins the catalog (under its id
+    and the alias 'local') when the catalog lacks it, so every command resolves it by name."""
+    cat = _catalog(catalog)
+    cal: CalibrationProfile | None = None
+    how = ""
+    if profile is not None:
+        cal = open_store(db, must_exist=True).load_profile(profile)
+    elif is_local_name(hw):
+        assert hw is not None
+        store = open_store(db, must_exist=True)
+        key = hw.strip().lower()
+        want = None if key in ("local", "cpu") else key
+        saved = store.latest_profile(want, local=want is None)
+        if saved is None:
+            local = local_accelerator()
+            target = want or (local.id if local else "this machine's CPU")
+            raise InputError(f"no calibration profile of {target} in {store.path}: measure it "
+                             "(accelmap measure matmul --dtype fp32; accelmap measure bandwidth;"
+                             " accelmap measure overhead; accelmap measure attention) and run "
+                             "'accelmap calibrate'")
+        cal = saved.profile
+        how = (f"--hw {hw}: the newest profile of {saved.accelerator_id}, {saved.name!r} "
+               f"(made {saved.created_at}); --profile NAME picks another")
+    if cal is not None:
+        acc = profile_device(cal)
+        if acc is not None and acc.id not in cat.accelerators:
+            from dataclasses import replace
+
+            cat = replace(cat, accelerators={**cat.accelerators, acc.id: acc})
+    return MeasuredDevice(cat, cal, how)
 
 
 def calibration_accelerator(hw: str | None, store: Store,

@@ -169,8 +169,9 @@ def plan_clusters(catalog: Catalog, cluster: str | None = None, hw: str | None =
                   devices: int | None = None, train: bool = True) -> list[Cluster]:
     """The clusters to plan on: one ``cluster`` spec (``64xH100``, a preset, a YAML file), or
     ``devices`` of each accelerator in ``hw`` (a name, a comma list, or ``any``: every
-    accelerator with a system preset; default 64 devices for training, 8 for serving), built as
-    ``NxID`` (``hardware.cluster.of_devices``: partial nodes included). In a list, an
+    accelerator with a system preset; default 64 devices for training, 8 for serving, and one
+    for a measured local device, 'local' or 'local-...'), built as ``NxID``
+    (``hardware.cluster.of_devices``: partial nodes included). In a list, an
     accelerator whose devices cannot be joined (no link in the catalog) is dropped (alone it
     fails); an unknown name fails."""
     if cluster and hw:
@@ -179,7 +180,9 @@ def plan_clusters(catalog: Catalog, cluster: str | None = None, hw: str | None =
         return [parse_cluster(cluster, catalog)]
     if not hw:
         raise InputError("give --cluster SPEC (e.g. 64xH100) or --hw NAME|any|A,B")
-    n = devices or (64 if train else 8)
+    from accelmap.api.measurement import is_local_name
+
+    n = devices or (1 if is_local_name(hw) else 64 if train else 8)
     if hw.strip().lower() == "any":
         ids = sorted({p.accelerator for p in catalog.systems.values()})
     elif "," in hw:

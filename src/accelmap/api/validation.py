@@ -95,6 +95,7 @@ class LocalValidation:
     settings: LocalSettings
     run_id: str
     db: str
+    profile: str | None = None  # the calibration profile predicted with
 
     def to_dict(self) -> dict[str, Any]:
         from accelmap.validate.local import summary
@@ -104,7 +105,9 @@ class LocalValidation:
         return {"rows": [r.to_dict() for r in rows], "summary": summary(rows),
                 "run": {"run_id": self.run_id, "db": self.db, "device": run.device,
                         "model": run.spec.id, "params": run.params, "scale": run.scale_note,
-                        "settings": vars(self.settings), "memory_method": run.memory_method}}
+                        "settings": vars(self.settings), "memory_method": run.memory_method,
+                        "profile": self.profile,
+                        "load": run.load.to_dict() if run.load else None}}
 
 
 def validate_local(model: str, device: str | None = None, *, steps: int = 5, warmup: int = 2,
@@ -116,8 +119,10 @@ def validate_local(model: str, device: str | None = None, *, steps: int = 5, war
     unless ``scale`` is 'full'), time training steps, prefill and decode on ``device``
     (default: cuda if available, else cpu) in ``dtype`` (default bf16 on GPUs, fp32 on CPUs),
     measure peak memory, predict the same on the matching accelerator (``hw``, else from the
-    device) with calibration ``profile`` from the store at ``db``, and store the timings.
-    Everything that can fail on input fails before the run."""
+    device; 'local' = the device of the newest local profile) with calibration ``profile`` from
+    the store at ``db`` (default: the newest profile of that accelerator, said in the rows'
+    notes), and store the timings. Everything that can fail on input fails before the run."""
+    from accelmap.api.measurement import is_local_name, measured_device
     from accelmap.api.models import load_model
     from accelmap.measure.backends import default_device
     from accelmap.measure.local_run import LocalSettings, measurements, run_local
@@ -133,9 +138,22 @@ def validate_local(model: str, device: str | None = None, *, steps: int = 5, war
                              decode_tokens=decode_tokens)
     store = Store(db)
     prof = profile_for(profile, store)
+    chosen = ""
+    if is_local_name(hw):  # --hw local: the measured device and its newest profile
+        md = measured_device(hw, profile, db, cat)
+        cat, prof, chosen = md.catalog, md.profile, md.how
     acc, fraction, how = local_accelerator(dev, hw, cat)
+    if prof is None:  # the newest profile of this device, said so
+        saved = store.latest_profile(acc.id)
+        if saved is not None:
+            prof = saved.profile
+            chosen = (f"the newest profile of {acc.id}, {saved.name!r} (made "
+                      f"{saved.created_at}); --profile NAME picks another")
+    if chosen:
+        how = f"{how}; calibration profile: {chosen}"
     device_for(acc, fraction, prof)  # fail before the run, not after it
     run = run_local(spec, settings, scale)
     cmp = predict_local(run, acc, fraction, prof, how)
     run_id = store.add(measurements(run, acc.id, cmp.predicted))
-    return LocalValidation(tuple(cmp.rows), run, settings, run_id, str(store.path))
+    return LocalValidation(tuple(cmp.rows), run, settings, run_id, str(store.path),
+                           prof.name if prof is not None else None)

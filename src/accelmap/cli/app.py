@@ -64,11 +64,16 @@ app.command("check-claim")(claims.check_claim_cmd)
 app.command("advise")(shapes.advise_cmd)
 app.command("design")(shapes.design_cmd)
 
-measure_app = typer.Typer(help="Measure the hardware and manage the measurement store.",
-                          no_args_is_help=True)
+measure_app = typer.Typer(
+    help="Measure the hardware and manage the measurement store. This CPU, for `validate "
+    "--local` and `--hw local`: measure matmul --dtype fp32, bandwidth, overhead, attention, "
+    "then `accelmap calibrate`. Needs PyTorch; on a machine without a GPU install the CPU wheel "
+    "(pip install torch --index-url https://download.pytorch.org/whl/cpu).",
+    no_args_is_help=True)
 measure_app.command("matmul", help=measure_hw.matmul_cmd.__doc__)(measure_hw.matmul_cmd)
 measure_app.command("bandwidth", help=measure_hw.bandwidth_cmd.__doc__)(measure_hw.bandwidth_cmd)
 measure_app.command("overhead")(measure_hw.overhead_cmd)
+measure_app.command("attention")(measure_hw.attention_cmd)
 measure_app.command("collectives", help=measure_coll.collectives_cmd.__doc__)(
     measure_coll.collectives_cmd)
 measure_app.command("list")(measure_store.list_cmd)

@@ -32,7 +32,9 @@ DbOpt = Annotated[Path | None, typer.Option(
                  "~/.local/share/accelmap/measurements.sqlite.", show_default=False)]
 ProfileOpt = Annotated[str | None, typer.Option(
     "--profile", help="Measured calibration profile (made by `accelmap calibrate`) instead of "
-                      "datasheet-derived defaults; looked up in --db.", show_default=False)]
+                      "datasheet-derived defaults; looked up in --db. With --hw local (or a "
+                      "local-... id) the newest profile of that device unless named.",
+    show_default=False)]
 
 
 # What-ifs of this run: every `--set NAME=VALUE` and `--price X` on the command line, lifted

@@ -8,7 +8,16 @@ import typer
 
 from accelmap import api
 from accelmap.cli import report as rep
-from accelmap.cli.common import CatalogOpt, JsonOpt, console, emit_json, fmt, get_catalog
+from accelmap.cli.common import (
+    CatalogOpt,
+    DbOpt,
+    JsonOpt,
+    ProfileOpt,
+    console,
+    emit_json,
+    fmt,
+    get_catalog,
+)
 from accelmap.cli.plan import _progress
 
 if TYPE_CHECKING:
@@ -56,6 +65,8 @@ def compare_cmd(
     top: Annotated[int | None, typer.Option(min=1, help="Rows to show in the table "
                                             "(default all).", show_default=False)] = None,
     catalog: CatalogOpt = None,
+    profile: ProfileOpt = None,
+    db: DbOpt = None,
     json_out: JsonOpt = False,
     report: rep.ReportOpt = None,
 ) -> None:
@@ -77,16 +88,20 @@ def compare_cmd(
       accelmap compare llama-3.1-70b --serve --budget-usd-h 50 --objective tokens_per_s
       accelmap compare llama-3.1-8b --serve --class sram-machine --best-precision
       accelmap compare llama-3.1-8b --train --seq 4096 --global-batch-tokens 1M
+      accelmap compare llama-3.2-1b --serve --hw local,xeon-8480plus   # this machine, measured
     """
     rep.check(report)
-    cat = get_catalog(catalog)
+    # a measured local device ('local' or its id in --hw) and the profile it implies
+    local = next((h.strip() for h in hw.split(",") if api.is_local_name(h)), None)
+    measured = api.measured_device(local, profile, db, get_catalog(catalog))
+    cat = measured.catalog
     with _progress(True, "comparing accelerators") as progress:
         result = api.compare_accelerators(
             model, train=train, hw=hw, device_class=device_class, batch=batch, prompt=prompt,
             output=output, seq=seq, global_batch_tokens=global_batch_tokens,
             precision=precision, best_precision=best_precision, devices=devices,
             budget_usd_h=budget, objective=objective, framework=framework, catalog=cat,
-            progress=progress)
+            progress=progress, profile=measured.profile)
     rep.save(report, lambda: api.report_of("compare", result.to_dict(), inputs=rep.inputs(),
                                            command=rep.command()))
     if json_out:

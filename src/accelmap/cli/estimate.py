@@ -96,7 +96,7 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
     """The options as the API's values: model, system, workload and mapping (one device is a
     one-device system; the same engine serves both)."""
     train_dtype = api.dtype(dtype, "training")  # checked in every mode: a typo is never ignored
-    cat = get_catalog(catalog)
+    cat = catalog if isinstance(catalog, api.Catalog) else get_catalog(catalog)
     spec = api.load_model(model, cat)
     system = api.load_system(hw=hw, cluster=cluster, catalog=cat, profile=profile,
                              devices=devices)
@@ -258,6 +258,8 @@ def estimate_cmd(
           --batch 512 --seq 8192 --recompute full
       accelmap estimate llama-3.1-70b --cluster dgx-h100 --serve --tp 8 --batch 32
       accelmap estimate llama-3.1-8b --hw tpu-v5e --devices 4 --serve --tp 4 --batch 8
+      accelmap estimate gpt3-125m --hw local --train --batch 4 --seq 256 --dtype fp32
+          (this machine as measured: the newest 'accelmap calibrate' profile of it)
       accelmap estimate llama-3.1-70b --cluster 2xH100 --serve --tp 2 --weights fp8
       accelmap estimate llama-3.1-8b --hw h100-sxm5-80gb --serve --profile my-h100
       accelmap estimate llama-3.1-8b --hw h100-sxm5-80gb --serve --batch 64 --sparsity 2:4
@@ -274,7 +276,8 @@ def estimate_cmd(
           --output 300 --slo-ttft 2s --slo-tpot 50ms --disaggregate auto
     """
     rep.check(report)
-    cal = api.load_profile(profile, db)
+    measured = api.measured_device(hw, profile, db, get_catalog(catalog))  # --hw local
+    cal = measured.profile
     sc = scenario or ("server" if rate is not None or trace is not None else "batch")
     load = None
     if not train and sc != "batch":
@@ -287,8 +290,8 @@ def estimate_cmd(
                              if train else f"--scenario {sc} takes no --rate or --trace")
     spec, system, wl, m = _inputs(model, hw, cluster, train, batch, seq, prompt, output, dtype,
                                   weights, kv, group, optimizer, recompute, flash, tokens,
-                                  catalog, cal, tp, pp, dp, cp, ep, zero, micro_batch, vpp,
-                                  schedule, not no_sp, tp_overlap, force_tp, replicas,
+                                  measured.catalog, cal, tp, pp, dp, cp, ep, zero, micro_batch,
+                                  vpp, schedule, not no_sp, tp_overlap, force_tp, replicas,
                                   {"first_stage_layers": first_stage_layers,
                                    "last_stage_layers": last_stage_layers,
                                    "embedding_in_split": embedding_in_split,
@@ -634,10 +637,11 @@ def roofline_cmd(
       accelmap roofline llama-3.1-8b --hw h100-sxm5-80gb --phase decode --profile my-h100
     """
     ph = api.phase(phase)
-    cal = api.load_profile(profile, db)
+    measured = api.measured_device(hw, profile, db, get_catalog(catalog))  # --hw local
     spec, system, wl, m = _inputs(model, hw, None, ph is api.Phase.TRAIN, batch, seq, prompt,
                                   output, dtype, weights, kv, group, "adamw", recompute, flash,
-                                  None, catalog, profile=cal, sparsity=sparsity)
+                                  None, measured.catalog, profile=measured.profile,
+                                  sparsity=sparsity)
     roof = api.roofline(spec, system, wl, ph, m, framework=framework)
     if json_out:
         emit_json(roof.to_dict())

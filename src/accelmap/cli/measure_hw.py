@@ -1,5 +1,9 @@
 """`accelmap measure matmul` and `accelmap measure bandwidth`: what this hardware really achieves.
 
+On a machine without a GPU, install PyTorch's CPU wheel (`pip install torch --index-url
+https://download.pytorch.org/whl/cpu`): the default wheel on Linux brings the CUDA libraries,
+gigabytes that a CPU never uses.
+
 Both store every measurement in the measurement store (``--db``, else ``$ACCELMAP_DB``, else the
 user's data directory) and compare with the catalog: the accelerator named by ``--hw``, else one
 guessed from the device name, else (on the CPU) a description of the local CPU whose peaks are
@@ -175,8 +179,10 @@ def overhead_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Per-operation overhead of eager PyTorch: the fixed cost of one tiny op (dispatch,
-    launch, inter-kernel gap). `accelmap calibrate` puts it in the profile, where it replaces
-    the eager launch default for eager stacks (eager, megatron, fsdp).
+    launch, inter-kernel gap), and the host seconds per dispatched aten op inside a micro
+    transformer (forward pass; backward and optimizer). `accelmap calibrate` puts both in the
+    profile: the first replaces the eager launch default for eager stacks (eager, megatron,
+    fsdp), the second is what eager PyTorch on a CPU (eager-cpu) pays per dispatch.
 
     Examples:
       accelmap measure overhead --device cuda
@@ -188,6 +194,54 @@ def overhead_cmd(
         emit_json(run.to_dict())
         return
     result = run.result
-    console().print(f"{result.device}: {result.seconds_per_op * 1e6:.2f} µs per eager op "
-                    f"(spread {100 * result.spread:.1f} %); stored as run {run.run_id} in "
-                    f"{run.db}", highlight=False)
+    con = console()
+    con.print(f"{result.device}: {result.seconds_per_op * 1e6:.2f} µs per eager op "
+              f"(spread {100 * result.spread:.1f} %); stored as run {run.run_id} in "
+              f"{run.db}", highlight=False)
+    for phase, s in sorted(result.dispatch_s.items()):
+        con.print(f"  {s * 1e6:.2f} µs per dispatched aten op, {phase} pass of a micro "
+                  "transformer (the eager-cpu framework profile's host cost)", highlight=False)
+
+
+def attention_cmd(
+    device: DeviceOpt = "cpu",
+    dtype: Annotated[str, typer.Option(
+        "--dtype", help="fp32 (CPU default), bf16 or fp16.")] = "fp32",
+    hw: HwOpt = None,
+    budget: Annotated[float, typer.Option(
+        "--budget", min=0.1, help="Seconds for all sequence lengths and head dims.")] = 10.0,
+    reps: RepsOpt = 5,
+    db: DbOpt = None,
+    catalog: CatalogOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Fused causal attention (PyTorch's scaled_dot_product_attention), forward and backward:
+    which kernel PyTorch picks on this device and its efficiency against the matrix peak by
+    sequence length, for head dims 64 and 128. `accelmap calibrate` puts the curves in the
+    profile, where they replace the GEMM-relative attention rule.
+
+    Examples:
+      accelmap measure attention                    # this CPU, fp32
+      accelmap measure attention --device cuda --dtype bf16 --budget 20
+    """
+    run = api.measure_attention(device, dtype, hw, budget, reps, db, get_catalog(catalog))
+    if json_out:
+        emit_json(run.to_dict())
+        return
+    from rich.table import Table
+
+    r = run.result
+    con = console()
+    t = Table(title=f"Fused attention: {r.device}, {r.dtype.value}, kernel {r.kernel}")
+    for col in ("head dim", "seq", "keys/query", "pass", "achieved", "efficiency", "time"):
+        t.add_column(col, justify="left" if col == "pass" else "right")
+    for p in r.points:
+        eff = p.flops_per_s / r.peak if r.peak else None
+        t.add_row(str(p.head_dim), str(p.seq), f"{p.keys:g}",
+                  "backward" if p.backward else "forward", fmt(p.flops_per_s, "flops"),
+                  _pct(eff), fmt(p.seconds, "time"))
+    con.print(t)
+    con.print(f"Compared with: {run.compared_with}; efficiency against the dtype's matrix "
+              "peak, FLOPs counted as the operator graph counts them (causal mean keys, "
+              "backward 2.5x forward).")
+    con.print(f"Stored {len(r.measurements)} measurements in {run.db} (run {run.run_id}).")

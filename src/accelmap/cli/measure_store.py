@@ -174,5 +174,9 @@ def calibrate_cmd(
                   f"{bw.efficiency:.1%}" if bw.efficiency is not None else "-", "-")
     con.print(t)
     con.print(f"source: {profile.source}", highlight=False)
-    con.print(f"use it: accelmap estimate MODEL --hw {acc.id} --profile {profile.name}"
-              + (f" --db {db}" if db is not None else ""), highlight=False)
+    at = f" --db {db}" if db is not None else ""
+    con.print(f"use it: accelmap estimate MODEL --hw {acc.id} --profile {profile.name}{at}",
+              highlight=False)
+    if profile.device is not None:  # a measured local device: addressable as 'local' too
+        con.print(f"     or: accelmap estimate MODEL --hw local{at}   (the newest local "
+                  f"profile); accelmap validate --local MODEL{at} uses it too", highlight=False)

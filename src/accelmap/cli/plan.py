@@ -136,7 +136,8 @@ def plan_cmd(
           --seq 2048 --global-batch-tokens 32K
     """
     rep.check(report)
-    cat = get_catalog(catalog)
+    measured = api.measured_device(hw, profile, db, get_catalog(catalog))  # --hw local
+    cat = measured.catalog
     spec = api.load_model(model, cat)
     req = api.plan_request(train=train, seq=seq, global_batch_tokens=global_batch_tokens,
                            tokens=tokens, prompt=prompt, output=output, ttft=ttft, tpot=tpot,
@@ -145,7 +146,7 @@ def plan_cmd(
                            scenario=scenario, rate=rate, requests=requests, max_seqs=max_seqs,
                            finetune=api.adapters(finetune, lora_rank, lora_targets))
     clusters = api.plan_clusters(cat, cluster, hw, devices, train)
-    cal = api.load_profile(profile, db)
+    cal = measured.profile
     api.check_profile(cal, clusters)
     req = req.with_profile(cal)
     if req.deadline_s is not None:

@@ -31,7 +31,9 @@ DtypeOpt = Annotated[str | None, typer.Option(
     show_default=False)]
 HwOpt = Annotated[str | None, typer.Option(
     "--hw", help="--local: catalog accelerator to predict with (default: from the device name "
-    "for GPUs, the local CPU description for CPUs).", show_default=False)]
+    "for GPUs, the local CPU description for CPUs; 'local' = the device of the newest local "
+    "profile). Without --profile the newest profile of that accelerator is used, and said.",
+    show_default=False)]
 
 
 def validate_local(model: str, device: str | None, steps: int, warmup: int, batch: int,

@@ -103,9 +103,11 @@ _MODELS: dict[DeviceClass, ExecutionModel] = {
         "quantized small models, memory-bound decode (llama.cpp-style runtime); no GPU "
         "context unless the part runs CUDA (Jetson)"),
     DeviceClass.CPU: ExecutionModel(
-        DeviceClass.CPU, "cpu-runtime", 0.0, False, Framework.LLAMA_CPP, Framework.EAGER,
+        DeviceClass.CPU, "cpu-runtime", 0.0, False, Framework.LLAMA_CPP, Framework.EAGER_CPU,
         False, "llama.cpp-style runtime: compute buffers sized once per graph (ggml-alloc), "
-        "memory-bound decode; no GPU context"),
+        "memory-bound decode; training in eager PyTorch on the CPU (host dispatch in series, "
+        "cost/eager_cpu.py); no GPU context, no caching allocator (PyTorch's CPU allocator "
+        "frees to the C library)"),
 }
 
 

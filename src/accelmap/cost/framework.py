@@ -20,6 +20,9 @@ The CUDA-graph stacks' figures are fitted jointly on every shared inference row 
 ``benchmarks/fit_framework_profiles.py`` (rule in its docstring; ``data/framework_calibration.yaml``
 names the rows, the leave-one-out error and what was not calibrated). vLLM and SGLang have no
 shared rows: their figures are borrowed from the fitted CUDA-graph stack and say so.
+- ``dispatches``: eager PyTorch on a CPU (``eager-cpu``, ``cost/eager_cpu.py``) pays the host's
+  dispatch of every aten op in series with the arithmetic: per graph op, its dispatch count times
+  the measured seconds per dispatch, in place of one kernel overhead.
 - ``fuses_elementwise``: norms, activations, rotary and residual adds run inside neighbouring
   kernels (torch.compile/Inductor, TensorRT-LLM and vLLM fused kernels), so they cost no memory
   pass and no launch of their own. Megatron's fused kernels are separate launches that make one
@@ -38,6 +41,7 @@ from typing import Any
 import yaml
 
 from accelmap.cost.attention import AttentionKernel
+from accelmap.cost.eager_cpu import DEFAULT_DISPATCH_S, DISPATCH_SOURCE, Dispatches, for_model
 from accelmap.errors import InputError
 from accelmap.units import DType
 
@@ -46,6 +50,7 @@ EAGER_LAUNCH_S = 5e-6  # middle of the 4-6 us per launch measured by the pegainf
 
 class Framework(StrEnum):
     EAGER = "eager"
+    EAGER_CPU = "eager-cpu"  # eager PyTorch on a CPU: host dispatch in series (cost/eager_cpu.py)
     TORCH_COMPILE = "torch-compile"  # gpt-fast: Inductor fusion + CUDA graphs
     TENSORRT_LLM = "tensorrt-llm"
     VLLM = "vllm"
@@ -104,6 +109,20 @@ class FrameworkProfile:
     decode_kv_per_query_head: bool = False
     # figures not fitted to any measurement, each with why (e.g. "borrowed from torch-compile")
     not_calibrated: dict[str, str] = field(default_factory=dict)
+    # eager PyTorch on a CPU: aten dispatches per graph op, paid in series (cost/eager_cpu.py);
+    # None = one kernel overhead per graph op
+    dispatches: Dispatches | None = None
+    serving: bool = False  # the dispatch table of a serving pass (KV-cache updates, sampling)
+    # an unfused stack keeps an elementwise op's output next to its input (prefill peak memory)
+    unfused_transients: bool = False
+
+    def for_model(self, spec: Any, serving: bool = False) -> FrameworkProfile:
+        """This profile with the dispatch table of ``spec``'s implementation (eager-cpu only)."""
+        if self.dispatches is None:
+            return self
+        from dataclasses import replace
+
+        return replace(self, dispatches=for_model(spec), serving=serving)
 
 
 @lru_cache(maxsize=1)
@@ -123,6 +142,12 @@ def profile(name: Framework | str) -> FrameworkProfile:
     if fw is Framework.EAGER:
         return FrameworkProfile(fw, EAGER_LAUNCH_S, False, "eager launch, 4-6 us (pegainfer)",
                                 not_calibrated=eager_gaps)
+    if fw is Framework.EAGER_CPU:
+        return FrameworkProfile(
+            fw, DEFAULT_DISPATCH_S, False,
+            f"host dispatch per aten op in series with compute; {DISPATCH_SOURCE} unless "
+            "measured (accelmap measure overhead)",
+            dispatches=Dispatches(), unfused_transients=True, not_calibrated=eager_gaps)
     if fw is Framework.MEGATRON:
         # Megatron launches eagerly; its fused kernels (bias-GeLU, bias-dropout-add, fused
         # LayerNorm, RoPE) still make one memory pass each, which is what the graph's vector ops

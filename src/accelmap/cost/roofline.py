@@ -32,8 +32,8 @@ from accelmap.cost.efficiency import (
 )
 from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.cost.sparsity import sparse_speedup
-from accelmap.hardware.schema import Accelerator
-from accelmap.ops.graph import ByteKind, Op, Unit
+from accelmap.hardware.schema import Accelerator, DeviceClass
+from accelmap.ops.graph import ByteKind, Op, Stage, Unit
 from accelmap.units import DType
 
 Num = Any
@@ -154,9 +154,16 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
             curve = (dev.profile.efficiency_at(op.dtype, op.flops)
                      if dev.profile is not None and op.dtype in dev.profile.matmul_curve
                      else None)
+            if dev.profile is not None and dev.profile.skinny_curve:
+                # few rows: the measured skinny GEMMs (cold weights), not the square curve
+                m, n, k = op.gemm
+                skinny = dev.profile.skinny_at(op.dtype, m, n * k)
+                curve = curve if skinny is None else skinny
             base = eff if curve is None else curve
-            eff = base * shape_efficiency(*op.gemm, geometry(dev.acc)) * sustained_fraction()
+            eff = base * _shape(op.gemm, dev) * _sustained(dev)
             eff = eff * alignment_efficiency(op, dev.acc, fw)  # 16-byte model dimensions
+        elif (measured := _measured_attention(op, dev)) is not None:
+            eff = measured  # this device's own SDPA, measured (accelmap measure attention)
         elif (plateau := attention_plateau(dev.acc.id)) is not None:
             eff = plateau[0] * attention_ramp(op.attention_keys if op.attention_keys is not None
                                               else 1e9) * KERNEL_SPEED[fw.attention]
@@ -179,8 +186,55 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
     per_op = fw.kernel_overhead_s
     if fw.name in EAGER_STACKS and dev.profile is not None and dev.profile.kernel_overhead_s:
         per_op = dev.profile.kernel_overhead_s  # measured on this device (measure overhead)
+    if fw.dispatches is not None:  # eager CPU: every aten dispatch in series (cost/eager_cpu)
+        per_op = host_dispatch_s(op, dev, fw)
     overhead = 0.0 if fused else per_op
     return OpTime(op, compute, memory, overhead + 0.0 * body, body + overhead, achievable, fused)
+
+
+def _measured_cpu(dev: Device) -> bool:
+    """A CPU with a measured profile: its matmul curve holds the shapes a CPU runs slowly
+    (``measure/matmul.py``: skinny GEMMs) and was timed on the cores a step runs on."""
+    return dev.profile is not None and dev.acc.device_class is DeviceClass.CPU
+
+
+def _shape(gemm: tuple[Num, Num, Num], dev: Device) -> Num:
+    """Tile and wave quantization (``efficiency.shape_efficiency``): a GPU's CTA tiles and SM
+    waves. A measured CPU has neither: BLAS blocks into register tiles of a few rows and masks
+    the remainder, and what small and skinny GEMMs lose is in the measured curve."""
+    return 1.0 if _measured_cpu(dev) else shape_efficiency(*gemm, geometry(dev.acc))
+
+
+def _sustained(dev: Device) -> float:
+    """The share of the microbenchmarked GEMM rate a GEMM keeps inside a step
+    (``efficiency.sustained_fraction``: fitted on GPU training rows, where a step's mix of
+    kernels runs under one power and clock budget). A CPU measured by ``accelmap measure`` is
+    exempt: its sweep ran on the same cores, at the same all-core vector clocks, for seconds
+    on end, which is what a CPU step sustains; the GPU power fit does not describe it."""
+    return 1.0 if _measured_cpu(dev) else sustained_fraction()
+
+
+def _measured_attention(op: Op, dev: Device) -> Num | None:
+    """The device's measured attention efficiency for this op (profile.attention_curve), in
+    the dtype it was measured in; None where not measured."""
+    prof = dev.profile
+    if prof is None or not prof.attention_curve or op.attention_keys is None:
+        return None
+    if prof.attention_dtype is not None and op.dtype is not prof.attention_dtype:
+        return None
+    backward = op.stage is Stage.BACKWARD_DGRAD
+    return prof.attention_at(backward, op.head_dim, op.attention_keys)
+
+
+def host_dispatch_s(op: Op, dev: Device, fw: FrameworkProfile) -> float:
+    """Host seconds of one graph op under eager PyTorch on a CPU: its aten dispatches x the
+    measured seconds per dispatch of its pass (cost/eager_cpu.py)."""
+    assert fw.dispatches is not None
+    backward = op.stage in (Stage.BACKWARD_DGRAD, Stage.BACKWARD_WGRAD, Stage.OPTIMIZER)
+    n = fw.dispatches.of(op.name, backward, serving=fw.serving)
+    measured = dev.profile.dispatch_s if dev.profile is not None else {}
+    each = measured.get("backward" if backward else "forward") or fw.kernel_overhead_s
+    return n * each
 
 
 def time_ops(ops: list[Op], dev: Device, fw: FrameworkProfile,

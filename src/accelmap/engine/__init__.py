@@ -84,9 +84,9 @@ def _estimate(model: ModelSpec, sys_: System, workload: Training | Inference, m:
               overlap: OverlapPolicy | None, imbalance: float) -> Estimate:
     ex = execution_model(sys_.accelerator)
     if isinstance(workload, Training):
-        fw = resolve_framework(framework, ex.training)
+        fw = resolve_framework(framework, ex.training).for_model(model)
         return train_step(model, sys_, workload, m, fw, overlap, imbalance)
-    fw = resolve_framework(framework, ex.serving)
+    fw = resolve_framework(framework, ex.serving).for_model(model, serving=True)
     if ex.layer_pipelined:
         return dataflow_serve(model, sys_, workload, m, fw, imbalance)
     return serve_step(model, sys_, workload, m, fw, imbalance)

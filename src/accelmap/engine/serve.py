@@ -86,7 +86,7 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     out_tokens = wl.batch * wl.output_len * m.replicas
     runtime = execution_model(dev.acc)
     memory = serving_memory(spec, wl, m, system.memory_bytes, fw.prefill_chunk_tokens,
-                            runtime=runtime)
+                            runtime=runtime, unfused=fw.unfused_transients)
     kind = dev.acc.device_memory.kind
     # energy of one replica's ops: every device of the replica runs its shard of each op
     ops_energy = (op_energy_j([t.op for t in pre], kind)
@@ -171,11 +171,13 @@ def _tree(phase: str, times: list[OpTime], comm: dict[str, float],
 
 def serving_memory(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
                    chunk: int | None, tokens: Any = None,
-                   runtime: ExecutionModel | None = None) -> MemoryBudget:
-    """One device's share: the sharded model's weights and KV over ceil(L/pp) layers."""
+                   runtime: ExecutionModel | None = None, unfused: bool = False) -> MemoryBudget:
+    """One device's share: the sharded model's weights and KV over ceil(L/pp) layers;
+    ``unfused``: the stack keeps elementwise outputs next to their inputs (eager)."""
     shard = Geometry.of(spec).shard(m.tp, m.ep, etp=m.expert_tp)
     stage = shard.first_layers(math.ceil(spec.n_layers / m.pp))
-    budget = inference_memory(stage, wl, capacity, tokens=tokens, prefill_chunk=chunk)
+    budget = inference_memory(stage, wl, capacity, tokens=tokens, prefill_chunk=chunk,
+                              unfused=unfused)
     if runtime is not None:  # the class's runtime (cost/execution.py), else the GPU's
         budget = replace(budget, items=runtime_items(budget.items, runtime))
     if m.pp > 1:  # the embedding and head sit on the end stages; charge one of them

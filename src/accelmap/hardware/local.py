@@ -18,6 +18,13 @@ The clock is the base frequency where the OS exposes it, else the "@ 2.60GHz" of
 else the highest "cpu MHz" in /proc/cpuinfo; sustained all-core (and AMX) clocks differ, so a
 measurement may land above or below the derived peak. Memory bandwidth stays unknown (``None``):
 the channel count and speed of the DIMMs are not visible from inside the OS, least of all in a VM.
+
+The cores are those this process may run on (its CPU affinity, ``os.sched_getaffinity``): under
+``taskset -c 0`` the device is a one-core slice of the CPU, ``local-<model>-1c``, with one
+core's peaks, which is what PyTorch then computes with (one thread).
+
+The facts are plain data (:func:`facts_to_dict`), so a calibration profile can carry them and
+describe the device again on any machine (``describe(facts_from_dict(...))``).
 """
 
 from __future__ import annotations
@@ -221,9 +228,42 @@ def read_cpu_facts() -> CpuFacts:
         clock, source = ls["max_mhz"] * 1e6, "lscpu CPU max MHz"
     cores = ls.get("cores") or info["cores"] or os.cpu_count() or 1
     return CpuFacts(model=info["model"] or platform.processor() or "unknown CPU",
-                    vendor=info["vendor"], cores=min(cores, os.cpu_count() or cores),
+                    vendor=info["vendor"], cores=min(cores, usable_cpus() or cores),
                     clock_hz=clock, clock_from=source, flags=info["flags"], memory_bytes=total,
                     available_bytes=avail, caches=sys_caches() or ls.get("caches", ()))
+
+
+def usable_cpus() -> int | None:
+    """Logical CPUs this process may run on (its affinity mask; os.cpu_count() elsewhere)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()
+
+
+def facts_to_dict(f: CpuFacts) -> dict[str, Any]:
+    """The facts as JSON-ready data (a calibration profile stores them)."""
+    return {"model": f.model, "vendor": f.vendor, "cores": f.cores, "clock_hz": f.clock_hz,
+            "clock_from": f.clock_from, "flags": sorted(f.flags),
+            "memory_bytes": f.memory_bytes, "available_bytes": f.available_bytes,
+            "caches": [list(c) for c in f.caches], "machine": f.machine}
+
+
+def facts_from_dict(d: dict[str, Any]) -> CpuFacts:
+    """:func:`facts_to_dict` read back; a malformed record is a ValueError."""
+    try:
+        return CpuFacts(model=str(d["model"]), vendor=str(d.get("vendor", "")),
+                        cores=int(d["cores"]),
+                        clock_hz=float(d["clock_hz"]) if d.get("clock_hz") else None,
+                        clock_from=str(d.get("clock_from", "")),
+                        flags=frozenset(str(x) for x in d.get("flags", ())),
+                        memory_bytes=float(d["memory_bytes"]),
+                        available_bytes=(float(d["available_bytes"])
+                                         if d.get("available_bytes") else None),
+                        caches=tuple((int(lv), float(sz)) for lv, sz in d.get("caches", ())),
+                        machine=str(d.get("machine") or platform.machine()))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"not a CPU description: {e}") from None
 
 
 def llc_bytes() -> float | None:
@@ -325,6 +365,12 @@ def is_local_id(accelerator_id: str | None) -> bool:
 
 
 @lru_cache(maxsize=1)
+def local_facts() -> CpuFacts:
+    """What the OS says about this machine's CPU (read once per process)."""
+    return read_cpu_facts()
+
+
+@lru_cache(maxsize=1)
 def local_cpu() -> Accelerator:
     """This machine's CPU (read once per process)."""
-    return describe(read_cpu_facts())
+    return describe(local_facts())

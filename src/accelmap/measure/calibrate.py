@@ -11,7 +11,17 @@ Pure functions: no store, no clock. For one accelerator ``acc``:
   in FLOPs by isotonic regression (pool adjacent violators; Barlow et al. 1972), because a larger
   GEMM can always be run at least as efficiently as a smaller one (split it) and dips between
   neighbouring sizes are timing noise or a missed shape, not a property of the device;
+- ``skinny_curve[dtype][m]`` = (weight elements n x k, efficiency) of the newest run's skinny
+  GEMMs (few rows, cold caches: the GEMMs of decoding on a CPU), which the roofline uses for a
+  GEMM of up to the largest measured m rows in place of the square shapes' curve;
 - ``bandwidth`` = best measured copy/read bandwidth (``BANDWIDTH_KERNELS``), B/s;
+- ``kernel_overhead_s`` and ``dispatch_s``: the newest per-op overhead and seconds per
+  dispatched aten op by pass (``measure/overhead.py``);
+- ``attention_curve``: per pass and head dim, (keys per query, efficiency vs the matrix peak)
+  of the newest attention run (``measure/attention.py``), best per sequence length;
+- ``threads``: the host threads of the newest run (a CPU profile holds for that many);
+- ``device``: the accelerator's description when it is the local CPU (``hardware/local.py``),
+  so the profile makes the device addressable where the catalog lacks it;
 - ``source`` names the device, the software, the time of the newest measurement and the runs.
 
 Dtypes that were not measured are left out: the roofline keeps its datasheet-derived default
@@ -124,10 +134,37 @@ def envelope(points: Iterable[tuple[float, float]],
     return tuple((f, e) for (f, _), e in zip(pts, smooth, strict=True))
 
 
+def _skinny(m: Measurement) -> bool:
+    return m.settings.get("phase") == "skinny"
+
+
+def skinny_curves(ms: Iterable[Measurement], acc: Accelerator
+                  ) -> dict[DType, dict[int, tuple[tuple[float, float], ...]]]:
+    """Per dtype and row count m: (weight elements n x k, efficiency) of the newest run's
+    skinny GEMMs (measure/matmul.py SKINNY, cold caches), sorted by weight size."""
+    own = [m for m in _own(ms, acc, Kind.MATMUL) if _skinny(m)]
+    out: dict[DType, dict[int, dict[float, float]]] = {}
+    for dtype in {parse_dtype(m.dtype) for m in own} - {None}:
+        assert dtype is not None
+        mine = [m for m in own if parse_dtype(m.dtype) is dtype]
+        newest = [m for m in mine if m.run_id == mine[-1].run_id]
+        peak, _ = matmul_peak(acc, dtype)
+        for m in newest:
+            rows, n, k = (int(m.settings[x]) for x in ("m", "n", "k"))
+            if peak > 0:
+                best = out.setdefault(dtype, {}).setdefault(rows, {})
+                best[float(n * k)] = max(m.value / peak, best.get(float(n * k), 0.0))
+    return {d: {r: tuple(sorted(p.items())) for r, p in sorted(rows.items())}
+            for d, rows in out.items()}
+
+
 def matmul_curves(ms: Iterable[Measurement], acc: Accelerator
                   ) -> dict[DType, tuple[tuple[float, float], ...]]:
+    """The square shapes' envelope per dtype (skinny shapes have a curve of their own)."""
     points: dict[DType, list[tuple[float, float]]] = {}
     for m in _own(ms, acc, Kind.MATMUL):
+        if _skinny(m):
+            continue
         d, f = parse_dtype(m.dtype), gemm_flops(m)
         if d is None or f is None:
             continue
@@ -174,14 +211,71 @@ def calibrate(ms: Sequence[Measurement], acc: Accelerator, name: str | None = No
     overhead = per_op_overhead(ms, acc)
     if overhead is not None:
         notes.append(f"eager op overhead {overhead * 1e6:.1f} us")
+    dispatch = dispatch_seconds(ms, acc)
+    if dispatch:
+        notes.append("eager dispatch " + ", ".join(f"{p} {s * 1e6:.2f} us"
+                                                   for p, s in sorted(dispatch.items())))
+    curve, kernel, att_dtype = attention_curves(ms, acc)
+    if curve:
+        notes.append(f"attention {kernel} ({att_dtype.value if att_dtype else '?'}), "
+                     f"{len(curve)} curves")
+    threads = newest_threads(ms, acc)
+    from accelmap.hardware.local import facts_to_dict, local_cpu, local_facts
+
+    # this machine's CPU: keep its facts, so the profile describes the device anywhere
+    device = ({"cpu": facts_to_dict(local_facts())} if acc.id == local_cpu().id else None)
     return CalibrationProfile(name=name or acc.id, accelerator_id=acc.id, matmul_efficiency=eff,
                               matmul_curve=matmul_curves(ms, acc),
                               bandwidth=bw.value if bw else None, source="; ".join(notes),
                               matmul_peak={d: b.peak for d, b in matmul.items() if b.peak},
-                              kernel_overhead_s=overhead)
+                              kernel_overhead_s=overhead, dispatch_s=dispatch,
+                              attention_curve=curve, attention_kernel=kernel,
+                              attention_dtype=att_dtype, threads=threads, device=device,
+                              skinny_curve=skinny_curves(ms, acc))
 
 
 def per_op_overhead(ms: Iterable[Measurement], acc: Accelerator) -> float | None:
     """The newest measured eager per-op overhead of this device (measure/overhead.py)."""
-    own = _own(ms, acc, Kind.OVERHEAD)
+    own = [m for m in _own(ms, acc, Kind.OVERHEAD) if "pass" not in m.settings]
     return own[-1].value if own else None
+
+
+def dispatch_seconds(ms: Iterable[Measurement], acc: Accelerator) -> dict[str, float]:
+    """The newest seconds per dispatched aten op of each pass ('forward', 'backward')."""
+    out: dict[str, float] = {}
+    for m in _own(ms, acc, Kind.OVERHEAD):
+        if "pass" in m.settings:
+            out[str(m.settings["pass"])] = m.value  # later rows are newer
+    return out
+
+
+def attention_curves(ms: Iterable[Measurement], acc: Accelerator
+                     ) -> tuple[dict[str, tuple[tuple[float, float], ...]], str | None,
+                                DType | None]:
+    """Per 'pass/head_dim': (keys, efficiency) of the newest attention run of ``acc``, the best
+    per sequence length, efficiency against the matrix peak of its dtype; the kernel PyTorch
+    chose and the dtype."""
+    own = _own(ms, acc, Kind.ATTENTION)
+    if not own:
+        return {}, None, None
+    run = own[-1].run_id
+    newest = [m for m in own if m.run_id == run]
+    dtype = parse_dtype(newest[0].dtype)
+    if dtype is None:
+        return {}, None, None
+    peak, _ = matmul_peak(acc, dtype)
+    best: dict[str, dict[float, float]] = {}
+    for m in newest:
+        s = m.settings
+        key = f"{s['pass']}/{int(s['head_dim'])}"
+        keys = float(s["keys"])
+        eff = m.value / peak if peak else 0.0
+        best.setdefault(key, {})[keys] = max(eff, best.get(key, {}).get(keys, 0.0))
+    curves = {k: tuple(sorted(v.items())) for k, v in sorted(best.items())}
+    return curves, str(newest[0].settings.get("kernel") or "unknown"), dtype
+
+
+def newest_threads(ms: Iterable[Measurement], acc: Accelerator) -> int | None:
+    """Host threads of the newest measurement of ``acc`` that records them."""
+    own = [m for m in ms if m.accelerator_id == acc.id and m.environment.threads]
+    return own[-1].environment.threads if own else None

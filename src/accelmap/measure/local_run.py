@@ -19,6 +19,10 @@ parameter of bf16 training with fp32 master weights) and bf16 weights for infere
 Memory: the peak above the phase start (:mod:`accelmap.measure.peak_memory`), compared with the
 estimate's memory total less its CUDA-context and fragmentation allowances (neither is a tensor).
 
+Load: what other processes took of the CPUs during the timed passes
+(:mod:`accelmap.measure.contention`) is kept with the run and said next to the rows, because on a
+shared machine it, not the model, sets the time.
+
 Large presets are shrunk (``scale``): ``tiny`` and ``small`` keep the architecture (attention
 kind, norms, FFN kind, positions, MoE structure, tying, biases) and set the sizes; the scaled
 spec is what is both built and estimated, and the rows say so.
@@ -26,6 +30,7 @@ spec is what is both built and estimated, and the rows say so.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Callable
@@ -34,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from accelmap.errors import InputError
 from accelmap.measure.backends import torch_backend
+from accelmap.measure.contention import Load, LoadMeter
 from accelmap.measure.environment import Environment
 from accelmap.measure.records import Kind, Measurement
 from accelmap.models.params import count_params
@@ -162,6 +168,7 @@ class LocalRun:
     inference_peak_bytes: int | None
     memory_method: str | None
     threads: int
+    load: Load | None = None  # other processes' CPU use during the timed passes
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -202,15 +209,19 @@ def run_local(spec: ModelSpec, settings: LocalSettings, scale: str = "auto") -> 
         _, _, infer_peak = _infer(be, built, replace(s, warmup=0, steps=1), mem)
     finally:
         mem.close()
-    params, train, _ = _train(be, built, s, None)
-    prefill, decode, _ = _infer(be, built, s, None)
+    meter = LoadMeter()
+    params, train, _ = _train(be, built, s, None, meter)
+    prefill, decode, _ = _infer(be, built, s, None, meter)
     env = be.environment()
+    load = meter.load()
     return LocalRun(spec=built, scale_note=note, settings=s, environment=env,
                     params=params, train=train, prefill=prefill, decode=decode,
                     train_peak_bytes=train_peak, inference_peak_bytes=infer_peak,
                     memory_method=mem.method,
                     threads=0 if env.device_type == "cuda" else env.threads or 0,
-                    notes=(note, f"{params:,} parameters in the PyTorch model"))
+                    load=load,
+                    notes=(note, f"{params:,} parameters in the PyTorch model",
+                           *((f"load: {load.sentence(env.compute_units)}",) if load else ())))
 
 
 def _tokens(be: TorchBackend, spec: ModelSpec, s: LocalSettings) -> Any:
@@ -223,8 +234,8 @@ def _half(torch: Any, s: LocalSettings) -> Any:
     return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(s.dtype)
 
 
-def _train(be: TorchBackend, spec: ModelSpec, s: LocalSettings,
-           mem: PeakMemory | None) -> tuple[int, PhaseResult, int | None]:
+def _train(be: TorchBackend, spec: ModelSpec, s: LocalSettings, mem: PeakMemory | None,
+           meter: LoadMeter | None = None) -> tuple[int, PhaseResult, int | None]:
     from accelmap.measure.torch_model import build, parameter_count
 
     torch = be.torch
@@ -250,7 +261,8 @@ def _train(be: TorchBackend, spec: ModelSpec, s: LocalSettings,
 
     for _ in range(s.warmup):
         step()
-    times = tuple(_timed(step, be.synchronize) for _ in range(s.steps))
+    with meter or contextlib.nullcontext():
+        times = tuple(_timed(step, be.synchronize) for _ in range(s.steps))
     peak = mem.peak() if mem is not None else None
     return parameter_count(model), PhaseResult(times), peak
 
@@ -266,8 +278,8 @@ def _adamw(torch: Any, model: Any) -> Any:
         return torch.optim.AdamW(model.parameters(), lr=1e-4)
 
 
-def _infer(be: TorchBackend, spec: ModelSpec, s: LocalSettings,
-           mem: PeakMemory | None) -> tuple[PhaseResult, PhaseResult, int | None]:
+def _infer(be: TorchBackend, spec: ModelSpec, s: LocalSettings, mem: PeakMemory | None,
+           meter: LoadMeter | None = None) -> tuple[PhaseResult, PhaseResult, int | None]:
     from accelmap.measure.torch_model import KVCache, build
 
     torch, sync = be.torch, be.synchronize
@@ -294,9 +306,10 @@ def _infer(be: TorchBackend, spec: ModelSpec, s: LocalSettings,
             prefill()
             for i in range(min(2, s.decode_tokens)):
                 decode_at(s.seq + i)()
-        for _ in range(s.steps):
-            pre.append(_timed(prefill, sync))
-            dec += [_timed(decode_at(s.seq + i), sync) for i in range(s.decode_tokens)]
+        with meter or contextlib.nullcontext():
+            for _ in range(s.steps):
+                pre.append(_timed(prefill, sync))
+                dec += [_timed(decode_at(s.seq + i), sync) for i in range(s.decode_tokens)]
     peak = mem.peak() if mem is not None else None
     return PhaseResult(tuple(pre)), PhaseResult(tuple(dec)), peak
 
@@ -307,7 +320,8 @@ def measurements(run: LocalRun, accelerator_id: str | None,
     s = run.settings
     base = {"model": run.spec.id, "batch": s.batch, "seq": s.seq, "steps": s.steps,
             "warmup": s.warmup, "decode_tokens": s.decode_tokens, "params": run.params,
-            "scale": run.scale_note, "threads": run.threads, "memory": run.memory_method}
+            "scale": run.scale_note, "threads": run.threads, "memory": run.memory_method,
+            "others_busy_cores": run.load.others_cores if run.load else None}
     env = run.environment.compared_with(accelerator_id)
     out = []
     label = f"{run.spec.id} b{s.batch} s{s.seq}"

@@ -16,6 +16,7 @@ class Kind(StrEnum):
     COLLECTIVE = "collective"  # bus bandwidth of one collective, size and world size
     LOCAL_RUN = "local_run"  # a validate --local training step / prefill / decode timing
     OVERHEAD = "overhead"  # seconds one tiny eager op costs: dispatch + launch + gap
+    ATTENTION = "attention"  # achieved FLOP/s of fused causal attention (SDPA), one pass/shape
 
 
 @dataclass(frozen=True)

@@ -212,6 +212,15 @@ class Store:
                              CalibrationProfile.from_dict(json.loads(r["payload"])))
                 for r in rows]
 
+    def latest_profile(self, accelerator_id: str | None = None,
+                       local: bool = False) -> SavedProfile | None:
+        """The most recently made (or remade) profile of ``accelerator_id``, or of any local
+        device (``local``: ids 'local-...'), or of any device; None when there is none."""
+        found = [p for p in self.list_profiles()
+                 if (accelerator_id is None or p.accelerator_id == accelerator_id)
+                 and (not local or p.accelerator_id.startswith("local-"))]
+        return max(found, key=lambda p: (p.created_at, p.name)) if found else None
+
     def load_profile(self, name: str) -> CalibrationProfile:
         rows = self._read("SELECT payload FROM profiles WHERE name = ?", [name])
         if rows:

@@ -39,6 +39,12 @@ class Timing:
     def median(self) -> float:
         return statistics.median(self.times)
 
+    def seconds(self, fastest: bool = False) -> float:
+        """The median call time, or the fastest repetition's (``fastest``: on a CPU shared with
+        other processes, a repetition they preempted is slower, never faster, so the fastest is
+        the one that timed the kernel; on a quiet machine the two differ by ~1 %)."""
+        return min(self.times) if fastest else self.median
+
     @property
     def spread(self) -> float:
         """(max - min) / median of the repetitions."""

@@ -212,10 +212,19 @@ def activation_bytes(ops: list[Op], recompute: Recompute, model: ModelSpec | Geo
     return sum(o.saved * o.count for o in layer_ops) + other
 
 
+# Elementwise outputs an unfused (eager) stack keeps next to their inputs at the prefill peak,
+# in MLP hidden widths per token: a plain MLP holds up(x) and act(up(x)); a gated one gate_up
+# (2 x ffn), act(gate) and act(gate) * up. A fused stack holds the widest GEMM output only.
+UNFUSED_TRANSIENTS = {"plain": 2.0, "gated": 4.0}
+
+
 def inference_memory(model: ModelSpec | Geometry, wl: Inference, capacity: float,
-                     tokens: Num | None = None, prefill_chunk: int | None = None) -> MemoryBudget:
+                     tokens: Num | None = None, prefill_chunk: int | None = None,
+                     unfused: bool = False) -> MemoryBudget:
     """Weights + KV cache for the whole request (prompt + output) + the largest temporaries,
-    of the whole model or of one rank's share (a sharded geometry)."""
+    of the whole model or of one rank's share (a sharded geometry). ``unfused``: an eager
+    stack's MLP keeps the activation's output next to its input (``UNFUSED_TRANSIENTS``:
+    2 x ffn plain, 4 x ffn gated, against 1 and 2 fused)."""
     geo = Geometry.of(model)
     P = float(count_params(geo).total)
     seq = wl.prompt_len + wl.output_len if tokens is None else tokens
@@ -229,7 +238,9 @@ def inference_memory(model: ModelSpec | Geometry, wl: Inference, capacity: float
     }
     # Peak temporary during prefill: the widest intermediate (gate+up, or up, or QKV) of one
     # layer for the prompt tokens of one prefill pass, plus last-position logits in fp32.
-    up = 2 if geo.gated else 1
+    up: float = 2 if geo.gated else 1
+    if unfused:
+        up = UNFUSED_TRANSIENTS["gated" if geo.gated else "plain"]
     widest = max(up * geo.ffn, (geo.heads + 2 * geo.kv_heads) * geo.head_dim,
                  up * geo.expert_ffn if geo.is_moe else 0)
     prompt_tokens = wl.batch * wl.prompt_len

@@ -89,6 +89,7 @@ class Op:
     model_flops: Num | None = None  # when the work differs from the model FLOPs (recompute)
     weight_dtype: DType | None = None  # storage format of the weights this op streams
     attention_keys: Num | None = None  # keys per query of an attention kernel (efficiency ramp)
+    head_dim: Num | None = None  # query/key head dim of an attention kernel (measured curves)
     frozen: bool = False  # weights not trained (LoRA base): no weight gradient (ops/adapters.py)
     sparse: bool = False  # runs on 2:4-sparse weights (ops/sparsity.py, cost/sparsity.py)
 
@@ -227,7 +228,7 @@ def _attention_core(geo: Geometry, s: Shape, p: Precision, count: int, flash: bo
         # FlashAttention keeps scores on chip; saves Q, K, V, O and the softmax statistics.
         return [Op(
             name="layers/attention/core", unit=Unit.MATRIX, dtype=p.attention, count=count,
-            flops=score_flops + ctx_flops, attention_keys=ctx,
+            flops=score_flops + ctx_flops, attention_keys=ctx, head_dim=d_qk,
             bytes={ByteKind.ACTIVATIONS: q_bytes + o_bytes, kv_kind: kv_read},
             saved=q_bytes + kv_saved + o_bytes + T * h * FP32,  # fp32 logsumexp per row
             attention_core=True,

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from accelmap.catalog import Catalog
+from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.execution import execution_model as execution_model_of
 from accelmap.cost.framework import Framework
 from accelmap.engine import resolve_framework
@@ -100,6 +101,14 @@ class CompareJob:
     budget_usd_h: float | None = None
     objective: CompareObjective = CompareObjective.TOKENS_PER_S_PER_USER
     framework: str | None = None
+    # a measured calibration of one part (accelmap calibrate): used for that part only
+    profile: CalibrationProfile | None = None
+
+    def system(self, cl: Cluster) -> System:
+        """``cl`` as a System, with the profile where it was measured on ``cl``'s part."""
+        p = self.profile
+        return System.of(cl, p if p is not None and p.accelerator_id == cl.accelerator.id
+                         else None)
 
 
 # -- precision --------------------------------------------------------------------------------
@@ -337,7 +346,7 @@ def serve_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
               ) -> dict[str, Any]:
     """One part's serving row."""
     ex = execution_model_of(acc)
-    fw = resolve_framework(job.framework, ex.serving)
+    fw = resolve_framework(job.framework, ex.serving).for_model(spec, serving=True)
     chunk = fw.prefill_chunk_tokens
     wl, notes = _serving_workload(acc, job)
     row = _row(acc, job, wl.weight_dtype, notes)
@@ -350,7 +359,7 @@ def serve_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
             cl, _ = cluster_for(acc, c, cat)
         except AccelmapError:
             return False
-        return bool(dataflow_serve(spec, System.of(cl), wl, Mapping.serving(), fw).feasible)
+        return bool(dataflow_serve(spec, job.system(cl), wl, Mapping.serving(), fw).feasible)
 
     n, reason, rule = _count(acc, job, counts, lambda: _smallest(counts, holds), notes)
     if n is None and rule == "needed" and len(counts) < len(grid(acc, cat, False)):
@@ -370,7 +379,7 @@ def serve_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
     if note:
         notes.append(note)
     row["cluster"] = cl.name
-    system = System.of(cl)
+    system = job.system(cl)
     best: ServeStep | None = None
     timeless: list[str] = []
     # a layer-pipelined class (SRAM machines) places the model over all its chips itself
@@ -464,7 +473,7 @@ def train_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
                   recompute=Recompute.FULL)
     ex = execution_model_of(acc)
     fw = resolve_framework(job.framework, Framework.FSDP if ex.training is Framework.MEGATRON
-                           else ex.training)
+                           else ex.training).for_model(spec)
     cache: dict[int, TrainStep | None] = {}
 
     def est(n: int) -> TrainStep | None:
@@ -475,7 +484,7 @@ def train_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
                     cl, _ = cluster_for(acc, n, cat)
                     m = Mapping.for_world(n, zero=ZeroStage(3 if n > 1 else 0), micro_batch=1,
                                           recompute=Recompute.FULL)
-                    r = train_step(spec, System.of(cl), wl, m, fw)
+                    r = train_step(spec, job.system(cl), wl, m, fw)
                     cache[n] = r if isinstance(r, TrainStep) else None
                 except AccelmapError:
                     cache[n] = None

@@ -2,9 +2,12 @@
 rows in the format of `validate --cases`, and the accelerator and profile it predicts with.
 
 The same (scaled) spec, batch, lengths and precision as the run, the eager framework profile
-(PyTorch launches every op), flash attention (PyTorch's fused SDPA), AdamW with fp32 states, and a
-KV cache allocated exactly (block of 1 token: the run's static cache). Memory is compared without
-the estimate's CUDA-context and fragmentation allowances (see ``measure/local_run.py``).
+(PyTorch launches every op; on a CPU ``eager-cpu``, where the host's dispatch of every aten op
+runs in series with the arithmetic: ``cost/eager_cpu.py``), flash attention (PyTorch's fused
+SDPA), PyTorch's cross-entropy on fp32 logits (``Loss.EAGER``: three fp32 buffers of the logits'
+size in its backward), AdamW with fp32 states, and a KV cache allocated exactly (block of 1
+token: the run's static cache). Memory is compared without the estimate's CUDA-context and
+fragmentation allowances (see ``measure/local_run.py``).
 
 Rows (errors signed as in ``validate --cases``: positive = accelmap predicts faster or smaller):
 
@@ -57,8 +60,8 @@ def device_for(acc: Accelerator, fraction: float = 1.0,
     if not dev.bandwidth:
         raise InputError(f"{acc.id} has no memory bandwidth to predict with (the local CPU's is "
                          "not visible from the OS): measure it with `accelmap measure bandwidth`, "
-                         "make a profile with `accelmap calibrate`, and pass --profile NAME (or "
-                         "--hw with a catalog id)")
+                         "make a profile with `accelmap calibrate` (validate --local then uses "
+                         "the newest profile of this device), or pass --hw with a catalog id")
     return dev
 
 
@@ -68,23 +71,24 @@ def predict_local(run: LocalRun, acc: Accelerator, fraction: float = 1.0,
     from accelmap.cost.framework import Framework
     from accelmap.engine import System, estimate
     from accelmap.units import DType
-    from accelmap.workload import Inference, Optimizer, Recompute, Training
+    from accelmap.workload import Inference, Loss, Optimizer, Recompute, Training
 
     s = run.settings
     dtype = DType(s.dtype)
     dev = device_for(acc, fraction, profile)
+    fw = Framework.EAGER_CPU if run.environment.device_type == "cpu" else Framework.EAGER
     train = estimate(
         run.spec, System.on(dev),
         Training(batch=s.batch, seq_len=s.seq, dtype=dtype, master_dtype=DType.FP32,
                  grad_dtype=DType.FP32, optimizer=Optimizer.ADAMW, recompute=Recompute.NONE,
-                 flash_attention=True),
-        framework=Framework.EAGER)
+                 flash_attention=True, loss=Loss.EAGER),
+        framework=fw)
     infer = estimate(
         run.spec, System.on(dev),
         Inference(batch=s.batch, prompt_len=s.seq, output_len=s.decode_tokens,
                   weight_dtype=dtype, act_dtype=dtype, kv_dtype=dtype, flash_attention=True,
                   kv_block=1),
-        framework=Framework.EAGER)
+        framework=fw)
     predicted = {
         "train": float(train.metrics["step_time_s"]),
         "prefill": float(infer.metrics["ttft_s"]),
@@ -95,11 +99,12 @@ def predict_local(run: LocalRun, acc: Accelerator, fraction: float = 1.0,
     notes = (*run.notes, f"device {run.device}" + (f", {run.threads} threads"
                                                    if run.threads else ""),
              f"accelerator: {how or acc.id}", f"calibration: {dev.calibration}",
-             f"memory measured as: {run.memory_method or 'not measurable on this platform'}")
+             f"memory measured as: {run.memory_method or 'not measurable on this platform'}",
+             *_thread_note(profile, run))
     base: dict[str, Any] = {
         "file": "local", "source": "local run", "model": run.spec.id,
         "accelerator": acc.id, "status": Status.OK, "higher_is_better": False,
-        "model_id": run.spec.id, "accelerator_id": acc.id, "framework": "eager",
+        "model_id": run.spec.id, "accelerator_id": acc.id, "framework": fw.value,
         "notes": notes,
     }
     rows = [
@@ -118,6 +123,15 @@ def predict_local(run: LocalRun, acc: Accelerator, fraction: float = 1.0,
                     predicted["inference_memory"], bool(infer.memory.fits), base),
     ]
     return LocalComparison(rows, predicted, train, infer)
+
+
+def _thread_note(profile: CalibrationProfile | None, run: LocalRun) -> tuple[str, ...]:
+    """A warning where the profile was measured with other host threads than the run used
+    (a CPU profile holds for the threads it was measured with)."""
+    if profile is None or not profile.threads or not run.threads or profile.threads == run.threads:
+        return ()
+    return (f"warning: profile {profile.name!r} was measured with {profile.threads} threads, the "
+            f"run used {run.threads}: measure and calibrate with the same threads",)
 
 
 def _memory_row(row_id: str, measured: int | None, predicted: float, fits: bool,
