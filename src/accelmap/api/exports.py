@@ -60,10 +60,11 @@ class Export:
 
 
 def export_plan(fmt: str, job: PlanJob, out: str | Path,
-                catalog: Catalog | None = None) -> Export:
+                catalog: Catalog | None = None, force: bool = False) -> Export:
     """Run exporter ``fmt`` on ``job`` (its model looked up in ``catalog``) and write its files
     under ``out`` (created if missing). A format that does not write this kind of plan (train,
     serve) is an InputError."""
+    from accelmap.export.write import write_files
     from accelmap.lookup import resolve
 
     exporter = get_exporter(fmt)
@@ -74,9 +75,7 @@ def export_plan(fmt: str, job: PlanJob, out: str | Path,
     spec = resolve(job.model, cat.models, "model", "accelmap models list")
     result = exporter.export(job, spec)
     folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, text in result.files.items():
-        (folder / name).write_text(text, encoding="utf-8")
-        paths.append(folder / name)
+    # a real folder; each file written atomically, never over a link, a device or a file
+    # with other content unless ``force`` (export/write.py)
+    paths = write_files(folder, dict(result.files), force=force)
     return Export(exporter, result, folder, tuple(paths))

@@ -15,9 +15,9 @@ if TYPE_CHECKING:
 
 
 def write_export(fmt: str, job: PlanJob, out: Path | str, quiet: bool = False,
-                 catalog: list[Path] | None = None) -> ExportResult:
+                 catalog: list[Path] | None = None, force: bool = False) -> ExportResult:
     """Run one exporter on a job, write its files under ``out`` and say what was written."""
-    done = api.export_plan(fmt, job, out, get_catalog(catalog))
+    done = api.export_plan(fmt, job, out, get_catalog(catalog), force=force)
     if not quiet:
         exporter, result = done.exporter, done.result
         con = console()
@@ -39,6 +39,9 @@ def export_cmd(
                                                "`accelmap plan --json`.")] = None,
     index: Annotated[int, typer.Option("--index", min=0, help="Which plan of the file.")] = 0,
     out: Annotated[Path, typer.Option("--out", help="Folder to write into.")] = Path("."),
+    force: Annotated[bool, typer.Option(
+        "--force", help="Overwrite files in --out that hold other content (never a link, a "
+        "directory or a device).")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the exporters.")] = False,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
@@ -71,7 +74,7 @@ def export_cmd(
         raise InputError("give a format and --from plan.json (accelmap export --list shows the "
                          "formats)")
     job = api.load_plan(from_, index)
-    result = write_export(fmt, job, out, quiet=json_out, catalog=catalog)
+    result = write_export(fmt, job, out, quiet=json_out, catalog=catalog, force=force)
     if json_out:
         emit_json({"files": sorted(result.files), "launch": result.launch,
                    "unsupported": result.unsupported, "notes": result.notes,

@@ -104,6 +104,9 @@ def plan_cmd(
         "--export", help="Also write the best plan as this format (accelmap export --list).")
     ] = None,
     out: Annotated[str, typer.Option("--out", help="Folder for --export files.")] = ".",
+    force: Annotated[bool, typer.Option(
+        "--force", help="With --export: overwrite files in --out that hold other content.")
+    ] = False,
     force_tp: Annotated[bool, typer.Option("--force-tp", help="Allow tp across the scale-up "
                                            "domain.")] = False,
     include_tight: Annotated[bool, typer.Option(
@@ -185,7 +188,8 @@ def plan_cmd(
     if export and result.plans:
         from accelmap.cli.export import write_export
 
-        write_export(export, api.plan_export_job(job, result.plans[0]), out, quiet=json_out)
+        write_export(export, api.plan_export_job(job, result.plans[0]), out, quiet=json_out,
+                     force=force)
 
 
 # The per-token figure each catalog field feeds: shown as 'not published' when it is missing.

@@ -177,11 +177,17 @@ class PlanJob(Job):
 
     @classmethod
     def from_dict(cls, data: Any) -> PlanJob:
-        """A PlanJob from a job block with its plan's ``mapping`` object (``to_dict``'s form)."""
+        """A PlanJob from a job block with its plan's ``mapping`` object (``to_dict``'s form):
+        each field read with its own message, then the whole block checked against the plan
+        file's pydantic schema (export/schema.py: strict types, ranges, no unknown job key)
+        before any exporter sees it."""
+        from accelmap.export.schema import check_plan_job
+
         job = Job.from_dict(data)
         if "mapping" not in data:
             raise InputError("the plan job has no mapping")
         mapping, serving = read_plan_mapping(data["mapping"], job.kind)
+        check_plan_job(data)
         return cls(**_job_fields(job), mapping=mapping, serving=serving)
 
 

@@ -75,30 +75,12 @@ MAX_NORM = 1.0
 RESHARD = {ZeroStage.PARAMETERS: "always", ZeroStage.GRADIENTS: "never"}
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"no TOML form for {value!r}")
-
-
 def _toml(sections: dict[str, dict[str, Any]]) -> str:
-    out: list[str] = []
-    for name, table in sections.items():
-        out.append(f"[{name}]")
-        for key, value in table.items():
-            if isinstance(value, list) and value and isinstance(value[0], list):
-                rows = ",\n".join("  " + _toml_value(v) for v in value)
-                out.append(f"{key} = [\n{rows},\n]")
-            else:
-                out.append(f"{key} = {_toml_value(value)}")
-        out.append("")
-    return "\n".join(out)
+    """The job config through tomli-w (TOML 1.0; strings escaped by the library, never by
+    string formatting), one table per section, arrays of arrays one row per line."""
+    import tomli_w
+
+    return tomli_w.dumps(sections, multiline_strings=False, indent=2)
 
 
 def _model_parts(n_layers: int, parts: int) -> list[list[str]]:
