@@ -3,15 +3,24 @@ loader for the benchmark scripts the tests exercise."""
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+# The parsed-catalog cache (accelmap/cache.py) of a test run lives in a folder of its own, also
+# for the CLI subprocesses some tests start: nothing is written to the user's ~/.cache.
+if "ACCELMAP_CACHE_DIR" not in os.environ:
+    os.environ["ACCELMAP_CACHE_DIR"] = tempfile.mkdtemp(prefix="accelmap-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["ACCELMAP_CACHE_DIR"], True)
 
 from accelmap.catalog import Catalog, load_catalog
 from accelmap.cli.app import main
