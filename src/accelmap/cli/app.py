@@ -2,71 +2,125 @@
 
 Errors caused by input (unknown names, malformed files, bad sizes) print one line and exit 2;
 a bug prints one line too, and the traceback only with ACCELMAP_DEBUG=1.
+
+A command line builds only the command it runs (``main``): typer reads every option of every
+command it is given, and importing and reading all of them is a tenth of a short command's
+start. ``accelmap --help``, an unknown name and ``app`` (the full typer app) have them all.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import typer
 
-from accelmap.cli import (
-    compare,
-    estimate,
-    export,
-    hw,
-    measure_coll,
-    measure_hw,
-    measure_store,
-    models,
-    plan,
-    validate,
-)
-
-app = typer.Typer(
-    name="accelmap",
-    help=(
-        "Map large language models onto accelerators: will it fit, how to split it, how fast, "
+HELP = ("Map large language models onto accelerators: will it fit, how to split it, how fast, "
         "at what cost.\n\n"
         "Start with: accelmap compare MODEL · accelmap hw compare · accelmap hw list · "
-        "accelmap models list · accelmap validate --cases FILE.csv"
-    ),
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-app.add_typer(hw.app, name="hw")
-app.add_typer(models.app, name="models")
-app.command("validate", help=validate.validate_cmd.__doc__)(validate.validate_cmd)
-app.command("estimate")(estimate.estimate_cmd)
-app.command("roofline")(estimate.roofline_cmd)
-app.command("plan")(plan.plan_cmd)
-app.command("compare")(compare.compare_cmd)
-app.command("export")(export.export_cmd)
-
-measure_app = typer.Typer(help="Measure the hardware and manage the measurement store.",
-                          no_args_is_help=True)
-measure_app.command("matmul", help=measure_hw.matmul_cmd.__doc__)(measure_hw.matmul_cmd)
-measure_app.command("bandwidth", help=measure_hw.bandwidth_cmd.__doc__)(measure_hw.bandwidth_cmd)
-measure_app.command("overhead")(measure_hw.overhead_cmd)
-measure_app.command("collectives", help=measure_coll.collectives_cmd.__doc__)(
-    measure_coll.collectives_cmd)
-measure_app.command("list")(measure_store.list_cmd)
-measure_app.command("show")(measure_store.show_cmd)
-measure_app.command("export")(measure_store.export_cmd)
-app.add_typer(measure_app, name="measure")
-app.command("calibrate")(measure_store.calibrate_cmd)
+        "accelmap models list · accelmap validate --cases FILE.csv")
 
 
-@app.command("version")
 def version() -> None:
     """Print the accelmap version."""
     from importlib.metadata import version as pkg_version
 
     typer.echo(pkg_version("accelmap"))
+
+
+def _cli(module: str) -> Any:
+    return importlib.import_module(f"accelmap.cli.{module}")
+
+
+def _command(module: str, func: str, doc_help: bool = False) -> Callable[[typer.Typer, str], None]:
+    """Register ``accelmap.cli.<module>.<func>`` as a command (imported when registered)."""
+
+    def add(app: typer.Typer, name: str) -> None:
+        fn = getattr(_cli(module), func)
+        app.command(name, help=fn.__doc__ if doc_help else None)(fn)
+
+    return add
+
+
+def _group(module: str) -> Callable[[typer.Typer, str], None]:
+    def add(app: typer.Typer, name: str) -> None:
+        app.add_typer(_cli(module).app, name=name)
+
+    return add
+
+
+def _measure(app: typer.Typer, name: str) -> None:
+    measure_app = typer.Typer(help="Measure the hardware and manage the measurement store.",
+                              no_args_is_help=True)
+    for sub, module, func, doc_help in (
+            ("matmul", "measure_hw", "matmul_cmd", True),
+            ("bandwidth", "measure_hw", "bandwidth_cmd", True),
+            ("overhead", "measure_hw", "overhead_cmd", False),
+            ("collectives", "measure_coll", "collectives_cmd", True),
+            ("list", "measure_store", "list_cmd", False),
+            ("show", "measure_store", "show_cmd", False),
+            ("export", "measure_store", "export_cmd", False)):
+        _command(module, func, doc_help)(measure_app, sub)
+    app.add_typer(measure_app, name=name)
+
+
+def _version(app: typer.Typer, name: str) -> None:
+    app.command(name)(version)
+
+
+# Every top-level command and group, in the order --help lists them.
+COMMANDS: dict[str, Callable[[typer.Typer, str], None]] = {
+    "hw": _group("hw"),
+    "models": _group("models"),
+    "validate": _command("validate", "validate_cmd", doc_help=True),
+    "estimate": _command("estimate", "estimate_cmd"),
+    "roofline": _command("estimate", "roofline_cmd"),
+    "plan": _command("plan", "plan_cmd"),
+    "compare": _command("compare", "compare_cmd"),
+    "export": _command("export", "export_cmd"),
+    "measure": _measure,
+    "calibrate": _command("measure_store", "calibrate_cmd"),
+    "version": _version,
+}
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The typer app with every command, or with the one named ``only``."""
+    app = typer.Typer(
+        name="accelmap",
+        help=HELP,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    for name, add in COMMANDS.items():
+        if only is None or name == only:
+            add(app, name)
+    if only is not None:
+        # typer runs an app of one command as that command, with no name to type: a callback
+        # (no options, nothing to do) keeps `accelmap NAME ...` a group with one command
+        app.callback()(_nothing)
+    return app
+
+
+def _nothing() -> None:
+    pass
+
+
+app: typer.Typer  # the full typer app, built on first use (module __getattr__)
+
+
+def __getattr__(name: str) -> Any:
+    """``app``: the full typer app, built on first use."""
+    if name == "app":
+        global app
+        app = build_app()
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _click_exceptions() -> Any:
@@ -85,7 +139,9 @@ def main(argv: list[str] | None = None) -> None:
     click = _click_exceptions()
 
     try:
-        result = app(args=argv, standalone_mode=False)
+        args = sys.argv[1:] if argv is None else list(argv)
+        first = args[0] if args else None
+        result = build_app(first if first in COMMANDS else None)(args=args, standalone_mode=False)
         if isinstance(result, int) and result:
             raise SystemExit(result)
     except click.NoArgsIsHelpError as e:
