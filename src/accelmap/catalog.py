@@ -95,6 +95,8 @@ def read_yaml(path: Path) -> Any:
         raise CatalogError(f"{path}:{where}: malformed YAML ({problem})") from None
     except OSError as e:
         raise CatalogError(f"{path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise CatalogError(f"{path}: not UTF-8 text (byte {e.start})") from None
 
 
 def validate_entry(schema: type[M], data: Any, origin: str) -> M:
@@ -117,7 +119,12 @@ def user_dirs(extra: Iterable[str | Path] = ()) -> tuple[Path, ...]:
     env = os.environ.get(ENV_VAR, "")
     dirs += [Path(p).expanduser() for p in env.split(os.pathsep) if p.strip()]
     for d in dirs:
-        if not d.is_dir():
+        try:
+            is_dir = d.is_dir()
+        except OSError as e:  # e.g. a name too long for the file system
+            raise CatalogError(f"catalog folder {str(d)[:100]}: {e.strerror} (from --catalog "
+                               f"or {ENV_VAR})") from None
+        if not is_dir:
             raise CatalogError(f"catalog folder {d} does not exist (from --catalog or {ENV_VAR})")
     return tuple(dirs)
 

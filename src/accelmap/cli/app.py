@@ -162,6 +162,10 @@ def main(argv: list[str] | None = None) -> None:
     except AccelmapError as e:
         sys.stderr.write(f"error: {e}\n")
         raise SystemExit(e.exit_code) from None
+    except OSError as e:  # a path given on the command line: too long, unreadable, a folder ...
+        where = f"{str(e.filename)[:100]}: " if e.filename else ""
+        sys.stderr.write(f"error: {where}{e.strerror or e}\n")
+        raise SystemExit(2) from None
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         raise SystemExit(130) from None
