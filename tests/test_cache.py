@@ -71,14 +71,16 @@ def test_a_changed_package_file_makes_a_new_entry(cache_dir: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     _fresh()
     (old,) = _entries(cache_dir)
+    other_copy = cache_dir / "catalog-0123abcd-0000.pickle"  # another checkout's entry
+    other_copy.write_bytes(b"")
     files = cache._package_files(str(cache._PACKAGE))
     assert any(p.endswith("h100-sxm5-80gb.yaml") for p, _, _ in files)
     assert any(p.endswith("schema.py") for p, _, _ in files)
     edited = [(p, s + 1 if p.endswith("h100-sxm5-80gb.yaml") else s, m) for p, s, m in files]
     monkeypatch.setattr(cache, "_package_files", lambda root: edited)
     _fresh()
-    (new,) = _entries(cache_dir)  # the stale entry is gone
-    assert new != old
+    (new,) = set(_entries(cache_dir)) - {other_copy}  # the stale entry is gone
+    assert new != old and other_copy.exists()  # another copy's entry stays
 
 
 def test_unwritable_or_missing_cache_folder_still_loads(tmp_path: Path, catalog: Catalog,

@@ -6,7 +6,8 @@ Reading the ~130 bundled YAML files and validating them takes ~50 ms, an eighth 
 everything they depend on: the path, size and modification time of every ``.py`` and ``.yaml``
 file of the installed package (the data, and the classes the pickle refers to), and the Python
 and pydantic versions. Any edit, upgrade or reinstall makes a new fingerprint, so a stale entry
-is never read; it is rebuilt from the YAML and replaces the old file.
+is never read; it is rebuilt from the YAML and replaces the old file of the same copy of the
+package (several checkouts or environments keep one entry each).
 
 Anything wrong with the cache -- a missing or unwritable folder, a corrupt or truncated file,
 a pickle from another version -- falls back to parsing the YAML, silently. ``ACCELMAP_NO_CACHE=1``
@@ -77,7 +78,10 @@ def cached(name: str, build: Callable[[], T]) -> T:
     if folder is None:
         return build()
     key = fingerprint(name)
-    path = folder / f"{name}-{key}.pickle"
+    # one entry per installed copy of the package (several checkouts share the folder), named
+    # by its folder; a new fingerprint of the same copy replaces the old entry
+    stem = f"{name}-{hashlib.sha256(str(_PACKAGE).encode()).hexdigest()[:8]}"
+    path = folder / f"{stem}-{key}.pickle"
     try:
         with path.open("rb") as f:
             stored_key, value = pickle.load(f)
@@ -86,16 +90,16 @@ def cached(name: str, build: Callable[[], T]) -> T:
     except Exception:  # absent, unreadable, corrupt, or pickled by other code: rebuild
         pass
     value = build()
-    _store(folder, name, path, (key, value))
+    _store(folder, stem, path, (key, value))
     return value
 
 
-def _store(folder: Path, name: str, path: Path, payload: object) -> None:
+def _store(folder: Path, stem: str, path: Path, payload: object) -> None:
     """Write atomically (a reader sees the old file or the new one, never half), then drop the
     entries of earlier fingerprints. Failure leaves everything as it was."""
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}-", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{stem}-", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
                 pickle.dump(payload, f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -103,7 +107,7 @@ def _store(folder: Path, name: str, path: Path, payload: object) -> None:
         except BaseException:
             os.unlink(tmp)
             raise
-        for old in folder.glob(f"{name}-*.pickle"):
+        for old in folder.glob(f"{stem}-*.pickle"):
             if old != path:
                 old.unlink(missing_ok=True)
     except Exception:  # read-only home, full disk, unpicklable value: run uncached
