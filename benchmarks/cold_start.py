@@ -11,8 +11,8 @@ is not counted: it warms the OS file cache and writes the parsed-catalog cache
     python benchmarks/cold_start.py -n 21 --src /tmp/old/src   # A/B: interleaved runs
     python benchmarks/cold_start.py --exe accelmap  # an installed console script
 
-With ``--src DIR`` (repeatable) each command alternates between the source trees, run by run,
-so a load spike on a shared machine hits both alike.
+With ``--src DIR`` or ``--exe PATH`` (repeatable) each command alternates between the programs,
+run by run, so a load spike on a shared machine hits them alike.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def targets(opts: argparse.Namespace) -> list[tuple[str, list[str], dict[str, st
     """(label, command prefix, environment) per program under test."""
     env = {**os.environ, "COLUMNS": "200"}
     if opts.exe:
-        return [(opts.exe, [opts.exe], env)]
+        return [(exe, [exe], env) for exe in opts.exe]
     out = []
     for src in opts.src or [str(HERE_SRC)]:
         path = os.pathsep.join([src, env["PYTHONPATH"]]) if env.get("PYTHONPATH") else src
@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", "--runs", type=int, default=11)
     ap.add_argument("--src", action="append", help="a source tree (…/src) to time; repeatable")
-    ap.add_argument("--exe", help="time this console script instead (e.g. accelmap)")
+    ap.add_argument("--exe", action="append",
+                    help="time this console script instead (e.g. accelmap); repeatable")
     opts = ap.parse_args(argv)
     progs = targets(opts)
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, n={opts.runs}; "
