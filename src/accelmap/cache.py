@@ -2,11 +2,12 @@
 
 Reading the ~130 bundled YAML files and validating them takes ~50 ms, an eighth of
 ``accelmap hw list``. The validated values are pickled once under ``$ACCELMAP_CACHE_DIR``, else
-``$XDG_CACHE_HOME/accelmap``, else ``~/.cache/accelmap``, in a file named by a fingerprint of
-everything they depend on: the path, size and modification time of every ``.py`` and ``.yaml``
-file of the installed package (the data, and the classes the pickle refers to), and the Python
-and pydantic versions. Any edit, upgrade or reinstall makes a new fingerprint, so a stale entry
-is never read; it is rebuilt from the YAML and replaces the old file of the same copy of the
+``$XDG_CACHE_HOME/accelmap``, else ``~/.cache/accelmap``, with a fingerprint of everything they
+depend on: the path, size and modification time of every ``.py`` and ``.yaml`` file of the
+installed package (the data, and the classes the pickle refers to), and the Python and pydantic
+versions. The file is named by a checksum of the fingerprint, and the whole fingerprint is
+compared when the entry is read: any edit, upgrade or reinstall makes a new one, so a stale
+entry is never read; it is rebuilt from the YAML and replaces the old file of the same copy of the
 package (several checkouts or environments keep one entry each).
 
 Anything wrong with the cache -- a missing or unwritable folder, a corrupt or truncated file,
@@ -17,11 +18,10 @@ The folder is created private to the user (a pickle is code to whoever can write
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 import sys
-import tempfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -44,15 +44,16 @@ def cache_dir() -> Path | None:
     return Path(base) / "accelmap"
 
 
-def fingerprint(name: str) -> str:
-    """A short hash of what an entry depends on (see the module docstring)."""
+def fingerprint(name: str) -> tuple[object, ...]:
+    """What an entry depends on (see the module docstring), compared whole when it is read."""
     import pydantic
 
-    h = hashlib.sha256(f"{name}\0{FORMAT}\0{sys.version}\0{pydantic.VERSION}\0{_PACKAGE}"
-                       .encode())
-    for path, size, mtime in _package_files(str(_PACKAGE)):
-        h.update(f"\0{path}\0{size}\0{mtime}".encode())
-    return h.hexdigest()[:20]
+    return (name, FORMAT, sys.version, pydantic.VERSION, str(_PACKAGE),
+            tuple(_package_files(str(_PACKAGE))))
+
+
+def _crc(value: object) -> str:
+    return f"{zlib.crc32(repr(value).encode()):08x}"
 
 
 def _package_files(root: str) -> list[tuple[str, int, int]]:
@@ -80,8 +81,8 @@ def cached(name: str, build: Callable[[], T]) -> T:
     key = fingerprint(name)
     # one entry per installed copy of the package (several checkouts share the folder), named
     # by its folder; a new fingerprint of the same copy replaces the old entry
-    stem = f"{name}-{hashlib.sha256(str(_PACKAGE).encode()).hexdigest()[:8]}"
-    path = folder / f"{stem}-{key}.pickle"
+    stem = f"{name}-{_crc(_PACKAGE)}"
+    path = folder / f"{stem}-{_crc(key)}.pickle"
     try:
         with path.open("rb") as f:
             stored_key, value = pickle.load(f)
@@ -97,6 +98,8 @@ def cached(name: str, build: Callable[[], T]) -> T:
 def _store(folder: Path, stem: str, path: Path, payload: object) -> None:
     """Write atomically (a reader sees the old file or the new one, never half), then drop the
     entries of earlier fingerprints. Failure leaves everything as it was."""
+    import tempfile
+
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{stem}-", suffix=".tmp")
