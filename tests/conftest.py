@@ -3,18 +3,36 @@ loader for the benchmark scripts the tests exercise."""
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import settings
 
 from accelmap.catalog import Catalog, load_catalog
 from accelmap.cli.app import main
+
+# The parsed-catalog cache (accelmap/cache.py) of a test run lives in a folder of its own, also
+# for the CLI subprocesses some tests start: nothing is written to the user's ~/.cache.
+if "ACCELMAP_CACHE_DIR" not in os.environ:
+    os.environ["ACCELMAP_CACHE_DIR"] = tempfile.mkdtemp(prefix="accelmap-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["ACCELMAP_CACHE_DIR"], True)
+
+# Hypothesis: CI draws the same examples every run (derandomize: seeded by a hash of each test
+# function), keeps no example database and puts no deadline on an example (an estimate's time
+# varies with the machine's load). `HYPOTHESIS_PROFILE=explore` draws fresh random examples
+# each run and remembers failures in .hypothesis/, to look for new counterexamples.
+settings.register_profile("ci", deadline=None, derandomize=True, database=None)
+settings.register_profile("explore", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from accelmap.cited import Source
@@ -34,12 +33,6 @@ from accelmap.hardware.schema import Accelerator, SystemPreset
 from accelmap.models.schema import ModelSpec
 
 ENV_VAR = "ACCELMAP_CATALOG"
-
-try:  # libyaml's parser is ~10x faster; the pure-Python one gives identical results
-    _Loader: Any = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _Loader = yaml.SafeLoader
-
 
 class EntryKind(StrEnum):
     ACCELERATOR = "accelerator"
@@ -89,8 +82,12 @@ class Catalog:
 
 def read_yaml(path: Path) -> Any:
     """Parse one YAML file; a syntax error becomes a CatalogError naming file and line."""
+    import yaml  # imported here: a start that finds the catalog cache reads no YAML
+
+    # libyaml's parser is ~10x faster; the pure-Python one gives identical results
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -98,6 +95,8 @@ def read_yaml(path: Path) -> Any:
         raise CatalogError(f"{path}:{where}: malformed YAML ({problem})") from None
     except OSError as e:
         raise CatalogError(f"{path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise CatalogError(f"{path}: not UTF-8 text (byte {e.start})") from None
 
 
 def validate_entry(schema: type[M], data: Any, origin: str) -> M:
@@ -120,7 +119,12 @@ def user_dirs(extra: Iterable[str | Path] = ()) -> tuple[Path, ...]:
     env = os.environ.get(ENV_VAR, "")
     dirs += [Path(p).expanduser() for p in env.split(os.pathsep) if p.strip()]
     for d in dirs:
-        if not d.is_dir():
+        try:
+            is_dir = d.is_dir()
+        except OSError as e:  # e.g. a name too long for the file system
+            raise CatalogError(f"catalog folder {str(d)[:100]}: {e.strerror} (from --catalog "
+                               f"or {ENV_VAR})") from None
+        if not is_dir:
             raise CatalogError(f"catalog folder {d} does not exist (from --catalog or {ENV_VAR})")
     return tuple(dirs)
 
@@ -143,19 +147,17 @@ def _user_files(folder: Path) -> Iterator[tuple[EntryKind | None, Path]]:
             yield _FOLDER_KIND.get(path.parent.name), path
 
 
-@lru_cache(maxsize=8)
-def _load(dirs: tuple[Path, ...]) -> Catalog:
-    root = resources.files("accelmap")
-    sources_path = Path(str(root.joinpath("hardware/data/sources.yaml")))
-    raw_sources = read_yaml(sources_path) or {}
-    sources = {k: validate_entry(Source, v, f"{sources_path} [{k}]") for k, v in
-               raw_sources.items()}
+@dataclass(frozen=True)
+class _Tables:
+    """Entries read so far, by kind and id, with the file each came from."""
 
-    tables: dict[EntryKind, dict[str, Any]] = {k: {} for k in EntryKind}
-    origins: dict[tuple[EntryKind, str], str] = {}
-    user_entries: set[tuple[EntryKind, str]] = set()
+    sources: dict[str, Source]
+    entries: dict[EntryKind, dict[str, Any]]
+    origins: dict[tuple[EntryKind, str], str]
+    plausibility: dict[str, tuple[Implausible, ...]]  # findings of the bundled accelerators
 
-    def add(kind: EntryKind | None, path: Path, user: bool) -> None:
+    def add(self, kind: EntryKind | None, path: Path) -> tuple[EntryKind, str, Any]:
+        """Read, validate and add one file's entry; a duplicate id fails loudly."""
         data = read_yaml(path)
         if isinstance(data, dict) and "kind" in data:
             data = dict(data)
@@ -174,38 +176,63 @@ def _load(dirs: tuple[Path, ...]) -> Catalog:
             )
         entry = validate_entry(_SCHEMA[kind], data, str(path))
         eid = entry.id  # type: ignore[attr-defined]
-        if eid in tables[kind]:
+        if eid in self.entries[kind]:
             raise CatalogError(
-                f"{path}: {kind.value} id {eid!r} is already defined in {origins[(kind, eid)]}; "
-                "give the new entry another id"
+                f"{path}: {kind.value} id {eid!r} is already defined in "
+                f"{self.origins[(kind, eid)]}; give the new entry another id"
             )
-        if user:
-            _check_user_sources(entry, sources, path)
-            user_entries.add((kind, eid))
-        tables[kind][eid] = entry
-        origins[(kind, eid)] = str(path)
+        self.entries[kind][eid] = entry
+        self.origins[(kind, eid)] = str(path)
+        return kind, eid, entry
 
+
+def _read_bundled() -> _Tables:
+    """The bundled catalog, parsed and validated, with its accelerators' plausibility findings
+    (the bundled parts are the known ones a sparse-as-dense figure is compared with)."""
+    root = resources.files("accelmap")
+    sources_path = Path(str(root.joinpath("hardware/data/sources.yaml")))
+    raw_sources = read_yaml(sources_path) or {}
+    sources = {k: validate_entry(Source, v, f"{sources_path} [{k}]") for k, v in
+               raw_sources.items()}
+    tables = _Tables(sources, {k: {} for k in EntryKind}, {}, {})
     for kind, path in _bundled_files():
-        add(kind, path, user=False)
+        tables.add(kind, path)
+    known = list(tables.entries[EntryKind.ACCELERATOR].values())
+    for a in known:
+        tables.plausibility[a.id] = tuple(plausibility.check(a, known))
+    return tables
+
+
+@lru_cache(maxsize=8)
+def _load(dirs: tuple[Path, ...]) -> Catalog:
+    from accelmap.cache import cached
+
+    bundled = cached("catalog", _read_bundled)  # parsed once, then from ~/.cache/accelmap
+    tables = _Tables(bundled.sources, {k: dict(v) for k, v in bundled.entries.items()},
+                     dict(bundled.origins), dict(bundled.plausibility))
+    sources = tables.sources
+    user_entries: set[tuple[EntryKind, str]] = set()
     for folder in dirs:
         for ukind, path in _user_files(folder):
-            add(ukind, path, user=True)
+            kind, eid, entry = tables.add(ukind, path)
+            _check_user_sources(entry, sources, path)
+            user_entries.add((kind, eid))
 
-    for sid, system in tables[EntryKind.SYSTEM].items():
-        if system.accelerator not in tables[EntryKind.ACCELERATOR]:
+    origins = tables.origins
+    for sid, system in tables.entries[EntryKind.SYSTEM].items():
+        if system.accelerator not in tables.entries[EntryKind.ACCELERATOR]:
             raise CatalogError(
                 f"{origins[(EntryKind.SYSTEM, sid)]}: field 'accelerator': no accelerator with "
                 f"id {system.accelerator!r} in the catalog"
             )
-    accelerators = tables[EntryKind.ACCELERATOR]
-    # the bundled parts are the known ones a sparse-as-dense figure is compared with
-    known = [a for aid, a in accelerators.items()
-             if (EntryKind.ACCELERATOR, aid) not in user_entries]
-    found = {aid: tuple(plausibility.check(a, known)) for aid, a in accelerators.items()}
+    accelerators = tables.entries[EntryKind.ACCELERATOR]
+    known = list(bundled.entries[EntryKind.ACCELERATOR].values())
+    found = {aid: tables.plausibility[aid] if aid in tables.plausibility
+             else tuple(plausibility.check(a, known)) for aid, a in accelerators.items()}
     return Catalog(
         accelerators=accelerators,
-        systems=tables[EntryKind.SYSTEM],
-        models=tables[EntryKind.MODEL],
+        systems=tables.entries[EntryKind.SYSTEM],
+        models=tables.entries[EntryKind.MODEL],
         sources=sources,
         origins=origins,
         plausibility={aid: f for aid, f in found.items() if f},

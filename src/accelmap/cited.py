@@ -40,9 +40,13 @@ class Scope(StrEnum):
 
 
 class Frozen(BaseModel):
-    """Base for catalog values: immutable, unknown keys rejected (typos fail loudly)."""
+    """Base for catalog values: immutable, unknown keys rejected (typos fail loudly).
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    ``defer_build``: a class builds its validator on first use, not at import, so a command
+    that reads the catalog from its cache (accelmap/cache.py) never pays for building them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True,
+                              defer_build=True)
 
 
 class Source(Frozen):

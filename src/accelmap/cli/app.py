@@ -2,38 +2,23 @@
 
 Errors caused by input (unknown names, malformed files, bad sizes) print one line and exit 2;
 a bug prints one line too, and the traceback only with ACCELMAP_DEBUG=1.
+
+A command line builds only the command it runs (``main``): typer reads every option of every
+command it is given, and importing and reading all of them is a tenth of a short command's
+start. ``accelmap --help``, an unknown name and ``app`` (the full typer app) have them all.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import typer
 
-from accelmap.cli import (
-    claims,
-    compare,
-    estimate,
-    export,
-    hw,
-    measure_coll,
-    measure_hw,
-    measure_store,
-    models,
-    plan,
-    report,
-    serve,
-    shapes,
-    validate,
-    whatif,
-)
-
-app = typer.Typer(
-    name="accelmap",
-    help=(
-        "Map large language models onto accelerators: will it fit, how to split it, how fast, "
+HELP = ("Map large language models onto accelerators: will it fit, how to split it, how fast, "
         "at what cost.\n\n"
         "Start with: accelmap compare MODEL · accelmap hw compare · accelmap hw list · "
         "accelmap models list · accelmap validate --cases FILE.csv\n\n"
@@ -41,54 +26,118 @@ app = typer.Typer(
         "sram=500MB, scale_up_bandwidth=900GB/s, price=2.5USD/h, vocab_size=50304; x2 = twice "
         "the part's figure; ID:NAME=VALUE for one part), --price USD/h per device-hour, and "
         "--own purchase=30000,kwh=0.08,pue=1.3,years=5,utilization=0.7 (pay by owning). "
-        "`accelmap whatif-names` lists the names."
-    ),
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-app.add_typer(hw.app, name="hw")
-app.add_typer(models.app, name="models")
-app.command("validate", help=validate.validate_cmd.__doc__)(validate.validate_cmd)
-app.command("estimate")(estimate.estimate_cmd)
-app.command("roofline")(estimate.roofline_cmd)
-app.command("plan")(plan.plan_cmd)
-app.command("compare")(compare.compare_cmd)
-app.command("export")(export.export_cmd)
-app.command("report")(report.report_cmd)
-app.command("serve")(serve.serve_cmd)
-app.command("sweep")(whatif.sweep_cmd)
-app.command("whatif-names")(whatif.names_cmd)
-app.command("check-claim")(claims.check_claim_cmd)
-app.command("advise")(shapes.advise_cmd)
-app.command("design")(shapes.design_cmd)
-
-measure_app = typer.Typer(
-    help="Measure the hardware and manage the measurement store. This CPU, for `validate "
-    "--local` and `--hw local`: measure matmul --dtype fp32, bandwidth, overhead, attention, "
-    "then `accelmap calibrate`. Needs PyTorch; on a machine without a GPU install the CPU wheel "
-    "(pip install torch --index-url https://download.pytorch.org/whl/cpu).",
-    no_args_is_help=True)
-measure_app.command("matmul", help=measure_hw.matmul_cmd.__doc__)(measure_hw.matmul_cmd)
-measure_app.command("bandwidth", help=measure_hw.bandwidth_cmd.__doc__)(measure_hw.bandwidth_cmd)
-measure_app.command("overhead")(measure_hw.overhead_cmd)
-measure_app.command("attention")(measure_hw.attention_cmd)
-measure_app.command("collectives", help=measure_coll.collectives_cmd.__doc__)(
-    measure_coll.collectives_cmd)
-measure_app.command("list")(measure_store.list_cmd)
-measure_app.command("show")(measure_store.show_cmd)
-measure_app.command("export")(measure_store.export_cmd)
-app.add_typer(measure_app, name="measure")
-app.command("calibrate")(measure_store.calibrate_cmd)
+        "`accelmap whatif-names` lists the names.")
+MEASURE_HELP = (
+    "Measure the hardware and manage the measurement store. This CPU, for `validate --local` "
+    "and `--hw local`: measure matmul --dtype fp32, bandwidth, overhead, attention, then "
+    "`accelmap calibrate`. Needs PyTorch; on a machine without a GPU install the CPU wheel "
+    "(pip install torch --index-url https://download.pytorch.org/whl/cpu).")
 
 
-@app.command("version")
 def version() -> None:
     """Print the accelmap version."""
     from importlib.metadata import version as pkg_version
 
     typer.echo(pkg_version("accelmap"))
+
+
+def _cli(module: str) -> Any:
+    return importlib.import_module(f"accelmap.cli.{module}")
+
+
+def _command(module: str, func: str, doc_help: bool = False) -> Callable[[typer.Typer, str], None]:
+    """Register ``accelmap.cli.<module>.<func>`` as a command (imported when registered)."""
+
+    def add(app: typer.Typer, name: str) -> None:
+        fn = getattr(_cli(module), func)
+        app.command(name, help=fn.__doc__ if doc_help else None)(fn)
+
+    return add
+
+
+def _group(module: str) -> Callable[[typer.Typer, str], None]:
+    def add(app: typer.Typer, name: str) -> None:
+        app.add_typer(_cli(module).app, name=name)
+
+    return add
+
+
+def _measure(app: typer.Typer, name: str) -> None:
+    measure_app = typer.Typer(help=MEASURE_HELP, no_args_is_help=True)
+    for sub, module, func, doc_help in (
+            ("matmul", "measure_hw", "matmul_cmd", True),
+            ("bandwidth", "measure_hw", "bandwidth_cmd", True),
+            ("overhead", "measure_hw", "overhead_cmd", False),
+            ("attention", "measure_hw", "attention_cmd", False),
+            ("collectives", "measure_coll", "collectives_cmd", True),
+            ("list", "measure_store", "list_cmd", False),
+            ("show", "measure_store", "show_cmd", False),
+            ("export", "measure_store", "export_cmd", False)):
+        _command(module, func, doc_help)(measure_app, sub)
+    app.add_typer(measure_app, name=name)
+
+
+def _version(app: typer.Typer, name: str) -> None:
+    app.command(name)(version)
+
+
+# Every top-level command and group, in the order --help lists them.
+COMMANDS: dict[str, Callable[[typer.Typer, str], None]] = {
+    "hw": _group("hw"),
+    "models": _group("models"),
+    "validate": _command("validate", "validate_cmd", doc_help=True),
+    "estimate": _command("estimate", "estimate_cmd"),
+    "roofline": _command("estimate", "roofline_cmd"),
+    "plan": _command("plan", "plan_cmd"),
+    "compare": _command("compare", "compare_cmd"),
+    "export": _command("export", "export_cmd"),
+    "report": _command("report", "report_cmd"),
+    "serve": _command("serve", "serve_cmd"),
+    "sweep": _command("whatif", "sweep_cmd"),
+    "whatif-names": _command("whatif", "names_cmd"),
+    "check-claim": _command("claims", "check_claim_cmd"),
+    "advise": _command("shapes", "advise_cmd"),
+    "design": _command("shapes", "design_cmd"),
+    "measure": _measure,
+    "calibrate": _command("measure_store", "calibrate_cmd"),
+    "version": _version,
+}
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The typer app with every command, or with the one named ``only``."""
+    app = typer.Typer(
+        name="accelmap",
+        help=HELP,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    for name, add in COMMANDS.items():
+        if only is None or name == only:
+            add(app, name)
+    if only is not None:
+        # typer runs an app of one command as that command, with no name to type: a callback
+        # (no options, nothing to do) keeps `accelmap NAME ...` a group with one command
+        app.callback()(_nothing)
+    return app
+
+
+def _nothing() -> None:
+    pass
+
+
+app: typer.Typer  # the full typer app, built on first use (module __getattr__)
+
+
+def __getattr__(name: str) -> Any:
+    """``app``: the full typer app, built on first use."""
+    if name == "app":
+        global app
+        app = build_app()
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _click_exceptions() -> Any:
@@ -109,8 +158,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         from accelmap.cli.common import lift_whatif
 
-        argv = lift_whatif(list(sys.argv[1:] if argv is None else argv))
-        result = app(args=argv, standalone_mode=False)
+        args = lift_whatif(list(sys.argv[1:] if argv is None else argv))
+        first = args[0] if args else None
+        result = build_app(first if first in COMMANDS else None)(args=args, standalone_mode=False)
         if isinstance(result, int) and result:
             raise SystemExit(result)
     except click.NoArgsIsHelpError as e:
@@ -131,6 +181,10 @@ def main(argv: list[str] | None = None) -> None:
     except AccelmapError as e:
         sys.stderr.write(f"error: {e}\n")
         raise SystemExit(e.exit_code) from None
+    except OSError as e:  # a path given on the command line: too long, unreadable, a folder ...
+        where = f"{str(e.filename)[:100]}: " if e.filename else ""
+        sys.stderr.write(f"error: {where}{e.strerror or e}\n")
+        raise SystemExit(2) from None
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         raise SystemExit(130) from None

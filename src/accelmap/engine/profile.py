@@ -175,12 +175,14 @@ def finetune_model_flops_per_token(spec: ModelSpec, seq_len: int, ad: Adapters) 
     3 x forward, less the weight gradients the frozen matrices never form (2 per frozen
     matmul parameter, the output head included), plus 6 per adapter parameter (forward,
     dgrad, wgrad). NeMo reports LoRA "model TFLOP/s" this way (its fine-tuning table: 4 x
-    rather than 6 x the base parameters)."""
+    rather than 6 x the base parameters). In an MoE model a token runs through the adapters of
+    its top_k routed experts only, as through their weights."""
     whole = Geometry.of(spec)
     pc = count_params(whole)
     matmul = float(pc.active - pc.embedding)  # what one token multiplies (MoE: its experts)
     if spec.tied_embeddings:
         matmul += spec.vocab_size * spec.d_model  # the tied head still multiplies
-    adapters = adapter_params(whole, ad.targets, ad.rank)
+    adapters = adapter_params(whole, ad.targets, ad.rank,
+                              top_k=spec.moe.top_k if spec.moe else None)
     return (3.0 * forward_flops_per_token(spec, seq_len, causal=False) - 2.0 * matmul
             + 6.0 * adapters)

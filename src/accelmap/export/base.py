@@ -292,6 +292,8 @@ def load_plan_file(path: Path, index: int = 0) -> PlanJob:
         raise InputError(f"no such plan file: {path}") from None
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not a plan file (not UTF-8 text at byte {e.start})") from None
     try:
         if isinstance(data, dict) and "job" in data and "plans" in data:
             plans = data["plans"]

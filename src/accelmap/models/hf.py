@@ -135,6 +135,9 @@ def load_hf_config(path_or_repo: str, name: str | None = None) -> ModelSpec:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
             raise InputError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+        except UnicodeDecodeError as e:
+            raise InputError(f"{path}: not a config.json (not UTF-8 text at byte {e.start})"
+                             ) from None
         return spec_from_hf_dict(data, str(path), name)
     if re.fullmatch(r"[\w.-]+/[\w.-]+", path_or_repo):
         return spec_from_hf_dict(_download_config(path_or_repo), f"{path_or_repo}/config.json",

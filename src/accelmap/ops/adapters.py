@@ -72,9 +72,11 @@ def _has(group: Group, key: str) -> bool:
     return any(t.name == key for t in group.tensors)
 
 
-def adapter_params(geo: Geometry, targets: frozenset[LoraTarget], rank: int) -> float:
+def adapter_params(geo: Geometry, targets: frozenset[LoraTarget], rank: int,
+                   top_k: int | None = None) -> float:
     """Adapter parameters of ``geo`` (the whole model, or one rank's shard): r x (rows + cols)
-    of every targeted matrix, per copy, over every layer."""
+    of every targeted matrix, per copy, over every layer. ``top_k``: only those one token runs
+    through, the adapters of top_k routed experts (as active parameters count experts)."""
     total = 0.0
     for g in geo.groups:
         seen: set[str] = set()
@@ -82,7 +84,8 @@ def adapter_params(geo: Geometry, targets: frozenset[LoraTarget], rank: int) -> 
             for t in _tensors(g, name, targets):
                 if t.name not in seen:
                     seen.add(t.name)
-                    total += g.count * t.copies * rank * (t.rows + t.cols)
+                    copies = t.active(top_k) // t.size if top_k else t.copies
+                    total += g.count * copies * rank * (t.rows + t.cols)
     return total
 
 
