@@ -72,11 +72,18 @@ def export_plan(fmt: str, job: PlanJob, out: str | Path,
                          f"plans, not {job.kind.value} plans")
     cat = catalog if catalog is not None else load_catalog()
     spec = resolve(job.model, cat.models, "model", "accelmap models list")
+    resolve(job.accelerator, cat.accelerators, "accelerator", "accelmap hw list")
     result = exporter.export(job, spec)
     folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"--out {folder} is a file; give a folder to write the files into")
     paths = []
-    for name, text in result.files.items():
-        (folder / name).write_text(text, encoding="utf-8")
-        paths.append(folder / name)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in result.files.items():
+            (folder / name).write_text(text, encoding="utf-8")
+            paths.append(folder / name)
+    except OSError as e:
+        raise InputError(f"cannot write into {folder} ({e.strerror or type(e).__name__}); "
+                         "choose another --out folder") from None
     return Export(exporter, result, folder, tuple(paths))
