@@ -14,7 +14,8 @@ arguments, call these functions and render what they return.
 One module per area, every name re-exported here:
 
 - ``api.parse``: text to values: ``dtype``, ``choice``, ``count``, ``batch_tokens`` (binary
-  K/M), ``duration``, ``phase``.
+  K/M), ``duration``, ``phase``; ``on_resolve`` (``accelmap.lookup``): a hook told what each
+  forgiving name resolved to.
 - ``api.hardware``: ``find_accelerator``, ``find_system``, ``find_hardware``,
   ``list_accelerators`` (filter, sort by one of ``SORT_KEYS``), ``accelerator_row``,
   ``accelerator_details``, ``derived_figures``, ``sources``, ``compare`` (``Comparison``;
@@ -168,6 +169,7 @@ if TYPE_CHECKING:
     from accelmap.hardware.derived import DerivedFigures
     from accelmap.hardware.listing import DEFAULT_COMPARE, NOT_PUBLISHED, SORT_KEYS, unpublished
     from accelmap.hardware.schema import Accelerator, DeviceClass, SystemPreset
+    from accelmap.lookup import on_resolve
     from accelmap.mapping.plan import Mapping
     from accelmap.measure.store import Store
     from accelmap.models.schema import ModelSpec
@@ -183,6 +185,8 @@ _LAZY: dict[str, str] = {
     # text to values
     **dict.fromkeys(("batch_tokens", "choice", "count", "dtype", "duration", "phase"),
                     "accelmap.api.parse"),
+    # what a forgiving name resolved to (the CLI prints it)
+    "on_resolve": "accelmap.lookup",
     # hardware
     **dict.fromkeys(("Chooser", "Comparison", "accelerator_details", "accelerator_row",
                      "compare", "compare_row", "derived_figures", "find_accelerator",
@@ -350,6 +354,7 @@ __all__ = [
     "measurement_kind",
     "model_details",
     "model_summary",
+    "on_resolve",
     "open_store",
     "phase",
     "plan_clusters",

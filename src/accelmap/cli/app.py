@@ -7,7 +7,9 @@ a bug prints one line too, and the traceback only with ACCELMAP_DEBUG=1.
 from __future__ import annotations
 
 import os
+import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -24,6 +26,9 @@ from accelmap.cli import (
     plan,
     validate,
 )
+
+ECHO = 80  # characters of an input echoed in an error
+MAX_MESSAGE = 600  # characters of one error line
 
 app = typer.Typer(
     name="accelmap",
@@ -78,14 +83,56 @@ def _click_exceptions() -> Any:
     return exceptions
 
 
+# An error echoes what the user typed; a 100,000-character argument or file line is cut here,
+# in one place, so that every message stays one readable line.
+_QUOTED = re.compile("'([^'\\n]{%s,})'|\"([^\"\\n]{%s,})\"".replace("%s", str(ECHO + 1)))
+_RUN = re.compile(r"\S{%s,}".replace("%s", str(2 * ECHO + 1)))
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line, each long quoted value and each long word cut to about ECHO
+    characters with an ellipsis, and the whole to MAX_MESSAGE. A quoted span with spaces is
+    cut only past 4 x ECHO: between two quoted values of a sentence there may be prose."""
+    def quoted(m: re.Match[str]) -> str:
+        q = "'" if m.group(1) is not None else '"'
+        inner = m.group(1) if m.group(1) is not None else m.group(2)
+        if " " in inner and len(inner) <= 4 * ECHO:
+            return m.group(0)
+        return q + _clip(inner, ECHO) + q
+
+    text = " ".join(str(message).split())
+    text = _QUOTED.sub(quoted, text)
+    text = _RUN.sub(lambda m: _clip(m.group(0), 2 * ECHO), text)
+    return _clip(text, MAX_MESSAGE)
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _note_resolution() -> Callable[[str, str, str], None]:
+    """A lookup hook that says once per name what a name that is not an exact id resolved to,
+    on stderr (stdout stays clean for --json)."""
+    said: set[tuple[str, str]] = set()
+
+    def note(what: str, query: str, eid: str) -> None:
+        if (what, query) not in said:
+            said.add((what, query))
+            sys.stderr.write(f"note: {what} {one_line(repr(query))} → {eid}\n")
+
+    return note
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
+    from accelmap import api
     from accelmap.errors import AccelmapError
 
     click = _click_exceptions()
 
     try:
-        result = app(args=argv, standalone_mode=False)
+        with api.on_resolve(_note_resolution()):
+            result = app(args=argv, standalone_mode=False)
         if isinstance(result, int) and result:
             raise SystemExit(result)
     except click.NoArgsIsHelpError as e:
@@ -96,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(0) from None
     except click.UsageError as e:  # bad option values, unknown commands: one line, with a hint
         where = e.ctx.command_path if e.ctx else "accelmap"
-        sys.stderr.write(f"error: {e.format_message()} (see '{where} --help')\n")
+        sys.stderr.write(f"error: {one_line(e.format_message())} (see '{where} --help')\n")
         raise SystemExit(2) from None
     except typer.Exit as e:
         raise SystemExit(e.exit_code) from None
@@ -104,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.write("aborted\n")
         raise SystemExit(130) from None
     except AccelmapError as e:
-        sys.stderr.write(f"error: {e}\n")
+        sys.stderr.write(f"error: {one_line(str(e))}\n")
         raise SystemExit(e.exit_code) from None
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
@@ -113,7 +160,8 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("ACCELMAP_DEBUG"):
             raise
         sys.stderr.write(
-            f"internal error: {type(e).__name__}: {e} (set ACCELMAP_DEBUG=1 for the traceback, "
+            f"internal error: {type(e).__name__}: {one_line(str(e))} (set ACCELMAP_DEBUG=1 for "
+            "the traceback, "
             "and please report it)\n"
         )
         raise SystemExit(1) from None
