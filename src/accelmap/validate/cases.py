@@ -196,10 +196,14 @@ def detect_format(columns: list[str] | tuple[str, ...], path: Path) -> CaseForma
     for fmt, need in REQUIRED.items():
         if set(need) <= have:
             return fmt
-    expected = "; ".join(f"{fmt.value}: {', '.join(need)}" for fmt, need in REQUIRED.items())
-    raise InputError(f"{path}: unknown measurement format: the header must hold the columns of "
-                     f"one of these layouts ({expected}), or be a run file with accelerator, "
-                     "metric and value (docs/validate-format.md)")
+    # the layout with the most of its columns present, and what it lacks
+    fmt, need = max(REQUIRED.items(), key=lambda kv: len(set(kv[1]) & have))
+    lacks = [c for c in need if c not in have]
+    shown = ", ".join(lacks[:4]) + (", ..." if len(lacks) > 4 else "")
+    others = "; ".join(f"{f.value}: {n[0]}, ..." for f, n in REQUIRED.items() if f is not fmt)
+    raise InputError(f"{path}: unknown measurement format: a {fmt.value} CSV needs the columns "
+                     f"{shown} (other layouts: {others}; a run file: accelerator, metric, "
+                     "value; docs/validate-format.md)")
 
 
 # The largest count a cell may hold (devices, tokens, layers ...): beyond it the row is skipped.
