@@ -8,6 +8,12 @@ import typer
 
 from accelmap import api
 from accelmap.cli.common import (
+    MAX_COUNT,
+    MAX_DEVICES,
+    MAX_LAYERS,
+    MAX_REQUESTS,
+    MAX_SEED,
+    MAX_TOKENS,
     CatalogOpt,
     DbOpt,
     FinetuneOpt,
@@ -37,16 +43,21 @@ if TYPE_CHECKING:
     )
 
 HwOpt = Annotated[str, typer.Option("--hw", help="Accelerator id or name (`accelmap hw list`).")]
-BatchOpt = Annotated[int, typer.Option(min=1, help="Sequences per step (training) or batch size "
+BatchOpt = Annotated[int, typer.Option(min=1, max=MAX_COUNT,
+                                       help="Sequences per step (training) or batch size "
                                        "(serving).")]
-SeqOpt = Annotated[int, typer.Option("--seq", min=1, help="Training sequence length.")]
-PromptOpt = Annotated[int, typer.Option(min=1, help="Prompt tokens per request (serving).")]
-OutputOpt = Annotated[int, typer.Option(min=0, help="Generated tokens per request (serving).")]
+SeqOpt = Annotated[int, typer.Option("--seq", min=1, max=MAX_TOKENS,
+                                     help="Training sequence length.")]
+PromptOpt = Annotated[int, typer.Option(min=1, max=MAX_TOKENS,
+                                        help="Prompt tokens per request (serving).")]
+OutputOpt = Annotated[int, typer.Option(min=0, max=MAX_TOKENS,
+                                        help="Generated tokens per request (serving).")]
 DtypeOpt = Annotated[str, typer.Option(help="Training compute dtype: bf16, fp16, fp8, fp32.")]
 WeightsOpt = Annotated[str, typer.Option(help="Serving weights: bf16, fp16, fp8, int8, int4.")]
 KvOpt = Annotated[str | None, typer.Option("--kv", help="KV-cache dtype (default: activation "
                                            "dtype; fp8 with fp8 weights).")]
-GroupOpt = Annotated[int, typer.Option(min=1, help="Weights per scale for int8/int4.")]
+GroupOpt = Annotated[int, typer.Option(min=1, max=MAX_COUNT,
+                                       help="Weights per scale for int8/int4.")]
 FrameworkOpt = Annotated[str | None, typer.Option(
     help="eager, torch-compile, tensorrt-llm, vllm, megatron, fsdp (default: megatron for "
          "training, vllm for serving).")]
@@ -58,7 +69,7 @@ ImbalanceOpt = Annotated[float, typer.Option(
 ClusterOpt = Annotated[str | None, typer.Option(
     "--cluster", help="Cluster: preset (dgx-h100, tpu-v5p-1024), 64xH100, 8x8xh100-sxm5-80gb, "
     "or a system YAML. With it, --batch is the global batch (training) or per-replica batch.")]
-IntOpt = Annotated[int, typer.Option(min=1)]
+IntOpt = Annotated[int, typer.Option(min=1, max=MAX_COUNT)]
 ZeroOpt = Annotated[int | None, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 "
                                              "(3 = FSDP; default 1 on a cluster).")]
 ScheduleOpt = Annotated[str | None, typer.Option(
@@ -113,7 +124,8 @@ def estimate_cmd(
     hw: Annotated[str | None, typer.Option("--hw", help="Accelerator id or name (one device, "
                                            "or --devices of them; or use --cluster).")] = None,
     devices: Annotated[int | None, typer.Option(
-        "--devices", min=1, help="With --hw: this many devices, as --cluster NxHW builds them "
+        "--devices", min=1, max=MAX_DEVICES,
+        help="With --hw: this many devices, as --cluster NxHW builds them "
         "(the accelerator's system preset, partial nodes included, else its own catalog "
         "links).")] = None,
     train: Annotated[bool, typer.Option("--train/--serve", help="Training step or serving.")
@@ -136,23 +148,32 @@ def estimate_cmd(
     lora_targets: LoraTargetsOpt = None,
     imbalance: ImbalanceOpt = 1.0,
     cluster: ClusterOpt = None,
-    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor parallel size.")] = 1,
-    pp: Annotated[int, typer.Option("--pp", min=1, help="Pipeline parallel size.")] = 1,
-    dp: Annotated[int | None, typer.Option("--dp", min=1, help="Data parallel size (default: "
+    tp: Annotated[int, typer.Option("--tp", min=1, max=MAX_DEVICES,
+                                    help="Tensor parallel size.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", min=1, max=MAX_DEVICES,
+                                    help="Pipeline parallel size.")] = 1,
+    dp: Annotated[int | None, typer.Option("--dp", min=1, max=MAX_DEVICES,
+                                           help="Data parallel size (default: "
                                            "what the cluster leaves).")] = None,
-    cp: Annotated[int, typer.Option("--cp", min=1, help="Context parallel size.")] = 1,
-    ep: Annotated[int, typer.Option("--ep", min=1, help="Expert parallel size.")] = 1,
+    cp: Annotated[int, typer.Option("--cp", min=1, max=MAX_DEVICES,
+                                    help="Context parallel size.")] = 1,
+    ep: Annotated[int, typer.Option("--ep", min=1, max=MAX_DEVICES,
+                                    help="Expert parallel size.")] = 1,
     zero: ZeroOpt = None,
     micro_batch: Annotated[int | None, typer.Option(
-        "--micro-batch", min=1, help="Sequences per micro-batch (default: 1 on a cluster, the "
+        "--micro-batch", min=1, max=MAX_COUNT,
+        help="Sequences per micro-batch (default: 1 on a cluster, the "
         "whole batch on one device).")] = None,
-    vpp: Annotated[int, typer.Option("--vpp", min=1, help="Virtual pipeline stages.")] = 1,
+    vpp: Annotated[int, typer.Option("--vpp", min=1, max=MAX_DEVICES,
+                                     help="Virtual pipeline stages.")] = 1,
     schedule: ScheduleOpt = None,
     first_stage_layers: Annotated[int | None, typer.Option(
-        "--first-stage-layers", min=1, help="Layers on the first pipeline stage (Megatron "
+        "--first-stage-layers", min=1, max=MAX_LAYERS,
+        help="Layers on the first pipeline stage (Megatron "
         "--decoder-first-pipeline-num-layers).")] = None,
     last_stage_layers: Annotated[int | None, typer.Option(
-        "--last-stage-layers", min=1, help="Layers on the last pipeline stage (Megatron "
+        "--last-stage-layers", min=1, max=MAX_LAYERS,
+        help="Layers on the last pipeline stage (Megatron "
         "--decoder-last-pipeline-num-layers).")] = None,
     embedding_in_split: Annotated[bool, typer.Option(
         "--embedding-in-split", help="Count the embedding as a layer in the pipeline split "
@@ -165,7 +186,7 @@ def estimate_cmd(
                                              "with GEMMs.")] = False,
     force_tp: Annotated[bool, typer.Option("--force-tp", help="Allow tp across the scale-up "
                                            "domain.")] = False,
-    replicas: Annotated[int, typer.Option(min=1, help="Serving replicas.")] = 1,
+    replicas: Annotated[int, typer.Option(min=1, max=MAX_DEVICES, help="Serving replicas.")] = 1,
     scenario: Annotated[str | None, typer.Option(
         "--scenario", help="Serving scenario: batch (one fixed batch, --batch), offline (every "
         "request queued, the scheduler picks the batch), server (Poisson arrivals at --rate, "
@@ -173,7 +194,7 @@ def estimate_cmd(
     rate: Annotated[float | None, typer.Option(
         "--rate", help="Server: requests per second over all replicas (Poisson).")] = None,
     requests: Annotated[int | None, typer.Option(
-        "--requests", min=1, help="Requests to simulate (default 2000).")] = None,
+        "--requests", min=1, max=MAX_REQUESTS, help="Requests to simulate (default 2000).")] = None,
     trace: Annotated[str | None, typer.Option(
         "--trace", help="Server: CSV or JSON-lines file with arrival_s, prompt_len, "
         "output_len per request.")] = None,
@@ -191,12 +212,14 @@ def estimate_cmd(
     slo_tpot: Annotated[str | None, typer.Option(
         "--slo-tpot", help="TPOT objective for goodput, e.g. 50ms.")] = None,
     max_seqs: Annotated[int | None, typer.Option(
-        "--max-seqs", min=1, help="Scheduler cap on running requests (vLLM max_num_seqs, "
+        "--max-seqs", min=1, max=MAX_COUNT,
+        help="Scheduler cap on running requests (vLLM max_num_seqs, "
         "TensorRT-LLM max_batch_size; default: the framework's).")] = None,
     max_tokens: Annotated[int | None, typer.Option(
-        "--max-tokens", min=1, help="Scheduler cap on tokens per iteration "
+        "--max-tokens", min=1, max=MAX_COUNT, help="Scheduler cap on tokens per iteration "
         "(max_num_batched_tokens / max_num_tokens; default: the framework's).")] = None,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed of arrivals and "
+    seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED,
+                                      help="Random seed of arrivals and "
                                       "lengths.")] = 0,
     draft: Annotated[str | None, typer.Option(
         "--draft", help="Speculative decoding with this draft model (preset, config.json or "
@@ -221,9 +244,11 @@ def estimate_cmd(
         "instances x tp); auto = search the split with the most goodput per device and "
         "compare it with colocated layouts (needs --rate and an SLO).")] = None,
     prefill_tp: Annotated[int | None, typer.Option(
-        "--prefill-tp", min=1, help="Devices per prefill instance (default: --tp).")] = None,
+        "--prefill-tp", min=1, max=MAX_DEVICES,
+        help="Devices per prefill instance (default: --tp).")] = None,
     decode_tp: Annotated[int | None, typer.Option(
-        "--decode-tp", min=1, help="Devices per decode instance (default: --tp).")] = None,
+        "--decode-tp", min=1, max=MAX_DEVICES,
+        help="Devices per decode instance (default: --tp).")] = None,
     profile: ProfileOpt = None,
     db: DbOpt = None,
     catalog: CatalogOpt = None,
