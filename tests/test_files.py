@@ -36,7 +36,7 @@ def test_utf8_with_a_byte_order_mark_reads(tmp_path: Path) -> None:
 
 
 def test_missing_folder_device_and_big_files(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="no such config.json"):
+    with pytest.raises(InputError, match=r"no such config\.json"):
         files.read_text(tmp_path / "none.json", "config.json")
     with pytest.raises(InputError, match="is a folder"):
         files.read_text(tmp_path)

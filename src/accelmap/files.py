@@ -82,7 +82,7 @@ def decode(data: bytes, origin: str) -> str:
     where = clip(origin, 120)
     for bom, name in _BOMS:
         if data.startswith(bom):
-            raise InputError(f"{where}: the file is {name}-encoded; save it as UTF-8")
+            raise InputError(f"{where}: the file is {name}-encoded, not UTF-8; save it as UTF-8")
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     try:

@@ -14,7 +14,8 @@ arguments, call these functions and render what they return.
 One module per area, every name re-exported here:
 
 - ``api.parse``: text to values: ``dtype``, ``choice``, ``count``, ``batch_tokens`` (binary
-  K/M), ``duration``, ``phase``; ``on_resolve`` (``accelmap.lookup``): a hook told what each
+  K/M), ``sequences_per_step``, ``duration``, ``phase``, ``framework`` (checked against
+  training or serving); ``on_resolve`` (``accelmap.lookup``): a hook told what each
   forgiving name resolved to.
 - ``api.hardware``: ``find_accelerator``, ``find_system``, ``find_hardware``,
   ``list_accelerators`` (filter, sort by one of ``SORT_KEYS``), ``accelerator_row``,
@@ -120,7 +121,16 @@ if TYPE_CHECKING:
         model_summary,
         write_model,
     )
-    from accelmap.api.parse import batch_tokens, choice, count, dtype, duration, phase
+    from accelmap.api.parse import (
+        batch_tokens,
+        choice,
+        count,
+        dtype,
+        duration,
+        framework,
+        phase,
+        sequences_per_step,
+    )
     from accelmap.api.planning import (
         DeadlineSearch,
         HardwareComparison,
@@ -183,8 +193,8 @@ if TYPE_CHECKING:
 # name -> the module that defines it (loaded on first use)
 _LAZY: dict[str, str] = {
     # text to values
-    **dict.fromkeys(("batch_tokens", "choice", "count", "dtype", "duration", "phase"),
-                    "accelmap.api.parse"),
+    **dict.fromkeys(("batch_tokens", "choice", "count", "dtype", "duration", "framework",
+                     "phase", "sequences_per_step"), "accelmap.api.parse"),
     # what a forgiving name resolved to (the CLI prints it)
     "on_resolve": "accelmap.lookup",
     # hardware
@@ -332,6 +342,7 @@ __all__ = [
     "find_hardware",
     "find_run",
     "find_system",
+    "framework",
     "human_bytes",
     "import_model",
     "inference",
@@ -366,6 +377,7 @@ __all__ = [
     "read_cases",
     "roofline",
     "run_plan",
+    "sequences_per_step",
     "serve",
     "serve_batch",
     "serve_disaggregated",

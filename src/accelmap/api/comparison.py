@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from accelmap.api.parse import batch_tokens, choice, dtype
+from accelmap.api.parse import batch_tokens, choice, dtype, sequences_per_step
+from accelmap.api.parse import framework as parse_framework
 from accelmap.catalog import Catalog, load_catalog
 from accelmap.errors import InputError
 from accelmap.hardware.schema import Accelerator, DeviceClass
@@ -130,19 +131,17 @@ def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str
     if train and p in (DType.INT8, DType.INT4):
         raise InputError(f"--precision {p.value} is a serving format (weight-only); train in "
                          "bf16, fp16 or fp8")
+    framework = parse_framework(framework, train)
     default = CompareObjective.TOKENS_PER_S if train else CompareObjective.TOKENS_PER_S_PER_USER
     obj = choice(CompareObjective, objective, "objective") if objective else default
     if train and obj is CompareObjective.TOKENS_PER_S_PER_USER:
         raise InputError("--objective tokens_per_s_per_user is for serving; training ranks by "
                          "tokens_per_s, tokens_per_s_per_device, usd_per_mtok or j_per_token")
-    gb = max(round(batch_tokens(global_batch_tokens) / seq), 1)
+    gb = (sequences_per_step(global_batch_tokens, seq) if train
+          else max(round(batch_tokens(global_batch_tokens) / seq), 1))
     job = CompareJob(train=train, batch=batch, prompt=prompt, output=output, seq=seq,
                      global_batch=gb, precision=p, best_precision=best_precision,
                      devices=devices, budget_usd_h=budget_usd_h, objective=obj,
                      framework=framework)
-    if framework is not None:
-        from accelmap.cost.framework import Framework
-
-        choice(Framework, framework, "framework")
     rows, seconds = compare(spec, _parts(cat, hw, device_class), job, cat, progress)
     return AcceleratorComparison(spec.id, job, tuple(rows), seconds)

@@ -106,6 +106,13 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
     spec = api.load_model(model, cat)
     system = api.load_system(hw=hw, cluster=cluster, catalog=cat, profile=profile,
                              devices=devices)
+    split_over = [f"--{k} {v}" for k, v in (("tp", tp), ("pp", pp), ("dp", dp), ("cp", cp),
+                                            ("ep", ep), ("replicas", replicas))
+                  if v is not None and v > 1]
+    if split_over and cluster is None and devices is None and system.devices == 1:
+        raise InputError(f"{' '.join(split_over)} splits the work over several devices, but "
+                         f"--hw {hw} is one device: add --devices N or use --cluster "
+                         f"NxDEVICE (e.g. --cluster 8x{system.accelerator.id})")
     if train:
         wl = api.training(batch, seq, train_dtype, optimizer, recompute, flash, tokens,
                           finetune=finetune)
@@ -282,6 +289,7 @@ def estimate_cmd(
       accelmap estimate llama-3.1-70b --cluster 2xdgx-h100 --serve --rate 8 --prompt 2000 \
           --output 300 --slo-ttft 2s --slo-tpot 50ms --disaggregate auto
     """
+    framework = api.framework(framework, train)
     cal = api.load_profile(profile, db)
     sc = scenario or ("server" if rate is not None or trace is not None else "batch")
     load = None
@@ -604,6 +612,7 @@ def roofline_cmd(
       accelmap roofline llama-3.1-8b --hw h100-sxm5-80gb --phase decode --profile my-h100
     """
     ph = api.phase(phase)
+    framework = api.framework(framework, ph is api.Phase.TRAIN)
     cal = api.load_profile(profile, db)
     spec, system, wl, m = _inputs(model, hw, None, ph is api.Phase.TRAIN, batch, seq, prompt,
                                   output, dtype, weights, kv, group, "adamw", recompute, flash,

@@ -32,6 +32,7 @@ from accelmap.catalog import Catalog, read_yaml, validate_entry
 from accelmap.cited import TierBandwidth
 from accelmap.errors import InputError
 from accelmap.hardware.schema import (
+    MAX_DEVICES,
     Accelerator,
     LinkRole,
     NetworkTier,
@@ -68,9 +69,20 @@ class Cluster:
 def from_preset(preset: SystemPreset, cat: Catalog, nodes: int | None = None) -> Cluster:
     acc = cat.accelerators[preset.accelerator]
     n = preset.nodes if nodes is None else nodes
+    _check_size(n * preset.devices_per_node, preset.id)
     torus = preset.torus if nodes is None else None
-    return Cluster(preset.name if nodes is None else f"{n} x {preset.name}", acc,
+    # '4 x <preset>' counts presets, not their nodes (a TPU slice spans many hosts)
+    copies = (f"{n // preset.nodes} x " if n % preset.nodes == 0
+              else f"{n} nodes of ")
+    return Cluster(preset.name if nodes is None else f"{copies}{preset.name}", acc,
                    preset.devices_per_node, n, preset.tiers, torus, f"preset {preset.id}")
+
+
+def _check_size(devices: int, what: str) -> None:
+    """At most MAX_DEVICES devices: a count past any machine ever built is a typo."""
+    if devices > MAX_DEVICES:
+        raise InputError(f"{devices:,} devices of {what} is more than the {MAX_DEVICES:,} a "
+                         "cluster may have; check the count")
 
 
 _SHORT = re.compile(r"^\s*(\d+)\s*[x×]\s*(?:(\d+)\s*[x×]\s*)?(.+?)\s*$", re.IGNORECASE)
@@ -215,6 +227,7 @@ def of_devices(acc: Accelerator, n: int, cat: Catalog) -> Cluster:
     InputError naming what is missing."""
     if n <= 0:
         raise InputError(f"{n} x {acc.id}: the device count must be positive")
+    _check_size(n, acc.id)
     presets = sorted((p for p in cat.systems.values() if p.accelerator == acc.id),
                      key=lambda p: (_unit(p), p.devices))
     for p in presets:
@@ -306,6 +319,7 @@ def parse_cluster(spec: str, cat: Catalog) -> Cluster:
     if second is None:
         return of_devices(acc, first, cat)
     nodes, per_node = first, int(second)
+    _check_size(nodes * per_node, acc.id)
     base = _preset_for(acc, cat)
     if base and per_node <= base.devices_per_node == _unit(base):
         # whole or partial nodes of the preset: its tiers, the scale-up domain cut to the node

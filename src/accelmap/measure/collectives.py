@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import statistics
@@ -82,6 +83,9 @@ class CollectiveResult:
     in_place: bool
 
 
+MAX_MESSAGE_BYTES = 64 * 2**30  # per rank: past any device's memory for one collective
+
+
 def parse_sizes(text: str) -> list[int]:
     """'1K,64K,1M,16M' -> bytes; K/M/G are binary (nccl-tests), 'KiB'/'KB' read the same."""
     out: list[int] = []
@@ -95,6 +99,9 @@ def parse_sizes(text: str) -> list[int]:
         size = int(float(m.group(1)) * _SUFFIX[m.group(2)])
         if size <= 0:
             raise InputError(f"message size {part!r} must be positive")
+        if size > MAX_MESSAGE_BYTES:
+            raise InputError(f"message size {part[:30]!r} is more than 64G per rank; write e.g. "
+                             "1K,64K,1M,16M")
         out.append(size)
     if not out:
         raise InputError("no message sizes given; write e.g. --sizes 1K,64K,1M")
@@ -327,6 +334,8 @@ def run_collectives(nproc: int = 2, sizes: str = DEFAULT_SIZES, ops: str = "all"
     import_torch("measuring collectives")
     if nproc < 1:
         raise InputError(f"--nproc must be at least 1, got {nproc}")
+    if not (math.isfinite(timeout) and 1 <= timeout <= 86_400):
+        raise InputError(f"--timeout must be 1 to 86400 seconds, got {timeout}")
     parse_sizes(sizes)
     parse_ops(ops)
     cmd = [sys.executable, "-m", "torch.distributed.run",
