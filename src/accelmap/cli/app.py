@@ -110,6 +110,18 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+_BUILT: list[tuple[typer.Typer, Any]] = []  # (app, its click command): built once per app
+
+
+def _command(typer_app: typer.Typer) -> Any:
+    """The click command of ``typer_app``, built on first use: typer rebuilds it from the
+    signatures on every call (~25 ms), which a process that runs many commands (the tests, a
+    notebook) pays each time. A different app object (a test's) gets its own."""
+    if not _BUILT or _BUILT[0][0] is not typer_app:
+        _BUILT[:] = [(typer_app, typer.main.get_command(typer_app))]
+    return _BUILT[0][1]
+
+
 def _note_resolution() -> Callable[[str, str, str], None]:
     """A lookup hook that says once per name what a name that is not an exact id resolved to,
     on stderr (stdout stays clean for --json)."""
@@ -132,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
 
     try:
         with api.on_resolve(_note_resolution()):
-            result = app(args=argv, standalone_mode=False)
+            result = _command(app)(args=argv, standalone_mode=False)
         if isinstance(result, int) and result:
             raise SystemExit(result)
     except click.NoArgsIsHelpError as e:
