@@ -49,7 +49,7 @@ def normalize(text: str) -> str:
 
 MAX_NAME = 200  # characters of a name to look up: ids are under 40
 SHOWN = 8  # candidates an ambiguous name lists
-_COUNT = re.compile(r"x?[0-9.]+x?")
+_COUNT = re.compile(r"x|x?[0-9.]+x?")
 
 
 def _words(text: str) -> list[str]:
@@ -62,9 +62,14 @@ def _labels(entry: Named) -> list[str]:
 
 
 def _word_in(word: str, label: str) -> bool:
-    """Whether ``word`` occurs in the normalised label starting where one of its words does."""
+    """Whether ``word`` occurs in the normalised label starting where one of its words does;
+    a one-letter word only as a whole word ('x' is not a guess at 'xl'; '3' still finds
+    '3.1')."""
+    words = _words(label)
+    if len(word) == 1 and word.isalpha():
+        return word in words
     flat, start = "", []
-    for w in _words(label):
+    for w in words:
         start.append(len(flat))
         flat += w
     return any(flat.startswith(word, i) for i in start)

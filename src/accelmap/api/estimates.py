@@ -68,6 +68,11 @@ def load_system(hw: str | None = None, cluster: str | Cluster | None = None,
     return System.single(acc, profile)
 
 
+def _tokens(tokens: str | float | None) -> float:
+    """Tokens to train from text ('15T'); not given: 0 (time and cost to train not asked)."""
+    return count(tokens) if tokens is not None else 0.0
+
+
 def training(batch: int, seq: int, dtype_: str | DType = "bf16", optimizer: str = "adamw",
              recompute: str | Recompute = "none", flash: bool = True,
              tokens: str | float | None = None, finetune: Adapters | None = None) -> Training:
@@ -82,11 +87,11 @@ def training(batch: int, seq: int, dtype_: str | DType = "bf16", optimizer: str 
                         grad_dtype=store, optimizer=choice(Optimizer, optimizer, "optimizer"),
                         recompute=choice(Recompute, recompute, "recompute policy"),
                         flash_attention=flash,
-                        tokens_to_train=count(tokens) if tokens else 0.0, adapters=finetune)
+                        tokens_to_train=_tokens(tokens), adapters=finetune)
     return Training(batch=batch, seq_len=seq, dtype=wdt,
                     optimizer=choice(Optimizer, optimizer, "optimizer"),
                     recompute=choice(Recompute, recompute, "recompute policy"),
-                    flash_attention=flash, tokens_to_train=count(tokens) if tokens else 0.0,
+                    flash_attention=flash, tokens_to_train=_tokens(tokens),
                     adapters=finetune)
 
 

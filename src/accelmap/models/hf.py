@@ -113,7 +113,7 @@ def spec_from_hf_dict(data: dict[str, Any], origin: str, name: str | None = None
     mapper = _MAPPERS.get(mtype)
     if mapper is None:
         raise UnsupportedModelError(
-            f"{origin}: model_type {mtype!r} is not supported; supported types: "
+            f"{origin}: model_type {mtype[:40]!r} is not supported; supported types: "
             f"{', '.join(sorted(_MAPPERS))}"
         )
     fields = mapper(cfg)
