@@ -300,6 +300,10 @@ def make_files(d: Path) -> None:
     w("trace/ok.jsonl", '{"arrival_s": 0, "prompt_len": 10, "output_len": 10}\n')
     # plan files for export
     w("plan/ok.json", _plan())
+    w("plan/serve.json", json.dumps({
+        "job": {**PLAN_JOB, "kind": "serve", "framework": "vllm"},
+        "plans": [{"mapping": {"tp": 1, "pp": 1, "ep": 1, "replicas": 8, "batch": 16,
+                               "weight_dtype": "bf16", "kv_dtype": "bf16"}}]}))
     w("plan/nan.json", _plan(mapping={"tp": 1}).replace('"tp": 1', '"tp": NaN'))
     w("plan/inf.json", _plan().replace('"global_batch": 1024', '"global_batch": Infinity'))
     w("plan/1e400.json", _plan().replace('"seq_len": 4096', '"seq_len": 1e400'))
@@ -765,8 +769,121 @@ def _choices() -> list[Case]:
     return cases
 
 
+def _more() -> list[Case]:
+    """A second wave: options and combinations the first tables do not reach."""
+    est = ("estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb")
+    srv = (*est, "--scenario", "server", "--requests", "50")
+    db = ("--db", "{d}/db/m.sqlite")
+    return [
+        C("hw-compare=many", "hw", "compare", *(["h100-sxm5-80gb"] * 30), expect=ANY),
+        C("hw-compare=system", "hw", "compare", "dgx-h100", expect=ANY),
+        C("hw-compare=empty", "hw", "compare", ""),
+        C("hw-systems=extra-arg", "hw", "systems", "x"),
+        C("hw-list=json", "hw", "list", "--json", expect=OK),
+        C("models-import=name-long", "models", "import", "{d}/cfg/ok.json", "--name", LONG,
+          expect=ANY),
+        C("models-import=name-empty", "models", "import", "{d}/cfg/ok.json", "--name", "",
+          expect=ANY),
+        C("models-import=out-dir", "models", "import", "{d}/cfg/ok.json", "--out", "{d}/cfg"),
+        C("models-import=out-proc", "models", "import", "{d}/cfg/ok.json", "--out",
+          "/proc/accelmap.yaml"),
+        C("models-import=out-ok", "models", "import", "{d}/cfg/ok.json", "--out",
+          "{d}/out/m.yaml", expect=OK),
+        C("export=serve-plan-to-megatron", "export", "megatron", "--from",
+          "{d}/plan/serve.json", "--out", "{d}/out"),
+        C("export=train-plan-to-vllm", "export", "vllm", "--from", "{d}/plan/ok.json", "--out",
+          "{d}/out"),
+        C("export=index-out-of-range", "export", "megatron", "--from", "{d}/plan/ok.json",
+          "--index", "5", "--out", "{d}/out"),
+        C("export=out-proc", "export", "megatron", "--from", "{d}/plan/ok.json", "--out",
+          "/proc/accelmap"),
+        C("export=deepspeed-ok", "export", "deepspeed", "--from", "{d}/plan/ok.json", "--out",
+          "{d}/out/ds", expect=OK),
+        C("plan=export-out-file", "plan", "llama-3.1-8b", "--cluster", "8xh100-sxm5-80gb",
+          "--train", "--top", "1", "--export", "megatron", "--out", "{d}/cfg/ok.json"),
+        C("compare=class-empty", "compare", "llama-3.1-8b", "--class", ""),
+        C("compare=int4-train", "compare", "llama-3.1-8b", "--train", "--precision", "int4"),
+        C("compare=tiny-budget", "compare", "llama-3.1-8b", "--hw", "h100-sxm5-80gb",
+          "--budget-usd-h", "1e-9", expect=ANY),
+        C("compare=huge-budget", "compare", "llama-3.1-8b", "--hw", "h100-sxm5-80gb",
+          "--budget-usd-h", "1e12", expect=ANY),
+        C("estimate=group-3", *est, "--weights", "int4", "--group", "3", expect=ANY),
+        C("estimate=fp4-on-h100", *est, "--weights", "fp4", expect=ANY),
+        C("estimate=kv-int4", *est, "--kv", "int4", expect=ANY),
+        C("estimate=qlora-huge-rank", *est, "--train", "--finetune", "qlora", "--lora-rank",
+          "1000000", expect=ANY),
+        C("estimate=seq-1e9-train", *est, "--train", "--seq", "1000000000", expect=ANY),
+        C("estimate=rate-tiny", *srv, "--rate", "1e-9", expect=ANY),
+        C("estimate=rate-zero", *srv, "--rate", "0"),
+        C("estimate=rate-neg", *srv, "--rate", "-3"),
+        C("estimate=spread-100", *est, "--scenario", "offline", "--requests", "50",
+          "--lengths", "lognormal", "--spread", "100", expect=ANY),
+        C("estimate=max-tokens-1", *est, "--scenario", "offline", "--requests", "50",
+          "--max-tokens", "1", expect=ANY),
+        C("estimate=draft-bigger", *est, "--draft", "llama-3.1-70b", "--accept", "0.7",
+          expect=ANY),
+        C("estimate=draft-nan-config", *est, "--draft", "{d}/cfg/nan.json", "--accept", "0.7"),
+        C("estimate=accept-0.999999", *est, "--draft", "llama-3.2-1b", "--accept", "0.999999",
+          expect=ANY),
+        C("estimate=disagg-odd-tp", "estimate", "llama-3.1-8b", "--cluster", "dgx-h100",
+          "--scenario", "server", "--rate", "2", "--requests", "50", "--disaggregate", "1:1",
+          "--prefill-tp", "3", "--decode-tp", "3", expect=ANY),
+        C("estimate=disagg-too-big", "estimate", "llama-3.1-8b", "--cluster", "dgx-h100",
+          "--scenario", "server", "--rate", "2", "--requests", "50", "--disaggregate", "8:8",
+          "--prefill-tp", "8", "--decode-tp", "8", expect=ANY),
+        C("estimate=trace-and-rate", *est, "--scenario", "server", "--rate", "2", "--trace",
+          "{d}/trace/ok.csv", expect=ANY),
+        C("estimate=trace-offline", *est, "--scenario", "offline", "--trace",
+          "{d}/trace/ok.csv", expect=ANY),
+        C("estimate=zero-3-serve", *est, "--zero", "3", expect=ANY),
+        C("estimate=vpp-no-pp", "estimate", "llama-3.1-8b", "--cluster", "dgx-h100", "--train",
+          "--vpp", "4", expect=ANY),
+        C("estimate=dp-mismatch", "estimate", "llama-3.1-8b", "--cluster", "dgx-h100",
+          "--train", "--dp", "3", expect=ANY),
+        C("estimate=tp-across", "estimate", "llama-3.1-70b", "--cluster", "2xdgx-h100",
+          "--train", "--tp", "16", "--batch", "64", expect=ANY),
+        C("roofline=train-huge-batch", "roofline", "llama-3.1-8b", "--hw", "h100-sxm5-80gb",
+          "--phase", "train", "--batch", "1000000000", expect=ANY),
+        C("roofline=output-0-decode", "roofline", "llama-3.1-8b", "--hw", "h100-sxm5-80gb",
+          "--phase", "decode", "--output", "0", expect=ANY),
+        C("measure-show=empty", "measure", "show", "", *db),
+        C("measure-show=percent", "measure", "show", "%", *db),
+        C("measure-show=long", "measure", "show", LONG, *db),
+        C("measure-export=proc", "measure", "export", "--out", "/proc/accelmap.json",
+          "--db", "{d}/db/ok.sqlite"),
+        C("measure-export=upper-csv", "measure", "export", "--out", "{d}/out/m.csv",
+          "--format", "CSV", "--db", "{d}/db/ok.sqlite", expect=ANY),
+        C("measure-list=db-empty-path", "measure", "list", "--db", ""),
+        C("measure-list=db-in-missing-dir", "measure", "list", "--db",
+          "{d}/no/such/dir/m.sqlite", expect=ANY),
+        C("calibrate=local-empty", "calibrate", "--hw", "local", "--db", "{d}/db/empty2.sqlite"),
+        C("calibrate=no-hw-empty", "calibrate", "--db", "{d}/db/empty3.sqlite"),
+        C("models-show=seq-over-max", "models", "show", "gpt3-125m", "--seq", "1000000",
+          expect=ANY),
+        C("models-list=family-empty", "models", "list", "--family", "", expect=ANY),
+        C("validate=cases-twice", "validate", "--cases", "{d}/val/ok.csv", "--cases",
+          "{d}/val/ok.csv", expect=ANY),
+        C("validate=show-skipped", "validate", "--cases", "{d}/val/neg.csv", "--show-skipped",
+          expect=ANY),
+        C("plan=deadline-too-short", "plan", "llama-3.1-70b", "--hw", "h100-sxm5-80gb",
+          "--train", "--tokens", "15T", "--deadline", "1s", expect=ANY),
+        C("plan=serve-gbt", "plan", "llama-3.1-8b", "--cluster", "8xh100-sxm5-80gb", "--serve",
+          "--top", "1", "--global-batch-tokens", "1", expect=ANY),
+        C("plan=include-tight-offload", "plan", "llama-3.1-8b", "--cluster", "8xh100-sxm5-80gb",
+          "--train", "--top", "1", "--include-tight", "--offload", expect=OK),
+        C("plan=any-serve", "plan", "llama-3.1-8b", "--hw", "any", "--serve", "--top", "1",
+          expect=ANY),
+        C("help=estimate", "estimate", "--help", expect=OK),
+        C("help=unknown-sub", "measure", "nonsense"),
+        C("args=double-dash", "estimate", "--", "llama-3.1-8b", "--hw", "h100-sxm5-80gb",
+          expect=ANY),
+        C("args=option-twice", *est, "--batch", "2", "--batch", "3", expect=ANY),
+        C("args=bool-with-value", *est, "--flash=maybe"),
+    ]
+
+
 def corpus() -> list[Case]:
-    cases = _numbers() + _files() + _lookups() + _choices()
+    cases = _numbers() + _files() + _lookups() + _choices() + _more()
     ids = Counter(c.id for c in cases)
     dup = [i for i, n in ids.items() if n > 1]
     assert not dup, f"duplicate case ids: {dup[:5]}"

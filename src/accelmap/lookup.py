@@ -140,6 +140,14 @@ def on_resolve(hook: Hook) -> Iterator[None]:
         _HOOK.reset(token)
 
 
+def report(what: str, query: str, eid: str) -> None:
+    """Tell the hook (if any) that ``query`` was read as ``eid``: for callers that settle a
+    name themselves (an ambiguous 'H100' in a cluster is the variant systems are built of)."""
+    hook = _HOOK.get()
+    if hook is not None and query != eid:
+        hook(what, query, eid)
+
+
 def resolve(query: str, entries: Mapping[str, T], what: str, list_command: str) -> T:
     """Exactly one entry for ``query``, or a NotFound/Ambiguous error with a helpful sentence."""
     from accelmap.errors import AmbiguousNameError, NotFoundError
@@ -149,9 +157,7 @@ def resolve(query: str, entries: Mapping[str, T], what: str, list_command: str) 
     name = checked_name(query, what)
     matches = find(name, entries)
     if len(matches) == 1:
-        hook = _HOOK.get()
-        if hook is not None:
-            hook(what, query, matches[0].id)
+        report(what, query, matches[0].id)
         return matches[0]
     if matches:
         ids = sorted(m.id for m in matches)

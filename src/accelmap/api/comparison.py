@@ -79,7 +79,7 @@ def _parts(catalog: Catalog, hw: str, device_class: str | None) -> list[Accelera
         if not names:
             raise InputError("--hw needs 'all' or a comma list of accelerators")
         parts = list({p.id: p for p in (_part(catalog, n) for n in names)}.values())
-    if device_class:
+    if device_class is not None:
         cls = choice(DeviceClass, device_class, "device class")
         parts = [p for p in parts if p.device_class is cls]
         if not parts:
@@ -133,7 +133,8 @@ def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str
                          "bf16, fp16 or fp8")
     framework = parse_framework(framework, train)
     default = CompareObjective.TOKENS_PER_S if train else CompareObjective.TOKENS_PER_S_PER_USER
-    obj = choice(CompareObjective, objective, "objective") if objective else default
+    obj = (choice(CompareObjective, objective, "objective") if objective is not None
+           else default)
     if train and obj is CompareObjective.TOKENS_PER_S_PER_USER:
         raise InputError("--objective tokens_per_s_per_user is for serving; training ranks by "
                          "tokens_per_s, tokens_per_s_per_device, usd_per_mtok or j_per_token")

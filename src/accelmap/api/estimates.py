@@ -155,7 +155,7 @@ def inference(batch: int, prompt: int, output: int, weights: str | DType = "bf16
     w = dtype(weights, "weight")
     act = DType.FP8 if w is DType.FP8 else DType.BF16
     return Inference(batch=batch, prompt_len=prompt, output_len=output, weight_dtype=w,
-                     act_dtype=act, kv_dtype=dtype(kv, "KV-cache") if kv else act,
+                     act_dtype=act, kv_dtype=dtype(kv, "KV-cache") if kv is not None else act,
                      quant_group=group, flash_attention=flash)
 
 

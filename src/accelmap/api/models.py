@@ -19,6 +19,9 @@ def load_model(name_or_path: str, catalog: Catalog | None = None) -> ModelSpec:
     id such as meta-llama/Llama-3.1-8B (needs the ``hf`` extra)."""
     from accelmap.lookup import find, resolve
 
+    if not name_or_path.strip():
+        raise InputError("the model is empty: give a preset id ('accelmap models list'), a "
+                         "config.json or a spec YAML")
     cat = catalog or load_catalog()
     path = Path(name_or_path).expanduser()
     looks_like_path = path.suffix in (".json", ".yaml", ".yml") or "/" in name_or_path
@@ -92,7 +95,13 @@ def write_model(spec: ModelSpec, path: str | Path) -> Path:
     import yaml
 
     out = Path(path)
+    if out.is_dir():
+        raise InputError(f"--out {out} is a folder; give a file such as {out / 'model.yaml'}")
     data = {"kind": "model", **spec.model_dump(mode="json", exclude_defaults=True)}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot write {out} ({e.strerror or type(e).__name__}); choose another "
+                         "--out path") from None
     return out

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -122,17 +121,22 @@ def _command(typer_app: typer.Typer) -> Any:
     return _BUILT[0][1]
 
 
-def _note_resolution() -> Callable[[str, str, str], None]:
-    """A lookup hook that says once per name what a name that is not an exact id resolved to,
-    on stderr (stdout stays clean for --json)."""
-    said: set[tuple[str, str]] = set()
+class _Notes:
+    """A lookup hook that collects, once per name, what a name that is not an exact id resolved
+    to; ``main`` says them on stderr (stdout stays clean for --json) when the command succeeds.
+    An error stays the one line it is."""
 
-    def note(what: str, query: str, eid: str) -> None:
-        if (what, query) not in said:
-            said.add((what, query))
-            sys.stderr.write(f"note: {what} {one_line(repr(query))} → {eid}\n")
+    def __init__(self) -> None:
+        self.lines: list[str] = []
 
-    return note
+    def __call__(self, what: str, query: str, eid: str) -> None:
+        line = f"note: {what} {one_line(repr(query))} → {eid}"
+        if line not in self.lines:
+            self.lines.append(line)
+
+    def say(self) -> None:
+        for line in self.lines:
+            sys.stderr.write(line + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -142,11 +146,13 @@ def main(argv: list[str] | None = None) -> None:
 
     click = _click_exceptions()
 
+    notes = _Notes()
     try:
-        with api.on_resolve(_note_resolution()):
+        with api.on_resolve(notes):
             result = _command(app)(args=argv, standalone_mode=False)
         if isinstance(result, int) and result:
             raise SystemExit(result)
+        notes.say()
     except click.NoArgsIsHelpError as e:
         # typer's rich formatter has already printed the help; plain click only returns it
         text = e.format_message()
@@ -158,6 +164,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.write(f"error: {one_line(e.format_message())} (see '{where} --help')\n")
         raise SystemExit(2) from None
     except typer.Exit as e:
+        if not e.exit_code:
+            notes.say()
         raise SystemExit(e.exit_code) from None
     except typer.Abort:
         sys.stderr.write("aborted\n")

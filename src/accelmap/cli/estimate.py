@@ -291,7 +291,8 @@ def estimate_cmd(
     """
     framework = api.framework(framework, train)
     cal = api.load_profile(profile, db)
-    sc = scenario or ("server" if rate is not None or trace is not None else "batch")
+    sc = scenario.strip().lower() if scenario is not None else (
+        "server" if rate is not None or trace is not None else "batch")
     load = None
     if not train and sc != "batch":
         load = api.serving_load(sc, requests=requests, rate=rate, trace=trace, lengths=lengths,

@@ -39,7 +39,7 @@ from accelmap.hardware.schema import (
     SystemPreset,
     Topology,
 )
-from accelmap.lookup import find, normalize, resolve
+from accelmap.lookup import find, normalize, report, resolve
 
 
 @dataclass(frozen=True)
@@ -280,6 +280,7 @@ def _accelerator_for_cluster(name: str, cat: Catalog) -> Accelerator:
     except AmbiguousNameError as e:
         with_preset = [c for c in e.candidates if _preset_for(cat.accelerators[c], cat)]
         if len(with_preset) == 1:
+            report("accelerator", name, with_preset[0])
             return cat.accelerators[with_preset[0]]
         raise
 
