@@ -865,14 +865,14 @@ def _more() -> list[Case]:
           "{d}/val/ok.csv", expect=ANY),
         C("validate=show-skipped", "validate", "--cases", "{d}/val/neg.csv", "--show-skipped",
           expect=ANY),
-        C("plan=deadline-too-short", "plan", "llama-3.1-70b", "--hw", "h100-sxm5-80gb",
-          "--train", "--tokens", "15T", "--deadline", "1s", expect=ANY),
+        C("plan=deadline-long", "plan", "llama-3.2-1b", "--hw", "h100-sxm5-80gb",
+          "--train", "--tokens", "1T", "--deadline", "520w", "--top", "1", expect=ANY),
         C("plan=serve-gbt", "plan", "llama-3.1-8b", "--cluster", "8xh100-sxm5-80gb", "--serve",
           "--top", "1", "--global-batch-tokens", "1", expect=ANY),
         C("plan=include-tight-offload", "plan", "llama-3.1-8b", "--cluster", "8xh100-sxm5-80gb",
           "--train", "--top", "1", "--include-tight", "--offload", expect=OK),
-        C("plan=any-serve", "plan", "llama-3.1-8b", "--hw", "any", "--serve", "--top", "1",
-          expect=ANY),
+        C("plan=list-serve", "plan", "llama-3.1-8b", "--hw", "h100-sxm5-80gb,MI300X", "--serve",
+          "--top", "1", expect=ANY),
         C("help=estimate", "estimate", "--help", expect=OK),
         C("help=unknown-sub", "measure", "nonsense"),
         C("args=double-dash", "estimate", "--", "llama-3.1-8b", "--hw", "h100-sxm5-80gb",
@@ -880,6 +880,58 @@ def _more() -> list[Case]:
         C("args=option-twice", *est, "--batch", "2", "--batch", "3", expect=ANY),
         C("args=bool-with-value", *est, "--flash=maybe"),
     ]
+
+
+# --- a generated table: every option of every command, fed each of a set of odd values ----------
+# Valid or not, each must get exit 0 or one clear error line: expect ANY (the hand-written
+# cases above say which inputs must be refused).
+TABLE_BASE = {
+    "estimate": ("estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb"),
+    "roofline": ("roofline", "llama-3.1-8b", "--hw", "h100-sxm5-80gb"),
+    "plan": ("plan", "llama-3.1-8b", "--cluster", "8xh100-sxm5-80gb", "--top", "1"),
+    "compare": ("compare", "llama-3.1-8b", "--hw", "h100-sxm5-80gb,mi300x"),
+    "export": ("export", "megatron", "--from", "{d}/plan/ok.json", "--out", "{d}/out/e"),
+    "validate": ("validate", "--cases", "{d}/val/ok.csv"),
+    "calibrate": ("calibrate", "--db", "{d}/db/ok.sqlite"),
+    "hw list": ("hw", "list"), "hw show": ("hw", "show", "h100-sxm5-80gb"),
+    "hw compare": ("hw", "compare", "h100-sxm5-80gb"), "hw systems": ("hw", "systems"),
+    "models list": ("models", "list"), "models show": ("models", "show", "llama-3.1-8b"),
+    "models import": ("models", "import", "{d}/cfg/ok.json"),
+    "measure list": ("measure", "list", "--db", "{d}/db/ok.sqlite"),
+    "measure show": ("measure", "show", "x", "--db", "{d}/db/ok.sqlite"),
+    "measure export": ("measure", "export", "--out", "{d}/out/x.json", "--db",
+                       "{d}/db/ok.sqlite"),
+    "measure matmul": ("measure", "matmul", "--budget", "0.2", "--dtype", "fp32", "--reps", "1",
+                       "--db", "{d}/db/x.sqlite"),
+    "measure bandwidth": ("measure", "bandwidth", "--budget", "0.2", "--kernel", "copy", "--size",
+                          "8 MiB", "--reps", "1", "--db", "{d}/db/x.sqlite"),
+    "measure overhead": ("measure", "overhead", "--reps", "1", "--db", "{d}/db/x.sqlite"),
+}
+TABLE_VALUES = ("", " ", "-1", "0", "nan", "inf", "1e400", "99999999999999999999", "abc",
+                "x" * 3000, "ü", "../../etc/passwd", "/dev/zero", "1.5")
+TABLE_SKIP = {"--help", "--json", "--db", "--catalog", "--out"}
+
+
+def option_table(values: tuple[str, ...] = TABLE_VALUES) -> list[Case]:
+    """Every non-flag option of the commands in TABLE_BASE (read from the live CLI) with each
+    of ``values``."""
+    import typer
+
+    from accelmap.cli.app import app
+
+    root = typer.main.get_command(app)
+    cases = []
+    for key, base in TABLE_BASE.items():
+        cmd = root
+        for word in key.split():
+            cmd = cmd.commands[word]  # type: ignore[attr-defined]
+        for p in cmd.params:
+            opts = [o for o in getattr(p, "opts", []) if o.startswith("--")]
+            if not opts or opts[0] in TABLE_SKIP or getattr(p, "is_flag", False):
+                continue
+            cases += [Case(f"table {key} {opts[0]}={v[:12]!r}", (*base, opts[0], v), ANY)
+                      for v in values]
+    return cases
 
 
 def corpus() -> list[Case]:
@@ -1025,10 +1077,12 @@ def main() -> None:
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case not clear")
     ap.add_argument("-k", default="", help="only cases whose id holds this text")
     ap.add_argument("--timeout", type=float, default=TIMEOUT_S)
+    ap.add_argument("--no-table", action="store_true",
+                    help="leave out the generated option x value table")
     ap.add_argument("--in-process", action="store_true",
                     help="run every case in this process (as the tests do) rather than forked")
     opts = ap.parse_args()
-    cases = [c for c in corpus() if opts.k in c.id]
+    cases = [c for c in corpus() + ([] if opts.no_table else option_table()) if opts.k in c.id]
     with tempfile.TemporaryDirectory(prefix="accelmap-bad-") as tmp:
         d = Path(tmp)
         make_files(d)

@@ -113,7 +113,11 @@ def user_dirs(extra: Iterable[str | Path] = ()) -> tuple[Path, ...]:
     env = os.environ.get(ENV_VAR, "")
     dirs += [Path(p).expanduser() for p in env.split(os.pathsep) if p.strip()]
     for d in dirs:
-        if not d.is_dir():
+        try:
+            ok = d.is_dir()
+        except (OSError, ValueError):  # a path the OS refuses (too long, a NUL)
+            ok = False
+        if not ok:
             raise CatalogError(f"catalog folder {d} does not exist (from --catalog or {ENV_VAR})")
     return tuple(dirs)
 

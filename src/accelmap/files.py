@@ -42,6 +42,22 @@ def _size(n: int) -> str:
     return f"{n / MiB:,.1f} MiB" if n >= MiB else f"{n:,} bytes"
 
 
+def is_file(path: str | Path) -> bool:
+    """``Path.is_file`` that reads a path the OS refuses (too long, a NUL) as no file."""
+    try:
+        return Path(path).expanduser().is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def exists(path: str | Path) -> bool:
+    """``Path.exists`` that reads a path the OS refuses (too long, a NUL) as missing."""
+    try:
+        return Path(path).expanduser().exists()
+    except (OSError, ValueError):
+        return False
+
+
 def read_text(path: str | Path, what: str = "file", max_bytes: int = MAX_BYTES) -> str:
     """The text of a regular file, decoded as UTF-8 (a UTF-8 byte-order mark is dropped).
 

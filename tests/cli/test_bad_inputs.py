@@ -76,6 +76,23 @@ def test_bad_input_is_answered_clearly(cases: list[object], corpus_dir: Path) ->
     assert not bad, "\n".join(bad)
 
 
+TABLE = BAD.option_table(("", "nan", "1e400", "99999999999999999999", "x" * 3000, "ü"))
+TABLE_GROUPS = [TABLE[i:i + 120] for i in range(0, len(TABLE), 120)]
+
+
+@pytest.mark.parametrize("cases", TABLE_GROUPS,
+                         ids=[f"{g[0].id}..{g[-1].id}" for g in TABLE_GROUPS])
+def test_every_option_takes_odd_values_clearly(cases: list[object], corpus_dir: Path) -> None:
+    """Each option of each command with an empty, NaN, overflowing, huge, long and non-ASCII
+    value: exit 0 or one clear error, never an internal error or a hang."""
+    bad = []
+    for case in cases:
+        out = BAD.run_case(case, corpus_dir, CASE_TIMEOUT_S)
+        if out.verdict != "clear":
+            bad.append(f"{out.case.id}: {out.verdict}: {(out.err or out.out).strip()[:300]}")
+    assert not bad, "\n".join(bad)
+
+
 def test_echoed_input_is_cut(corpus_dir: Path) -> None:
     """A 40,000-character argument is echoed as ~80 characters and an ellipsis."""
     code, _, err, _ = BAD.run(["hw", "list", "--sort", "h" * 40_000])
@@ -146,7 +163,7 @@ def test_any_bytes_decode_to_text_or_one_error(data: bytes) -> None:
 
 
 @FAST
-@given(st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(),
+@given(st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-10**18, 10**18), st.floats(),
                               st.text(max_size=5)),
                     lambda kids: st.one_of(st.lists(kids, max_size=3),
                                            st.dictionaries(st.text(max_size=3), kids,

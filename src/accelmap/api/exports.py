@@ -18,6 +18,7 @@ from accelmap.errors import InputError
 from accelmap.export.base import Exporter, ExportResult, Job, PlanJob, get_exporter
 from accelmap.export.base import exporters as _exporters
 from accelmap.export.base import load_plan_file as _load_plan_file
+from accelmap.files import exists
 from accelmap.search.result import Plan
 
 __all__ = ["Export", "export_plan", "exporter_row", "list_exporters", "load_plan",
@@ -75,7 +76,7 @@ def export_plan(fmt: str, job: PlanJob, out: str | Path,
     resolve(job.accelerator, cat.accelerators, "accelerator", "accelmap hw list")
     result = exporter.export(job, spec)
     folder = Path(out)
-    if folder.exists() and not folder.is_dir():
+    if exists(folder) and not folder.is_dir():
         raise InputError(f"--out {folder} is a file; give a folder to write the files into")
     paths = []
     try:

@@ -23,6 +23,7 @@ from typing import Any
 from accelmap.catalog import Catalog, load_catalog
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.errors import InputError, NotFoundError
+from accelmap.files import exists
 from accelmap.hardware.schema import Accelerator
 from accelmap.measure.bandwidth import BandwidthResult
 from accelmap.measure.calibrate import Best
@@ -46,7 +47,7 @@ def open_store(db: str | Path | None = None, must_exist: bool = False) -> Store:
     from accelmap.measure.store import ENV_DB, default_path
 
     path = Path(db).expanduser() if db is not None else default_path()
-    if must_exist and not path.exists():
+    if must_exist and not exists(path):
         raise InputError(f"no measurement store at {path}: run 'accelmap measure ...' and "
                          f"'accelmap calibrate' first, or give --db PATH (or set {ENV_DB})")
     return Store(path)

@@ -176,6 +176,13 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         raise SystemExit(130) from None
+    except OSError as e:  # a path the user gave that the OS refuses: their input, not a bug
+        if os.environ.get("ACCELMAP_DEBUG"):
+            raise
+        what = f" {one_line(repr(str(e.filename)))}" if e.filename is not None else ""
+        sys.stderr.write(f"error: cannot use{what}: {e.strerror or type(e).__name__}; check "
+                         "the path\n")
+        raise SystemExit(2) from None
     except Exception as e:  # a bug: one line by default, the traceback on request
         if os.environ.get("ACCELMAP_DEBUG"):
             raise

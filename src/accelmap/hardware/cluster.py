@@ -31,6 +31,7 @@ from pathlib import Path
 from accelmap.catalog import Catalog, read_yaml, validate_entry
 from accelmap.cited import TierBandwidth
 from accelmap.errors import InputError
+from accelmap.files import is_file
 from accelmap.hardware.schema import (
     MAX_DEVICES,
     Accelerator,
@@ -289,7 +290,7 @@ def parse_cluster(spec: str, cat: Catalog) -> Cluster:
     """Resolve a preset id, a shorthand or a YAML file into a Cluster."""
     path = Path(spec).expanduser()
     if path.suffix in (".yaml", ".yml"):
-        if not path.is_file():
+        if not is_file(path):
             raise InputError(f"no such system file: {spec}")
         data = read_yaml(path)
         if isinstance(data, dict):

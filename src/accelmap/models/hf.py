@@ -21,7 +21,7 @@ from accelmap.errors import (
     UnsupportedModelError,
     validation_message,
 )
-from accelmap.files import load_json
+from accelmap.files import exists, load_json
 from accelmap.models.schema import ModelSpec
 
 _MISSING = object()
@@ -133,9 +133,9 @@ def spec_from_hf_dict(data: dict[str, Any], origin: str, name: str | None = None
 def load_hf_config(path_or_repo: str, name: str | None = None) -> ModelSpec:
     """Read a config.json (file, directory holding one, or a Hub repo id) into a ModelSpec."""
     path = Path(path_or_repo).expanduser()
-    if path.is_dir():
+    if exists(path) and path.is_dir():
         path = path / "config.json"
-    if path.exists():
+    if exists(path):
         return spec_from_hf_dict(load_json(path, "config.json"), str(path), name)
     if re.fullmatch(r"[\w.-]+/[\w.-]+", path_or_repo):
         return spec_from_hf_dict(_download_config(path_or_repo), f"{path_or_repo}/config.json",

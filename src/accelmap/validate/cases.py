@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from accelmap.errors import InputError
-from accelmap.files import MAX_TABLE_BYTES, read_text
+from accelmap.files import MAX_TABLE_BYTES, exists, read_text
 
 if TYPE_CHECKING:
     from accelmap.validate.runs import ServingRun, TrainingRun, UnreadableRun
@@ -300,7 +300,7 @@ def read_cases(path: str | Path) -> CaseFile:
     from accelmap.validate.canonical import YAML_SUFFIXES, read_runs
 
     path = Path(path)
-    if not path.is_file():
+    if not exists(path):
         raise InputError(f"{path}: no such file (pass a measurements CSV, e.g. "
                          "../shared/reference/measurements/inference.csv, or a run file)")
     if path.suffix.lower() in YAML_SUFFIXES:
