@@ -1077,12 +1077,15 @@ def main() -> None:
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case not clear")
     ap.add_argument("-k", default="", help="only cases whose id holds this text")
     ap.add_argument("--timeout", type=float, default=TIMEOUT_S)
+    ap.add_argument("-x", "--exclude", default=None,
+                    help="leave out cases whose id holds this text")
     ap.add_argument("--no-table", action="store_true",
                     help="leave out the generated option x value table")
     ap.add_argument("--in-process", action="store_true",
                     help="run every case in this process (as the tests do) rather than forked")
     opts = ap.parse_args()
-    cases = [c for c in corpus() + ([] if opts.no_table else option_table()) if opts.k in c.id]
+    cases = [c for c in corpus() + ([] if opts.no_table else option_table())
+             if opts.k in c.id and not (opts.exclude and opts.exclude in c.id)]
     with tempfile.TemporaryDirectory(prefix="accelmap-bad-") as tmp:
         d = Path(tmp)
         make_files(d)
