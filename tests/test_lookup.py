@@ -51,3 +51,26 @@ def test_typo_gets_did_you_mean() -> None:
 def test_nothing_close() -> None:
     with pytest.raises(NotFoundError, match="'ls' lists them all"):
         resolve("zzzz", TABLE, "accelerator", "ls")
+
+
+def test_names_are_ascii_nfkc_and_bounded() -> None:
+    from accelmap.errors import InputError
+    from accelmap.lookup import on_resolve
+
+    with pytest.raises(InputError, match="CYRILLIC CAPITAL LETTER EN"):
+        resolve("\u041d100 SXM", TABLE, "accelerator", "ls")  # a look-alike is not guessed
+    with pytest.raises(InputError, match="at most 200"):
+        resolve("h" * 40_000, TABLE, "accelerator", "ls")
+    assert find("h" * 40_000, TABLE) == []  # bounded work
+    seen: list[tuple[str, str, str]] = []
+    with on_resolve(lambda *a: seen.append(a)):
+        assert resolve("ｈ１００　ｓｘｍ", TABLE, "accelerator", "ls").id == "h100-sxm5-80gb"
+        assert resolve("h100-nvl", TABLE, "accelerator", "ls").id == "h100-nvl"  # exact: quiet
+    assert seen == [("accelerator", "ｈ１００　ｓｘｍ", "h100-sxm5-80gb")]
+
+
+def test_no_guess_from_symbols_or_inner_fragments() -> None:
+    assert find(".*", TABLE) == [] and find("*", TABLE) == [] and find("--", TABLE) == []
+    assert find("00", TABLE) == []  # '00' is inside 'h100', not where a word starts
+    assert find("80", TABLE) == [] and find("64x", TABLE) == []  # counts, not names
+    assert [e.id for e in find("sxm 40", TABLE)] == ["a100-sxm4-40gb"]

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from accelmap.cited import Source
-from accelmap.errors import CatalogError
+from accelmap.errors import CatalogError, validation_message
 from accelmap.hardware import plausibility
 from accelmap.hardware.plausibility import Implausible
 from accelmap.hardware.schema import Accelerator, SystemPreset
@@ -80,23 +80,17 @@ class Catalog:
         return self.sources.get(sid)
 
 
-def read_yaml(path: Path) -> Any:
-    """Parse one YAML file; a syntax error becomes a CatalogError naming file and line."""
-    import yaml  # imported here: a start that finds the catalog cache reads no YAML
+def read_yaml(path: Path, trusted: bool = False) -> Any:
+    """Parse one YAML file; a file that is not UTF-8 text, too big, too deep or malformed
+    becomes a CatalogError naming the file (and the line where YAML says). ``trusted``: a file
+    bundled with accelmap, parsed without the checks for hostile input."""
+    from accelmap.errors import InputError
+    from accelmap.files import load_yaml
 
-    # libyaml's parser is ~10x faster; the pure-Python one gives identical results
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise CatalogError(f"{path}:{where}: malformed YAML ({problem})") from None
-    except OSError as e:
-        raise CatalogError(f"{path}: cannot read ({e.strerror})") from None
-    except UnicodeDecodeError as e:
-        raise CatalogError(f"{path}: not UTF-8 text (byte {e.start})") from None
+        return load_yaml(path, "YAML file", trusted=trusted)
+    except InputError as e:
+        raise CatalogError(str(e)) from None
 
 
 def validate_entry(schema: type[M], data: Any, origin: str) -> M:
@@ -108,7 +102,7 @@ def validate_entry(schema: type[M], data: Any, origin: str) -> M:
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(p) for p in err["loc"] if p != "__root__") or "(top level)"
-        msg = str(err["msg"]).removeprefix("Value error, ")
+        msg = validation_message(err)
         more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
         raise CatalogError(f"{origin}: field '{loc}': {msg}{more}") from None
 
@@ -120,11 +114,10 @@ def user_dirs(extra: Iterable[str | Path] = ()) -> tuple[Path, ...]:
     dirs += [Path(p).expanduser() for p in env.split(os.pathsep) if p.strip()]
     for d in dirs:
         try:
-            is_dir = d.is_dir()
-        except OSError as e:  # e.g. a name too long for the file system
-            raise CatalogError(f"catalog folder {str(d)[:100]}: {e.strerror} (from --catalog "
-                               f"or {ENV_VAR})") from None
-        if not is_dir:
+            ok = d.is_dir()
+        except (OSError, ValueError):  # a path the OS refuses (too long, a NUL)
+            ok = False
+        if not ok:
             raise CatalogError(f"catalog folder {d} does not exist (from --catalog or {ENV_VAR})")
     return tuple(dirs)
 
@@ -141,9 +134,30 @@ def _bundled_files() -> Iterator[tuple[EntryKind, Path]]:
             yield kind, path
 
 
+# A user folder is walked to this depth, over at most this many entries: `--catalog /` is a
+# mistake to report, not a filesystem to read. Links to folders are not followed (no loops).
+MAX_FOLDER_DEPTH = 8
+MAX_FOLDER_ENTRIES = 5000
+
+
 def _user_files(folder: Path) -> Iterator[tuple[EntryKind | None, Path]]:
-    for path in sorted(folder.rglob("*.y*ml")):
-        if path.suffix in (".yaml", ".yml") and path.is_file():
+    seen = 0
+    found: list[Path] = []
+    root_depth = len(folder.parts)
+    for here, dirs, files in os.walk(folder, followlinks=False,
+                                     onerror=lambda e: None):
+        seen += len(dirs) + len(files)
+        if seen > MAX_FOLDER_ENTRIES:
+            raise CatalogError(
+                f"catalog folder {folder} holds more than {MAX_FOLDER_ENTRIES:,} files and "
+                "folders; --catalog (and ACCELMAP_CATALOG) take a folder of YAML files, such as "
+                "~/accelmap-catalog")
+        if len(Path(here).parts) - root_depth >= MAX_FOLDER_DEPTH:
+            dirs[:] = []  # deeper folders are not read
+        dirs.sort()
+        found += [Path(here) / f for f in files if f.endswith((".yaml", ".yml"))]
+    for path in sorted(found):
+        if path.is_file():
             yield _FOLDER_KIND.get(path.parent.name), path
 
 
@@ -156,9 +170,12 @@ class _Tables:
     origins: dict[tuple[EntryKind, str], str]
     plausibility: dict[str, tuple[Implausible, ...]]  # findings of the bundled accelerators
 
-    def add(self, kind: EntryKind | None, path: Path) -> tuple[EntryKind, str, Any]:
-        """Read, validate and add one file's entry; a duplicate id fails loudly."""
-        data = read_yaml(path)
+    def add(self, kind: EntryKind | None, path: Path,
+            user: bool = False) -> tuple[EntryKind, str, Any]:
+        """Read, validate and add one file's entry; a duplicate id fails loudly. A ``user``
+        file is read with the checks for hostile input (files.load_yaml), a bundled one is
+        trusted."""
+        data = read_yaml(path, trusted=not user)
         if isinstance(data, dict) and "kind" in data:
             data = dict(data)
             declared = data.pop("kind")
@@ -191,7 +208,7 @@ def _read_bundled() -> _Tables:
     (the bundled parts are the known ones a sparse-as-dense figure is compared with)."""
     root = resources.files("accelmap")
     sources_path = Path(str(root.joinpath("hardware/data/sources.yaml")))
-    raw_sources = read_yaml(sources_path) or {}
+    raw_sources = read_yaml(sources_path, trusted=True) or {}
     sources = {k: validate_entry(Source, v, f"{sources_path} [{k}]") for k, v in
                raw_sources.items()}
     tables = _Tables(sources, {k: {} for k in EntryKind}, {}, {})
@@ -214,7 +231,7 @@ def _load(dirs: tuple[Path, ...]) -> Catalog:
     user_entries: set[tuple[EntryKind, str]] = set()
     for folder in dirs:
         for ukind, path in _user_files(folder):
-            kind, eid, entry = tables.add(ukind, path)
+            kind, eid, entry = tables.add(ukind, path, user=True)
             _check_user_sources(entry, sources, path)
             user_entries.add((kind, eid))
 

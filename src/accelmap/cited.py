@@ -73,6 +73,9 @@ class Cited(Frozen):
 
     dimension: ClassVar[Dimension] = Dimension.BYTES
     scope: ClassVar[Scope] = Scope.PER_DEVICE
+    # Hard range of a value in SI units: absurd figures only (1e-300 TB/s, 1e30 TFLOP/s), an
+    # input error. Figures past a physical bound are hardware.plausibility's (a warning).
+    bounds: ClassVar[tuple[float, float]] = (1.0, 1e18)
 
     value: float = Field(description="SI base units (prices: USD per device-hour)")
     text: str = Field(description="the value as written in the catalog, with its unit")
@@ -103,6 +106,12 @@ class Cited(Frozen):
             raise ValueError(str(e)) from None
         if si <= 0:
             raise ValueError(f"value {raw!r} must be positive")
+        low, high = cls.bounds
+        if not low <= si <= high:
+            dim = cls.dimension
+            raise ValueError(
+                f"value {raw!r} is outside {format_quantity(low, dim)} .. "
+                f"{format_quantity(high, dim)}: check the number and its unit prefix")
         data["value"] = si
         if "text" in data and data["text"] != raw.strip():
             raise ValueError(f"'text' {data['text']!r} differs from value {raw!r}: leave 'text' "
@@ -140,11 +149,13 @@ class PeakRate(Cited):
 
     dimension = Dimension.FLOPS
     scope = Scope.PER_DEVICE
+    bounds = (1e6, 1e19)  # 1 MFLOP/s .. 10 EFLOP/s per device (a wafer: ~1e17)
 
 
 class Capacity(Cited):
     dimension = Dimension.BYTES
     scope = Scope.PER_DEVICE
+    bounds = (1e3, 1e16)  # 1 kB .. 10 PB
 
 
 class NodeCapacity(Cited):
@@ -152,6 +163,7 @@ class NodeCapacity(Cited):
 
     dimension = Dimension.BYTES
     scope = Scope.PER_NODE
+    bounds = (1e3, 1e17)
 
 
 class DeviceBandwidth(Cited):
@@ -159,6 +171,7 @@ class DeviceBandwidth(Cited):
 
     dimension = Dimension.BANDWIDTH
     scope = Scope.PER_DEVICE
+    bounds = (1e6, 1e18)  # 1 MB/s .. 1 EB/s (a wafer's SRAM: ~2e16)
 
 
 class LinkBandwidth(Cited):
@@ -166,6 +179,7 @@ class LinkBandwidth(Cited):
 
     dimension = Dimension.BANDWIDTH
     scope = Scope.PER_LINK_DIRECTION
+    bounds = (1e3, 1e16)
 
 
 class TierBandwidth(Cited):
@@ -173,21 +187,25 @@ class TierBandwidth(Cited):
 
     dimension = Dimension.BANDWIDTH
     scope = Scope.PER_DEVICE_DIRECTION
+    bounds = (1e3, 1e17)
 
 
 class Power(Cited):
     dimension = Dimension.POWER
     scope = Scope.PER_DEVICE
+    bounds = (1e-3, 1e7)  # 1 mW .. 10 MW
 
 
 class Clock(Cited):
     dimension = Dimension.FREQUENCY
     scope = Scope.PER_DEVICE
+    bounds = (1e3, 1e12)
 
 
 class Latency(Cited):
     dimension = Dimension.TIME
     scope = Scope.PER_DEVICE
+    bounds = (1e-12, 1e3)  # 1 ps .. 1000 s
 
 
 class PriceRate(Cited):
@@ -196,6 +214,7 @@ class PriceRate(Cited):
 
     dimension = Dimension.PRICE_RATE
     scope = Scope.PER_DEVICE_HOUR
+    bounds = (1e-6, 1e6)
 
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9.+-]*$"
@@ -204,8 +223,8 @@ ID_PATTERN = r"^[a-z0-9][a-z0-9.+-]*$"
 class CatalogEntry(Frozen):
     """What every catalog entry (accelerator, system, model) carries besides its own fields."""
 
-    id: str = Field(pattern=ID_PATTERN)
-    name: str
+    id: str = Field(pattern=ID_PATTERN, max_length=100)
+    name: str = Field(max_length=300)
     aliases: tuple[str, ...] = ()
     description: str | None = None
     sources: dict[str, Source] = Field(default_factory=dict)
@@ -243,7 +262,7 @@ def collect_source_ids(obj: Any) -> set[str]:
 class CitedCount(Frozen):
     """An integer count with what it counts as its unit: {value: 132, unit: SM, source: S11}."""
 
-    value: int = Field(gt=0)
+    value: int = Field(gt=0, le=100_000_000)  # cores, SMs, tiles: a wafer has ~10^6
     unit: str = Field(min_length=1)
     source: tuple[str, ...]
     note: str | None = None

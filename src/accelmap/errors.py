@@ -6,6 +6,9 @@ Programming errors (bugs) stay ordinary exceptions.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 
 class AccelmapError(Exception):
     """Base class for errors caused by user input; the message is the whole story."""
@@ -35,3 +38,25 @@ class AmbiguousNameError(AccelmapError, LookupError):
 
 class UnsupportedModelError(AccelmapError):
     """A Hugging Face config whose ``model_type`` has no mapper (lists the supported ones)."""
+
+
+def validation_message(err: Mapping[str, Any]) -> str:
+    """One pydantic error (an item of ``ValidationError.errors()``) as a sentence: bounds say
+    the value and the limit; the value is clipped, so a 100k-character input is not echoed."""
+    from accelmap.files import clip
+
+    kind, ctx, value = err.get("type", ""), err.get("ctx") or {}, err.get("input")
+    shown = clip(repr(value), 40)
+    if kind == "less_than_equal":
+        return f"{shown} is above the limit {_num(ctx.get('le'))}"
+    if kind == "less_than":
+        return f"{shown} must be below {_num(ctx.get('lt'))}"
+    if kind == "greater_than":
+        return f"{shown} must be greater than {_num(ctx.get('gt'))}"
+    if kind == "greater_than_equal":
+        return f"{shown} must be at least {_num(ctx.get('ge'))}"
+    return clip(str(err.get("msg", "invalid value")).removeprefix("Value error, "), 240)
+
+
+def _num(x: object) -> str:
+    return f"{x:,}" if isinstance(x, int) else str(x)

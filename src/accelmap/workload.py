@@ -7,6 +7,7 @@ sequence lengths may also be numpy arrays (the planner evaluates many at once).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -139,9 +140,16 @@ class Adapters:
         return (NF4_BITS + constants) / 8
 
 
+# The largest batch (sequences) and sequence (tokens) a workload may hold: past any real job,
+# so an overflow-sized number is one clear line, not a numpy overflow deep in the engine.
+MAX_SIZE = 10**9
+
+
 def _positive(name: str, value: float) -> None:
     if not value > 0:
         raise InputError(f"{name} must be positive, got {value}")
+    if value > MAX_SIZE:
+        raise InputError(f"{name} {value} is more than {MAX_SIZE:,}")
 
 
 @dataclass(frozen=True)
@@ -177,6 +185,8 @@ class Training:
     def __post_init__(self) -> None:
         _positive("batch", self.batch)
         _positive("seq_len", self.seq_len)
+        if not (math.isfinite(self.tokens_to_train) and 0 <= self.tokens_to_train <= 1e18):
+            raise InputError(f"tokens to train must be 0 to 1e18, got {self.tokens_to_train}")
 
     @property
     def finetune(self) -> Finetune:
@@ -214,8 +224,8 @@ class Inference:
     def __post_init__(self) -> None:
         _positive("batch", self.batch)
         _positive("prompt_len", self.prompt_len)
-        if self.output_len < 0:
-            raise InputError(f"output_len must be zero or more, got {self.output_len}")
+        if not 0 <= self.output_len <= MAX_SIZE:
+            raise InputError(f"output_len must be 0 to {MAX_SIZE:,}, got {self.output_len}")
         _positive("quant_group", self.quant_group)
         _positive("kv_block", self.kv_block)
 

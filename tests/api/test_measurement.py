@@ -103,3 +103,34 @@ def test_measure_matmul_and_bandwidth_store_a_run(tmp_path: Path, catalog: Catal
                                reps=1, flush=False, db=db, catalog=catalog)
     assert bw.result.points and bw.to_dict()["run_id"] == bw.run_id
     assert {r.kind for r in api.open_store(db).runs()} == {"matmul", "bandwidth"}
+
+
+def test_a_cpu_run_is_not_stored_or_calibrated_as_an_h100(tmp_path: Path,
+                                                           catalog: Catalog) -> None:
+    """`measure matmul --hw h100-sxm5-80gb` on a CPU is refused; with force it is stored with a
+    warning, and calibrate still refuses to make an H100 profile of it."""
+    db = tmp_path / "m.sqlite"
+    with pytest.raises(InputError, match=r"is a CPU, not h100-sxm5-80gb.*--force"):
+        api.measure_matmul(dtypes=["fp32"], hw=H100, budget=0.2, backend="numpy", reps=1,
+                           db=db, catalog=catalog)
+    run = api.measure_matmul(dtypes=["fp32"], hw=H100, budget="0.2s", backend="numpy", reps=1,
+                             db=db, catalog=catalog, force=True)
+    assert run.warnings and "because of --force" in run.warnings[0]
+    with pytest.raises(InputError, match=r"ran on cpu.*not on a NVIDIA H100"):
+        api.calibrate(api.open_store(db), H100, catalog=catalog)
+
+
+@pytest.mark.parametrize("budget", [float("inf"), float("nan"), 0.0, -1.0, 1e400, "inf", "1e9s",
+                                    "30 parsecs"])
+def test_budget_is_a_finite_positive_time(tmp_path: Path, catalog: Catalog,
+                                          budget: float | str) -> None:
+    with pytest.raises(InputError, match=r"budget|duration"):
+        api.measure_matmul(dtypes=["fp32"], budget=budget, backend="numpy",
+                           db=tmp_path / "m.sqlite", catalog=catalog)
+
+
+@pytest.mark.parametrize("size", ["-1 GiB", "0 GiB", "1 EiB", "2 GB/s"])
+def test_bandwidth_buffer_is_bounded(tmp_path: Path, catalog: Catalog, size: str) -> None:
+    with pytest.raises(InputError):
+        api.measure_bandwidth(kernels=["copy"], budget=0.2, backend="numpy", sizes=[size],
+                              db=tmp_path / "m.sqlite", catalog=catalog)

@@ -69,3 +69,37 @@ def test_duration_units(text: str | float, seconds: float) -> None:
 def test_duration_errors(text: str) -> None:
     with pytest.raises(InputError, match=r"as a duration: write e.g. 500ms, 2s, 60d"):
         api.duration(text)
+
+
+@pytest.mark.parametrize("text", [".", "0", "0s", 0.0, float("inf"), float("nan"), "inf",
+                                  "1e400s", "999999999999d"])
+def test_duration_is_positive_finite_and_bounded(text: str | float) -> None:
+    with pytest.raises(InputError, match="duration"):
+        api.duration(text)
+
+
+def test_counts_are_bounded() -> None:
+    assert api.count("15T") == 15e12
+    for bad in ("inf", "nan", "1e400", "-2T", "0", "1e30", "T", ""):
+        with pytest.raises(InputError):
+            api.count(bad)
+
+
+def test_global_batch_is_at_least_one_sequence() -> None:
+    assert api.sequences_per_step("4M", 4096) == 1024
+    with pytest.raises(InputError, match="less than one sequence of --seq 8192"):
+        api.sequences_per_step("4K", 8192)
+    with pytest.raises(InputError, match="less than one sequence"):
+        api.sequences_per_step("1", 2048)
+
+
+def test_framework_matches_the_job() -> None:
+    assert api.framework("VLLM", train=False) == "vllm"
+    assert api.framework("megatron", train=True) == "megatron"
+    assert api.framework(None, train=True) is None
+    with pytest.raises(InputError, match="vllm is a serving stack; training takes one of"):
+        api.framework("vllm", train=True)
+    with pytest.raises(InputError, match="megatron is a training stack; serving takes"):
+        api.framework("megatron", train=False)
+    with pytest.raises(InputError, match="unknown framework"):
+        api.framework("bogus", train=True)

@@ -32,7 +32,9 @@ def test_plan_request_reads_text() -> None:
         api.plan_request(train=False, scenario="batch", objective="goodput")
     with pytest.raises(InputError, match="are for serving plans"):
         api.plan_request(rate=4)
-    assert api.plan_request(seq=4096, global_batch_tokens="1K").global_batch == 1  # at least 1
+    with pytest.raises(InputError, match="less than one sequence of --seq 4096"):
+        api.plan_request(seq=4096, global_batch_tokens="1K")  # never silently one sequence
+    assert api.plan_request(seq=4096, global_batch_tokens="4K").global_batch == 1
     with pytest.raises(InputError, match="unknown objective 'fast'"):
         api.plan_request(objective="fast")
     with pytest.raises(InputError, match="--deadline needs --train and --tokens"):

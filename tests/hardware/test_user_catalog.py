@@ -61,7 +61,7 @@ def test_kind_from_folder_name(tmp_path: Path) -> None:
         (("vendor: Example Corp\n", ""), "field 'vendor'.*required"),
         (("source: ex1}\nmemory", "source: nope}\nmemory"), "source id 'nope'"),
         (("kind: accelerator", "kind: toaster"), "field 'kind'"),
-        (("release_year: 2025", "release_year: [2025"), "malformed YAML"),
+        (("release_year: 2025", "release_year: [2025"), "not valid YAML"),
     ],
 )
 def test_errors_name_file_and_field(tmp_path: Path, mutation: tuple[str, str],

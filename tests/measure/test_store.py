@@ -244,3 +244,20 @@ def test_export_never_replaces_a_device_link_or_directory(store: Store, tmp_path
     assert target.read_text() == "keep me" and link.is_symlink()
     assert Path("/dev/null").exists() and not Path("/dev/null").is_file()
     assert store.export(tmp_path / "new.json") >= 0  # a plain new file is fine
+
+
+@pytest.mark.parametrize("payload", ["{not json", '{"name": "bad", "matmul_efficiency": NaN}',
+                                     "[1, 2]", "{}"])
+def test_one_damaged_profile_row_hides_nothing_else(tmp_path: Path, payload: str) -> None:
+    """A hand-edited or truncated profile row: listing skips it (and says so), loading it is
+    one InputError naming it; the other profiles still read."""
+    path = tmp_path / "m.sqlite"
+    store = Store(path)
+    store.save_profile(CalibrationProfile(name="good", accelerator_id="h100-sxm5-80gb"))
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO profiles VALUES ('bad', 'h100-sxm5-80gb', ?, 'now')", (payload,))
+    assert [p.name for p in store.list_profiles()] == ["good"]
+    assert len(store.damaged_profiles()) == 1 and "'bad'" in store.damaged_profiles()[0]
+    with pytest.raises(InputError, match=r"profile 'bad' .* is damaged"):
+        store.load_profile("bad")
+    assert store.load_profile("good").name == "good"

@@ -62,7 +62,7 @@ def test_traces_in_csv_and_json_lines(tmp_path: Path) -> None:
     bad.write_text("arrival_s,prompt_len\n0,5\n")
     with pytest.raises(InputError, match="output_len"):
         read_trace(bad)
-    with pytest.raises(InputError, match="cannot read trace"):
+    with pytest.raises(InputError, match="no such trace"):
         read_trace(tmp_path / "missing.csv")
     binary = tmp_path / "binary.csv"
     binary.write_bytes(b"\xff\xfe\x00bad")

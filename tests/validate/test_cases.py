@@ -94,9 +94,11 @@ def test_unverified_cells_are_remembered() -> None:
 def test_unknown_header_names_file_and_layouts(tmp_path: Path) -> None:
     f = tmp_path / "odd.csv"
     f.write_text("a,b,c\n1,2,3\n")
-    with pytest.raises(InputError, match=r"odd\.csv: unknown measurement format.*inference: "
-                                         r"row_id.*training: .*matmul: "):
+    with pytest.raises(InputError, match=r"odd\.csv: unknown measurement format: a inference "
+                                         r"CSV needs the columns row_id, .*training: .*matmul: "
+                                         ) as info:
         read_cases(f)
+    assert len(str(info.value)) - len(str(f)) < 250
 
 
 @pytest.mark.parametrize(("text", "match"), [
@@ -197,3 +199,31 @@ def test_recompute_column_parsed_once(text: str, want: str | None) -> None:
     # a stated "False" is no recompute even for Megatron rows, whose unstated default is full
     if want is not None:
         assert recompute_policy(text, megatron=True)[0].value == want
+
+
+@pytest.mark.parametrize(("column", "value", "message"), [
+    ("metric_value", "-5", "metric_value '-5' is not a positive finite number"),
+    ("metric_value", "1e400", "metric_value '1e400' is not a positive finite number"),
+    ("metric_value", "0", "metric_value '0' is not a positive finite number"),
+    ("num_devices", "0", "num_devices '0' is not a whole number in 1..1,000,000,000"),
+    ("num_devices", "1e400", "num_devices '1e400' is not a whole number"),
+    ("num_devices", "2.5", "num_devices '2.5' is not a whole number"),
+])
+def test_impossible_cells_skip_the_row_with_their_reason(
+        tmp_path: Path, catalog: Catalog, column: str, value: str, message: str) -> None:
+    """A negative, zero or overflowing measurement is never scored, and 0 devices is not 'not
+    stated': the row is skipped, and the reason names the cell."""
+    import csv
+    import io
+
+    from accelmap.validate.outcome import Status
+    from accelmap.validate.predict import predict_case
+
+    rows = list(csv.reader(io.StringIO((FIXTURES / "inference.csv").read_text())))
+    rows[1][rows[0].index(column)] = value
+    f = tmp_path / "x.csv"
+    with f.open("w", newline="") as out:
+        csv.writer(out).writerows(rows[:2])
+    (case,) = read_cases(f).cases
+    p = predict_case(case, catalog)
+    assert p.status is Status.SKIPPED and message in (p.skipped_reason or "")

@@ -14,7 +14,9 @@ arguments, call these functions and render what they return.
 One module per area, every name re-exported here:
 
 - ``api.parse``: text to values: ``dtype``, ``choice``, ``count``, ``batch_tokens`` (binary
-  K/M), ``duration``, ``phase``.
+  K/M), ``sequences_per_step``, ``duration``, ``phase``, ``framework`` (checked against
+  training or serving); ``on_resolve`` (``accelmap.lookup``): a hook told what each
+  forgiving name resolved to.
 - ``api.hardware``: ``find_accelerator``, ``find_system``, ``find_hardware``,
   ``list_accelerators`` (filter, sort by one of ``SORT_KEYS``), ``accelerator_row``,
   ``accelerator_details``, ``derived_figures``, ``sources``, ``compare`` (``Comparison``;
@@ -155,7 +157,16 @@ if TYPE_CHECKING:
         model_summary,
         write_model,
     )
-    from accelmap.api.parse import batch_tokens, choice, count, dtype, duration, phase
+    from accelmap.api.parse import (
+        batch_tokens,
+        choice,
+        count,
+        dtype,
+        duration,
+        framework,
+        phase,
+        sequences_per_step,
+    )
     from accelmap.api.planning import (
         DeadlineSearch,
         HardwareComparison,
@@ -230,6 +241,7 @@ if TYPE_CHECKING:
     from accelmap.hardware.derived import DerivedFigures
     from accelmap.hardware.listing import DEFAULT_COMPARE, NOT_PUBLISHED, SORT_KEYS, unpublished
     from accelmap.hardware.schema import Accelerator, DeviceClass, SystemPreset
+    from accelmap.lookup import on_resolve
     from accelmap.mapping.plan import Mapping
     from accelmap.measure.store import Store
     from accelmap.models.schema import ModelSpec
@@ -243,8 +255,10 @@ if TYPE_CHECKING:
 # name -> the module that defines it (loaded on first use)
 _LAZY: dict[str, str] = {
     # text to values
-    **dict.fromkeys(("batch_tokens", "choice", "count", "dtype", "duration", "phase"),
-                    "accelmap.api.parse"),
+    **dict.fromkeys(("batch_tokens", "choice", "count", "dtype", "duration", "framework",
+                     "phase", "sequences_per_step"), "accelmap.api.parse"),
+    # what a forgiving name resolved to (the CLI prints it)
+    "on_resolve": "accelmap.lookup",
     # hardware
     **dict.fromkeys(("Chooser", "Comparison", "accelerator_details", "accelerator_row",
                      "compare", "compare_row", "derived_figures", "find_accelerator",
@@ -433,6 +447,7 @@ __all__ = [
     "find_hardware",
     "find_run",
     "find_system",
+    "framework",
     "human_bytes",
     "import_model",
     "inference",
@@ -460,6 +475,7 @@ __all__ = [
     "missing_extra",
     "model_details",
     "model_summary",
+    "on_resolve",
     "open_store",
     "ownership",
     "phase",
@@ -483,6 +499,7 @@ __all__ = [
     "roofline",
     "run_plan",
     "sensitivity",
+    "sequences_per_step",
     "serve",
     "serve_batch",
     "serve_disaggregated",

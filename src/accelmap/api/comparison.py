@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from accelmap.api.parse import batch_tokens, choice, dtype
+from accelmap.api.parse import batch_tokens, choice, dtype, sequences_per_step
+from accelmap.api.parse import framework as parse_framework
 from accelmap.catalog import Catalog, load_catalog
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.errors import InputError
@@ -79,7 +80,7 @@ def _parts(catalog: Catalog, hw: str, device_class: str | None) -> list[Accelera
         if not names:
             raise InputError("--hw needs 'all' or a comma list of accelerators")
         parts = list({p.id: p for p in (_part(catalog, n) for n in names)}.values())
-    if device_class:
+    if device_class is not None:
         cls = choice(DeviceClass, device_class, "device class")
         parts = [p for p in parts if p.device_class is cls]
         if not parts:
@@ -133,12 +134,15 @@ def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str
     if train and p in (DType.INT8, DType.INT4):
         raise InputError(f"--precision {p.value} is a serving format (weight-only); train in "
                          "bf16, fp16 or fp8")
+    framework = parse_framework(framework, train)
     default = CompareObjective.TOKENS_PER_S if train else CompareObjective.TOKENS_PER_S_PER_USER
-    obj = choice(CompareObjective, objective, "objective") if objective else default
+    obj = (choice(CompareObjective, objective, "objective") if objective is not None
+           else default)
     if train and obj is CompareObjective.TOKENS_PER_S_PER_USER:
         raise InputError("--objective tokens_per_s_per_user is for serving; training ranks by "
                          "tokens_per_s, tokens_per_s_per_device, usd_per_mtok or j_per_token")
-    gb = max(round(batch_tokens(global_batch_tokens) / seq), 1)
+    gb = (sequences_per_step(global_batch_tokens, seq) if train
+          else max(round(batch_tokens(global_batch_tokens) / seq), 1))
     job = CompareJob(train=train, batch=batch, prompt=prompt, output=output, seq=seq,
                      global_batch=gb, precision=p, best_precision=best_precision,
                      devices=devices, budget_usd_h=budget_usd_h, objective=obj,

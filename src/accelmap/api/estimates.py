@@ -69,6 +69,11 @@ def load_system(hw: str | None = None, cluster: str | Cluster | None = None,
     return System.single(acc, profile)
 
 
+def _tokens(tokens: str | float | None) -> float:
+    """Tokens to train from text ('15T'); not given: 0 (time and cost to train not asked)."""
+    return count(tokens) if tokens is not None else 0.0
+
+
 def training(batch: int, seq: int, dtype_: str | DType = "bf16", optimizer: str = "adamw",
              recompute: str | Recompute = "none", flash: bool = True,
              tokens: str | float | None = None, finetune: Adapters | None = None,
@@ -85,12 +90,12 @@ def training(batch: int, seq: int, dtype_: str | DType = "bf16", optimizer: str 
                         grad_dtype=store, optimizer=choice(Optimizer, optimizer, "optimizer"),
                         recompute=choice(Recompute, recompute, "recompute policy"),
                         flash_attention=flash,
-                        tokens_to_train=count(tokens) if tokens else 0.0, adapters=finetune,
+                        tokens_to_train=_tokens(tokens), adapters=finetune,
                         sparsity=choice(Sparsity, sparsity, "sparsity"))
     return Training(batch=batch, seq_len=seq, dtype=wdt,
                     optimizer=choice(Optimizer, optimizer, "optimizer"),
                     recompute=choice(Recompute, recompute, "recompute policy"),
-                    flash_attention=flash, tokens_to_train=count(tokens) if tokens else 0.0,
+                    flash_attention=flash, tokens_to_train=_tokens(tokens),
                     adapters=finetune, sparsity=choice(Sparsity, sparsity, "sparsity"))
 
 
@@ -156,7 +161,7 @@ def inference(batch: int, prompt: int, output: int, weights: str | DType = "bf16
     w = dtype(weights, "weight")
     act = DType.FP8 if w is DType.FP8 else DType.BF16
     return Inference(batch=batch, prompt_len=prompt, output_len=output, weight_dtype=w,
-                     act_dtype=act, kv_dtype=dtype(kv, "KV-cache") if kv else act,
+                     act_dtype=act, kv_dtype=dtype(kv, "KV-cache") if kv is not None else act,
                      quant_group=group, flash_attention=flash,
                      sparsity=choice(Sparsity, sparsity, "sparsity"))
 

@@ -73,6 +73,7 @@ def export_plan(fmt: str, job: PlanJob, out: str | Path,
                          f"plans, not {job.kind.value} plans")
     cat = catalog if catalog is not None else load_catalog()
     spec = resolve(job.model, cat.models, "model", "accelmap models list")
+    resolve(job.accelerator, cat.accelerators, "accelerator", "accelmap hw list")
     result = exporter.export(job, spec)
     folder = Path(out)
     # a real folder; each file written atomically, never over a link, a device or a file

@@ -91,7 +91,7 @@ def list_accelerators(device_class: str | DeviceClass | None = None, vendor: str
     cat = _cat(catalog)
     wanted = choice(DeviceClass, device_class, "class") if device_class is not None else None
     floor = None
-    if min_memory:
+    if min_memory is not None:
         floor = (parse_quantity(min_memory, Dimension.BYTES, require_unit=True)
                  if isinstance(min_memory, str) else float(min_memory))
     key = sort.lower()

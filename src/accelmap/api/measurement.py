@@ -14,6 +14,7 @@ is ``$ACCELMAP_DB``, else the user's data directory.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 from accelmap.catalog import Catalog, load_catalog
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.errors import InputError, NotFoundError
+from accelmap.files import exists
 from accelmap.hardware.schema import Accelerator
 from accelmap.measure.attention import AttentionResult
 from accelmap.measure.bandwidth import BandwidthResult
@@ -48,7 +50,7 @@ def open_store(db: str | Path | None = None, must_exist: bool = False) -> Store:
     from accelmap.measure.store import ENV_DB, default_path
 
     path = Path(db).expanduser() if db is not None else default_path()
-    if must_exist and not path.exists():
+    if must_exist and not exists(path):
         raise InputError(f"no measurement store at {path}: run 'accelmap measure ...' and "
                          f"'accelmap calibrate' first, or give --db PATH (or set {ENV_DB})")
     return Store(path)
@@ -104,6 +106,7 @@ class MatmulRun:
     compared_with: str
     run_id: str
     db: str
+    warnings: tuple[str, ...] = ()  # e.g. --hw forced onto another device
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "db": self.db,
@@ -121,6 +124,7 @@ class BandwidthRun:
     compared_with: str
     run_id: str
     db: str
+    warnings: tuple[str, ...] = ()  # e.g. --hw forced onto another device
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "db": self.db, "compared_with": self.compared_with,
@@ -136,6 +140,7 @@ class OverheadRun:
     compared_with: str
     run_id: str
     db: str
+    warnings: tuple[str, ...] = ()  # e.g. --hw forced onto another device
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "db": self.db, "compared_with": self.compared_with,
@@ -146,54 +151,114 @@ def _store(results: Sequence[Any], store: Store) -> tuple[str, str]:
     return store.add([m for r in results for m in r.measurements]), str(store.path)
 
 
+MAX_BUDGET_S = 86_400.0  # one day of sweeping
+MAX_BUFFER_BYTES = 2.0**40  # 1 TiB: no device holds a bigger bandwidth buffer
+
+
+def _budget(budget: float | str) -> float:
+    """Seconds from a number or a duration ('30s', '2min'): finite, 0.1 s .. one day."""
+    from accelmap.api.parse import duration
+
+    s = duration(budget) if isinstance(budget, str) else float(budget)
+    if not (math.isfinite(s) and 0.1 <= s <= MAX_BUDGET_S):
+        raise InputError(f"--budget {budget} is not a time between 0.1 s and "
+                         f"{MAX_BUDGET_S:,.0f} s (one day); write e.g. 30s or 5min")
+    return s
+
+
+def _same_device(acc: Accelerator | None, env: Any, hw: str | None, catalog: Catalog,
+                 force: bool) -> str | None:
+    """Refuse (or, with ``force``, warn) when ``--hw`` names another accelerator than the
+    device measured: the run would be stored, and later calibrated, as that accelerator's.
+    Returns the warning line, if any."""
+    from accelmap.hardware.schema import DeviceClass
+    from accelmap.measure.catalog_match import match_gpu
+
+    if hw is None or acc is None:
+        return None
+    on_cpu = env.device_type == "cpu"
+    other = None
+    if on_cpu != (acc.device_class is DeviceClass.CPU):
+        other = "a CPU" if on_cpu else "not a CPU"
+    elif not on_cpu:
+        seen = match_gpu(env.device_name or env.device, env.memory_bytes or 0.0, catalog)
+        if seen is not None and seen.id != acc.id:
+            other = f"recognised as {seen.id}"
+    if other is None:
+        return None
+    what = f"the device measured, {env.label}, is {other}, not {acc.id}"
+    if not force:
+        raise InputError(f"--hw {acc.id}: {what}; the run would be stored as {acc.id}'s. Leave "
+                         "--hw out, or add --force to compare with it anyway")
+    return f"warning: {what}; stored as {acc.id}'s because of --force"
+
+
 def measure_matmul(device: str = "cpu", dtypes: Sequence[str | DType] = ("bf16",),
-                   hw: str | None = None, budget: float = 30.0, backend: str | None = None,
-                   reps: int = 5, flush: bool | None = None, db: str | Path | None = None,
-                   catalog: Catalog | None = None) -> MatmulRun:
+                   hw: str | None = None, budget: float | str = 30.0,
+                   backend: str | None = None, reps: int = 5, flush: bool | None = None,
+                   db: str | Path | None = None, catalog: Catalog | None = None,
+                   force: bool = False) -> MatmulRun:
     """Maximum achievable matmul FLOP/s: sweep GEMM shapes per dtype for ``budget`` seconds
-    each on ``device`` (torch, or numpy on the CPU), compared with ``hw`` (a catalog
-    accelerator; 'local' = this CPU's description; default: guessed from the device)."""
+    (or a duration such as '30s') each on ``device`` (torch, or numpy on the CPU), compared
+    with ``hw`` (a catalog accelerator; 'local' = this CPU's description; default: guessed
+    from the device). An ``hw`` that is not the device measured is refused unless ``force``
+    (the run is stored as that accelerator's)."""
     from accelmap.measure.backends import get_backend
     from accelmap.measure.catalog_match import match_accelerator
     from accelmap.measure.matmul import parse_dtype, sweep
 
     dts = [parse_dtype(d) for d in dtypes]  # bad input fails before any work
+    seconds = _budget(budget)
     store = open_store(db)
     be = get_backend(device, backend)
-    acc, how = match_accelerator(hw, be.environment(), _catalog(catalog))
-    results = tuple(sweep(device, d, acc, budget, backend=be, reps=reps, flush=flush)
+    cat = _catalog(catalog)
+    acc, how = match_accelerator(hw, be.environment(), cat)
+    warning = _same_device(acc, be.environment(), hw, cat, force)
+    results = tuple(sweep(device, d, acc, seconds, backend=be, reps=reps, flush=flush)
                     for d in dts)
     run_id, path = _store(results, store)
-    return MatmulRun(results, acc, how, run_id, path)
+    return MatmulRun(results, acc, how, run_id, path, (warning,) if warning else ())
 
 
 def measure_bandwidth(device: str = "cpu", kernels: Sequence[str] = ("copy", "read", "write"),
-                      hw: str | None = None, budget: float = 20.0, backend: str | None = None,
-                      sizes: Sequence[str | int] | None = None, reps: int = 5,
-                      flush: bool | None = None, db: str | Path | None = None,
-                      catalog: Catalog | None = None) -> BandwidthRun:
+                      hw: str | None = None, budget: float | str = 20.0,
+                      backend: str | None = None, sizes: Sequence[str | int] | None = None,
+                      reps: int = 5, flush: bool | None = None, db: str | Path | None = None,
+                      catalog: Catalog | None = None, force: bool = False) -> BandwidthRun:
     """Achievable memory bandwidth: copy/read/write over buffers far above the caches
     (``sizes`` such as '2 GiB'; default 4x and 8x the on-chip memory) within ``budget``
     seconds; the cache flush is on unless ``flush`` is False."""
     from accelmap.measure.backends import get_backend
     from accelmap.measure.bandwidth import measure_bandwidth as _measure
     from accelmap.measure.catalog_match import match_accelerator
-    from accelmap.units import Dimension, parse_quantity
 
-    nbytes = ([int(parse_quantity(s, Dimension.BYTES)) if isinstance(s, str) else int(s)
-               for s in sizes] if sizes else None)
+    nbytes = [_buffer(s) for s in sizes] if sizes else None
+    seconds = _budget(budget)
     store = open_store(db)
     be = get_backend(device, backend)
-    acc, how = match_accelerator(hw, be.environment(), _catalog(catalog))
-    result = _measure(device, acc, budget, kinds=list(kernels), sizes=nbytes, backend=be,
+    cat = _catalog(catalog)
+    acc, how = match_accelerator(hw, be.environment(), cat)
+    warning = _same_device(acc, be.environment(), hw, cat, force)
+    result = _measure(device, acc, seconds, kinds=list(kernels), sizes=nbytes, backend=be,
                       reps=reps, flush=flush is not False)
     run_id, path = _store([result], store)
-    return BandwidthRun(result, acc, how, run_id, path)
+    return BandwidthRun(result, acc, how, run_id, path, (warning,) if warning else ())
+
+
+def _buffer(size: str | int) -> int:
+    """A bandwidth buffer in bytes ('2 GiB'): at least 1 KiB, at most MAX_BUFFER_BYTES."""
+    from accelmap.units import Dimension, parse_quantity
+
+    n = parse_quantity(size, Dimension.BYTES) if isinstance(size, str) else float(size)
+    if not 1024 <= n <= MAX_BUFFER_BYTES:
+        raise InputError(f"--size {size}: a buffer is between 1 KiB and 1 TiB; write e.g. "
+                         "'2 GiB'")
+    return int(n)
 
 
 def measure_overhead(device: str = "cpu", hw: str | None = None, reps: int = 7,
-                     db: str | Path | None = None, catalog: Catalog | None = None
-                     ) -> OverheadRun:
+                     db: str | Path | None = None, catalog: Catalog | None = None,
+                     force: bool = False) -> OverheadRun:
     """Per-operation overhead of eager PyTorch on ``device``: the fixed cost of one tiny op."""
     from accelmap.measure.backends import get_backend
     from accelmap.measure.catalog_match import match_accelerator
@@ -201,10 +266,12 @@ def measure_overhead(device: str = "cpu", hw: str | None = None, reps: int = 7,
 
     store = open_store(db)
     be = get_backend(device, "torch")
-    acc, how = match_accelerator(hw, be.environment(), _catalog(catalog))
+    cat = _catalog(catalog)
+    acc, how = match_accelerator(hw, be.environment(), cat)
+    warning = _same_device(acc, be.environment(), hw, cat, force)
     result = _measure(be, acc.id if acc else None, reps=reps)
     run_id, path = _store([result], store)
-    return OverheadRun(result, acc, how, run_id, path)
+    return OverheadRun(result, acc, how, run_id, path, (warning,) if warning else ())
 
 
 @dataclass(frozen=True)
@@ -407,8 +474,36 @@ def calibrate(store: Store, hw: str | None = None, name: str | None = None,
     from accelmap.measure.calibrate import calibrate as _calibrate
 
     acc = calibration_accelerator(hw, store, _catalog(catalog))
-    ms = store.query(accelerator_id=acc.id)
+    if name is not None:
+        _profile_name(name)
+    ms = _measured_on(store.query(accelerator_id=acc.id), acc)
     profile = _calibrate(ms, acc, name)
     store.save_profile(profile)
     return Calibration(profile, acc, best_matmul(ms, acc), best_bandwidth(ms, acc),
                        str(store.path))
+
+
+def _measured_on(ms: list[Any], acc: Accelerator) -> list[Any]:
+    """The measurements stored as ``acc``'s that ran on that kind of device: a CPU run stored
+    as an H100's (``measure --hw ... --force``) never calibrates an H100 profile."""
+    from accelmap.hardware.schema import DeviceClass
+
+    cpu_part = acc.device_class is DeviceClass.CPU
+    own = [m for m in ms if (m.environment.device_type == "cpu") == cpu_part]
+    if ms and not own:
+        where = ms[0].environment.label
+        raise InputError(f"the measurements stored as {acc.id}'s ran on {where}, not on a "
+                         f"{acc.name}: measure on that device (without --force) to calibrate it")
+    return own
+
+
+MAX_PROFILE_NAME = 100
+
+
+def _profile_name(name: str) -> str:
+    """A profile name: 1..100 printable characters."""
+    if not name.strip() or len(name) > MAX_PROFILE_NAME or not name.isprintable():
+        raise InputError(f"profile name {name[:40]!r}{'...' if len(name) > 40 else ''} is not "
+                         f"1 to {MAX_PROFILE_NAME} printable characters; choose a short name "
+                         "such as my-h100")
+    return name

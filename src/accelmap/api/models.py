@@ -26,27 +26,42 @@ def load_model(name_or_path: str, catalog: Catalog | None = None) -> ModelSpec:
 def _load_model(name_or_path: str, catalog: Catalog | None = None) -> ModelSpec:
     from accelmap.lookup import find, resolve
 
+    if not name_or_path.strip():
+        raise InputError("the model is empty: give a preset id ('accelmap models list'), a "
+                         "config.json or a spec YAML")
     cat = catalog or load_catalog()
     path = Path(name_or_path).expanduser()
     looks_like_path = path.suffix in (".json", ".yaml", ".yml") or "/" in name_or_path
-    if path.exists() and (looks_like_path or not find(name_or_path, cat.models)):
+    exists = _exists(path)
+    if exists and (looks_like_path or not find(name_or_path, cat.models)):
         if path.suffix in (".yaml", ".yml"):
             from accelmap.catalog import read_yaml, validate_entry
 
             data = read_yaml(path)
             if isinstance(data, dict):
+                if data.get("kind", "model") != "model":
+                    raise InputError(f"{path}: field 'kind': {data['kind']!r} is not a model; "
+                                     "give a model spec YAML (kind: model) or a config.json")
                 data = {k: v for k, v in data.items() if k != "kind"}
             return validate_entry(ModelSpec, data, str(path))
         from accelmap.models.hf import load_hf_config
 
         return load_hf_config(str(path))
-    if looks_like_path and not path.exists() and name_or_path.count("/") != 1:
+    if looks_like_path and not exists and name_or_path.count("/") != 1:
         raise InputError(f"no such file: {name_or_path}")
-    if name_or_path.count("/") == 1 and not path.exists() and not find(name_or_path, cat.models):
+    if name_or_path.count("/") == 1 and not exists and not find(name_or_path, cat.models):
         from accelmap.models.hf import load_hf_config
 
         return load_hf_config(name_or_path)
     return resolve(name_or_path, cat.models, "model", "accelmap models list")
+
+
+def _exists(path: Path) -> bool:
+    """Whether ``path`` exists; a name too long for a path (or holding NUL) is no file."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
 
 
 def model_summary(spec: ModelSpec) -> dict[str, Any]:
@@ -87,7 +102,13 @@ def write_model(spec: ModelSpec, path: str | Path) -> Path:
     import yaml
 
     out = Path(path)
+    if out.is_dir():
+        raise InputError(f"--out {out} is a folder; give a file such as {out / 'model.yaml'}")
     data = {"kind": "model", **spec.model_dump(mode="json", exclude_defaults=True)}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot write {out} ({e.strerror or type(e).__name__}); choose another "
+                         "--out path") from None
     return out

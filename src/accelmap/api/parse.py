@@ -53,7 +53,12 @@ def count(text: str | float) -> float:
         n = math.nan
     if not (math.isfinite(n) and n > 0):
         raise InputError(f"cannot read {text!r} as a positive token count; write e.g. 2T or 2e12")
+    if n > MAX_COUNT:
+        raise InputError(f"{text!r} is more than {MAX_COUNT:.0e} tokens; write e.g. 15T")
     return n
+
+
+MAX_COUNT = 1e18  # tokens: a million times the largest training run
 
 
 def batch_tokens(text: str | float) -> float:
@@ -65,22 +70,67 @@ def batch_tokens(text: str | float) -> float:
     return count(text)
 
 
+def sequences_per_step(global_batch_tokens: str | float, seq: int) -> int:
+    """Sequences per optimizer step from ``global_batch_tokens`` (binary K/M): rounded to the
+    nearest whole sequence; fewer tokens than one sequence of ``seq`` is an InputError (it
+    would silently become one sequence)."""
+    tokens = batch_tokens(global_batch_tokens)
+    if tokens < seq:
+        raise InputError(f"--global-batch-tokens {global_batch_tokens} is less than one sequence "
+                         f"of --seq {seq} tokens; give at least {seq} (e.g. 4M) or a shorter "
+                         "--seq")
+    return round(tokens / seq)
+
+
+# Stacks that only serve (inference engines) and only train; the others do both.
+SERVING_STACKS = ("tensorrt-llm", "vllm", "sglang", "llama.cpp")
+TRAINING_STACKS = ("megatron", "fsdp")
+
+
+def framework(text: str | None, train: bool) -> str | None:
+    """A framework name checked against the job: a serving engine (vllm, tensorrt-llm, sglang,
+    llama.cpp) does not train and a training stack (megatron, fsdp) does not serve; None stays
+    None (the device class's default)."""
+    if text is None:
+        return None
+    from accelmap.cost.framework import Framework
+
+    fw = choice(Framework, text.strip(), "framework")
+    wrong = SERVING_STACKS if train else TRAINING_STACKS
+    if fw.value in wrong:
+        ok = [f.value for f in Framework if f.value not in wrong]
+        raise InputError(f"--framework {fw.value} is a {'serving' if train else 'training'} "
+                         f"stack; {'training' if train else 'serving'} takes one of "
+                         f"{', '.join(ok)}")
+    return fw.value
+
+
 _DURATION = re.compile(r"^\s*([0-9.]+)\s*(ms|s|min|m|h|d|w)?\s*$")
 _SECONDS = {"ms": 1e-3, "s": 1.0, None: 1.0, "min": 60.0, "m": 60.0, "h": 3600.0,
             "d": 86400.0, "w": 604800.0}
 
 
+MAX_DURATION_S = 100 * 365.25 * 86400  # a century: past any deadline, SLO or budget
+
+
 def duration(text: str | float) -> float:
     """Seconds from '500ms', '2s', '5min' (or '5m'), '3h', '60d', '2w'; a bare number is
-    seconds."""
-    m = _DURATION.match(str(text))
-    if not m:
-        raise InputError(f"cannot read {text!r} as a duration: write e.g. 500ms, 2s, 60d")
-    try:
-        return float(m.group(1)) * _SECONDS[m.group(2)]
-    except ValueError:  # '1.2.3'
-        raise InputError(f"cannot read {text!r} as a duration: write e.g. 500ms, 2s, 60d"
-                         ) from None
+    seconds. More than zero and at most a century."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        m = _DURATION.match(str(text))
+        try:
+            if not m:
+                raise ValueError
+            value = float(m.group(1)) * _SECONDS[m.group(2)]
+        except ValueError:  # no match, or '.' and '1.2.3'
+            raise InputError(f"cannot read {text!r} as a duration: write e.g. 500ms, 2s, 60d"
+                             ) from None
+    if not (math.isfinite(value) and 0 < value <= MAX_DURATION_S):
+        raise InputError(f"duration {text!r} must be more than 0 and at most 100 years; write "
+                         "e.g. 500ms, 2s, 60d")
+    return value
 
 
 def phase(text: str | Phase) -> Phase:

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from accelmap.api.estimates import training
-from accelmap.api.parse import batch_tokens, choice, count, duration
+from accelmap.api.parse import choice, count, duration, sequences_per_step
+from accelmap.api.parse import framework as parse_framework
 from accelmap.catalog import Catalog
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.framework import Framework
@@ -116,8 +117,9 @@ def plan_request(*, train: bool = True, seq: int = 4096,
     each request in offline/server; ``requests`` per simulation (default 2000), ``max_seqs`` a
     fixed cap on running requests per replica (else the framework's, lowered under a missed
     TPOT SLO). Objective default: goodput in the server scenario, throughput elsewhere."""
-    ttft_s = duration(ttft) if ttft else None
-    tpot_s = duration(tpot) if tpot else None
+    ttft_s = duration(ttft) if ttft is not None else None
+    tpot_s = duration(tpot) if tpot is not None else None
+    framework = parse_framework(framework, train)
     load = None
     if finetune is not None and not train:
         raise InputError("--finetune lora/qlora plans a training job: add --train")
@@ -153,16 +155,27 @@ def plan_request(*, train: bool = True, seq: int = 4096,
     if obj is Objective.GOODPUT and load is None:
         raise InputError("--objective goodput ranks simulated serving runs: use --serve with "
                          "--scenario offline or server")
-    n_tokens = count(tokens) if tokens else 0.0
-    if deadline and not (train and n_tokens):
+    if train and obj in SERVING_OBJECTIVES:
+        raise InputError(f"--objective {obj.value} ranks serving plans; training takes one of "
+                         + ", ".join(o.value for o in Objective if o not in SERVING_OBJECTIVES))
+    if not train and obj is Objective.TIME:
+        raise InputError("--objective time ranks training plans (time to train --tokens); "
+                         "serving takes one of " + ", ".join(
+                             o.value for o in Objective if o is not Objective.TIME))
+    n_tokens = count(tokens) if tokens is not None else 0.0
+    if deadline is not None and not (train and n_tokens):
         raise InputError("--deadline needs --train and --tokens (what must be trained by when)")
-    deadline_s = duration(deadline) if deadline else None
-    batch = max(round(batch_tokens(global_batch_tokens) / seq), 1)
+    deadline_s = duration(deadline) if deadline is not None else None
+    batch = sequences_per_step(global_batch_tokens, seq)
     return PlanRequest(train=train, seq=seq, global_batch=batch, tokens=n_tokens, prompt=prompt,
                        output=output, ttft_s=ttft_s, tpot_s=tpot_s, objective=obj,
                        framework=framework, top=top, offload=offload, force_tp=force_tp,
                        include_tight=include_tight, deadline_s=deadline_s, profile=profile,
                        load=load, finetune=finetune)
+
+
+# objectives that rank serving plans only
+SERVING_OBJECTIVES = (Objective.LATENCY, Objective.GOODPUT)
 
 
 def plan_clusters(catalog: Catalog, cluster: str | None = None, hw: str | None = None,

@@ -37,6 +37,7 @@ from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.engine import System, class_framework, estimate, resolve_framework, sparsity
 from accelmap.engine.result import ServeStep
 from accelmap.errors import InputError
+from accelmap.files import is_file
 from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
 from accelmap.serving.disagg import Disaggregation, DisaggRun, check, run_disaggregated
@@ -67,7 +68,7 @@ def serving_load(scenario: str | Scenario = "offline", *, requests: int | None =
     path = None
     if trace is not None:
         path = Path(trace)
-        if not path.is_file():
+        if not is_file(path):
             raise InputError(f"trace {path} is not a file: give a CSV or JSON-lines file with "
                              "arrival_s, prompt_len and output_len per request")
     slo = Slo(None if slo_ttft is None else duration(slo_ttft),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -149,20 +150,75 @@ def _click_exceptions() -> Any:
     return exceptions
 
 
+ECHO = 80  # characters of an input echoed in an error
+MAX_MESSAGE = 600  # characters of one error line
+
+
+# An error echoes what the user typed; a 100,000-character argument or file line is cut here,
+# in one place, so that every message stays one readable line.
+_QUOTED = re.compile("'([^'\\n]{%s,})'|\"([^\"\\n]{%s,})\"".replace("%s", str(ECHO + 1)))
+_RUN = re.compile(r"\S{%s,}".replace("%s", str(2 * ECHO + 1)))
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line, each long quoted value and each long word cut to about ECHO
+    characters with an ellipsis, and the whole to MAX_MESSAGE. A quoted span with spaces is
+    cut only past 4 x ECHO: between two quoted values of a sentence there may be prose."""
+    def quoted(m: re.Match[str]) -> str:
+        q = "'" if m.group(1) is not None else '"'
+        inner = m.group(1) if m.group(1) is not None else m.group(2)
+        if " " in inner and len(inner) <= 4 * ECHO:
+            return m.group(0)
+        return q + _clip(inner, ECHO) + q
+
+    text = " ".join(str(message).split())
+    text = _QUOTED.sub(quoted, text)
+    text = _RUN.sub(lambda m: _clip(m.group(0), 2 * ECHO), text)
+    return _clip(text, MAX_MESSAGE)
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+
+class _Notes:
+    """A lookup hook that collects, once per name, what a name that is not an exact id resolved
+    to; ``main`` says them on stderr (stdout stays clean for --json) when the command succeeds.
+    An error stays the one line it is."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def __call__(self, what: str, query: str, eid: str) -> None:
+        line = f"note: {what} {one_line(repr(query))} → {eid}"
+        if line not in self.lines:
+            self.lines.append(line)
+
+    def say(self) -> None:
+        for line in self.lines:
+            sys.stderr.write(line + "\n")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
+    from accelmap import api
     from accelmap.errors import AccelmapError
 
     click = _click_exceptions()
 
+    notes = _Notes()
     try:
         from accelmap.cli.common import lift_whatif
 
         args = lift_whatif(list(sys.argv[1:] if argv is None else argv))
         first = args[0] if args else None
-        result = build_app(first if first in COMMANDS else None)(args=args, standalone_mode=False)
+        with api.on_resolve(notes):
+            result = build_app(first if first in COMMANDS else None)(args=args,
+                                                                    standalone_mode=False)
         if isinstance(result, int) and result:
             raise SystemExit(result)
+        notes.say()
     except click.NoArgsIsHelpError as e:
         # typer's rich formatter has already printed the help; plain click only returns it
         text = e.format_message()
@@ -171,28 +227,34 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(0) from None
     except click.UsageError as e:  # bad option values, unknown commands: one line, with a hint
         where = e.ctx.command_path if e.ctx else "accelmap"
-        sys.stderr.write(f"error: {e.format_message()} (see '{where} --help')\n")
+        sys.stderr.write(f"error: {one_line(e.format_message())} (see '{where} --help')\n")
         raise SystemExit(2) from None
     except typer.Exit as e:
+        if not e.exit_code:
+            notes.say()
         raise SystemExit(e.exit_code) from None
     except typer.Abort:
         sys.stderr.write("aborted\n")
         raise SystemExit(130) from None
     except AccelmapError as e:
-        sys.stderr.write(f"error: {e}\n")
+        sys.stderr.write(f"error: {one_line(str(e))}\n")
         raise SystemExit(e.exit_code) from None
-    except OSError as e:  # a path given on the command line: too long, unreadable, a folder ...
-        where = f"{str(e.filename)[:100]}: " if e.filename else ""
-        sys.stderr.write(f"error: {where}{e.strerror or e}\n")
-        raise SystemExit(2) from None
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         raise SystemExit(130) from None
+    except OSError as e:  # a path the user gave that the OS refuses: their input, not a bug
+        if os.environ.get("ACCELMAP_DEBUG"):
+            raise
+        what = f" {one_line(repr(str(e.filename)))}" if e.filename is not None else ""
+        sys.stderr.write(f"error: cannot use{what}: {e.strerror or type(e).__name__}; check "
+                         "the path\n")
+        raise SystemExit(2) from None
     except Exception as e:  # a bug: one line by default, the traceback on request
         if os.environ.get("ACCELMAP_DEBUG"):
             raise
         sys.stderr.write(
-            f"internal error: {type(e).__name__}: {e} (set ACCELMAP_DEBUG=1 for the traceback, "
+            f"internal error: {type(e).__name__}: {one_line(str(e))} (set ACCELMAP_DEBUG=1 for "
+            "the traceback, "
             "and please report it)\n"
         )
         raise SystemExit(1) from None

@@ -18,6 +18,21 @@ if TYPE_CHECKING:
 
     from accelmap.api import Catalog
 
+# Upper bounds of the integer options: past any real job, so that a typo such as
+# --batch 99999999999999999999999 is one "not in the range" line instead of an overflow or a
+# hang. The library checks its own inputs too; these keep the CLI's answers uniform.
+MAX_COUNT = 10**9  # batches, caps, indices
+MAX_TOKENS = 10**9  # tokens of one sequence (models.schema.MAX_SEQ)
+MAX_DEVICES = 10**7  # devices and parallel degrees (hardware.schema.MAX_DEVICES)
+MAX_LAYERS = 10_000  # layers (models.schema.MAX_LAYERS)
+MAX_REQUESTS = 200_000  # simulated requests (serving.requests.MAX_REQUESTS)
+MAX_SEED = 2**63 - 1
+MAX_RANK = 1_000_000  # LoRA rank (models.schema.MAX_WIDTH)
+MAX_REPS = 10_000  # timed repetitions and steps of a measurement
+MAX_PROCS = 1024  # processes of one collectives run
+MAX_LOCAL_BATCH = 4096  # validate --local runs the model here
+MAX_LOCAL_SEQ = 1_048_576
+
 CatalogOpt = Annotated[
     list[Path] | None,
     typer.Option(
@@ -147,7 +162,7 @@ FinetuneOpt = Annotated[str, typer.Option(
     "--finetune", help="Training: full (every weight), lora (frozen base + adapters, Hu et al. "
     "2021) or qlora (4-bit NF4 base, Dettmers et al. 2023).")]
 LoraRankOpt = Annotated[int | None, typer.Option(
-    "--lora-rank", min=1, help="LoRA/QLoRA adapter rank r (default 8, HF PEFT's).")]
+    "--lora-rank", min=1, max=MAX_RANK, help="LoRA/QLoRA adapter rank r (default 8, HF PEFT's).")]
 LoraTargetsOpt = Annotated[str | None, typer.Option(
     "--lora-targets", help="Projections with adapters: all-linear (default, PEFT's "
     "'all-linear'), attention, mlp, qkv, or a list such as q,v or q_proj,v_proj.")]

@@ -9,6 +9,9 @@ import typer
 from accelmap import api
 from accelmap.cli import report as rep
 from accelmap.cli.common import (
+    MAX_COUNT,
+    MAX_DEVICES,
+    MAX_TOKENS,
     CatalogOpt,
     DbOpt,
     JsonOpt,
@@ -34,11 +37,15 @@ def compare_cmd(
     device_class: Annotated[str | None, typer.Option(
         "--class", help="Only this class: gpu, tpu, asic, sram-machine, fpga, edge-npu, cpu.",
         show_default=False)] = None,
-    batch: Annotated[int, typer.Option(min=1, help="Serving: requests per replica, decoded "
+    batch: Annotated[int, typer.Option(min=1, max=MAX_COUNT,
+                                       help="Serving: requests per replica, decoded "
                                        "together.")] = 1,
-    prompt: Annotated[int, typer.Option(min=1, help="Serving prompt tokens.")] = 2048,
-    output: Annotated[int, typer.Option(min=1, help="Serving output tokens.")] = 256,
-    seq: Annotated[int, typer.Option(min=1, help="Training sequence length.")] = 4096,
+    prompt: Annotated[int, typer.Option(min=1, max=MAX_TOKENS,
+                                        help="Serving prompt tokens.")] = 2048,
+    output: Annotated[int, typer.Option(min=1, max=MAX_TOKENS,
+                                        help="Serving output tokens.")] = 256,
+    seq: Annotated[int, typer.Option(min=1, max=MAX_TOKENS,
+                                     help="Training sequence length.")] = 4096,
     global_batch_tokens: Annotated[str, typer.Option(
         "--global-batch-tokens", help="Training tokens per step (binary K/M: 4M = 4 x 2^20).")
     ] = "4M",
@@ -50,7 +57,8 @@ def compare_cmd(
         "--best-precision", help="Each part its smallest native matrix format (fp8, else "
         "int8 W8A8, else 16-bit), noted per row.")] = False,
     devices: Annotated[int | None, typer.Option(
-        "--devices", min=1, help="Exactly N devices of each part (default: the fewest that "
+        "--devices", min=1, max=MAX_DEVICES,
+        help="Exactly N devices of each part (default: the fewest that "
         "hold the model).", show_default=False)] = None,
     budget: Annotated[float | None, typer.Option(
         "--budget-usd-h", help="As many devices as $X per hour buys at each part's catalog "
@@ -62,7 +70,7 @@ def compare_cmd(
     framework: Annotated[str | None, typer.Option(
         help="Software profile: vllm (serving default), tensorrt-llm, sglang; fsdp "
         "(training default), megatron.", show_default=False)] = None,
-    top: Annotated[int | None, typer.Option(min=1, help="Rows to show in the table "
+    top: Annotated[int | None, typer.Option(min=1, max=MAX_COUNT, help="Rows to show in the table "
                                             "(default all).", show_default=False)] = None,
     catalog: CatalogOpt = None,
     profile: ProfileOpt = None,

@@ -9,6 +9,12 @@ import typer
 from accelmap import api
 from accelmap.cli import report as rep
 from accelmap.cli.common import (
+    MAX_COUNT,
+    MAX_DEVICES,
+    MAX_LAYERS,
+    MAX_REQUESTS,
+    MAX_SEED,
+    MAX_TOKENS,
     CatalogOpt,
     DbOpt,
     FinetuneOpt,
@@ -39,16 +45,21 @@ if TYPE_CHECKING:
     )
 
 HwOpt = Annotated[str, typer.Option("--hw", help="Accelerator id or name (`accelmap hw list`).")]
-BatchOpt = Annotated[int, typer.Option(min=1, help="Sequences per step (training) or batch size "
+BatchOpt = Annotated[int, typer.Option(min=1, max=MAX_COUNT,
+                                       help="Sequences per step (training) or batch size "
                                        "(serving).")]
-SeqOpt = Annotated[int, typer.Option("--seq", min=1, help="Training sequence length.")]
-PromptOpt = Annotated[int, typer.Option(min=1, help="Prompt tokens per request (serving).")]
-OutputOpt = Annotated[int, typer.Option(min=0, help="Generated tokens per request (serving).")]
+SeqOpt = Annotated[int, typer.Option("--seq", min=1, max=MAX_TOKENS,
+                                     help="Training sequence length.")]
+PromptOpt = Annotated[int, typer.Option(min=1, max=MAX_TOKENS,
+                                        help="Prompt tokens per request (serving).")]
+OutputOpt = Annotated[int, typer.Option(min=0, max=MAX_TOKENS,
+                                        help="Generated tokens per request (serving).")]
 DtypeOpt = Annotated[str, typer.Option(help="Training compute dtype: bf16, fp16, fp8, fp32.")]
 WeightsOpt = Annotated[str, typer.Option(help="Serving weights: bf16, fp16, fp8, int8, int4.")]
 KvOpt = Annotated[str | None, typer.Option("--kv", help="KV-cache dtype (default: activation "
                                            "dtype; fp8 with fp8 weights).")]
-GroupOpt = Annotated[int, typer.Option(min=1, help="Weights per scale for int8/int4.")]
+GroupOpt = Annotated[int, typer.Option(min=1, max=MAX_COUNT,
+                                       help="Weights per scale for int8/int4.")]
 FrameworkOpt = Annotated[str | None, typer.Option(
     help="eager, torch-compile, tensorrt-llm, vllm, megatron, fsdp (default: megatron for "
          "training, vllm for serving).")]
@@ -60,7 +71,7 @@ ImbalanceOpt = Annotated[float, typer.Option(
 ClusterOpt = Annotated[str | None, typer.Option(
     "--cluster", help="Cluster: preset (dgx-h100, tpu-v5p-1024), 64xH100, 8x8xh100-sxm5-80gb, "
     "or a system YAML. With it, --batch is the global batch (training) or per-replica batch.")]
-IntOpt = Annotated[int, typer.Option(min=1)]
+IntOpt = Annotated[int, typer.Option(min=1, max=MAX_COUNT)]
 ZeroOpt = Annotated[int | None, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 "
                                              "(3 = FSDP; default 1 on a cluster).")]
 ScheduleOpt = Annotated[str | None, typer.Option(
@@ -100,6 +111,13 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
     spec = api.load_model(model, cat)
     system = api.load_system(hw=hw, cluster=cluster, catalog=cat, profile=profile,
                              devices=devices)
+    split_over = [f"--{k} {v}" for k, v in (("tp", tp), ("pp", pp), ("dp", dp), ("cp", cp),
+                                            ("ep", ep), ("replicas", replicas))
+                  if v is not None and v > 1]
+    if split_over and cluster is None and devices is None and system.devices == 1:
+        raise InputError(f"{' '.join(split_over)} splits the work over several devices, but "
+                         f"--hw {hw} is one device: add --devices N or use --cluster "
+                         f"NxDEVICE (e.g. --cluster 8x{system.accelerator.id})")
     if train:
         wl = api.training(batch, seq, train_dtype, optimizer, recompute, flash, tokens,
                           finetune=finetune, sparsity=sparsity)
@@ -118,7 +136,8 @@ def estimate_cmd(
     hw: Annotated[str | None, typer.Option("--hw", help="Accelerator id or name (one device, "
                                            "or --devices of them; or use --cluster).")] = None,
     devices: Annotated[int | None, typer.Option(
-        "--devices", min=1, help="With --hw: this many devices, as --cluster NxHW builds them "
+        "--devices", min=1, max=MAX_DEVICES,
+        help="With --hw: this many devices, as --cluster NxHW builds them "
         "(the accelerator's system preset, partial nodes included, else its own catalog "
         "links).")] = None,
     train: Annotated[bool, typer.Option("--train/--serve", help="Training step or serving.")
@@ -142,23 +161,32 @@ def estimate_cmd(
     sparsity: SparsityOpt = "none",
     imbalance: ImbalanceOpt = 1.0,
     cluster: ClusterOpt = None,
-    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor parallel size.")] = 1,
-    pp: Annotated[int, typer.Option("--pp", min=1, help="Pipeline parallel size.")] = 1,
-    dp: Annotated[int | None, typer.Option("--dp", min=1, help="Data parallel size (default: "
+    tp: Annotated[int, typer.Option("--tp", min=1, max=MAX_DEVICES,
+                                    help="Tensor parallel size.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", min=1, max=MAX_DEVICES,
+                                    help="Pipeline parallel size.")] = 1,
+    dp: Annotated[int | None, typer.Option("--dp", min=1, max=MAX_DEVICES,
+                                           help="Data parallel size (default: "
                                            "what the cluster leaves).")] = None,
-    cp: Annotated[int, typer.Option("--cp", min=1, help="Context parallel size.")] = 1,
-    ep: Annotated[int, typer.Option("--ep", min=1, help="Expert parallel size.")] = 1,
+    cp: Annotated[int, typer.Option("--cp", min=1, max=MAX_DEVICES,
+                                    help="Context parallel size.")] = 1,
+    ep: Annotated[int, typer.Option("--ep", min=1, max=MAX_DEVICES,
+                                    help="Expert parallel size.")] = 1,
     zero: ZeroOpt = None,
     micro_batch: Annotated[int | None, typer.Option(
-        "--micro-batch", min=1, help="Sequences per micro-batch (default: 1 on a cluster, the "
+        "--micro-batch", min=1, max=MAX_COUNT,
+        help="Sequences per micro-batch (default: 1 on a cluster, the "
         "whole batch on one device).")] = None,
-    vpp: Annotated[int, typer.Option("--vpp", min=1, help="Virtual pipeline stages.")] = 1,
+    vpp: Annotated[int, typer.Option("--vpp", min=1, max=MAX_DEVICES,
+                                     help="Virtual pipeline stages.")] = 1,
     schedule: ScheduleOpt = None,
     first_stage_layers: Annotated[int | None, typer.Option(
-        "--first-stage-layers", min=1, help="Layers on the first pipeline stage (Megatron "
+        "--first-stage-layers", min=1, max=MAX_LAYERS,
+        help="Layers on the first pipeline stage (Megatron "
         "--decoder-first-pipeline-num-layers).")] = None,
     last_stage_layers: Annotated[int | None, typer.Option(
-        "--last-stage-layers", min=1, help="Layers on the last pipeline stage (Megatron "
+        "--last-stage-layers", min=1, max=MAX_LAYERS,
+        help="Layers on the last pipeline stage (Megatron "
         "--decoder-last-pipeline-num-layers).")] = None,
     embedding_in_split: Annotated[bool, typer.Option(
         "--embedding-in-split", help="Count the embedding as a layer in the pipeline split "
@@ -171,7 +199,7 @@ def estimate_cmd(
                                              "with GEMMs.")] = False,
     force_tp: Annotated[bool, typer.Option("--force-tp", help="Allow tp across the scale-up "
                                            "domain.")] = False,
-    replicas: Annotated[int, typer.Option(min=1, help="Serving replicas.")] = 1,
+    replicas: Annotated[int, typer.Option(min=1, max=MAX_DEVICES, help="Serving replicas.")] = 1,
     scenario: Annotated[str | None, typer.Option(
         "--scenario", help="Serving scenario: batch (one fixed batch, --batch), offline (every "
         "request queued, the scheduler picks the batch), server (Poisson arrivals at --rate, "
@@ -179,7 +207,7 @@ def estimate_cmd(
     rate: Annotated[float | None, typer.Option(
         "--rate", help="Server: requests per second over all replicas (Poisson).")] = None,
     requests: Annotated[int | None, typer.Option(
-        "--requests", min=1, help="Requests to simulate (default 2000).")] = None,
+        "--requests", min=1, max=MAX_REQUESTS, help="Requests to simulate (default 2000).")] = None,
     trace: Annotated[str | None, typer.Option(
         "--trace", help="Server: CSV or JSON-lines file with arrival_s, prompt_len, "
         "output_len per request.")] = None,
@@ -197,12 +225,14 @@ def estimate_cmd(
     slo_tpot: Annotated[str | None, typer.Option(
         "--slo-tpot", help="TPOT objective for goodput, e.g. 50ms.")] = None,
     max_seqs: Annotated[int | None, typer.Option(
-        "--max-seqs", min=1, help="Scheduler cap on running requests (vLLM max_num_seqs, "
+        "--max-seqs", min=1, max=MAX_COUNT,
+        help="Scheduler cap on running requests (vLLM max_num_seqs, "
         "TensorRT-LLM max_batch_size; default: the framework's).")] = None,
     max_tokens: Annotated[int | None, typer.Option(
-        "--max-tokens", min=1, help="Scheduler cap on tokens per iteration "
+        "--max-tokens", min=1, max=MAX_COUNT, help="Scheduler cap on tokens per iteration "
         "(max_num_batched_tokens / max_num_tokens; default: the framework's).")] = None,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed of arrivals and "
+    seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED,
+                                      help="Random seed of arrivals and "
                                       "lengths.")] = 0,
     draft: Annotated[str | None, typer.Option(
         "--draft", help="Speculative decoding with this draft model (preset, config.json or "
@@ -227,9 +257,11 @@ def estimate_cmd(
         "instances x tp); auto = search the split with the most goodput per device and "
         "compare it with colocated layouts (needs --rate and an SLO).")] = None,
     prefill_tp: Annotated[int | None, typer.Option(
-        "--prefill-tp", min=1, help="Devices per prefill instance (default: --tp).")] = None,
+        "--prefill-tp", min=1, max=MAX_DEVICES,
+        help="Devices per prefill instance (default: --tp).")] = None,
     decode_tp: Annotated[int | None, typer.Option(
-        "--decode-tp", min=1, help="Devices per decode instance (default: --tp).")] = None,
+        "--decode-tp", min=1, max=MAX_DEVICES,
+        help="Devices per decode instance (default: --tp).")] = None,
     pue: Annotated[float, typer.Option(
         "--pue", help="Facility PUE for kWh and CO2 (default 1.1, as the LLaMA paper).")] = 1.1,
     grid: Annotated[float, typer.Option(
@@ -276,9 +308,11 @@ def estimate_cmd(
           --output 300 --slo-ttft 2s --slo-tpot 50ms --disaggregate auto
     """
     rep.check(report)
+    framework = api.framework(framework, train)
     measured = api.measured_device(hw, profile, db, get_catalog(catalog))  # --hw local
     cal = measured.profile
-    sc = scenario or ("server" if rate is not None or trace is not None else "batch")
+    sc = scenario.strip().lower() if scenario is not None else (
+        "server" if rate is not None or trace is not None else "batch")
     load = None
     if not train and sc != "batch":
         load = api.serving_load(sc, requests=requests, rate=rate, trace=trace, lengths=lengths,
@@ -637,6 +671,7 @@ def roofline_cmd(
       accelmap roofline llama-3.1-8b --hw h100-sxm5-80gb --phase decode --profile my-h100
     """
     ph = api.phase(phase)
+    framework = api.framework(framework, ph is api.Phase.TRAIN)
     measured = api.measured_device(hw, profile, db, get_catalog(catalog))  # --hw local
     spec, system, wl, m = _inputs(model, hw, None, ph is api.Phase.TRAIN, batch, seq, prompt,
                                   output, dtype, weights, kv, group, "adamw", recompute, flash,

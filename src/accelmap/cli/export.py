@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from accelmap import api
-from accelmap.cli.common import CatalogOpt, JsonOpt, console, emit_json, get_catalog
+from accelmap.cli.common import MAX_COUNT, CatalogOpt, JsonOpt, console, emit_json, get_catalog
 
 if TYPE_CHECKING:
     from accelmap.api import ExportResult, PlanJob
@@ -37,7 +37,8 @@ def export_cmd(
     fmt: Annotated[str | None, typer.Argument(help="Format (see --list).")] = None,
     from_: Annotated[Path | None, typer.Option("--from", help="JSON written by "
                                                "`accelmap plan --json`.")] = None,
-    index: Annotated[int, typer.Option("--index", min=0, help="Which plan of the file.")] = 0,
+    index: Annotated[int, typer.Option("--index", min=0, max=MAX_COUNT,
+                                       help="Which plan of the file.")] = 0,
     out: Annotated[Path, typer.Option("--out", help="Folder to write into.")] = Path("."),
     force: Annotated[bool, typer.Option(
         "--force", help="Overwrite files in --out that hold other content (never a link, a "

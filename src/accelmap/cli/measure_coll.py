@@ -7,9 +7,10 @@ from typing import Annotated, Any
 import typer
 
 from accelmap import api
-from accelmap.cli.common import DbOpt, JsonOpt, console, emit_json
+from accelmap.cli.common import MAX_PROCS, DbOpt, JsonOpt, console, emit_json
 
-NprocOpt = Annotated[int, typer.Option("--nproc", min=1, help="Processes (one per GPU; on a CPU "
+NprocOpt = Annotated[int, typer.Option("--nproc", min=1, max=MAX_PROCS,
+                                       help="Processes (one per GPU; on a CPU "
                                        "any number, each with one thread).")]
 SizesOpt = Annotated[str, typer.Option("--sizes", help="Per-rank message sizes, comma list; "
                                        "K/M/G are powers of 1024 (nccl-tests).")]

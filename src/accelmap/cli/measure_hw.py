@@ -12,12 +12,22 @@ derived from its ISA flags. The sub-app that holds these commands is wired in ``
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from accelmap import api
-from accelmap.cli.common import CatalogOpt, DbOpt, JsonOpt, console, emit_json, fmt, get_catalog
+from accelmap.cli.common import (
+    MAX_REPS,
+    CatalogOpt,
+    DbOpt,
+    JsonOpt,
+    console,
+    emit_json,
+    fmt,
+    get_catalog,
+)
 from accelmap.cli.plan import _progress
 
 if TYPE_CHECKING:
@@ -33,8 +43,12 @@ HwOpt = Annotated[str | None, typer.Option(
 BackendOpt = Annotated[str | None, typer.Option(
     "--backend", help="torch or numpy (default: torch when installed, else numpy on the CPU).",
     show_default=False)]
-RepsOpt = Annotated[int, typer.Option("--reps", min=1, help="Timed repetitions per shape/size "
+RepsOpt = Annotated[int, typer.Option("--reps", min=1, max=MAX_REPS,
+                                      help="Timed repetitions per shape/size "
                                       "(median and spread over these).")]
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="Compare with --hw even when it is not the device measured (the run is "
+    "stored as that accelerator's; calibrate still ignores it).")]
 FlushOpt = Annotated[bool | None, typer.Option(
     "--flush/--no-flush", help="Write a buffer twice the last-level cache before every "
     "repetition (default: on, except for matmul on the CPU).", show_default=False)]
@@ -42,7 +56,7 @@ FlushOpt = Annotated[bool | None, typer.Option(
 MATMUL_EXAMPLES = (
     "Examples:\n\n"
     "  accelmap measure matmul                      # this CPU, bf16, torch (or numpy)\n\n"
-    "  accelmap measure matmul --dtype bf16 --dtype fp32 --budget 30\n\n"
+    "  accelmap measure matmul --dtype bf16 --dtype fp32 --budget 30s\n\n"
     "  accelmap measure matmul --device cuda --dtype bf16 --dtype fp8 --hw h100-sxm5-80gb\n\n"
     "  accelmap measure matmul --backend numpy --dtype fp32 --json\n\n"
     "Shapes are derived from the device: multiples of its matrix tile whose tile count fills "
@@ -52,10 +66,15 @@ MATMUL_EXAMPLES = (
 BANDWIDTH_EXAMPLES = (
     "Examples:\n\n"
     "  accelmap measure bandwidth                   # this CPU: copy, read, write\n\n"
-    "  accelmap measure bandwidth --device cuda --hw h100-sxm5-80gb --budget 20\n\n"
+    "  accelmap measure bandwidth --device cuda --hw h100-sxm5-80gb --budget 20s\n\n"
     "  accelmap measure bandwidth --kernel copy --json\n\n"
     "Buffers are at least 4x the on-chip memory (STREAM's rule); copy counts read + write bytes."
 )
+
+
+def _warn(lines: tuple[str, ...]) -> None:
+    for line in lines:
+        sys.stderr.write(line + "\n")
 
 
 def _pct(x: float | None) -> str:
@@ -67,19 +86,22 @@ def matmul_cmd(
     dtype: Annotated[list[str], typer.Option(
         "--dtype", help="bf16, fp16, fp32, tf32, fp8, int8, fp64; repeatable.")] = ["bf16"],  # noqa: B006
     hw: HwOpt = None,
-    budget: Annotated[float, typer.Option(
-        "--budget", min=0.1, help="Seconds of sweeping per dtype.")] = 30.0,
+    budget: Annotated[str, typer.Option(
+        "--budget", help="Time of sweeping per dtype: 30s, 2min (a bare number is seconds; "
+        "0.1 s to one day).")] = "30s",
     backend: BackendOpt = None,
     reps: RepsOpt = 5,
     flush: FlushOpt = None,
+    force: ForceOpt = False,
     db: DbOpt = None,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Maximum achievable matmul FLOPS: sweep GEMM shapes, report the best vs the dense peak."""
-    with _progress(True, f"measuring matmul ({budget:g} s per dtype)"):
+    with _progress(True, f"measuring matmul ({budget} per dtype)"):
         run = api.measure_matmul(device, dtype, hw, budget, backend, reps, flush, db,
-                                 get_catalog(catalog))
+                                 get_catalog(catalog), force=force)
+    _warn(run.warnings)
     if json_out:
         emit_json(run.to_dict())
         return
@@ -94,14 +116,16 @@ def bandwidth_cmd(
     kernel: Annotated[list[str], typer.Option(
         "--kernel", help="copy, read, write; repeatable.")] = ["copy", "read", "write"],  # noqa: B006
     hw: HwOpt = None,
-    budget: Annotated[float, typer.Option(
-        "--budget", min=0.1, help="Seconds for all kernels and sizes together.")] = 20.0,
+    budget: Annotated[str, typer.Option(
+        "--budget", help="Time for all kernels and sizes together: 20s, 1min (a bare number is "
+        "seconds; 0.1 s to one day).")] = "20s",
     backend: BackendOpt = None,
     size: Annotated[list[str] | None, typer.Option(
         "--size", help="Buffer size such as '2 GiB' (repeatable); default: 4x and 8x the "
         "on-chip memory.", show_default=False)] = None,
     reps: RepsOpt = 5,
     flush: FlushOpt = None,
+    force: ForceOpt = False,
     db: DbOpt = None,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
@@ -109,7 +133,8 @@ def bandwidth_cmd(
     """Achievable memory bandwidth: copy/read/write over buffers far above the caches."""
     with _progress(True, "measuring memory bandwidth"):
         run = api.measure_bandwidth(device, kernel, hw, budget, backend, size, reps, flush,
-                                    db, get_catalog(catalog))
+                                    db, get_catalog(catalog), force=force)
+    _warn(run.warnings)
     if json_out:
         emit_json(run.to_dict())
         return
@@ -174,6 +199,7 @@ def overhead_cmd(
     device: DeviceOpt = "cpu",
     hw: HwOpt = None,
     reps: RepsOpt = 7,
+    force: ForceOpt = False,
     db: DbOpt = None,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
@@ -189,7 +215,8 @@ def overhead_cmd(
       accelmap measure overhead --device cpu --json
     """
     with _progress(True, "measuring per-kernel overhead"):
-        run = api.measure_overhead(device, hw, reps, db, get_catalog(catalog))
+        run = api.measure_overhead(device, hw, reps, db, get_catalog(catalog), force=force)
+    _warn(run.warnings)
     if json_out:
         emit_json(run.to_dict())
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -42,6 +43,8 @@ def list_cmd(kind: KindOpt = None, db: DbOpt = None, json_out: JsonOpt = False) 
     store = api.open_store(db)
     runs = store.runs(api.measurement_kind(kind))
     profiles = store.list_profiles()
+    for line in store.damaged_profiles():
+        sys.stderr.write(f"warning: {line}\n")
     if json_out:
         emit_json({"store": str(store.path), "runs": [asdict(r) for r in runs],
                    "profiles": [{"name": p.name, "accelerator_id": p.accelerator_id,
@@ -122,6 +125,8 @@ def export_cmd(
     """
     store = api.open_store(db, must_exist=True)
     n = store.export(out, format, kind=api.measurement_kind(kind))
+    for line in store.damaged_profiles():
+        sys.stderr.write(f"warning: {line} (not exported)\n")
     if json_out:
         emit_json({"path": str(out), "format": format.lower(), "measurements": n})
     else:

@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from accelmap import api
-from accelmap.cli.common import CatalogOpt, JsonOpt, console, emit_json, fmt, fmt_count, get_catalog
+from accelmap.cli.common import (
+    MAX_TOKENS,
+    CatalogOpt,
+    JsonOpt,
+    console,
+    emit_json,
+    fmt,
+    fmt_count,
+    get_catalog,
+)
 
 if TYPE_CHECKING:
     from accelmap.api import Catalog, ModelSpec
@@ -18,7 +27,8 @@ app = typer.Typer(help="Browse model presets and import Hugging Face configs.",
 
 SeqOpt = Annotated[
     int | None,
-    typer.Option("--seq", min=1, help="Sequence length for attention FLOPs (default: min(model "
+    typer.Option("--seq", min=1, max=MAX_TOKENS,
+                 help="Sequence length for attention FLOPs (default: min(model "
                  "max, 4096))."),
 ]
 

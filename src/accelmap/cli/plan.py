@@ -12,6 +12,10 @@ import typer
 from accelmap import api
 from accelmap.cli import report as rep
 from accelmap.cli.common import (
+    MAX_COUNT,
+    MAX_DEVICES,
+    MAX_REQUESTS,
+    MAX_TOKENS,
     CatalogOpt,
     DbOpt,
     FinetuneOpt,
@@ -59,10 +63,12 @@ def plan_cmd(
     hw: Annotated[str | None, typer.Option(
         "--hw", help="Accelerator(s): a name, a comma list, or 'any' (every accelerator that "
                      "has a system preset); with --devices.")] = None,
-    devices: Annotated[int | None, typer.Option(min=1, help="Devices per accelerator with "
+    devices: Annotated[int | None, typer.Option(min=1, max=MAX_DEVICES,
+                                                help="Devices per accelerator with "
                                                 "--hw (default 64 training, 8 serving).")] = None,
     train: Annotated[bool, typer.Option("--train/--serve", help="Training or serving.")] = True,
-    seq: Annotated[int, typer.Option("--seq", min=1, help="Training sequence length.")] = 4096,
+    seq: Annotated[int, typer.Option("--seq", min=1, max=MAX_TOKENS,
+                                     help="Training sequence length.")] = 4096,
     global_batch_tokens: Annotated[str, typer.Option(
         "--global-batch-tokens", help="Tokens per optimizer step (e.g. 4M, 16M; K/M here are "
                                       "binary, 4M = 4 x 2^20, as papers count batches).")] = "4M",
@@ -70,8 +76,10 @@ def plan_cmd(
                                                "cost and energy.")] = None,
     deadline: Annotated[str | None, typer.Option(help="Find the smallest cluster that trains "
                                                  "--tokens within this time (e.g. 60d).")] = None,
-    prompt: Annotated[int, typer.Option(min=1, help="Serving prompt tokens.")] = 2048,
-    output: Annotated[int, typer.Option(min=1, help="Serving output tokens.")] = 256,
+    prompt: Annotated[int, typer.Option(min=1, max=MAX_TOKENS,
+                                        help="Serving prompt tokens.")] = 2048,
+    output: Annotated[int, typer.Option(min=1, max=MAX_TOKENS,
+                                        help="Serving output tokens.")] = 256,
     scenario: Annotated[str | None, typer.Option(
         "--scenario", help="Serving scenario: offline (every request queued at once; the "
         "default without --rate), server (Poisson arrivals at --rate; the default with it), "
@@ -80,10 +88,12 @@ def plan_cmd(
     rate: Annotated[float | None, typer.Option(
         "--rate", help="Server: requests per second over the whole cluster.")] = None,
     requests: Annotated[int | None, typer.Option(
-        "--requests", min=1, help="Requests per simulation (offline/server; default 2000).")
+        "--requests", min=1, max=MAX_REQUESTS,
+        help="Requests per simulation (offline/server; default 2000).")
     ] = None,
     max_seqs: Annotated[int | None, typer.Option(
-        "--max-seqs", min=1, help="Fix the cap on running requests per replica (vLLM "
+        "--max-seqs", min=1, max=MAX_COUNT,
+        help="Fix the cap on running requests per replica (vLLM "
         "max_num_seqs); default: the framework's, lowered when a TPOT SLO's p99 is missed.")
     ] = None,
     ttft: Annotated[str | None, typer.Option(
@@ -96,7 +106,7 @@ def plan_cmd(
         help="throughput, time, cost, energy (training); goodput (requests/s meeting the "
         "SLOs; default for server), throughput (default otherwise), cost, latency, energy "
         "(serving).", show_default=False)] = None,
-    top: Annotated[int, typer.Option(min=1, help="Plans to show.")] = 10,
+    top: Annotated[int, typer.Option(min=1, max=MAX_COUNT, help="Plans to show.")] = 10,
     framework: Annotated[str | None, typer.Option(
         help="megatron/fsdp (training), vllm/tensorrt-llm (serving).")] = None,
     offload: Annotated[bool, typer.Option("--offload", help="Also try CPU offload.")] = False,

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from accelmap import api
-from accelmap.cli.common import console, emit_json, fmt
+from accelmap.cli.common import MAX_LOCAL_BATCH, MAX_LOCAL_SEQ, MAX_REPS, console, emit_json, fmt
 
 LocalOpt = Annotated[str | None, typer.Option(
     "--local", help="Run this model (preset, spec YAML or config.json) on the local device and "
@@ -16,12 +16,17 @@ LocalOpt = Annotated[str | None, typer.Option(
 DeviceOpt = Annotated[str | None, typer.Option(
     "--device", help="--local: cpu, cuda, cuda:1, ... (default: cuda if available, else cpu).",
     show_default=False)]
-StepsOpt = Annotated[int, typer.Option("--steps", min=1, help="--local: timed steps (median).")]
-WarmupOpt = Annotated[int, typer.Option("--warmup", min=0, help="--local: untimed steps first.")]
-BatchOpt = Annotated[int, typer.Option("--batch", min=1, help="--local: sequences per step.")]
-SeqOpt = Annotated[int, typer.Option("--seq", min=1, help="--local: training sequence and "
+StepsOpt = Annotated[int, typer.Option("--steps", min=1, max=MAX_REPS,
+                                       help="--local: timed steps (median).")]
+WarmupOpt = Annotated[int, typer.Option("--warmup", min=0, max=MAX_REPS,
+                                        help="--local: untimed steps first.")]
+BatchOpt = Annotated[int, typer.Option("--batch", min=1, max=MAX_LOCAL_BATCH,
+                                       help="--local: sequences per step.")]
+SeqOpt = Annotated[int, typer.Option("--seq", min=1, max=MAX_LOCAL_SEQ,
+                                     help="--local: training sequence and "
                                      "prompt length.")]
-DecodeOpt = Annotated[int, typer.Option("--decode-tokens", min=1, help="--local: tokens "
+DecodeOpt = Annotated[int, typer.Option("--decode-tokens", min=1, max=MAX_LOCAL_SEQ,
+                                        help="--local: tokens "
                                         "generated one at a time (decode steps).")]
 ScaleOpt = Annotated[str, typer.Option(
     "--scale", help="--local: auto (presets above 50 M parameters become tiny), tiny (~2-4 M), "

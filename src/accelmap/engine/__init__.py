@@ -114,6 +114,9 @@ def _check_imbalance(model: ModelSpec, imbalance: float) -> None:
 
     from accelmap.errors import InputError
 
+    if model.moe is None and imbalance != 1.0:
+        raise InputError(f"MoE imbalance {imbalance!r} applies to mixture-of-experts models; "
+                         f"{model.id} is dense: leave --moe-imbalance out")
     limit = model.moe.num_experts / model.moe.top_k if model.moe else math.inf
     if not (math.isfinite(imbalance) and 1.0 <= imbalance <= limit):
         bound = f"{limit:g} (experts / top_k)" if model.moe else "any finite number"

@@ -18,7 +18,6 @@ once, here, with one InputError line for anything malformed.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -195,10 +194,15 @@ def _job_fields(job: Job) -> dict[str, Any]:
     return {f.name: getattr(job, f.name) for f in fields(Job)}
 
 
+MAX_COUNT = 10**9  # any count in a plan file (devices, tokens, sequences)
+
+
 def _count(data: dict[str, Any], key: str, least: int) -> int:
     v = data[key]
     if isinstance(v, bool) or not isinstance(v, int) or v < least:
         raise InputError(f"the plan job's {key}={v!r} is not a whole number >= {least}")
+    if v > MAX_COUNT:
+        raise InputError(f"the plan job's {key}={v!r} is more than {MAX_COUNT:,}")
     return v
 
 
@@ -286,14 +290,9 @@ def get_exporter(name: str) -> Exporter:
 
 def load_plan_file(path: Path, index: int = 0) -> PlanJob:
     """A PlanJob from `accelmap plan --json` output (or a bare job object)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"no such plan file: {path}") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"{path}: not a plan file (not UTF-8 text at byte {e.start})") from None
+    from accelmap.files import load_json
+
+    data = load_json(path, "plan file")
     try:
         if isinstance(data, dict) and "job" in data and "plans" in data:
             plans = data["plans"]

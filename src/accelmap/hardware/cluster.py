@@ -31,14 +31,16 @@ from pathlib import Path
 from accelmap.catalog import Catalog, read_yaml, validate_entry
 from accelmap.cited import TierBandwidth
 from accelmap.errors import InputError
+from accelmap.files import is_file
 from accelmap.hardware.schema import (
+    MAX_DEVICES,
     Accelerator,
     LinkRole,
     NetworkTier,
     SystemPreset,
     Topology,
 )
-from accelmap.lookup import find, normalize, resolve
+from accelmap.lookup import find, normalize, report, resolve
 
 
 @dataclass(frozen=True)
@@ -68,9 +70,20 @@ class Cluster:
 def from_preset(preset: SystemPreset, cat: Catalog, nodes: int | None = None) -> Cluster:
     acc = cat.accelerators[preset.accelerator]
     n = preset.nodes if nodes is None else nodes
+    _check_size(n * preset.devices_per_node, preset.id)
     torus = preset.torus if nodes is None else None
-    return Cluster(preset.name if nodes is None else f"{n} x {preset.name}", acc,
+    # '4 x <preset>' counts presets, not their nodes (a TPU slice spans many hosts)
+    copies = (f"{n // preset.nodes} x " if n % preset.nodes == 0
+              else f"{n} nodes of ")
+    return Cluster(preset.name if nodes is None else f"{copies}{preset.name}", acc,
                    preset.devices_per_node, n, preset.tiers, torus, f"preset {preset.id}")
+
+
+def _check_size(devices: int, what: str) -> None:
+    """At most MAX_DEVICES devices: a count past any machine ever built is a typo."""
+    if devices > MAX_DEVICES:
+        raise InputError(f"{devices:,} devices of {what} is more than the {MAX_DEVICES:,} a "
+                         "cluster may have; check the count")
 
 
 _SHORT = re.compile(r"^\s*(\d+)\s*[x×]\s*(?:(\d+)\s*[x×]\s*)?(.+?)\s*$", re.IGNORECASE)
@@ -215,6 +228,7 @@ def of_devices(acc: Accelerator, n: int, cat: Catalog) -> Cluster:
     InputError naming what is missing."""
     if n <= 0:
         raise InputError(f"{n} x {acc.id}: the device count must be positive")
+    _check_size(n, acc.id)
     presets = sorted((p for p in cat.systems.values() if p.accelerator == acc.id),
                      key=lambda p: (_unit(p), p.devices))
     for p in presets:
@@ -267,6 +281,7 @@ def _accelerator_for_cluster(name: str, cat: Catalog) -> Accelerator:
     except AmbiguousNameError as e:
         with_preset = [c for c in e.candidates if _preset_for(cat.accelerators[c], cat)]
         if len(with_preset) == 1:
+            report("accelerator", name, with_preset[0])
             return cat.accelerators[with_preset[0]]
         raise
 
@@ -275,7 +290,7 @@ def parse_cluster(spec: str, cat: Catalog) -> Cluster:
     """Resolve a preset id, a shorthand or a YAML file into a Cluster."""
     path = Path(spec).expanduser()
     if path.suffix in (".yaml", ".yml"):
-        if not path.is_file():
+        if not is_file(path):
             raise InputError(f"no such system file: {spec}")
         data = read_yaml(path)
         if isinstance(data, dict):
@@ -306,6 +321,7 @@ def parse_cluster(spec: str, cat: Catalog) -> Cluster:
     if second is None:
         return of_devices(acc, first, cat)
     nodes, per_node = first, int(second)
+    _check_size(nodes * per_node, acc.id)
     base = _preset_for(acc, cat)
     if base and per_node <= base.devices_per_node == _unit(base):
         # whole or partial nodes of the preset: its tiers, the scale-up domain cut to the node

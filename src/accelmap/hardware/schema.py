@@ -31,6 +31,10 @@ from accelmap.cited import (
 )
 from accelmap.units import DType
 
+# The most devices of one system or cluster: ten times the largest ever built, so that a typo
+# such as 10^12 devices is one clear line rather than a hang.
+MAX_DEVICES = 10_000_000
+
 
 class DeviceClass(StrEnum):
     GPU = "gpu"
@@ -104,7 +108,7 @@ class Link(Frozen):
     name: str
     role: LinkRole
     bandwidth_per_direction: LinkBandwidth
-    count: int = Field(gt=0)
+    count: int = Field(gt=0, le=100_000)
     latency: Latency | None = None
 
     @property
@@ -228,7 +232,8 @@ class NetworkTier(Frozen):
     name: str
     role: LinkRole
     topology: Topology
-    domain_size: int = Field(gt=0, description="devices reachable inside this tier")
+    domain_size: int = Field(gt=0, le=MAX_DEVICES,
+                             description="devices reachable inside this tier")
     bandwidth_per_direction: TierBandwidth
     latency: Latency | None = None
     in_network_reduction: bool = Field(
@@ -240,8 +245,8 @@ class SystemPreset(CatalogEntry):
     """A named system: accelerator x devices per node x nodes, with its network tiers."""
 
     accelerator: str = Field(description="id of an accelerator in the catalog")
-    devices_per_node: int = Field(gt=0)
-    nodes: int = Field(default=1, gt=0)
+    devices_per_node: int = Field(gt=0, le=MAX_DEVICES)
+    nodes: int = Field(default=1, gt=0, le=MAX_DEVICES)
     torus: tuple[int, ...] | None = Field(default=None, description="ICI torus/mesh shape")
     tiers: tuple[NetworkTier, ...]
     host_memory: NodeCapacity | None = None
@@ -262,6 +267,9 @@ class SystemPreset(CatalogEntry):
                 )
         if not self.tiers:
             raise ValueError("give at least one network tier")
+        if self.devices > MAX_DEVICES:
+            raise ValueError(f"{self.devices:,} devices is more than the {MAX_DEVICES:,} a "
+                             "system may have")
         return self
 
     @property

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import statistics
@@ -82,6 +83,9 @@ class CollectiveResult:
     in_place: bool
 
 
+MAX_MESSAGE_BYTES = 64 * 2**30  # per rank: past any device's memory for one collective
+
+
 def parse_sizes(text: str) -> list[int]:
     """'1K,64K,1M,16M' -> bytes; K/M/G are binary (nccl-tests), 'KiB'/'KB' read the same."""
     out: list[int] = []
@@ -95,6 +99,9 @@ def parse_sizes(text: str) -> list[int]:
         size = int(float(m.group(1)) * _SUFFIX[m.group(2)])
         if size <= 0:
             raise InputError(f"message size {part!r} must be positive")
+        if size > MAX_MESSAGE_BYTES:
+            raise InputError(f"message size {part[:30]!r} is more than 64G per rank; write e.g. "
+                             "1K,64K,1M,16M")
         out.append(size)
     if not out:
         raise InputError("no message sizes given; write e.g. --sizes 1K,64K,1M")
@@ -324,9 +331,17 @@ def run_collectives(nproc: int = 2, sizes: str = DEFAULT_SIZES, ops: str = "all"
 
     ``torchrun_args`` replace ``--standalone`` (e.g. ``--nnodes 2 --rdzv-endpoint ...``);
     ``extra`` are passed to the worker (``--iters 10``, ``--dtype bf16``)."""
-    import_torch("measuring collectives")
+    torch = import_torch("measuring collectives")
     if nproc < 1:
         raise InputError(f"--nproc must be at least 1, got {nproc}")
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    limit = gpus or max(4, 2 * (os.cpu_count() or 1))
+    if nproc > limit and not torchrun_args:
+        where = f"{gpus} GPUs" if gpus else f"{os.cpu_count()} CPU cores"
+        raise InputError(f"--nproc {nproc} is more processes than this machine runs at once "
+                         f"({where}; at most {limit}): lower --nproc")
+    if not (math.isfinite(timeout) and 1 <= timeout <= 86_400):
+        raise InputError(f"--timeout must be 1 to 86400 seconds, got {timeout}")
     parse_sizes(sizes)
     parse_ops(ops)
     cmd = [sys.executable, "-m", "torch.distributed.run",
@@ -334,18 +349,38 @@ def run_collectives(nproc: int = 2, sizes: str = DEFAULT_SIZES, ops: str = "all"
            "-m", "accelmap.measure.collectives", "--sizes", sizes, "--ops", ops, "--json",
            *(["--db", str(db)] if db else []), *extra]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise CollectivesError(f"torchrun did not finish within {timeout:g} s; try fewer or "
-                               "smaller --sizes") from None
+        # its own session, so that a timeout stops torchrun's workers too, not torchrun alone
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 start_new_session=True)
     except OSError as e:
         raise CollectivesError(f"cannot start torchrun ({e}); {TORCH_HINT}") from None
+    try:
+        out, err = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop_group(child)
+        raise CollectivesError(f"torchrun did not finish within {timeout:g} s; try fewer or "
+                               "smaller --sizes") from None
+    except BaseException:  # Ctrl-C: no worker is left behind
+        _stop_group(child)
+        raise
+    proc = subprocess.CompletedProcess(cmd, child.returncode, out, err)
     report = _last_json(proc.stdout)
     if proc.returncode != 0 or report is None:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
         raise CollectivesError(f"torchrun exited with status {proc.returncode}; last output:\n"
                                f"{tail}")
     return report
+
+
+def _stop_group(child: subprocess.Popen[str]) -> None:
+    """Kill torchrun and every worker it started (they share its session's process group)."""
+    import signal
+
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        child.kill()
+    child.communicate()
 
 
 def _last_json(stdout: str) -> dict[str, Any] | None:

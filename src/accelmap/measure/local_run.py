@@ -185,12 +185,29 @@ def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
     return time.perf_counter() - t0
 
 
+# Bytes per parameter of an fp32 AdamW step: weights, gradients and two moments (activations
+# come on top): a model past the device's memory at this rate cannot run, and trying would
+# swap or be killed rather than answer.
+TRAIN_BYTES_PER_PARAM = 16
+
+
+def _check_fits(spec: ModelSpec, memory_bytes: float | None, scale: str) -> None:
+    if not memory_bytes:
+        return
+    need = count_params(spec).total * TRAIN_BYTES_PER_PARAM
+    if need > memory_bytes:
+        raise InputError(f"{spec.id} at --scale {scale} needs about {need / 1e9:,.0f} GB for a "
+                         f"training step ({TRAIN_BYTES_PER_PARAM} bytes per parameter) but the "
+                         f"device has {memory_bytes / 1e9:,.0f} GB: use --scale tiny or small")
+
+
 def run_local(spec: ModelSpec, settings: LocalSettings, scale: str = "auto") -> LocalRun:
     """Build the (scaled) model on the device and time training, prefill and decode."""
     from accelmap.measure.peak_memory import PeakMemory
 
     be = torch_backend(settings.device, "validate --local")
     built, note = scale_spec(spec, scale)
+    _check_fits(built, be.environment().memory_bytes, scale)
     s = settings
     if s.seq + s.decode_tokens > built.max_seq_len:
         raise InputError(f"--seq {s.seq} + {s.decode_tokens} decode tokens exceed the model's "

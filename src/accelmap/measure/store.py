@@ -207,10 +207,40 @@ class Store:
                        (profile.name, profile.accelerator_id, payload, now_iso()))
 
     def list_profiles(self) -> list[SavedProfile]:
-        rows = self._read("SELECT * FROM profiles ORDER BY name")
-        return [SavedProfile(r["name"], r["accelerator_id"], r["created_at"],
-                             CalibrationProfile.from_dict(json.loads(r["payload"])))
-                for r in rows]
+        """The readable profiles; a damaged row (see ``damaged_profiles``) is left out, so one
+        bad row never hides the others."""
+        out = []
+        for r in self._read("SELECT * FROM profiles ORDER BY name"):
+            try:
+                profile = self._profile(r["name"], r["payload"])
+            except InputError:
+                continue
+            out.append(SavedProfile(r["name"], r["accelerator_id"], r["created_at"], profile))
+        return out
+
+    def damaged_profiles(self) -> list[str]:
+        """One sentence per profile row that cannot be read (hand-edited, truncated, NaN)."""
+        out = []
+        for r in self._read("SELECT name, payload FROM profiles ORDER BY name"):
+            try:
+                self._profile(r["name"], r["payload"])
+            except InputError as e:
+                out.append(str(e))
+        return out
+
+    def _profile(self, name: str, payload: str) -> CalibrationProfile:
+        """A stored profile, or an InputError that names it and says how to replace it."""
+        from accelmap.files import parse_json
+
+        try:
+            data = parse_json(str(payload), f"profile {name!r}")
+            if not isinstance(data, dict):
+                raise InputError("not a JSON object")
+            return CalibrationProfile.from_dict(data)
+        except (InputError, KeyError, TypeError, ValueError, AttributeError) as e:
+            why = str(e).removeprefix(f"profile {name!r}: ")[:100] or type(e).__name__
+            raise InputError(f"calibration profile {name!r} in {self.path} is damaged ({why}); "
+                             f"make it again with 'accelmap calibrate --name {name}'") from None
 
     def latest_profile(self, accelerator_id: str | None = None,
                        local: bool = False) -> SavedProfile | None:
@@ -224,7 +254,7 @@ class Store:
     def load_profile(self, name: str) -> CalibrationProfile:
         rows = self._read("SELECT payload FROM profiles WHERE name = ?", [name])
         if rows:
-            return CalibrationProfile.from_dict(json.loads(rows[0]["payload"]))
+            return self._profile(name, rows[0]["payload"])
         names = [p.name for p in self.list_profiles()]
         saved = (f"saved profiles: {', '.join(names)}" if names else
                  "no profiles are saved yet (make one with 'accelmap calibrate')")
@@ -281,12 +311,25 @@ def _write_csv(f: Any, ms: list[Measurement]) -> None:
 
 
 def _row(r: sqlite3.Row) -> Measurement:
-    env = read_environment(json.loads(r["environment"]), r["device"], r["accelerator_id"])
-    return Measurement(kind=Kind(r["kind"]), environment=env, dtype=r["dtype"],
-                       label=r["label"], value=r["value"], unit=r["unit"], median=r["median"],
-                       spread=r["spread"], repetitions=r["repetitions"],
-                       settings=json.loads(r["settings"]), run_id=r["run_id"],
-                       created_at=r["created_at"])
+    """A stored measurement; a row that cannot be read (hand-edited, from another tool) is an
+    InputError naming its run."""
+    from accelmap.files import parse_json
+
+    try:
+        env = read_environment(parse_json(r["environment"], "environment"), r["device"],
+                               r["accelerator_id"])
+        settings = parse_json(r["settings"], "settings")
+        if not isinstance(settings, dict):
+            raise InputError("settings is not a JSON object")
+        return Measurement(kind=Kind(r["kind"]), environment=env, dtype=r["dtype"],
+                           label=r["label"], value=r["value"], unit=r["unit"],
+                           median=r["median"], spread=r["spread"],
+                           repetitions=r["repetitions"], settings=settings,
+                           run_id=r["run_id"], created_at=r["created_at"])
+    except (InputError, KeyError, TypeError, ValueError, AttributeError) as e:
+        raise InputError(f"a stored measurement of run {r['run_id']!r} is damaged "
+                         f"({str(e)[:100] or type(e).__name__}); delete the run or use "
+                         "another --db") from None
 
 
 def stamp(m: Measurement, run_id: str) -> Measurement:

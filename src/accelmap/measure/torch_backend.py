@@ -186,7 +186,9 @@ class TorchBackend:
 
 
 def _first(e: BaseException) -> str:
-    return str(e).splitlines()[0] if str(e) else type(e).__name__
+    """The first line of an error, cut to 120 characters (torch lists every device type)."""
+    line = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return line if len(line) <= 120 else line[:119] + "…"
 
 
 def _nccl(torch: Any) -> str:

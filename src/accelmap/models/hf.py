@@ -8,7 +8,6 @@ installed and the network allows).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +15,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from accelmap.errors import AccelmapError, InputError, UnsupportedModelError
+from accelmap.errors import (
+    AccelmapError,
+    InputError,
+    UnsupportedModelError,
+    validation_message,
+)
+from accelmap.files import exists, load_json
 from accelmap.models.schema import ModelSpec
 
 _MISSING = object()
@@ -87,7 +92,7 @@ def supported_model_types() -> list[str]:
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9.+-]+", "-", text.lower()).strip("-.") or "imported-model"
+    return re.sub(r"[^a-z0-9.+-]+", "-", text.lower()[:100]).strip("-.") or "imported-model"
 
 
 def _label_from_path(origin: str) -> str:
@@ -108,37 +113,30 @@ def spec_from_hf_dict(data: dict[str, Any], origin: str, name: str | None = None
     mapper = _MAPPERS.get(mtype)
     if mapper is None:
         raise UnsupportedModelError(
-            f"{origin}: model_type {mtype!r} is not supported; supported types: "
+            f"{origin}: model_type {mtype[:40]!r} is not supported; supported types: "
             f"{', '.join(sorted(_MAPPERS))}"
         )
     fields = mapper(cfg)
     label = name or data.get("_name_or_path") or _label_from_path(origin) or mtype
     label = str(label).rstrip("/").split("/")[-1]  # "meta-llama/Llama-2-7b-hf" -> repo name
     fields.setdefault("id", _slug(str(label)))
-    fields.setdefault("name", str(label))
+    fields.setdefault("name", str(label)[:300])
     fields.setdefault("family", mtype)
     try:
         return ModelSpec.model_validate(fields)
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "config"
-        raise InputError(f"{origin}: {loc}: {err['msg']}") from None
+        raise InputError(f"{origin}: {loc}: {validation_message(err)}") from None
 
 
 def load_hf_config(path_or_repo: str, name: str | None = None) -> ModelSpec:
     """Read a config.json (file, directory holding one, or a Hub repo id) into a ModelSpec."""
     path = Path(path_or_repo).expanduser()
-    if path.is_dir():
+    if exists(path) and path.is_dir():
         path = path / "config.json"
-    if path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
-        except UnicodeDecodeError as e:
-            raise InputError(f"{path}: not a config.json (not UTF-8 text at byte {e.start})"
-                             ) from None
-        return spec_from_hf_dict(data, str(path), name)
+    if exists(path):
+        return spec_from_hf_dict(load_json(path, "config.json"), str(path), name)
     if re.fullmatch(r"[\w.-]+/[\w.-]+", path_or_repo):
         return spec_from_hf_dict(_download_config(path_or_repo), f"{path_or_repo}/config.json",
                                  name or path_or_repo.split("/")[-1])
@@ -161,4 +159,7 @@ def _download_config(repo_id: str) -> dict[str, Any]:
             f"could not download config.json of {repo_id!r} ({type(e).__name__}); check the "
             "name, your network and HF_TOKEN for gated models, or pass a local config.json"
         ) from None
-    return dict(json.loads(Path(local).read_text(encoding="utf-8")))
+    data = load_json(local, "config.json")
+    if not isinstance(data, dict):
+        raise InputError(f"{repo_id}/config.json: a config.json must hold a JSON object")
+    return data

@@ -17,6 +17,17 @@ from pydantic import Field, field_validator, model_validator
 
 from accelmap.cited import CatalogEntry, Frozen
 
+# Hard bounds of a model accelmap maps, far beyond any real one: they turn a typo or a hostile
+# config (10^12 layers, a 10^18 vocabulary) into one clear line instead of a hang or a
+# nonsense figure. Physics and plausibility are not the point; absurdity is.
+MAX_LAYERS = 10_000
+MAX_WIDTH = 1_000_000  # d_model, heads, head_dim, latent ranks
+MAX_FFN = 10_000_000
+MAX_EXPERTS = 100_000
+MAX_VOCAB = 100_000_000
+MAX_SEQ = 1_000_000_000
+MAX_PARAMS = 1e15
+
 
 class AttentionKind(StrEnum):
     MHA = "mha"  # kv_heads == heads
@@ -52,11 +63,12 @@ class PositionKind(StrEnum):
 class MLAConfig(Frozen):
     """Multi-head latent attention dimensions (DeepSeek-V2 paper, sec. 2.1.2-2.1.3)."""
 
-    q_lora_rank: int | None = Field(default=None, gt=0, description="None: full-rank Q proj")
-    kv_lora_rank: int = Field(gt=0)
-    qk_nope_head_dim: int = Field(gt=0)
-    qk_rope_head_dim: int = Field(gt=0)
-    v_head_dim: int = Field(gt=0)
+    q_lora_rank: int | None = Field(default=None, gt=0, le=MAX_WIDTH,
+                                    description="None: full-rank Q proj")
+    kv_lora_rank: int = Field(gt=0, le=MAX_WIDTH)
+    qk_nope_head_dim: int = Field(gt=0, le=MAX_WIDTH)
+    qk_rope_head_dim: int = Field(gt=0, le=MAX_WIDTH)
+    v_head_dim: int = Field(gt=0, le=MAX_WIDTH)
 
     @property
     def qk_head_dim(self) -> int:
@@ -66,12 +78,13 @@ class MLAConfig(Frozen):
 class MoEConfig(Frozen):
     """Mixture of experts (Shazeer 2017; Fedus 2021; DeepSeekMoE arXiv:2401.06066)."""
 
-    num_experts: int = Field(gt=0, description="routed experts per MoE layer")
+    num_experts: int = Field(gt=0, le=MAX_EXPERTS, description="routed experts per MoE layer")
     top_k: int = Field(gt=0, description="routed experts active per token")
-    expert_ffn_dim: int = Field(gt=0, description="hidden size of one routed expert")
-    num_shared_experts: int = Field(default=0, ge=0)
+    expert_ffn_dim: int = Field(gt=0, le=MAX_FFN, description="hidden size of one routed expert")
+    num_shared_experts: int = Field(default=0, ge=0, le=MAX_EXPERTS)
     shared_expert_ffn_dim: int | None = Field(
-        default=None, gt=0, description="hidden size of one shared expert (default expert_ffn_dim)"
+        default=None, gt=0, le=MAX_FFN,
+        description="hidden size of one shared expert (default expert_ffn_dim)"
     )
     shared_expert_gate: bool = Field(
         default=False, description="sigmoid gate d_model->1 on the shared expert (Qwen-MoE)"
@@ -79,8 +92,10 @@ class MoEConfig(Frozen):
     router_bias: bool = Field(
         default=False, description="per-expert routing bias vector (DeepSeek-V3 aux-loss-free)"
     )
-    dense_layers: int = Field(default=0, ge=0, description="first layers that use a dense FFN")
-    layer_frequency: int = Field(default=1, gt=0, description="every n-th layer is MoE")
+    dense_layers: int = Field(default=0, ge=0, le=MAX_LAYERS,
+                              description="first layers that use a dense FFN")
+    layer_frequency: int = Field(default=1, gt=0, le=MAX_LAYERS,
+                                 description="every n-th layer is MoE")
 
     @model_validator(mode="after")
     def _check(self) -> MoEConfig:
@@ -97,20 +112,23 @@ class ModelSpec(CatalogEntry):
     family: str
     year: int | None = Field(default=None, ge=2017, le=2035)
 
-    n_layers: int = Field(gt=0)
-    d_model: int = Field(gt=0)
-    n_heads: int = Field(gt=0)
-    n_kv_heads: int | None = Field(default=None, gt=0, description="default: n_heads (MHA)")
-    head_dim: int | None = Field(default=None, gt=0, description="default: d_model / n_heads")
-    ffn_dim: int = Field(gt=0, description="hidden size of the dense FFN")
+    n_layers: int = Field(gt=0, le=MAX_LAYERS)
+    d_model: int = Field(gt=0, le=MAX_WIDTH)
+    n_heads: int = Field(gt=0, le=MAX_WIDTH)
+    n_kv_heads: int | None = Field(default=None, gt=0, le=MAX_WIDTH,
+                                   description="default: n_heads (MHA)")
+    head_dim: int | None = Field(default=None, gt=0, le=MAX_WIDTH,
+                                 description="default: d_model / n_heads")
+    ffn_dim: int = Field(gt=0, le=MAX_FFN, description="hidden size of the dense FFN")
     ffn_kind: FFNKind = FFNKind.GATED
     activation: Activation = Activation.SILU
-    vocab_size: int = Field(gt=0)
-    max_seq_len: int = Field(gt=0)
+    vocab_size: int = Field(gt=0, le=MAX_VOCAB)
+    max_seq_len: int = Field(gt=0, le=MAX_SEQ)
     tied_embeddings: bool = False
 
     position: PositionKind = PositionKind.ROPE
-    learned_position_offset: int = Field(default=0, ge=0, description="OPT adds 2 rows")
+    learned_position_offset: int = Field(default=0, ge=0, le=MAX_SEQ,
+                                         description="OPT adds 2 rows")
     rope_fraction: float = Field(default=1.0, gt=0, le=1, description="GPT-J/NeoX partial RoPE")
 
     norm: NormKind = NormKind.RMSNORM
@@ -126,7 +144,7 @@ class ModelSpec(CatalogEntry):
     mlp_bias: bool = False
     lm_head_bias: bool = False
 
-    sliding_window: int | None = Field(default=None, gt=0)
+    sliding_window: int | None = Field(default=None, gt=0, le=MAX_SEQ)
     sliding_window_pattern: tuple[bool, ...] = Field(
         default=(True,),
         description="repeating per-layer pattern, True = sliding-window layer (Gemma 2: [T, F])",
@@ -165,7 +183,28 @@ class ModelSpec(CatalogEntry):
             raise ValueError("moe.dense_layers exceeds n_layers")
         if not self.sliding_window_pattern:
             raise ValueError("sliding_window_pattern must have at least one entry")
+        if len(self.sliding_window_pattern) > MAX_LAYERS:
+            raise ValueError(f"sliding_window_pattern has more than {MAX_LAYERS:,} entries")
+        size = self.size_bound()
+        if size > MAX_PARAMS:
+            raise ValueError(
+                f"about {size:.3g} parameters, beyond the {MAX_PARAMS:.0e} accelmap maps (the "
+                "largest models have ~1e12): check vocab_size, d_model, ffn_dim and n_layers")
         return self
+
+    def size_bound(self) -> float:
+        """A quick upper estimate of the parameter count (embeddings, attention and the wider
+        of the dense and expert FFNs in every layer), to refuse absurd sizes before any work."""
+        d, hd = float(self.d_model), float(self.head_size)
+        attn = d * hd * 2 * (self.n_heads + self.kv_heads)
+        if self.mla is not None:
+            attn += d * (self.mla.kv_lora_rank + (self.mla.q_lora_rank or 0)) * 4
+        ffn = 3 * d * self.ffn_dim
+        if self.moe is not None:
+            m = self.moe
+            ffn = max(ffn, 3 * d * (m.num_experts * m.expert_ffn_dim
+                                    + m.num_shared_experts * m.shared_ffn))
+        return 2 * float(self.vocab_size) * d + self.n_layers * (attn + ffn)
 
     # --- derived -------------------------------------------------------------------------
     @property

@@ -139,6 +139,9 @@ def plan_mapping_dict(mapping: Mapping, serving: ServingChoice | None) -> dict[s
     return {**mapping.to_serving_dict(), **serving.to_dict()}
 
 
+MAX_MAPPING_COUNT = 10**9  # a parallel degree, batch or token cap in a plan file
+
+
 def read_plan_mapping(data: Any, kind: PlanKind) -> tuple[Mapping, ServingChoice | None]:
     """The typed mapping (and, serving, the ServingChoice) of a plan file's ``mapping`` object.
 
@@ -164,6 +167,8 @@ def read_plan_mapping(data: Any, kind: PlanKind) -> tuple[Mapping, ServingChoice
                 or v < floor.get(key, 1)):
             raise InputError(f"{what}: {key}={v!r} is not a whole number >= "
                              f"{floor.get(key, 1)}")
+        if v > MAX_MAPPING_COUNT:
+            raise InputError(f"{what}: {key}={v!r} is more than {MAX_MAPPING_COUNT:,}")
     if kind is PlanKind.SERVE:
         tokens = data.get("max_batched_tokens")
         serving = ServingChoice(int(data["batch"]), _choice(DType, data, "weight_dtype", what),
@@ -180,6 +185,8 @@ def read_plan_mapping(data: Any, kind: PlanKind) -> tuple[Mapping, ServingChoice
         v = data.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise InputError(f"{what}: {key}={v!r} is not a whole number >= 1")
+        if v is not None and v > MAX_MAPPING_COUNT:
+            raise InputError(f"{what}: {key}={v!r} is more than {MAX_MAPPING_COUNT:,}")
     for key in ("embedding_in_split", "loss_in_split", "tp_comm_overlap"):
         if key in data and not isinstance(data[key], bool):
             raise InputError(f"{what}: {key}={data[key]!r} is not true or false")

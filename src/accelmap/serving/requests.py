@@ -14,7 +14,6 @@ coefficient of variation s (conversation datasets such as ShareGPT are heavy-tai
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -26,6 +25,7 @@ from accelmap.errors import InputError
 # Bounded work: 10,000 requests simulate in 0.1-0.4 s (benchmarks/simulator_speed.py), so this
 # cap keeps one run under about 10 s; larger studies split the stream.
 MAX_REQUESTS = 200_000
+MAX_LEN = 10**9  # tokens of one prompt or output in a trace
 
 
 class LengthDist(StrEnum):
@@ -115,21 +115,25 @@ def read_trace(path: Path, prefix_hit: float = 0.0) -> Requests:
     """A trace file: CSV with a header, or JSON lines, with an arrival time in seconds
     (``arrival_s``/``timestamp``) and the lengths (``prompt_len``/``input_len``,
     ``output_len``); rows are sorted by arrival."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"cannot read trace {path}: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"trace {path} is not UTF-8 text: give a CSV or JSON-lines file") \
-            from None
+    from accelmap.files import MAX_TABLE_BYTES, parse_json, read_text
+
+    text = read_text(path, "trace", MAX_TABLE_BYTES)
     rows: list[dict[str, str]]
     if path.suffix in (".jsonl", ".json") or text.lstrip().startswith("{"):
-        try:
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as e:
-            raise InputError(f"trace {path}: line {e.lineno} is not JSON ({e.msg})") from None
+        rows = []
+        for i, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                row = parse_json(line, f"trace {path}, line {i}")
+                if not isinstance(row, dict):
+                    raise InputError(f"trace {path}, line {i}: a request is a JSON object such "
+                                     'as {"arrival_s": 0.5, "prompt_len": 512, "output_len": '
+                                     "128}")
+                rows.append(row)
     else:
-        rows = list(csv.DictReader(text.splitlines()))
+        try:
+            rows = list(csv.DictReader(text.splitlines()))
+        except csv.Error as e:
+            raise InputError(f"trace {path}: malformed CSV ({e})") from None
     if not rows:
         raise InputError(f"trace {path} has no requests")
     if len(rows) > MAX_REQUESTS:
@@ -143,11 +147,12 @@ def read_trace(path: Path, prefix_hit: float = 0.0) -> Requests:
                     v = float(row[k])
                 except (TypeError, ValueError):
                     break
-                if not np.isfinite(v) or v < 0:
+                if not np.isfinite(v) or v < 0 or (names is not _ARRIVAL and v > MAX_LEN):
                     break
                 return v
         raise InputError(f"trace {path}, request {i + 1}: needs a non-negative number in one "
-                         f"of the columns {', '.join(names)}")
+                         f"of the columns {', '.join(names)}"
+                         + ("" if names is _ARRIVAL else f" (at most {MAX_LEN:,} tokens)"))
 
     arr = np.array([column(r, _ARRIVAL, i) for i, r in enumerate(rows)])
     p = np.array([column(r, _PROMPT, i) for i, r in enumerate(rows)]).astype(np.int64)

@@ -60,6 +60,10 @@ class Scenario(StrEnum):
 DEFAULT_REQUESTS = 2000  # per run; enough for the steady state to dominate ramp-up and tail
 
 
+MAX_RATE = 1e7  # requests/s over a whole cluster
+MAX_SPREAD = 100.0  # uniform +- fraction or lognormal coefficient of variation
+
+
 @dataclass(frozen=True)
 class Load:
     """The request stream and the objectives of a scenario run."""
@@ -85,6 +89,14 @@ class Load:
         if self.scenario is Scenario.OFFLINE and self.rate is not None:
             raise InputError("--rate applies to --scenario server; offline queues every "
                              "request at once")
+        if self.rate is not None and not (math.isfinite(self.rate) and 0 < self.rate <= MAX_RATE):
+            raise InputError(f"--rate must be a positive number of requests/s up to "
+                             f"{MAX_RATE:.0e}, got {self.rate}")
+        if not (math.isfinite(self.spread) and 0 <= self.spread <= MAX_SPREAD):
+            raise InputError(f"--spread must be a number from 0 to {MAX_SPREAD:g}, got "
+                             f"{self.spread}")
+        if not (math.isfinite(self.prefix_hit) and 0 <= self.prefix_hit < 1):
+            raise InputError(f"--prefix-hit must be a fraction in [0, 1), got {self.prefix_hit}")
 
 
 @dataclass(frozen=True)

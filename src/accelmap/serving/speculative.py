@@ -67,6 +67,7 @@ from accelmap.workload import Inference
 # k searched 1..8: gpt-fast's generate.py default speculate_k is 8 (its scripts use 4-6), and
 # Leviathan et al. 2023 (sec. 4, Table 2) evaluate draft lengths up to 7.
 MAX_DRAFT_LEN = 8
+MAX_MTP_LAYERS = 1000  # MTP/EAGLE heads are 1 to a few layers; past this it is a typo
 
 
 def expected_tokens(alpha: Any, k: Any) -> Any:
@@ -94,9 +95,9 @@ class Speculation:
         if self.draft is not None and self.mtp_layers:
             raise InputError("speculative decoding takes one drafter: a draft model (--draft "
                              "MODEL) or MTP/EAGLE-style heads (--mtp N), not both")
-        if self.draft is None and self.mtp_layers <= 0:
-            raise InputError(f"--mtp must be a positive number of head layers (or give --draft "
-                             f"MODEL), got {self.mtp_layers}")
+        if self.draft is None and not 0 < self.mtp_layers <= MAX_MTP_LAYERS:
+            raise InputError(f"--mtp must be 1 to {MAX_MTP_LAYERS} head layers (or give "
+                             f"--draft MODEL), got {self.mtp_layers}")
         if not (isinstance(self.accept, (int, float)) and 0.0 <= self.accept < 1.0):
             raise InputError(f"--accept is the draft-token acceptance rate alpha, in [0, 1); got "
                              f"{self.accept}")

@@ -65,6 +65,7 @@ from accelmap.workload import Inference
 STEPS = 8  # most prefill-pool sizes tried per (prefill tp, decode tp) pair: bounds the search
 ATTAINMENT = 0.9  # SLO attainment goal, DistServe sec. 2's example ("90 % of requests")
 SEARCH_REQUESTS = 600  # requests per candidate run unless the load says otherwise
+MAX_SEARCH_REQUESTS = 20_000  # per candidate: dozens of layouts are simulated
 
 
 @dataclass(frozen=True)
@@ -237,6 +238,9 @@ def search_split(spec: ModelSpec, system: System, wl: Inference, fw: FrameworkPr
     if load.slo.ttft_s is None and load.slo.tpot_s is None:
         raise InputError("--disaggregate auto maximises goodput under SLOs: give --slo-ttft "
                          "and/or --slo-tpot")
+    if load.requests is not None and load.requests > MAX_SEARCH_REQUESTS:
+        raise InputError(f"--disaggregate auto simulates every candidate layout: give at most "
+                         f"--requests {MAX_SEARCH_REQUESTS:,} (got {load.requests:,})")
     offered = float(load.rate)
     t0 = time.perf_counter()
     load = with_requests(load, load.requests or SEARCH_REQUESTS)

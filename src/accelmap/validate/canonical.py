@@ -25,6 +25,7 @@ import yaml
 
 from accelmap.cost.framework import Framework
 from accelmap.errors import InputError
+from accelmap.files import MAX_TABLE_BYTES, parse_yaml, read_text
 from accelmap.mapping.plan import ZeroStage
 from accelmap.units import DType
 from accelmap.validate.cases import Arch, parse_number
@@ -71,15 +72,20 @@ def _text(v: Any) -> str:
     return str(v).strip()
 
 
-def _int(name: str, lo: int = 1, hi: int | None = None) -> Callable[[Any], Parsed]:
+MAX_COUNT = 10**9  # the largest whole number a field may hold (devices, tokens, layers)
+
+
+def _int(name: str, lo: int = 1, hi: int = MAX_COUNT) -> Callable[[Any], Parsed]:
     def parse(v: Any) -> Parsed:
         t = _text(v)
-        if t.isdigit() and int(t) >= lo and (hi is None or int(t) <= hi):
+        if t.isdigit() and len(t) <= 30 and lo <= int(t) <= hi:
             return int(t), None
         guess, _ = parse_number(t)
-        bound = f"a whole number >= {lo}" + (f" and <= {hi}" if hi else "")
-        fix = (f"write {name}: {int(guess)}" if guess is not None and guess == int(guess)
-               and guess >= lo and (hi is None or guess <= hi)
+        bound = f"a whole number >= {lo}" + (f" and <= {hi}" if hi != MAX_COUNT else "")
+        if hi == MAX_COUNT and guess is not None and guess > hi:
+            bound = f"a whole number in {lo}..{hi:,}"
+        fix = (f"write {name}: {int(guess)}" if guess is not None and math.isfinite(guess)
+               and guess == int(guess) and lo <= guess <= hi
                else f"write {name}: {bound}, or leave it out when not stated")
         return None, f"is not {bound}; {fix}"
     return parse
@@ -95,9 +101,9 @@ def _float(name: str) -> Callable[[Any], Parsed]:
         if math.isfinite(x) and x > 0:
             return x, None
         guess, _ = parse_number(t)
-        fix = (f"write {name}: {guess:g}" if guess is not None and guess > 0
+        fix = (f"write {name}: {guess:g}" if guess is not None and 0 < guess < math.inf
                else f"write {name}: a positive number")
-        return None, f"is not a positive number; {fix}"
+        return None, f"is not a positive finite number; {fix}"
     return parse
 
 
@@ -329,6 +335,9 @@ def _checks(values: dict[str, Any]) -> list[Problem]:
         v = values["value"]
         return [Problem("value", f"field 'value': MFU is in percent, so {v:g} reads as "
                                  f"{v:g} %; write value: {v * 100:g}")]
+    if values.get("metric") is Metric.MFU and values.get("value", 0.0) > 100:
+        return [Problem("value", f"field 'value': MFU {values['value']:g} % is above 100 %; "
+                                 "write the model FLOPs utilization in percent")]
     return []
 
 
@@ -426,12 +435,7 @@ def _records_csv(text: str, path: Path) -> list[tuple[int, dict[str, Any]]]:
 
 
 def _records_yaml(text: str, path: Path) -> list[tuple[int, dict[str, Any]]]:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise InputError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    data = parse_yaml(text, str(path))
     if isinstance(data, dict) and "runs" in data:
         data = data["runs"]
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
@@ -448,10 +452,7 @@ def read_runs(path: str | Path) -> tuple[TrainingRun | ServingRun | UnreadableRu
     """Every record of a canonical run file (CSV or YAML by its suffix), read or with its
     problems; a file that is no run file raises one InputError."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read it as UTF-8 text ({e})") from None
+    text = read_text(path, "run file", MAX_TABLE_BYTES)
     yaml_file = path.suffix.lower() in YAML_SUFFIXES
     records = _records_yaml(text, path) if yaml_file else _records_csv(text, path)
     if not records:

@@ -22,6 +22,7 @@ its reason, because one bad cell must not hide the other rows.
 from __future__ import annotations
 
 import csv
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from accelmap.errors import InputError
+from accelmap.files import MAX_TABLE_BYTES, exists, read_text
 
 if TYPE_CHECKING:
     from accelmap.validate.runs import ServingRun, TrainingRun, UnreadableRun
@@ -53,7 +55,7 @@ def parse_number(text: str | None) -> tuple[float | None, bool]:
 
 def parse_int(text: str | None) -> tuple[int | None, bool]:
     value, ok = parse_number(text)
-    if value is None or value != int(value):
+    if value is None or not math.isfinite(value) or value != int(value):
         return None, False
     return int(value), ok
 
@@ -121,6 +123,8 @@ class _Base:
     accelerator: str
     unverified: frozenset[str] = field(default=frozenset())  # columns holding '?' or '~'
     notes_text: str = ""
+    # (column, sentence) of each cell that holds an impossible number: the row is skipped
+    problems: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -192,33 +196,56 @@ def detect_format(columns: list[str] | tuple[str, ...], path: Path) -> CaseForma
     for fmt, need in REQUIRED.items():
         if set(need) <= have:
             return fmt
-    expected = "; ".join(f"{fmt.value}: {', '.join(need)}" for fmt, need in REQUIRED.items())
-    raise InputError(f"{path}: unknown measurement format: the header must hold the columns of "
-                     f"one of these layouts ({expected}), or be a run file with accelerator, "
-                     "metric and value (docs/validate-format.md)")
+    # the layout with the most of its columns present, and what it lacks
+    fmt, need = max(REQUIRED.items(), key=lambda kv: len(set(kv[1]) & have))
+    lacks = [c for c in need if c not in have]
+    shown = ", ".join(lacks[:4]) + (", ..." if len(lacks) > 4 else "")
+    others = "; ".join(f"{f.value}: {n[0]}, ..." for f, n in REQUIRED.items() if f is not fmt)
+    raise InputError(f"{path}: unknown measurement format: a {fmt.value} CSV needs the columns "
+                     f"{shown} (other layouts: {others}; a run file: accelerator, metric, "
+                     "value; docs/validate-format.md)")
+
+
+# The largest count a cell may hold (devices, tokens, layers ...): beyond it the row is skipped.
+MAX_CELL_COUNT = 10**9
 
 
 class _Row:
-    """One CSV record with typed getters that remember which cells were unverified."""
+    """One CSV record with typed getters that remember which cells were unverified, and which
+    cells hold a number no measurement can have (negative, zero, not finite, a fraction of a
+    device, a count beyond MAX_CELL_COUNT): those read as missing and are the row's
+    ``problems``, so the row is skipped with its reason, never scored or read as 'not
+    stated'."""
 
     def __init__(self, raw: Mapping[str, str | None]) -> None:
         self.raw = raw
         self.unverified: set[str] = set()
+        self.problems: list[tuple[str, str]] = []
 
     def text(self, key: str) -> str:
         return (self.raw.get(key) or "").strip()
 
     def num(self, key: str) -> float | None:
         value, ok = parse_number(self.raw.get(key))
+        if value is not None and not (math.isfinite(value) and value > 0):
+            self.problems.append((key, f"{key} {self.text(key)[:30]!r} is not a positive "
+                                       "finite number"))
+            return None
         if value is not None and not ok:
             self.unverified.add(key)
         return value
 
     def integer(self, key: str) -> int | None:
-        value, ok = parse_int(self.raw.get(key))
-        if value is not None and not ok:
+        value, ok = parse_number(self.raw.get(key))
+        if value is None:
+            return None
+        if not (math.isfinite(value) and value == int(value) and 1 <= value <= MAX_CELL_COUNT):
+            self.problems.append((key, f"{key} {self.text(key)[:30]!r} is not a whole number in "
+                                       f"1..{MAX_CELL_COUNT:,}"))
+            return None
+        if not ok:
             self.unverified.add(key)
-        return value
+        return int(value)
 
     def arch(self) -> Arch:
         return Arch(self.integer("layers"), self.integer("hidden"), self.integer("heads"),
@@ -264,7 +291,7 @@ def _build(fmt: CaseFormat, r: _Row, path: Path, line: int) -> Case:
             **base, dtype=r.text("dtype"), kind=r.text("kind"),
             measured_value=r.num("measured_value"), measured_unit=r.text("measured_unit"),
             theoretical_peak=r.num("theoretical_peak"), best_shape=r.text("best_shape_MxNxK"))
-    return replace(case, unverified=frozenset(r.unverified))
+    return replace(case, unverified=frozenset(r.unverified), problems=tuple(r.problems))
 
 
 def read_cases(path: str | Path) -> CaseFile:
@@ -273,15 +300,12 @@ def read_cases(path: str | Path) -> CaseFile:
     from accelmap.validate.canonical import YAML_SUFFIXES, read_runs
 
     path = Path(path)
-    if not path.is_file():
+    if not exists(path):
         raise InputError(f"{path}: no such file (pass a measurements CSV, e.g. "
                          "../shared/reference/measurements/inference.csv, or a run file)")
     if path.suffix.lower() in YAML_SUFFIXES:
         return CaseFile(path, CaseFormat.RUNS, read_runs(path))
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read it as UTF-8 text ({e})") from None
+    text = read_text(path, "measurements CSV", MAX_TABLE_BYTES)
     reader = csv.DictReader(text.splitlines())
     try:
         columns = reader.fieldnames

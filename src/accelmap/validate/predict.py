@@ -137,7 +137,7 @@ def predict_inference(case: InferenceCase, catalog: Catalog,
                       unit=case.metric_unit, kind=metric[0] if metric else None,
                       measured=case.metric_value,
                       higher_is_better=metric[2] if metric else True, framework=fw.value)
-    reasons: list[str] = []
+    reasons: list[str] = [msg for _, msg in case.problems]
     notes: list[str] = []
     if r := _devices_reason(case.parallel.devices):
         reasons.append(r)
@@ -217,7 +217,7 @@ def predict_matmul(case: MatmulCase, catalog: Catalog, calibrated: frozenset[str
                       kind=MetricKind.BANDWIDTH if bandwidth else MetricKind.MATMUL,
                       measured=case.measured_value)
     dev = rs.resolve_device(case.accelerator, catalog)
-    reasons = [dev.reason] if dev.reason else []
+    reasons = [msg for _, msg in case.problems] + ([dev.reason] if dev.reason else [])
     if case.measured_value is None:
         reasons.append("measured value is not a number")
     dtype = None if bandwidth else _matmul_dtype(case.dtype)

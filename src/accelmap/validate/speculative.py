@@ -53,7 +53,7 @@ def predict(case: InferenceCase, catalog: Catalog, calibrated: frozenset[str]) -
     base = Prediction(case.row_id, case.file, case.source, case.model, case.accelerator,
                       metric="tokens_per_s", unit=case.metric_unit, kind=MetricKind.DECODE,
                       measured=case.metric_value, higher_is_better=True, framework=fw.value)
-    reasons: list[str] = []
+    reasons: list[str] = [msg for _, msg in case.problems]
     notes: list[str] = []
     pair = _PAIR.match(case.model)
     if "gpt-fast" not in case.framework.lower():

@@ -36,9 +36,11 @@ def predict_single(run: TrainingRun, catalog: Catalog, calibrated: frozenset[str
     megatron = run.framework in (Stack.MEGATRON_LM, Stack.NEMO)
     fw = Framework.MEGATRON if megatron else Framework.EAGER
     base = multi.run_base(run, fw)
-    reasons: list[str] = []
+    # an impossible cell first: the device count it held is then no 'not stated'
+    reasons: list[str] = [str(p) for p in run.problems if p.field not in ("precision",
+                                                                            "framework")]
     notes: list[str] = list(run.reading_notes)
-    if run.device_count is None:
+    if run.device_count is None and not reasons:
         reasons.append("device count not stated")
     dev, model, more, resolved = rs.resolve_run(run, catalog, megatron)
     reasons += more
@@ -52,7 +54,6 @@ def predict_single(run: TrainingRun, catalog: Catalog, calibrated: frozenset[str
         reasons += [str(p) for p in run.problems if p.field == "precision"] or [
             "precision not stated"]
     # one device needs no stack defaults: an unknown framework is eager PyTorch here
-    reasons += [str(p) for p in run.problems if p.field not in ("precision", "framework")]
     if reasons or dev.value is None or model.value is None:
         return skip(base, reasons, notes)
     assert run.seq_len is not None and batch is not None and run.precision is not None

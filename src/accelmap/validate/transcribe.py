@@ -161,7 +161,7 @@ def read_metric(case: TrainingCase, stack: Stack | None
 def from_case(case: TrainingCase) -> TrainingRun:
     """The canonical run of a transcription training row (see the module docstring)."""
     notes: list[str] = []
-    problems: list[Problem] = []
+    problems: list[Problem] = [Problem(col, msg) for col, msg in case.problems]
     stack, version, text_year = read_framework(case.framework)
     if stack is None:
         problems.append(Problem("framework",
@@ -293,7 +293,7 @@ def serving_metric(case: InferenceCase) -> ServingMetric | None:
 def serving_from_case(case: InferenceCase) -> ServingRun:
     """The canonical serving run of an inference-layout serving row."""
     notes: list[str] = []
-    problems: list[Problem] = []
+    problems: list[Problem] = [Problem(col, msg) for col, msg in case.problems]
     text = case.notes_text
     fw = inference_framework(case.framework)
     version = m.group(2) if (m := _SERVING_VERSION.search(case.framework.lower())) else ""
