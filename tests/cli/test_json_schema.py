@@ -35,6 +35,7 @@ GOLDEN = FIXTURES / "json_schemas.json"
 UPDATE = os.environ.get("ACCELMAP_UPDATE_SCHEMAS", "") not in ("", "0")
 PLAN = "{plan}"  # stands for a plan file written by the test
 OUT = "{out}"  # stands for an output folder
+CASES = "{cases}"  # the bundled fixture, wherever the checkout is
 
 COMMANDS: dict[str, list[str]] = {
     "estimate-train": ["estimate", "llama-3.2-1b", "--hw", "h100-sxm5-80gb", "--train",
@@ -54,8 +55,7 @@ COMMANDS: dict[str, list[str]] = {
     "compare": ["compare", "llama-3.2-1b", "--class", "tpu", "--top", "3", "--json"],
     "export": ["export", "deepspeed", "--from", PLAN, "--out", OUT, "--json"],
     "export-list": ["export", "--list", "--json"],
-    "validate": ["validate", "--cases", str(FIXTURES / "measurements" / "inference.csv"),
-                 "--json"],
+    "validate": ["validate", "--cases", CASES, "--json"],
     "hw-list": ["hw", "list", "--json"],
     "hw-show": ["hw", "show", "h100-sxm5-80gb", "--json"],
     "hw-systems": ["hw", "systems", "--json"],
@@ -140,7 +140,8 @@ def _plan_file(folder: Path) -> Path:
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_json_shape_is_the_golden_one(name: str, cli: Callable[..., Any], tmp_path: Path,
                                       golden: dict[str, Any], found: dict[str, Any]) -> None:
-    places = {PLAN: str(_plan_file(tmp_path)), OUT: str(tmp_path / "out")}
+    places = {PLAN: str(_plan_file(tmp_path)), OUT: str(tmp_path / "out"),
+              CASES: str(FIXTURES / "measurements" / "inference.csv")}
     argv = [places.get(a, a) for a in COMMANDS[name]]
     r = cli(*argv)
     assert r.code == 0, r.err
