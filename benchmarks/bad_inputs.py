@@ -19,6 +19,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import sqlite3
 import sys
@@ -995,14 +996,21 @@ def run(args: list[str], timeout: float = TIMEOUT_S) -> tuple[int | None, str, s
     return code, out.getvalue(), err.getvalue(), time.perf_counter() - t0
 
 
+# a figure that is not a number: 'TPOT nan s', 'inf tokens/s', '"tpot_s": NaN' (a name that
+# happens to be 'nan', a file nan.csv or "Infinity Cache" in a description is not one)
+_NOT_A_NUMBER = re.compile(
+    r"(?<![\w.-])(nan|-?inf)\s?(%|[kMGTPEmuµn]?(s|B|B/s|FLOP/s|OP/s|W|J|Hz)(?![\w])|"
+    r"days|tokens|x\b)|\":\s*-?(NaN|Infinity)\b")
+
+
 def judge(case: Case, code: int | None, out: str, err: str) -> str:
     if code is None:
         return "hang"
     if "internal error" in err or "Traceback" in err or code not in (0, 2):
         return "internal"
     if code == 0:
-        if case.expect == ERR:
-            return "silent"
+        if case.expect == ERR or _NOT_A_NUMBER.search(out):
+            return "silent"  # refused input accepted, or an answer of NaN/inf ('TPOT nan s')
         if case.says and case.says.lower() not in (out + err).lower():
             return "unclear"
         return "clear"
