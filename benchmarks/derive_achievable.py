@@ -22,7 +22,7 @@ from accelmap.units import DType
 from accelmap.validate.names import MEASURED_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CSV = ROOT.parent / "shared" / "reference" / "measurements" / "matmul.csv"
+DEFAULT_CSV = ROOT / "benchmarks" / "data" / "reference" / "measurements" / "matmul.csv"
 OUT = ROOT / "src" / "accelmap" / "cost" / "data" / "achievable_matmul.yaml"
 
 

@@ -46,7 +46,7 @@ from accelmap.catalog import load_catalog
 from accelmap.hardware.schema import LinkRole, Topology
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_REF = ROOT.parent / "shared" / "reference"
+DEFAULT_REF = ROOT / "benchmarks" / "data" / "reference"
 OUT = ROOT / "src" / "accelmap" / "cost" / "data" / "collective_efficiency.yaml"
 
 SCALE_UP = LinkRole.SCALE_UP.value

@@ -30,7 +30,7 @@ from accelmap.validate.cases import InferenceCase, TrainingCase, read_cases
 from accelmap.validate.outcome import MetricKind
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "reference" / "measurements"
+DATA = ROOT / "benchmarks" / "data" / "reference" / "measurements"
 OUT = ROOT / "src" / "accelmap" / "engine" / "data" / "error_bands.yaml"
 PHASE = {MetricKind.TRAINING: "train", MetricKind.TTFT: "serve-latency",
          MetricKind.DECODE: "serve-latency", MetricKind.THROUGHPUT: "serve-throughput",

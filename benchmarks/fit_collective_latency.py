@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import derive_collective_efficiency as dce
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CSV = ROOT.parent / "shared" / "reference" / "measurements" / "collectives.csv"
+DEFAULT_CSV = ROOT / "benchmarks" / "data" / "reference" / "measurements" / "collectives.csv"
 OUT = ROOT / "src" / "accelmap" / "cost" / "data" / "collective_latency.yaml"
 MAX_PAYLOAD = 128 * 2**10
 # sgl-project/sglang PR #2904 (H100, without CUDA graph), vLLM custom all-reduce latency in ms

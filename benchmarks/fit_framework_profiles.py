@@ -59,7 +59,7 @@ from accelmap.validate.outcome import MetricKind
 from accelmap.validate.resolve import inference_framework, inference_precision
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CSV = ROOT.parent / "shared" / "reference" / "measurements" / "inference.csv"
+DEFAULT_CSV = ROOT / "benchmarks" / "data" / "reference" / "measurements" / "inference.csv"
 OUT = ROOT / "src" / "accelmap" / "cost" / "data" / "framework_calibration.yaml"
 FITTED_STACKS = (Framework.TENSORRT_LLM, Framework.TORCH_COMPILE)
 BORROWERS = (Framework.VLLM, Framework.SGLANG)

@@ -42,7 +42,7 @@ from accelmap.validate import predict as pr
 from accelmap.validate.cases import Case, TrainingCase, read_cases
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CSV = ROOT.parent / "shared" / "reference" / "measurements" / "training.csv"
+DEFAULT_CSV = ROOT / "benchmarks" / "data" / "reference" / "measurements" / "training.csv"
 OUT = ROOT / "src" / "accelmap" / "cost" / "data" / "training_fit.yaml"
 SPLIT = "row_id number divisible by 4 (one multi-device training row in four)"
 RANGES = {"sustained_gemm_fraction": (0.5, 1.0, 0.01), "contention": (0.0, 0.6, 0.05)}

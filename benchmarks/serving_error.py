@@ -28,7 +28,7 @@ from accelmap.validate.report import compress_ids, stats, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK_SET = ROOT / "benchmarks" / "data" / "serving_published.csv"
-SHARED = ROOT.parent / "shared" / "reference" / "measurements" / "inference.csv"
+SHARED = ROOT / "benchmarks" / "data" / "reference" / "measurements" / "inference.csv"
 
 
 def _pct(v: float | None, signed: bool = False) -> str:

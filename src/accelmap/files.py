@@ -208,6 +208,11 @@ def parse_yaml(text: str, origin: str, trusted: bool = False) -> Any:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        if "nesting" in problem:
+            # libyaml >= 0.2.5 (in PyYAML 6.0.4's wheels) stops at its own depth limit (1000)
+            # while scanning ahead, before our event walk sees level 65: same answer either way
+            raise InputError(f"{clip(origin, 120)}{where}: nested more than {MAX_DEPTH} levels "
+                             "deep; is it the right file?") from None
         raise InputError(f"{clip(origin, 120)}{where}: not valid YAML ({clip(problem, 100)})"
                          ) from None
     except RecursionError:
