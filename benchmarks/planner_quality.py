@@ -28,7 +28,8 @@ from accelmap.search.space import TrainingSpace
 from accelmap.validate.cases import TrainingCase, read_cases
 from accelmap.validate.multi import plan_training as published_plan
 
-DEFAULT = Path(__file__).resolve().parents[1] / "benchmarks/data/reference/measurements/training.csv"
+DEFAULT = (Path(__file__).resolve().parents[1]
+           / "benchmarks/data/reference/measurements/training.csv")
 
 
 def main() -> None:

@@ -35,8 +35,8 @@ from accelmap.units import DType
 from accelmap.validate.cases import TrainingCase, read_cases
 from accelmap.validate.multi import TrainingPlan, plan_training
 
-DEFAULT_CSV = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "reference" / "measurements" / \
-    "training.csv"
+DEFAULT_CSV = (Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "reference"
+               / "measurements" / "training.csv")
 ATTENTION = ("attention/core", "attention/scores", "attention/softmax", "attention/context")
 
 
