@@ -17,7 +17,7 @@ cannot starve estimates, killed on disconnect, at its cap and on shutdown). Bad 
 whose ``error`` is the sentence the CLI prints; every error, 404s included, has that shape,
 with any echoed input cut. ``guard`` checks Host and Origin and sends the security headers.
 The model and cluster fields name catalog entries (or cluster specs such as 8xH100), never
-server files. /docs is Swagger UI from the swagger-ui-bundle package (no CDN).
+server files. /docs is Swagger UI from the fastapi-offline package (no CDN).
 """
 
 from __future__ import annotations
@@ -312,24 +312,25 @@ def _pages(app: FastAPI) -> None:
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:
-        """Swagger UI from the swagger-ui-bundle package (the web extra), no CDN."""
+        """Swagger UI from the fastapi-offline package (the web extra), no CDN."""
         if assets is None:
-            return HTMLResponse("<p>The API docs need the swagger-ui-bundle package: pip "
+            return HTMLResponse("<p>The API docs need the fastapi-offline package: pip "
                                 "install 'accelmap[web]'. The schema is at "
                                 "<a href=/openapi.json>/openapi.json</a>.</p>")
         return get_swagger_ui_html(openapi_url="/openapi.json", title="accelmap API",
                                    swagger_js_url="/docs-assets/swagger-ui-bundle.js",
                                    swagger_css_url="/docs-assets/swagger-ui.css",
-                                   swagger_favicon_url="/docs-assets/favicon-32x32.png")
+                                   swagger_favicon_url="/docs-assets/favicon.png")
 
 
 def swagger_assets() -> Path | None:
-    """The folder of Swagger UI's files in the swagger-ui-bundle package, None without it."""
+    """The folder of Swagger UI's files (5.x: it reads OpenAPI 3.1) shipped by the
+    fastapi-offline package, None without it."""
     try:
-        import swagger_ui_bundle
+        import fastapi_offline
     except ImportError:
         return None
-    path = Path(swagger_ui_bundle.swagger_ui_path)
+    path = Path(fastapi_offline.__file__).parent / "static"
     return path if (path / "swagger-ui-bundle.js").is_file() else None
 
 
