@@ -92,7 +92,7 @@ class Runner:
         if self.stopping:
             raise Stopping
         limiter = self.lanes[lane]
-        if limiter.statistics().tasks_waiting >= self.pool.queue:
+        if limiter.available_tokens < 1 and limiter.statistics().tasks_waiting >= self.pool.queue:
             raise Busy
         async with limiter:
             return await self._run(job, payload, disconnected)
