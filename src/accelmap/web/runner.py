@@ -24,6 +24,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from accelmap.errors import InputError
 from accelmap.web import worker
@@ -74,8 +75,8 @@ class Runner:
         self.pool = pool
         self.ctx = multiprocessing.get_context("forkserver")
         self.ctx.set_forkserver_preload(["accelmap.web.worker"])
-        self.lanes = {Lane.QUICK: anyio.CapacityLimiter(pool.quick),
-                      Lane.SEARCH: anyio.CapacityLimiter(pool.searches)}
+        # one set of lanes per event loop (a server has one; a test client may start several)
+        self.lanes: dict[object, dict[Lane, anyio.CapacityLimiter]] = {}
         self.live: set[BaseProcess] = set()
         self.lock = threading.Lock()
         self.stopping = False
@@ -91,7 +92,10 @@ class Runner:
         Internal otherwise."""
         if self.stopping:
             raise Stopping
-        limiter = self.lanes[lane]
+        lanes = self.lanes.setdefault(anyio.lowlevel.current_token(), {
+            Lane.QUICK: anyio.CapacityLimiter(self.pool.quick),
+            Lane.SEARCH: anyio.CapacityLimiter(self.pool.searches)})
+        limiter = lanes[lane]
         if limiter.available_tokens < 1 and limiter.statistics().tasks_waiting >= self.pool.queue:
             raise Busy
         async with limiter:
