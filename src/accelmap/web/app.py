@@ -153,6 +153,7 @@ def create_app(search_s: float | None = None, max_body: int | None = None,
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        runner.start()
         undo = on_signals(runner.stop)  # SIGTERM ends running jobs, not after them
         try:
             yield

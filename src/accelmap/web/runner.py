@@ -161,6 +161,10 @@ class Runner:
             return self._timeout()
         return self._memory()  # the kernel ended it past its address-space cap
 
+    def start(self) -> None:
+        """Take jobs (again: a test client runs the app's lifespan once per client)."""
+        self.stopping = False
+
     def stop(self) -> None:
         """Refuse new jobs and kill every running one (shutdown)."""
         self.stopping = True
