@@ -74,7 +74,7 @@ class Runner:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
         self.ctx = multiprocessing.get_context("forkserver")
-        self.ctx.set_forkserver_preload(["accelmap.web.worker"])
+        self.ctx.set_forkserver_preload(["accelmap.web.worker", "accelmap.web.warm"])
         # one set of lanes per event loop (a server has one; a test client may start several)
         self.lanes: dict[object, dict[Lane, anyio.CapacityLimiter]] = {}
         self.live: set[BaseProcess] = set()
