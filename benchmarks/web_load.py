@@ -120,7 +120,8 @@ async def mixed(base: str, planners: int, estimators: int, seconds: float
                 if status == 200:
                     out[kind].append(time.perf_counter() - t0)
                 else:
-                    out["errors"].append(f"{kind} {status}")
+                    said = r.text[:100] if isinstance(status, int) else ""
+                    out["errors"].append(f"{kind} {status} {said}".strip())
 
         await asyncio.gather(*(loop("plan", "/api/plan", PLAN) for _ in range(planners)),
                              *(loop("estimate", "/api/estimate", BODIES[i % len(BODIES)])

@@ -162,8 +162,13 @@ class Runner:
         return self._memory()  # the kernel ended it past its address-space cap
 
     def start(self) -> None:
-        """Take jobs (again: a test client runs the app's lifespan once per client)."""
+        """Take jobs (again: a test client runs the app's lifespan once per client), and warm
+        the forkserver in the background so the first request does not wait for it."""
         self.stopping = False
+        from multiprocessing import forkserver
+
+        threading.Thread(target=forkserver.ensure_running, name="accelmap-forkserver",
+                         daemon=True).start()
 
     def stop(self) -> None:
         """Refuse new jobs and kill every running one (shutdown)."""
