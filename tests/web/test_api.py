@@ -8,6 +8,7 @@ import json
 import threading
 import warnings
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,10 @@ PLAN = {"model": "llama-3.1-8b", "cluster": "8xH100", "train": True, "seq": 4096
 
 
 @pytest.fixture(scope="module")
-def client() -> TestClient:
-    return TestClient(create_app(catalog=api.load_catalog()))
+def client() -> Iterator[TestClient]:
+    """One client (one event loop, as a server has) on the loopback name the app answers."""
+    with TestClient(create_app(catalog=api.load_catalog()), base_url="http://127.0.0.1") as c:
+        yield c
 
 
 def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> Any:
@@ -111,8 +114,9 @@ def test_plan_figures_for_the_page(client: TestClient) -> None:
 
 
 def test_search_cap_returns_the_best_so_far(client: TestClient) -> None:
-    capped = TestClient(create_app(search_s=1e-9, catalog=api.load_catalog()))
-    r = capped.post("/api/plan", json=PLAN)
+    with TestClient(create_app(search_s=1e-9, catalog=api.load_catalog()),
+                    base_url="http://127.0.0.1") as capped:
+        r = capped.post("/api/plan", json=PLAN)
     assert r.status_code == 200
     body = r.json()
     assert body["interrupted"] is True
@@ -120,9 +124,10 @@ def test_search_cap_returns_the_best_so_far(client: TestClient) -> None:
 
 
 def test_request_size_limit() -> None:
-    small = TestClient(create_app(max_body=1024, catalog=api.load_catalog()))
-    r = small.post("/api/plan", content=b"{" + b" " * 4096 + b"}",
-                   headers={"content-type": "application/json"})
+    with TestClient(create_app(max_body=1024, catalog=api.load_catalog()),
+                    base_url="http://127.0.0.1") as small:
+        r = small.post("/api/plan", content=b"{" + b" " * 4096 + b"}",
+                       headers={"content-type": "application/json"})
     assert r.status_code == 413
     assert "limit" in r.json()["error"]
 

@@ -91,3 +91,49 @@ def test_bad_input_shows_the_cli_sentence(live_server: str, browser: Any) -> Non
     page.click("#run-plan")
     page.wait_for_selector("body[data-state=error]", timeout=15_000)
     assert "unknown model 'llama-9'" in page.inner_text("#error")
+
+
+def test_an_error_clears_the_previous_result(live_server: str, browser: Any) -> None:
+    page = browser.new_page()
+    page.goto(live_server + "/")
+    page.wait_for_selector("body[data-state=ready]", timeout=15_000)
+    page.fill("#model", "llama-3.1-8b")
+    page.fill("#cluster", "8xH100")
+    page.fill("#global_batch_tokens", "1M")
+    page.click("#run-plan")
+    page.wait_for_selector("body[data-state=done]", timeout=60_000)
+    assert page.is_visible("#results")
+    page.fill("#cluster", "8xNOPE")
+    page.click("#run-plan")
+    page.wait_for_selector("body[data-state=error]", timeout=30_000)
+    assert page.is_visible("#error")
+    assert page.is_hidden("#results")  # no stale plan under the banner
+    assert page.inner_text("#plan-table") == ""
+
+
+def test_zero_feasible_says_why(live_server: str, browser: Any) -> None:
+    page = browser.new_page()
+    page.goto(live_server + "/")
+    page.wait_for_selector("body[data-state=ready]", timeout=15_000)
+    page.fill("#model", "llama-3.1-405b")
+    page.fill("#cluster", "2xH100")
+    page.click("#run-plan")
+    page.wait_for_selector("body[data-state=done]", timeout=60_000)
+    text = page.inner_text("#summary")
+    assert "0 feasible" in text and "does not fit in device memory" in text
+
+
+def test_docs_render_offline(live_server: str, browser: Any) -> None:
+    """Swagger UI from the installed package under the app's CSP: no CDN, no script error."""
+    pytest.importorskip("fastapi_offline", reason="the web extra's fastapi-offline")
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    outside: list[str] = []
+    page.on("request", lambda r: None if r.url.startswith(live_server)
+            else outside.append(r.url))
+    page.goto(live_server + "/docs")
+    page.wait_for_selector(".swagger-ui .opblock", timeout=20_000)
+    assert "/api/plan" in page.inner_text(".swagger-ui")
+    assert not errors, errors
+    assert not [u for u in outside if u.startswith("http")], outside

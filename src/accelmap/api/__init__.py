@@ -150,6 +150,7 @@ if TYPE_CHECKING:
         profile_device,
     )
     from accelmap.api.models import (
+        catalog_model,
         import_model,
         list_models,
         load_model,
@@ -267,7 +268,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("DEFAULT_COMPARE", "NOT_PUBLISHED", "SORT_KEYS", "unpublished"),
                     "accelmap.hardware.listing"),
     # models
-    **dict.fromkeys(("import_model", "list_models", "load_model", "model_details",
+    **dict.fromkeys(("catalog_model", "import_model", "list_models", "load_model", "model_details",
                      "model_summary", "write_model"), "accelmap.api.models"),
     # estimates
     **dict.fromkeys(("Roofline", "adapters", "inference", "load_system", "lora_targets",
@@ -419,6 +420,7 @@ __all__ = [
     "breakeven_rows",
     "calibrate",
     "calibration_accelerator",
+    "catalog_model",
     "check_claim",
     "check_profile",
     "check_report_path",

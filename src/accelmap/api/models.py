@@ -10,8 +10,8 @@ from accelmap.errors import InputError
 from accelmap.models import details
 from accelmap.models.schema import ModelSpec
 
-__all__ = ["import_model", "list_models", "load_model", "model_details", "model_summary",
-           "write_model"]
+__all__ = ["catalog_model", "import_model", "list_models", "load_model", "model_details",
+           "model_summary", "write_model"]
 
 
 def load_model(name_or_path: str, catalog: Catalog | None = None) -> ModelSpec:
@@ -21,6 +21,18 @@ def load_model(name_or_path: str, catalog: Catalog | None = None) -> ModelSpec:
     from accelmap.api.whatif import with_model_whatif
 
     return with_model_whatif(catalog, _load_model(name_or_path, catalog))
+
+
+def catalog_model(name: str, catalog: Catalog | None = None) -> ModelSpec:
+    """A preset of the catalog by (forgiving) name only, never a file or a Hub repo: what a
+    caller that must not open paths (the web app) resolves a model with."""
+    from accelmap.api.whatif import with_model_whatif
+    from accelmap.lookup import resolve
+
+    if not name.strip():
+        raise InputError("the model is empty: give a preset id ('accelmap models list')")
+    cat = catalog or load_catalog()
+    return with_model_whatif(catalog, resolve(name, cat.models, "model", "accelmap models list"))
 
 
 def _load_model(name_or_path: str, catalog: Catalog | None = None) -> ModelSpec:

@@ -315,7 +315,9 @@ def compare_hardware(spec: ModelSpec, clusters: list[Cluster], request: PlanRequ
     for i, cl in enumerate(clusters):
         if progress:
             progress(i, len(clusters))
-        res = run_plan(spec, cl, request)
+        # the caller's progress reaches each search, so a time cap stops inside one as well
+        inner = (lambda _d, _t, i=i: progress(i, len(clusters))) if progress else None
+        res = run_plan(spec, cl, request, inner)
         best = res.plans[0] if res.plans else None
         m = best.metrics if best else {}
         rows.append({"accelerator": cl.accelerator.id, "cluster": cl.name,

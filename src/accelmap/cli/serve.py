@@ -42,6 +42,7 @@ def serve_cmd(
 
     os.environ["ACCELMAP_WEB_SEARCH_S"] = str(search_s)
     os.environ["ACCELMAP_WEB_MAX_BODY"] = str(max_body)
+    os.environ["ACCELMAP_WEB_HOST"] = host  # the app answers this Host besides loopback names
     if host not in LOOPBACK:
         sys.stderr.write(f"warning: serving on {host}: anyone who can reach this address can "
                          "use the app (no authentication)\n")

@@ -74,9 +74,25 @@ def estimate(model: ModelSpec, system: System | Cluster | Accelerator,
                         imbalance=imbalance)
         dense = _estimate(model, sys_, replace(workload, sparsity=Sparsity.NONE), m,
                           framework=framework, overlap=overlap, imbalance=imbalance)
-        return sparsity.with_notes(est, sparsity.notes(sys_.accelerator, workload, est, dense))
-    return _estimate(model, sys_, workload, m, framework=framework, overlap=overlap,
-                     imbalance=imbalance)
+        est = sparsity.with_notes(est, sparsity.notes(sys_.accelerator, workload, est, dense))
+    else:
+        est = _estimate(model, sys_, workload, m, framework=framework, overlap=overlap,
+                        imbalance=imbalance)
+    return sparsity.with_notes(est, idle_devices(sys_, workload, m))
+
+
+def idle_devices(sys_: System, workload: Training | Inference, m: Mapping) -> tuple[str, ...]:
+    """A serving mapping on fewer devices than the system has: say which it uses and how to
+    use the rest (replicas), so 8 GPUs at tp=1 is never silently one GPU."""
+    if not isinstance(workload, Inference) or not m.is_scalar:
+        return ()
+    used, have = int(m.world), sys_.devices
+    if used >= have:
+        return ()
+    per = int(m.devices_per_replica)
+    return (f"uses {used} of the {have} devices (tp {int(m.tp)} x pp {int(m.pp)} x "
+            f"{int(m.replicas)} replica(s)), and the figures are for those: give "
+            f"--replicas {have // per} to serve on {have // per * per}",)
 
 
 def _estimate(model: ModelSpec, sys_: System, workload: Training | Inference, m: Mapping, *,

@@ -111,9 +111,12 @@ def _unit(p: SystemPreset) -> int:
 def _shrink(tiers: tuple[NetworkTier, ...], size: int) -> tuple[NetworkTier, ...]:
     """The tiers with every scale-up domain larger than ``size`` cut to ``size`` devices. A
     full mesh keeps its per-peer link rate: the device's tier bandwidth drops to the links that
-    reach the ``size - 1`` peers (x (size-1)/(D-1))."""
+    reach the ``size - 1`` peers (x (size-1)/(D-1)); a domain cut to one device has none, and
+    its scale-up tier is dropped."""
     out = []
     for t in tiers:
+        if t.role == LinkRole.SCALE_UP and size < 2:
+            continue  # a 1-device domain has no peers: no scale-up links to price (not 0 B/s)
         if t.role == LinkRole.SCALE_UP and t.domain_size > size:
             upd: dict[str, object] = {"domain_size": size}
             if t.topology is Topology.FULL_MESH and t.domain_size > 1:

@@ -10,37 +10,48 @@ Endpoints (the bodies are ``forms``; every result is what the CLI's ``--json`` p
   (plotly JSON), for the page;
 - ``POST /api/report``: any saved ``--json`` result as the HTML report (``accelmap report``).
 
-Bounded work: a body over ``max_body`` bytes is refused (413), a search stops at ``search_s``
-seconds (with its best plans so far), and bad input is a 400 (422 for a malformed body) whose
-``error`` is the sentence the CLI prints. Handlers are plain functions, run in the threadpool,
-so requests are served concurrently.
+Bounded work: a body over ``max_body`` bytes is refused (413), every field is checked against
+the schema before any work (422), a search stops at ``search_s`` seconds (with its best plans
+so far), and every job runs in a capped process of its own (``runner``: two lanes so searches
+cannot starve estimates, killed on disconnect, at its cap and on shutdown). Bad input is a 4xx
+whose ``error`` is the sentence the CLI prints; every error, 404s included, has that shape,
+with any echoed input cut. ``guard`` checks Host and Origin and sends the security headers.
+The model and cluster fields name catalog entries (or cluster specs such as 8xH100), never
+server files. /docs is Swagger UI from the fastapi-offline package (no CDN).
 """
 
 from __future__ import annotations
 
 import os
-import threading
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, File, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
 
 from accelmap import api
 from accelmap.errors import AccelmapError
 from accelmap.web import jobs
 from accelmap.web.forms import CompareForm, EstimateForm, ExportForm, PlanForm
+from accelmap.web.guard import Guard, Headers
+from accelmap.web.runner import Busy, Gone, Internal, Lane, Pool, Runner, Stopping, on_signals
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-    from accelmap.api import Catalog, Report
+    from accelmap.api import Catalog
 
 SEARCH_S = 20.0  # default search cap per request, seconds ($ACCELMAP_WEB_SEARCH_S)
 MAX_BODY = 2 * 2**20  # default request size limit, bytes ($ACCELMAP_WEB_MAX_BODY)
+ERROR_CHARS = 400  # an error sentence's length, any echoed input cut to fit
 STATIC = Path(str(resources.files("accelmap.web") / "static"))
 
 
@@ -111,34 +122,177 @@ def _sentence(exc: RequestValidationError) -> str:
     return f"{field}: {e.get('msg', 'invalid')}{more}"
 
 
+def clip(text: str, most: int = ERROR_CHARS) -> str:
+    """One line of at most ``most`` characters: an unbroken run over 80 characters (echoed
+    input) cut to 60 and an ellipsis, then the whole cut to fit."""
+    text = re.sub(r"\S{81,}", lambda m: m.group(0)[:60] + "…", " ".join(text.split()))
+    return text if len(text) <= most else text[:most - 1] + "…"
+
+
+def error(text: str, status: int, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The app's error shape: ``{"error": sentence}``."""
+    return JSONResponse({"error": clip(text)}, status_code=status, headers=headers)
+
+
+
+def _env(name: str, given: float | None, default: float) -> float:
+    return float(given if given is not None else os.environ.get(name, default))
+
+
 def create_app(search_s: float | None = None, max_body: int | None = None,
-               catalog: Catalog | None = None) -> FastAPI:
+               catalog: Catalog | None = None, pool: Pool | None = None,
+               hosts: tuple[str, ...] = ()) -> FastAPI:
     """The app; ``search_s`` and ``max_body`` default to $ACCELMAP_WEB_SEARCH_S and
-    $ACCELMAP_WEB_MAX_BODY, else 20 s and 2 MiB. The catalog loads once, on first use."""
-    cap = float(search_s if search_s is not None
-                else os.environ.get("ACCELMAP_WEB_SEARCH_S", SEARCH_S))
-    limit = int(max_body if max_body is not None
-                else os.environ.get("ACCELMAP_WEB_MAX_BODY", MAX_BODY))
-    app = FastAPI(title="accelmap", version=api.accelmap_version(),
+    $ACCELMAP_WEB_MAX_BODY, else 20 s and 2 MiB; ``pool`` the job lanes and caps (default:
+    ``Pool`` with that search cap); ``hosts`` the host names answered besides loopback (and
+    $ACCELMAP_WEB_HOST, the address ``accelmap serve`` binds)."""
+    cap = _env("ACCELMAP_WEB_SEARCH_S", search_s, SEARCH_S)
+    limit = int(_env("ACCELMAP_WEB_MAX_BODY", max_body, MAX_BODY))
+    runner = Runner(pool or Pool(search_s=cap, wall_s=max(2 * cap, cap + 25)))
+    cat = catalog or api.load_catalog()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        runner.start()
+        undo = on_signals(runner.stop)  # SIGTERM ends running jobs, not after them
+        try:
+            yield
+        finally:
+            runner.stop()
+            undo()
+
+    app = FastAPI(title="accelmap", version=api.accelmap_version(), docs_url=None,
+                  redoc_url=None, lifespan=lifespan,
                   summary="Map large language models onto accelerators: will it fit, how to "
                   "split it, how fast, at what cost.")
+    app.state.runner = runner
     app.add_middleware(BodyLimit, limit=limit)
-    state: dict[str, Any] = {"catalog": catalog}
-    lock = threading.Lock()
+    bound = {h for h in (os.environ.get("ACCELMAP_WEB_HOST"), *hosts) if h}
+    app.add_middleware(Guard, hosts=frozenset(bound))
+    app.add_middleware(Headers)
+    _errors(app)
+    _pages(app)
 
-    def cat() -> Catalog:
-        with lock:
-            if state["catalog"] is None:
-                state["catalog"] = api.load_catalog()
-            return state["catalog"]
+    async def job(request: Request, lane: Lane, name: str, payload: Any) -> Any:
+        return await runner.run(lane, name, payload, request.is_disconnected)
+
+    @app.get("/api/version", tags=["catalog"])
+    def version() -> dict[str, Any]:
+        """The accelmap version and the app's limits."""
+        p = runner.pool
+        return {"version": app.version, "search_s": cap, "max_body_bytes": limit,
+                "wall_s": p.wall_s, "memory_bytes": p.memory_bytes,
+                "searches_at_once": p.searches, "quick_at_once": p.quick}
+
+    @app.get("/api/catalog", tags=["catalog"])
+    def catalog_listing() -> dict[str, Any]:
+        """Models, accelerators, system presets and exporters (as `models list`, `hw list`,
+        `hw systems` and `export --list` print them with --json)."""
+        return jobs.catalog_listing(cat)
+
+    @app.post("/api/estimate", tags=["estimate"])
+    async def estimate(form: EstimateForm, request: Request) -> dict[str, Any]:
+        """`accelmap estimate --json`: one model on one accelerator or cluster."""
+        return await job(request, Lane.QUICK, "estimate", form)
+
+    @app.post("/api/plan", tags=["plan"])
+    async def plan(form: PlanForm, request: Request) -> dict[str, Any]:
+        """`accelmap plan --json`: every mapping searched and ranked (stops at the search cap
+        with the best so far, marked interrupted)."""
+        return await job(request, Lane.SEARCH, "plan", form)
+
+    @app.post("/api/compare", tags=["compare"])
+    async def compare(form: CompareForm, request: Request) -> dict[str, Any]:
+        """`accelmap compare --json`: every accelerator on one model."""
+        return await job(request, Lane.SEARCH, "compare", form)
+
+    @app.post("/api/validate", tags=["validate"])
+    async def validate(request: Request, cases: list[UploadFile] = File(...)
+                       ) -> dict[str, Any]:
+        """`accelmap validate --cases FILE.csv --json` of uploaded measurement CSVs."""
+        return await job(
+            request, Lane.SEARCH, "validate", await _read(cases))
+
+    @app.post("/api/export", tags=["export"],
+              responses={200: {"content": {"application/zip": {}}}})
+    async def export(form: ExportForm, request: Request) -> Response:
+        """A plan (the object /api/plan returned) as launch files, in one zip."""
+        data, name = await job(request, Lane.QUICK, "export", form)
+        return Response(data, media_type="application/zip",
+                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+    @app.post("/api/estimate/figures", tags=["estimate"])
+    async def estimate_figures(form: EstimateForm, request: Request) -> dict[str, Any]:
+        """The estimate and its report's figures (plotly JSON)."""
+        return await job(
+            request, Lane.QUICK, "estimate/figures", form)
+
+    @app.post("/api/plan/figures", tags=["plan"])
+    async def plan_figures(form: PlanForm, request: Request) -> dict[str, Any]:
+        """The plan and its report's figures (plotly JSON)."""
+        return await job(request, Lane.SEARCH, "plan/figures", form)
+
+    @app.post("/api/compare/figures", tags=["compare"])
+    async def compare_figures(form: CompareForm, request: Request) -> dict[str, Any]:
+        """The comparison and its report's figures (plotly JSON)."""
+        return await job(
+            request, Lane.SEARCH, "compare/figures", form)
+
+    @app.post("/api/validate/figures", tags=["validate"])
+    async def validate_figures(request: Request, cases: list[UploadFile] = File(...)
+                               ) -> dict[str, Any]:
+        """The validation and its report's figures (plotly JSON)."""
+        return await job(
+            request, Lane.SEARCH, "validate/figures", await _read(cases))
+
+    @app.post("/api/report", tags=["report"], response_class=HTMLResponse)
+    async def report(result: dict[str, Any], request: Request) -> HTMLResponse:
+        """Any saved --json result as the self-contained HTML report (`accelmap report`)."""
+        html, name = await job(request, Lane.QUICK, "report", result)
+        return HTMLResponse(html,
+                            headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+    return app
+
+
+def _errors(app: FastAPI) -> None:
+    """Every error in the app's shape, ``{"error": one sentence}``."""
 
     @app.exception_handler(AccelmapError)
     async def _input_error(request: Request, exc: AccelmapError) -> JSONResponse:
-        return JSONResponse({"error": str(exc)}, status_code=400)
+        return error(str(exc), 400)
 
     @app.exception_handler(RequestValidationError)
     async def _bad_body(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": _sentence(exc)}, status_code=422)
+        return error(_sentence(exc), 422)
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+        text = {404: f"no such page: {request.url.path} (the API is listed at /docs)",
+                405: f"{request.method} is not allowed on {request.url.path} (see /docs)"}
+        return error(text.get(exc.status_code, str(exc.detail)), exc.status_code,
+                     dict(exc.headers or {}))
+
+    @app.exception_handler(Busy)
+    async def _busy(request: Request, exc: Busy) -> JSONResponse:
+        return error("the app is busy (its queue of waiting jobs is full): try again in a few "
+                     "seconds", 429, {"Retry-After": "5"})
+
+    @app.exception_handler(Stopping)
+    async def _stopping(request: Request, exc: Stopping) -> JSONResponse:
+        return error("the app is shutting down: the job was stopped", 503)
+
+    @app.exception_handler(Gone)
+    async def _gone(request: Request, exc: Gone) -> JSONResponse:
+        return error("the client disconnected: the job was stopped", 400)
+
+    @app.exception_handler(Internal)
+    async def _internal(request: Request, exc: Internal) -> JSONResponse:
+        return error(f"internal error: {exc} (please report it)", 500)
+
+
+def _pages(app: FastAPI) -> None:
+    """The page, its static files, plotly.js and the API docs, all from this machine."""
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:
@@ -153,82 +307,33 @@ def create_app(search_s: float | None = None, max_body: int | None = None,
                         headers={"Cache-Control": "public, max-age=86400"})
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    assets = swagger_assets()
+    if assets is not None:
+        app.mount("/docs-assets", StaticFiles(directory=assets), name="docs-assets")
 
-    @app.get("/api/version", tags=["catalog"])
-    def version() -> dict[str, Any]:
-        """The accelmap version and the app's limits."""
-        return {"version": app.version, "search_s": cap, "max_body_bytes": limit}
-
-    @app.get("/api/catalog", tags=["catalog"])
-    def catalog_listing() -> dict[str, Any]:
-        """Models, accelerators, system presets and exporters (as `models list`, `hw list`,
-        `hw systems` and `export --list` print them with --json)."""
-        return jobs.catalog_listing(cat())
-
-    @app.post("/api/estimate", tags=["estimate"])
-    def estimate(form: EstimateForm) -> dict[str, Any]:
-        """`accelmap estimate --json`: one model on one accelerator or cluster."""
-        return jobs.estimate(form, cat())[0]
-
-    @app.post("/api/plan", tags=["plan"])
-    def plan(form: PlanForm) -> dict[str, Any]:
-        """`accelmap plan --json`: every mapping searched and ranked (stops at the search cap
-        with the best so far, marked interrupted)."""
-        return jobs.plan(form, cat(), cap)[0]
-
-    @app.post("/api/compare", tags=["compare"])
-    def compare(form: CompareForm) -> dict[str, Any]:
-        """`accelmap compare --json`: every accelerator on one model."""
-        return jobs.compare(form, cat(), cap)[0]
-
-    @app.post("/api/validate", tags=["validate"])
-    def validate(cases: list[UploadFile] = File(...)) -> dict[str, Any]:
-        """`accelmap validate --cases FILE.csv --json` of uploaded measurement CSVs."""
-        return jobs.validate(_read(cases), cat())[0]
-
-    @app.post("/api/export", tags=["export"],
-              responses={200: {"content": {"application/zip": {}}}})
-    def export(form: ExportForm) -> Response:
-        """A plan (the object /api/plan returned) as launch files, in one zip."""
-        data, name = jobs.export_zip(form, cat())
-        return Response(data, media_type="application/zip",
-                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
-
-    def figured(rep: Report) -> dict[str, Any]:
-        return {"result": rep.result, "title": rep.title, "version": rep.version,
-                "inputs": rep.inputs, "notes": rep.detail.get("notes") or [],
-                "figures": api.report_figures(rep)}
-
-    @app.post("/api/estimate/figures", tags=["estimate"])
-    def estimate_figures(form: EstimateForm) -> dict[str, Any]:
-        """The estimate and its report's figures (plotly JSON)."""
-        return figured(jobs.estimate(form, cat())[1])
-
-    @app.post("/api/plan/figures", tags=["plan"])
-    def plan_figures(form: PlanForm) -> dict[str, Any]:
-        """The plan and its report's figures (plotly JSON)."""
-        return figured(jobs.plan(form, cat(), cap)[1])
-
-    @app.post("/api/compare/figures", tags=["compare"])
-    def compare_figures(form: CompareForm) -> dict[str, Any]:
-        """The comparison and its report's figures (plotly JSON)."""
-        return figured(jobs.compare(form, cat(), cap)[1])
-
-    @app.post("/api/validate/figures", tags=["validate"])
-    def validate_figures(cases: list[UploadFile] = File(...)) -> dict[str, Any]:
-        """The validation and its report's figures (plotly JSON)."""
-        return figured(jobs.validate(_read(cases), cat())[1])
-
-    @app.post("/api/report", tags=["report"], response_class=HTMLResponse)
-    def report(result: dict[str, Any]) -> HTMLResponse:
-        """Any saved --json result as the self-contained HTML report (`accelmap report`)."""
-        rep = api.report_from_json(result, cat())
-        name = rep.kind + "-report.html"
-        return HTMLResponse(api.render_report(rep),
-                            headers={"Content-Disposition": f'attachment; filename="{name}"'})
-
-    return app
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        """Swagger UI from the fastapi-offline package (the web extra), no CDN."""
+        if assets is None:
+            return HTMLResponse("<p>The API docs need the fastapi-offline package: pip "
+                                "install 'accelmap[web]'. The schema is at "
+                                "<a href=/openapi.json>/openapi.json</a>.</p>")
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="accelmap API",
+                                   swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+                                   swagger_css_url="/docs-assets/swagger-ui.css",
+                                   swagger_favicon_url="/docs-assets/favicon.png")
 
 
-def _read(files: list[UploadFile]) -> list[tuple[str, bytes]]:
-    return [(f.filename or "cases.csv", f.file.read()) for f in files]
+def swagger_assets() -> Path | None:
+    """The folder of Swagger UI's files (5.x: it reads OpenAPI 3.1) shipped by the
+    fastapi-offline package, None without it."""
+    try:
+        import fastapi_offline
+    except ImportError:
+        return None
+    path = Path(fastapi_offline.__file__).parent / "static"
+    return path if (path / "swagger-ui-bundle.js").is_file() else None
+
+
+async def _read(files: list[UploadFile]) -> list[tuple[str, bytes]]:
+    return [(f.filename or "cases.csv", await f.read()) for f in files]

@@ -8,9 +8,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# Bounds that keep every number inside what the engine can compute (no overflow, no value
+# beyond any catalog part or model) and every name short: checked before any work.
+NAME = 200  # characters in a name, a spec or a count such as '4M'
+BIG = 1_000_000  # devices, parallel degrees, batch
+TOKENS = 100_000_000  # a sequence, prompt or output (above every catalog model's context)
+
 
 class _Form(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False,
+                              str_max_length=NAME)
 
 
 class EstimateForm(_Form):
@@ -19,38 +26,38 @@ class EstimateForm(_Form):
     model: str = Field(description="Model preset, e.g. llama-3.1-8b.")
     hw: str | None = Field(None, description="Accelerator id or name (or use cluster).")
     cluster: str | None = Field(None, description="Cluster: 8xH100, dgx-h100, 64xH100 ...")
-    devices: int | None = Field(None, ge=1, description="With hw: this many devices.")
+    devices: int | None = Field(None, ge=1, le=BIG, description="With hw: this many devices.")
     train: bool = Field(False, description="Training step (true) or serving (false).")
-    batch: int = Field(1, ge=1)
-    seq: int = Field(2048, ge=1)
-    prompt: int = Field(512, ge=1)
-    output: int = Field(128, ge=0)
+    batch: int = Field(1, ge=1, le=BIG)
+    seq: int = Field(2048, ge=1, le=TOKENS)
+    prompt: int = Field(512, ge=1, le=TOKENS)
+    output: int = Field(128, ge=0, le=TOKENS)
     dtype: str = "bf16"
     weights: str = "bf16"
     kv: str | None = None
-    group: int = Field(128, ge=1)
+    group: int = Field(128, ge=1, le=BIG)
     framework: str | None = None
     optimizer: str = "adamw"
     recompute: str = "none"
     flash: bool = True
     tokens: str | None = None
     finetune: str = "full"
-    lora_rank: int | None = Field(None, ge=1)
+    lora_rank: int | None = Field(None, ge=1, le=65536)
     lora_targets: str | None = None
-    moe_imbalance: float = Field(1.0, ge=1.0)
-    tp: int = Field(1, ge=1)
-    pp: int = Field(1, ge=1)
-    dp: int | None = Field(None, ge=1)
-    cp: int = Field(1, ge=1)
-    ep: int = Field(1, ge=1)
+    moe_imbalance: float = Field(1.0, ge=1.0, le=1000.0)
+    tp: int = Field(1, ge=1, le=BIG)
+    pp: int = Field(1, ge=1, le=BIG)
+    dp: int | None = Field(None, ge=1, le=BIG)
+    cp: int = Field(1, ge=1, le=BIG)
+    ep: int = Field(1, ge=1, le=BIG)
     zero: int | None = Field(None, ge=0, le=3)
-    micro_batch: int | None = Field(None, ge=1)
-    vpp: int = Field(1, ge=1)
+    micro_batch: int | None = Field(None, ge=1, le=BIG)
+    vpp: int = Field(1, ge=1, le=BIG)
     schedule: str | None = None
     no_sp: bool = False
     tp_overlap: bool = False
     force_tp: bool = False
-    replicas: int = Field(1, ge=1)
+    replicas: int = Field(1, ge=1, le=BIG)
 
 
 class PlanForm(_Form):
@@ -59,17 +66,17 @@ class PlanForm(_Form):
     model: str = Field(description="Model preset, e.g. llama-3.1-8b.")
     cluster: str | None = Field(None, description="Cluster: 8xH100, dgx-h100, 64xH100 ...")
     hw: str | None = Field(None, description="Accelerator(s): a name, a comma list or any.")
-    devices: int | None = Field(None, ge=1)
+    devices: int | None = Field(None, ge=1, le=BIG)
     train: bool = True
-    seq: int = Field(4096, ge=1)
+    seq: int = Field(4096, ge=1, le=TOKENS)
     global_batch_tokens: str = "4M"
     tokens: str | None = None
-    prompt: int = Field(2048, ge=1)
-    output: int = Field(256, ge=1)
+    prompt: int = Field(2048, ge=1, le=TOKENS)
+    output: int = Field(256, ge=1, le=TOKENS)
     scenario: str | None = None
-    rate: float | None = None
+    rate: float | None = Field(None, gt=0, le=1e9)
     requests: int | None = Field(None, ge=1, le=20000)
-    max_seqs: int | None = Field(None, ge=1)
+    max_seqs: int | None = Field(None, ge=1, le=BIG)
     ttft: str | None = None
     tpot: str | None = None
     objective: str | None = None
@@ -79,7 +86,7 @@ class PlanForm(_Form):
     force_tp: bool = False
     include_tight: bool = False
     finetune: str = "full"
-    lora_rank: int | None = Field(None, ge=1)
+    lora_rank: int | None = Field(None, ge=1, le=65536)
     lora_targets: str | None = None
 
 
@@ -90,15 +97,15 @@ class CompareForm(_Form):
     train: bool = False
     hw: str = "all"
     device_class: str | None = Field(None, alias="class")
-    batch: int = Field(1, ge=1)
-    prompt: int = Field(2048, ge=1)
-    output: int = Field(256, ge=1)
-    seq: int = Field(4096, ge=1)
+    batch: int = Field(1, ge=1, le=BIG)
+    prompt: int = Field(2048, ge=1, le=TOKENS)
+    output: int = Field(256, ge=1, le=TOKENS)
+    seq: int = Field(4096, ge=1, le=TOKENS)
     global_batch_tokens: str = "4M"
     precision: str | None = None
     best_precision: bool = False
-    devices: int | None = Field(None, ge=1)
-    budget_usd_h: float | None = Field(None, gt=0)
+    devices: int | None = Field(None, ge=1, le=BIG)
+    budget_usd_h: float | None = Field(None, gt=0, le=1e9)
     objective: str | None = None
     framework: str | None = None
 
@@ -109,5 +116,5 @@ class ExportForm(_Form):
     exporter that writes this kind of plan when left out."""
 
     plan: dict[str, Any]
-    index: int = Field(0, ge=0)
+    index: int = Field(0, ge=0, le=BIG)
     format: str | None = None

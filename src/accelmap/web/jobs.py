@@ -1,6 +1,8 @@
 """What each endpoint runs: the forms as calls of the public API, the same calls the CLI makes,
-returning the object its ``--json`` prints and the report that draws it. Plain functions,
-called in the server's threadpool."""
+returning the object its ``--json`` prints and the report that draws it. Plain functions, run
+in a capped process per job (``runner``, ``worker``). A web input never opens a server path:
+models are catalog presets (``api.catalog_model``), clusters catalog presets or specs such as
+8xH100, never a YAML file."""
 
 from __future__ import annotations
 
@@ -51,8 +53,9 @@ def estimate(form: EstimateForm, cat: Catalog) -> tuple[dict[str, Any], Report]:
     """`accelmap estimate --json` of the form, and its report."""
     f = form
     train_dtype = api.dtype(f.dtype, "training")  # checked in every mode, as the CLI does
-    spec = api.load_model(f.model, cat)
-    system = api.load_system(hw=f.hw, cluster=f.cluster, catalog=cat, devices=f.devices)
+    spec = preset(f.model, cat)
+    system = api.load_system(hw=f.hw, cluster=no_path(f.cluster), catalog=cat,
+                             devices=f.devices)
     ft = api.adapters(f.finetune, f.lora_rank, f.lora_targets)
     if f.train:
         wl: Any = api.training(f.batch, f.seq, train_dtype, f.optimizer, f.recompute, f.flash,
@@ -78,7 +81,7 @@ def plan(form: PlanForm, cat: Catalog, cap_s: float) -> tuple[dict[str, Any], Re
     """`accelmap plan --json` of the form (a comparison of accelerators for several), and its
     report; the search stops at ``cap_s`` seconds with the best plans so far."""
     f = form
-    spec = api.load_model(f.model, cat)
+    spec = preset(f.model, cat)
     req = api.plan_request(train=f.train, seq=f.seq, global_batch_tokens=f.global_batch_tokens,
                            tokens=f.tokens, prompt=f.prompt, output=f.output, ttft=f.ttft,
                            tpot=f.tpot, objective=f.objective, framework=f.framework,
@@ -86,7 +89,7 @@ def plan(form: PlanForm, cat: Catalog, cap_s: float) -> tuple[dict[str, Any], Re
                            include_tight=f.include_tight, scenario=f.scenario, rate=f.rate,
                            requests=f.requests, max_seqs=f.max_seqs,
                            finetune=api.adapters(f.finetune, f.lora_rank, f.lora_targets))
-    clusters = api.plan_clusters(cat, f.cluster, f.hw, f.devices, f.train)
+    clusters = api.plan_clusters(cat, no_path(f.cluster), f.hw, f.devices, f.train)
     cap = TimeCap(cap_s)
     if len(clusters) > 1:
         cmp = capped(cap, lambda: api.compare_hardware(spec, clusters, req, cap))
@@ -110,8 +113,9 @@ def compare(form: CompareForm, cat: Catalog, cap_s: float) -> tuple[dict[str, An
     """`accelmap compare --json` of the form, and its report."""
     f = form
     cap = TimeCap(cap_s)
+    spec = preset(f.model, cat)
     result = capped(cap, lambda: api.compare_accelerators(
-        f.model, train=f.train, hw=f.hw, device_class=f.device_class, batch=f.batch,
+        spec, train=f.train, hw=f.hw, device_class=f.device_class, batch=f.batch,
         prompt=f.prompt, output=f.output, seq=f.seq, global_batch_tokens=f.global_batch_tokens,
         precision=f.precision, best_precision=f.best_precision, devices=f.devices,
         budget_usd_h=f.budget_usd_h, objective=f.objective, framework=f.framework,
@@ -177,6 +181,49 @@ def export_zip(form: ExportForm, cat: Catalog) -> tuple[bytes, str]:
                 z.writestr("NOT_EXPORTED.txt", "\n".join(skipped) + "\n")
     stem = f"{job.model}-{form.format or 'all'}".replace("/", "_")
     return buf.getvalue(), f"{stem}.zip"
+
+
+REPORT_SHAPE_ERRORS = (KeyError, AttributeError, TypeError, ValueError, IndexError)
+
+
+def report_html(result: dict[str, Any], cat: Catalog) -> tuple[str, str]:
+    """A saved ``--json`` result as the HTML report and its file name. A result whose fields
+    are missing or of the wrong type (a row without 'mapping', a string where an object
+    belongs) is a bad input, named by what failed, not an internal error."""
+    try:
+        rep = api.report_from_json(result, cat)
+        return api.render_report(rep), rep.kind + "-report.html"
+    except InputError:
+        raise
+    except KeyError as e:
+        raise InputError(f"the result lacks field {e.args[0]!r}: post an object that "
+                         "accelmap --json (or this API) returned, unchanged") from None
+    except REPORT_SHAPE_ERRORS as e:
+        raise InputError(f"the result has a field of the wrong type ({type(e).__name__}: {e}): "
+                         "post an object that accelmap --json (or this API) returned, "
+                         "unchanged") from None
+
+
+PATH_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def preset(model: str, cat: Catalog) -> Any:
+    """The catalog's model by (forgiving) name; a file path or Hub id is refused unopened."""
+    if any(c in model for c in "/\\\x00") or model.strip().lower().endswith(PATH_SUFFIXES):
+        raise InputError("model: the web app takes a catalog preset id (GET /api/catalog lists "
+                         "them), not a file path or Hub id (use the CLI for those)")
+    return api.catalog_model(model, cat)
+
+
+def no_path(cluster: str | None) -> str | None:
+    """The cluster spec, refused when it names a file: the web app takes catalog presets and
+    specs such as 8xH100 only, never a path on the server."""
+    if cluster is not None and (any(c in cluster for c in "/\\\x00")
+                                or cluster.strip().lower().endswith(PATH_SUFFIXES)
+                                or cluster.strip().startswith(("~", "."))):
+        raise InputError("cluster: the web app takes a preset id or a spec such as 8xH100 or "
+                         "2x8xmi300x, not a file path (use the CLI for system YAML files)")
+    return cluster
 
 
 def catalog_listing(cat: Catalog) -> dict[str, Any]:

@@ -53,6 +53,46 @@ function showError(text) {
   $("error").hidden = !text;
 }
 
+function clearResult() {
+  // an error must not stand over the previous answer: the result under it goes
+  last = null;
+  $("results").hidden = true;
+  $("title").textContent = "";
+  $("summary").innerHTML = "";
+  $("plan-table").innerHTML = "";
+  $("plan-table").hidden = true;
+  $("charts").innerHTML = "";
+  $("notes").innerHTML = "";
+  $("export-box").hidden = true;
+}
+
+// what each search rule refuses (mapping/constraints.py, search/serve*.py), for "0 feasible"
+const RULES = {
+  world_size: "dp x tp x pp x cp is not the cluster's device count",
+  heads_divisible: "the attention heads do not split over tp",
+  kv_heads: "the KV heads can be neither split nor replicated over tp",
+  ffn_divisible: "an FFN width does not split over tp",
+  layers_over_stages: "more pipeline stages than layers",
+  split_conflict: "first/last stage layers given together with embedding/loss as layers",
+  pipeline_split: "the layers do not split into the pipeline stages",
+  virtual_stages: "the stages do not split into vpp chunks of whole layers",
+  schedule: "the pipeline schedule does not match vpp",
+  experts_divisible: "ep does not split the experts within dp x cp",
+  tp_in_scale_up: "tp crosses the scale-up domain (the fast links)",
+  batch_divisible: "the global batch does not split into dp x micro-batch",
+  cp_divides_seq: "the sequence does not split into 2 x cp chunks",
+  shard_group: "the HSDP shard group does not divide dp",
+  memory: "does not fit in device memory",
+  memory_tight: "fits only within the memory model's error band (include_tight keeps it)",
+};
+
+function infeasibleReasons(r) {
+  const rules = Object.entries(r.rejected_by_rule || {}).sort((a, b) => b[1] - a[1]);
+  if (!rules.length) return ["0 feasible: no mapping was evaluated (see the notes)"];
+  return ["0 feasible: every mapping was refused by a rule:"].concat(rules.map(([k, n]) =>
+    `${k} (${n.toLocaleString("en")} mappings): ${RULES[k] || "see the notes"}`));
+}
+
 async function post(url, body) {
   const r = await fetch(url, {
     method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
@@ -100,6 +140,7 @@ function summary(kind, data) {
     lines.push(`${r.evaluated.toLocaleString("en")} mappings evaluated, ` +
       `${r.feasible.toLocaleString("en")} feasible, ${r.seconds.toFixed(2)} s` +
       (r.interrupted ? " (stopped early: best so far)" : ""));
+    if (r.feasible === 0) infeasibleReasons(r).forEach((x) => lines.push(x));
     (r.explanation || []).slice(0, 3).forEach((x) => lines.push(x));
   } else {
     if (!r.feasible) lines.push(`does not run: ${r.reason}`);
@@ -147,6 +188,7 @@ async function run(kind) {
     $("status").textContent = `done in ${((performance.now() - t0) / 1000).toFixed(1)} s`;
     document.body.dataset.state = "done";
   } catch (e) {
+    clearResult();
     showError(e.message);
     $("status").textContent = "";
     document.body.dataset.state = "error";
