@@ -60,6 +60,16 @@ class PositionKind(StrEnum):
     NONE = "none"
 
 
+class LocalAttention(StrEnum):
+    """How the layers marked in ``sliding_window_pattern`` limit what a query sees."""
+
+    SLIDING = "sliding"  # the last ``sliding_window`` keys (Mistral, Gemma 2, gpt-oss)
+    # fixed blocks of ``sliding_window`` tokens: a query sees its own chunk only, from the chunk's
+    # start (Llama 4's attention_chunk_size on its RoPE layers; transformers
+    # modeling_llama4.py, ``chunked_attention_mask``)
+    CHUNKED = "chunked"
+
+
 class MLAConfig(Frozen):
     """Multi-head latent attention dimensions (DeepSeek-V2 paper, sec. 2.1.2-2.1.3)."""
 
@@ -149,6 +159,17 @@ class ModelSpec(CatalogEntry):
         default=(True,),
         description="repeating per-layer pattern, True = sliding-window layer (Gemma 2: [T, F])",
     )
+
+    local_attention: LocalAttention = Field(
+        default=LocalAttention.SLIDING,
+        description="sliding window or Llama 4's chunked attention on the local layers")
+    attention_sinks: bool = Field(
+        default=False,
+        description="one learned logit per head in each softmax's denominator (gpt-oss)")
+    mtp_layers: int = Field(
+        default=0, ge=0, le=MAX_LAYERS,
+        description="multi-token-prediction modules shipped beside the main model (DeepSeek-V3 "
+                    "num_nextn_predict_layers); not in the main model's count")
 
     mla: MLAConfig | None = None
     moe: MoEConfig | None = None
