@@ -74,11 +74,20 @@ def deepseek_v3(cfg: HFConfig) -> dict[str, Any]:
             "layer_frequency": every,
         }
     mtp = cfg.int("num_nextn_predict_layers", default=1) or 0
+    fields["mtp_layers"] = mtp
     fields["notes"] = _notes(
         cfg,
         f"{mtp} multi-token-prediction layer(s) (num_nextn_predict_layers) are stored in the "
-        "checkpoint but not counted: they are not part of the main model",
+        "checkpoint and counted apart (count_mtp_params): they are not part of the main model",
         "router e_score_correction_bias counted (a parameter in DeepSeek's reference code and "
         "stored in the checkpoint; transformers' native port keeps it as a buffer)",
     )
     return fields
+
+
+@register("kimi_k2")
+def kimi_k2(cfg: HFConfig) -> dict[str, Any]:
+    """Kimi K2 (moonshotai/Kimi-K2-Instruct): ``model_type`` kimi_k2 with architecture
+    DeepseekV3ForCausalLM and DeepseekV3Config's keys (384 routed experts, 64 heads, one dense
+    layer, no MTP in the released config), so DeepSeek-V3's mapper reads it."""
+    return deepseek_v3(cfg)
