@@ -57,6 +57,7 @@ from accelmap.models.schema import (
     PositionKind,
 )
 
+
 class Part(StrEnum):
     """Where a tensor sits, for the parameter breakdown."""
 
