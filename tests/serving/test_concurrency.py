@@ -26,7 +26,8 @@ def _sched(seqs: int = 64) -> SchedulerConfig:
     return SchedulerConfig(KvPolicy.ON_DEMAND, seqs, 2048, True, 16, KvBudget.OF_TOTAL, 0.9)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n=st.integers(1, 12), reqs=st.integers(1, 40))
 def test_never_more_than_n_in_flight(cost, n: int, reqs: int) -> None:  # type: ignore[no-untyped-def]
     sim = simulate(make(reqs, 300, 20), cost, _sched(), 1e6, concurrency=n)

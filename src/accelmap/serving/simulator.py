@@ -349,9 +349,9 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
         it += 1
         if K < 0:  # float drift from fractional advances
             K = 0.0
-    return SimResult(np.array(arrival, dtype=float), np.array(first), np.array(finish), req.prompt, req.output,
-                     np.array(steps_s), np.array(steps_d), np.array(steps_t), preemptions, peak,
-                     kv_capacity_tokens, busy)
+    return SimResult(np.array(arrival, dtype=float), np.array(first), np.array(finish),
+                     req.prompt, req.output, np.array(steps_s), np.array(steps_d),
+                     np.array(steps_t), preemptions, peak, kv_capacity_tokens, busy)
 
 
 def _too_big(tokens: float, capacity: float) -> str:
