@@ -28,7 +28,7 @@ NAMES = sorted(p.stem for p in FIXTURES.glob("*.json") if p.name != "expected.js
 REQUIRED_TYPES = {
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v3",
     "gemma2", "gpt2", "gptj", "gpt_neox", "falcon", "mpt", "phi3", "opt", "bloom",
-    "gpt_oss", "glm4_moe", "kimi_k2", "llama4",
+    "gpt_oss", "glm4_moe", "kimi_k2", "llama4", "deepseek_v32",
 }  # fmt: skip
 
 

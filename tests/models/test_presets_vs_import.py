@@ -32,6 +32,7 @@ PAIRS = {
     "llama-4-maverick-17b-128e-instruct": "llama-4-maverick",
     "qwen3-235b-a22b": "qwen3-235b-a22b",
     "qwen3-32b": "qwen3-32b",
+    "deepseek-v3.2-exp": "deepseek-v3.2",
 }
 
 

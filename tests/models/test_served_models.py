@@ -169,3 +169,32 @@ def test_sliding_and_chunked_decode_attention_capped(catalog: Catalog) -> None:
     cores = [o for o in forward_ops(scout, _decode(1, 20_000.0), Precision())
              if o.name == "layers/attention/core"]
     assert min(o.flops for o in cores) == pytest.approx(2 * 8192 * 40 * 128 * 2)
+
+
+def test_deepseek_v32_indexer_params_and_kv(catalog: Catalog) -> None:
+    v32, v3 = catalog.models["deepseek-v3.2"], catalog.models["deepseek-v3"]
+    per_layer = 1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64  # inference/model.py Indexer
+    assert per_layer == 13_959_424
+    assert count_params(v32).total - count_params(v3).total == 61 * per_layer
+    # the cache holds the latent, the RoPE key and the indexer's key
+    assert kv_bytes_per_token(v32, DType.BF16) == 61 * (512 + 64 + 128) * 2
+
+
+def test_dsa_attends_to_the_top_k_only(catalog: Catalog) -> None:
+    spec = catalog.models["deepseek-v3.2"]
+    B, h = 2, 128
+    for C in (1000.0, 50_000.0):
+        ops = {o.name: o for o in forward_ops(spec, _decode(B, C), Precision())}
+        core, idx = ops["layers/attention/core"], ops["layers/attention/indexer_scores"]
+        keys = min(C, 2048)
+        assert core.flops == pytest.approx(2 * B * keys * h * (576 + 512))
+        kv = next(k for k in core.bytes if k.value == "kv_cache")
+        assert core.bytes[kv] == pytest.approx(B * keys * 576 * 2)  # latent + RoPE of the top-k
+        assert idx.flops == pytest.approx(2 * B * C * 64 * 128)  # the indexer sees every key
+        assert idx.bytes[kv] == pytest.approx(B * C * 128 * 2)
+    # at long context the sparse model's attention work is far below the dense one's
+    dense = {o.name: o for o in forward_ops(catalog.models["deepseek-v3"], _decode(B, 50_000.0),
+                                            Precision())}
+    sparse = {o.name: o for o in forward_ops(spec, _decode(B, 50_000.0), Precision())}
+    assert (sparse["layers/attention/core"].flops + sparse["layers/attention/indexer_scores"].flops
+            ) < 0.2 * dense["layers/attention/core"].flops

@@ -248,7 +248,8 @@ class Geometry:
         shared RoPE key under MLA (DeepSeek-V2 sec. 2.1.2-2.1.3), else K and V of each KV head."""
         mla = self.mla
         if mla is not None:
-            return mla.kv_lora_rank + mla.qk_rope_head_dim
+            dsa = self.model.dsa
+            return mla.kv_lora_rank + mla.qk_rope_head_dim + (dsa.index_head_dim if dsa else 0)
         return 2 * self.kv_heads * self.head_dim
 
     @property
@@ -391,6 +392,15 @@ class Geometry:
                     Tensor("wkv_b", (r, h * (la.qk_nope_head_dim + la.v_head_dim)), A,
                            Split.COLUMN),
                     Tensor("wo", (h * la.v_head_dim, d), A, Split.ROW)]
+            if m.dsa is not None and la.q_lora_rank is not None:
+                # DeepSeek-V3.2-Exp inference/model.py, class Indexer: wq_b (q_lora_rank ->
+                # heads x head_dim), wk (d -> head_dim), k_norm (LayerNorm: weight and bias),
+                # weights_proj (d -> heads); plain Linear layers, replicated under TP
+                ih, idim = m.dsa.index_n_heads, m.dsa.index_head_dim
+                out += [Tensor("indexer_wq", (la.q_lora_rank, ih * idim), A),
+                        Tensor("indexer_wk", (d, idim), A),
+                        Tensor("indexer_k_norm", (idim,), A, copies=2),
+                        Tensor("indexer_weights", (d, ih), A)]
         else:
             hd, kv = self.head_dim, self.kv_heads
             out += [Tensor("wq", (d, h * hd), A, Split.COLUMN),

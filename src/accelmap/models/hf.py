@@ -89,8 +89,10 @@ def _load_mappers() -> None:
 
 
 def supported_model_types() -> list[str]:
+    """The model_types with a mapper (a mapper's further names, such as llama4_text, are
+    accepted but not listed)."""
     _load_mappers()
-    return sorted(_MAPPERS)
+    return sorted(set(_MAPPERS) - _ALIASES)
 
 
 def _slug(text: str) -> str:
@@ -116,7 +118,7 @@ def spec_from_hf_dict(data: dict[str, Any], origin: str, name: str | None = None
     if mapper is None:
         raise UnsupportedModelError(
             f"{origin}: model_type {mtype[:24]!r} is not supported; supported: "
-            f"{', '.join(sorted(set(_MAPPERS) - _ALIASES))}"
+            f"{', '.join(supported_model_types())}"
         )
     fields = mapper(cfg)
     label = name or data.get("_name_or_path") or _label_from_path(origin) or mtype

@@ -227,10 +227,16 @@ def _attention_core(geo: Geometry, s: Shape, p: Precision, count: int, flash: bo
         ctx = (s.window_context if s.window_context is not None
                else np.minimum(ctx, window))
         kv_tokens = np.minimum(kv_tokens, s.sequences * window)
+    width = geo.kv_width
+    dsa = geo.model.dsa
+    if dsa is not None:  # MLA over the indexer's top-k tokens only (_dsa_indexer scores all)
+        ctx = np.minimum(ctx, dsa.index_topk)
+        kv_tokens = np.minimum(kv_tokens, s.sequences * dsa.index_topk)
+        width -= dsa.index_head_dim
     a, T = p.act.bytes, s.tokens
     q_bytes = T * h * d_qk * a
     o_bytes = T * h * d_v * a
-    kv_read = kv_tokens * geo.kv_width * (p.kv.bytes if s.decode else a)
+    kv_read = kv_tokens * width * (p.kv.bytes if s.decode else a)
     kv_kind = ByteKind.KV_CACHE if s.decode else ByteKind.ACTIVATIONS
     score_flops = 2.0 * T * ctx * h * d_qk
     ctx_flops = 2.0 * T * ctx * h * d_v
@@ -262,6 +268,36 @@ def _attention_core(geo: Geometry, s: Shape, p: Precision, count: int, flash: bo
            flops=ctx_flops, attention_keys=ctx,
            bytes={ByteKind.ACTIVATIONS: scores * a + o_bytes, kv_kind: kv_read / 2},
            saved=kv_saved / 2, attention_core=True),
+    ]
+
+
+def _dsa_indexer(geo: Geometry, g: Group, s: Shape, p: Precision, count: int) -> list[Op]:
+    """DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2-Exp, inference/model.py
+    ``Indexer``; tech report sec. 2.1): per token, q = wq_b(compressed q) over H_I heads of
+    d_I, one key k = LayerNorm(wk(x)) cached per token, head weights w = weights_proj(x); the
+    score of a cached token is sum_h w_h ReLU(q_h . k), so 2 T C H_I d_I FLOPs (one multiply-add
+    per head and key dimension; ReLU and the weighting are O(T C H_I)) over every key C a query
+    sees, reading each cached index key once (d_I values per token). The top-k selection is a
+    vector pass over the T x C scores. Not modelled: FP8 rounding of the indexer (DeepSeek runs
+    it in FP8 with a per-token scale: charged at the KV dtype here), the top-k kernel's own cost
+    beyond that pass, and the indexer's training-only KL loss. Decode context is the cached
+    length; prefill's is the causal mean."""
+    dsa = geo.model.dsa
+    assert dsa is not None
+    T, ih, idim = s.tokens, dsa.index_n_heads, dsa.index_head_dim
+    ctx = s.context
+    keys = s.kv_tokens * idim * (p.kv.bytes if s.decode else p.act.bytes)
+    q_bytes = T * ih * idim * p.act.bytes
+    moved = ({ByteKind.KV_CACHE: keys, ByteKind.ACTIVATIONS: q_bytes} if s.decode
+             else {ByteKind.ACTIVATIONS: keys + q_bytes})
+    return [
+        _weight_gemm("layers/attention/indexer_q", T, g.tensor("indexer_wq"), p, count),
+        _weight_gemm("layers/attention/indexer_k", T, g.tensor("indexer_wk"), p, count),
+        _weight_gemm("layers/attention/indexer_w", T, g.tensor("indexer_weights"), p, count),
+        Op(name="layers/attention/indexer_scores", unit=Unit.MATRIX, dtype=p.attention,
+           count=count, flops=2.0 * T * ctx * ih * idim, attention_keys=ctx, head_dim=idim,
+           bytes=moved, attention_core=True),
+        _vector("layers/attention/indexer_topk", T * ctx, 1.0, p, count),
     ]
 
 
@@ -297,6 +333,8 @@ def _attention(geo: Geometry, g: Group, s: Shape, p: Precision, flash: bool) -> 
             ops.append(_mla_absorbed(geo, mla, T, p, n, "q_absorb"))
         else:
             ops.append(_weight_gemm("layers/attention/kv_up", T, g.tensor("wkv_b"), p, n))
+        if geo.model.dsa is not None:
+            ops += _dsa_indexer(geo, g, s, p, n)
         rope_elems = T * (h + 1) * mla.qk_rope_head_dim
     else:
         hd, kv = geo.head_dim, geo.kv_heads
