@@ -106,15 +106,17 @@ def plan_request(*, train: bool = True, seq: int = 4096,
                  profile: CalibrationProfile | None = None,
                  scenario: str | Scenario | None = None, rate: float | None = None,
                  requests: int | None = None, max_seqs: int | None = None,
-                 finetune: Adapters | None = None) -> PlanRequest:
+                 finetune: Adapters | None = None,
+                 concurrency: int | None = None) -> PlanRequest:
     """A PlanRequest from text, every value checked before any search: ``objective`` one of
     ``Objective``, ``tokens`` as a count ('2T'), ``deadline`` (training with ``tokens`` only)
     and ``ttft``/``tpot`` as durations ('30d', '500ms'), ``global_batch_tokens`` as
     ``parse.batch_tokens`` reads it (binary K/M) divided by ``seq`` (at least one sequence).
 
-    Serving: ``scenario`` (default ``server`` with a ``rate``, else ``offline``; ``batch`` for
-    the fixed-batch search); ``ttft``/``tpot`` are the batch's targets there and the SLOs of
-    each request in offline/server; ``requests`` per simulation (default 2000), ``max_seqs`` a
+    Serving: ``scenario`` (default ``server`` with a ``rate``, ``concurrency`` with
+    ``concurrency`` closed-loop clients, else ``offline``; ``batch`` for the fixed-batch
+    search); ``ttft``/``tpot`` are the batch's targets there and the SLOs of each request in
+    offline/server; ``requests`` per simulation (default 2000), ``max_seqs`` a
     fixed cap on running requests per replica (else the framework's, lowered under a missed
     TPOT SLO). Objective default: goodput in the server scenario, throughput elsewhere."""
     ttft_s = duration(ttft) if ttft is not None else None
@@ -124,14 +126,16 @@ def plan_request(*, train: bool = True, seq: int = 4096,
     if finetune is not None and not train:
         raise InputError("--finetune lora/qlora plans a training job: add --train")
     if train:
-        if scenario is not None or rate is not None or requests is not None or max_seqs:
-            raise InputError("--scenario, --rate, --requests and --max-seqs are for serving "
-                             "plans (--serve)")
+        if scenario is not None or rate is not None or requests is not None or max_seqs \
+                or concurrency is not None:
+            raise InputError("--scenario, --rate, --concurrency, --requests and --max-seqs are "
+                             "for serving plans (--serve)")
     else:
         sc = choice(Scenario, scenario, "scenario") if scenario is not None else (
-            Scenario.SERVER if rate is not None else Scenario.OFFLINE)
+            Scenario.SERVER if rate is not None else
+            Scenario.CONCURRENCY if concurrency is not None else Scenario.OFFLINE)
         if sc is Scenario.BATCH:
-            if rate is not None or requests is not None or max_seqs:
+            if rate is not None or requests is not None or max_seqs or concurrency is not None:
                 raise InputError("--rate, --requests and --max-seqs are for --scenario offline "
                                  "or server (the batch scenario searches the batch itself)")
         else:
@@ -146,7 +150,8 @@ def plan_request(*, train: bool = True, seq: int = 4096,
                                  "so its TTFT is mostly waiting in the queue")
             if requests is not None and requests < 1:
                 raise InputError(f"--requests must be at least 1, got {requests}")
-            load = Load(sc, requests, rate, slo=Slo(ttft_s, tpot_s), max_seqs=max_seqs)
+            load = Load(sc, requests, rate, slo=Slo(ttft_s, tpot_s), max_seqs=max_seqs,
+                        concurrency=concurrency)
     if objective is None:
         obj = Objective.GOODPUT if load is not None and load.scenario is Scenario.SERVER \
             else Objective.THROUGHPUT

@@ -59,9 +59,10 @@ def serving_load(scenario: str | Scenario = "offline", *, requests: int | None =
                  prefix_hit: float = 0.0, slo_ttft: str | float | None = None,
                  slo_tpot: str | float | None = None, seed: int = 0,
                  max_seqs: int | None = None, max_tokens: int | None = None,
-                 chunked_prefill: bool | None = None) -> Load:
+                 chunked_prefill: bool | None = None, concurrency: int | None = None) -> Load:
     """A scenario's request stream and objectives from text (``slo_ttft``/``slo_tpot``:
-    durations such as '2s', '50ms')."""
+    durations such as '2s', '50ms'); ``concurrency``: closed-loop clients of the
+    ``concurrency`` scenario."""
     sc = choice(Scenario, scenario, "scenario")
     if sc is Scenario.BATCH:
         raise InputError("the batch scenario is one fixed batch: use api.estimate")
@@ -74,7 +75,8 @@ def serving_load(scenario: str | Scenario = "offline", *, requests: int | None =
     slo = Slo(None if slo_ttft is None else duration(slo_ttft),
               None if slo_tpot is None else duration(slo_tpot))
     return Load(sc, requests, rate, path, choice(LengthDist, lengths, "length distribution"),
-                spread, prefix_hit, slo, seed, max_seqs, max_tokens, chunked_prefill)
+                spread, prefix_hit, slo, seed, max_seqs, max_tokens, chunked_prefill,
+                concurrency=concurrency)
 
 
 def serve(model: ModelSpec, system: System, workload: Inference, mapping: Mapping, *,

@@ -203,9 +203,14 @@ def estimate_cmd(
     scenario: Annotated[str | None, typer.Option(
         "--scenario", help="Serving scenario: batch (one fixed batch, --batch), offline (every "
         "request queued, the scheduler picks the batch), server (Poisson arrivals at --rate, "
-        "or --trace). Default: server with --rate/--trace, else batch.")] = None,
+        "or --trace), concurrency (closed loop of --concurrency N clients). Default: server "
+        "with --rate/--trace, concurrency with --concurrency, else batch.")] = None,
     rate: Annotated[float | None, typer.Option(
         "--rate", help="Server: requests per second over all replicas (Poisson).")] = None,
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", help="Concurrency scenario: N closed-loop clients over all replicas, "
+        "each sending its next request when the previous one finishes (vllm bench serve "
+        "--max-concurrency N); requests default to 10 per client.")] = None,
     requests: Annotated[int | None, typer.Option(
         "--requests", min=1, max=MAX_REQUESTS, help="Requests to simulate (default 2000).")] = None,
     trace: Annotated[str | None, typer.Option(
@@ -312,16 +317,18 @@ def estimate_cmd(
     measured = api.measured_device(hw, profile, db, get_catalog(catalog))  # --hw local
     cal = measured.profile
     sc = scenario.strip().lower() if scenario is not None else (
-        "server" if rate is not None or trace is not None else "batch")
+        "server" if rate is not None or trace is not None else
+        "concurrency" if concurrency is not None else "batch")
     load = None
     if not train and sc != "batch":
         load = api.serving_load(sc, requests=requests, rate=rate, trace=trace, lengths=lengths,
                                 spread=spread, prefix_hit=prefix_hit, slo_ttft=slo_ttft,
                                 slo_tpot=slo_tpot, seed=seed, max_seqs=max_seqs,
-                                max_tokens=max_tokens)
-    elif sc != "batch" or rate is not None or trace is not None:
-        raise InputError("--scenario, --rate and --trace are for serving (--serve)"
-                             if train else f"--scenario {sc} takes no --rate or --trace")
+                                max_tokens=max_tokens, concurrency=concurrency)
+    elif sc != "batch" or rate is not None or trace is not None or concurrency is not None:
+        raise InputError("--scenario, --rate, --trace and --concurrency are for serving "
+                         "(--serve)" if train else
+                         f"--scenario {sc} takes no --rate, --trace or --concurrency")
     spec, system, wl, m = _inputs(model, hw, cluster, train, batch, seq, prompt, output, dtype,
                                   weights, kv, group, optimizer, recompute, flash, tokens,
                                   measured.catalog, cal, tp, pp, dp, cp, ep, zero, micro_batch,
@@ -495,6 +502,12 @@ def print_serving_run(run: ServingRun) -> None:
     t.add_row("output tokens/s", f"{m['output_tokens_per_s']:,.0f}{band}")
     t.add_row("output tokens/s per device", f"{m['output_tokens_per_s_per_device']:,.0f}")
     t.add_row("total tokens/s", f"{m['total_tokens_per_s']:,.0f}")
+    t.add_row("total / input tokens/s per device",
+              f"{m['total_tokens_per_s_per_device']:,.0f} / "
+              f"{m['input_tokens_per_s_per_device']:,.0f}")
+    if m.get("tokens_per_s_per_user") is not None:
+        t.add_row("tokens/s per user (1 / median TPOT; mean over requests)",
+                  f"{m['tokens_per_s_per_user']:,.1f}; {m['tokens_per_s_per_user_mean']:,.1f}")
     t.add_row("requests/s", f"{m['requests_per_s']:,.2f}")
     for key, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"),
                        ("e2e_s", "end-to-end")):

@@ -83,10 +83,14 @@ def plan_cmd(
     scenario: Annotated[str | None, typer.Option(
         "--scenario", help="Serving scenario: offline (every request queued at once; the "
         "default without --rate), server (Poisson arrivals at --rate; the default with it), "
-        "both simulated request by request under the framework's scheduler; batch (one fixed "
+        "both simulated request by request under the framework's scheduler; concurrency "
+        "(--concurrency N closed-loop clients); batch (one fixed "
         "batch prefilled at once, the batch searched).")] = None,
     rate: Annotated[float | None, typer.Option(
         "--rate", help="Server: requests per second over the whole cluster.")] = None,
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", help="Concurrency scenario: N closed-loop clients over the cluster, "
+        "each sending its next request when the previous one finishes.")] = None,
     requests: Annotated[int | None, typer.Option(
         "--requests", min=1, max=MAX_REQUESTS,
         help="Requests per simulation (offline/server; default 2000).")
@@ -157,7 +161,8 @@ def plan_cmd(
                            objective=objective, framework=framework, top=top, offload=offload,
                            force_tp=force_tp, include_tight=include_tight, deadline=deadline,
                            scenario=scenario, rate=rate, requests=requests, max_seqs=max_seqs,
-                           finetune=api.adapters(finetune, lora_rank, lora_targets))
+                           finetune=api.adapters(finetune, lora_rank, lora_targets),
+                           concurrency=concurrency)
     clusters = api.plan_clusters(cat, cluster, hw, devices, train)
     cal = measured.profile
     api.check_profile(cal, clusters)

@@ -71,14 +71,22 @@ def layer_groups(model: ModelSpec | Geometry) -> list[LayerGroup]:
             for g in Geometry.of(model).groups]
 
 
-def causal_mean_keys(seq_len: Any, window: int | None = None) -> Any:
-    """Mean keys per query of causal attention over ``seq_len`` queries when query i (1-based)
+def causal_mean_keys(seq_len: Any, window: int | None = None, chunked: bool = False) -> Any:
+    """With ``chunked`` (Llama 4's chunked attention), query i sees ((i - 1) mod w) + 1 keys,
+    from its chunk's start: q = floor(s / w) full chunks give w (w + 1) / 2 each and the
+    remainder r = s - q w gives r (r + 1) / 2, over s queries.
+
+    Mean keys per query of causal attention over ``seq_len`` queries when query i (1-based)
     sees min(i, window) keys: (1/s) sum_i min(i, w) = (s + 1) / 2 for s <= w, else
     w - w (w - 1) / (2 s) (the first w queries ramp up, the rest see w). Arrays work."""
     s = np.asarray(seq_len, dtype=float)
     if window is None:
         return (s + 1) / 2
     w = float(window)
+    if chunked:
+        full = np.floor(s / w)
+        r = s - full * w
+        return (full * w * (w + 1) / 2 + r * (r + 1) / 2) / np.maximum(s, 1.0)
     return np.where(s <= w, (s + 1) / 2, w - w * (w - 1) / (2 * np.maximum(s, 1.0)))
 
 
@@ -88,7 +96,7 @@ def _attention_flops_per_token(geo: Geometry, seq_len: int, causal: bool) -> flo
     for layer in range(geo.n_layers):
         window = geo.sliding_window if geo.is_sliding_layer(layer) else None
         if causal:
-            keys = float(causal_mean_keys(seq_len, window))
+            keys = float(causal_mean_keys(seq_len, window, geo.chunked))
         else:
             keys = float(min(seq_len, window or seq_len))
         total += 2 * keys * geo.heads * (d_qk + d_v)

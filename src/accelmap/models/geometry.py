@@ -48,7 +48,14 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import cached_property
 
-from accelmap.models.schema import FFNKind, MLAConfig, ModelSpec, NormKind, PositionKind
+from accelmap.models.schema import (
+    FFNKind,
+    LocalAttention,
+    MLAConfig,
+    ModelSpec,
+    NormKind,
+    PositionKind,
+)
 
 
 class Part(StrEnum):
@@ -241,7 +248,8 @@ class Geometry:
         shared RoPE key under MLA (DeepSeek-V2 sec. 2.1.2-2.1.3), else K and V of each KV head."""
         mla = self.mla
         if mla is not None:
-            return mla.kv_lora_rank + mla.qk_rope_head_dim
+            dsa = self.model.dsa
+            return mla.kv_lora_rank + mla.qk_rope_head_dim + (dsa.index_head_dim if dsa else 0)
         return 2 * self.kv_heads * self.head_dim
 
     @property
@@ -259,6 +267,11 @@ class Geometry:
     @property
     def sliding_window(self) -> int | None:
         return self.model.sliding_window
+
+    @property
+    def chunked(self) -> bool:
+        """Local layers attend within fixed chunks (Llama 4), not a sliding window."""
+        return self.model.local_attention is LocalAttention.CHUNKED
 
     @property
     def final_norm(self) -> bool:
@@ -325,6 +338,26 @@ class Geometry:
             out.append(Tensor("lm_head_bias", (V,), Part.LM_HEAD, Split.VOCAB))
         return tuple(out)
 
+    @cached_property
+    def mtp(self) -> tuple[Tensor, ...]:
+        """One multi-token-prediction module as DeepSeek-V3 stores it (arXiv:2412.19437 sec.
+        2.2; checkpoint ``model.layers.61.*``, README_WEIGHTS.md): one more block shaped like the
+        last layer, RMSNorms ``enorm`` and ``hnorm`` over d, the projection ``eh_proj`` 2d -> d,
+        the ``shared_head`` norm, and stored copies of the embedding and output head, which the
+        architecture shares with the main model (Part.EMBEDDING / Part.LM_HEAD tell them apart).
+        Empty when the model has none."""
+        m, d = self.model, self.d_model
+        if not m.mtp_layers:
+            return ()
+        last = self.groups[-1]
+        block = tuple(replace(t, copies=t.copies * m.mtp_layers) for t in last.tensors)
+        k = m.mtp_layers
+        return (*block,
+                Tensor("mtp_norms", (d,), Part.NORMS, copies=3 * k),  # enorm, hnorm, head norm
+                Tensor("mtp_eh_proj", (2 * d, d), Part.ATTENTION, copies=k),
+                Tensor("mtp_embedding", (self.vocab, d), Part.EMBEDDING, Split.VOCAB, copies=k),
+                Tensor("mtp_lm_head", (d, self.vocab), Part.LM_HEAD, Split.VOCAB, copies=k))
+
     def group_of(self, layer: int) -> Group:
         for g in self.groups:
             if g.first <= layer <= g.last:
@@ -359,6 +392,15 @@ class Geometry:
                     Tensor("wkv_b", (r, h * (la.qk_nope_head_dim + la.v_head_dim)), A,
                            Split.COLUMN),
                     Tensor("wo", (h * la.v_head_dim, d), A, Split.ROW)]
+            if m.dsa is not None and la.q_lora_rank is not None:
+                # DeepSeek-V3.2-Exp inference/model.py, class Indexer: wq_b (q_lora_rank ->
+                # heads x head_dim), wk (d -> head_dim), k_norm (LayerNorm: weight and bias),
+                # weights_proj (d -> heads); plain Linear layers, replicated under TP
+                ih, idim = m.dsa.index_n_heads, m.dsa.index_head_dim
+                out += [Tensor("indexer_wq", (la.q_lora_rank, ih * idim), A),
+                        Tensor("indexer_wk", (d, idim), A),
+                        Tensor("indexer_k_norm", (idim,), A, copies=2),
+                        Tensor("indexer_weights", (d, ih), A)]
         else:
             hd, kv = self.head_dim, self.kv_heads
             out += [Tensor("wq", (d, h * hd), A, Split.COLUMN),
@@ -373,6 +415,8 @@ class Geometry:
                 out += [Tensor("q_norm", (hd,), A), Tensor("k_norm", (hd,), A)]
         if m.attn_out_bias:
             out.append(Tensor("bo", (d,), A))
+        if m.attention_sinks:  # gpt-oss: one learned logit per head ("sinks", split with heads)
+            out.append(Tensor("sinks", (h,), A, Split.COLUMN))
         return out
 
     def _ffn(self, hidden: int, prefix: str = "", copies: int = 1,

@@ -66,12 +66,14 @@ class HFConfig:
 
 Mapper = Callable[[HFConfig], dict[str, Any]]
 _MAPPERS: dict[str, Mapper] = {}
+_ALIASES: set[str] = set()  # further model_types of one mapper (llama4_text), not listed
 
 
 def register(*model_types: str) -> Callable[[Mapper], Mapper]:
     """Register a mapper for one or more ``model_type`` values; a duplicate fails loudly."""
 
     def wrap(fn: Mapper) -> Mapper:
+        _ALIASES.update(model_types[1:])
         for t in model_types:
             if t in _MAPPERS:
                 raise RuntimeError(f"model_type {t!r} has two mappers: {_MAPPERS[t]} and {fn}")
@@ -87,8 +89,10 @@ def _load_mappers() -> None:
 
 
 def supported_model_types() -> list[str]:
+    """The model_types with a mapper (a mapper's further names, such as llama4_text, are
+    accepted but not listed)."""
     _load_mappers()
-    return sorted(_MAPPERS)
+    return sorted(set(_MAPPERS) - _ALIASES)
 
 
 def _slug(text: str) -> str:
@@ -113,8 +117,8 @@ def spec_from_hf_dict(data: dict[str, Any], origin: str, name: str | None = None
     mapper = _MAPPERS.get(mtype)
     if mapper is None:
         raise UnsupportedModelError(
-            f"{origin}: model_type {mtype[:40]!r} is not supported; supported types: "
-            f"{', '.join(sorted(_MAPPERS))}"
+            f"{origin}: model_type {mtype[:24]!r} is not supported; supported: "
+            f"{', '.join(supported_model_types())}"
         )
     fields = mapper(cfg)
     label = name or data.get("_name_or_path") or _label_from_path(origin) or mtype

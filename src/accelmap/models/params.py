@@ -94,3 +94,21 @@ def count_params(model: ModelSpec | Geometry) -> ParamCount:
         layers=tuple(layers),
         breakdown={k: v for k, v in breakdown.items() if v},
     )
+
+
+@dataclass(frozen=True)
+class MTPCount:
+    """Parameters of the multi-token-prediction modules (DeepSeek-V3 sec. 2.2): ``unique`` is
+    what they add to the main model; ``stored`` adds the checkpoint's copies of the embedding and
+    output head, which the architecture shares (DeepSeek's README_WEIGHTS.md: "11.5B unique
+    parameters, excluding the shared 0.9B Embedding and 0.9B output Head")."""
+
+    unique: int
+    stored: int
+
+
+def count_mtp_params(model: ModelSpec | Geometry) -> MTPCount:
+    geo = Geometry.of(model)
+    shared = sum(t.params for t in geo.mtp if t.part in (Part.EMBEDDING, Part.LM_HEAD))
+    stored = sum(t.params for t in geo.mtp)
+    return MTPCount(unique=stored - shared, stored=stored)

@@ -60,6 +60,16 @@ class PositionKind(StrEnum):
     NONE = "none"
 
 
+class LocalAttention(StrEnum):
+    """How the layers marked in ``sliding_window_pattern`` limit what a query sees."""
+
+    SLIDING = "sliding"  # the last ``sliding_window`` keys (Mistral, Gemma 2, gpt-oss)
+    # fixed blocks of ``sliding_window`` tokens: a query sees its own chunk only, from the chunk's
+    # start (Llama 4's attention_chunk_size on its RoPE layers; transformers
+    # modeling_llama4.py, ``chunked_attention_mask``)
+    CHUNKED = "chunked"
+
+
 class MLAConfig(Frozen):
     """Multi-head latent attention dimensions (DeepSeek-V2 paper, sec. 2.1.2-2.1.3)."""
 
@@ -73,6 +83,16 @@ class MLAConfig(Frozen):
     @property
     def qk_head_dim(self) -> int:
         return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+
+class DSAConfig(Frozen):
+    """DeepSeek Sparse Attention (DeepSeek-V3.2-Exp; config keys index_n_heads, index_head_dim,
+    index_topk): a lightning indexer scores every cached token with a few small heads, and MLA
+    attends only to the ``index_topk`` best."""
+
+    index_n_heads: int = Field(gt=0, le=MAX_WIDTH)
+    index_head_dim: int = Field(gt=0, le=MAX_WIDTH)
+    index_topk: int = Field(gt=0, le=MAX_SEQ)
 
 
 class MoEConfig(Frozen):
@@ -150,7 +170,19 @@ class ModelSpec(CatalogEntry):
         description="repeating per-layer pattern, True = sliding-window layer (Gemma 2: [T, F])",
     )
 
+    local_attention: LocalAttention = Field(
+        default=LocalAttention.SLIDING,
+        description="sliding window or Llama 4's chunked attention on the local layers")
+    attention_sinks: bool = Field(
+        default=False,
+        description="one learned logit per head in each softmax's denominator (gpt-oss)")
+    mtp_layers: int = Field(
+        default=0, ge=0, le=MAX_LAYERS,
+        description="multi-token-prediction modules shipped beside the main model (DeepSeek-V3 "
+                    "num_nextn_predict_layers); not in the main model's count")
+
     mla: MLAConfig | None = None
+    dsa: DSAConfig | None = None
     moe: MoEConfig | None = None
 
     source: tuple[str, ...] = Field(default=(), description="ids into sources")
@@ -177,6 +209,9 @@ class ModelSpec(CatalogEntry):
             raise ValueError(
                 f"n_kv_heads {kv} must divide n_heads {self.n_heads} (grouped-query attention)"
             )
+        if self.dsa is not None and (self.mla is None or self.mla.q_lora_rank is None):
+            raise ValueError("dsa (DeepSeek sparse attention) needs mla with a q_lora_rank: its "
+                             "indexer reads the compressed query")
         if self.published_params is not None and not self.published_params_source:
             raise ValueError("published_params needs published_params_source")
         if self.moe and self.moe.dense_layers > self.n_layers:
@@ -218,9 +253,11 @@ class ModelSpec(CatalogEntry):
     @property
     def kv_width(self) -> int:
         """Values one token adds to one layer's KV cache: the compressed latent plus the shared
-        RoPE key under MLA (DeepSeek-V2, sec. 2.1.2-2.1.3), else K and V of every KV head."""
+        RoPE key under MLA (DeepSeek-V2, sec. 2.1.2-2.1.3) and the indexer's key under DSA,
+        else K and V of every KV head."""
         if self.mla is not None:
-            return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
+            index = self.dsa.index_head_dim if self.dsa is not None else 0
+            return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim + index
         return 2 * self.kv_heads * self.head_size
 
     @property

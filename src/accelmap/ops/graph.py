@@ -35,7 +35,7 @@ import numpy as np
 
 from accelmap.models.flops import causal_mean_keys
 from accelmap.models.geometry import Geometry, Group, Tensor
-from accelmap.models.schema import ModelSpec
+from accelmap.models.schema import MLAConfig, ModelSpec
 from accelmap.units import DType
 from accelmap.workload import Sparsity
 
@@ -157,9 +157,10 @@ def causal_shape_context(model: ModelSpec | Geometry, seq_len: Num, flash: bool
     matrix and masks it afterwards, on sliding-window layers too."""
     if not flash:
         return {"context": seq_len * 1.0, "window_context": seq_len * 1.0}
-    window = Geometry.of(model).sliding_window
+    geo = Geometry.of(model)
+    window = geo.sliding_window
     return {"context": causal_mean_keys(seq_len),
-            "window_context": causal_mean_keys(seq_len, window) if window else None}
+            "window_context": causal_mean_keys(seq_len, window, geo.chunked) if window else None}
 
 
 def _gemm(name: str, m: Num, n: int, k: int, p: Precision, count: int, weight_bytes: Num = None,
@@ -203,9 +204,20 @@ def _norm(name: str, geo: Geometry, s: Shape, p: Precision, count: int) -> Op:
 
 
 def _attention_core(geo: Geometry, s: Shape, p: Precision, count: int, flash: bool,
-                    sliding: bool) -> list[Op]:
+                    sliding: bool, absorbed: bool = False) -> list[Op]:
+    """Scores and context over the keys each query sees. Sliding-window layers see at most the
+    window; chunked layers (Llama 4) at most the chunk: in decode ``min(context, chunk)`` is the
+    bound (a query sees (position mod chunk) + 1 keys, chunk/2 on average over a long output).
+    ``absorbed``: MLA decode in the latent space (:func:`_mla_absorbed`), where every head's
+    query has r_kv + d_rope values against the one shared latent+RoPE key, and the context is
+    r_kv wide. Attention sinks (gpt-oss) add one logit per head and row to the softmax
+    denominator: h exponentials per query against 2 h d C FLOPs, below 0.1 % at any C >= 8
+    with d = 64, so no op is charged for them."""
     h = geo.heads
     d_qk, d_v = geo.qk_head_dim, geo.v_head_dim
+    mla = geo.mla
+    if absorbed and mla is not None:
+        d_qk, d_v = mla.kv_lora_rank + mla.qk_rope_head_dim, mla.kv_lora_rank
     # K and V kept for backward: MLA expands the latent to one K and V per query head
     kv_heads = h if geo.mla is not None else geo.kv_heads
     ctx = s.context
@@ -215,10 +227,16 @@ def _attention_core(geo: Geometry, s: Shape, p: Precision, count: int, flash: bo
         ctx = (s.window_context if s.window_context is not None
                else np.minimum(ctx, window))
         kv_tokens = np.minimum(kv_tokens, s.sequences * window)
+    width = geo.kv_width
+    dsa = geo.model.dsa
+    if dsa is not None:  # MLA over the indexer's top-k tokens only (_dsa_indexer scores all)
+        ctx = np.minimum(ctx, dsa.index_topk)
+        kv_tokens = np.minimum(kv_tokens, s.sequences * dsa.index_topk)
+        width -= dsa.index_head_dim
     a, T = p.act.bytes, s.tokens
     q_bytes = T * h * d_qk * a
     o_bytes = T * h * d_v * a
-    kv_read = kv_tokens * geo.kv_width * (p.kv.bytes if s.decode else a)
+    kv_read = kv_tokens * width * (p.kv.bytes if s.decode else a)
     kv_kind = ByteKind.KV_CACHE if s.decode else ByteKind.ACTIVATIONS
     score_flops = 2.0 * T * ctx * h * d_qk
     ctx_flops = 2.0 * T * ctx * h * d_v
@@ -253,10 +271,57 @@ def _attention_core(geo: Geometry, s: Shape, p: Precision, count: int, flash: bo
     ]
 
 
+def _dsa_indexer(geo: Geometry, g: Group, s: Shape, p: Precision, count: int) -> list[Op]:
+    """DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2-Exp, inference/model.py
+    ``Indexer``; tech report sec. 2.1): per token, q = wq_b(compressed q) over H_I heads of
+    d_I, one key k = LayerNorm(wk(x)) cached per token, head weights w = weights_proj(x); the
+    score of a cached token is sum_h w_h ReLU(q_h . k), so 2 T C H_I d_I FLOPs (one multiply-add
+    per head and key dimension; ReLU and the weighting are O(T C H_I)) over every key C a query
+    sees, reading each cached index key once (d_I values per token). The top-k selection is a
+    vector pass over the T x C scores. Not modelled: FP8 rounding of the indexer (DeepSeek runs
+    it in FP8 with a per-token scale: charged at the KV dtype here), the top-k kernel's own cost
+    beyond that pass, and the indexer's training-only KL loss. Decode context is the cached
+    length; prefill's is the causal mean."""
+    dsa = geo.model.dsa
+    assert dsa is not None
+    T, ih, idim = s.tokens, dsa.index_n_heads, dsa.index_head_dim
+    ctx = s.context
+    keys = s.kv_tokens * idim * (p.kv.bytes if s.decode else p.act.bytes)
+    q_bytes = T * ih * idim * p.act.bytes
+    moved = ({ByteKind.KV_CACHE: keys, ByteKind.ACTIVATIONS: q_bytes} if s.decode
+             else {ByteKind.ACTIVATIONS: keys + q_bytes})
+    return [
+        _weight_gemm("layers/attention/indexer_q", T, g.tensor("indexer_wq"), p, count),
+        _weight_gemm("layers/attention/indexer_k", T, g.tensor("indexer_wk"), p, count),
+        _weight_gemm("layers/attention/indexer_w", T, g.tensor("indexer_weights"), p, count),
+        Op(name="layers/attention/indexer_scores", unit=Unit.MATRIX, dtype=p.attention,
+           count=count, flops=2.0 * T * ctx * ih * idim, attention_keys=ctx, head_dim=idim,
+           bytes=moved, attention_core=True),
+        _vector("layers/attention/indexer_topk", T * ctx, 1.0, p, count),
+    ]
+
+
+def _mla_absorbed(geo: Geometry, mla: MLAConfig, T: Num, p: Precision, count: int,
+                  which: str) -> Op:
+    """MLA decode with the up-projections absorbed (DeepSeek-V2 arXiv:2405.04434 sec. 2.1.2:
+    "W^UK can be absorbed into W^Q, and W^UV into W^O"; the FlashMLA decode kernel and vLLM's
+    MLA backend run it so): the cached latent is never expanded. Per head, the query's nope part
+    (d_nope) is mapped into the latent (r_kv) by that head's slice of W^UK (``q_absorb``), the
+    scores and the context run over the r_kv + d_rope wide cache (:func:`_attention_core`), and
+    the r_kv wide context goes back to d_v by W^UV (``v_absorb``). Each is a batched GEMM over
+    the h local heads: 2 T h d_nope r_kv (resp. 2 T h r_kv d_v) FLOPs, reading that head-slice
+    of ``wkv_b`` once."""
+    h, r = geo.heads, mla.kv_lora_rank
+    d_in, d_out = (mla.qk_nope_head_dim, r) if which == "q_absorb" else (r, mla.v_head_dim)
+    return _gemm(f"layers/attention/{which}", T * h, d_out, d_in, p, count,
+                 weight_bytes=h * d_in * d_out * p.wbytes)
+
+
 def _attention(geo: Geometry, g: Group, s: Shape, p: Precision, flash: bool) -> list[Op]:
     h, T, n = geo.heads, s.tokens, g.count
     ops: list[Op] = []
     mla = geo.mla
+    absorbed = mla is not None and s.decode
     if mla is not None:
         if mla.q_lora_rank is None:
             ops.append(_weight_gemm("layers/attention/q", T, g.tensor("wq"), p, n))
@@ -264,7 +329,12 @@ def _attention(geo: Geometry, g: Group, s: Shape, p: Precision, flash: bool) -> 
             ops.append(_weight_gemm("layers/attention/q_down", T, g.tensor("wq_a"), p, n))
             ops.append(_weight_gemm("layers/attention/q_up", T, g.tensor("wq_b"), p, n))
         ops.append(_weight_gemm("layers/attention/kv_down", T, g.tensor("wkv_a"), p, n))
-        ops.append(_weight_gemm("layers/attention/kv_up", T, g.tensor("wkv_b"), p, n))
+        if absorbed:
+            ops.append(_mla_absorbed(geo, mla, T, p, n, "q_absorb"))
+        else:
+            ops.append(_weight_gemm("layers/attention/kv_up", T, g.tensor("wkv_b"), p, n))
+        if geo.model.dsa is not None:
+            ops += _dsa_indexer(geo, g, s, p, n)
         rope_elems = T * (h + 1) * mla.qk_rope_head_dim
     else:
         hd, kv = geo.head_dim, geo.kv_heads
@@ -274,7 +344,9 @@ def _attention(geo: Geometry, g: Group, s: Shape, p: Precision, flash: bool) -> 
         rope_elems = T * (h + kv) * hd * geo.rope_fraction
     if geo.rope:
         ops.append(_vector("layers/attention/rope", rope_elems, ROPE_FLOPS, p, n))
-    ops += _attention_core(geo, s, p, n, flash, g.sliding)
+    ops += _attention_core(geo, s, p, n, flash, g.sliding, absorbed)
+    if absorbed and mla is not None:
+        ops.append(_mla_absorbed(geo, mla, T, p, n, "v_absorb"))
     out = _weight_gemm("layers/attention/out", T, g.tensor("wo"), p, n)
     if flash and p.saved_gemm_input is None:  # its input is the O flash already keeps
         out = replace(out, saved=0.0)

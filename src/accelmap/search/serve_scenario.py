@@ -384,6 +384,7 @@ def _describe(load: Load) -> str:
     slo = [f"TTFT p99 <= {load.slo.ttft_s:g} s" if load.slo.ttft_s is not None else "",
            f"TPOT p99 <= {load.slo.tpot_s * 1e3:g} ms" if load.slo.tpot_s is not None else ""]
     head = ("offline (every request queued at once)" if load.scenario is Scenario.OFFLINE
+            else f"closed loop of {load.concurrency:,} clients" if load.concurrency is not None
             else f"server load ({load.rate:g} requests/s Poisson)" if load.rate is not None
             else "server load (trace)")
     slos = ", ".join(s for s in slo if s)
@@ -460,7 +461,7 @@ def _explain(ranked: list[_Sim], sims: dict[Config, _Sim], screens: dict[Config,
     sc = screens[top.config]
     head = (f"the fixed-batch model's best batch for this configuration ({sc.batch}) would "
             f"prefill the whole batch at once, a {sc.batch_ttft_s:.2f} s TTFT (and stall); ")
-    if load.scenario is Scenario.SERVER:
+    if load.scenario in (Scenario.SERVER, Scenario.CONCURRENCY):
         out.append(head + f"under the scheduler the TTFT p99 is {_p99(r, 'ttft_s'):.2f} s")
     else:
         out.append(head + "under the scheduler prompts are chunked into iterations of at most "

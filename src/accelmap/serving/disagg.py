@@ -289,6 +289,9 @@ def run_disaggregated(spec: ModelSpec, system: System, wl: Inference, d: Disaggr
     if load.scenario is Scenario.BATCH:
         raise InputError("disaggregated serving needs a request stream: use --scenario "
                          "server (or offline), not batch")
+    if load.scenario is Scenario.CONCURRENCY:
+        raise InputError("closed-loop concurrency is simulated on colocated replicas; with "
+                         "--disaggregate use --scenario server --rate R (or offline)")
     bad = check(spec, cluster, d)
     if bad:
         return DisaggRun(*head, False, bad[0], {})

@@ -4,6 +4,10 @@ vLLM benchmark_serving.py's definition: (end-to-end - TTFT) / (output - 1); ITL 
 here the duration of the iteration that produced it; end-to-end), and goodput: requests per
 second that met every SLO (DistServe, Zhong et al. OSDI 2024, sec. 2).
 
+Interactivity, as the public throughput-vs-interactivity dashboards define it: tokens/s per
+user = 1 / median TPOT (1000 / median TPOT in ms); the mean over requests of 1 / TPOT is given
+beside it (``tokens_per_s_per_user_mean``).
+
 Throughput is over the whole run, first arrival to last finish (how trtllm-bench and
 benchmark_throughput.py divide), so an offline run's ramp-up and tail are inside it.
 """
@@ -73,6 +77,9 @@ def summarize(sim: SimResult, replicas: int, devices: int, slo: Slo) -> dict[str
     out_rate = float(out_tok.sum()) / span * replicas
     in_rate = float(sim.prompt.sum()) / span * replicas
     ok = slo.met(ttft, tpot)
+    valid = tpot[~np.isnan(tpot) & (tpot > 0)]
+    per_user = 1.0 / float(np.median(valid)) if valid.size else None
+    per_user_mean = float(np.mean(1.0 / valid)) if valid.size else None
     return {
         "requests": n * replicas,
         "duration_s": span,
@@ -80,6 +87,9 @@ def summarize(sim: SimResult, replicas: int, devices: int, slo: Slo) -> dict[str
         "output_tokens_per_s_per_device": out_rate / devices,
         "total_tokens_per_s": out_rate + in_rate,
         "total_tokens_per_s_per_device": (out_rate + in_rate) / devices,
+        "input_tokens_per_s_per_device": in_rate / devices,
+        "tokens_per_s_per_user": per_user,
+        "tokens_per_s_per_user_mean": per_user_mean,
         "requests_per_s": n / span * replicas,
         "ttft_s": distribution(ttft),
         "tpot_s": distribution(tpot),

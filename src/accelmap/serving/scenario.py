@@ -5,10 +5,15 @@
   under the framework's caps and the KV pool); reports throughput.
 - ``server``: Poisson arrivals at ``rate`` requests/s (or a trace); reports TTFT/TPOT/ITL/E2E
   percentiles and goodput under the SLOs as well.
+- ``concurrency``: a closed loop of N clients, each sending its next request when its previous
+  one finishes (``vllm bench serve --max-concurrency N``, genai-perf ``--concurrency N``, the
+  public GPU-comparison dashboards' sweeps); reports throughput per device and per user
+  (1 / median TPOT) with the latency percentiles.
 - ``batch``: one fixed batch prefilled and decoded together (``engine.serve.serve_step``).
 
 Replicas (data parallelism) each get an equal share of the requests: a load balancer splitting
-a Poisson stream round-robin leaves each replica with (close to) rate / replicas.
+a Poisson stream round-robin leaves each replica with (close to) rate / replicas; N closed-loop
+clients split the same way, N / replicas each (rounded up when N does not divide).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from accelmap.models.geometry import Geometry
 from accelmap.models.schema import ModelSpec
 from accelmap.serving.iteration import IterationCost
 from accelmap.serving.metrics import Slo, summarize
-from accelmap.serving.requests import LengthDist, Requests, make, read_trace
+from accelmap.serving.requests import MAX_REQUESTS, LengthDist, Requests, make, read_trace
 from accelmap.serving.scheduler import KvBudget, KvPolicy, SchedulerConfig, defaults
 from accelmap.serving.simulator import CapacityError, DecodeStep, SimResult, simulate
 from accelmap.serving.speculative import (
@@ -54,10 +59,16 @@ from accelmap.workload import Inference
 class Scenario(StrEnum):
     OFFLINE = "offline"
     SERVER = "server"
+    CONCURRENCY = "concurrency"
     BATCH = "batch"
 
 
 DEFAULT_REQUESTS = 2000  # per run; enough for the steady state to dominate ramp-up and tail
+# Closed loop: requests per client when --requests is not given. InferenceMAX-style sweeps send
+# 10 prompts per concurrent client (num_prompts = 10 x max_concurrency), so each client's ramp-up
+# and tail are about a tenth of the run.
+REQUESTS_PER_CLIENT = 10
+MAX_CONCURRENCY = 1_000_000  # clients over a whole cluster
 
 
 MAX_RATE = 1e7  # requests/s over a whole cluster
@@ -81,11 +92,13 @@ class Load:
     max_tokens: int | None = None
     chunked_prefill: bool | None = None
     kv_fraction: float | None = None  # KV memory fraction overriding the framework's default
+    concurrency: int | None = None  # closed-loop clients over all replicas (concurrency)
 
     def __post_init__(self) -> None:
         if self.scenario is Scenario.SERVER and self.rate is None and self.trace is None:
             raise InputError("--scenario server needs a request rate (--rate R, requests/s) "
                              "or a trace (--trace FILE)")
+        self._check_concurrency()
         if self.scenario is Scenario.OFFLINE and self.rate is not None:
             raise InputError("--rate applies to --scenario server; offline queues every "
                              "request at once")
@@ -97,6 +110,31 @@ class Load:
                              f"{self.spread}")
         if not (math.isfinite(self.prefix_hit) and 0 <= self.prefix_hit < 1):
             raise InputError(f"--prefix-hit must be a fraction in [0, 1), got {self.prefix_hit}")
+
+    def _check_concurrency(self) -> None:
+        n = self.concurrency
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int)
+                              or not 1 <= n <= MAX_CONCURRENCY):
+            raise InputError(f"--concurrency must be a whole number of clients from 1 to "
+                             f"{MAX_CONCURRENCY:,}, got {n}")
+        if self.scenario is Scenario.CONCURRENCY:
+            if n is None:
+                raise InputError("--scenario concurrency needs the number of closed-loop "
+                                 "clients: --concurrency N")
+            if self.rate is not None or self.trace is not None:
+                raise InputError("--scenario concurrency sends each request when a client's "
+                                 "previous one finishes: drop --rate/--trace (they belong to "
+                                 "--scenario server)")
+        elif n is not None:
+            raise InputError("--concurrency applies to --scenario concurrency (closed loop); "
+                             f"add --scenario concurrency or drop it ({self.scenario.value} "
+                             "was asked)")
+
+    def clients_per_replica(self, replicas: int) -> int | None:
+        """Closed-loop clients one replica serves: N / replicas, rounded up."""
+        if self.concurrency is None:
+            return None
+        return max(math.ceil(self.concurrency / max(replicas, 1)), 1)
 
 
 @dataclass(frozen=True)
@@ -202,6 +240,11 @@ def requests_for(load: Load, wl: Inference, replicas: int) -> Requests:
         pick = np.arange(0, len(whole), max(replicas, 1))
         return Requests(whole.arrival_s[pick] - whole.arrival_s[pick][0], whole.prompt[pick],
                         whole.output[pick], whole.cached[pick])
+    clients = load.clients_per_replica(replicas)
+    if load.requests is None and clients is not None:
+        n = min(max(REQUESTS_PER_CLIENT * clients, 1), MAX_REQUESTS)
+        return make(n, wl.prompt_len, max(wl.output_len, 1), dist=load.dist, spread=load.spread,
+                    prefix_hit=load.prefix_hit, seed=load.seed)
     n = load.requests or DEFAULT_REQUESTS
     rate = None if load.rate is None else load.rate / replicas
     return make(max(math.ceil(n / replicas), 1), wl.prompt_len, max(wl.output_len, 1),
@@ -281,7 +324,7 @@ def _scenario_score(sim: SimResult, load: Load) -> tuple[float, float]:
     ttft = sim.first_token_s - sim.arrival_s
     out = sim.output.astype(float)
     tpot = np.where(out > 1, (sim.finish_s - sim.first_token_s) / np.maximum(out - 1, 1), np.nan)
-    if load.scenario is Scenario.OFFLINE:
+    if load.scenario in (Scenario.OFFLINE, Scenario.CONCURRENCY):
         return float(out.sum()) / span, 0.0
     met = float(load.slo.met(ttft, tpot).sum()) / span
     return met, -float(np.nanmedian(tpot)) if np.any(~np.isnan(tpot)) else 0.0
@@ -335,7 +378,8 @@ def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewor
         step = decode_step(speculation, choice.chosen.k, dcost)
     t0 = time.perf_counter()
     try:
-        sim = simulate(reqs, cost, sched, pool.tokens, step)
+        clients = load.clients_per_replica(replicas)
+        sim = simulate(reqs, cost, sched, pool.tokens, step, clients)
         if choice is not None and not choice.given:
             # the table prices one step at the plain run's mean batch; the batch a drafter
             # leaves room for and its prompt prefills move with k, so the table's best draft
@@ -346,7 +390,7 @@ def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewor
                     :SIMULATED_DRAFT_LENS]:
                 if row.k not in sims:
                     sims[row.k] = simulate(reqs, cost, sched, pool.tokens,
-                                           decode_step(speculation, row.k, dcost))
+                                           decode_step(speculation, row.k, dcost), clients)
             best_k = max(sims, key=lambda k: _scenario_score(sims[k], load))
             what = "throughput" if load.scenario is Scenario.OFFLINE else "goodput"
             how = (f"chosen: best {what} of k = {', '.join(str(k) for k in sorted(sims))} "
@@ -394,6 +438,7 @@ def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewor
              f"KV pool {pool.pool_bytes / 2**30:.1f} GiB per device = "
              f"{pool.tokens:,.0f} tokens per replica",
              f"{len(reqs):,} requests simulated on one replica of {replicas}",
+             *_closed_loop_notes(load, replicas),
              *device_notes(dev, wl.compute_dtype, fw))
     # the throughput band comes from the offline check set (benchmarks/data: out-of-sample
     # residuals of the same simulator); no published server run is scored yet
@@ -401,3 +446,14 @@ def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewor
                       error_band("serve-offline", fw.name.value, world),
                       error_band("serve-latency", fw.name.value, int(m.devices_per_replica)),
                       wall)
+
+
+def _closed_loop_notes(load: Load, replicas: int) -> tuple[str, ...]:
+    clients = load.clients_per_replica(replicas)
+    if clients is None or load.concurrency is None:
+        return ()
+    split = "" if load.concurrency == clients * replicas else (
+        f" ({load.concurrency:,} clients do not split evenly over {replicas} replicas: the "
+        f"simulated replica serves {clients:,}, the most any replica gets)")
+    return (f"closed loop: {load.concurrency:,} clients, {clients:,} per replica, each sending "
+            f"its next request when the previous one finishes{split}",)

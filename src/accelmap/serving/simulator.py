@@ -23,6 +23,13 @@ steps, and a step costs O(1) Python work plus O(log n) per request event. Paged-
 tokens held plus half a block of rounding per sequence (the expected waste of the last block,
 Kwon et al. 2023 sec. 4.2), in blocks.
 
+Closed-loop concurrency (``concurrency`` = N; ``vllm bench serve --max-concurrency N``,
+genai-perf ``--concurrency N``): N clients each send their next request the moment their previous
+one finishes, with no think time. The first N requests arrive at t = 0; every finish releases the
+next request of the list at that instant, so ``SimResult.arrival_s`` holds the times the requests
+were actually sent (each client's latency clock starts there, as in vLLM's benchmark, which
+starts timing a request after it acquires the concurrency semaphore).
+
 Speculative decoding plugs in through ``DecodeStep``: each decode step verifies ``verify``
 tokens per sequence and advances ``advance`` tokens on average (Leviathan et al. 2023), with
 an extra cost per step for drafting.
@@ -83,9 +90,16 @@ class CapacityError(ValueError):
 
 
 def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
-             kv_capacity_tokens: float, step: DecodeStep = DecodeStep()) -> SimResult:
+             kv_capacity_tokens: float, step: DecodeStep = DecodeStep(),
+             concurrency: int | None = None) -> SimResult:
     n = len(req)
     arrival = req.arrival_s.tolist()
+    released = n
+    if concurrency is not None:  # closed loop: N at t = 0, then one per finish
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        released = min(concurrency, n)
+        arrival = [0.0] * released + [math.inf] * (n - released)
     prompt = req.prompt.tolist()
     output = req.output.tolist()
     cached = req.cached.tolist()
@@ -295,6 +309,9 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
             D -= 1
             finish[r] = clock
             finished += 1
+            if released < n:
+                arrival[released] = clock
+                released += 1
             reserved_blocks -= reserved[r]
             if policy is KvPolicy.STATIC:
                 static_left -= 1
@@ -313,6 +330,9 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
                     is_running[r] = False
                     finish[r] = clock
                     finished += 1
+                    if released < n:
+                        arrival[released] = clock
+                        released += 1
                     reserved_blocks -= reserved[r]
                     if policy is KvPolicy.STATIC:
                         static_left -= 1
@@ -329,9 +349,9 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
         it += 1
         if K < 0:  # float drift from fractional advances
             K = 0.0
-    return SimResult(req.arrival_s, np.array(first), np.array(finish), req.prompt, req.output,
-                     np.array(steps_s), np.array(steps_d), np.array(steps_t), preemptions, peak,
-                     kv_capacity_tokens, busy)
+    return SimResult(np.array(arrival, dtype=float), np.array(first), np.array(finish),
+                     req.prompt, req.output, np.array(steps_s), np.array(steps_d),
+                     np.array(steps_t), preemptions, peak, kv_capacity_tokens, busy)
 
 
 def _too_big(tokens: float, capacity: float) -> str:

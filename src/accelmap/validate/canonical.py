@@ -58,7 +58,8 @@ METRIC_WORDS = {m.value: m for m in (*Metric, *ServingMetric)}
 LENGTH_DISTS = ("fixed", "uniform", "lognormal")
 # Fields only a serving run has (a record with any of them, or a serving metric, is one).
 SERVING_FIELDS = ("scenario", "batch", "input_len", "output_len", "length_dist",
-                  "length_spread", "requests", "rate", "slo_ttft_ms", "slo_tpot_ms",
+                  "length_spread", "requests", "rate", "concurrency", "slo_ttft_ms",
+                  "slo_tpot_ms",
                   "slo_percentile", "max_batch", "max_tokens", "kv_fraction", "kv_precision")
 
 Parsed = tuple[Any, str | None]  # (value, None) or (None, "is not ...; write ...")
@@ -268,7 +269,7 @@ FIELDS: dict[str, FieldSpec] = {
     "grad_accum": _positive("grad_accum"),
     # serving runs (docs/validate-format.md, "Serving runs")
     "scenario": FieldSpec(_choice("scenario", {s.value: s for s in ServingScenario},
-                                  lambda t: None), "batch | offline | server"),
+                                  lambda t: None), "batch | offline | server | concurrency"),
     "batch": _positive("batch"),
     "input_len": _positive("input_len"),
     "output_len": _positive("output_len"),
@@ -278,6 +279,7 @@ FIELDS: dict[str, FieldSpec] = {
                                         "lognormal: coefficient of variation)"),
     "requests": _positive("requests"),
     "rate": FieldSpec(_float("rate"), "positive number of requests/s over all replicas"),
+    "concurrency": _positive("concurrency"),
     "slo_ttft_ms": FieldSpec(_float("slo_ttft_ms"), "positive number of ms"),
     "slo_tpot_ms": FieldSpec(_float("slo_tpot_ms"), "positive number of ms"),
     "slo_percentile": FieldSpec(_choice("slo_percentile", {"50": 50.0, "90": 90.0, "99": 99.0},
@@ -313,7 +315,7 @@ def _missing(values: dict[str, Any], serving: bool = False) -> list[Problem]:
         out.append(Problem("devices", "field 'devices' is missing; write devices: the number "
                                       "of accelerators the run used"))
     if serving:
-        for k, what in (("scenario", "batch, offline or server"),
+        for k, what in (("scenario", "batch, offline, server or concurrency"),
                         ("input_len", "the prompt tokens per request (mean)"),
                         ("output_len", "the output tokens per request (mean)")):
             if k not in values:

@@ -20,6 +20,7 @@ class MetricKind(StrEnum):
     TRAINING = "training"  # achieved TFLOP/s (or tokens/s) per device
     OFFLINE = "offline throughput"  # serving, all requests queued, the server picks the batch
     SERVER = "server throughput"  # serving at the highest Poisson rate meeting latency SLOs
+    CONCURRENCY = "concurrency throughput"  # serving N closed-loop clients (per device, per user)
     LATENCY = "latency percentiles"  # TTFT/TPOT percentiles of a serving scenario run
 
 

@@ -27,6 +27,7 @@ PHASE: dict[MetricKind, str] = {
     MetricKind.DECODE: "inference", MetricKind.TTFT: "inference",
     MetricKind.THROUGHPUT: "inference",
     MetricKind.OFFLINE: "inference", MetricKind.SERVER: "inference",
+    MetricKind.CONCURRENCY: "inference",
     MetricKind.LATENCY: "inference",
     MetricKind.MATMUL: "microbenchmark", MetricKind.BANDWIDTH: "microbenchmark",
 }

@@ -153,11 +153,13 @@ class UnreadableRun:
 # -- serving runs -------------------------------------------------------------------------------
 class ServingScenario(StrEnum):
     """How the requests reach the server (MLPerf Inference scenarios; trtllm-bench, vLLM's
-    benchmark scripts): one fixed batch, every request queued at once, or a Poisson stream."""
+    benchmark scripts): one fixed batch, every request queued at once, a Poisson stream, or N
+    closed-loop clients (``vllm bench serve --max-concurrency N``, genai-perf)."""
 
     BATCH = "batch"
     OFFLINE = "offline"
     SERVER = "server"
+    CONCURRENCY = "concurrency"
 
 
 class ServingMetric(StrEnum):
@@ -169,6 +171,10 @@ class ServingMetric(StrEnum):
     TOTAL_TOKENS_PER_S = "total_tokens_per_s"
     TOTAL_TOKENS_PER_S_PER_DEVICE = "total_tokens_per_s_per_device"
     REQUESTS_PER_S = "requests_per_s"
+    INPUT_TOKENS_PER_S_PER_DEVICE = "input_tokens_per_s_per_device"
+    # interactivity as the public throughput-vs-interactivity dashboards define it:
+    # 1000 / median TPOT in ms (serving/metrics.py)
+    TOKENS_PER_S_PER_USER = "tokens_per_s_per_user"
     TTFT_MEAN_MS = "ttft_mean_ms"
     TTFT_P50_MS = "ttft_p50_ms"
     TTFT_P90_MS = "ttft_p90_ms"
@@ -209,8 +215,11 @@ class ServingMetric(StrEnum):
                    "itl": "inter-token latency (per token)",
                    "e2e": "end-to-end latency"}[what]
             return f"{q} of the per-request {per}, in ms"
+        if self is ServingMetric.TOKENS_PER_S_PER_USER:
+            return "tokens/s one user sees: 1 / median TPOT (1000 / median TPOT in ms)"
         per = " per device" if self.value.endswith("per_device") else " over all devices"
         what = {"output": "output tokens", "total": "prompt + output tokens",
+                "input": "prompt tokens",
                 "requests": "completed requests"}[self.value.split("_")[0]]
         return f"{what} / run time (first arrival to last finish){per}"
 
@@ -250,6 +259,7 @@ class ServingRun:
     # lognormal: coefficient of variation)
     requests: int | None = None  # requests in the run (all replicas)
     rate: float | None = None  # requests/s (server), over all replicas
+    concurrency: int | None = None  # closed-loop clients (concurrency), over all replicas
     slo_ttft_ms: float | None = None  # latency constraints a server run's rate had to meet
     slo_tpot_ms: float | None = None
     slo_percentile: float | None = None  # of those constraints (MLPerf: p99)

@@ -10,6 +10,8 @@ inference layout's serving rows (``transcribe.serving_from_case``). Its predicti
   the run states (``max_batch``, ``max_tokens``, ``kv_fraction``);
 - offline: every request queued at once (``Scenario.OFFLINE``), the run's request count (its
   ramp-up and tail are part of the published throughput);
+- concurrency: N closed-loop clients (``Scenario.CONCURRENCY``), the run's request count or
+  10 per client as the sweeps send (``serving/scenario.py`` ``REQUESTS_PER_CLIENT``);
 - server at a stated rate: Poisson arrivals at that rate; server with latency limits and no
   rate (MLPerf Server): the highest rate meeting them (``serving/capacity.py``), with
   :data:`SERVER_REQUESTS_PER_REPLICA` requests per replica per trial; throughput and latency
@@ -51,6 +53,8 @@ _cache: dict[tuple[Any, ...], tuple[SimRun | None, list[str]]] = {}
 def kind_of(run: ServingRun) -> MetricKind:
     if run.metric is not None and run.metric.is_latency:
         return MetricKind.LATENCY
+    if run.scenario is ServingScenario.CONCURRENCY:
+        return MetricKind.CONCURRENCY
     return MetricKind.SERVER if run.scenario is ServingScenario.SERVER else MetricKind.OFFLINE
 
 
@@ -61,6 +65,8 @@ def unit_of(metric: ServingMetric | None) -> str:
         return "ms"
     if metric is ServingMetric.REQUESTS_PER_S:
         return "requests/s"
+    if metric is ServingMetric.TOKENS_PER_S_PER_USER:
+        return "tokens/s per user"
     return "tokens/s per device" if metric.value.endswith("per_device") else "tokens/s"
 
 
@@ -73,12 +79,17 @@ def base_of(run: ServingRun) -> Prediction:
                       framework=f"{fw} {run.version}".strip() if fw else None)
 
 
-def _requests(run: ServingRun, replicas: int, notes: list[str]) -> int:
+def _requests(run: ServingRun, replicas: int, notes: list[str]) -> int | None:
     if run.scenario is ServingScenario.SERVER:
         n = SERVER_REQUESTS_PER_REPLICA * replicas
         notes.append(f"server trials of {n:,} Poisson requests ({SERVER_REQUESTS_PER_REPLICA:,} "
                      "per replica), seed 0")
         return n
+    if run.scenario is ServingScenario.CONCURRENCY and run.requests is None:
+        from accelmap.serving.scenario import REQUESTS_PER_CLIENT
+
+        notes.append(f"request count not stated: {REQUESTS_PER_CLIENT} per client simulated")
+        return None
     if run.requests is None:
         from accelmap.serving.scenario import DEFAULT_REQUESTS
 
@@ -120,6 +131,9 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str]
     sim: SimRun | None
     if run.scenario is ServingScenario.OFFLINE:
         sim = simulate(spec, system, wl, m, fw, load)
+    elif run.scenario is ServingScenario.CONCURRENCY:
+        sim = simulate(spec, system, wl, m, fw, replace(
+            load, scenario=Scenario.CONCURRENCY, concurrency=run.concurrency))
     elif run.rate is not None:
         sim = simulate(spec, system, wl, m, fw,
                        replace(load, scenario=Scenario.SERVER, rate=run.rate))
@@ -143,7 +157,8 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str]
         more.append(f"{NOT_SERVED}: {sim.reason}")
         sim = None
     elif sim is not None:
-        more += [a for a in sim.assumptions if a.startswith(("scheduler", "KV pool"))]
+        more += [a for a in sim.assumptions
+                 if a.startswith(("scheduler", "KV pool", "closed loop"))]
         more.append(f"mean running {sim.metrics['mean_running']:.0f}, peak "
                     f"{sim.metrics['peak_running']} requests per replica")
     _cache[key] = (sim, more)
@@ -176,6 +191,10 @@ def predict_serving(run: ServingRun, catalog: Catalog, calibrated: frozenset[str
     elif (run.tp or 1) * (run.pp or 1) * (run.dp or 1) != devices:
         reasons.append(f"tp x pp x dp = {(run.tp or 1) * (run.pp or 1) * (run.dp or 1)} but "
                        f"the run used {devices} devices")
+    if run.scenario is ServingScenario.CONCURRENCY and run.concurrency is None:
+        reasons.append("a concurrency run needs its number of clients (concurrency)")
+    if run.concurrency is not None and run.scenario is not ServingScenario.CONCURRENCY:
+        reasons.append("concurrency is stated but the scenario is not concurrency")
     if (run.scenario is ServingScenario.SERVER and run.rate is None
             and run.slo_ttft_ms is None and run.slo_tpot_ms is None):
         reasons.append("a server run needs its request rate or its latency limits")

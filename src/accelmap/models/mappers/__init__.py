@@ -5,6 +5,6 @@ defines (names and defaults from that class), so the mapping is explicit and rev
 Importing this package registers them all (see :func:`accelmap.models.hf.register`).
 """
 
-from accelmap.models.mappers import deepseek, gpt_family, llama, rope_family
+from accelmap.models.mappers import deepseek, gpt_family, llama, rope_family, served
 
-__all__ = ["deepseek", "gpt_family", "llama", "rope_family"]
+__all__ = ["deepseek", "gpt_family", "llama", "rope_family", "served"]

@@ -74,11 +74,32 @@ def deepseek_v3(cfg: HFConfig) -> dict[str, Any]:
             "layer_frequency": every,
         }
     mtp = cfg.int("num_nextn_predict_layers", default=1) or 0
+    fields["mtp_layers"] = mtp
     fields["notes"] = _notes(
         cfg,
         f"{mtp} multi-token-prediction layer(s) (num_nextn_predict_layers) are stored in the "
-        "checkpoint but not counted: they are not part of the main model",
+        "checkpoint and counted apart (count_mtp_params): they are not part of the main model",
         "router e_score_correction_bias counted (a parameter in DeepSeek's reference code and "
         "stored in the checkpoint; transformers' native port keeps it as a buffer)",
     )
+    return fields
+
+
+@register("kimi_k2")
+def kimi_k2(cfg: HFConfig) -> dict[str, Any]:
+    """Kimi K2 (moonshotai/Kimi-K2-Instruct): ``model_type`` kimi_k2 with architecture
+    DeepseekV3ForCausalLM and DeepseekV3Config's keys (384 routed experts, 64 heads, one dense
+    layer, no MTP in the released config), so DeepSeek-V3's mapper reads it."""
+    return deepseek_v3(cfg)
+
+
+@register("deepseek_v32")
+def deepseek_v32(cfg: HFConfig) -> dict[str, Any]:
+    """DeepSeek-V3.2-Exp (``deepseek_v32``): DeepseekV3Config's keys plus DeepSeek Sparse
+    Attention's lightning indexer, ``index_n_heads`` heads of ``index_head_dim`` choosing
+    ``index_topk`` cached tokens per query (DeepSeek-V3.2-Exp inference/model.py)."""
+    fields = deepseek_v3(cfg)
+    fields["dsa"] = {"index_n_heads": cfg.int("index_n_heads", default=64),
+                     "index_head_dim": cfg.int("index_head_dim", default=128),
+                     "index_topk": cfg.int("index_topk", default=2048)}
     return fields

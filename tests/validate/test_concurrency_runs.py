@@ -1,0 +1,101 @@
+"""Concurrency runs in the run format (issue 22 part 8): ``scenario: concurrency`` with
+``concurrency``, the metrics ``tokens_per_s_per_user`` and ``input_tokens_per_s_per_device``,
+and rows lacking a fact kept as clear skips."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from accelmap.api import validate_cases
+from accelmap.validate.canonical import read_runs
+from accelmap.validate.outcome import MetricKind, Status
+from accelmap.validate.runs import ServingMetric, ServingRun, ServingScenario, UnreadableRun
+
+ROW = """
+- id: c8
+  source: test
+  accelerator: h100-sxm5-80gb
+  model: llama-3.1-8b
+  devices: 1
+  framework: vllm
+  precision: bf16
+  scenario: concurrency
+  concurrency: 8
+  requests: 40
+  input_len: 512
+  output_len: 64
+  metric: {metric}
+  value: {value}
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "runs.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_concurrency_row_reads(tmp_path: Path) -> None:
+    (run,) = read_runs(_write(tmp_path, ROW.format(metric="tokens_per_s_per_user", value=90)))
+    assert isinstance(run, ServingRun)
+    assert run.scenario is ServingScenario.CONCURRENCY and run.concurrency == 8
+    assert run.metric is ServingMetric.TOKENS_PER_S_PER_USER
+
+
+@pytest.mark.parametrize("metric", ["tokens_per_s_per_user", "input_tokens_per_s_per_device",
+                                    "output_tokens_per_s_per_device", "tpot_p50_ms"])
+def test_concurrency_rows_are_predicted(tmp_path: Path, metric: str) -> None:
+    (p,) = validate_cases([_write(tmp_path, ROW.format(metric=metric, value=100))]).predictions
+    assert p.status is Status.OK, p.skipped_reason
+    assert p.predicted is not None and p.predicted > 0
+    kind = MetricKind.LATENCY if metric.endswith("_ms") else MetricKind.CONCURRENCY
+    assert p.kind is kind
+    assert any("closed loop: 8 clients" in n for n in p.notes)
+
+
+def test_per_user_is_one_over_the_median_tpot(tmp_path: Path) -> None:
+    text = ROW.format(metric="tokens_per_s_per_user", value=1) + ROW.replace(
+        "id: c8", "id: c8-tpot").format(metric="tpot_p50_ms", value=1)
+    user, tpot = validate_cases([_write(tmp_path, text)]).predictions
+    assert user.predicted == pytest.approx(1000.0 / tpot.predicted)
+
+
+@pytest.mark.parametrize(("edit", "reason"), [
+    (("  concurrency: 8\n", ""), "needs its number of clients"),
+    (("  input_len: 512\n", ""), "input_len"),
+    (("precision: bf16", "precision: nvfp4"), "nvfp4"),
+    (("concurrency: 8", "concurrency: 0"), "concurrency"),
+])
+def test_rows_lacking_a_fact_are_clear_skips(tmp_path: Path, edit: tuple[str, str],
+                                             reason: str) -> None:
+    text = ROW.format(metric="output_tokens_per_s", value=100).replace(*edit)
+    (p,) = validate_cases([_write(tmp_path, text)]).predictions
+    assert p.status is Status.SKIPPED
+    assert reason in (p.skipped_reason or ""), p.skipped_reason
+
+
+def test_concurrency_needs_its_scenario(tmp_path: Path) -> None:
+    text = ROW.format(metric="output_tokens_per_s", value=100).replace(
+        "scenario: concurrency", "scenario: offline")
+    (p,) = validate_cases([_write(tmp_path, text)]).predictions
+    assert p.status is Status.SKIPPED
+    assert "scenario is not concurrency" in (p.skipped_reason or "")
+
+
+def test_unknown_scenario_word_lists_concurrency(tmp_path: Path) -> None:
+    text = ROW.format(metric="output_tokens_per_s", value=100).replace(
+        "scenario: concurrency", "scenario: closedloop")
+    (run,) = read_runs(_write(tmp_path, text))
+    assert isinstance(run, UnreadableRun)
+    assert any("concurrency" in str(p) for p in run.problems)
+
+
+def test_published_points_file_reads() -> None:
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / \
+        "concurrency_published.yaml"
+    runs = read_runs(path)
+    assert len(runs) >= 10
+    fp4 = [r for r in runs if r.id == "deepseek-r1-8xb200-c1-nomtp"]
+    assert fp4 and isinstance(fp4[0], UnreadableRun)  # kept, skipped until nvfp4 reads
