@@ -31,6 +31,7 @@ from accelmap.cost.efficiency import (
     sustained_fraction,
 )
 from accelmap.cost.framework import Framework, FrameworkProfile
+from accelmap.cost.host import Launch
 from accelmap.cost.sparsity import sparse_speedup
 from accelmap.hardware.schema import Accelerator, DeviceClass
 from accelmap.ops.graph import ByteKind, Op, Stage, Unit
@@ -186,8 +187,8 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
     per_op = fw.kernel_overhead_s
     if fw.name in EAGER_STACKS and dev.profile is not None and dev.profile.kernel_overhead_s:
         per_op = dev.profile.kernel_overhead_s  # measured on this device (measure overhead)
-    if fw.dispatches is not None:  # eager CPU: every aten dispatch in series (cost/eager_cpu)
-        per_op = host_dispatch_s(op, dev, fw)
+    if fw.dispatches is not None and fw.launch is Launch.IN_SERIES:
+        per_op = host_dispatch_s(op, dev, fw)  # eager CPU: every dispatch in series (eager_cpu)
     overhead = 0.0 if fused else per_op
     return OpTime(op, compute, memory, overhead + 0.0 * body, body + overhead, achievable, fused)
 

@@ -93,13 +93,15 @@ def predict_local(run: LocalRun, acc: Accelerator, fraction: float = 1.0,
         "train": float(train.metrics["step_time_s"]),
         "prefill": float(infer.metrics["ttft_s"]),
         "decode": float(infer.metrics["tpot_s"]),
-        "train_memory": tensor_bytes(train.memory),
-        "inference_memory": tensor_bytes(infer.memory),
+        "train_memory": max(tensor_bytes(train.memory), build_peak_bytes(run.spec)),
+        "inference_memory": max(tensor_bytes(infer.memory), build_peak_bytes(run.spec)),
     }
     notes = (*run.notes, f"device {run.device}" + (f", {run.threads} threads"
                                                    if run.threads else ""),
              f"accelerator: {how or acc.id}", f"calibration: {dev.calibration}",
              f"memory measured as: {run.memory_method or 'not measurable on this platform'}",
+             f"peak memory includes the model's construction: {build_peak_bytes(run.spec) / 1e9:.3g}"
+             " GB (fp32 build, tied head allocated before tying)",
              *_thread_note(profile, run))
     base: dict[str, Any] = {
         "file": "local", "source": "local run", "model": run.spec.id,
@@ -123,6 +125,25 @@ def predict_local(run: LocalRun, acc: Accelerator, fraction: float = 1.0,
                     predicted["inference_memory"], bool(infer.memory.fits), base),
     ]
     return LocalComparison(rows, predicted, train, infer)
+
+
+# The reference model is built in fp32 on the device and then cast (``measure/torch_model.py``
+# ``build``: modules constructed under ``torch.device``, then ``model.to(dtype)``).
+BUILD_BYTES_PER_PARAM = 4
+
+
+def build_peak_bytes(spec: Any, bytes_per_param: int = BUILD_BYTES_PER_PARAM) -> float:
+    """Bytes live while the reference model is constructed, before any phase runs: every
+    parameter at the build precision, plus, with tied embeddings, the LM head's own
+    vocab x d weight, which ``nn.Linear`` allocates before ``head.weight = embed.weight`` frees
+    it. The cast to bf16 afterwards goes parameter by parameter (``nn.Module._apply``), so it
+    never holds more. On the H200 run of llama-3.2-1b this is 4 x 1,235,814,400 + 4 x 128,256
+    x 2,048 = 5,993,930,752 B: the inference peak measured there to the byte (the inference
+    phases themselves need ~3.1 GB; benchmarks/data/gpu)."""
+    from accelmap.models.params import count_params
+
+    extra = spec.vocab_size * spec.d_model if spec.tied_embeddings else 0
+    return float((count_params(spec).total + extra) * bytes_per_param)
 
 
 def _thread_note(profile: CalibrationProfile | None, run: LocalRun) -> tuple[str, ...]:
