@@ -31,6 +31,7 @@ shared rows: their figures are borrowed from the fitted CUDA-graph stack and say
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
@@ -46,6 +47,24 @@ from accelmap.cost.host import DISPATCH_SOURCE as GPU_DISPATCH_SOURCE
 from accelmap.cost.host import Launch
 from accelmap.errors import InputError
 from accelmap.units import DType
+
+
+def eager_passes_for(spec: Any) -> dict[str, Any]:
+    """The written-out ops of the reference eager model for ``spec`` (cost/eager_passes.py):
+    RMSNorm only where the spec has it (nn.LayerNorm is one fused kernel), RoPE where rotary,
+    the gated activation where gated; residual adds always."""
+    from accelmap.cost.eager_passes import PASSES
+    from accelmap.models.schema import FFNKind, NormKind, PositionKind
+
+    keep = {"residual"}
+    if spec.norm is not NormKind.LAYERNORM:
+        keep |= {"norm", "final_norm"}
+    if spec.position is PositionKind.ROPE:
+        keep.add("attention/rope")
+    if spec.ffn_kind is FFNKind.GATED:
+        keep.add("mlp/act")
+    return {k: v for k, v in PASSES.items() if k in keep}
+
 
 EAGER_LAUNCH_S = 5e-6  # middle of the 4-6 us per launch measured by the pegainfer post
 
@@ -120,6 +139,11 @@ class FrameworkProfile:
     # how the host issues kernels (cost/host.py): eager on a GPU overlaps the host's dispatch
     # with the device through the launch queue; eager-cpu pays it in series
     launch: Launch = Launch.GRAPH
+    # the written-out elementwise ops of the reference eager model, each kernel a memory pass
+    # (cost/eager_passes.py), set by for_model; and the dtype of its residual stream (fp32
+    # under autocast with fp32 parameters; None = the ops' own dtype)
+    passes: Mapping[str, Any] | None = None
+    stream_dtype: DType | None = None
 
     def for_model(self, spec: Any, serving: bool = False) -> FrameworkProfile:
         """This profile with the dispatch table of ``spec``'s implementation (eager stacks with a
@@ -128,7 +152,8 @@ class FrameworkProfile:
             return self
         from dataclasses import replace
 
-        return replace(self, dispatches=for_model(spec), serving=serving)
+        return replace(self, dispatches=for_model(spec), serving=serving,
+                       passes=eager_passes_for(spec))
 
 
 @lru_cache(maxsize=1)

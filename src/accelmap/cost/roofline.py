@@ -22,6 +22,7 @@ from accelmap.cost.attention import (
     relative_to_gemm,
 )
 from accelmap.cost.calibration import CalibrationProfile
+from accelmap.cost.eager_passes import eager_factor
 from accelmap.cost.efficiency import (
     BANDWIDTH_EFFICIENCY,
     BANDWIDTH_SOURCE,
@@ -181,6 +182,10 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
         # dequantizing kernels stream their weights below the 16-bit GEMM's bandwidth
         slow = op.bytes[ByteKind.WEIGHTS] / dev.bandwidth
         memory = memory + slow * (1.0 / fw.quantized_weight_efficiency[op.weight_dtype] - 1.0)
+    if fw.passes and not fused and op.unit is Unit.VECTOR:  # written-out eager ops
+        back = op.stage in (Stage.BACKWARD_DGRAD, Stage.BACKWARD_WGRAD)
+        k = eager_factor(op.name, back, fw.stream_dtype or op.dtype, op.dtype, fw.passes)
+        memory = memory + op.bytes.get(ByteKind.ACTIVATIONS, 0.0) * (k - 1.0) / dev.bandwidth
     if fused:
         compute = 0.0 * compute  # its arithmetic hides inside the kernel it is fused into
     body = np.maximum(compute, memory) if overlap is Overlap.MAX else compute + memory
