@@ -61,3 +61,31 @@ def test_decode_estimate_says_host_bound() -> None:
     assert said and "dispatched ops x 9.07 us" in said[0]
     # the step is the host's time, not the device's
     assert est.metrics["tpot_s"] > 1e-2
+
+
+def test_replayed_kernel_cost_from_a_replay_and_a_one_node_graph() -> None:
+    import pytest
+
+    from accelmap.measure.overhead import per_replayed_kernel
+
+    # 200 nodes replayed in 210 us, a one-node graph in 10 us: 1 us per further node
+    assert per_replayed_kernel(210e-6, 10e-6, 201) == pytest.approx(1e-6)
+    assert per_replayed_kernel(5e-6, 10e-6, 200) == 0.0  # noise never goes negative
+    with pytest.raises(ValueError):
+        per_replayed_kernel(1e-5, 1e-6, 1)
+
+
+def test_replay_seconds_prefers_the_measured_figure() -> None:
+    from dataclasses import replace
+
+    from accelmap.catalog import load_catalog
+    from accelmap.cost.calibration import CalibrationProfile
+    from accelmap.cost.host import REPLAY_S_PER_KERNEL, replay_seconds
+    from accelmap.cost.roofline import Device
+
+    acc = load_catalog().accelerators["h200-sxm"]
+    assert replay_seconds(Device.of(acc))[0] == REPLAY_S_PER_KERNEL
+    prof = replace(CalibrationProfile(name="g", accelerator_id=acc.id),
+                   dispatch_s={"graph-replay": 2e-6})
+    assert replay_seconds(Device.of(acc, profile=prof)) == (
+        2e-6, "measured (measure overhead, CUDA graph replay)")

@@ -226,8 +226,12 @@ def overhead_cmd(
               f"(spread {100 * result.spread:.1f} %); stored as run {run.run_id} in "
               f"{run.db}", highlight=False)
     for phase, s in sorted(result.dispatch_s.items()):
+        if phase == "graph-replay":
+            con.print(f"  {s * 1e6:.2f} µs per kernel of a replayed CUDA graph (graph stacks)",
+                      highlight=False)
+            continue
         con.print(f"  {s * 1e6:.2f} µs per dispatched aten op, {phase} pass of a micro "
-                  "transformer (the eager-cpu framework profile's host cost)", highlight=False)
+                  "transformer (the eager stacks' host cost)", highlight=False)
 
 
 def attention_cmd(

@@ -104,6 +104,15 @@ def dispatch_seconds(dev: Device, backward: bool) -> tuple[float, str]:
     return DEFAULT_DISPATCH_S[phase], DISPATCH_SOURCE
 
 
+def replay_seconds(dev: Device) -> tuple[float, str]:
+    """Seconds per replayed CUDA-graph kernel: measured by `measure overhead` on a GPU (the
+    profile's ``dispatch_s['graph-replay']``), else the public figure above."""
+    measured = dev.profile.dispatch_s if dev.profile is not None else {}
+    if measured.get("graph-replay"):
+        return float(measured["graph-replay"]), "measured (measure overhead, CUDA graph replay)"
+    return REPLAY_S_PER_KERNEL, REPLAY_SOURCE
+
+
 def dispatch_count(times: list[OpTime] | tuple[OpTime, ...], fw: FrameworkProfile,
                    backward: bool) -> float:
     """Aten ops the eager implementation dispatches for these graph ops (each op x its count)."""
