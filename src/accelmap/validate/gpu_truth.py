@@ -66,9 +66,11 @@ def truth_rows(folder: Path) -> list[TruthRow]:
         db = Path(tmp) / "measurements.sqlite"
         shutil.copyfile(folder / "measurements.sqlite", db)
         profile = Store(db).load_profile(run["profile"])
-    _, inf_p, with_p, _ = local_estimates(spec, settings, acc, device, profile=profile)
+    tr_p, inf_p, with_p, _ = local_estimates(spec, settings, acc, device, profile=profile)
     _, _, without_p, _ = local_estimates(spec, settings, acc, device)
-    notes = {"local/decode": _bound(inf_p, "decode step"),
+    notes = {"local/train": "; ".join(filter(None, (_bound(tr_p, "forward"),
+                                                    _bound(tr_p, "backward")))),
+             "local/decode": _bound(inf_p, "decode step"),
              "local/prefill": _bound(inf_p, "prefill")}
     return [TruthRow(folder.name, r["row_id"], r["unit"], float(r["measured"]),
                      with_p[ROW_FIGURE[r["row_id"]]], without_p[ROW_FIGURE[r["row_id"]]],
