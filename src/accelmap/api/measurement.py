@@ -289,19 +289,23 @@ class AttentionRun:
                 **self.result.to_dict()}
 
 
-def measure_attention(device: str = "cpu", dtype: str | DType = "fp32", hw: str | None = None,
-                      budget: float = 10.0, reps: int = 5, db: str | Path | None = None,
-                      catalog: Catalog | None = None) -> AttentionRun:
+def measure_attention(device: str = "cpu", dtype: str | DType | None = None,
+                      hw: str | None = None, budget: float = 10.0, reps: int = 5,
+                      db: str | Path | None = None, catalog: Catalog | None = None
+                      ) -> AttentionRun:
     """Fused causal attention (PyTorch SDPA), forward and backward, on ``device`` for
-    ``budget`` seconds: the kernel PyTorch picks and its efficiency by sequence length."""
+    ``budget`` seconds: the kernel PyTorch picks and its efficiency by sequence length. Without
+    a dtype, the device's own: bf16 on a GPU (where SDPA picks the flash kernel), fp32 on a
+    CPU (``measure.attention.device_dtype``)."""
+    from accelmap.measure.attention import device_dtype
     from accelmap.measure.attention import measure_attention as _measure
     from accelmap.measure.backends import get_backend
     from accelmap.measure.catalog_match import match_accelerator
     from accelmap.measure.matmul import parse_dtype
 
-    dt = parse_dtype(dtype)
     store = open_store(db)
     be = get_backend(device, "torch")
+    dt = parse_dtype(dtype) if dtype is not None else device_dtype(be.environment().device_type)
     acc, how = match_accelerator(hw, be.environment(), _catalog(catalog))
     result = _measure(be, acc, dt, budget, reps)
     run_id, path = _store([result], store)

@@ -13,7 +13,7 @@ derived from its ISA flags. The sub-app that holds these commands is wired in ``
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -226,14 +226,19 @@ def overhead_cmd(
               f"(spread {100 * result.spread:.1f} %); stored as run {run.run_id} in "
               f"{run.db}", highlight=False)
     for phase, s in sorted(result.dispatch_s.items()):
+        if phase == "graph-replay":
+            con.print(f"  {s * 1e6:.2f} µs per kernel of a replayed CUDA graph (graph stacks)",
+                      highlight=False)
+            continue
         con.print(f"  {s * 1e6:.2f} µs per dispatched aten op, {phase} pass of a micro "
-                  "transformer (the eager-cpu framework profile's host cost)", highlight=False)
+                  "transformer (the eager stacks' host cost)", highlight=False)
 
 
 def attention_cmd(
     device: DeviceOpt = "cpu",
-    dtype: Annotated[str, typer.Option(
-        "--dtype", help="fp32 (CPU default), bf16 or fp16.")] = "fp32",
+    dtype: Annotated[list[str], typer.Option(
+        "--dtype", help="fp32, bf16 or fp16; repeatable (each measured). Default: the "
+        "device's own, bf16 on a GPU (flash kernels), fp32 on a CPU.")] = [],  # noqa: B006
     hw: HwOpt = None,
     budget: Annotated[float, typer.Option(
         "--budget", min=0.1, help="Seconds for all sequence lengths and head dims.")] = 10.0,
@@ -251,7 +256,13 @@ def attention_cmd(
       accelmap measure attention                    # this CPU, fp32
       accelmap measure attention --device cuda --dtype bf16 --budget 20
     """
-    run = api.measure_attention(device, dtype, hw, budget, reps, db, get_catalog(catalog))
+    asked: list[str | None] = list(dtype) or [None]  # none: the device's own dtype
+    for one in asked:
+        _attention_one(api.measure_attention(device, one, hw, budget, reps, db,
+                                             get_catalog(catalog)), json_out)
+
+
+def _attention_one(run: Any, json_out: bool) -> None:
     if json_out:
         emit_json(run.to_dict())
         return

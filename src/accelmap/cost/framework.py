@@ -31,6 +31,7 @@ shared rows: their figures are borrowed from the fitted CUDA-graph stack and say
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
@@ -42,8 +43,28 @@ import yaml
 
 from accelmap.cost.attention import AttentionKernel
 from accelmap.cost.eager_cpu import DEFAULT_DISPATCH_S, DISPATCH_SOURCE, Dispatches, for_model
+from accelmap.cost.host import DISPATCH_SOURCE as GPU_DISPATCH_SOURCE
+from accelmap.cost.host import Launch
 from accelmap.errors import InputError
 from accelmap.units import DType
+
+
+def eager_passes_for(spec: Any) -> dict[str, Any]:
+    """The written-out ops of the reference eager model for ``spec`` (cost/eager_passes.py):
+    RMSNorm only where the spec has it (nn.LayerNorm is one fused kernel), RoPE where rotary,
+    the gated activation where gated; residual adds always."""
+    from accelmap.cost.eager_passes import PASSES
+    from accelmap.models.schema import FFNKind, NormKind, PositionKind
+
+    keep = {"residual"}
+    if spec.norm is not NormKind.LAYERNORM:
+        keep |= {"norm", "final_norm"}
+    if spec.position is PositionKind.ROPE:
+        keep.add("attention/rope")
+    if spec.ffn_kind is FFNKind.GATED:
+        keep.add("mlp/act")
+    return {k: v for k, v in PASSES.items() if k in keep}
+
 
 EAGER_LAUNCH_S = 5e-6  # middle of the 4-6 us per launch measured by the pegainfer post
 
@@ -115,14 +136,24 @@ class FrameworkProfile:
     serving: bool = False  # the dispatch table of a serving pass (KV-cache updates, sampling)
     # an unfused stack keeps an elementwise op's output next to its input (prefill peak memory)
     unfused_transients: bool = False
+    # how the host issues kernels (cost/host.py): eager on a GPU overlaps the host's dispatch
+    # with the device through the launch queue; eager-cpu pays it in series
+    launch: Launch = Launch.GRAPH
+    # the written-out elementwise ops of the reference eager model, each kernel a memory pass
+    # (cost/eager_passes.py), set by for_model; and the dtype of its residual stream (fp32
+    # under autocast with fp32 parameters; None = the ops' own dtype)
+    passes: Mapping[str, Any] | None = None
+    stream_dtype: DType | None = None
 
     def for_model(self, spec: Any, serving: bool = False) -> FrameworkProfile:
-        """This profile with the dispatch table of ``spec``'s implementation (eager-cpu only)."""
+        """This profile with the dispatch table of ``spec``'s implementation (eager stacks with a
+        dispatch table: eager-cpu, and eager on a GPU, whose host time is ``cost/host.py``'s)."""
         if self.dispatches is None:
             return self
         from dataclasses import replace
 
-        return replace(self, dispatches=for_model(spec), serving=serving)
+        return replace(self, dispatches=for_model(spec), serving=serving,
+                       passes=eager_passes_for(spec))
 
 
 @lru_cache(maxsize=1)
@@ -140,21 +171,27 @@ def profile(name: Framework | str) -> FrameworkProfile:
     eager_gaps = {"step_overhead_s": "no shared row of an eager serving loop: 0 s",
                   "request_overhead_s": "no shared row of an eager serving loop: 0 s"}
     if fw is Framework.EAGER:
-        return FrameworkProfile(fw, EAGER_LAUNCH_S, False, "eager launch, 4-6 us (pegainfer)",
-                                not_calibrated=eager_gaps)
+        # the device side: a launch gap per graph op; the host side: every aten op of the
+        # reference eager implementation dispatched, overlapped with the device (cost/host.py)
+        return FrameworkProfile(fw, EAGER_LAUNCH_S, False,
+                                f"eager launch, 4-6 us (pegainfer); host: {GPU_DISPATCH_SOURCE} "
+                                "unless measured, overlapped with the device",
+                                dispatches=Dispatches(), launch=Launch.EAGER,
+                                unfused_transients=True, not_calibrated=eager_gaps)
     if fw is Framework.EAGER_CPU:
         return FrameworkProfile(
             fw, DEFAULT_DISPATCH_S, False,
             f"host dispatch per aten op in series with compute; {DISPATCH_SOURCE} unless "
             "measured (accelmap measure overhead)",
-            dispatches=Dispatches(), unfused_transients=True, not_calibrated=eager_gaps)
+            dispatches=Dispatches(), unfused_transients=True, not_calibrated=eager_gaps,
+            launch=Launch.IN_SERIES)
     if fw is Framework.MEGATRON:
         # Megatron launches eagerly; its fused kernels (bias-GeLU, bias-dropout-add, fused
         # LayerNorm, RoPE) still make one memory pass each, which is what the graph's vector ops
         # already count, so they are not free here.
         return FrameworkProfile(fw, EAGER_LAUNCH_S, False,
                                 "eager launch; one memory pass per fused elementwise kernel",
-                                not_calibrated=eager_gaps)
+                                not_calibrated=eager_gaps, launch=Launch.EAGER)
     if fw in COMPILED_STACKS:
         return _compiled(fw)
     cal: dict[str, Any] = _calibration().get(fw.value, {})
@@ -166,7 +203,7 @@ def profile(name: Framework | str) -> FrameworkProfile:
         return FrameworkProfile(
             fw, float(cal.get("kernel_overhead_s", EAGER_LAUNCH_S)), False,
             str(cal.get("source", "eager launch, 4-6 us (pegainfer); not calibrated")),
-            not_calibrated=eager_gaps)
+            not_calibrated=eager_gaps, launch=Launch.EAGER)
     quant = {DType(k): float(v) for k, v in (cal.get("quantized_weight_efficiency") or {}).items()}
     missing = {k: "no entry in framework_calibration.yaml: 0" for k in
                ("kernel_overhead_s", "step_overhead_s", "request_overhead_s") if k not in cal}

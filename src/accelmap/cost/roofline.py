@@ -22,6 +22,7 @@ from accelmap.cost.attention import (
     relative_to_gemm,
 )
 from accelmap.cost.calibration import CalibrationProfile
+from accelmap.cost.eager_passes import eager_factor
 from accelmap.cost.efficiency import (
     BANDWIDTH_EFFICIENCY,
     BANDWIDTH_SOURCE,
@@ -31,6 +32,7 @@ from accelmap.cost.efficiency import (
     sustained_fraction,
 )
 from accelmap.cost.framework import Framework, FrameworkProfile
+from accelmap.cost.host import Launch
 from accelmap.cost.sparsity import sparse_speedup
 from accelmap.hardware.schema import Accelerator, DeviceClass
 from accelmap.ops.graph import ByteKind, Op, Stage, Unit
@@ -180,14 +182,18 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
         # dequantizing kernels stream their weights below the 16-bit GEMM's bandwidth
         slow = op.bytes[ByteKind.WEIGHTS] / dev.bandwidth
         memory = memory + slow * (1.0 / fw.quantized_weight_efficiency[op.weight_dtype] - 1.0)
+    if fw.passes and not fused and op.unit is Unit.VECTOR:  # written-out eager ops
+        back = op.stage in (Stage.BACKWARD_DGRAD, Stage.BACKWARD_WGRAD)
+        k = eager_factor(op.name, back, fw.stream_dtype or op.dtype, op.dtype, fw.passes)
+        memory = memory + op.bytes.get(ByteKind.ACTIVATIONS, 0.0) * (k - 1.0) / dev.bandwidth
     if fused:
         compute = 0.0 * compute  # its arithmetic hides inside the kernel it is fused into
     body = np.maximum(compute, memory) if overlap is Overlap.MAX else compute + memory
     per_op = fw.kernel_overhead_s
     if fw.name in EAGER_STACKS and dev.profile is not None and dev.profile.kernel_overhead_s:
         per_op = dev.profile.kernel_overhead_s  # measured on this device (measure overhead)
-    if fw.dispatches is not None:  # eager CPU: every aten dispatch in series (cost/eager_cpu)
-        per_op = host_dispatch_s(op, dev, fw)
+    if fw.dispatches is not None and fw.launch is Launch.IN_SERIES:
+        per_op = host_dispatch_s(op, dev, fw)  # eager CPU: every dispatch in series (eager_cpu)
     overhead = 0.0 if fused else per_op
     return OpTime(op, compute, memory, overhead + 0.0 * body, body + overhead, achievable, fused)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from accelmap.cost.energy import op_energy_j
 from accelmap.cost.framework import FrameworkProfile
+from accelmap.cost.host import host_pass
 from accelmap.cost.roofline import Device, OpTime, time_ops
 from accelmap.errors import InputError
 from accelmap.memory.budget import activation_bytes, optimizer_state_bytes_per_param
@@ -70,6 +71,7 @@ class LayerProfile:
     layer_frozen_bytes: float = 0.0
     embed_frozen_bytes: float = 0.0
     head_frozen_bytes: float = 0.0
+    host_notes: tuple[str, ...] = ()  # host- or device-bound, per pass (cost/host.py)
 
 
 def is_layer(n: str) -> bool:
@@ -110,9 +112,14 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
         fwd, bwd = sparse_training_ops(fwd, bwd, precision)
     tf, tb = time_ops(fwd, dev, fw), time_ops(bwd, dev, fw)
     L = spec.n_layers
+    # an eager stack's host dispatches every op of the pass while the device runs it
+    # (cost/host.py): where the host is behind, the pass stretches to the host's time
+    hp = {id(tf): host_pass(tf, dev, fw), id(tb): host_pass(tb, dev, fw, backward=True)}
 
     def part(times: list[OpTime], pick: Any) -> float:
-        return float(sum(float(t.total_s) for t in times if pick(t.op.name)))
+        h = hp.get(id(times))
+        k = h.host_s / h.device_s if h is not None and h.host_bound and h.device_s else 1.0
+        return k * float(sum(float(t.total_s) for t in times if pick(t.op.name)))
 
     def flops(ops: list[Op], pick: Any) -> float:
         return float(sum(float(o.flops) * o.count for o in ops if pick(o.name)))
@@ -167,7 +174,9 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
         model_flops_per_token=model_flops,
         optimizer_bytes_per_param=optimizer_state_bytes_per_param(spec, wl),
         forward=tuple(tf), backward=tuple(tb), layer_frozen_bytes=frozen[0],
-        embed_frozen_bytes=frozen[1], head_frozen_bytes=frozen[2])
+        embed_frozen_bytes=frozen[1], head_frozen_bytes=frozen[2],
+        host_notes=tuple(h.sentence(w) for w, h in (("forward", hp[id(tf)]),
+                                                    ("backward", hp[id(tb)])) if h))
 
 
 def finetune_model_flops_per_token(spec: ModelSpec, seq_len: int, ad: Adapters) -> float:

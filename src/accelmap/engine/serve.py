@@ -21,6 +21,7 @@ from accelmap.cost.collectives import Collective, custom_all_reduce
 from accelmap.cost.energy import op_energy_j
 from accelmap.cost.execution import ExecutionModel, execution_model, runtime_items
 from accelmap.cost.framework import FrameworkProfile
+from accelmap.cost.host import host_pass
 from accelmap.cost.roofline import OpTime, time_ops, total_time
 from accelmap.engine.error_band import error_band
 from accelmap.engine.result import ServeStep, fits
@@ -78,8 +79,15 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     # first token (cost/framework.py)
     pre_host = {"step": fw.step_overhead_s, "request": fw.request_overhead_s}
     dec_host = {"step": fw.step_overhead_s}
-    ttft = float(total_time(pre)) + sum(pre_comm.values()) + sum(pre_host.values())
-    tpot = float(total_time(dec)) + sum(dec_comm.values()) + sum(dec_host.values())
+    # an eager stack's host dispatches every op while the device runs (cost/host.py): where
+    # it is behind, the device waits for it ("queue": max(host, device) - device)
+    pre_hp, dec_hp = host_pass(pre, dev, fw), host_pass(dec, dev, fw)
+    pre_host["dispatch_wait"] = max(pre_hp.host_s - pre_hp.device_s, 0.0) if pre_hp else 0.0
+    dec_host["dispatch_wait"] = max(dec_hp.host_s - dec_hp.device_s, 0.0) if dec_hp else 0.0
+    ttft = (max(float(total_time(pre)), pre_hp.host_s if pre_hp else 0.0)
+            + sum(pre_comm.values()) + fw.step_overhead_s + fw.request_overhead_s)
+    tpot = (max(float(total_time(dec)), dec_hp.host_s if dec_hp else 0.0)
+            + sum(dec_comm.values()) + fw.step_overhead_s)
     steps = max(wl.output_len - 1, 0)
     total = ttft + steps * tpot
     world = int(m.world)
@@ -106,7 +114,9 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
         ops={"prefill": tuple(pre), "decode": tuple(dec)},
         assumptions=(*context_notes(spec, wl.prompt_len + wl.output_len),
                      f"{m.describe_serving()} on {cluster.name}",
-                     *device_notes(dev, wl.compute_dtype, fw)),
+                     *device_notes(dev, wl.compute_dtype, fw),
+                     *(hp.sentence(what) for what, hp in (("prefill", pre_hp),
+                                                          ("decode step", dec_hp)) if hp)),
         error_band=error_band("serve-throughput", fw.name.value, world),
         latency_error_band=error_band("serve-latency", fw.name.value, m.devices_per_replica),
         output_len=wl.output_len, ttft_s=ttft, tpot_s=tpot, total_time_s=total,

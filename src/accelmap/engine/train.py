@@ -479,6 +479,7 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
         f"bubble {bubble:.3f} of ideal",
         *_stage_notes(m, r),
         *device_notes(dev, wl.dtype, fw),
+        *prof.host_notes,
         *_finetune_notes(wl, prof),
     )
     return TrainStep(

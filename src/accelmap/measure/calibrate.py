@@ -34,6 +34,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.roofline import Device
@@ -215,10 +216,15 @@ def calibrate(ms: Sequence[Measurement], acc: Accelerator, name: str | None = No
     if dispatch:
         notes.append("eager dispatch " + ", ".join(f"{p} {s * 1e6:.2f} us"
                                                    for p, s in sorted(dispatch.items())))
-    curve, kernel, att_dtype = attention_curves(ms, acc)
+    curve, kernel, att_dtype = attention_curves(ms, acc, want=training_dtypes(matmul, acc))
     if curve:
         notes.append(f"attention {kernel} ({att_dtype.value if att_dtype else '?'}), "
                      f"{len(curve)} curves")
+    elif kernel:  # measured, but only in a dtype the device does not train or serve in
+        notes.append(f"attention measured in {att_dtype.value if att_dtype else '?'} only "
+                     f"(kernel {kernel}): not put in this profile, whose GEMMs run in "
+                     f"{'/'.join(d.value for d in training_dtypes(matmul, acc))}; measure it "
+                     "with `accelmap measure attention --dtype bf16`")
     threads = newest_threads(ms, acc)
     from accelmap.hardware.local import facts_to_dict, local_cpu, local_facts
 
@@ -249,17 +255,35 @@ def dispatch_seconds(ms: Iterable[Measurement], acc: Accelerator) -> dict[str, f
     return out
 
 
-def attention_curves(ms: Iterable[Measurement], acc: Accelerator
+HALF = (DType.BF16, DType.FP16)
+
+
+def training_dtypes(matmul: dict[DType, Any], acc: Accelerator) -> tuple[DType, ...]:
+    """The dtypes a profile's attention curves must be in: on a GPU, the 16-bit dtypes (what
+    it trains and serves in: flash attention runs in bf16/fp16 only, FlashAttention-2 README),
+    those measured first; elsewhere any."""
+    from accelmap.hardware.schema import DeviceClass
+
+    if acc.device_class is not DeviceClass.GPU:
+        return ()
+    return tuple(d for d in matmul if d in HALF) or HALF
+
+
+def attention_curves(ms: Iterable[Measurement], acc: Accelerator, want: tuple[DType, ...] = ()
                      ) -> tuple[dict[str, tuple[tuple[float, float], ...]], str | None,
                                 DType | None]:
-    """Per 'pass/head_dim': (keys, efficiency) of the newest attention run of ``acc``, the best
-    per sequence length, efficiency against the matrix peak of its dtype; the kernel PyTorch
-    chose and the dtype."""
+    """Per 'pass/head_dim': (keys, efficiency) of the newest attention run of ``acc`` in one of
+    the ``want`` dtypes (any when empty), the best per sequence length, efficiency against the
+    matrix peak of its dtype; the kernel PyTorch chose and the dtype. Where only other dtypes
+    were measured: no curves, and the newest run's kernel and dtype (to say why)."""
     own = _own(ms, acc, Kind.ATTENTION)
     if not own:
         return {}, None, None
-    run = own[-1].run_id
-    newest = [m for m in own if m.run_id == run]
+    fitting = [m for m in own if not want or parse_dtype(m.dtype) in want]
+    if not fitting:
+        return {}, str(own[-1].settings.get("kernel") or "unknown"), parse_dtype(own[-1].dtype)
+    run = fitting[-1].run_id
+    newest = [m for m in fitting if m.run_id == run]
     dtype = parse_dtype(newest[0].dtype)
     if dtype is None:
         return {}, None, None

@@ -79,8 +79,60 @@ def measure_overhead(be: Backend, accelerator_id: str | None, reps: int = 7) -> 
                     settings={"ops_per_rep": OPS_PER_REP, "elements": TINY_ELEMENTS,
                               "statistic": "fastest repetition"})
     dispatch = measure_dispatch(be, accelerator_id, reps)
+    if be.dev.type == "cuda":  # graph stacks' cost per replayed kernel (cost/host.py)
+        replay = measure_graph_replay(be, accelerator_id, reps)
+        if replay is not None:
+            dispatch[GRAPH_REPLAY] = replay
     return OverheadResult(env.label, per_op, t.spread, (m, *dispatch.values()),
                           {p: d.value for p, d in dispatch.items()})
+
+
+GRAPH_REPLAY = "graph-replay"  # the 'pass' of the replay measurement (profile.dispatch_s key)
+
+
+def per_replayed_kernel(replay_s: float, launch_s: float, kernels: int) -> float:
+    """Seconds per kernel node of a replayed CUDA graph: a replay of ``kernels`` nodes took
+    ``replay_s`` (launch and device walk, synchronised), less one graph launch ``launch_s``
+    (the replay of a one-node graph), over the nodes; never below zero."""
+    if kernels < 2:
+        raise ValueError("a replay measurement needs at least two kernels")
+    return max(replay_s - launch_s, 0.0) / (kernels - 1)
+
+
+def measure_graph_replay(be: TorchBackend, accelerator_id: str | None, reps: int = 7
+                         ) -> Measurement | None:
+    """The cost of one kernel inside a replayed CUDA graph: OPS_PER_REP dependent tiny adds
+    captured once (torch.cuda.CUDAGraph, torch docs "CUDA Graphs"), replayed and timed against
+    a captured single add. UNTESTED ON A GPU (written without one; its arithmetic is
+    ``per_replayed_kernel``, unit-tested); None where capture fails."""
+    torch = be.torch
+    x = torch.zeros(TINY_ELEMENTS, device=be.dev)
+
+    def capture(n: int) -> Any:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = x
+            for _ in range(n):
+                y = y + 1.0
+        return g
+
+    try:
+        for _ in range(3):  # warm the allocator and kernels outside capture, as torch asks
+            x.add(1.0)
+        torch.cuda.synchronize()
+        many, one = capture(OPS_PER_REP), capture(1)
+    except RuntimeError:
+        return None
+    n = max(reps, FAST_REPS)
+    t_many = time_kernel(many.replay, be.synchronize, warmup=3, reps=n)
+    t_one = time_kernel(one.replay, be.synchronize, warmup=3, reps=n)
+    value = per_replayed_kernel(min(t_many.times), min(t_one.times), OPS_PER_REP)
+    return Measurement(
+        kind=Kind.OVERHEAD, environment=be.environment(accelerator_id), dtype="fp32",
+        label=f"CUDA graph replay, {OPS_PER_REP} dependent adds on {TINY_ELEMENTS} elements",
+        value=value, unit="s", median=value, spread=t_many.spread, repetitions=len(t_many.times),
+        settings={"pass": GRAPH_REPLAY, "kernels": OPS_PER_REP,
+                  "statistic": "fastest repetition"})
 
 
 # The micro reference transformer: GPT-2's structure (pre-LayerNorm, biases, GELU MLP, learned

@@ -20,7 +20,7 @@ Rows (errors signed as in ``validate --cases``: positive = accelmap predicts fas
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from accelmap.errors import InputError
@@ -65,26 +65,30 @@ def device_for(acc: Accelerator, fraction: float = 1.0,
     return dev
 
 
-def predict_local(run: LocalRun, acc: Accelerator, fraction: float = 1.0,
-                  profile: CalibrationProfile | None = None,
-                  how: str = "") -> LocalComparison:
+def local_estimates(spec: Any, s: Any, acc: Accelerator, device_type: str,
+                    fraction: float = 1.0, profile: CalibrationProfile | None = None
+                    ) -> tuple[Estimate, Estimate, dict[str, float], Any]:
+    """The training and inference estimates of a local run's settings (``LocalSettings``) on
+    ``device_type`` ('cpu', 'cuda'), and the five predicted figures of its rows."""
     from accelmap.cost.framework import Framework
+    from accelmap.cost.framework import profile as framework_profile
     from accelmap.engine import System, estimate
     from accelmap.units import DType
     from accelmap.workload import Inference, Loss, Optimizer, Recompute, Training
 
-    s = run.settings
     dtype = DType(s.dtype)
     dev = device_for(acc, fraction, profile)
-    fw = Framework.EAGER_CPU if run.environment.device_type == "cpu" else Framework.EAGER
+    fw = Framework.EAGER_CPU if device_type == "cpu" else Framework.EAGER
+    # the run trains fp32 parameters under autocast: its residual stream and norms are fp32
+    train_fw = replace(framework_profile(fw), stream_dtype=DType.FP32)
     train = estimate(
-        run.spec, System.on(dev),
+        spec, System.on(dev),
         Training(batch=s.batch, seq_len=s.seq, dtype=dtype, master_dtype=DType.FP32,
                  grad_dtype=DType.FP32, optimizer=Optimizer.ADAMW, recompute=Recompute.NONE,
                  flash_attention=True, loss=Loss.EAGER),
-        framework=fw)
+        framework=train_fw)
     infer = estimate(
-        run.spec, System.on(dev),
+        spec, System.on(dev),
         Inference(batch=s.batch, prompt_len=s.seq, output_len=s.decode_tokens,
                   weight_dtype=dtype, act_dtype=dtype, kv_dtype=dtype, flash_attention=True,
                   kv_block=1),
@@ -93,13 +97,24 @@ def predict_local(run: LocalRun, acc: Accelerator, fraction: float = 1.0,
         "train": float(train.metrics["step_time_s"]),
         "prefill": float(infer.metrics["ttft_s"]),
         "decode": float(infer.metrics["tpot_s"]),
-        "train_memory": tensor_bytes(train.memory),
-        "inference_memory": tensor_bytes(infer.memory),
+        "train_memory": max(tensor_bytes(train.memory), build_peak_bytes(spec)),
+        "inference_memory": max(tensor_bytes(infer.memory), build_peak_bytes(spec)),
     }
+    return train, infer, predicted, (dev, fw)
+
+
+def predict_local(run: LocalRun, acc: Accelerator, fraction: float = 1.0,
+                  profile: CalibrationProfile | None = None,
+                  how: str = "") -> LocalComparison:
+    train, infer, predicted, (dev, fw) = local_estimates(
+        run.spec, run.settings, acc, run.environment.device_type, fraction, profile)
     notes = (*run.notes, f"device {run.device}" + (f", {run.threads} threads"
                                                    if run.threads else ""),
              f"accelerator: {how or acc.id}", f"calibration: {dev.calibration}",
              f"memory measured as: {run.memory_method or 'not measurable on this platform'}",
+             "peak memory includes the model's construction: "
+             f"{build_peak_bytes(run.spec) / 1e9:.3g} GB (fp32 build, tied head allocated "
+             "before tying)",
              *_thread_note(profile, run))
     base: dict[str, Any] = {
         "file": "local", "source": "local run", "model": run.spec.id,
@@ -123,6 +138,25 @@ def predict_local(run: LocalRun, acc: Accelerator, fraction: float = 1.0,
                     predicted["inference_memory"], bool(infer.memory.fits), base),
     ]
     return LocalComparison(rows, predicted, train, infer)
+
+
+# The reference model is built in fp32 on the device and then cast (``measure/torch_model.py``
+# ``build``: modules constructed under ``torch.device``, then ``model.to(dtype)``).
+BUILD_BYTES_PER_PARAM = 4
+
+
+def build_peak_bytes(spec: Any, bytes_per_param: int = BUILD_BYTES_PER_PARAM) -> float:
+    """Bytes live while the reference model is constructed, before any phase runs: every
+    parameter at the build precision, plus, with tied embeddings, the LM head's own
+    vocab x d weight, which ``nn.Linear`` allocates before ``head.weight = embed.weight`` frees
+    it. The cast to bf16 afterwards goes parameter by parameter (``nn.Module._apply``), so it
+    never holds more. On the H200 run of llama-3.2-1b this is 4 x 1,235,814,400 + 4 x 128,256
+    x 2,048 = 5,993,930,752 B: the inference peak measured there to the byte (the inference
+    phases themselves need ~3.1 GB; benchmarks/data/gpu)."""
+    from accelmap.models.params import count_params
+
+    extra = spec.vocab_size * spec.d_model if spec.tied_embeddings else 0
+    return float((count_params(spec).total + extra) * bytes_per_param)
 
 
 def _thread_note(profile: CalibrationProfile | None, run: LocalRun) -> tuple[str, ...]:
