@@ -16,7 +16,8 @@ A task that raises is run again, up to ``retries`` times, each failure said thro
 progress hook; one that still fails cancels the others and raises ``FanoutError`` (one line:
 which slice, which item range, what it raised). Ctrl-C cancels every task still queued or
 running. A Ray this call started (``local``) is shut down in a ``finally``; on a cluster
-connected to, the driver disconnects and the cluster keeps running.
+connected to, the driver disconnects and the cluster keeps running; a Ray the caller had
+already initialised is used and left as it was (several maps, one start).
 
 Without an address nothing here imports Ray: the default is the plain in-process map.
 Addresses: ``local`` (start Ray on this machine's CPUs, ``num_cpus`` of them if given),
@@ -114,7 +115,15 @@ def _reachable(address: str) -> None:
 
 @contextlib.contextmanager
 def _connected(address: str, num_cpus: int | None) -> Iterator[Any]:
-    """Ray, initialised for ``address``; shut down (or disconnected) on the way out."""
+    """Ray, initialised for ``address``; shut down (or disconnected) on the way out. A Ray
+    the caller already initialised (a notebook, a test, ``frontier``'s several maps) is used
+    as it is and left running."""
+    import sys
+
+    mod = sys.modules.get("ray")
+    if mod is not None and mod.is_initialized():
+        yield mod
+        return
     try:
         import ray
     except ImportError:

@@ -108,7 +108,7 @@ def sweep_cmd(
           --param scale_up_bandwidth=x0.25,x0.5,x1,x2 --param bf16=x1,x2
       accelmap sweep gpt2 --hw a100-sxm4-80gb --train --batch 8 --seq 1024 \\
           --param vocab_size=50257,50304 --csv vocab.csv
-      accelmap sweep llama-3.1-8b --hw h100 --train --batch 8 --ray local \\
+      accelmap sweep llama-3.1-8b --hw h100-sxm5-80gb --train --batch 8 --ray local \\
           --param memory_bandwidth=1TB/s..8TB/s:200 --param bf16=x0.5,x1,x2 --csv big.csv
     """
     spec, system, wl, m = _inputs(model, hw, cluster, train, batch, seq, prompt, output, dtype,
