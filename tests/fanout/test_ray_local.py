@@ -82,19 +82,18 @@ def test_sweep_is_identical_on_ray(local_ray: Any) -> None:
 def test_design_compare_plan_validate_are_identical_on_ray(local_ray: Any,
                                                            catalog: Catalog) -> None:
     r = Runner("local")
-    spec, system = api.load_model("llama-3.1-8b"), api.load_system(hw="h100-sxm5-80gb")
-    wl = api.inference(4, 256, 64)
-    assert (api.design(spec, system, wl, "8B", tolerance=0.05, runner=r).to_dict()
-            == api.design(spec, system, wl, "8B", tolerance=0.05).to_dict())
-    kw: dict[str, Any] = {"hw": "h100-sxm5-80gb,mi300x,tpu-v5e,gaudi3", "batch": 4}
+    spec, system = api.load_model("gpt2"), api.load_system(hw="h100-sxm5-80gb")
+    wl = api.training(8, 1024)
+    assert (api.design(spec, system, wl, "124M", tolerance=0.05, runner=r).to_dict()
+            == api.design(spec, system, wl, "124M", tolerance=0.05).to_dict())
+    kw: dict[str, Any] = {"hw": "h100-sxm5-80gb,mi300x,tpu-v5e", "batch": 4}
     assert (_results(api.compare_accelerators("llama-3.1-8b", runner=r, **kw).to_dict())
             == _results(api.compare_accelerators("llama-3.1-8b", **kw).to_dict()))
-    req = api.plan_request(train=False, prompt=256, output=64)
-    clusters = api.plan_clusters(catalog, None, "h100-sxm5-80gb,mi300x", 8, False)
+    req = api.plan_request(train=True, seq=1024, global_batch_tokens="64K")
+    clusters = api.plan_clusters(catalog, None, "h100-sxm5-80gb,mi300x", 2, True)
     assert (_results(api.compare_hardware(spec, clusters, req, runner=r).to_dict())
             == _results(api.compare_hardware(spec, clusters, req).to_dict()))
-    cases = sorted(REF.glob("*.csv"))[:2]
-    assert cases, "fixture measurement files"
+    cases = [REF / "inference.csv", REF / "matmul.csv"]
     assert (api.validate_cases(cases, runner=r).to_dict()
             == api.validate_cases(cases).to_dict())
 
@@ -127,3 +126,11 @@ def test_a_task_that_always_raises_is_one_line(local_ray: Any) -> None:
     msg = str(e.value)
     assert "failed 3 times: ZeroDivisionError: division by zero in point 3" in msg
     assert "\n" not in msg and prog.closed
+
+
+def test_cli_sweep_is_identical_on_ray(local_ray: Any, cli: Any) -> None:
+    args = ("sweep", "gpt2", "--hw", "h100-sxm5-80gb", "--train", "--batch", "8", "--param",
+            "memory_bandwidth=1TB/s..4TB/s:4", "--param", "bf16=x1,x2", "--csv", "-")
+    here, there = cli(*args), cli(*args, "--ray")
+    assert (here.code, there.code) == (0, 0), there.err
+    assert there.out == here.out and len(here.out.splitlines()) == 9
