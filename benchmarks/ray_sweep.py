@@ -26,7 +26,7 @@ from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from accelmap import api  # noqa: E402
+from accelmap import api
 
 MODEL, HW = "llama-3.2-1b", "h100-sxm5-80gb"
 
@@ -51,11 +51,11 @@ def main() -> None:
     print(f"{n:,} points: {MODEL} training step on 1 x {HW}, {ps[0]} x {ps[1]}; "
           f"{os.cpu_count()} CPUs; load average before {_load()}")
 
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     single = api.sweep(spec, system, wl, ps, max_points=cap)
-    t_single = time.perf_counter() - t
-    print(f"single process: {t_single:8.1f} s  ({t_single / n * 1e3:.2f} ms a point); "
-          f"load {_load()}")
+    t_single, c_single = time.perf_counter() - t, time.process_time() - c
+    print(f"single process: {t_single:8.1f} s  ({t_single / n * 1e3:.2f} ms a point; "
+          f"{c_single:.1f} CPU-s); load {_load()}")
 
     runner = api.Runner("local", num_cpus=a.cpus)
     t = time.perf_counter()
@@ -64,30 +64,67 @@ def main() -> None:
     print(f"--ray local:    {t_ray:8.1f} s  (Ray started and shut down inside); "
           f"load {_load()}")
 
-    t_warm, warm = _warm(spec, system, wl, ps, cap, a.cpus)
-    print(f"ray, warm:      {t_warm:8.1f} s  (Ray already running); load {_load()}")
+    t_warm, warm, c_ray, procs = _warm(spec, system, wl, ps, cap, a.cpus)
+    print(f"ray, warm:      {t_warm:8.1f} s  (Ray already running; {c_ray:.1f} CPU-s in "
+          f"{procs} Ray processes: workers, raylet, GCS); load {_load()}")
 
     same = single.to_dict() == cold.to_dict() == warm.to_dict()
     print(f"identical rows: {same} ({len(single.rows):,} rows, "
           f"{sum(1 for r in single.rows if r['feasible']):,} feasible)")
     print(f"speed-up, end to end: {t_single / t_ray:.2f}x;  with Ray up: "
           f"{t_single / t_warm:.2f}x  (target >= 1.6x on 2 cores)")
+    cpus = a.cpus or os.cpu_count() or 1
+    if c_ray > 0:
+        # CPU seconds do not depend on what else runs on the cores: on idle cores the warm
+        # map takes at least c_ray / cpus, so the speed-up is at most c_single / (c_ray / cpus)
+        print(f"CPU-seconds: {c_single:.1f} single vs {c_ray:.1f} on Ray: on {cpus} idle cores "
+              f"the map with Ray up would be at most {c_single / (c_ray / cpus):.2f}x faster "
+              f"(Ray's overhead {c_ray / c_single - 1:+.0%} CPU)")
     if not same:
         raise SystemExit("the Ray rows differ from the single-process rows")
 
 
 def _warm(spec: Any, system: Any, wl: Any, ps: list[str], cap: int, cpus: int | None
-          ) -> tuple[float, Any]:
+          ) -> tuple[float, Any, float, int]:
+    """Wall seconds and rows of the map on a Ray already up, and the CPU seconds its
+    processes (every descendant of this one: GCS, raylet, workers) spent on it."""
     import ray
 
     ray.init(num_cpus=cpus or os.cpu_count(), include_dashboard=False, log_to_driver=False,
              logging_level=logging.ERROR)
     try:
+        before = _tree_cpu()
         t = time.perf_counter()
         out = api.sweep(spec, system, wl, ps, max_points=cap, runner=api.Runner("local"))
-        return time.perf_counter() - t, out
+        wall = time.perf_counter() - t
+        after = _tree_cpu()
+        cpu = sum(v - before.get(k, 0.0) for k, v in after.items())
+        return wall, out, cpu, len(after)
     finally:
         ray.shutdown()
+
+
+def _tree_cpu() -> dict[int, float]:
+    """user + system CPU seconds of every live descendant of this process (Linux /proc)."""
+    stats: dict[int, tuple[int, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # after the command: state, ppid, ... utime (14th field of the line), stime (15th)
+        stats[int(d)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    me, out, frontier = os.getpid(), {}, {os.getpid()}
+    while frontier:
+        kids = {p for p, (pp, _) in stats.items() if pp in frontier and p != me}
+        kids -= set(out)
+        out.update({p: stats[p][1] for p in kids})
+        frontier = kids
+    return out
 
 
 def _load() -> str:
