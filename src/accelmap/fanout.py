@@ -47,6 +47,7 @@ ENV = "ACCELMAP_RAY"  # the address, when --ray is not given
 TASKS_PER_CPU = 4  # slices per CPU: enough to balance uneven points, few enough to amortise
 MAX_CHUNK = 2_000  # items in one task at most
 CONNECT_TIMEOUT_S = 5.0  # how long an address may take to answer a TCP connect
+CANCEL_WAIT_S = 10.0  # how long cancelled tasks get to stop before Ray shuts down
 INSTALL = "pip install 'accelmap[ray]' (or pip install 'ray[client]')"
 
 
@@ -234,6 +235,10 @@ def _ray_map(ray: Any, fn: Callable[[Any, Any], Any], items: list[Any], context:
         for ref in pending:  # an error or Ctrl-C: nothing left queued or running
             with contextlib.suppress(Exception):
                 ray.cancel(ref, force=True)
+        if pending:  # let the cancellations land before the shutdown (Ray's core worker
+            # can abort on a cancel reply that arrives while it shuts down)
+            with contextlib.suppress(Exception):
+                ray.wait(list(pending), num_returns=len(pending), timeout=CANCEL_WAIT_S)
         if prog:
             prog.close()
     if prog and retried:
