@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 RayOpt = Annotated[str | None, typer.Option(
     "--ray", envvar="ACCELMAP_RAY", show_default=False, metavar="[ADDRESS]",
-    help="Fan the work out on Ray (pip install 'accelmap[ray]'): bare --ray or 'local' starts "
+    help="Fan the work out on Ray (accelmap's ray extra): bare --ray or 'local' starts "
          "Ray on this machine's cores; 'auto' joins the Ray running here; ray://HOST:10001 "
          "connects to a cluster's head. Also $ACCELMAP_RAY. Same results, same order.")]
 
