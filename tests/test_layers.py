@@ -17,6 +17,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("accelmap.errors", 0), ("accelmap.units", 0), ("accelmap.cited", 0), ("accelmap.lookup", 0),
     ("accelmap.cache", 0),  # a pickle of a built value, keyed by the package files
     ("accelmap.files", 0),  # reading the user's files: UTF-8, bounded size and depth
+    ("accelmap.fanout", 0),  # mapping a pure function in this process or on Ray
     # what the model, the hardware and the job are
     ("accelmap.models", 1), ("accelmap.hardware", 1), ("accelmap.workload", 1),
     ("accelmap.catalog", 2),  # loads both catalogs (models/, hardware/ schemas)

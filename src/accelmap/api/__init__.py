@@ -62,6 +62,8 @@ One module per area, every name re-exported here:
   ``ownership``, ``price_info``.
 - ``api.claims``: ``check_claim`` (``ClaimCheck``: plausible / implausible / impossible with
   the bound it breaks), ``load_part`` (a catalog part or an accelerator YAML file).
+- ``accelmap.fanout``: ``runner`` (``Runner``: --ray ADDRESS or $ACCELMAP_RAY, else this
+  process; ``Runner.map(fn, items, context)``), ``Progress``, ``FanoutError``.
 - ``api.validation``: ``read_cases``, ``predict_cases``, ``summarize``, ``compress_ids``,
   ``validate_cases`` (``Validation``), ``validate_local`` (``LocalValidation``).
 
@@ -238,6 +240,7 @@ if TYPE_CHECKING:
     from accelmap.engine import OverlapPolicy, System, default_mapping, estimate
     from accelmap.engine.result import Estimate, ServeStep, TrainStep
     from accelmap.export.base import Exporter, ExportResult, Job, PlanJob
+    from accelmap.fanout import FanoutError, Progress, Runner, runner
     from accelmap.hardware.cluster import Cluster
     from accelmap.hardware.derived import DerivedFigures
     from accelmap.hardware.listing import DEFAULT_COMPARE, NOT_PUBLISHED, SORT_KEYS, unpublished
@@ -323,6 +326,8 @@ _LAZY: dict[str, str] = {
     # what-ifs, sensitivity and sweeps
     **dict.fromkeys(("WhatIf", "WhatIfCatalog", "apply_whatif", "sensitivity", "sweep",
                      "what_if", "whatif_fields"), "accelmap.api.whatif"),
+    # fan-out: a map in this process or on Ray (--ray)
+    **dict.fromkeys(("FanoutError", "Progress", "Runner", "runner"), "accelmap.fanout"),
     # the typed values these functions take and return
     **dict.fromkeys(("Catalog", "load_catalog"), "accelmap.catalog"),
     "CalibrationProfile": "accelmap.cost.calibration",
@@ -373,6 +378,7 @@ __all__ = [
     "Export",
     "ExportResult",
     "Exporter",
+    "FanoutError",
     "GroupStats",
     "HardwareComparison",
     "Inference",
@@ -392,8 +398,10 @@ __all__ = [
     "PlanRequest",
     "PlanResult",
     "Prediction",
+    "Progress",
     "Report",
     "Roofline",
+    "Runner",
     "Scenario",
     "ServeStep",
     "ServingRun",
@@ -500,6 +508,7 @@ __all__ = [
     "report_plan",
     "roofline",
     "run_plan",
+    "runner",
     "sensitivity",
     "sequences_per_step",
     "serve",

@@ -97,7 +97,7 @@ def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str
                          objective: str | CompareObjective | None = None,
                          framework: str | None = None, catalog: Catalog | None = None,
                          progress: Callable[[int, int], None] | None = None,
-                         profile: CalibrationProfile | None = None
+                         profile: CalibrationProfile | None = None, runner: Any = None
                          ) -> AcceleratorComparison:
     """Rows for ``model`` on every part in ``hw`` ('all' or a comma list; ``device_class``
     filters). Serving: ``batch`` requests per replica of ``prompt`` + ``output`` tokens;
@@ -107,7 +107,8 @@ def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str
     note); ``best_precision`` lets each part take its smallest native format. ``objective``
     (``CompareObjective``) ranks: default tokens per second per user for serving, tokens per
     second for training. ``profile``: a measured calibration, used for the part it was
-    measured on (``api.measured_device`` adds a measured local device to ``catalog``)."""
+    measured on (``api.measured_device`` adds a measured local device to ``catalog``).
+    ``runner`` (``api.runner``, --ray): where the parts are estimated, the same rows."""
     from accelmap.api.models import load_model
 
     cat = catalog or load_catalog()
@@ -151,7 +152,7 @@ def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str
         from accelmap.cost.framework import Framework
 
         choice(Framework, framework, "framework")
-    rows, seconds = compare(spec, _parts(cat, hw, device_class), job, cat, progress)
+    rows, seconds = compare(spec, _parts(cat, hw, device_class), job, cat, progress, runner)
     return AcceleratorComparison(spec.id, job, tuple(breakevens(rows)), seconds)
 
 

@@ -312,30 +312,42 @@ class HardwareComparison:
 
 
 def compare_hardware(spec: ModelSpec, clusters: list[Cluster], request: PlanRequest,
-                     progress: Progress | None = None) -> HardwareComparison:
+                     progress: Progress | None = None, runner: Any = None
+                     ) -> HardwareComparison:
     """Plan on each cluster; one row each with its best plan (or ``feasible: False``);
-    ``progress`` counts clusters. (``compare_accelerators`` is the fast, same-precision
+    ``progress`` counts clusters. ``runner`` (``api.runner``, --ray): one task per cluster
+    or a few, the same rows. (``compare_accelerators`` is the fast, same-precision
     comparison over every catalog part.)"""
-    rows: list[dict[str, Any]] = []
-    for i, cl in enumerate(clusters):
-        if progress:
-            progress(i, len(clusters))
-        # the caller's progress reaches each search, so a time cap stops inside one as well
-        inner = (lambda _d, _t, i=i: progress(i, len(clusters))) if progress else None
-        res = run_plan(spec, cl, request, inner)
-        best = res.plans[0] if res.plans else None
-        m = best.metrics if best else {}
-        rows.append({"accelerator": cl.accelerator.id, "cluster": cl.name,
-                     "devices": cl.devices, "feasible": best is not None,
-                     "plan": best.to_dict() if best else None,
-                     "tokens_per_s_per_device": m["tokens_per_s_per_device"] if best else None,
-                     "cost_usd_per_million_tokens": m.get("cost_usd_per_million_tokens"),
-                     "energy_j_per_token": m.get("energy_j_per_token"),
-                     "time_to_train_s": m.get("time_to_train_s"),
-                     # the price/TDP behind a null cost or energy: "not published" and why
-                     "not_published": unpublished(cl.accelerator)})
+    if runner is not None and runner.distributed:
+        rows = runner.map(_hardware_row, clusters, (spec, request), "clusters")
+    else:
+        rows = []
+        for i, cl in enumerate(clusters):
+            if progress:
+                progress(i, len(clusters))
+            # the caller's progress reaches each search, so a time cap stops inside one as well
+            inner = (lambda _d, _t, i=i: progress(i, len(clusters))) if progress else None
+            rows.append(_hardware_row((spec, request), cl, inner))
     rows.sort(key=lambda r: -(r["tokens_per_s_per_device"] or 0))
     return HardwareComparison(tuple(rows))
+
+
+def _hardware_row(ctx: tuple[ModelSpec, PlanRequest], cl: Cluster,
+                  progress: Progress | None = None) -> dict[str, Any]:
+    """The best plan on one cluster, as a row of ``compare_hardware``."""
+    spec, request = ctx
+    res = run_plan(spec, cl, request, progress)
+    best = res.plans[0] if res.plans else None
+    m = best.metrics if best else {}
+    return {"accelerator": cl.accelerator.id, "cluster": cl.name,
+            "devices": cl.devices, "feasible": best is not None,
+            "plan": best.to_dict() if best else None,
+            "tokens_per_s_per_device": m["tokens_per_s_per_device"] if best else None,
+            "cost_usd_per_million_tokens": m.get("cost_usd_per_million_tokens"),
+            "energy_j_per_token": m.get("energy_j_per_token"),
+            "time_to_train_s": m.get("time_to_train_s"),
+            # the price/TDP behind a null cost or energy: "not published" and why
+            "not_published": unpublished(cl.accelerator)}
 
 
 @dataclass(frozen=True)

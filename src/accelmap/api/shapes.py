@@ -41,12 +41,14 @@ def advise(model: ModelSpec, system: System, workload: Training | Inference,
 def design(template: ModelSpec, system: System, workload: Training | Inference,
            params: str | float, mapping: Any = None, *, framework: Any = None,
            tolerance: float = 0.1, quality: str = "params", speed: str | None = None,
-           tpot: str | float | None = None, experts: str | None = None) -> Design:
+           tpot: str | float | None = None, experts: str | None = None,
+           runner: Any = None) -> Design:
     """Shapes of ``params`` parameters (within ``tolerance``) in ``template``'s architecture,
     each estimated on ``system`` under ``workload``/``mapping``; the Pareto front of
     ``quality`` (params or flops) against ``speed`` (tokens/s, or 1/tpot for serving
     latency); ``tpot`` a latency target ('20ms'); ``experts`` 'E:k,...' MoE variants
-    ('0' keeps dense ones too)."""
+    ('0' keeps dense ones too); ``runner`` (``api.runner``, --ray): where the shapes are
+    estimated, the same rows."""
     from accelmap.api.parse import count, duration
     from accelmap.errors import InputError
     from accelmap.search.design import candidates, default_space, run_design
@@ -81,4 +83,4 @@ def design(template: ModelSpec, system: System, workload: Training | Inference,
 
     return run_design(template, shapes, run, budget=budget, quality=quality, speed=sp,
                       tpot_max_s=duration(tpot) if tpot is not None else None,
-                      accelerator=system.accelerator.id)
+                      accelerator=system.accelerator.id, runner=runner)

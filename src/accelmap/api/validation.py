@@ -65,12 +65,21 @@ class Validation:
 
 
 def validate_cases(paths: Sequence[str | Path], catalog: Catalog | None = None,
-                   progress: Callable[[int, int], None] | None = None) -> Validation:
+                   progress: Callable[[int, int], None] | None = None,
+                   runner: Any = None) -> Validation:
     """Read every file first (a bad file fails before any work), predict each, summarize;
-    ``progress(done, total)`` counts the rows predicted."""
+    ``progress(done, total)`` counts the rows predicted. ``runner`` (``api.runner``, --ray):
+    the rows of every file in chunks on Ray, the catalog shipped once; the same predictions."""
     files = [read_cases(p) for p in paths]
     cat = catalog if catalog is not None else load_catalog()
-    if progress is None:
+    if runner is not None and runner.distributed:
+        flat = runner.map(_predict_one, [c for f in files for c in f.cases], cat, "rows")
+        at, parts = 0, []
+        for f in files:
+            parts.append((f.path, tuple(flat[at:at + len(f.cases)])))
+            at += len(f.cases)
+        per_file = tuple(parts)
+    elif progress is None:
         per_file = tuple((f.path, tuple(predict_cases(f, cat))) for f in files)
     else:
         total, done, out = sum(len(f.cases) for f in files), 0, []
@@ -83,6 +92,10 @@ def validate_cases(paths: Sequence[str | Path], catalog: Catalog | None = None,
             out.append((f.path, tuple(preds)))
         per_file = tuple(out)
     return Validation(per_file, summarize([p for _, ps in per_file for p in ps]))
+
+
+def _predict_one(cat: Catalog, case: Any) -> Prediction:
+    return _predict_cases([case], cat)[0]
 
 
 @dataclass(frozen=True)

@@ -220,13 +220,20 @@ def sensitivity(model: ModelSpec, system: Any, workload: Any, mapping: Any = Non
 
 
 def sweep(model: ModelSpec, system: Any, workload: Any, params: Sequence[str],
-          mapping: Any = None, *, framework: Any = None, imbalance: float = 1.0) -> Any:
+          mapping: Any = None, *, framework: Any = None, imbalance: float = 1.0,
+          runner: Any = None, max_points: int | None = None) -> Any:
     """One estimate per combination of one or two ``params`` ('memory_bandwidth=2TB/s,4TB/s',
-    'n_layers=24..48:7', 'bf16=x0.5,x1,x2'): a ``search.sweep.Sweep`` (rows, CSV)."""
+    'n_layers=24..48:7', 'bf16=x0.5,x1,x2'): a ``search.sweep.Sweep`` (rows, CSV).
+    ``runner`` (``api.runner``, --ray): where the points run, the same rows in the same order;
+    at most ``search.sweep.MAX_POINTS`` points in this process, ``MAX_POINTS_RAY`` on Ray,
+    unless ``max_points`` says otherwise."""
     from accelmap.engine import estimate
-    from accelmap.search.sweep import parse_param, run_sweep
+    from accelmap.search.sweep import MAX_POINTS, MAX_POINTS_RAY, parse_param, run_sweep
 
     def run(spec: ModelSpec, s: Any) -> Any:
         return estimate(spec, s, workload, mapping, framework=framework, imbalance=imbalance)
 
-    return run_sweep(model, system, [parse_param(p) for p in params], run)
+    cap = max_points or (MAX_POINTS_RAY if runner is not None and runner.distributed
+                         else MAX_POINTS)
+    return run_sweep(model, system, [parse_param(p) for p in params], run, runner=runner,
+                     max_points=cap)

@@ -210,8 +210,9 @@ def main(argv: list[str] | None = None) -> None:
     notes = _Notes()
     try:
         from accelmap.cli.common import lift_whatif
+        from accelmap.cli.fanout import bare_ray
 
-        args = lift_whatif(list(sys.argv[1:] if argv is None else argv))
+        args = bare_ray(lift_whatif(list(sys.argv[1:] if argv is None else argv)))
         first = args[0] if args else None
         with api.on_resolve(notes):
             result = build_app(first if first in COMMANDS else None)(args=args,

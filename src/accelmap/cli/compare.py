@@ -21,6 +21,7 @@ from accelmap.cli.common import (
     fmt,
     get_catalog,
 )
+from accelmap.cli.fanout import RayOpt, runner
 from accelmap.cli.plan import _progress
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ def compare_cmd(
     db: DbOpt = None,
     json_out: JsonOpt = False,
     report: rep.ReportOpt = None,
+    ray: RayOpt = None,
 ) -> None:
     """Compare every accelerator on one model: the devices that hold it, the best mapping on
     them, tokens/s per user, per system and per device, TTFT, TPOT, $/M tokens and J/token.
@@ -103,13 +105,13 @@ def compare_cmd(
     local = next((h.strip() for h in hw.split(",") if api.is_local_name(h)), None)
     measured = api.measured_device(local, profile, db, get_catalog(catalog))
     cat = measured.catalog
-    with _progress(True, "comparing accelerators") as progress:
+    with _progress(not ray, "comparing accelerators") as progress:
         result = api.compare_accelerators(
             model, train=train, hw=hw, device_class=device_class, batch=batch, prompt=prompt,
             output=output, seq=seq, global_batch_tokens=global_batch_tokens,
             precision=precision, best_precision=best_precision, devices=devices,
             budget_usd_h=budget, objective=objective, framework=framework, catalog=cat,
-            progress=progress, profile=measured.profile)
+            progress=progress, profile=measured.profile, runner=runner(ray))
     rep.save(report, lambda: api.report_of("compare", result.to_dict(), inputs=rep.inputs(),
                                            command=rep.command()))
     if json_out:

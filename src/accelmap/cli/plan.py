@@ -29,6 +29,7 @@ from accelmap.cli.common import (
     get_catalog,
 )
 from accelmap.cli.costs import print_money
+from accelmap.cli.fanout import RayOpt, runner
 
 if TYPE_CHECKING:
     from accelmap.api import Cluster, DeadlineSearch, HardwareComparison, PlanResult
@@ -134,6 +135,7 @@ def plan_cmd(
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
     report: rep.ReportOpt = None,
+    ray: RayOpt = None,
 ) -> None:
     """Search every mapping of a model on a cluster and rank them, with the reasons.
 
@@ -175,12 +177,15 @@ def plan_cmd(
         _print_deadline(search, json_out)
         return
     if len(clusters) > 1:
-        with _progress(True, f"planning on {len(clusters)} clusters") as progress:
-            cmp = api.compare_hardware(spec, clusters, req, progress)
+        with _progress(not ray, f"planning on {len(clusters)} clusters") as progress:
+            cmp = api.compare_hardware(spec, clusters, req, progress, runner(ray))
         rep.save(report, lambda: api.report_of("hardware", cmp.to_dict(), inputs=rep.inputs(),
                                                command=rep.command()))
         _print_comparison(cmp, json_out, train)
         return
+    if ray:
+        sys.stderr.write("note: --ray fans plans out over several clusters (--hw any or a "
+                         "list); one cluster's search runs here\n")
     cl = clusters[0]
     simulated = req.load is not None
     with _progress(True, "simulating the shortlisted configurations" if simulated

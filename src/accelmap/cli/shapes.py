@@ -20,6 +20,7 @@ from accelmap.cli.estimate import (
     WeightsOpt,
     _inputs,
 )
+from accelmap.cli.fanout import RayOpt, runner
 
 
 def advise_cmd(
@@ -118,6 +119,7 @@ def design_cmd(
     top: Annotated[int, typer.Option(min=1, help="Rows shown.")] = 15,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
+    ray: RayOpt = None,
 ) -> None:
     """Search d_model, layers, heads, KV heads, FFN width (and experts) under a parameter
     budget on this hardware; print the Pareto front of quality proxy vs speed.
@@ -135,7 +137,7 @@ def design_cmd(
                                   catalog, None, tp, pp, None, 1, 1, zero, micro_batch,
                                   devices=devices)
     d = api.design(spec, system, wl, params, m, framework=framework, tolerance=tolerance,
-                   quality=quality, tpot=tpot, experts=experts)
+                   quality=quality, tpot=tpot, experts=experts, runner=runner(ray))
     if json_out:
         emit_json(d.to_dict())
         return

@@ -11,6 +11,7 @@ import typer
 from accelmap import api
 from accelmap.cli import report as rep
 from accelmap.cli.common import DbOpt, JsonOpt, ProfileOpt, console, emit_json
+from accelmap.cli.fanout import RayOpt
 from accelmap.cli.validate_local import (
     BatchOpt,
     DecodeOpt,
@@ -64,7 +65,8 @@ def validate_cmd(cases: CasesOpt = None, json_out: JsonOpt = False,
                  device: DeviceOpt = None, steps: StepsOpt = 5, warmup: WarmupOpt = 2,
                  batch: BatchOpt = 4, seq: SeqOpt = 256, decode_tokens: DecodeOpt = 32,
                  scale: ScaleOpt = "auto", dtype: DtypeOpt = None, profile: ProfileOpt = None,
-                 hw: HwOpt = None, db: DbOpt = None, report: rep.ReportOpt = None) -> None:
+                 hw: HwOpt = None, db: DbOpt = None, report: rep.ReportOpt = None,
+                 ray: RayOpt = None) -> None:
     """Compare predictions with published measurements (--cases) or a run here (--local)."""
     from accelmap.errors import InputError
 
@@ -84,10 +86,12 @@ def validate_cmd(cases: CasesOpt = None, json_out: JsonOpt = False,
         raise InputError("no measurements given: pass --cases FILE.csv (repeatable), e.g. "
                          "--cases ../shared/reference/measurements/inference.csv, or --local "
                          "MODEL to compare with a run on this machine")
+    from accelmap.cli.fanout import runner
     from accelmap.cli.plan import _progress
 
-    with _progress(True, "predicting the published rows") as progress:
-        result = api.validate_cases(cases, progress=progress)  # reads every file first
+    with _progress(not ray, "predicting the published rows") as progress:
+        # reads every file first
+        result = api.validate_cases(cases, progress=progress, runner=runner(ray))
     rep.save(report, lambda: api.report_of("validate", result.to_dict(), inputs=rep.inputs(),
                                            command=rep.command()))
     if json_out:

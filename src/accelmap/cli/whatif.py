@@ -23,6 +23,7 @@ from accelmap.cli.estimate import (
     WeightsOpt,
     _inputs,
 )
+from accelmap.cli.fanout import RayOpt, runner
 
 
 def names_cmd(json_out: JsonOpt = False) -> None:
@@ -96,6 +97,7 @@ def sweep_cmd(
                                                  "to this file ('-' for stdout).")] = None,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
+    ray: RayOpt = None,
 ) -> None:
     """Sweep one or two hardware or model parameters: one estimate per value, as a table/CSV.
 
@@ -106,12 +108,14 @@ def sweep_cmd(
           --param scale_up_bandwidth=x0.25,x0.5,x1,x2 --param bf16=x1,x2
       accelmap sweep gpt2 --hw a100-sxm4-80gb --train --batch 8 --seq 1024 \\
           --param vocab_size=50257,50304 --csv vocab.csv
+      accelmap sweep llama-3.1-8b --hw h100-sxm5-80gb --train --batch 8 --ray local \\
+          --param memory_bandwidth=1TB/s..8TB/s:200 --param bf16=x0.5,x1,x2 --csv big.csv
     """
     spec, system, wl, m = _inputs(model, hw, cluster, train, batch, seq, prompt, output, dtype,
                                   weights, None, 128, optimizer, recompute, True, tokens,
                                   catalog, None, tp, pp, None, 1, ep, zero, micro_batch,
                                   replicas=replicas, devices=devices)
-    sw = api.sweep(spec, system, wl, param, m, framework=framework)
+    sw = api.sweep(spec, system, wl, param, m, framework=framework, runner=runner(ray))
     if csv_out is not None:
         text = sw.to_csv()
         if str(csv_out) == "-":

@@ -52,6 +52,7 @@ from accelmap.engine.serve import serve_step, serving_memory
 from accelmap.engine.system import System
 from accelmap.engine.train import train_step
 from accelmap.errors import AccelmapError
+from accelmap.fanout import Runner
 from accelmap.hardware.cluster import Cluster, parse_cluster
 from accelmap.hardware.schema import Accelerator
 from accelmap.mapping.constraints import check_serving
@@ -554,13 +555,24 @@ def rank_key(job: CompareJob) -> Callable[[dict[str, Any]], tuple[int, float, st
 
 
 def compare(spec: ModelSpec, parts: list[Accelerator], job: CompareJob, cat: Catalog,
-            progress: Progress | None = None) -> tuple[list[dict[str, Any]], float]:
-    """Every part's row, ranked, and the wall time in seconds."""
+            progress: Progress | None = None, runner: Runner | None = None
+            ) -> tuple[list[dict[str, Any]], float]:
+    """Every part's row, ranked, and the wall time in seconds; ``runner`` (--ray) fans the
+    parts out (``accelmap.fanout``, the catalog shipped once): the same rows."""
     t0 = time.perf_counter()
-    rows = []
-    for i, acc in enumerate(parts):
-        rows.append(compare_row(spec, acc, job, cat))
-        if progress:
-            progress(i + 1, len(parts))
+    if runner is not None and runner.distributed:
+        rows = runner.map(_compare_point, parts, (spec, job, cat), "parts")
+    else:
+        rows = []
+        for i, acc in enumerate(parts):
+            rows.append(compare_row(spec, acc, job, cat))
+            if progress:
+                progress(i + 1, len(parts))
     rows.sort(key=rank_key(job))
     return rows, time.perf_counter() - t0
+
+
+def _compare_point(ctx: tuple[ModelSpec, CompareJob, Catalog], acc: Accelerator
+                   ) -> dict[str, Any]:
+    spec, job, cat = ctx
+    return compare_row(spec, acc, job, cat)

@@ -28,6 +28,7 @@ from typing import Any
 
 from accelmap.engine.result import Estimate
 from accelmap.errors import InputError
+from accelmap.fanout import Runner
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 
@@ -111,6 +112,32 @@ def candidates(template: ModelSpec, budget: float, tolerance: float, space: Spac
         len(out) / MAX_CANDIDATES)]
 
 
+def design_point(ctx: tuple[Callable[[ModelSpec], Estimate], str, str, float | None],
+                 spec: ModelSpec) -> dict[str, Any]:
+    """The row of one shape: its parameters, the engine's speed, whether it meets the
+    target."""
+    run, quality, speed, tpot_max_s = ctx
+    pc = count_params(spec)
+    est = run(spec)
+    tpot = est.metrics.get("tpot_s")
+    ok = bool(est.feasible) and (tpot_max_s is None or (tpot is not None
+                                                         and float(tpot) <= tpot_max_s))
+    q = float(pc.active if spec.moe else pc.total)
+    if quality == "flops":
+        q = 6.0 * float(pc.active - pc.embedding)  # training FLOPs per token (6N)
+    return {
+        "shape": spec.id, "d_model": spec.d_model, "n_layers": spec.n_layers,
+        "n_heads": spec.n_heads, "n_kv_heads": spec.kv_heads, "head_dim": spec.head_size,
+        "ffn_dim": spec.ffn_dim, "experts": spec.moe.num_experts if spec.moe else 0,
+        "top_k": spec.moe.top_k if spec.moe else 0, "params": pc.total,
+        "active_params": pc.active, "quality": q, "speed": _speed(est, speed),
+        "tpot_s": float(tpot) if tpot is not None else None,
+        "step_time_s": est.metrics.get("step_time_s"), "feasible": bool(est.feasible),
+        "meets_target": ok, "reason": est.reason if not est.feasible else (
+            None if ok else f"TPOT {float(tpot or 0) * 1e3:.1f} ms over the target"),
+    }
+
+
 @dataclass(frozen=True)
 class Design:
     template: str
@@ -142,32 +169,14 @@ def _speed(est: Estimate, speed: str) -> float | None:
 def run_design(template: ModelSpec, shapes: Sequence[ModelSpec],
                run: Callable[[ModelSpec], Estimate], *, budget: float, quality: str = "params",
                speed: str = "tokens/s", tpot_max_s: float | None = None,
-               accelerator: str = "") -> Design:
+               accelerator: str = "", runner: Runner | None = None) -> Design:
     """Estimate every shape; mark the Pareto front of (quality, speed) among those that run
-    and meet ``tpot_max_s``."""
+    and meet ``tpot_max_s``. ``runner`` (default: this process) fans the shapes out
+    (``accelmap.fanout``): the same rows."""
     if quality not in ("params", "flops"):
         raise InputError(f"--quality {quality}: params or flops")
-    rows: list[dict[str, Any]] = []
-    for spec in shapes:
-        pc = count_params(spec)
-        est = run(spec)
-        tpot = est.metrics.get("tpot_s")
-        ok = bool(est.feasible) and (tpot_max_s is None or (tpot is not None
-                                                             and float(tpot) <= tpot_max_s))
-        q = float(pc.active if spec.moe else pc.total)
-        if quality == "flops":
-            q = 6.0 * float(pc.active - pc.embedding)  # training FLOPs per token (6N)
-        rows.append({
-            "shape": spec.id, "d_model": spec.d_model, "n_layers": spec.n_layers,
-            "n_heads": spec.n_heads, "n_kv_heads": spec.kv_heads, "head_dim": spec.head_size,
-            "ffn_dim": spec.ffn_dim, "experts": spec.moe.num_experts if spec.moe else 0,
-            "top_k": spec.moe.top_k if spec.moe else 0, "params": pc.total,
-            "active_params": pc.active, "quality": q, "speed": _speed(est, speed),
-            "tpot_s": float(tpot) if tpot is not None else None,
-            "step_time_s": est.metrics.get("step_time_s"), "feasible": bool(est.feasible),
-            "meets_target": ok, "reason": est.reason if not est.feasible else (
-                None if ok else f"TPOT {float(tpot or 0) * 1e3:.1f} ms over the target"),
-        })
+    rows: list[dict[str, Any]] = (runner or Runner()).map(
+        design_point, list(shapes), (run, quality, speed, tpot_max_s), "shapes")
     live = [r for r in rows if r["meets_target"] and r["speed"]]
     for r in live:
         r["pareto"] = not any(o is not r and o["quality"] >= r["quality"]

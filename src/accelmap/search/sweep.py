@@ -20,6 +20,7 @@ from typing import Any
 from accelmap.engine import System
 from accelmap.engine.result import Estimate
 from accelmap.errors import InputError
+from accelmap.fanout import Runner
 from accelmap.hardware import whatif
 from accelmap.models import whatif as model_whatif
 from accelmap.models.schema import ModelSpec
@@ -27,6 +28,7 @@ from accelmap.search.sensitivity import system_with
 from accelmap.units import format_quantity
 
 MAX_POINTS = 400  # combinations in one sweep: a CLI answer, not a batch job
+MAX_POINTS_RAY = 200_000  # with --ray: a batch job on a cluster (about 6 KB a row)
 
 # figures each row carries (None where the phase has none)
 ROW_FIGURES = ("step_time_s", "tokens_per_s", "mfu", "ttft_s", "tpot_s", "max_batch",
@@ -130,8 +132,10 @@ class Sweep:
 
 
 def run_sweep(spec: ModelSpec, system: System, params: Sequence[Param],
-              run: Callable[[ModelSpec, System], Estimate]) -> Sweep:
-    """Every combination of the parameters' values, estimated by ``run``."""
+              run: Callable[[ModelSpec, System], Estimate], *, runner: Runner | None = None,
+              max_points: int = MAX_POINTS) -> Sweep:
+    """Every combination of the parameters' values, estimated by ``run``; ``runner`` (default:
+    this process) fans the points out (``accelmap.fanout``), in the same order."""
     if not 1 <= len(params) <= 2:
         raise InputError("sweep one or two parameters (--param NAME=VALUES, at most twice)")
     if len({p.name for p in params}) < len(params):
@@ -139,33 +143,41 @@ def run_sweep(spec: ModelSpec, system: System, params: Sequence[Param],
     points = 1
     for p in params:
         points *= len(p.values)
-    if points > MAX_POINTS:
-        raise InputError(f"{points} combinations: sweep at most {MAX_POINTS}")
-    rows = []
-    for combo in itertools.product(*(range(len(p.values)) for p in params)):
-        hw = [p.values[i] for p, i in zip(params, combo, strict=True) if p.kind == "hardware"]
-        mo = [p.values[i] for p, i in zip(params, combo, strict=True) if p.kind == "model"]
-        row: dict[str, Any] = {p.name: p.labels[i] for p, i in zip(params, combo, strict=True)}
-        try:
-            sys2 = system_with(system, hw) if hw else system
-            spec2 = model_whatif.apply_model(spec, mo) if mo else spec
-            for p, i in zip(params, combo, strict=True):
-                o = p.values[i]
-                row[f"{p.name}_si"] = (whatif.figure(sys2.accelerator, o.field.name)
-                                       if p.kind == "hardware" else _model_value(spec2, p.name))
-            est = run(spec2, sys2)
-        except InputError as e:
-            row.update(feasible=False, reason=str(e))
-            rows.append(row)
-            continue
-        m = est.metrics
-        row.update(feasible=bool(est.feasible), reason=est.reason,
-                   memory_bytes=float(est.memory.total))
-        for k in ROW_FIGURES:
-            v = m.get(k)
-            row[k] = float(v) if isinstance(v, int | float) and k != "max_batch" else v
-        rows.append(row)
+    if points > max_points:
+        raise InputError(f"{points} combinations: sweep at most {max_points}"
+                         + ("" if runner and runner.distributed else
+                            f" (with --ray, {MAX_POINTS_RAY})"))
+    combos = list(itertools.product(*(range(len(p.values)) for p in params)))
+    rows = (runner or Runner()).map(sweep_point, combos, (spec, system, tuple(params), run))
     return Sweep(spec.id, system.accelerator.id, tuple(p.name for p in params), tuple(rows))
+
+
+def sweep_point(ctx: tuple[ModelSpec, System, tuple[Param, ...],
+                           Callable[[ModelSpec, System], Estimate]],
+                combo: tuple[int, ...]) -> dict[str, Any]:
+    """The row of one combination (value indices, one per parameter)."""
+    spec, system, params, run = ctx
+    hw = [p.values[i] for p, i in zip(params, combo, strict=True) if p.kind == "hardware"]
+    mo = [p.values[i] for p, i in zip(params, combo, strict=True) if p.kind == "model"]
+    row: dict[str, Any] = {p.name: p.labels[i] for p, i in zip(params, combo, strict=True)}
+    try:
+        sys2 = system_with(system, hw) if hw else system
+        spec2 = model_whatif.apply_model(spec, mo) if mo else spec
+        for p, i in zip(params, combo, strict=True):
+            o = p.values[i]
+            row[f"{p.name}_si"] = (whatif.figure(sys2.accelerator, o.field.name)
+                                   if p.kind == "hardware" else _model_value(spec2, p.name))
+        est = run(spec2, sys2)
+    except InputError as e:
+        row.update(feasible=False, reason=str(e))
+        return row
+    m = est.metrics
+    row.update(feasible=bool(est.feasible), reason=est.reason,
+               memory_bytes=float(est.memory.total))
+    for k in ROW_FIGURES:
+        v = m.get(k)
+        row[k] = float(v) if isinstance(v, int | float) and k != "max_batch" else v
+    return row
 
 
 def _model_value(spec: ModelSpec, name: str) -> float | None:
