@@ -120,7 +120,7 @@ def test_canonical_round_trip_with_serving_fields(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("record", "words"), [
-    ({"scenario": "offlin"}, "write scenario: batch, offline or server"),
+    ({"scenario": "offlin"}, "write scenario: batch, offline, server or concurrency"),
     ({"metric": "mfu"}, "is a training metric"),
     ({"kv_fraction": "95"}, "write kv_fraction: 0.95"),
 ])
