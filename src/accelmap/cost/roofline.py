@@ -113,6 +113,9 @@ class Device:
         table = acc.matrix if unit is Unit.MATRIX else acc.vector
         if dtype in table:
             return table[dtype].value * self.fraction, dtype.value
+        block = acc.block_scaled_peak(dtype) if unit is Unit.MATRIX else None
+        if block is not None:  # a microscaling format at its element width's rate
+            return block.value * self.fraction, f"{dtype.value} (block-scaled tensor cores)"
         if unit is Unit.MATRIX and dtype in acc.vector:
             # no matrix engine for this dtype (fp32 on AMX CPUs, GPUs without tf32 use): the
             # same dtype on the vector units, before any other dtype
