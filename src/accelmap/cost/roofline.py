@@ -178,6 +178,9 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
     else:
         achievable = peak
     compute = op.flops / np.maximum(achievable, 1.0)
+    if np.any(op.dequant_flops):  # weight-only conversion on the vector units, in the kernel
+        vector, _ = dev.peak(DType.FP32, Unit.VECTOR)
+        compute = compute + op.dequant_flops / np.maximum(vector, 1.0)
     memory = 0.0 * compute if fused else op.total_bytes / dev.bandwidth
     if op.weight_dtype in fw.quantized_weight_efficiency and ByteKind.WEIGHTS in op.bytes:
         # dequantizing kernels stream their weights below the 16-bit GEMM's bandwidth
