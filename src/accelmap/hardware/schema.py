@@ -237,7 +237,7 @@ class Accelerator(CatalogEntry):
         for unit_name, table in (("matrix", self.matrix), ("vector", self.vector)):
             if dtype in table and (best is None or table[dtype].value > best[1].value):
                 best = (unit_name, table[dtype])
-        block = self.block_scaled_peak(dtype)
+        block = self.block_scaled_peak(dtype) if isinstance(dtype, DType) else None
         if best is None and block is not None:
             best = ("matrix", block)
         return best
