@@ -95,13 +95,13 @@ def resolve_training(acc: Accelerator, wl: Training) -> Training:
     if dt.block_format is None:
         return wl if dt is wl.dtype else replace(wl, dtype=dt)
     if not acc.runs_natively(dt):
+        parts = BLACKWELL_PARTS + ("" if dt is DType.NVFP4 else ", mi355x, mi350x")
         has = (f"runs {', '.join(d.value for d in acc.block_scaled.dtypes)}"
                if acc.block_scaled else "has no block-scaled tensor cores")
         raise InputError(
-            f"--precision {dt.value} trains every linear layer's forward, dgrad and wgrad GEMM "
-            f"in {dt.value}, which {acc.id}'s matrix units cannot run ({acc.id} {has}): use "
-            f"--precision fp8 or bf16 there, or a part that runs {dt.value} "
-            f"({'b200, gb200, b300, gb300' if dt is DType.NVFP4 else BLACKWELL_PARTS + ', mi355x'})")
+            f"training in {dt.value} runs every linear layer's forward, dgrad and wgrad GEMM "
+            f"in {dt.value}, which {acc.id}'s matrix units cannot run ({acc.id} {has}): train "
+            f"in fp8 or bf16 there, or on a part that runs {dt.value} ({parts})")
     return wl if dt is wl.dtype else replace(wl, dtype=dt)
 
 

@@ -260,7 +260,6 @@ def inference_memory(model: ModelSpec | Geometry, wl: Inference, capacity: float
     stack's MLP keeps the activation's output next to its input (``UNFUSED_TRANSIENTS``:
     2 x ffn plain, 4 x ffn gated, against 1 and 2 fused)."""
     geo = Geometry.of(model)
-    P = float(count_params(geo).total)
     seq = wl.prompt_len + wl.output_len if tokens is None else tokens
     wb = weight_bytes_per_param(wl.weight_dtype, wl.quant_group)
     weights = weight_storage_bytes(geo, wl)
