@@ -25,6 +25,7 @@ from dataclasses import replace
 
 from accelmap.errors import InputError
 from accelmap.hardware.schema import Accelerator
+from accelmap.ops.recipes import recipe
 from accelmap.units import DType
 from accelmap.workload import LOW_PRECISION_GEMM, Inference, Training
 
@@ -111,4 +112,6 @@ def resolve_formats(acc: Accelerator, wl: Training | Inference
     lines come from ops/recipes.py in the estimate itself)."""
     if isinstance(wl, Inference):
         return resolve_inference(acc, wl)
-    return resolve_training(acc, wl), []
+    out = resolve_training(acc, wl)
+    r = recipe(out.dtype)
+    return out, ([r.describe()] if r is not None else [])
