@@ -81,12 +81,13 @@ def _check_kv(acc: Accelerator, kv: DType) -> None:
     if kv is DType.NVFP4:
         if acc.runs_natively(DType.NVFP4):
             return
-        raise InputError(f"--kv nvfp4: an NVFP4 KV cache is TensorRT-LLM's on Blackwell "
-                         f"({BLACKWELL_PARTS}); {acc.id} has no NVFP4 tensor cores: use --kv "
-                         "fp8")
-    raise InputError(f"--kv {kv.value}: no public serving stack stores the KV cache in "
+        raise InputError(f"KV cache nvfp4 (--kv, kv_precision): an NVFP4 KV cache is "
+                         f"TensorRT-LLM's on Blackwell ({BLACKWELL_PARTS}); {acc.id} has no "
+                         "NVFP4 tensor cores: use fp8")
+    raise InputError(f"KV cache {kv.value} (--kv, kv_precision): no public serving stack "
+                     f"stores the KV cache in "
                      f"{kv.value} (TensorRT-LLM: fp8, nvfp4 on Blackwell; vLLM, SGLang: fp8): "
-                     "use --kv fp8 or nvfp4")
+                     "use fp8 or nvfp4")
 
 
 def resolve_training(acc: Accelerator, wl: Training) -> Training:
