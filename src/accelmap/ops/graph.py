@@ -183,16 +183,18 @@ def causal_shape_context(model: ModelSpec | Geometry, seq_len: Num, flash: bool
 
 
 def _gemm(name: str, m: Num, n: int, k: int, p: Precision, count: int, weight_bytes: Num = None,
-          saved: bool = True, saved_rows: Num = None) -> Op:
+          saved: bool = True, saved_rows: Num = None, rows_per_weight: Num = None) -> Op:
     """``saved_rows``: rows of the input kept for backward when not all ``m`` (the local
-    sequence shard of a column-parallel GEMM under sequence parallelism)."""
+    sequence shard of a column-parallel GEMM under sequence parallelism); ``rows_per_weight``:
+    the rows each weight multiplies when ``m`` spans several weight copies (routed experts)."""
     a = p.act.bytes
     wb = k * n * p.wbytes if weight_bytes is None else weight_bytes
     kept = (p.saved_gemm_input or p.act).bytes
     rows = m if saved_rows is None else saved_rows
     # weights streamed / stored bytes per weight = the weights this GEMM converts
-    dequant = (DEQUANT_FLOPS * wb / p.wbytes * np.ceil(np.maximum(m, 1.0) / DEQUANT_ROW_TILE)
-               if p.weight_only else 0.0)
+    tiles = np.ceil(np.maximum(m if rows_per_weight is None else rows_per_weight, 1.0)
+                    / DEQUANT_ROW_TILE)
+    dequant = DEQUANT_FLOPS * wb / p.wbytes * tiles if p.weight_only else 0.0
     return Op(
         name=name, unit=Unit.MATRIX, dtype=p.compute, count=count,
         flops=2.0 * m * n * k,
@@ -324,13 +326,14 @@ def _mlp(geo: Geometry, g: Group, s: Shape, p: Precision, prefix: str, key: str,
     # parallelism it keeps its rank's sequence shard of the input (experts see routed tokens)
     up = _gemm(f"{prefix}/up", tokens * copies, up_width, d, p, count,
                weight_bytes=wc * d * up_width * p.wbytes,
-               saved_rows=s.outside_tokens if prefix == "layers/mlp" else None)
+               saved_rows=s.outside_tokens if prefix == "layers/mlp" else None,
+               rows_per_weight=tokens)
     # activation input (2 x hidden for gated: gate and up halves) is kept for backward, and its
     # output is the input of the down projection (saved by that GEMM).
     act = _vector(f"{prefix}/act", tokens * copies * hidden, ACT_FLOPS, p, count,
                   saved=tokens * copies * up_width * p.act.bytes)
     down_op = _gemm(f"{prefix}/down", tokens * copies, d, hidden, p, count,
-                    weight_bytes=wc * hidden * d * p.wbytes)
+                    weight_bytes=wc * hidden * d * p.wbytes, rows_per_weight=tokens)
     return [up, act, down_op]
 
 
