@@ -26,7 +26,7 @@ def dtype(text: str | DType, what: str = "") -> DType:
         return text
     dt = parse_dtype(text)
     if dt is None:
-        raise InputError(f"unknown {what + ' ' if what else ''}precision {text!r}; use one of "
+        raise InputError(f"unknown {what + ' ' if what else ''}dtype {text!r}; use one of "
                          f"{known_dtype_words()}")
     return dt
 
