@@ -66,6 +66,8 @@ def test_run_files_with_the_new_words(cli: Run) -> None:
     rows = {row["row_id"]: row for row in json.loads(r.out)["rows"]}
     assert rows["F1"]["status"] == "ok" and rows["F1"]["predicted"] > 0  # NVFP4 serving
     assert rows["F3"]["status"] == "ok" and rows["F3"]["predicted"] > 0  # NVFP4 training
+    assert any("nvfp4 training recipe" in n for n in rows["F3"]["notes"])
+    assert any("nvfp4 weights" in n and "block-scaled" in n for n in rows["F1"]["notes"])
     assert "NVFP4 KV cache" in rows["F2"]["skipped_reason"]
     assert "nvfp4, mxfp4, fp4, mxfp8" in rows["F4"]["skipped_reason"]
     assert rows["F5"]["status"] == "ok" and rows["F5"]["predicted"] > 0  # moe_precision

@@ -154,7 +154,8 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str]
         more.append(f"{NOT_SERVED}: {sim.reason}")
         sim = None
     elif sim is not None:
-        more += [a for a in sim.assumptions if a.startswith(("scheduler", "KV pool"))]
+        more += [a for a in sim.assumptions if a.startswith(("scheduler", "KV pool"))
+                 or " weights (" in a or a.startswith(("mixed recipe", "KV cache in"))]
         more.append(f"mean running {sim.metrics['mean_running']:.0f}, peak "
                     f"{sim.metrics['peak_running']} requests per replica")
     _cache[key] = (sim, more)

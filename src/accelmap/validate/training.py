@@ -74,6 +74,7 @@ def predict_single(run: TrainingRun, catalog: Catalog, calibrated: frozenset[str
     except InputError as e:  # a recipe the part cannot run (engine/formats.py): one reason
         return skip(base, [str(e)], notes)
     spec = METRICS[run.metric]
+    notes += [a for a in est.assumptions if "training recipe" in a]  # ops/recipes.py
     if not est.feasible:
         notes.append(f"{multi.NOT_FIT}: {est.reason}")
     base = replace(base, model_id=model.value.id, accelerator_id=dev.value.acc.id)
