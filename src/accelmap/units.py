@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 
 from accelmap.errors import InputError
@@ -36,7 +37,13 @@ class Dimension(StrEnum):
 
 
 class DType(StrEnum):
-    """Numeric formats for compute peaks, weights, activations and KV cache."""
+    """Numeric formats for compute peaks, weights, activations and KV cache.
+
+    ``fp4`` is the bare 4-bit width: the catalog's key for the 4-bit tensor-core peak, and, as a
+    user's word, "the device's native 4-bit format" (``engine/formats.py`` resolves it to
+    ``nvfp4`` or ``mxfp4``). The block-scaled formats carry their scales (``BlockFormat``):
+    their ``bytes`` is the storage per value *including* its share of the block scale.
+    """
 
     FP64 = "fp64"
     FP32 = "fp32"
@@ -47,32 +54,99 @@ class DType(StrEnum):
     INT8 = "int8"
     FP4 = "fp4"
     INT4 = "int4"
+    NVFP4 = "nvfp4"
+    MXFP4 = "mxfp4"
+    MXFP6 = "mxfp6"
+    MXFP8 = "mxfp8"
 
     @property
     def bytes(self) -> float:
-        """Storage size of one element. TF32 is stored in 32-bit words (NVIDIA A100 whitepaper)."""
-        return _DTYPE_BYTES[self]
+        """Storage of one element, block scales included (NVFP4 4.5 bits = 0.5625 B). TF32 is
+        stored in 32-bit words (NVIDIA A100 whitepaper)."""
+        fmt = BLOCK_FORMATS.get(self)
+        return fmt.bits_per_value / 8 if fmt else _DTYPE_BYTES[self]
 
     @property
     def is_integer(self) -> bool:
         return self in (DType.INT8, DType.INT4)
 
+    @property
+    def block_format(self) -> BlockFormat | None:
+        """The block-scaling layout of a microscaling format; None for a plain one."""
+        return BLOCK_FORMATS.get(self)
 
-# Library spellings of the formats (PyTorch, NumPy, JAX dtype names) -> DType values.
+    @property
+    def element_width(self) -> DType:
+        """The plain format whose tensor-core rate a block-scaled format runs at (NVFP4 and
+        MXFP4 at the FP4 rate, MXFP8 at FP8's); MXFP6 at FP8's unless a part lists its own
+        (B200: "FP6 is the same rate" as FP8; MI355X runs FP6 at its FP4 rate)."""
+        fmt = BLOCK_FORMATS.get(self)
+        return fmt.element if fmt else self
+
+    @property
+    def is_4bit_float(self) -> bool:
+        return self in (DType.FP4, DType.NVFP4, DType.MXFP4)
+
+
+@dataclass(frozen=True)
+class BlockFormat:
+    """A microscaling format: ``block`` elements of ``element_bits`` share one ``scale_bits``
+    scale; NVFP4 adds one FP32 scale per tensor (``tensor_scale_bytes``)."""
+
+    element: DType  # the plain width whose peak the GEMM runs at
+    element_bits: int  # E2M1 = 4, E3M2/E2M3 = 6, E4M3/E5M2 = 8
+    block: int  # values per scale
+    scale_bits: int
+    scale_format: str  # "E4M3" (NVFP4) or "E8M0" (OCP MX: a power of two)
+    tensor_scale_bytes: int  # second-level scale per tensor (NVFP4: one FP32)
+    source: str
+
+    @property
+    def bits_per_value(self) -> float:
+        """Element bits plus the block scale's share: NVFP4 4 + 8/16 = 4.5, MXFP4 4 + 8/32 =
+        4.25, MXFP6 6.25, MXFP8 8.25 (the per-tensor FP32 scale is a constant per tensor)."""
+        return self.element_bits + self.scale_bits / self.block
+
+
+# OCP Microscaling Formats (MX) Specification v1.0 (2023), sec. 5 "Concrete MX-compliant
+# formats", Table 1: MXFP8 (E5M2/E4M3), MXFP6 (E3M2/E2M3), MXFP4 (E2M1), block size 32, one
+# E8M0 scale (8 bits) per block.
+_OCP_MX = "OCP Microscaling Formats (MX) Specification v1.0, sec. 5 Table 1"
+# NVIDIA, "Introducing NVFP4 for Efficient and Accurate Low-Precision Inference" (NVIDIA
+# technical blog, June 2025) and "Pretraining Large Language Models with NVFP4" (arXiv
+# 2509.25149, sec. 2): E2M1 values, one FP8 E4M3 scale per 16 values, one FP32 scale per tensor.
+_NVFP4 = "NVIDIA NVFP4 blog (2025) and arXiv 2509.25149 sec. 2"
+BLOCK_FORMATS: dict[DType, BlockFormat] = {
+    DType.NVFP4: BlockFormat(DType.FP4, 4, 16, 8, "E4M3", 4, _NVFP4),
+    DType.MXFP4: BlockFormat(DType.FP4, 4, 32, 8, "E8M0", 0, _OCP_MX),
+    DType.MXFP6: BlockFormat(DType.FP8, 6, 32, 8, "E8M0", 0, _OCP_MX),
+    DType.MXFP8: BlockFormat(DType.FP8, 8, 32, 8, "E8M0", 0, _OCP_MX),
+}
+
+# Library and checkpoint spellings of the formats (PyTorch, NumPy, JAX dtype names; the
+# quantization names of published checkpoints) -> DType values.
 _DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16",
                   "bfloat16": "bf16", "float64": "fp64", "double": "fp64",
-                  "tensorfloat32": "tf32", "float8": "fp8", "float8_e4m3fn": "fp8"}
+                  "tensorfloat32": "tf32", "float8": "fp8", "float8_e4m3fn": "fp8",
+                  "float4_e2m1fn_x2": "fp4", "nv_fp4": "nvfp4", "mx_fp4": "mxfp4",
+                  "mx_fp8": "mxfp8", "mx_fp6": "mxfp6", "w4a16": "int4", "w8a8": "int8"}
 
 
 def parse_dtype(text: str | None) -> DType | None:
-    """'bf16', 'bfloat16', 'torch.float32' -> DType; None when not a known format."""
+    """'bf16', 'bfloat16', 'torch.float32', 'NVFP4' -> DType; None when not a known format."""
     if not text:
         return None
-    t = text.strip().lower().removeprefix("torch.").removeprefix("numpy.")
+    t = text.strip().lower().removeprefix("torch.").removeprefix("numpy.").replace("-", "_")
+    t = _DTYPE_ALIASES.get(t, t).replace("_", "")
     try:
-        return DType(_DTYPE_ALIASES.get(t, t))
+        return DType(t)
     except ValueError:
         return None
+
+
+def known_dtype_words() -> str:
+    """The precision words accepted everywhere, for a refusal line."""
+    return ", ".join(d.value for d in DType)
 
 
 _DTYPE_BYTES: dict[DType, float] = {

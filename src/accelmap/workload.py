@@ -152,6 +152,11 @@ def _positive(name: str, value: float) -> None:
         raise InputError(f"{name} {value} is more than {MAX_SIZE:,}")
 
 
+# Weight formats a GEMM can take as its own input (FP8 W8A8; the 4-bit and microscaling formats
+# W4A4/MXFP8 on parts whose tensor cores run them, engine/formats.py)
+LOW_PRECISION_GEMM = (DType.FP4, DType.NVFP4, DType.MXFP4, DType.MXFP6, DType.MXFP8)
+
+
 @dataclass(frozen=True)
 class Training:
     """One optimizer step on one device (single-device engine; sharding comes with a Mapping).
@@ -220,6 +225,14 @@ class Inference:
     flash_attention: bool = True
     kv_block: int = 16  # paged-KV block size in tokens (vLLM default)
     sparsity: Sparsity = Sparsity.NONE  # 2:4-sparse weights in the layers' GEMMs
+    # The routed experts' weights when they differ from the rest (``--moe-weights``): the
+    # published FP4 checkpoints of DeepSeek-R1 keep attention and dense GEMMs in FP8 and the
+    # experts in NVFP4. None: the experts are stored as ``weight_dtype``.
+    moe_weight_dtype: DType | None = None
+    # Microscaling/FP4 weight formats the part's matrix units do not run: dequantized to 16
+    # bits inside the GEMM (W4A16, Marlin-style) instead of a W4A4 GEMM on FP4 tensor cores.
+    # Set by ``engine/formats.py`` from the part's catalog support.
+    dequantized_formats: frozenset[DType] = frozenset()
 
     def __post_init__(self) -> None:
         _positive("batch", self.batch)
@@ -231,12 +244,33 @@ class Inference:
 
     @property
     def compute_dtype(self) -> DType:
-        """Matmul precision: FP8 weights run FP8 GEMMs; weight-only int formats dequantize to the
-        activation dtype, so their matmuls run at the activation precision."""
-        if self.weight_dtype in (DType.FP8, DType.FP4):
-            return self.weight_dtype
+        """Matmul precision: FP8 weights run FP8 GEMMs, NVFP4/MXFP4 weights W4A4 GEMMs on FP4
+        tensor cores; weight-only formats (int8/int4, and microscaling weights on a part
+        without the format) dequantize to the activation dtype, so their matmuls run at it."""
+        return self.gemm_dtype(self.weight_dtype)
+
+    @property
+    def expert_weight_dtype(self) -> DType:
+        return self.moe_weight_dtype or self.weight_dtype
+
+    @property
+    def expert_compute_dtype(self) -> DType:
+        return self.gemm_dtype(self.expert_weight_dtype)
+
+    def gemm_dtype(self, weights: DType) -> DType:
+        """The format a GEMM over weights stored as ``weights`` runs in."""
+        if weights is DType.FP8 or (weights in LOW_PRECISION_GEMM
+                                    and weights not in self.dequantized_formats):
+            return weights
+        if weights in LOW_PRECISION_GEMM:
+            # dequantized in the kernel to 16 bits (vLLM's Marlin FP4 kernels on Hopper/Ampere)
+            return self.act_dtype if self.act_dtype.bytes >= 2 else DType.BF16
         return self.act_dtype
+
+    def dequantized(self, weights: DType) -> bool:
+        """Whether GEMMs over ``weights`` dequantize them (weight-only), rather than run them."""
+        return weights.is_integer or weights in self.dequantized_formats
 
     @property
     def weight_only_quantized(self) -> bool:
-        return self.weight_dtype in (DType.INT8, DType.INT4)
+        return self.dequantized(self.weight_dtype)

@@ -153,17 +153,23 @@ def adapters(finetune: str | Finetune = "full", rank: int | None = None,
 
 def inference(batch: int, prompt: int, output: int, weights: str | DType = "bf16",
               kv: str | DType | None = None, group: int = 128, flash: bool = True,
-              sparsity: str | Sparsity = "none") -> Inference:
+              sparsity: str | Sparsity = "none", moe_weights: str | DType | None = None
+              ) -> Inference:
     """A serving batch. Activations run in FP8 with FP8 weights (FP8 GEMMs take FP8 inputs:
-    TensorRT-LLM and vLLM's fp8 W8A8), else in BF16; the KV cache follows the activations
-    unless ``kv`` says otherwise; ``sparsity`` "2:4" stores the layers' GEMM weights 2:4-sparse
-    (ops/sparsity.py)."""
+    TensorRT-LLM and vLLM's fp8 W8A8), else in BF16 (4-bit GEMMs quantize their inputs
+    themselves); the KV cache follows the activations unless ``kv`` says otherwise;
+    ``sparsity`` "2:4" stores the layers' GEMM weights 2:4-sparse (ops/sparsity.py);
+    ``moe_weights`` stores the routed experts in their own format (mixed recipes). How the
+    formats run on a part (``fp4``, W4A4 or weight-only) is decided by the estimate
+    (engine/formats.py)."""
     w = dtype(weights, "weight")
     act = DType.FP8 if w is DType.FP8 else DType.BF16
     return Inference(batch=batch, prompt_len=prompt, output_len=output, weight_dtype=w,
                      act_dtype=act, kv_dtype=dtype(kv, "KV-cache") if kv is not None else act,
                      quant_group=group, flash_attention=flash,
-                     sparsity=choice(Sparsity, sparsity, "sparsity"))
+                     sparsity=choice(Sparsity, sparsity, "sparsity"),
+                     moe_weight_dtype=None if moe_weights is None
+                     else dtype(moe_weights, "MoE-weight"))
 
 
 def mapping(system: System, workload: Training, *, tp: int = 1, pp: int = 1,

@@ -12,7 +12,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, TypeVar
 
 from accelmap.errors import InputError
-from accelmap.units import DType, parse_dtype
+from accelmap.units import DType, known_dtype_words, parse_dtype
 
 if TYPE_CHECKING:
     from accelmap.workload import Phase
@@ -27,7 +27,7 @@ def dtype(text: str | DType, what: str = "") -> DType:
     dt = parse_dtype(text)
     if dt is None:
         raise InputError(f"unknown {what + ' ' if what else ''}dtype {text!r}; use one of "
-                         f"{', '.join(d.value for d in DType)}")
+                         f"{known_dtype_words()}")
     return dt
 
 

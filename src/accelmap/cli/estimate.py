@@ -54,10 +54,18 @@ PromptOpt = Annotated[int, typer.Option(min=1, max=MAX_TOKENS,
                                         help="Prompt tokens per request (serving).")]
 OutputOpt = Annotated[int, typer.Option(min=0, max=MAX_TOKENS,
                                         help="Generated tokens per request (serving).")]
-DtypeOpt = Annotated[str, typer.Option(help="Training compute dtype: bf16, fp16, fp8, fp32.")]
-WeightsOpt = Annotated[str, typer.Option(help="Serving weights: bf16, fp16, fp8, int8, int4.")]
-KvOpt = Annotated[str | None, typer.Option("--kv", help="KV-cache dtype (default: activation "
-                                           "dtype; fp8 with fp8 weights).")]
+DtypeOpt = Annotated[str, typer.Option(help="Training compute dtype: bf16, fp16, fp8, fp32, or "
+                                       "a block-scaled recipe on Blackwell/CDNA4: nvfp4, mxfp8, "
+                                       "mxfp4 (fp4 = the part's own).")]
+WeightsOpt = Annotated[str, typer.Option(help="Serving weights: bf16, fp16, fp8, int8, int4, "
+                                         "nvfp4, mxfp4, mxfp8, mxfp6, fp4 (the part's own "
+                                         "4-bit format; weight-only where it has none).")]
+KvOpt = Annotated[str | None, typer.Option("--kv", help="KV-cache dtype: bf16, fp16, fp8, nvfp4 "
+                                           "on Blackwell (default: activation dtype; fp8 with "
+                                           "fp8 weights).")]
+MoeWeightsOpt = Annotated[str | None, typer.Option(
+    "--moe-weights", help="Routed experts' weights when they differ from --weights (e.g. "
+    "--weights fp8 --moe-weights nvfp4, as NVIDIA's DeepSeek-R1-FP4 checkpoints).")]
 GroupOpt = Annotated[int, typer.Option(min=1, max=MAX_COUNT,
                                        help="Weights per scale for int8/int4.")]
 FrameworkOpt = Annotated[str | None, typer.Option(
@@ -102,7 +110,8 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
             micro_batch: int | None = None, vpp: int = 1, schedule: str | None = None,
             sp: bool = True, tp_overlap: bool = False, force_tp: bool = False,
             replicas: int = 1, split: dict[str, Any] | None = None,
-            devices: int | None = None, finetune: Any = None, sparsity: str = "none"
+            devices: int | None = None, finetune: Any = None, sparsity: str = "none",
+            moe_weights: str | None = None
             ) -> tuple[ModelSpec, System, Training | Inference, Mapping]:
     """The options as the API's values: model, system, workload and mapping (one device is a
     one-device system; the same engine serves both)."""
@@ -127,7 +136,8 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
             force_tp=force_tp, **(split or {}))
     if finetune is not None:
         raise InputError("--finetune lora/qlora is a training workload: add --train")
-    inf = api.inference(batch, prompt, output, weights, kv, group, flash, sparsity=sparsity)
+    inf = api.inference(batch, prompt, output, weights, kv, group, flash, sparsity=sparsity,
+                        moe_weights=moe_weights)
     return spec, system, inf, api.serving_mapping(tp, pp, ep, replicas)
 
 
@@ -148,6 +158,7 @@ def estimate_cmd(
     output: OutputOpt = 128,
     dtype: DtypeOpt = "bf16",
     weights: WeightsOpt = "bf16",
+    moe_weights: MoeWeightsOpt = None,
     kv: KvOpt = None,
     group: GroupOpt = 128,
     framework: FrameworkOpt = None,
@@ -337,7 +348,8 @@ def estimate_cmd(
                                    "last_stage_layers": last_stage_layers,
                                    "embedding_in_split": embedding_in_split,
                                    "loss_in_split": loss_in_split}, devices,
-                                  api.adapters(finetune, lora_rank, lora_targets), sparsity)
+                                  api.adapters(finetune, lora_rank, lora_targets), sparsity,
+                                  moe_weights=moe_weights)
     sp = None
     if draft is not None or mtp is not None or accept is not None:
         if train:

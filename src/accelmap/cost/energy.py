@@ -44,6 +44,6 @@ def op_energy_j(ops: list[Op], memory_kind: MemoryKind) -> Num:
     per_byte = PJ_PER_BYTE[memory_kind.family] * PJ
     total = 0.0
     for op in ops:
-        total = total + op.count * (op.flops * PJ_PER_FLOP[op.dtype] * PJ
+        total = total + op.count * (op.flops * PJ_PER_FLOP[op.dtype.element_width] * PJ
                                     + op.total_bytes * per_byte)
     return total

@@ -108,7 +108,7 @@ def node_of(acc: Accelerator) -> tuple[float, str]:
 
 def flop_energy_j(dtype: DType, nm: float, overhead: float = DATAPATH_OVERHEAD) -> float:
     """Joules per FLOP on the chip at ``nm``: the bare MAC x the datapath overhead."""
-    return PJ_PER_FLOP[dtype] * PJ * node_scale(nm) * overhead
+    return PJ_PER_FLOP[dtype.element_width] * PJ * node_scale(nm) * overhead
 
 
 def byte_energy_j(kind: MemoryKind) -> float:

@@ -115,6 +115,9 @@ class Device:
         table = acc.matrix if unit is Unit.MATRIX else acc.vector
         if dtype in table:
             return table[dtype].value * self.fraction, dtype.value
+        block = acc.block_scaled_peak(dtype) if unit is Unit.MATRIX else None
+        if block is not None:  # a microscaling format at its element width's rate
+            return block.value * self.fraction, f"{dtype.value} (block-scaled tensor cores)"
         if unit is Unit.MATRIX and dtype in acc.vector:
             # no matrix engine for this dtype (fp32 on AMX CPUs, GPUs without tf32 use): the
             # same dtype on the vector units, before any other dtype
@@ -177,6 +180,9 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
     else:
         achievable = peak
     compute = op.flops / np.maximum(achievable, 1.0)
+    if np.any(op.dequant_flops):  # weight-only conversion on the vector units, in the kernel
+        vector, _ = dev.peak(DType.FP32, Unit.VECTOR)
+        compute = compute + op.dequant_flops / np.maximum(vector, 1.0)
     memory = 0.0 * compute if fused else op.total_bytes / dev.bandwidth
     if op.weight_dtype in fw.quantized_weight_efficiency and ByteKind.WEIGHTS in op.bytes:
         # dequantizing kernels stream their weights below the 16-bit GEMM's bandwidth

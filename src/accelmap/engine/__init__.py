@@ -15,6 +15,7 @@ from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.cost.framework import profile as framework_profile
 from accelmap.engine import sparsity
 from accelmap.engine.dataflow import dataflow_serve
+from accelmap.engine.formats import resolve_formats
 from accelmap.engine.result import Estimate, ServeStep, TrainStep
 from accelmap.engine.serve import serve_step
 from accelmap.engine.system import System
@@ -67,6 +68,17 @@ def estimate(model: ModelSpec, system: System | Cluster | Accelerator,
     ``framework`` to set a stack's named features (e.g. its attention kernel)."""
     _check_imbalance(model, imbalance)
     sys_ = system_of(system, profile)
+    # fp4 resolved to the part's format, W4A4 or weight-only: said in the assumptions
+    workload, format_notes = resolve_formats(sys_.accelerator, workload)
+    est = _sparse_or_dense(model, sys_, workload, mapping, framework=framework,
+                           overlap=overlap, imbalance=imbalance)
+    return replace(est, assumptions=(*est.assumptions, *format_notes)) if format_notes else est
+
+
+def _sparse_or_dense(model: ModelSpec, sys_: System, workload: Training | Inference,
+                     mapping: Mapping | None, *,
+                     framework: Framework | str | FrameworkProfile | None,
+                     overlap: OverlapPolicy | None, imbalance: float) -> Estimate:
     m = mapping or default_mapping(sys_, workload)
     if workload.sparsity is not Sparsity.NONE:  # what 2:4 bought, against the dense twin
         sparsity.check(sys_.accelerator, workload)

@@ -23,6 +23,7 @@ from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.adapters import adapt_forward, adapter_params
 from accelmap.ops.graph import Op, Shape, Stage, causal_shape_context, forward_ops
+from accelmap.ops.recipes import apply_recipe
 from accelmap.ops.sparsity import sparse_training_ops
 from accelmap.ops.step import training_precision
 from accelmap.ops.training import backward_ops, recompute_ops
@@ -98,12 +99,16 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
     stack = memory_stack(fw.name)
     precision = training_precision(wl)
     if wl.dtype.bytes < 2 and stack.fp8_saved_input is not None:  # what FP8 GEMMs keep
-        precision = replace(precision, saved_gemm_input=stack.fp8_saved_input)
+        # a stack that keeps the quantized copy keeps it in the recipe's format (NVFP4, MXFP8)
+        kept = wl.dtype if stack.fp8_saved_input.bytes < 2 else stack.fp8_saved_input
+        precision = replace(precision, saved_gemm_input=kept)
     fwd = forward_ops(shard, shape, precision, flash=wl.flash_attention,
                       imbalance=imbalance, training=True)
     if wl.adapters is not None:
         fwd = adapt_forward(fwd, shard, wl.adapters, wl.storage_dtype)
     bwd = recompute_ops(fwd, recompute, wl.flash_attention) + backward_ops(fwd, wl.grad_dtype)
+    # block-scaled recipes: each GEMM in its format, the head and a share of layers in bf16
+    fwd, bwd = apply_recipe(fwd, wl.dtype), apply_recipe(bwd, wl.dtype)
     if wl.sparsity is not Sparsity.NONE and wl.adapters is not None \
             and wl.adapters.quantized_base:
         raise InputError("2:4 sparsity and a QLoRA base do not combine: the NF4 weights are "

@@ -7,6 +7,8 @@ context (prompt + output/2: decode time is linear in context).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import Device
 from accelmap.hardware import plausibility
@@ -24,11 +26,19 @@ def inference_precision(wl: Inference) -> Precision:
     """Attention runs in the activations' dtype, in 16 bits under FP8 (Precision.attention):
     an fp32 run (a CPU) computes its attention in fp32."""
     attention = wl.act_dtype if wl.act_dtype.bytes >= 2 else DType.BF16
-    return Precision(act=wl.act_dtype, weight=wl.weight_dtype, compute=wl.compute_dtype,
-                     kv=wl.kv_dtype, attention=attention,
-                     weight_bytes_per_param=weight_bytes_per_param(wl.weight_dtype,
-                                                                   wl.quant_group),
-                     sparsity=wl.sparsity)
+    p = Precision(act=wl.act_dtype, weight=wl.weight_dtype, compute=wl.compute_dtype,
+                  kv=wl.kv_dtype, attention=attention,
+                  weight_bytes_per_param=weight_bytes_per_param(wl.weight_dtype,
+                                                                wl.quant_group),
+                  sparsity=wl.sparsity,
+                  weight_only=wl.weight_dtype in wl.dequantized_formats)
+    if wl.moe_weight_dtype is None:
+        return p
+    w = wl.moe_weight_dtype
+    return replace(p, experts=replace(
+        p, weight=w, compute=wl.expert_compute_dtype,
+        weight_bytes_per_param=weight_bytes_per_param(w, wl.quant_group),
+        weight_only=w in wl.dequantized_formats))
 
 
 def inference_shapes(spec: ModelSpec, wl: Inference) -> tuple[Shape, Shape]:

@@ -20,7 +20,8 @@ DEFAULT_COMPARE = ("h100-sxm5-80gb", "h200-sxm", "b200", "mi300x", "tpu-v5p", "t
 
 # What a list sorts by: a field of the entry, or the dense peak of one dtype.
 SORT_KEYS = ("id", "name", "class", "vendor", "year", "memory", "bandwidth", "fp64", "fp32",
-             "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4", "tdp", "price")
+             "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4", "nvfp4", "mxfp4", "mxfp6",
+             "mxfp8", "tdp", "price")
 
 
 # What a table prints, and a JSON note says, for a price or TDP the catalog does not have: the

@@ -264,8 +264,9 @@ _ROUNDING = 0.01  # datasheets round; 1 % past a bound is rounding, not physics
 
 
 def efficiency_bound(dtype: DType) -> float:
-    """Most dense FLOP/s per watt plausible today for ``dtype``."""
-    return EFFICIENCY_REFERENCE[dtype].per_watt * EFFICIENCY_MARGIN
+    """Most dense FLOP/s per watt plausible today for ``dtype`` (a microscaling format: its
+    element width's, whose datapath it runs on)."""
+    return EFFICIENCY_REFERENCE[dtype.element_width].per_watt * EFFICIENCY_MARGIN
 
 
 def _peak_field(acc: Accelerator, dtype: DType) -> tuple[str, float] | None:
@@ -290,7 +291,7 @@ def check_efficiency(acc: Accelerator) -> list[Implausible]:
         field, peak = found
         per_w, bound = peak / watts, efficiency_bound(dtype)
         if per_w > bound * (1 + _ROUNDING):
-            ref = EFFICIENCY_REFERENCE[dtype]
+            ref = EFFICIENCY_REFERENCE[dtype.element_width]
             out.append(Implausible(
                 field, f"{dtype.value}-per-watt",
                 f"{_flops(peak, dtype)} at {_q(watts, Dimension.POWER)} "

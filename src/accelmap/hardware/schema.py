@@ -156,6 +156,29 @@ class SparseSupport(Frozen):
         return _as_source_tuple(v)
 
 
+class BlockScaledSupport(Frozen):
+    """The microscaling formats the matrix units run natively (block scales applied inside the
+    tensor-core instruction: Blackwell's ``tcgen05.mma`` block-scaled kinds, CDNA4's MFMA
+    scaled ops). A format not listed runs weight-only: its weights are dequantized to the
+    activations' dtype before a 16-bit or FP8 GEMM (W4A16), as on Hopper and CDNA3."""
+
+    dtypes: tuple[DType, ...] = Field(min_length=1)
+    source: tuple[str, ...]
+    note: str | None = None
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _sources(cls, v: Any) -> tuple[str, ...]:
+        return _as_source_tuple(v)
+
+    @model_validator(mode="after")
+    def _check(self) -> BlockScaledSupport:
+        plain = [d.value for d in self.dtypes if d.block_format is None]
+        if plain:
+            raise ValueError(f"block_scaled lists microscaling formats only, not {plain}")
+        return self
+
+
 class Accelerator(CatalogEntry):
     """One accelerator (GPU, TPU chip, wafer, FPGA card, CPU socket ...)."""
 
@@ -176,6 +199,8 @@ class Accelerator(CatalogEntry):
     price: PriceQuote | None = None
     # 2:4 structured sparsity of the matrix units; None: the part has none (or none is known)
     sparsity_2_4: SparseSupport | None = None
+    # microscaling formats (nvfp4, mxfp4, mxfp6, mxfp8) the matrix units run natively; None: none
+    block_scaled: BlockScaledSupport | None = None
     # the figures a what-if (--set, hardware/whatif.py) changed: never set in a catalog file
     what_if: tuple[str, ...] = ()
 
@@ -212,7 +237,35 @@ class Accelerator(CatalogEntry):
         for unit_name, table in (("matrix", self.matrix), ("vector", self.vector)):
             if dtype in table and (best is None or table[dtype].value > best[1].value):
                 best = (unit_name, table[dtype])
+        block = self.block_scaled_peak(dtype) if isinstance(dtype, DType) else None
+        if best is None and block is not None:
+            best = ("matrix", block)
         return best
+
+    def runs_natively(self, dtype: DType) -> bool:
+        """Whether the matrix units take ``dtype`` as a GEMM input: a plain format with a
+        matrix peak, or a microscaling format listed under ``block_scaled``."""
+        if dtype.block_format is not None:
+            return self.block_scaled is not None and dtype in self.block_scaled.dtypes
+        return dtype in self.matrix
+
+    def block_scaled_peak(self, dtype: DType) -> PeakRate | None:
+        """A microscaling format's dense matrix peak: its own catalog entry where the part lists
+        one (MI355X's MXFP6 at the FP4 rate), else its element width's (NVFP4 and MXFP4 at the
+        FP4 rate, MXFP8 and MXFP6 at FP8's); None where the part does not run it natively."""
+        if dtype.block_format is None or not self.runs_natively(dtype):
+            return None
+        return self.matrix.get(dtype) or self.matrix.get(dtype.element_width)
+
+    @property
+    def native_fp4(self) -> DType | None:
+        """The part's own 4-bit format, what the word ``fp4`` means on it: NVFP4 on NVIDIA
+        Blackwell, MXFP4 on parts that run only the OCP format (CDNA4); None without FP4
+        tensor cores."""
+        for d in (DType.NVFP4, DType.MXFP4):
+            if self.runs_natively(d):
+                return d
+        return None
 
     @property
     def dtypes(self) -> list[DType]:

@@ -44,7 +44,7 @@ import numpy as np
 
 from accelmap.memory.allocator import CUDA_CONTEXT_BYTES, allocator_bytes
 from accelmap.memory.band import MEMORY_ERROR_BAND, MemoryFit, is_over, is_tight, memory_fit
-from accelmap.models.geometry import Geometry
+from accelmap.models.geometry import ExpertSplit, Geometry
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Op
@@ -128,6 +128,40 @@ def weight_bytes_per_param(dtype: DType, group: int = 128) -> float:
     if dtype is DType.INT4:
         return 0.5 + 4.0 / group  # fp16 scale + fp16 zero point per group (gpt-fast int4)
     return dtype.bytes
+
+
+def routed_expert_params(model: ModelSpec | Geometry) -> float:
+    """Parameters of the routed experts (the tensors ``Geometry`` splits over expert
+    parallelism), of the whole model or of one rank's share."""
+    return float(sum(g.count * t.params for g in Geometry.of(model).groups
+                     for t in g.tensors if t.ep is ExpertSplit.EXPERTS))
+
+
+def _tensor_scales(model: ModelSpec | Geometry, dtype: DType, experts: bool | None) -> float:
+    """Second-level scales: one FP32 per quantized weight matrix in NVFP4 (``tensor_scale_bytes``),
+    per expert copy; ``experts`` True/False: only the routed experts' matrices or only the rest."""
+    fmt = dtype.block_format
+    if fmt is None or not fmt.tensor_scale_bytes:
+        return 0.0
+    n = sum(g.count * t.copies for g in Geometry.of(model).groups for t in g.tensors
+            if t.is_matrix and (experts is None or (t.ep is ExpertSplit.EXPERTS) == experts))
+    return float(n * fmt.tensor_scale_bytes)
+
+
+def weight_storage_bytes(model: ModelSpec | Geometry, wl: Inference) -> float:
+    """Bytes of the served weights: every parameter at ``weight_dtype``'s storage (its block
+    scales included, ``DType.bytes``), the routed experts at ``moe_weight_dtype``'s when the
+    recipe is mixed, plus NVFP4's FP32 scale per matrix. Like the FP8 and int4 estimates, the
+    embedding, norms and head are counted in the weight format too."""
+    geo = Geometry.of(model)
+    total = float(count_params(geo).total)
+    experts = routed_expert_params(geo) if wl.moe_weight_dtype is not None else 0.0
+    out = (total - experts) * weight_bytes_per_param(wl.weight_dtype, wl.quant_group)
+    if wl.moe_weight_dtype is None:
+        return out + _tensor_scales(geo, wl.weight_dtype, None)
+    out += experts * weight_bytes_per_param(wl.moe_weight_dtype, wl.quant_group)
+    return (out + _tensor_scales(geo, wl.weight_dtype, False)
+            + _tensor_scales(geo, wl.moe_weight_dtype, True))
 
 
 def adafactor_state_bytes(model: ModelSpec | Geometry) -> float:
@@ -226,10 +260,9 @@ def inference_memory(model: ModelSpec | Geometry, wl: Inference, capacity: float
     stack's MLP keeps the activation's output next to its input (``UNFUSED_TRANSIENTS``:
     2 x ffn plain, 4 x ffn gated, against 1 and 2 fused)."""
     geo = Geometry.of(model)
-    P = float(count_params(geo).total)
     seq = wl.prompt_len + wl.output_len if tokens is None else tokens
     wb = weight_bytes_per_param(wl.weight_dtype, wl.quant_group)
-    weights = P * wb
+    weights = weight_storage_bytes(geo, wl)
     if wl.sparsity is not Sparsity.NONE:  # the layers' GEMM weights compressed (ops/sparsity.py)
         weights -= sparse_params(geo) * (wb - compressed_bytes_per_param(wl.weight_dtype, wb))
     items: dict[str, Num] = {

@@ -41,6 +41,14 @@ from accelmap.workload import Sparsity
 
 FP32 = DType.FP32.bytes  # logits and softmax statistics are kept in fp32
 
+# Weight-only GEMMs (W4A16/W8A16) convert weights to 16 bits in registers, tile by tile (Frantar
+# et al. 2024, "MARLIN: Mixed-Precision Auto-Regressive Parallel Inference on Large Language
+# Models", sec. 3: each thread block dequantizes the weight tile it loads, overlapped with the
+# loads and the tensor-core MMAs). A weight is converted once per row tile of the activations;
+# per conversion a scale multiply and a conversion (lookup/shift of the 4-bit code):
+DEQUANT_FLOPS = 2.0
+DEQUANT_ROW_TILE = 128  # activation rows per thread-block tile (Marlin's and CUTLASS's M tile)
+
 Num = Any  # float or numpy array (array-friendly arithmetic)
 
 # FLOPs per element of vector ops (counted as the reference implementations compute them):
@@ -92,6 +100,9 @@ class Op:
     head_dim: Num | None = None  # query/key head dim of an attention kernel (measured curves)
     frozen: bool = False  # weights not trained (LoRA base): no weight gradient (ops/adapters.py)
     sparse: bool = False  # runs on 2:4-sparse weights (ops/sparsity.py, cost/sparsity.py)
+    # vector-unit work of converting weight-only weights inside the GEMM (W4A16), overlapped
+    # with its loads and tensor-core work (cost/roofline.py)
+    dequant_flops: Num = 0.0
 
     @property
     def total_bytes(self) -> Num:
@@ -119,10 +130,19 @@ class Precision:
     saved_gemm_input: DType | None = None
     # 2:4-sparse weights in the layers' GEMMs (serving; training applies ops.sparsity itself)
     sparsity: Sparsity = Sparsity.NONE
+    # weights dequantized inside the GEMM (weight-only: int8/int4, or FP4 on a part without FP4
+    # tensor cores): the kernel converts each weight once per row tile (``DEQUANT_FLOPS``)
+    weight_only: bool = False
+    # the routed experts' own precision in a mixed recipe (``--moe-weights``); None: as above
+    experts: Precision | None = None
 
     @property
     def wbytes(self) -> float:
         return self.weight_bytes_per_param or self.weight.bytes
+
+    @property
+    def for_experts(self) -> Precision:
+        return self.experts or self
 
 
 @dataclass(frozen=True)
@@ -164,13 +184,18 @@ def causal_shape_context(model: ModelSpec | Geometry, seq_len: Num, flash: bool
 
 
 def _gemm(name: str, m: Num, n: int, k: int, p: Precision, count: int, weight_bytes: Num = None,
-          saved: bool = True, saved_rows: Num = None) -> Op:
+          saved: bool = True, saved_rows: Num = None, rows_per_weight: Num = None) -> Op:
     """``saved_rows``: rows of the input kept for backward when not all ``m`` (the local
-    sequence shard of a column-parallel GEMM under sequence parallelism)."""
+    sequence shard of a column-parallel GEMM under sequence parallelism); ``rows_per_weight``:
+    the rows each weight multiplies when ``m`` spans several weight copies (routed experts)."""
     a = p.act.bytes
     wb = k * n * p.wbytes if weight_bytes is None else weight_bytes
     kept = (p.saved_gemm_input or p.act).bytes
     rows = m if saved_rows is None else saved_rows
+    # weights streamed / stored bytes per weight = the weights this GEMM converts
+    tiles = np.ceil(np.maximum(m if rows_per_weight is None else rows_per_weight, 1.0)
+                    / DEQUANT_ROW_TILE)
+    dequant = DEQUANT_FLOPS * wb / p.wbytes * tiles if p.weight_only else 0.0
     return Op(
         name=name, unit=Unit.MATRIX, dtype=p.compute, count=count,
         flops=2.0 * m * n * k,
@@ -178,6 +203,7 @@ def _gemm(name: str, m: Num, n: int, k: int, p: Precision, count: int, weight_by
         gemm=(m, n, k),
         saved=rows * k * kept if saved else 0.0,
         weight_dtype=p.weight,
+        dequant_flops=dequant,
     )
 
 
@@ -372,13 +398,14 @@ def _mlp(geo: Geometry, g: Group, s: Shape, p: Precision, prefix: str, key: str,
     # parallelism it keeps its rank's sequence shard of the input (experts see routed tokens)
     up = _gemm(f"{prefix}/up", tokens * copies, up_width, d, p, count,
                weight_bytes=wc * d * up_width * p.wbytes,
-               saved_rows=s.outside_tokens if prefix == "layers/mlp" else None)
+               saved_rows=s.outside_tokens if prefix == "layers/mlp" else None,
+               rows_per_weight=tokens)
     # activation input (2 x hidden for gated: gate and up halves) is kept for backward, and its
     # output is the input of the down projection (saved by that GEMM).
     act = _vector(f"{prefix}/act", tokens * copies * hidden, ACT_FLOPS, p, count,
                   saved=tokens * copies * up_width * p.act.bytes)
     down_op = _gemm(f"{prefix}/down", tokens * copies, d, hidden, p, count,
-                    weight_bytes=wc * hidden * d * p.wbytes)
+                    weight_bytes=wc * hidden * d * p.wbytes, rows_per_weight=tokens)
     return [up, act, down_op]
 
 
@@ -393,8 +420,8 @@ def _moe(geo: Geometry, g: Group, s: Shape, p: Precision, imbalance: float) -> l
     # Distinct experts hit by T tokens choosing k of E uniformly: E * (1 - (1 - k/E)^T). (Under
     # expert parallelism E is the local expert count and k/E is capped at 1.)
     touched = E * (1.0 - (1.0 - min(k / E, 1.0)) ** T)
-    ops += _mlp(geo, g, s, p, "layers/moe/experts", "expert_", per_expert, copies=E,
-                weight_copies=touched)
+    ops += _mlp(geo, g, s, p.for_experts, "layers/moe/experts", "expert_", per_expert,
+                copies=E, weight_copies=touched)
     if geo.shared_experts:
         ops += _mlp(geo, g, s, p, "layers/moe/shared", "shared_", T)
     return ops
@@ -468,14 +495,17 @@ def kv_per_query_head(ops: list[Op], model: Geometry | ModelSpec, p: Precision) 
 
 
 def _with_fp8_casts(ops: list[Op], p: Precision, training: bool) -> list[Op]:
-    if p.compute.bytes >= p.act.bytes:
+    """A quantizing cast before every GEMM that runs narrower than the activations: FP8, and
+    the microscaling formats, whose cast also writes the block scales (``DType.bytes``)."""
+    if p.compute.bytes >= p.act.bytes and p.for_experts.compute.bytes >= p.act.bytes:
         return ops
     out: list[Op] = []
     for op in ops:
-        if op.gemm is not None and op.dtype is p.compute:
+        if op.gemm is not None and op.dtype in (p.compute, p.for_experts.compute) \
+                and op.dtype.bytes < p.act.bytes:
             m, _n, k = op.gemm
             elems = m * k
-            written = (2.0 if training else 1.0) * p.compute.bytes  # FP8 (and its transpose)
+            written = (2.0 if training else 1.0) * op.dtype.bytes  # FP8 (and its transpose)
             out.append(Op(name=f"{op.name}/fp8_cast", unit=Unit.VECTOR, dtype=p.act,
                           count=op.count, flops=FP8_CAST_FLOPS * elems,
                           bytes={ByteKind.ACTIVATIONS: elems * (p.act.bytes + written)},

@@ -30,6 +30,7 @@ import numpy as np
 from accelmap.cost.execution import execution_model
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.engine.error_band import ErrorBand, error_band
+from accelmap.engine.formats import resolve_inference
 from accelmap.engine.serve import serving_memory
 from accelmap.engine.shapes import context_notes, device_notes
 from accelmap.engine.system import System
@@ -333,6 +334,16 @@ def _scenario_score(sim: SimResult, load: Load) -> tuple[float, float]:
 def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: FrameworkProfile,
         load: Load, step: DecodeStep = DecodeStep(), imbalance: float = 1.0,
         speculation: Speculation | None = None) -> ServingRun:
+    """``_run`` on the workload as it runs on the part (engine/formats.py: ``fp4`` resolved,
+    W4A4 or weight-only), the format lines added to its assumptions."""
+    wl, formats = resolve_inference(system.device.acc, wl)
+    out = _run(spec, system, wl, m, fw, load, step, imbalance, speculation)
+    return replace(out, assumptions=(*out.assumptions, *formats)) if formats else out
+
+
+def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: FrameworkProfile,
+         load: Load, step: DecodeStep = DecodeStep(), imbalance: float = 1.0,
+         speculation: Speculation | None = None) -> ServingRun:
     """Simulate ``load`` on every replica of ``m`` (they are identical: one is simulated).
 
     With ``speculation`` the same load is first simulated with plain decoding (its figures are

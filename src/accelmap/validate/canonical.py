@@ -48,7 +48,13 @@ YAML_SUFFIXES = (".yaml", ".yml")
 # A CSV header with these columns is a canonical run file (the transcription has row_id and
 # metric columns of its own names).
 CSV_KEYS = frozenset({"accelerator", "metric", "value"})
-PRECISIONS = {"bf16": DType.BF16, "fp16": DType.FP16, "fp8": DType.FP8, "fp32": DType.FP32}
+PRECISIONS = {"bf16": DType.BF16, "fp16": DType.FP16, "fp8": DType.FP8, "fp32": DType.FP32,
+              # microscaling and 4-bit formats (engine/formats.py: fp4 = the part's own), and
+              # integer weight-only quantization (int8 per channel / int4 in groups of 128)
+              "nvfp4": DType.NVFP4, "mxfp4": DType.MXFP4, "fp4": DType.FP4,
+              "mxfp8": DType.MXFP8, "mxfp6": DType.MXFP6, "int8": DType.INT8,
+              "int4": DType.INT4}
+_PRECISION_WORDS = " | ".join(PRECISIONS)
 GRAD_REDUCE = {"fp32": DType.FP32, "bf16": DType.BF16}
 ZERO_WORDS = ("0", "1", "2", "3", "fsdp")
 ARCH_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab")
@@ -59,8 +65,8 @@ LENGTH_DISTS = ("fixed", "uniform", "lognormal")
 # Fields only a serving run has (a record with any of them, or a serving metric, is one).
 SERVING_FIELDS = ("scenario", "batch", "input_len", "output_len", "length_dist",
                   "length_spread", "requests", "rate", "concurrency", "slo_ttft_ms",
-                  "slo_tpot_ms",
-                  "slo_percentile", "max_batch", "max_tokens", "kv_fraction", "kv_precision")
+                  "slo_tpot_ms", "slo_percentile", "max_batch", "max_tokens", "kv_fraction",
+                  "kv_precision", "moe_precision")
 
 Parsed = tuple[Any, str | None]  # (value, None) or (None, "is not ...; write ...")
 
@@ -257,7 +263,7 @@ FIELDS: dict[str, FieldSpec] = {
     **{k: FieldSpec(_choice(k, {"true": True, "false": False}, _suggest_flag), "true | false")
        for k in ("sequence_parallel", "tp_comm_overlap", "flash_attention", "compile")},
     "precision": FieldSpec(_choice("precision", PRECISIONS, _suggest_precision),
-                           "bf16 | fp16 | fp8 | fp32"),
+                           _PRECISION_WORDS),
     "grad_reduce": FieldSpec(_choice("grad_reduce", GRAD_REDUCE, _suggest_precision),
                              "fp32 | bf16 (gradient reduction precision)"),
     "framework": FieldSpec(_framework, " | ".join([*FRAMEWORK_NAMES, *SERVING_FRAMEWORKS])
@@ -288,7 +294,9 @@ FIELDS: dict[str, FieldSpec] = {
     "max_tokens": _positive("max_tokens"),
     "kv_fraction": FieldSpec(_fraction("kv_fraction"), "fraction in (0, 1]"),
     "kv_precision": FieldSpec(_choice("kv_precision", PRECISIONS, _suggest_precision),
-                              "bf16 | fp16 | fp8 | fp32"),
+                              _PRECISION_WORDS),
+    "moe_precision": FieldSpec(_choice("moe_precision", PRECISIONS, _suggest_precision),
+                               _PRECISION_WORDS + " (routed experts; default: precision)"),
     "metric": FieldSpec(_choice("metric", METRIC_WORDS, _suggest_metric),
                         " | ".join(METRIC_WORDS)),
     "value": FieldSpec(_float("value"), "positive number in the metric's unit"),

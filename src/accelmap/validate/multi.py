@@ -28,6 +28,7 @@ from accelmap.catalog import Catalog
 from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.engine import OverlapPolicy, estimate
 from accelmap.engine.result import Estimate
+from accelmap.errors import InputError
 from accelmap.hardware.cluster import Cluster
 from accelmap.hardware.schema import Accelerator
 from accelmap.mapping.plan import Mapping
@@ -199,7 +200,10 @@ def predict_run(run: TrainingRun, catalog: Catalog, calibrated: frozenset[str]) 
     base, plan, reasons, notes = plan_run(run, catalog)
     if plan is None:
         return skip(base, reasons, notes)
-    est = plan.estimate()
+    try:
+        est = plan.estimate()
+    except InputError as e:  # a format recipe the part cannot run (engine/formats.py)
+        return skip(base, [str(e)], notes)
     if "violated_rule" in est.metrics:
         return skip(base, [f"the engine rejects the mapping: {est.reason}"], notes)
     shares = breakdown(est)

@@ -249,7 +249,8 @@ class ServingRun:
     version: str = ""
     year: int | None = None
     precision: DType | None = None  # weights and GEMM inputs
-    kv_precision: DType | None = None  # KV cache (None: as precision)
+    kv_precision: DType | None = None  # KV cache (None: as precision; 16 bits for 4-bit/int)
+    moe_precision: DType | None = None  # routed experts (None: as precision)
     scenario: ServingScenario | None = None
     batch: int | None = None  # the fixed batch of a batch-scenario run
     input_len: int | None = None  # prompt tokens (mean when lengths are distributed)

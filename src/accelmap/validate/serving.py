@@ -31,12 +31,15 @@ from accelmap.catalog import Catalog
 from accelmap.cost.framework import Framework
 from accelmap.cost.framework import profile as framework_profile
 from accelmap.engine import System
+from accelmap.engine.formats import resolve_inference
+from accelmap.errors import InputError
 from accelmap.serving.capacity import max_rate
 from accelmap.serving.metrics import Slo
 from accelmap.serving.requests import LengthDist
 from accelmap.serving.scenario import Load, Scenario
 from accelmap.serving.scenario import ServingRun as SimRun
 from accelmap.serving.scenario import run as simulate
+from accelmap.units import DType
 from accelmap.validate import layout as lay
 from accelmap.validate import resolve as rs
 from accelmap.validate.outcome import MetricKind, Prediction, done, skip
@@ -113,8 +116,16 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str]
     fw = framework_profile(run.framework or Framework.EAGER)
     weight = run.precision
     assert weight is not None
+    # activations: fp8 with fp8 weights (W8A8), else 16 bits (4-bit GEMMs quantize their inputs
+    # themselves; int weights are weight-only); the KV cache as the activations unless stated
+    act = weight if weight.bytes >= 2 or weight is DType.FP8 else DType.BF16
     wl = Inference(batch=1, prompt_len=run.input_len, output_len=run.output_len,
-                   weight_dtype=weight, act_dtype=weight, kv_dtype=run.kv_precision or weight)
+                   weight_dtype=weight, act_dtype=act, kv_dtype=run.kv_precision or act,
+                   moe_weight_dtype=run.moe_precision)
+    try:
+        resolve_inference(system.device.acc, wl)
+    except InputError as e:  # a KV format the part's stacks do not store
+        return str(e)
     key = (replace(run, id="", file="", line=0, source="", metric=None, value=None, notes="",
                    reading_notes=(), problems=()), system.cluster.name, system.device.acc.id,
            spec.id)
@@ -158,7 +169,8 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str]
         sim = None
     elif sim is not None:
         more += [a for a in sim.assumptions
-                 if a.startswith(("scheduler", "KV pool", "closed loop"))]
+                 if a.startswith(("scheduler", "KV pool", "closed loop", "mixed recipe",
+                                  "KV cache in")) or " weights (" in a]
         more.append(f"mean running {sim.metrics['mean_running']:.0f}, peak "
                     f"{sim.metrics['peak_running']} requests per replica")
     _cache[key] = (sim, more)

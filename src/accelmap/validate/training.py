@@ -15,6 +15,7 @@ from dataclasses import replace
 from accelmap.catalog import Catalog
 from accelmap.cost.framework import Framework
 from accelmap.engine import System, estimate
+from accelmap.errors import InputError
 from accelmap.validate import multi
 from accelmap.validate import resolve as rs
 from accelmap.validate.outcome import Prediction, done, skip
@@ -68,8 +69,12 @@ def predict_single(run: TrainingRun, catalog: Catalog, calibrated: frozenset[str
     notes += [lora_note] if lora_note else []
     wl = Training(batch=batch, seq_len=run.seq_len, dtype=run.precision, recompute=recompute,
                   adapters=adapters)
-    est = estimate(model.value, System.on(dev.value), wl, framework=fw)
+    try:
+        est = estimate(model.value, System.on(dev.value), wl, framework=fw)
+    except InputError as e:  # a recipe the part cannot run (engine/formats.py): one reason
+        return skip(base, [str(e)], notes)
     spec = METRICS[run.metric]
+    notes += [a for a in est.assumptions if "training recipe" in a]  # ops/recipes.py
     if not est.feasible:
         notes.append(f"{multi.NOT_FIT}: {est.reason}")
     base = replace(base, model_id=model.value.id, accelerator_id=dev.value.acc.id)
