@@ -38,7 +38,7 @@ def test_estimate_train_json_keys(cli: Run) -> None:
 
 def test_estimate_infeasible_is_reported_not_raised(cli: Run) -> None:
     d = j(cli("estimate", "llama-3.1-405b", "--hw", "h100-sxm5-80gb", "--json"))
-    assert d["feasible"] is False and "GiB" in d["reason"]
+    assert d["feasible"] is False and " GB " in d["reason"] and "GiB" not in d["reason"]
 
 
 def test_roofline_json(cli: Run) -> None:

@@ -26,6 +26,7 @@ from accelmap.engine.shapes import CALIBRATION_NOTE
 from accelmap.mapping.plan import Mapping
 from accelmap.memory.band import BAND_SOURCE, MemoryFit
 from accelmap.memory.budget import MemoryBudget
+from accelmap.units import Dimension, format_quantity
 from accelmap.workload import Phase
 
 _COMMON = ("model", "accelerator", "system", "mapping", "feasible", "reason", "violated_rule",
@@ -225,10 +226,11 @@ def fits(memory: MemoryBudget) -> tuple[bool, str | None]:
     if not np.any(memory.over):
         return True, None
     need, have = float(np.max(memory.total)), memory.capacity
-    return False, (f"needs {_gib(need)} per device but the device has {_gib(have)}, over "
+    return False, (f"needs {_bytes(need)} per device but the device has {_bytes(have)}, over "
                    f"by more than the memory model's {memory.band:.1%} error band (memory rule)")
 
 
-def _gib(b: float) -> str:
-    """GiB with one decimal, MiB below 1 GiB (an edge NPU's 8 MiB is not '0.0 GiB')."""
-    return f"{b / 2**30:.1f} GiB" if b >= 2**30 else f"{b / 2**20:.1f} MiB"
+def _bytes(b: float) -> str:
+    """Bytes as every memory table prints them: SI prefixes, three digits ('85.5 GB'; an edge
+    NPU's 8 MiB is '8.39 MB', not '0.0 GB'), so a sentence and the table beside it agree."""
+    return format_quantity(b, Dimension.BYTES)

@@ -275,7 +275,9 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     world = m.world
     model_flops = prof.model_flops_per_token * tokens
     peak, _ = dev.peak(wl.dtype, Unit.MATRIX)
-    hw_flops = (prof.layer_hw_flops * L + prof.ends_hw_flops) * micro * dp * tp * cp
+    # HFU's numerator: the model FLOPs plus what recompute runs again, one convention
+    # (engine/profile.py _recompute_flops), so HFU >= MFU
+    hw_flops = model_flops + prof.layer_recompute_flops * L * micro * dp * tp * cp
     out: dict[str, Any] = {
         "step_time_s": step,
         "tokens_per_s": tokens / step,

@@ -95,6 +95,18 @@ def _attention_flops_per_token(geo: Geometry, seq_len: int, causal: bool) -> flo
     return total
 
 
+def attention_flops_per_token(model: ModelSpec | Geometry, seq_len: int, causal: bool,
+                              masked: bool = False) -> float:
+    """Attention-core FLOPs of one token's forward pass: ``causal`` counts each query's causal
+    mean of keys (what FlashAttention executes), otherwise every key of the sequence (the
+    window's on sliding layers: PaLM's model-FLOPs convention); ``masked`` counts the full
+    s x s score matrix on every layer, sliding ones too (naive attention masks after)."""
+    geo = Geometry.of(model)
+    if masked:
+        return 2.0 * seq_len * geo.heads * (geo.qk_head_dim + geo.v_head_dim) * geo.n_layers
+    return _attention_flops_per_token(geo, seq_len, causal)
+
+
 def matmul_flops_per_token(model: ModelSpec | Geometry) -> float:
     """2 x the weight-matrix elements one token multiplies: routed experts count top_k times."""
     geo = Geometry.of(model)

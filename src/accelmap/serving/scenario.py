@@ -48,6 +48,7 @@ from accelmap.serving.speculative import (
     draft_cost,
     draft_memory,
 )
+from accelmap.units import Dimension, format_quantity
 from accelmap.workload import Inference
 
 
@@ -391,7 +392,7 @@ def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewor
     notes = (*notes, *context_notes(spec, int(longest)),
              f"{m.describe_serving()} on {cluster.name}",
              f"scheduler: {sched.source}",
-             f"KV pool {pool.pool_bytes / 2**30:.1f} GiB per device = "
+             f"KV pool {format_quantity(pool.pool_bytes, Dimension.BYTES)} per device = "
              f"{pool.tokens:,.0f} tokens per replica",
              f"{len(reqs):,} requests simulated on one replica of {replicas}",
              *device_notes(dev, wl.compute_dtype, fw))
