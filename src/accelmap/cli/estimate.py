@@ -86,7 +86,7 @@ SparsityOpt = Annotated[str, typer.Option(
 
 # said where no band exists (a class or stack with fewer than 8 similar published runs):
 # a figure is never printed as if its error were known
-NO_BAND = " (no error band: too few similar published runs)"
+NO_BAND = " (no error band: too few published runs of its class, phase and scale)"
 
 
 def _assumption_line(text: str) -> str:
@@ -540,12 +540,23 @@ def print_estimate(est: Estimate, missing: dict[str, str] | None = None,
     verdict = (("fits" if est.memory_fit.value == "fits" else "[yellow]tight[/yellow]: within the "
                 f"memory model's {est.memory.band:.1%} error band of capacity")
                if est.feasible else f"[red]does not fit[/red]: {est.reason}"
-               if not est.violated_rule else f"[red]cannot run[/red]: {est.reason}")
+               if est.violated_rule in (None, "memory")
+               else f"[red]cannot run[/red]: {est.reason}")
     where = est.accelerator if est.system in (None, est.accelerator) else est.system
     con.print(f"[bold]{est.model}[/bold] on [bold]{where}[/bold], {est.phase.value}: "
               f"{verdict}")
     if layout:
         con.print(f"cluster: {layout}")
+    if not est.feasible and est.phase.value != "train" and est.memory.items:
+        # a serving batch that cannot be held: its reason and memory, not figures
+        _print_memory(est)
+        mb, mc = m.get("max_batch"), m.get("max_context")
+        if mb is not None:
+            con.print(f"largest batch that fits at this length: {mb:,}; longest context at this "
+                      f"batch: {mc:,}" if mb else "no batch fits at this length: shard the "
+                      "model (--tp, --pp), quantize the weights or the KV cache, or use a part "
+                      "with more memory", highlight=False)
+        return
     if est.violated_rule:  # a mapping rule is broken: there is nothing more to show
         return
     t = Table(title="Estimate")
@@ -596,14 +607,7 @@ def print_estimate(est: Estimate, missing: dict[str, str] | None = None,
     for k, v in rows:
         t.add_row(k, v)
     con.print(t)
-    mem = Table(title=f"Memory per device: {fmt(float(est.memory.total), 'bytes')} of "
-                      f"{fmt(est.memory.capacity, 'bytes')} (margin "
-                      f"{fmt(float(est.memory.margin), 'bytes')})")
-    mem.add_column("item")
-    mem.add_column("bytes", justify="right")
-    for k, v in est.memory.items.items():
-        mem.add_row(k, fmt(float(v), "bytes"))
-    con.print(mem)
+    _print_memory(est)
     top = sorted(m.get("time_breakdown_s", {}).items(), key=lambda kv: -kv[1])[:8]
     tt = Table(title="Where the time goes (top operators, summed over layers)")
     tt.add_column("operator")
@@ -613,6 +617,20 @@ def print_estimate(est: Estimate, missing: dict[str, str] | None = None,
     con.print(tt)
     for a in est.assumptions:
         con.print(_assumption_line(a), highlight=False)
+
+
+def _print_memory(est: Estimate) -> None:
+    from rich.table import Table
+
+    mem = Table(title=f"Memory per device: {fmt(float(est.memory.total), 'bytes')} of "
+                      f"{fmt(est.memory.capacity, 'bytes')} (margin "
+                      f"{fmt(float(est.memory.margin), 'bytes')}; the memory band allows "
+                      f"{fmt(float(est.memory.allowance), 'bytes')} over)")
+    mem.add_column("item")
+    mem.add_column("bytes", justify="right")
+    for k, v in est.memory.items.items():
+        mem.add_row(k, fmt(float(v), "bytes"))
+    console().print(mem)
 
 
 _FIGURE_LABEL = {"step_time_s": "step time", "ttft_s": "TTFT", "tpot_s": "TPOT"}

@@ -106,6 +106,8 @@ class _Step:
                 "fits": bool(self.memory.fits),
                 "fit": self.memory_fit.value,
                 "error_band": self.memory.band,
+                "exact_bytes": float(np.max(self.memory.exact)),
+                "band_allowance_bytes": float(np.max(self.memory.allowance)),
                 "error_band_source": BAND_SOURCE,
                 "breakdown": self.memory.tree(),
             },
@@ -226,6 +228,13 @@ def fits(memory: MemoryBudget) -> tuple[bool, str | None]:
     if not np.any(memory.over):
         return True, None
     need, have = float(np.max(memory.total)), memory.capacity
+    exact = float(np.max(memory.exact))
+    if exact > have:  # no error band makes room for bytes counted exactly
+        what = " + ".join(k for k in ("weights", "gradients", "optimizer", "kv_cache")
+                          if any(i.split("/")[0] == k for i in memory.items))
+        return False, (f"{what.replace('_', ' ')} alone need {_bytes(exact)} per device (counted "
+                       f"exactly, no error band) but the device has {_bytes(have)}; "
+                       f"{_bytes(need)} in all (memory rule)")
     return False, (f"needs {_bytes(need)} per device but the device has {_bytes(have)}, over "
                    f"by more than the memory model's {memory.band:.1%} error band (memory rule)")
 

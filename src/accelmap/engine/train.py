@@ -504,7 +504,7 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
         overlap_policy=overlap.__dict__,
         energy_j_per_token_tdp=tdp * world * step / tokens if tdp else None,
         energy_j_per_token_ops=f["energy_j_per_step_ops"] / tokens,
-        error_band=error_band("train", fw.name.value, world),
+        error_band=error_band("train", fw.name.value, world, dev.acc.device_class.value),
         time_to_train_s=time_to_train,
         cost_to_train_usd=time_to_train / 3600 * price * world
         if time_to_train and price else None)

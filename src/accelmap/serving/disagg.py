@@ -397,7 +397,8 @@ def run_disaggregated(spec: ModelSpec, system: System, wl: Inference, d: Disaggr
              *device_notes(dev, wl.compute_dtype, fw))
     return DisaggRun(*head, True, None, metrics, sched, pre.pool.other, dec.pool.other,
                      xfer.describe(), notes,
-                     error_band("serve-offline", fw.name.value, d.devices), wall)
+                     error_band("serve-offline", fw.name.value, d.devices,
+                                dev.acc.device_class.value), wall)
 
 
 def with_requests(load: Load, requests: int) -> Load:

@@ -399,6 +399,7 @@ def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewor
     # the throughput band comes from the offline check set (benchmarks/data: out-of-sample
     # residuals of the same simulator); no published server run is scored yet
     return ServingRun(*head, True, None, metrics, sched, pool.other, notes,
-                      error_band("serve-offline", fw.name.value, world),
-                      error_band("serve-latency", fw.name.value, int(m.devices_per_replica)),
+                      error_band("serve-offline", fw.name.value, world, dev.acc.device_class.value),
+                      error_band("serve-latency", fw.name.value, int(m.devices_per_replica),
+                                 dev.acc.device_class.value),
                       wall)
