@@ -540,8 +540,7 @@ def print_estimate(est: Estimate, missing: dict[str, str] | None = None,
     verdict = (("fits" if est.memory_fit.value == "fits" else "[yellow]tight[/yellow]: within the "
                 f"memory model's {est.memory.band:.1%} error band of capacity")
                if est.feasible else f"[red]does not fit[/red]: {est.reason}"
-               if est.violated_rule in (None, "memory")
-               else f"[red]cannot run[/red]: {est.reason}")
+               if not est.violated_rule else f"[red]cannot run[/red]: {est.reason}")
     where = est.accelerator if est.system in (None, est.accelerator) else est.system
     con.print(f"[bold]{est.model}[/bold] on [bold]{where}[/bold], {est.phase.value}: "
               f"{verdict}")
