@@ -2,7 +2,9 @@
 trees. JSON comes from them (``to_dict``), so every face prints the same keys.
 
 - ``TrainStep``: one optimizer step of a training job (PaLM's model-FLOPs MFU, Chowdhery et al.
-  2022 App. B; HFU counts the hardware FLOPs the operator graph executes, recompute included).
+  2022 App. B; HFU = those model FLOPs plus what recompute runs again, in the same
+  full-attention convention, Korthikanti et al. 2022 sec. 6, so HFU >= MFU; see
+  ``engine/profile.py`` ``_recompute_flops``).
 - ``ServeStep``: a serving batch: TTFT (prefill of the whole prompt batch), TPOT (one decode
   step at the mean context), throughput = batch x output / (TTFT + (output - 1) x TPOT).
 

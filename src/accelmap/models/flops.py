@@ -15,7 +15,8 @@ FLOPs per token, forward (one multiply-add = 2 FLOPs):
 
 Training (model FLOPs, no recomputation): backward = 2 x forward, so 3 x forward in all
 (Kaplan et al. 2020 sec. 2.1; Narayanan et al. 2021 sec. 5.1). Recompute (HFU) is the engine's
-business, not the catalog's.
+business, not the catalog's: it adds the recomputed FLOPs in this same full-attention
+convention (``attention_flops_per_token`` converts what flash attention executes).
 """
 
 from __future__ import annotations
