@@ -38,7 +38,7 @@ def test_estimate_train_json_keys(cli: Run) -> None:
 
 def test_estimate_infeasible_is_reported_not_raised(cli: Run) -> None:
     d = j(cli("estimate", "llama-3.1-405b", "--hw", "h100-sxm5-80gb", "--json"))
-    assert d["feasible"] is False and "GiB" in d["reason"]
+    assert d["feasible"] is False and " GB " in d["reason"] and "GiB" not in d["reason"]
 
 
 def test_roofline_json(cli: Run) -> None:
@@ -228,3 +228,16 @@ def test_device_without_bandwidth_is_refused_in_one_line(cli: Run) -> None:
     # by zero: the estimate is an infeasible result that says why (here: 8 MB holds no GPT-3)
     r = cli("estimate", "gpt3-125m", "--hw", "coral-edge-tpu")
     assert "cannot run" in r.out and "does not fit" in r.out and "Traceback" not in r.err
+
+
+def test_serving_batch_that_cannot_fit_has_a_reason_not_figures(cli: Run) -> None:
+    """Issue 27: Llama 3.1 8B on a TPU v5e printed 'tight', margin -183 MB, 'largest batch that
+    fits 0' and serving figures; its bf16 weights alone exceed the 16 GB."""
+    d = j(cli("estimate", "llama-3.1-8b", "--hw", "tpu-v5e", "--serve", "--json"))
+    assert d["feasible"] is False and d["memory"]["fit"] == "over" and d["max_batch"] == 0
+    assert "weights" in d["reason"] and "GiB" not in d["reason"]
+    for key in ("ttft_s", "tpot_s", "tokens_per_s", "total_time_s"):
+        assert key not in d, key
+    text = cli("estimate", "llama-3.1-8b", "--hw", "tpu-v5e", "--serve").out
+    assert "does not fit" in text and "TPOT" not in text and "tight" not in text
+    assert "no batch fits" in text

@@ -102,7 +102,8 @@ def test_large_batch_prefill_compute_bound(acc_id: str) -> None:
 def test_infeasible_is_a_result_not_an_exception(catalog: Catalog) -> None:
     e = estimate(catalog.models["llama-3.1-405b"], dev("h100-sxm5-80gb"),
                            Inference(batch=1, prompt_len=128, output_len=16))
-    assert not e.feasible and "GiB" in (e.reason or "")
+    # one unit convention: the sentence prints bytes as the memory table does (SI, '85.5 GB')
+    assert not e.feasible and " GB " in (e.reason or "") and "GiB" not in (e.reason or "")
     assert e.metrics["max_batch"] == 0
 
 

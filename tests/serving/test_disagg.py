@@ -12,6 +12,7 @@ import pytest
 
 from accelmap import api
 from accelmap.errors import InputError
+from accelmap.models.geometry import Geometry
 from accelmap.serving import disagg
 from accelmap.serving.disagg import Disaggregation, kv_transfer, same_domain
 
@@ -45,10 +46,32 @@ def test_pools_in_one_domain_use_nvlink_else_the_scale_out_tier() -> None:
     assert near.link.bandwidth > far.link.bandwidth
     nbytes = np.array([1e9])
     assert near.seconds(nbytes, np.zeros(1))[0] < far.seconds(nbytes, np.zeros(1))[0]
-    # layer-wise: the pass over the prompt hides all but the last layer's share
+    # the stacks modelled send a request's KV after its prefill: nothing hides it
     whole = far.seconds(nbytes, np.zeros(1))[0]
-    hidden = far.seconds(nbytes, np.array([10.0]))[0]
-    assert hidden < whole / 10
+    assert far.seconds(nbytes, np.array([10.0]))[0] == pytest.approx(whole)
+    # layer-wise (LMCache's mode, Splitwise): the pass over the prompt hides all but the last
+    # layer's share
+    lw = kv_transfer(SPEC, TWO.cluster, Disaggregation(1, 8, 1, 8), api.dtype("bf16", "KV"),
+                     layerwise=True)
+    assert lw.seconds(nbytes, np.array([10.0]))[0] < whole / 10
+
+
+def test_issue27_kv_of_a_70b_prompt_is_charged_over_the_real_tier() -> None:
+    """Llama 3.1 70B, 2,000-token prompts, two DGX H100: ~655 MB of bf16 KV per request. Across
+    the nodes each of the prefill instance's devices sends its share over its own NIC: at
+    least bytes / (streams x NIC bandwidth), never the 0.1 ms it was charged."""
+    spec = api.load_model("llama-3.1-70b")
+    kv = api.dtype("bf16", "KV")
+    far = kv_transfer(spec, TWO.cluster, Disaggregation(2, 4, 1, 8), kv)
+    nbytes = far.bytes(Geometry.of(spec), np.array([2000]), kv)
+    assert nbytes[0] == pytest.approx(655.36e6)
+    t = far.seconds(nbytes, np.array([0.2]))[0]
+    assert not far.same_domain and t >= nbytes[0] / (far.streams * far.link.bandwidth)
+    assert t > 1e-3
+    near = kv_transfer(spec, TWO.cluster, Disaggregation(1, 4, 1, 4), kv)
+    assert near.same_domain
+    tn = near.seconds(nbytes, np.array([0.2]))[0]
+    assert nbytes[0] / (near.streams * near.link.bandwidth) <= tn < t
 
 
 def test_decode_pool_sees_one_prefill_token_per_request(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -85,3 +85,33 @@ def test_spec_file_and_vendor_claim(cli: Callable[..., Any]) -> None:
     assert d["silicon"]["die_area_mm2"] == 858
     r = cli("check-claim", "--hw", "h100", "--claim", "lots on llama")
     assert r.code == 2 and r.err.startswith("error: claim")
+
+
+def test_three_tiers_with_the_engine_best(catalog: Catalog) -> None:
+    """Issue 27: '500000 tok/s on llama-3.1-70b on 8 chips' on B200 sits under the FP4 compute
+    peak, so no physical bound breaks, but it needs ~8x the engine's best over every batch that
+    fits plus its error band: implausible, with the numbers."""
+    r = api.check_claim("b200", "500000 tok/s on llama-3.1-70b on 8 chips", catalog)
+    assert r.verdict is hc.Verdict.IMPLAUSIBLE
+    assert r.deciding is not None and r.deciding.name == "claim-engine-best"
+    assert r.engine is not None and r.engine["best_batch"] > 1
+    assert r.deciding.have == pytest.approx(
+        r.engine["best_tokens_per_s"] * (1 + r.engine["error_band"]["pct"] / 100))
+    assert f"{r.engine['best_tokens_per_s']:,.0f}" in r.deciding.sentence
+    # a claim past a physical bound stays impossible
+    assert api.check_claim("b200", "5000000 tok/s on llama-3.1-70b on 8 chips",
+                           catalog).verdict is hc.Verdict.IMPOSSIBLE
+    # at the engine's own best it is plausible
+    best = r.engine["best_tokens_per_s"]
+    ok = api.check_claim("b200", f"{best:.0f} tok/s on llama-3.1-70b on 8 chips", catalog)
+    assert ok.verdict is hc.Verdict.PLAUSIBLE
+
+
+def test_engine_bound_tiers() -> None:
+    b = hc.engine_bound(120.0, 100.0, 8, 10.0, False)
+    assert b.verdict is hc.Verdict.IMPLAUSIBLE and b.have == pytest.approx(110.0)
+    assert hc.engine_bound(109.0, 100.0, 8, 10.0, False).verdict is hc.Verdict.PLAUSIBLE
+    # no band for runs like it: the stated allowance, said in the sentence
+    nb = hc.engine_bound(150.0, 100.0, 8, None, False)
+    assert nb.verdict is hc.Verdict.PLAUSIBLE and "no error band" in nb.sentence
+    assert hc.engine_bound(1e6, 100.0, 8, 10.0, True).verdict is hc.Verdict.PLAUSIBLE

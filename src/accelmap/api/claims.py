@@ -109,16 +109,27 @@ def _engine(spec: Any, acc: Accelerator, claim: hc.Claim, cat: Catalog,
     system = System.single(acc) if D == 1 else System.of(of_devices(acc, D, cat))
     m = None if execution_model(acc).layer_pipelined else serving_mapping(tp=D)
     w = dtype if dtype.value in ("bf16", "fp16", "fp8", "int8", "int4") else "fp8"
+    if w != dtype.value:
+        note.append(f"the engine runs {w} weights ({dtype.value} is not simulated)")
     est = estimate(spec, system, inference(batch, prompt, output, w), m)
     if not est.feasible:
         return {"feasible": False, "reason": est.reason, "notes": note}
     agg = float(est.tokens_per_s or 0.0)
     claimed = claim.tokens_per_s * {"total": 1, "user": batch, "device": D}[claim.per]
+    best, best_batch, band = agg, batch, est.error_band
+    if not claim.batch:  # no batch claimed: the engine's best over the batches that fit
+        largest = int(est.metrics.get("max_batch") or batch)
+        for b in sorted({*(2**i for i in range(1, 21) if 2**i < largest), largest} - {1}):
+            e = estimate(spec, system, inference(b, prompt, output, w), m)
+            if e.feasible and float(e.tokens_per_s or 0.0) > best:
+                best, best_batch, band = float(e.tokens_per_s or 0.0), b, e.error_band
     return {"feasible": True, "tokens_per_s": agg, "tokens_per_s_per_user": agg / batch,
             "tpot_s": est.metrics.get("tpot_s"), "ttft_s": est.metrics.get("ttft_s"),
             "claim_over_engine": claimed / agg
             if agg else None, "mapping": f"tp={D}" if m is not None else "layer-pipelined",
-            "notes": note}
+            "best_tokens_per_s": best, "best_batch": best_batch,
+            "error_band": band.to_dict() if band else None,
+            "claimed_tokens_per_s": claimed, "notes": note}
 
 
 def check_claim(hw: str, claim: str | None = None, catalog: Catalog | None = None, *,
@@ -159,5 +170,10 @@ def check_claim(hw: str, claim: str | None = None, catalog: Catalog | None = Non
             eng = _engine(spec, acc, c, cat, n.weight_dtype)
         except InputError as e:
             eng = {"feasible": False, "reason": str(e), "notes": []}
+    if eng and eng.get("feasible"):
+        cb.append(hc.engine_bound(eng["claimed_tokens_per_s"], eng["best_tokens_per_s"],
+                                  eng["best_batch"], (eng["error_band"] or {}).get("pct"),
+                                  c.speculative))
+        allb = [*cb, *spec_b]
     return ClaimCheck(acc.id, hc.verdict(allb), hc.deciding(allb), tuple(spec_b), c,
                       tuple(cb), n, eng, si, tuple(notes))

@@ -77,6 +77,15 @@ def _require_plotly() -> None:
         raise InputError(msg)
 
 
+# what a serving estimate times, left out when its batch cannot be held (no figures for a
+# batch that does not run; its memory, reason and largest batch stay)
+SERVING_FIGURES = frozenset({
+    "ttft_s", "tpot_s", "total_time_s", "tokens_per_s", "tokens_per_s_per_device",
+    "prefill_tokens_per_s", "decode_mfu", "decode_bandwidth_utilization",
+    "energy_j_per_token_tdp", "energy_j_per_token_ops", "communication_s",
+    "time_breakdown_s", "error_band", "latency_error_band", "sensitivity", "cost", "energy"})
+
+
 def estimate_json(est: Estimate, system: System, tokens: str | float | None = None,
                   extras: dict[str, Any] | None = None) -> dict[str, Any]:
     """The object ``accelmap estimate --json`` prints for a batch estimate; ``extras`` (the
@@ -86,6 +95,8 @@ def estimate_json(est: Estimate, system: System, tokens: str | float | None = No
     out = est.to_dict(ops=False)
     out.update(extras or {})
     train = est.phase.value == "train"
+    if not est.feasible and not train:  # a batch that cannot be held: the reason, no figures
+        out = {k: v for k, v in out.items() if k not in SERVING_FIGURES}
     if est.feasible and "tdp_w" in missing:
         out.setdefault("energy_j_per_token_tdp", None)
     if est.feasible and train and tokens and "price_usd_per_hour" in missing:

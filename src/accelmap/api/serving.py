@@ -171,7 +171,7 @@ def _disagg_load(load: Load | None) -> Load:
 def serve_disaggregated(model: ModelSpec, system: System, workload: Inference,
                         split: Disaggregation, *,
                         framework: Framework | str | FrameworkProfile | None = None,
-                        load: Load | None = None, layerwise: bool = True) -> DisaggRun:
+                        load: Load | None = None, layerwise: bool = False) -> DisaggRun:
     """Simulate ``load`` on a prefill pool and a decode pool (``split``) of ``system``; a
     layout the cluster or the model cannot take is an InputError, a pool without memory for
     its KV is a result with ``feasible=False``."""
@@ -186,7 +186,7 @@ def serve_disaggregated(model: ModelSpec, system: System, workload: Inference,
 
 def plan_disaggregation(model: ModelSpec, system: System, workload: Inference, *,
                         framework: Framework | str | FrameworkProfile | None = None,
-                        load: Load | None = None, layerwise: bool = True,
+                        load: Load | None = None, layerwise: bool = False,
                         attainment: float = 0.9) -> SplitSearch:
     """The split of ``system`` between prefill and decode (and the colocated layouts) with the
     most goodput per device at the load's rate and SLOs, among the layouts meeting the SLOs for

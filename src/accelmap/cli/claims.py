@@ -68,6 +68,10 @@ def check_claim_cmd(
             con.print(f"the engine predicts {eng['tokens_per_s']:,.0f} tok/s "
                       f"({eng['tokens_per_s_per_user']:,.1f} per user, {eng['mapping']}); the "
                       f"claim is {eng['claim_over_engine']:.2f}x that", highlight=False)
+            if eng.get("best_batch") not in (None, eng.get("batch")):
+                con.print(f"the engine's best over the batches that fit: "
+                          f"{eng['best_tokens_per_s']:,.0f} tok/s at batch "
+                          f"{eng['best_batch']:,}", highlight=False)
         else:
             con.print(f"the engine cannot run the claim: {eng['reason']}", highlight=False)
         for n in eng.get("notes", []):

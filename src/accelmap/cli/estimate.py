@@ -94,7 +94,7 @@ SparsityOpt = Annotated[str, typer.Option(
 
 # said where no band exists (a class or stack with fewer than 8 similar published runs):
 # a figure is never printed as if its error were known
-NO_BAND = " (no error band: too few similar published runs)"
+NO_BAND = " (no error band: too few published runs of its class, phase and scale)"
 
 
 def _assumption_line(text: str) -> str:
@@ -571,6 +571,16 @@ def print_estimate(est: Estimate, missing: dict[str, str] | None = None,
               f"{verdict}")
     if layout:
         con.print(f"cluster: {layout}")
+    if not est.feasible and est.phase.value != "train" and est.memory.items:
+        # a serving batch that cannot be held: its reason and memory, not figures
+        _print_memory(est)
+        mb, mc = m.get("max_batch"), m.get("max_context")
+        if mb is not None:
+            con.print(f"largest batch that fits at this length: {mb:,}; longest context at this "
+                      f"batch: {mc:,}" if mb else "no batch fits at this length: shard the "
+                      "model (--tp, --pp), quantize the weights or the KV cache, or use a part "
+                      "with more memory", highlight=False)
+        return
     if est.violated_rule:  # a mapping rule is broken: there is nothing more to show
         return
     t = Table(title="Estimate")
@@ -621,14 +631,7 @@ def print_estimate(est: Estimate, missing: dict[str, str] | None = None,
     for k, v in rows:
         t.add_row(k, v)
     con.print(t)
-    mem = Table(title=f"Memory per device: {fmt(float(est.memory.total), 'bytes')} of "
-                      f"{fmt(est.memory.capacity, 'bytes')} (margin "
-                      f"{fmt(float(est.memory.margin), 'bytes')})")
-    mem.add_column("item")
-    mem.add_column("bytes", justify="right")
-    for k, v in est.memory.items.items():
-        mem.add_row(k, fmt(float(v), "bytes"))
-    con.print(mem)
+    _print_memory(est)
     top = sorted(m.get("time_breakdown_s", {}).items(), key=lambda kv: -kv[1])[:8]
     tt = Table(title="Where the time goes (top operators, summed over layers)")
     tt.add_column("operator")
@@ -638,6 +641,20 @@ def print_estimate(est: Estimate, missing: dict[str, str] | None = None,
     con.print(tt)
     for a in est.assumptions:
         con.print(_assumption_line(a), highlight=False)
+
+
+def _print_memory(est: Estimate) -> None:
+    from rich.table import Table
+
+    mem = Table(title=f"Memory per device: {fmt(float(est.memory.total), 'bytes')} of "
+                      f"{fmt(est.memory.capacity, 'bytes')} (margin "
+                      f"{fmt(float(est.memory.margin), 'bytes')}; the memory band allows "
+                      f"{fmt(float(est.memory.allowance), 'bytes')} over)")
+    mem.add_column("item")
+    mem.add_column("bytes", justify="right")
+    for k, v in est.memory.items.items():
+        mem.add_row(k, fmt(float(v), "bytes"))
+    console().print(mem)
 
 
 _FIGURE_LABEL = {"step_time_s": "step time", "ttft_s": "TTFT", "tpot_s": "TPOT"}

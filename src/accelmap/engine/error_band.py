@@ -4,9 +4,13 @@ runs (DESIGN: "every estimate states its expected error").
 ``benchmarks/derive_error_bands.py`` predicts every shared published run that was not used to
 fit a parameter, and records per group of similar runs the 80th percentile of the absolute
 error and how many runs it rests on (``engine/data/error_bands.yaml``). A group is (phase,
-stack, scale); when a group holds fewer than ``MIN_RUNS`` runs the band falls back to a wider
-one (phase and stack, phase and scale, phase, all runs) and says which. The band is what the
-model got wrong on data it had not seen, not a confidence interval of a fit.
+stack, scale). A band comes only from runs like the one estimated -- same device class (the
+stack's runs; GPU rows only for a GPU), same phase, same scale: when (phase, stack, scale)
+holds fewer than ``MIN_RUNS`` runs, a GPU estimate on a GPU stack falls back to (phase, scale)
+over all GPU stacks, and otherwise there is no band, which the estimate says. A band from runs
+of another class (a GPU cluster's for a laptop CPU) or another scale (multi-node runs for one
+device) would state an error nobody measured. The band is what the model got wrong on data it
+had not seen, not a confidence interval of a fit.
 """
 
 from __future__ import annotations
@@ -65,15 +69,18 @@ def key(*parts: str) -> str:
 _CLASS_STACKS = frozenset(f.value for f in COMPILED_STACKS)
 
 
-def error_band(phase: str, stack: str, devices: int) -> ErrorBand | None:
-    """The band of the narrowest group of similar runs with at least MIN_RUNS runs; None when
-    no validation data covers this phase at all."""
+def error_band(phase: str, stack: str, devices: int,
+               device_class: str = "gpu") -> ErrorBand | None:
+    """The band of the narrowest group of runs like this one (class, phase, scale) with at
+    least MIN_RUNS runs; None when there is none."""
     table = _table()
     sc = f"{scale(devices)} devices"
-    # a non-GPU class's stack (XLA, dataflow, a vendor graph compiler) only takes its own runs:
-    # the GPU rows say nothing about how far off its execution model is
-    wide = () if stack in _CLASS_STACKS else (key(phase, sc), key(phase), "all")
-    for k in (key(phase, stack, sc), key(phase, stack), *wide):
+    # a non-GPU class, or a class's own stack (XLA, dataflow, a vendor graph compiler, eager
+    # on a CPU), only takes its own runs: the GPU rows say nothing about how far off its
+    # execution model is; no group drops the scale
+    gpu = str(device_class).lower() == "gpu" and stack not in _CLASS_STACKS
+    wide = (key(phase, sc),) if gpu else ()
+    for k in (key(phase, stack, sc), *wide):
         g = table.get(k)
         if g and int(g["runs"]) >= MIN_RUNS:
             return ErrorBand(float(g["pct"]), QUANTILE, int(g["runs"]), k)

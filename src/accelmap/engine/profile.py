@@ -46,8 +46,7 @@ class LayerProfile:
     embed_bwd_s: float
     head_fwd_s: float
     head_bwd_s: float
-    layer_hw_flops: float  # forward + recompute + backward, one layer
-    ends_hw_flops: float  # embedding + head + loss
+    layer_recompute_flops: float  # FLOPs run again, one layer, in the model-FLOPs convention
     layer_params: float  # one rank's share of an average layer
     embed_params: float
     head_params: float
@@ -126,9 +125,6 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
         k = h.host_s / h.device_s if h is not None and h.host_bound and h.device_s else 1.0
         return k * float(sum(float(t.total_s) for t in times if pick(t.op.name)))
 
-    def flops(ops: list[Op], pick: Any) -> float:
-        return float(sum(float(o.flops) * o.count for o in ops if pick(o.name)))
-
     def saved(pick: Any) -> float:
         return float(sum(float(o.saved) * o.count for o in fwd if pick(o.name)))
 
@@ -164,8 +160,7 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
         layer_attn_s=float(sum(float(t.total_s) for t in attn)) / L,
         embed_fwd_s=part(tf, is_embed), embed_bwd_s=part(tb, is_embed),
         head_fwd_s=part(tf, is_head), head_bwd_s=part(tb, is_head),
-        layer_hw_flops=(flops(fwd, is_layer) + flops(bwd, is_layer)) / L,
-        ends_hw_flops=flops(fwd + bwd, lambda n: not is_layer(n)),
+        layer_recompute_flops=_recompute_flops(spec, s, fwd + bwd, wl.flash_attention) / L,
         layer_params=layer_params, embed_params=embed_params, head_params=head_params,
         layer_act_bytes=float(kept) / L, working_bytes=float(working),
         embed_act_bytes=saved(is_embed), head_act_bytes=saved(is_head),
@@ -182,6 +177,29 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
         embed_frozen_bytes=frozen[1], head_frozen_bytes=frozen[2],
         host_notes=tuple(h.sentence(w) for w, h in (("forward", hp[id(tf)]),
                                                     ("backward", hp[id(tb)])) if h))
+
+
+def _recompute_flops(spec: ModelSpec, seq_len: int, ops: list[Op], flash: bool) -> float:
+    """The layers' FLOPs executed beyond the model FLOPs -- recomputed forwards (Stage.RECOMPUTE
+    ops carry model_flops 0) and the score recompute inside FlashAttention's backward (2.5x
+    forward, 2x model) -- in the model-FLOPs convention, so that hardware FLOPs = model FLOPs +
+    recompute (Korthikanti et al. 2022 sec. 6: HFU counts the recomputed forward on top of the
+    model FLOPs, both with the full s x s attention of PaLM App. B; Narayanan et al. 2021
+    eq. 3 is the full-recompute case). The graph runs causal attention where flash skips masked
+    blocks; its attention FLOPs are scaled to the full-attention convention of the model FLOPs,
+    so HFU >= MFU holds by construction."""
+    from accelmap.models.flops import attention_flops_per_token
+
+    executed = attention_flops_per_token(spec, seq_len, causal=True, masked=not flash)
+    to_model = attention_flops_per_token(spec, seq_len, causal=False) / executed \
+        if executed else 1.0
+    extra = 0.0
+    for o in ops:
+        if not is_layer(o.name) or o.model_flops is None:
+            continue
+        e = (float(o.flops) - float(o.model_flops)) * o.count
+        extra += e * (to_model if o.attention_core else 1.0)
+    return extra
 
 
 def finetune_model_flops_per_token(spec: ModelSpec, seq_len: int, ad: Adapters) -> float:

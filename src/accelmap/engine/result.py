@@ -2,7 +2,9 @@
 trees. JSON comes from them (``to_dict``), so every face prints the same keys.
 
 - ``TrainStep``: one optimizer step of a training job (PaLM's model-FLOPs MFU, Chowdhery et al.
-  2022 App. B; HFU counts the hardware FLOPs the operator graph executes, recompute included).
+  2022 App. B; HFU = those model FLOPs plus what recompute runs again, in the same
+  full-attention convention, Korthikanti et al. 2022 sec. 6, so HFU >= MFU; see
+  ``engine/profile.py`` ``_recompute_flops``).
 - ``ServeStep``: a serving batch: TTFT (prefill of the whole prompt batch), TPOT (one decode
   step at the mean context), throughput = batch x output / (TTFT + (output - 1) x TPOT).
 
@@ -26,6 +28,7 @@ from accelmap.engine.shapes import CALIBRATION_NOTE
 from accelmap.mapping.plan import Mapping
 from accelmap.memory.band import BAND_SOURCE, MemoryFit
 from accelmap.memory.budget import MemoryBudget
+from accelmap.units import Dimension, format_quantity
 from accelmap.workload import Phase
 
 _COMMON = ("model", "accelerator", "system", "mapping", "feasible", "reason", "violated_rule",
@@ -105,6 +108,8 @@ class _Step:
                 "fits": bool(self.memory.fits),
                 "fit": self.memory_fit.value,
                 "error_band": self.memory.band,
+                "exact_bytes": float(np.max(self.memory.exact)),
+                "band_allowance_bytes": float(np.max(self.memory.allowance)),
                 "error_band_source": BAND_SOURCE,
                 "breakdown": self.memory.tree(),
             },
@@ -225,10 +230,18 @@ def fits(memory: MemoryBudget) -> tuple[bool, str | None]:
     if not np.any(memory.over):
         return True, None
     need, have = float(np.max(memory.total)), memory.capacity
-    return False, (f"needs {_gib(need)} per device but the device has {_gib(have)}, over "
+    exact = float(np.max(memory.exact))
+    if exact > have:  # no error band makes room for bytes counted exactly
+        what = " + ".join(k for k in ("weights", "gradients", "optimizer", "kv_cache")
+                          if any(i.split("/")[0] == k for i in memory.items))
+        return False, (f"{what.replace('_', ' ')} alone need {_bytes(exact)} per device (counted "
+                       f"exactly, no error band) but the device has {_bytes(have)}; "
+                       f"{_bytes(need)} in all (memory rule)")
+    return False, (f"needs {_bytes(need)} per device but the device has {_bytes(have)}, over "
                    f"by more than the memory model's {memory.band:.1%} error band (memory rule)")
 
 
-def _gib(b: float) -> str:
-    """GiB with one decimal, MiB below 1 GiB (an edge NPU's 8 MiB is not '0.0 GiB')."""
-    return f"{b / 2**30:.1f} GiB" if b >= 2**30 else f"{b / 2**20:.1f} MiB"
+def _bytes(b: float) -> str:
+    """Bytes as every memory table prints them: SI prefixes, three digits ('85.5 GB'; an edge
+    NPU's 8 MiB is '8.39 MB', not '0.0 GB'), so a sentence and the table beside it agree."""
+    return format_quantity(b, Dimension.BYTES)

@@ -17,6 +17,8 @@ import math
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from accelmap.cost.collectives import Collective, custom_all_reduce
 from accelmap.cost.energy import op_energy_j
 from accelmap.cost.execution import ExecutionModel, execution_model, runtime_items
@@ -58,6 +60,12 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
                          violated_rule=bad[0].rule, output_len=wl.output_len)
     if not dev.bandwidth:  # no published bandwidth (Coral Edge TPU): say so, do not guess
         return _unestimable(spec, system, wl, m, fw)
+    runtime = execution_model(dev.acc)
+    memory = serving_memory(spec, wl, m, system.memory_bytes, fw.prefill_chunk_tokens,
+                            runtime=runtime, unfused=fw.unfused_transients)
+    feasible, reason = fits(memory)
+    lim = (_limits(spec, wl, m, system.memory_bytes, fw.prefill_chunk_tokens, runtime)
+           if limits else None)
     shard = Geometry.of(spec).shard(m.tp, m.ep, etp=m.expert_tp)
     p = inference_precision(wl)
     pre_shape, dec_shape = inference_shapes(spec, wl)
@@ -92,9 +100,6 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     total = ttft + steps * tpot
     world = int(m.world)
     out_tokens = wl.batch * wl.output_len * m.replicas
-    runtime = execution_model(dev.acc)
-    memory = serving_memory(spec, wl, m, system.memory_bytes, fw.prefill_chunk_tokens,
-                            runtime=runtime, unfused=fw.unfused_transients)
     kind = dev.acc.device_memory.kind
     # energy of one replica's ops: every device of the replica runs its shard of each op
     ops_energy = (op_energy_j([t.op for t in pre], kind)
@@ -104,9 +109,6 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     stream = sum(float(t.op.total_bytes) * t.op.count for t in dec)
     tdp = system.tdp_w
     per_replica_tokens = max(wl.batch * wl.output_len, 1)
-    feasible, reason = fits(memory)
-    lim = (_limits(spec, wl, m, system.memory_bytes, fw.prefill_chunk_tokens, runtime)
-           if limits else None)
     return ServeStep(
         spec.id, dev.acc.id, cluster.name, m, feasible, reason, memory,
         time={**_tree("prefill", pre, pre_comm, pre_host),
@@ -117,8 +119,10 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
                      *device_notes(dev, wl.compute_dtype, fw),
                      *(hp.sentence(what) for what, hp in (("prefill", pre_hp),
                                                           ("decode step", dec_hp)) if hp)),
-        error_band=error_band("serve-throughput", fw.name.value, world),
-        latency_error_band=error_band("serve-latency", fw.name.value, m.devices_per_replica),
+        error_band=error_band("serve-throughput", fw.name.value, world,
+                              dev.acc.device_class.value),
+        latency_error_band=error_band("serve-latency", fw.name.value, m.devices_per_replica,
+                                      dev.acc.device_class.value),
         output_len=wl.output_len, ttft_s=ttft, tpot_s=tpot, total_time_s=total,
         tokens_per_s=out_tokens / total if wl.output_len else 0.0,
         tokens_per_s_per_device=out_tokens / total / world if wl.output_len else 0.0,
@@ -200,12 +204,14 @@ def serving_memory(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
 
 def _limits(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
             chunk: int | None, runtime: ExecutionModel | None = None) -> tuple[int, int]:
-    """Largest batch at this length and longest context at this batch that fit in memory."""
+    """Largest batch at this length and longest context at this batch that fit in memory: by
+    the same rule as the estimate's verdict (not over capacity beyond the memory band,
+    ``memory.band``), so a batch is feasible exactly when it is at most the largest."""
 
     def fit(batch: int, seq: int) -> bool:
         w = replace(wl, batch=batch, prompt_len=max(seq - wl.output_len, 1))
-        return bool(serving_memory(spec, w, m, capacity, chunk, tokens=seq,
-                                   runtime=runtime).fits)
+        return not bool(np.any(serving_memory(spec, w, m, capacity, chunk, tokens=seq,
+                                              runtime=runtime).over))
 
     def largest(pred: Any, hi_limit: int) -> int:
         if not pred(1):

@@ -275,7 +275,9 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     world = m.world
     model_flops = prof.model_flops_per_token * tokens
     peak, _ = dev.peak(wl.dtype, Unit.MATRIX)
-    hw_flops = (prof.layer_hw_flops * L + prof.ends_hw_flops) * micro * dp * tp * cp
+    # HFU's numerator: the model FLOPs plus what recompute runs again, one convention
+    # (engine/profile.py _recompute_flops), so HFU >= MFU
+    hw_flops = model_flops + prof.layer_recompute_flops * L * micro * dp * tp * cp
     out: dict[str, Any] = {
         "step_time_s": step,
         "tokens_per_s": tokens / step,
@@ -503,7 +505,7 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
         overlap_policy=overlap.__dict__,
         energy_j_per_token_tdp=tdp * world * step / tokens if tdp else None,
         energy_j_per_token_ops=f["energy_j_per_step_ops"] / tokens,
-        error_band=error_band("train", fw.name.value, world),
+        error_band=error_band("train", fw.name.value, world, dev.acc.device_class.value),
         time_to_train_s=time_to_train,
         cost_to_train_usd=time_to_train / 3600 * price * world
         if time_to_train and price else None)

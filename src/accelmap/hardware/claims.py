@@ -1,6 +1,6 @@
 """Claim checks: is a device spec, and a throughput claimed on it, possible?
 
-Three verdicts, each with the bound that decides it:
+Three verdicts, each with the bound that decides it, with its numbers:
 
 - **impossible**: the claim needs more than the spec's own peak (memory bandwidth, compute or
   capacity: no software can beat them), or the spec holds more SRAM than its die could hold if
@@ -11,6 +11,8 @@ Three verdicts, each with the bound that decides it:
   watt or per mm2 past 2x the best part shipped on its process node, SRAM over half the die
   (``hardware/plausibility.py`` and the node bounds below). Past such an empirical bound by more
   than 2x again (4x the best part shipped) is impossible;
+  or it needs more than the engine's own best prediction for the same model, devices and
+  lengths plus the engine's error band (``engine_bound``; ``api.claims`` runs the engine);
 - **plausible**: none of these.
 
 A throughput claim ("N tok/s on MODEL at batch B") is decode: each step reads every weight
@@ -496,6 +498,32 @@ def claim_bounds(acc: Accelerator, spec: ModelSpec, claim: Claim, params: Any,
                 f"{_q(limit, Dimension.FLOPS)}",
                 f"best bundled {cls} part x {NODE_MARGIN:g} ({ref.source})"))
     return out, n
+
+
+# where no error band covers runs like the claim's (engine.error_band), the claim may exceed
+# the engine's best by this factor before it is implausible: the largest p80 serving error of
+# any group in engine/data/error_bands.yaml is below 2x for the GPU stacks (a stated,
+# conservative allowance, not a fit)
+NO_BAND_ALLOWANCE = 1.0
+
+
+def engine_bound(claimed: float, best: float, best_batch: int, band_pct: float | None,
+                 speculative: bool) -> Bound:
+    """The second tier: a claim above the engine's best prediction for the same model, devices
+    and lengths (the best over the batches that fit, when the claim names none) plus the
+    engine's error band on runs like it is implausible. Speculative decoding is not simulated
+    here, so it is stated but not judged."""
+    allowance = band_pct / 100 if band_pct is not None else NO_BAND_ALLOWANCE
+    have = best * (1 + allowance)
+    v = (Verdict.PLAUSIBLE if speculative or claimed <= have else Verdict.IMPLAUSIBLE)
+    band = (f"its error band ±{band_pct:.0f} %" if band_pct is not None else
+            f"a {NO_BAND_ALLOWANCE:.0%} allowance (no error band for runs like this)")
+    tail = " (speculative: not simulated here, so not judged)" if speculative else ""
+    return Bound(
+        "claim-engine-best", v, claimed, have, "tokens/s",
+        f"{claimed:,.0f} tok/s claimed; the engine's best is {best:,.0f} tok/s (batch "
+        f"{best_batch:,}), with {band} {have:,.0f} tok/s ({claimed / have:.2f}x){tail}",
+        "the engine's own prediction (api.claims) and engine.error_band")
 
 
 def _empirical(ratio: float) -> Verdict:

@@ -11,6 +11,10 @@ A plan's total T against the capacity C:
 
 - **fits**: T x (1 + band) <= C: it fits even if the model under-predicts by the band;
 - **over**: T x (1 - band) > C: it does not fit even if the model over-predicts by the band;
+  or the bytes counted exactly (``EXACT_ITEMS``: weights, gradients, optimizer states, the KV
+  cache: parameter and token counts x bytes, no model in them) alone exceed C: the band is
+  the error of what the memory model estimates and cannot make room for those. In bytes: over
+  <=> -margin > min(band x T, T - exact), the band's downside allowance (``allowance``);
 - **tight**: in between: within the model's measured error of capacity. Not "does not fit";
   the planner leaves tight plans out unless asked (``include_tight``).
 """
@@ -30,25 +34,44 @@ BAND_SOURCE = ("p90 |predicted - measured| / measured peak memory on memory.csv 
                "benchmarks/memory_error.py)")
 
 
+# top-level memory items that are counts x bytes, not estimates (memory/budget.py keys)
+EXACT_ITEMS = ("weights", "gradients", "optimizer", "kv_cache")
+
+
+def exact_bytes(items: dict[str, Num]) -> Num:
+    """The bytes of ``items`` that are counted exactly (``EXACT_ITEMS``)."""
+    return sum((v for k, v in items.items() if k.split("/")[0] in EXACT_ITEMS), 0.0)
+
+
+def allowance(total: Num, exact: Num = 0.0, band: float = MEMORY_ERROR_BAND) -> Num:
+    """Bytes by which a total may exceed capacity and still not be 'over': the band's share of
+    the total, at most the estimated (not exactly counted) bytes."""
+    t = np.asarray(total)
+    return np.minimum(band * t, t - np.asarray(exact))
+
+
 class MemoryFit(StrEnum):
     FITS = "fits"
     TIGHT = "tight"  # within the memory model's error band of capacity
     OVER = "over"  # over capacity by more than the band
 
 
-def is_over(total: Num, capacity: Num, band: float = MEMORY_ERROR_BAND) -> Num:
-    return np.asarray(total) * (1.0 - band) > capacity
+def is_over(total: Num, capacity: Num, band: float = MEMORY_ERROR_BAND,
+            exact: Num = 0.0) -> Num:
+    return (np.asarray(total) * (1.0 - band) > capacity) | (np.asarray(exact) > capacity)
 
 
-def is_tight(total: Num, capacity: Num, band: float = MEMORY_ERROR_BAND) -> Num:
+def is_tight(total: Num, capacity: Num, band: float = MEMORY_ERROR_BAND,
+             exact: Num = 0.0) -> Num:
     t = np.asarray(total)
-    return (t * (1.0 + band) > capacity) & ~is_over(t, capacity, band)
+    return (t * (1.0 + band) > capacity) & ~is_over(t, capacity, band, exact)
 
 
-def memory_fit(total: float, capacity: float, band: float = MEMORY_ERROR_BAND) -> MemoryFit:
+def memory_fit(total: float, capacity: float, band: float = MEMORY_ERROR_BAND,
+               exact: float = 0.0) -> MemoryFit:
     """fits / tight / over for one total (see the module doc)."""
-    if bool(is_over(total, capacity, band)):
+    if bool(is_over(total, capacity, band, exact)):
         return MemoryFit.OVER
-    if bool(is_tight(total, capacity, band)):
+    if bool(is_tight(total, capacity, band, exact)):
         return MemoryFit.TIGHT
     return MemoryFit.FITS

@@ -43,7 +43,15 @@ from typing import Any
 import numpy as np
 
 from accelmap.memory.allocator import CUDA_CONTEXT_BYTES, allocator_bytes
-from accelmap.memory.band import MEMORY_ERROR_BAND, MemoryFit, is_over, is_tight, memory_fit
+from accelmap.memory.band import (
+    MEMORY_ERROR_BAND,
+    MemoryFit,
+    allowance,
+    exact_bytes,
+    is_over,
+    is_tight,
+    memory_fit,
+)
 from accelmap.models.geometry import ExpertSplit, Geometry
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
@@ -84,19 +92,31 @@ class MemoryBudget:
         return MEMORY_ERROR_BAND
 
     @property
+    def exact(self) -> Num:
+        """Bytes counted exactly (weights, gradients, optimizer states, KV cache)."""
+        return exact_bytes(self.items)
+
+    @property
+    def allowance(self) -> Num:
+        """Bytes the total may exceed capacity by and still not be over (``memory.band``)."""
+        return allowance(self.total, self.exact)
+
+    @property
     def over(self) -> Num:
-        """Over capacity by more than the error band: does not fit."""
-        return is_over(self.total, self.capacity)
+        """Over capacity by more than the error band, or by exactly counted bytes alone:
+        does not fit."""
+        return is_over(self.total, self.capacity, exact=self.exact)
 
     @property
     def tight(self) -> Num:
         """Within the error band of capacity."""
-        return is_tight(self.total, self.capacity)
+        return is_tight(self.total, self.capacity, exact=self.exact)
 
     @property
     def fit(self) -> MemoryFit:
         """fits / tight / over (the largest total of a candidate table)."""
-        return memory_fit(float(np.max(self.total)), self.capacity)
+        return memory_fit(float(np.max(self.total)), self.capacity,
+                          exact=float(np.max(self.exact)))
 
     def tree(self) -> dict[str, Any]:
         """Nested dict of the slash keys, each level with its own 'total_bytes'."""

@@ -15,7 +15,8 @@ FLOPs per token, forward (one multiply-add = 2 FLOPs):
 
 Training (model FLOPs, no recomputation): backward = 2 x forward, so 3 x forward in all
 (Kaplan et al. 2020 sec. 2.1; Narayanan et al. 2021 sec. 5.1). Recompute (HFU) is the engine's
-business, not the catalog's.
+business, not the catalog's: it adds the recomputed FLOPs in this same full-attention
+convention (``attention_flops_per_token`` converts what flash attention executes).
 """
 
 from __future__ import annotations
@@ -101,6 +102,18 @@ def _attention_flops_per_token(geo: Geometry, seq_len: int, causal: bool) -> flo
             keys = float(min(seq_len, window or seq_len))
         total += 2 * keys * geo.heads * (d_qk + d_v)
     return total
+
+
+def attention_flops_per_token(model: ModelSpec | Geometry, seq_len: int, causal: bool,
+                              masked: bool = False) -> float:
+    """Attention-core FLOPs of one token's forward pass: ``causal`` counts each query's causal
+    mean of keys (what FlashAttention executes), otherwise every key of the sequence (the
+    window's on sliding layers: PaLM's model-FLOPs convention); ``masked`` counts the full
+    s x s score matrix on every layer, sliding ones too (naive attention masks after)."""
+    geo = Geometry.of(model)
+    if masked:
+        return 2.0 * seq_len * geo.heads * (geo.qk_head_dim + geo.v_head_dim) * geo.n_layers
+    return _attention_flops_per_token(geo, seq_len, causal)
 
 
 def matmul_flops_per_token(model: ModelSpec | Geometry) -> float:

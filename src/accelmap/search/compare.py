@@ -59,7 +59,7 @@ from accelmap.mapping.constraints import check_serving
 from accelmap.mapping.plan import Mapping, ZeroStage
 from accelmap.models.schema import ModelSpec
 from accelmap.search.space import powers_of_two
-from accelmap.units import DType
+from accelmap.units import Dimension, DType, format_quantity
 from accelmap.workload import Inference, Recompute, Training
 
 Progress = Callable[[int, int], None]
@@ -441,9 +441,9 @@ def _most_sharded(spec: ModelSpec, wl: Inference, acc: Accelerator, cat: Catalog
     top = sorted(((float(v), k) for k, v in mem.items.items()), reverse=True)[:2]
     return (f"does not fit even one layer per stage: tp={tp} (scale-up domain "
             f"{cl.scale_up_domain}) x pp={spec.n_layers} needs "
-            f"{float(mem.total) / 2**20:,.0f} MiB per device, the part has "
-            f"{acc.memory_bytes / 2**20:,.0f} MiB ("
-            + ", ".join(f"{k} {v / 2**20:,.0f} MiB" for v, k in top) + ")")
+            f"{format_quantity(float(mem.total), Dimension.BYTES)} per device, the part has "
+            f"{format_quantity(acc.memory_bytes, Dimension.BYTES)} ("
+            + ", ".join(f"{k} {format_quantity(v, Dimension.BYTES)}" for v, k in top) + ")")
 
 
 def _row(acc: Accelerator, job: CompareJob, dtype: DType, notes: list[str]) -> dict[str, Any]:

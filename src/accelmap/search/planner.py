@@ -201,7 +201,7 @@ def _mapping(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _plan(row: dict[str, Any], cluster: Cluster, tokens: float, stack: str) -> Plan:
-    band = error_band("train", stack, cluster.devices)
+    band = error_band("train", stack, cluster.devices, cluster.accelerator.device_class.value)
     metrics: dict[str, Any] = {
         "tokens_per_s": row["tokens_per_s"],
         "tokens_per_s_per_device": row["tokens_per_s"] / cluster.devices,

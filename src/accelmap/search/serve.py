@@ -59,7 +59,7 @@ from accelmap.search.result import (
     plan_mapping_dict,
 )
 from accelmap.search.space import powers_of_two
-from accelmap.units import DType
+from accelmap.units import Dimension, DType, format_quantity
 from accelmap.workload import Inference
 
 QUANT_GROUP = 128  # weights per scale for weight-only int8/int4 (AWQ/GPTQ default)
@@ -367,9 +367,10 @@ def _limits(p: _Point, cluster: Cluster) -> list[str]:
             out.append(f"{what} is {comm[axis] / tpot:.0%} of TPOT "
                        f"({est.metrics['axes'][axis]})")
     kv_bytes = float(est.memory.items.get("kv_cache", 0.0))
-    out.append(f"memory {m['memory_per_device_bytes'] / 2**30:.1f} of "
-               f"{m['memory_capacity_bytes'] / 2**30:.1f} GiB per device "
-               f"(KV cache {kv_bytes / 2**30:.1f} GiB)")
+    gb = Dimension.BYTES  # SI bytes, as every memory table prints them
+    out.append(f"memory {format_quantity(m['memory_per_device_bytes'], gb)} of "
+               f"{format_quantity(m['memory_capacity_bytes'], gb)} per device "
+               f"(KV cache {format_quantity(kv_bytes, gb)})")
     out.append(f"TTFT {m['ttft_s'] * 1e3:.0f} ms, TPOT {tpot * 1e3:.1f} ms, "
                f"{m['tokens_per_s']:,.0f} tokens/s over {m['replicas']} replica(s) on "
                f"{cluster.devices} devices")

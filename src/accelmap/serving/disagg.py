@@ -158,13 +158,21 @@ class KvTransfer:
     over its own link (NVLink port, or its own NIC in a rail-optimized fabric), as one
     point-to-point send (``collective_time(SEND_RECV)``: latency + bytes / bandwidth).
 
-    Layer-wise (default): the KV of layer l is sent while layer l + 1 computes (Splitwise
-    sec. 4, layer-wise KV-cache transfer overlapped with the prompt computation; DistServe
-    sec. 4 likewise hides the transfer behind compute on NVLink). What stays exposed after the
-    prompt's pass is the last layer's share, or what the link cannot carry during the pass:
-    max(t / L, t - c (L - 1) / L), c = the prompt's forward time alone on the prefill instance
-    (a lower bound of its time in the batch, so the exposed part is an upper bound). Not
-    layer-wise: the whole transfer after the prefill (t)."""
+    The tier is the cluster's (``pair_link``): the scale-up links (NVLink, an NVL72 rack) when
+    the pools that exchange KV share a scale-up domain, else each device's RDMA NIC of the
+    scale-out tier, with that tier's bandwidth and latency.
+
+    After the prefill (default): the whole transfer t follows the prompt's pass. That is what
+    the serving stacks modelled here do: vLLM's disaggregated prefill moves a finished
+    request's KV blocks (NixlConnector: the decode instance pulls them over RDMA once the
+    prefill instance has computed them; docs.vllm.ai "NixlConnector Usage Guide" and
+    "Disaggregated Prefilling"), as does TensorRT-LLM's disaggregated serving after the context
+    phase. Layer-wise (``layerwise``, e.g. LMCache's layer-wise mode): the KV of layer l is sent
+    while layer l + 1 computes (Splitwise sec. 4, layer-wise KV-cache transfer overlapped with
+    the prompt computation). What stays exposed after the prompt's pass is the last layer's
+    share, or what the link cannot carry during the pass: max(t / L, t - c (L - 1) / L), c = the
+    prompt's forward time alone on the prefill instance (a lower bound of its time in the
+    batch, so the exposed part is an upper bound)."""
 
     link: Link
     same_domain: bool
@@ -195,7 +203,7 @@ class KvTransfer:
 
 
 def kv_transfer(spec: ModelSpec, cluster: Cluster, d: Disaggregation, kv_dtype: Any,
-                layerwise: bool = True) -> KvTransfer:
+                layerwise: bool = False) -> KvTransfer:
     geo = Geometry.of(spec)
     near = same_domain(cluster, d)
     return KvTransfer(pair_link(cluster, near), near, min(d.prefill_tp, d.decode_tp),
@@ -280,7 +288,7 @@ Instances = dict[tuple[str, int], Instance | Unfit]
 
 
 def run_disaggregated(spec: ModelSpec, system: System, wl: Inference, d: Disaggregation,
-                      fw: FrameworkProfile, load: Load, *, layerwise: bool = True,
+                      fw: FrameworkProfile, load: Load, *, layerwise: bool = False,
                       cache: Instances | None = None) -> DisaggRun:
     """Simulate ``load`` on the prefill and decode pools of ``d`` (``cache``: instances
     already built for this load, keyed by (pool, tp); the planner shares it)."""
@@ -400,7 +408,8 @@ def run_disaggregated(spec: ModelSpec, system: System, wl: Inference, d: Disaggr
              *device_notes(dev, wl.compute_dtype, fw))
     return DisaggRun(*head, True, None, metrics, sched, pre.pool.other, dec.pool.other,
                      xfer.describe(), notes,
-                     error_band("serve-offline", fw.name.value, d.devices), wall)
+                     error_band("serve-offline", fw.name.value, d.devices,
+                                dev.acc.device_class.value), wall)
 
 
 def with_requests(load: Load, requests: int) -> Load:

@@ -54,6 +54,7 @@ from accelmap.serving.speculative import (
     draft_cost,
     draft_memory,
 )
+from accelmap.units import Dimension, format_quantity
 from accelmap.workload import Inference
 
 
@@ -446,7 +447,7 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
     notes = (*notes, *context_notes(spec, int(longest)),
              f"{m.describe_serving()} on {cluster.name}",
              f"scheduler: {sched.source}",
-             f"KV pool {pool.pool_bytes / 2**30:.1f} GiB per device = "
+             f"KV pool {format_quantity(pool.pool_bytes, Dimension.BYTES)} per device = "
              f"{pool.tokens:,.0f} tokens per replica",
              f"{len(reqs):,} requests simulated on one replica of {replicas}",
              *_closed_loop_notes(load, replicas),
@@ -454,8 +455,9 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
     # the throughput band comes from the offline check set (benchmarks/data: out-of-sample
     # residuals of the same simulator); no published server run is scored yet
     return ServingRun(*head, True, None, metrics, sched, pool.other, notes,
-                      error_band("serve-offline", fw.name.value, world),
-                      error_band("serve-latency", fw.name.value, int(m.devices_per_replica)),
+                      error_band("serve-offline", fw.name.value, world, dev.acc.device_class.value),
+                      error_band("serve-latency", fw.name.value, int(m.devices_per_replica),
+                                 dev.acc.device_class.value),
                       wall)
 
 

@@ -225,7 +225,7 @@ def _disaggregated(spec: ModelSpec, system: System, wl: Inference, fw: Framework
 
 
 def search_split(spec: ModelSpec, system: System, wl: Inference, fw: FrameworkProfile,
-                 load: Load, *, layerwise: bool = True,
+                 load: Load, *, layerwise: bool = False,
                  attainment: float = ATTAINMENT) -> SplitSearch:
     """Try the colocated and disaggregated layouts of the cluster under ``load`` and pick the
     one with the most goodput per device among those meeting the SLOs for ``attainment`` of
