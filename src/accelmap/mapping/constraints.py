@@ -171,7 +171,7 @@ def _virtual_bad(job: TrainingJob, m: Any) -> Any:
 
 
 def _virtual_sentence(job: TrainingJob, m: Any) -> str:
-    v, pp, uneven, middle, _ = (np.asarray(x).item() for x in _chunks(job, m))
+    _v, pp, uneven, middle, _ = (np.asarray(x).item() for x in _chunks(job, m))
     if pp <= 1:
         return (f"vpp={m.virtual_stages} needs a pipeline: virtual stages split each of pp > 1 "
                 "stages into model chunks (set --pp)")
