@@ -6,7 +6,10 @@ reason. Cluster: ``num_devices`` devices, ``num_devices / num_nodes`` per node w
 says so, else the catalog's single-node preset for the accelerator (8 per DGX/HGX); the network
 tiers come from that preset (``from_preset``), or from the accelerator's own links when the
 catalog has none (``parse_cluster``, which says so). Fewer devices than a node are that many
-devices of one node (same NVLink/NVSwitch tier).
+devices of one node (same NVLink/NVSwitch tier). A row that uses part of each node or rack
+(``num_nodes`` racks of 64 of an NVL72's 72) has that many devices per scale-up domain; one
+whose devices do not fill whole nodes (256 GPUs of NVL72 racks) is ``of_devices``'s model:
+equal scale-up domains of gcd(node, remainder) devices.
 """
 
 from __future__ import annotations
@@ -16,7 +19,13 @@ from dataclasses import dataclass, replace
 
 from accelmap.catalog import Catalog
 from accelmap.cost.schedules import Schedule
-from accelmap.hardware.cluster import Cluster, from_preset, parse_cluster
+from accelmap.hardware.cluster import (
+    Cluster,
+    from_preset,
+    of_devices,
+    parse_cluster,
+    shrink_tiers,
+)
 from accelmap.hardware.schema import Accelerator, SystemPreset
 from accelmap.mapping.plan import Mapping, ZeroStage
 from accelmap.units import DType
@@ -36,26 +45,43 @@ def node_preset(acc: Accelerator, catalog: Catalog) -> SystemPreset | None:
     return max(same, key=lambda p: p.devices_per_node) if same else None
 
 
+def _host_of_rack(per_node: int, node: int) -> bool:
+    """A row's "node" that is one host (compute tray) of a rack-scale scale-up domain (GB200
+    NVL72: 18 trays of 4 GPUs in one NVLink domain): the rack, not the tray, is the node."""
+    return node > DEFAULT_NODE and per_node <= DEFAULT_NODE
+
+
 def build_cluster(acc: Accelerator, devices: int, nodes: int | None,
                   catalog: Catalog) -> Resolved:
     """A cluster of exactly ``devices`` devices (see the module docstring)."""
     preset = node_preset(acc, catalog)
     notes: list[str] = []
     node = preset.devices_per_node if preset else DEFAULT_NODE
-    if nodes and devices % nodes == 0:
+    if nodes and devices % nodes == 0 and not _host_of_rack(devices // nodes, node):
         per_node = devices // nodes
     else:
         per_node = min(devices, node)
-        if devices >= node:
+        if nodes and devices % nodes == 0:
+            notes.append(f"the row's {nodes} nodes of {devices // nodes} are hosts of "
+                         f"{node}-device scale-up domains: domains of {node}")
+        elif devices >= node:
             notes.append(f"node count not stated: nodes of {node} assumed")
     if devices % per_node:
-        return Resolved(None, reason=f"{devices} devices do not fill nodes of {per_node}")
+        # a job on part of its last node or rack (256 GPUs of NVL72 racks: 3 x 72 + 40):
+        # hardware.cluster.of_devices models it as equal scale-up domains of gcd(node,
+        # remainder) devices, so no group is given a scale-up link that its ranks lack
+        cluster = of_devices(acc, devices, catalog)
+        notes.append(f"{devices} devices do not fill nodes of {per_node}: {cluster.origin}")
+        return Resolved(cluster, tuple(notes))
     n = devices // per_node
     cluster: Cluster
     if preset and per_node <= preset.devices_per_node:
         cluster = from_preset(preset, catalog, nodes=n)
         if per_node < preset.devices_per_node:
+            # part of each node or rack: its scale-up domain holds only the devices used
             cluster = replace(cluster, devices_per_node=per_node,
+                              tiers=shrink_tiers(cluster.tiers, per_node) if n > 1
+                              else cluster.tiers,
                               name=f"{per_node} of the {preset.devices_per_node} devices of "
                                    f"{n} x {preset.name}")
             notes.append(f"{per_node} devices of one {preset.id} node" if n == 1 else
