@@ -1,4 +1,4 @@
-"""Jobs on part of their nodes or racks (validate/layout.build_cluster, hardware/cluster.of_devices):
+"""Jobs on part of their nodes or racks (validate/layout.build_cluster, cluster.of_devices):
 never refused, and no group is given a scale-up link its ranks lack."""
 
 from __future__ import annotations
