@@ -40,7 +40,7 @@ from accelmap.validate.runs import (
     TrainingRun,
     UnreadableRun,
 )
-from accelmap.validate.stacks import FRAMEWORK_NAMES, release_date
+from accelmap.validate.stacks import FRAMEWORK_NAMES, Stack, release_date
 from accelmap.validate.transcribe import read_flag, read_framework, read_interleave, read_zero
 from accelmap.workload import Recompute
 
@@ -189,6 +189,13 @@ def _shard_group(v: Any) -> Parsed:
     return None, f"is not a whole number >= 1 or node; write shard_group: {fix}"
 
 
+def _near_known(name: str) -> bool:
+    """A misspelt public stack (``megatorn``, ``deepspeeed``): refused with the fix rather than
+    read as an in-house stack."""
+    known = [*FRAMEWORK_NAMES, *SERVING_FRAMEWORKS]
+    return name not in known and bool(difflib.get_close_matches(name, known, n=1, cutoff=0.8))
+
+
 def _framework(v: Any) -> Parsed:
     t = _text(v)
     name, _, version = t.lower().partition(" ")
@@ -200,6 +207,10 @@ def _framework(v: Any) -> Parsed:
     if stack is not None and not isinstance(when, str):
         return (stack, version), None
     guess, gver, gyear = read_framework(t)
+    if stack is None and (guess is None or guess is Stack.OTHER) and not _near_known(name):
+        # an in-house or unknown stack: the generic one (stacks.OTHER_NOTE states its physics;
+        # the prediction's notes say so), the name kept as its version
+        return (Stack.OTHER, "" if name == "other" else t), None
     if guess is not None and gver and isinstance(release_date(guess, gver), tuple):
         fix = f"{guess.value} {gver}"
     elif guess is not None and gyear:

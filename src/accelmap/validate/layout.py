@@ -70,9 +70,9 @@ def build_cluster(acc: Accelerator, devices: int, nodes: int | None,
         # a job on part of its last node or rack (256 GPUs of NVL72 racks: 3 x 72 + 40):
         # hardware.cluster.of_devices models it as equal scale-up domains of gcd(node,
         # remainder) devices, so no group is given a scale-up link that its ranks lack
-        cluster = of_devices(acc, devices, catalog)
-        notes.append(f"{devices} devices do not fill nodes of {per_node}: {cluster.origin}")
-        return Resolved(cluster, tuple(notes))
+        partial = of_devices(acc, devices, catalog)
+        notes.append(f"{devices} devices do not fill nodes of {per_node}: {partial.origin}")
+        return Resolved(partial, tuple(notes))
     n = devices // per_node
     cluster: Cluster
     if preset and per_node <= preset.devices_per_node:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from accelmap.catalog import Catalog
+from accelmap.cost.execution import execution_model
 from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.engine import OverlapPolicy, estimate
 from accelmap.engine.result import Estimate
@@ -40,6 +41,7 @@ from accelmap.validate.outcome import MetricKind, Prediction, done, skip
 from accelmap.validate.runs import METRICS, Metric, TrainingRun
 from accelmap.validate.stacks import (
     FRAMEWORK_NAMES,
+    OTHER_NOTE,
     Stack,
     StackDefaults,
     compiled_framework,
@@ -123,6 +125,14 @@ def _overlap(d: StackDefaults, m: Mapping) -> OverlapPolicy | None:
     return OverlapPolicy(tp=m.tp_comm_overlap, dp_grad_reduce=False, dp_param_gather=False)
 
 
+def _in_house_framework(acc: Accelerator | None, fw: Framework) -> Framework:
+    """An in-house stack's cost profile: Megatron-Core's on a GPU, else the device class's own
+    compiled stack (cost/execution.py: XLA on a TPU for T5X/Pathways)."""
+    if acc is None:
+        return fw
+    return execution_model(acc).training
+
+
 def plan_run(run: TrainingRun, catalog: Catalog
              ) -> tuple[Prediction, TrainingPlan | None, list[str], list[str]]:
     """(unscored prediction, plan or None, reasons it cannot be planned, notes) of a run on
@@ -139,6 +149,10 @@ def plan_run(run: TrainingRun, catalog: Catalog
     dev, model, more, resolved = rs.resolve_run(run, catalog, fw is Framework.MEGATRON)
     reasons += more
     notes += resolved
+    if stack is Stack.OTHER:
+        fw = _in_house_framework(dev.value.acc if dev.value is not None else None, fw)
+        notes.append(f"framework {run.version or 'other'!r} is an in-house stack: "
+                     f"{OTHER_NOTE}; cost profile {fw.value}")
     dtype = run.precision
     unread = _problems(run, ("precision",))
     if dtype is None and not unread and d is not None and d.precision is not None:

@@ -67,6 +67,12 @@ Megatron-LM ``1.x`` (2020), ``2.x`` (2021), ``3.x`` (2022) and Megatron-Core ``0
 - **torchtitan** (``train_configs/llama3_8b.toml``): ``activation_checkpoint.mode = "selective"``,
   FSDP2 over the data-parallel ranks, no gradient accumulation (local batch = micro-batch);
   ``torch.compile`` only where the row says so (then the torch-compile profile: Inductor fusion).
+- **other** (an in-house stack whose code is not public: Meta's Llama 3 stack, Google's
+  T5X/Pathways, DeepSeek's HAI-LLM, ...): the physics of the closest public stack with the same
+  4D parallelism, Megatron-Core (:data:`OTHER_NOTE` says which overlaps and kernels that
+  assumes); the device class's own compiled stack where the part is no GPU (cost/execution.py:
+  XLA on a TPU). TP-communication overlap is off unless the run says so: no in-house stack
+  documents it as a default, and Megatron-Core itself needs ``--tp-comm-overlap``.
 - **DeepSpeed** (DeepSpeed configuration docs): ``zero_optimization.stage`` 0, activation
   checkpointing off, ``overlap_comm`` false; attention is the model's own code (PyTorch >= 2.0
   ``scaled_dot_product_attention`` takes the flash kernel for 16-bit inputs); eager PyTorch.
@@ -93,6 +99,7 @@ class Stack(StrEnum):
     TORCHTITAN = "torchtitan"  # PyTorch FSDP2 (+ TP/PP/CP)
     DEEPSPEED = "deepspeed"  # DeepSpeed ZeRO
     FSDP = "fsdp"  # any other PyTorch FSDP run
+    OTHER = "other"  # an in-house stack (Meta's, T5X/Pathways, HAI-LLM, ...): OTHER_NOTE
 
 
 @dataclass(frozen=True)
@@ -183,6 +190,17 @@ _TORCHTITAN = StackDefaults(
     dropout=False, grad_dtype=DType.FP32,
     source="torchtitan defaults: llama3 train_configs, selective AC, FSDP2",
     release="torchtitan 0.x", loss=Loss.EAGER)
+OTHER_NOTE = (
+    "in-house stack: Megatron-Core's physics assumed (the closest public stack with the same "
+    "TP/PP/CP/DP): fused Transformer-Engine-style kernels and FlashAttention-2-generation "
+    "attention, sequence parallel with tp, ZeRO-1 with the gradient reduce-scatter and "
+    "parameter all-gather overlapped with compute, no TP-communication overlap, selective "
+    "recompute unless the run says otherwise")
+_OTHER = StackDefaults(
+    Stack.OTHER, Framework.MEGATRON, recompute=_SEL, flash_attention=True,
+    sequence_parallel=True, zero=ZeroStage.OPTIMIZER, micro_batch=1, tp_comm_overlap=False,
+    dropout=False, grad_dtype=DType.FP32, source=OTHER_NOTE, split_model_parallel=True,
+    release="in-house (Megatron-Core physics)")
 _DEEPSPEED = StackDefaults(
     Stack.DEEPSPEED, Framework.FSDP, recompute=_NONE, flash_attention=True,
     sequence_parallel=False, zero=ZeroStage.NONE, micro_batch=1, tp_comm_overlap=False,
@@ -213,6 +231,7 @@ ERAS: dict[Stack, tuple[Era, ...]] = {
     Stack.TORCHTITAN: (Era(None, _TORCHTITAN),),
     Stack.DEEPSPEED: (Era(None, _DEEPSPEED),),
     Stack.FSDP: (Era(None, _FSDP),),
+    Stack.OTHER: (Era(None, _OTHER),),
 }
 
 # The defaults of each stack as the shared transcription's rows were first read with them
@@ -220,15 +239,29 @@ ERAS: dict[Stack, tuple[Era, ...]] = {
 DEFAULTS: dict[Stack, StackDefaults] = {
     Stack.MEGATRON_LM: _MEGATRON_2021, Stack.NEMO: _NEMO_MCORE,
     Stack.LLM_FOUNDRY: _LLM_FOUNDRY_2023, Stack.TORCHTITAN: _TORCHTITAN,
-    Stack.DEEPSPEED: _DEEPSPEED, Stack.FSDP: _FSDP,
+    Stack.DEEPSPEED: _DEEPSPEED, Stack.FSDP: _FSDP, Stack.OTHER: _OTHER,
 }
 
 # Canonical framework names (the run format's vocabulary) -> stack.
 FRAMEWORK_NAMES: dict[str, Stack] = {
     "megatron-lm": Stack.MEGATRON_LM, "megatron-core": Stack.MEGATRON_LM, "nemo": Stack.NEMO,
     "llm-foundry": Stack.LLM_FOUNDRY, "torchtitan": Stack.TORCHTITAN,
-    "deepspeed": Stack.DEEPSPEED, "fsdp": Stack.FSDP,
+    "deepspeed": Stack.DEEPSPEED, "fsdp": Stack.FSDP, "other": Stack.OTHER,
 }
+
+# In-house stacks named in publications (lowercase words of the name) -> the generic stack, with
+# a note saying so (``in_house``).
+IN_HOUSE_NAMES: tuple[str, ...] = (
+    "meta", "llama", "t5x", "pathways", "paxml", "pax", "hai-llm", "hai", "megascale",
+    "in-house", "inhouse", "internal", "proprietary", "other")
+
+
+def in_house(name: str) -> str | None:
+    """The note for a framework name that is an in-house stack (None: not one we know)."""
+    words = set(re.split(r"[^a-z0-9-]+", name.lower()))
+    if words & set(IN_HOUSE_NAMES) or "in-house" in name.lower():
+        return f"framework {name!r}: {OTHER_NOTE}"
+    return None
 
 _VERSION = re.compile(r"^v?(?:core_r)?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[a-z]+\d*)?$")
 MID_YEAR = 6  # a year without a month is read as its middle
@@ -306,6 +339,8 @@ def training_stack(framework_text: str) -> Stack | None:
         return Stack.DEEPSPEED
     if "fsdp" in t:
         return Stack.FSDP
+    if in_house(framework_text):
+        return Stack.OTHER
     return None
 
 
