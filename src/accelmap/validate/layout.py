@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 from accelmap.catalog import Catalog
 from accelmap.cost.schedules import Schedule
@@ -28,11 +29,12 @@ from accelmap.hardware.cluster import (
 )
 from accelmap.hardware.schema import Accelerator, SystemPreset
 from accelmap.mapping.plan import Mapping, ZeroStage
+from accelmap.models.schema import ModelSpec
 from accelmap.units import DType
 from accelmap.validate.cases import InferenceCase, TrainingCase
 from accelmap.validate.resolve import Resolved, parse_recompute
 from accelmap.validate.runs import TrainingRun
-from accelmap.validate.stacks import StackDefaults
+from accelmap.validate.stacks import StackDefaults, recipe_vpp, silent_split
 from accelmap.validate.transcribe import from_case, fsdp_off, read_zero
 from accelmap.workload import Recompute
 
@@ -172,20 +174,56 @@ def _stated(value: bool | None, default: bool) -> bool:
     return default if value is None else value
 
 
+def run_vpp(run: TrainingRun, pp: int, d: StackDefaults, spec: ModelSpec | None,
+            notes: list[str]) -> int | str:
+    """Virtual stages: the run's; interleaved without a count, the stack's recipe
+    (stacks.recipe_vpp); not stated, none."""
+    if run.vpp is not None:
+        return run.vpp
+    if run.interleaved and pp > 1:
+        if spec is None:
+            return "interleaved schedule without the number of virtual stages; write vpp"
+        got = recipe_vpp(spec.id, spec.n_layers, pp)
+        if isinstance(got, str):
+            return got
+        notes.append(f"interleaved, virtual stages not stated: vpp={got[0]} ({got[1]})")
+        return got[0]
+    if pp > 1:
+        notes.append("interleaving not stated: none (plain 1F1B)")
+    return 1
+
+
+def run_split(run: TrainingRun, d: StackDefaults, spec: ModelSpec | None, pp: int, vpp: int,
+              notes: list[str]) -> dict[str, Any]:
+    """The pipeline split: the run's fields, else the stack's (stacks.silent_split) where the
+    even split does not work, noted."""
+    stated = {k: getattr(run, k) for k in ("first_stage_layers", "last_stage_layers",
+                                           "embedding_in_split", "loss_in_split")
+              if getattr(run, k) is not None}
+    if stated or spec is None:
+        return stated
+    got = silent_split(d.stack, spec.id, spec.n_layers, pp, vpp)
+    if got is None:
+        return {}
+    split, source = got
+    notes.append(f"pipeline split not stated and {spec.n_layers} layers do not split evenly "
+                 f"over pp={pp}" + (f" x vpp={vpp}" if vpp > 1 else "") + f": {source}")
+    return split
+
+
 def run_mapping(run: TrainingRun, cluster: Cluster, d: StackDefaults,
-                notes: list[str]) -> Mapping | str:
+                notes: list[str], spec: ModelSpec | None = None) -> Mapping | str:
     """The run's Mapping, or the reason it cannot be built; unstated settings are the stack's
-    defaults ``d``, each noted."""
+    defaults ``d``, each noted (the model ``spec`` picks its recipe's pipeline defaults)."""
     per_node = cluster.devices_per_node
     deg = run_degrees(run, per_node, d.split_model_parallel, notes)
     if isinstance(deg, str):
         return deg
     zero, group = run_zero(run, deg.dp, per_node, d, notes)
-    vpp = run.vpp
-    if vpp is None:
-        vpp = 1
-        if deg.pp > 1:
-            notes.append("interleaving not stated: none (plain 1F1B)")
+    vpp = run_vpp(run, deg.pp, d, spec, notes)
+    if isinstance(vpp, str):
+        return vpp
+    split = run_split(run, d, spec, deg.pp, vpp, notes)
     mb = run.micro_batch
     if mb is None:
         mb = d.micro_batch
@@ -203,7 +241,7 @@ def run_mapping(run: TrainingRun, cluster: Cluster, d: StackDefaults,
                    sequence_parallel=sp, zero=zero, shard_group=group, micro_batch=mb,
                    virtual_stages=vpp,
                    schedule=Schedule.INTERLEAVED if vpp > 1 else Schedule.ONE_F_ONE_B,
-                   recompute=policy, tp_comm_overlap=tp_overlap)
+                   recompute=policy, tp_comm_overlap=tp_overlap, **split)
 
 
 def training_mapping(case: TrainingCase, cluster: Cluster, d: StackDefaults,

@@ -174,7 +174,7 @@ def plan_run(run: TrainingRun, catalog: Catalog
     notes += cluster.notes
     if cluster.value is None:
         return base, None, [cluster.reason or "cluster"], notes
-    m = lay.run_mapping(run, cluster.value, d, notes)
+    m = lay.run_mapping(run, cluster.value, d, notes, model.value)
     if isinstance(m, str):
         return base, None, [m], notes
     flash = d.flash_attention if run.flash_attention is None else run.flash_attention

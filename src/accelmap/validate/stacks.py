@@ -87,7 +87,7 @@ from enum import StrEnum
 from accelmap.cost.attention import AttentionKernel
 from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.cost.framework import profile as framework_profile
-from accelmap.mapping.plan import ZeroStage
+from accelmap.mapping.plan import ZeroStage, balanced_split
 from accelmap.units import DType
 from accelmap.workload import Loss, Recompute
 
@@ -199,7 +199,8 @@ OTHER_NOTE = (
 _OTHER = StackDefaults(
     Stack.OTHER, Framework.MEGATRON, recompute=_SEL, flash_attention=True,
     sequence_parallel=True, zero=ZeroStage.OPTIMIZER, micro_batch=1, tp_comm_overlap=False,
-    dropout=False, grad_dtype=DType.FP32, source=OTHER_NOTE, split_model_parallel=True,
+    dropout=False, grad_dtype=DType.FP32, split_model_parallel=True,
+    source="in-house stack: Megatron-Core's physics (validate/stacks.py OTHER_NOTE)",
     release="in-house (Megatron-Core physics)")
 _DEEPSPEED = StackDefaults(
     Stack.DEEPSPEED, Framework.FSDP, recompute=_NONE, flash_attention=True,
@@ -376,3 +377,72 @@ def compiled_framework(stack: Stack, compiled: bool) -> Framework:
     if compiled and stack in (Stack.TORCHTITAN, Stack.FSDP):
         return Framework.TORCH_COMPILE
     return DEFAULTS[stack].framework
+
+
+# -- pipeline defaults of the stacks, for runs that leave them out --------------------------------
+@dataclass(frozen=True)
+class Recipe:
+    """A NeMo 2.0 recipe's pipeline (``trainer()`` defaults of
+    nemo/collections/llm/recipes/<file>.py, NVIDIA/NeMo @8cfedd72)."""
+
+    pp: int
+    vpp: int
+    embedding_in_split: bool = False  # account_for_embedding_in_pipeline_split
+    loss_in_split: bool = False  # account_for_loss_in_pipeline_split
+    file: str = ""
+
+
+NEMO_RECIPES: dict[str, Recipe] = {
+    "gpt3-175b": Recipe(8, 6, file="gpt3_175b.py"),
+    "llama-3.1-405b": Recipe(8, 2, True, True, file="llama31_405b.py"),
+    "llama-3.1-70b": Recipe(4, 5, file="llama31_70b.py"),
+    "mixtral-8x22b": Recipe(4, 14, file="mixtral_8x22b.py"),
+    "mixtral-8x7b": Recipe(4, 8, file="mixtral_8x7b.py"),
+}
+
+
+def recipe_vpp(model_id: str, n_layers: int, pp: int) -> tuple[int, str] | str:
+    """Virtual stages of an interleaved NeMo/Megatron run that does not state them: the NeMo
+    recipe's for its pp; for another pp, the recipe's layers per model chunk kept (the largest
+    vpp whose chunks hold at least as many layers); or the reason there is none."""
+    r = NEMO_RECIPES.get(model_id)
+    if r is None:
+        return (f"interleaved schedule without the number of virtual stages, and no NeMo recipe "
+                f"for {model_id} defines it; write vpp: the number of virtual pipeline stages")
+    extra = int(r.embedding_in_split) + int(r.loss_in_split)
+    src = f"NeMo recipe {r.file} (pp={r.pp}, vpp={r.vpp})"
+    if pp == r.pp:
+        return r.vpp, src
+    chunk = (n_layers + extra) / (r.pp * r.vpp)
+    stage = (n_layers + extra) / pp
+    fits = [d for d in range(2, int(stage) + 1)
+            if stage == int(stage) and stage % d == 0 and stage / d >= chunk]
+    if not fits:
+        return (f"interleaved with pp={pp}: {src} keeps {chunk:g} layers per model chunk, "
+                f"which no vpp > 1 gives; write vpp")
+    return max(fits), f"{src}: {chunk:g} layers per model chunk at pp={pp}"
+
+
+def silent_split(stack: Stack, model_id: str, n_layers: int, pp: int,
+                 vpp: int) -> tuple[dict[str, object], str] | None:
+    """The pipeline split a stack uses when the run names none and Megatron's even split does
+    not work (pp does not divide the layers, or vpp the layers per stage), with its source; None
+    where the even split works or the stack has no such default (then mapping.constraints'
+    pipeline_split refusal names the flags)."""
+    if pp <= 1 or (n_layers % pp == 0 and (n_layers // pp) % vpp == 0):
+        return None
+    both: dict[str, object] = {"embedding_in_split": True, "loss_in_split": True}
+    if stack is Stack.TORCHTITAN and (n_layers + 2) % (pp * vpp) == 0:
+        return both, ("torchtitan's split counts the embedding and the output as one layer "
+                      "each (generate_llm_fqn_per_model_part, input_weight = output_weight = 1)")
+    r = NEMO_RECIPES.get(model_id)
+    if (stack in (Stack.NEMO, Stack.MEGATRON_LM) and r is not None and r.embedding_in_split
+            and (n_layers + 2) % pp == 0 and ((n_layers + 2) // pp) % vpp == 0):
+        return both, (f"NeMo recipe {r.file}: account_for_embedding/loss_in_pipeline_split")
+    if stack is Stack.OTHER:
+        first, last = (int(x) for x in balanced_split(n_layers, pp, vpp))
+        if first:
+            return ({"first_stage_layers": first, "last_stage_layers": last},
+                    "Llama 3's split for an in-house stack: the first and last stage hold fewer "
+                    "layers (Dubey et al. 2024 sec. 3.3.2; mapping.plan.balanced_split)")
+    return None
