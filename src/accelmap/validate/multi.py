@@ -125,6 +125,20 @@ def _overlap(d: StackDefaults, m: Mapping) -> OverlapPolicy | None:
     return OverlapPolicy(tp=m.tp_comm_overlap, dp_grad_reduce=False, dp_param_gather=False)
 
 
+def _silent_shape(run: TrainingRun, d: StackDefaults | None, notes: list[str]) -> TrainingRun:
+    """A model built from its dimensions whose sequence length or vocabulary the run leaves
+    out: the release's example scripts' (StackDefaults.seq_len / vocab), noted."""
+    if d is None or run.arch.layers is None:
+        return run
+    if run.seq_len is None and d.seq_len:
+        run = replace(run, seq_len=d.seq_len)
+        notes.append(f"seq_len not stated: {d.seq_len} ({d.release} example scripts)")
+    if run.arch.vocab is None and d.vocab:
+        run = replace(run, arch=replace(run.arch, vocab=d.vocab))
+        notes.append(f"vocabulary not stated: {d.vocab:,} ({d.release} example scripts)")
+    return run
+
+
 def _in_house_framework(acc: Accelerator | None, fw: Framework) -> Framework:
     """An in-house stack's cost profile: Megatron-Core's on a GPU, else the device class's own
     compiled stack (cost/execution.py: XLA on a TPU for T5X/Pathways)."""
@@ -146,6 +160,7 @@ def plan_run(run: TrainingRun, catalog: Catalog
         reasons.append(f"framework not stated; write framework: one of {', '.join(FRAMEWORK_NAMES)}"
                        " (with its version, e.g. megatron-lm 0.9)")
     notes: list[str] = list(run.reading_notes) + ([release_note] if release_note else [])
+    run = _silent_shape(run, d, notes)
     dev, model, more, resolved = rs.resolve_run(run, catalog, fw is Framework.MEGATRON)
     reasons += more
     notes += resolved

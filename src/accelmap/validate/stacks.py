@@ -134,6 +134,9 @@ class StackDefaults:
     attention: AttentionKernel = AttentionKernel.FA2  # kernel generation (cost/attention.py)
     optimizer: OptimizerStorage = OptimizerStorage()
     loss: Loss = Loss.FUSED
+    # a GPT run built from its dimensions that leaves these out (the release's example scripts)
+    seq_len: int | None = None
+    vocab: int | None = None
 
 
 _NONE, _FULL, _SEL = Recompute.NONE, Recompute.FULL, Recompute.SELECTIVE
@@ -143,7 +146,11 @@ _MEGATRON_2021 = StackDefaults(
     dropout=True, grad_dtype=DType.FP32,
     source="Megatron-LM 2021 defaults: Narayanan et al. 2021, GPT scripts",
     overlap_grad_reduce=False, precision=DType.FP16, split_model_parallel=True,
-    release="Megatron-LM 2020-2021 (v1-v2)")
+    release="Megatron-LM 2020-2021 (v1-v2)",
+    # README of 2020 (commit 52819194, the scaling tables): "All models use a vocabulary size
+    # of 51,200 and a sequence length of 1024" (examples/pretrain_gpt.sh: --seq-length 1024;
+    # the GPT-2 BPE vocabulary padded to 51,200)
+    seq_len=1024, vocab=51200)
 _MEGATRON_2022 = StackDefaults(
     Stack.MEGATRON_LM, Framework.MEGATRON, recompute=_SEL, flash_attention=False,
     sequence_parallel=True, zero=ZeroStage.NONE, micro_batch=1, tp_comm_overlap=False,
