@@ -70,10 +70,14 @@ def log_error(preds: list[pr.Prediction]) -> float:
                              for p in preds)
 
 
-def stats(preds: list[pr.Prediction]) -> dict[str, float]:
+def stats(preds: list[pr.Prediction], rows: int | None = None) -> dict[str, float]:
+    """Error statistics of the predicted rows; with ``rows`` (the rows asked) also the share
+    of them that was predicted."""
     errs = sorted(float(p.abs_pct_error or 0.0) for p in preds)
     signed = [float(p.signed_pct_error or 0.0) for p in preds]
-    return {"n": len(errs), "median_abs_pct": round(statistics.median(errs), 2),
+    asked = {} if rows is None else {"rows": rows,
+                                     "predicted_pct": round(100 * len(errs) / max(rows, 1), 1)}
+    return {**asked, "n": len(errs), "median_abs_pct": round(statistics.median(errs), 2),
             "p90_abs_pct": round(errs[int(0.9 * (len(errs) - 1))], 2),
             "median_signed_pct": round(statistics.median(signed), 2),
             "not_fit": sum(1 for p in preds if p.fits is False)}
@@ -112,10 +116,12 @@ def main() -> None:
     fitting = [c for c in cases if is_fitting_row(c.row_id)]
     held = [c for c in cases if not is_fitting_row(c.row_id)]
     values, err = fit(fitting)
-    rows = sorted(p.row_id for p in predictions(fitting, values))
-    held_stats = stats(predictions(held, values))
+    fitted = predictions(fitting, values)
+    rows = sorted(p.row_id for p in fitted)
+    held_stats = stats(predictions(held, values), len(held))
     print(f"fitted on {len(rows)} rows ({SPLIT}): " + ", ".join(
         f"{k} = {v:g}" for k, v in values.items()) + f" (median |log error| {err:.3f})")
+    print(f"fitting rows: {stats(fitted, len(fitting))}")
     print(f"held out: {held_stats}")
     out: dict[str, Any] = {
         k: {"value": v, "range": list(RANGES[k][:2])} for k, v in values.items()}

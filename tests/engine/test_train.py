@@ -165,3 +165,20 @@ def test_one_device_default_is_one_micro_batch() -> None:
     l7 = CAT.models["llama-2-7b"]
     e = estimate(l7, CAT.accelerators["h100-sxm5-80gb"], Training(batch=4, seq_len=1024))
     assert e.micro_batches == 1 and e.mapping.micro_batch == 4
+
+
+def test_data_parallel_tail_has_the_nic_to_itself() -> None:
+    """ZeRO-1's reduce-scatter and all-gather run in the step's tail, when the pipeline's sends
+    have drained: a dp group crossing nodes gets the whole scale-out link whether or not pp
+    also crosses them. By hand (Llama 3.1 70B, tp 8): the dp collectives move the parameters
+    of one stage, so with pp = 2 they take half the time of pp = 1 at the same dp, not the
+    same time (which a NIC shared with pp would give)."""
+    c = parse_cluster("128xH100", CAT)
+    wl = Training(batch=128, seq_len=4096, recompute=Recompute.FULL)
+    one = estimate(L70, c, wl, Mapping(dp=8, tp=8, pp=2, zero=ZeroStage.OPTIMIZER,
+                                       recompute=Recompute.FULL))
+    c64 = parse_cluster("64xH100", CAT)
+    half = estimate(L70, c64, wl, Mapping(dp=8, tp=8, pp=1, zero=ZeroStage.OPTIMIZER,
+                                          recompute=Recompute.FULL))
+    dp2, dp1 = one.metrics["communication_s"]["dp"], half.metrics["communication_s"]["dp"]
+    assert dp2 == pytest.approx(dp1 / 2, rel=0.05)

@@ -501,3 +501,28 @@ def test_exporters_pin_a_version() -> None:
         assert exporter.kinds == (PlanKind.TRAIN,)
         assert exporter.url.startswith("https://") and exporter.version
         assert re.search(r"[0-9a-f]{12}", exporter.version)
+
+
+@pytest.mark.parametrize("vpp", [2, 4])
+def test_megatron_layout_for_ends_that_do_not_divide_by_vpp(catalog: Catalog, vpp: int) -> None:
+    """Llama 3 405B's split (7, 8 x 14, 7 over pp = 16) interleaved: Megatron refuses
+    --decoder-first-pipeline-num-layers 7 with vpp > 1, so the plan travels as
+    --pipeline-model-parallel-layout (pipeline_parallel_layer_layout.py: pp x vpp entries,
+    the embedding first, the loss last, every decoder layer once) and reads back."""
+    job = _job("llama-3.1-405b", 128, 8, 8192, 2048, dp=8, tp=8, pp=16,
+               first_stage_layers=7, last_stage_layers=7, virtual_stages=vpp)
+    files = megatron.EXPORTER.export(job, catalog.models["llama-3.1-405b"]).files
+    flags = megatron.parse_args_file(files[megatron.ARGS_FILE])
+    layout = str(flags["--pipeline-model-parallel-layout"])
+    assert not {"--decoder-first-pipeline-num-layers", "--num-virtual-stages-per-pipeline-rank",
+                "--decoder-last-pipeline-num-layers"} & set(flags)
+    entries = layout.split("|")
+    assert len(entries) == 16 * vpp and entries[0].startswith("E") and entries[-1].endswith("L")
+    assert layout.count("t") == 126 and layout.count("E") == layout.count("L") == 1
+    sizes = [e.count("t") for e in entries]
+    assert sum(sizes[a * 16] for a in range(vpp)) == 7 == sum(sizes[a * 16 + 15]
+                                                               for a in range(vpp))
+    assert max(sizes) == 8 // vpp  # no end chunk larger than a middle one
+    back = megatron.read_back(files).mapping
+    assert back is not None and (back.first_stage_layers, back.last_stage_layers,
+                                 back.virtual_stages) == (7, 7, vpp)

@@ -91,13 +91,17 @@ def test_pp1_accepts_only_the_whole_model_on_its_one_stage() -> None:
 
 
 def test_virtual_stages_need_whole_layers_on_every_chunk() -> None:
-    """TransformerConfig: first, last and each middle stage's layers divide by vpp."""
+    """TransformerConfig: each middle stage's layers divide by vpp; ends that do not are
+    Megatron-Core's --pipeline-model-parallel-layout (any layers per virtual stage)."""
     ok = mapping(8, first_stage_layers=14, virtual_stages=2,
                  schedule=Schedule.INTERLEAVED)  # 14, 16 x 7
     assert rules(ok) == set()
-    odd = mapping(8, first_stage_layers=15, last_stage_layers=15, virtual_stages=2,
-                  schedule=Schedule.INTERLEAVED)
-    assert rules(odd) == {"virtual_stages"}
+    odd_ends = mapping(8, first_stage_layers=15, last_stage_layers=15, virtual_stages=2,
+                       schedule=Schedule.INTERLEAVED)  # 15, 16 x 6, 15: a layout
+    assert rules(odd_ends) == set()
+    odd_middle = mapping(8, first_stage_layers=18, last_stage_layers=18, virtual_stages=2,
+                         schedule=Schedule.INTERLEAVED)  # 90 / 6 = 15 per middle stage
+    assert rules(odd_middle) == {"virtual_stages"}
     llama3 = mapping(16, embedding_in_split=True, loss_in_split=True, virtual_stages=4,
                      schedule=Schedule.INTERLEAVED)  # 128 / 16 = 8 per stage, 2 per chunk
     assert rules(llama3) == set()
@@ -175,3 +179,29 @@ def test_balanced_split_is_accepted_or_left_unset(layers: int, pp: int, vpp: int
         f, mid, la = m.stage_layers(layers)
         # balanced: the ends within one chunk of the middle stages (of each other at pp = 2)
         assert max(f, la) <= (mid if pp > 2 else min(f, la)) + vpp
+
+
+@pytest.mark.parametrize("vpp", [2, 4, 8])
+def test_llama3_405b_uneven_and_interleaved_as_published(vpp: int) -> None:
+    """Llama 3 405B (Dubey et al. 2024 sec. 3.3.2): 126 layers, pp = 16, one layer fewer on the
+    first and the last stage, interleaved. Both spellings are accepted for every vpp that
+    splits the middle stages' 8 layers, and give 7, 8 x 14, 7."""
+    for kw in ({"first_stage_layers": 7, "last_stage_layers": 7},
+               {"embedding_in_split": True, "loss_in_split": True}):
+        m = mapping(16, virtual_stages=vpp, schedule=Schedule.INTERLEAVED, **kw)
+        assert rules(m) == set(), kw
+        assert tuple(float(x) for x in m.stage_layers(126)) == (7.0, 8.0, 7.0)
+
+
+def test_virtual_stage_refusal_names_the_rule_that_fails() -> None:
+    """The sentence names the stage whose layers do not split, not 'pp > 1' when pp is 16."""
+    job = TrainingJob(L405, C1024, 1024, 8192)
+    m = mapping(16, first_stage_layers=7, last_stage_layers=7, virtual_stages=3,
+                schedule=Schedule.INTERLEAVED)
+    (v,) = [v for v in check_training(job, m) if v.rule == "virtual_stages"]
+    assert "each middle stage of pp=16 holds 8 layers" in v.sentence
+    assert "vpp of 2, 4, 8 would" in v.sentence and "pp > 1" not in v.sentence
+    single = Mapping.for_world(1024, tp=8, pp=1, virtual_stages=2,
+                               schedule=Schedule.INTERLEAVED)
+    (v,) = [v for v in check_training(job, single) if v.rule == "virtual_stages"]
+    assert "set --pp" in v.sentence

@@ -412,8 +412,14 @@ def _collective_times(cluster: Any, m: Mapping, prof: LayerProfile, a: float, g:
     # group of dp * cp ranks of stride tp.
     links = place_axes(cluster, {"tp": tp, "cp": cp, "dp": dp, "pp": pp}, order=RANK_ORDER)
     links["ep"] = place_axes(cluster, {"tp": tp, "ep": ep}, order=("tp", "ep"))["ep"]
+    # The data-parallel reduction and gather of ZeRO 0-2 run in the step's tail (after the last
+    # backward, before the next forward: Megatron-Core's --overlap-grad-reduce buckets of the
+    # last micro-batch, --overlap-param-gather of the first), when the pipeline's stage-to-stage
+    # sends -- one activation per micro-batch, T x d bytes against the dp group's whole
+    # parameter set -- have drained: the NIC is the dp group's alone, not shared with pp
+    # (placement.place_axes shares it between axes that move data at the same time).
     links["dp"] = place_axes(cluster, {"tp": tp, "dp": m.grad_group, "pp": pp},
-                             order=("tp", "dp", "pp"))["dp"]
+                             order=("tp", "dp", "pp"), share_scale_out=False)["dp"]
     # ZeRO-3 / FSDP shard group (all of dp x cp unless HSDP), and the replicas across groups
     shard = place_axes(cluster, {"tp": tp, "shard": m.zero_shards,
                                  "replica": np.asarray(m.grad_group) / m.zero_shards, "pp": pp},

@@ -111,12 +111,13 @@ def _unit(p: SystemPreset) -> int:
 def _shrink(tiers: tuple[NetworkTier, ...], size: int) -> tuple[NetworkTier, ...]:
     """The tiers with every scale-up domain larger than ``size`` cut to ``size`` devices. A
     full mesh keeps its per-peer link rate: the device's tier bandwidth drops to the links that
-    reach the ``size - 1`` peers (x (size-1)/(D-1)); a domain cut to one device has none, and
-    its scale-up tier is dropped."""
+    reach the ``size - 1`` peers (x (size-1)/(D-1)). A domain of one device has no peer, so no
+    scale-up tier at all (9 x MI300X = 8 + 1, modelled as 9 domains of 1: every group crosses
+    the scale-out tier, as the group holding the ninth device does; not a 0 B/s tier)."""
     out = []
     for t in tiers:
         if t.role == LinkRole.SCALE_UP and size < 2:
-            continue  # a 1-device domain has no peers: no scale-up links to price (not 0 B/s)
+            continue
         if t.role == LinkRole.SCALE_UP and t.domain_size > size:
             upd: dict[str, object] = {"domain_size": size}
             if t.topology is Topology.FULL_MESH and t.domain_size > 1:
@@ -130,6 +131,11 @@ def _shrink(tiers: tuple[NetworkTier, ...], size: int) -> tuple[NetworkTier, ...
             t = t.model_copy(update=upd)
         out.append(t)
     return tuple(out)
+
+
+def shrink_tiers(tiers: tuple[NetworkTier, ...], size: int) -> tuple[NetworkTier, ...]:
+    """``_shrink`` for callers outside this module (validate/layout.py: part of each node)."""
+    return _shrink(tiers, size)
 
 
 def _sub_torus(torus: tuple[int, ...] | None, n: int) -> tuple[int, ...] | None:

@@ -139,22 +139,53 @@ def _split_sentence(job: TrainingJob, m: Any) -> str:
             "layers (--account-for-embedding/loss-in-pipeline-split)")
 
 
-def _virtual_bad(job: TrainingJob, m: Any) -> Any:
-    """Interleaving needs pp > 1 (arguments.py: pp > 1 with --overlap-p2p-communication, its
-    default; pp > 2 without) and whole layers in every model chunk: each stage's layers divide
-    by vpp (TransformerConfig.__post_init__ for the first, last and middle stages of an uneven
-    split; get_num_layers_to_build for an even one)."""
+def _chunks(job: TrainingJob, m: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """vpp, pp, whether the split is uneven, the layers of each middle stage, and how many
+    middle stages there are (the even split's layers per stage when not uneven)."""
     v = np.asarray(m.virtual_stages, dtype=float)
     pp = np.asarray(m.pp, dtype=float)
     first, last, emb, loss = _split_args(m)
     L = job.spec.n_layers
+    uneven = (first > 0) | (last > 0)
     middle_stages = pp - (first > 0) - (last > 0)
-    middle = (L - first - last) / np.maximum(middle_stages, 1)
-    uneven = (((first > 0) & (first % v != 0)) | ((last > 0) & (last % v != 0))
-              | ((middle_stages > 0) & (middle % v != 0)))
-    even = ((L + emb + loss) / pp) % v != 0
-    chunks_bad = np.where((first > 0) | (last > 0), uneven, even)
+    middle = np.where(uneven, (L - first - last) / np.maximum(middle_stages, 1),
+                      (L + emb + loss) / np.maximum(pp, 1))
+    return v, pp, uneven, middle, np.where(uneven, middle_stages, pp)
+
+
+def _virtual_bad(job: TrainingJob, m: Any) -> Any:
+    """Interleaving needs pp > 1 (arguments.py: pp > 1 with --overlap-p2p-communication, its
+    default; pp > 2 without) and whole layers in every model chunk of the stages that split
+    evenly: the middle stages' layers divide by vpp (TransformerConfig.__post_init__, "Uneven
+    PP"), and with an even split every stage's (L + embedding + loss) / pp (get_num_layers_to_
+    build; the account-for-embedding/loss branch). First/last stages whose layers do not divide
+    by vpp (Llama 3 405B: 7 on each end of pp = 16, interleaved; Dubey et al. 2024 sec. 3.3.2)
+    are what Megatron-Core's ``--pipeline-model-parallel-layout`` expresses
+    (transformer_config.py: any layer count per virtual stage, validate_layer_layout checks only
+    the totals), so they are accepted: their chunks hold ceil or floor of layers / vpp, never
+    more than a middle chunk when the ends hold fewer layers than the middle (the exporter
+    writes the layout then: export/formats/megatron.py)."""
+    v, pp, _uneven, middle, middle_stages = _chunks(job, m)
+    chunks_bad = (middle_stages > 0) & (middle % v != 0)
     return (v > 1) & ((pp <= 1) | chunks_bad)
+
+
+def _virtual_sentence(job: TrainingJob, m: Any) -> str:
+    _v, pp, uneven, middle, _ = (np.asarray(x).item() for x in _chunks(job, m))
+    if pp <= 1:
+        return (f"vpp={m.virtual_stages} needs a pipeline: virtual stages split each of pp > 1 "
+                "stages into model chunks (set --pp)")
+    which = "each middle stage" if uneven else "each stage"
+    fits = [d for d in range(2, int(middle) + 1) if middle == int(middle) and middle % d == 0]
+    hint = (f"vpp of {', '.join(map(str, fits))} would" if fits else "no vpp > 1 would")
+    return (f"{which} of pp={m.pp} holds {middle:g} layers, which do not split into "
+            f"vpp={m.virtual_stages} model chunks of whole layers (Megatron-LM: the layers on "
+            f"each pipeline rank must be divisible by the virtual pipeline degree); {hint}; "
+            "uneven ends are given with --first-stage-layers/--last-stage-layers "
+            "(--decoder-first/last-pipeline-num-layers, or Megatron-Core's "
+            "--pipeline-model-parallel-layout when they do not divide by vpp) or "
+            "--embedding-in-split/--loss-in-split (--account-for-embedding/loss-in-pipeline-"
+            "split)")
 
 
 def _schedule_bad(job: TrainingJob, m: Any) -> Any:
@@ -199,9 +230,7 @@ TRAINING_RULES: tuple[Rule, ...] = (
          lambda j, m: "the first/last stage's layers cannot be given together with the "
                       "embedding/loss counted as layers (Megatron-LM refuses the mix)"),
     Rule("pipeline_split", _split_bad, _split_sentence),
-    Rule("virtual_stages", _virtual_bad,
-         lambda j, m: f"the stages of pp={m.pp} do not each split into vpp={m.virtual_stages} "
-                      "chunks of whole layers (virtual stages need pp > 1)"),
+    Rule("virtual_stages", _virtual_bad, _virtual_sentence),
     Rule("schedule", _schedule_bad, _schedule_sentence),
     # Megatron-Core: expert parallelism is carved out of data x context parallelism
     Rule("experts_divisible", _experts_bad,

@@ -40,7 +40,7 @@ from accelmap.validate.runs import (
     TrainingRun,
     UnreadableRun,
 )
-from accelmap.validate.stacks import FRAMEWORK_NAMES, release_date
+from accelmap.validate.stacks import FRAMEWORK_NAMES, Stack, in_house, release_date
 from accelmap.validate.transcribe import read_flag, read_framework, read_interleave, read_zero
 from accelmap.workload import Recompute
 
@@ -196,6 +196,15 @@ def _shard_group(v: Any) -> Parsed:
     return None, f"is not a whole number >= 1 or node; write shard_group: {fix}"
 
 
+def _near_known(name: str) -> bool:
+    """A misspelt public stack (``megatorn``, ``deepspeeed``): refused with the fix rather than
+    read as an in-house stack."""
+    known = [*FRAMEWORK_NAMES, *SERVING_FRAMEWORKS]
+    stems = {*known, *(k.split("-")[0] for k in known)} - {"other"}
+    return (name not in known and not in_house(name)
+            and bool(difflib.get_close_matches(name, stems, n=1, cutoff=0.7)))
+
+
 def _framework(v: Any) -> Parsed:
     t = _text(v)
     name, _, version = t.lower().partition(" ")
@@ -203,26 +212,40 @@ def _framework(v: Any) -> Parsed:
     if name in SERVING_FRAMEWORKS:
         return (SERVING_FRAMEWORKS[name], version), None
     stack = FRAMEWORK_NAMES.get(name)
+    if stack is Stack.OTHER:  # an in-house stack: whatever follows names it
+        return (stack, version), None
     when = release_date(stack, version) if stack is not None and version else None
     if stack is not None and not isinstance(when, str):
         return (stack, version), None
     guess, gver, gyear = read_framework(t)
+    if stack is None and (guess is None or guess is Stack.OTHER) and not _near_known(name):
+        # an in-house or unknown stack: the generic one (stacks.OTHER_NOTE states its physics;
+        # the prediction's notes say so), the name kept as its version
+        return (Stack.OTHER, "" if name == "other" else t), None
     if guess is not None and gver and isinstance(release_date(guess, gver), tuple):
         fix = f"{guess.value} {gver}"
     elif guess is not None and gyear:
         fix = f"{guess.value} and year: {gyear}"
     elif guess is not None:
         fix = f"{guess.value} VERSION, or {guess.value} and year: YYYY"
+    elif close := difflib.get_close_matches(name, [*FRAMEWORK_NAMES, *SERVING_FRAMEWORKS],
+                                            n=1, cutoff=0.6):
+        fix = f"{close[0]} VERSION (or other, for an in-house stack)"
     else:
         fix = f"{_either([*FRAMEWORK_NAMES, *SERVING_FRAMEWORKS])}, then its version"
     why = f" ({when})" if isinstance(when, str) and fix.endswith("YYYY") else ""
     return None, f"is not a framework name and version{why}; write framework: {fix}"
 
 
+INTERLEAVED = "interleaved"  # vpp: interleaved, the count from the stack's recipe
+
+
 def _vpp(v: Any) -> Parsed:
     t = _text(v)
     if t.isdigit() and int(t) >= 1:
         return int(t), None
+    if t.lower() == INTERLEAVED:
+        return INTERLEAVED, None
     read = read_interleave(t)
     fix = (f"write vpp: {read}" if isinstance(read, int) else
            "write vpp: the number of virtual pipeline stages (1: not interleaved)")
@@ -252,7 +275,12 @@ FIELDS: dict[str, FieldSpec] = {
     "devices": _positive("devices"),
     "nodes": _positive("nodes"),
     **{k: _positive(k) for k in ("tp", "pp", "dp", "cp", "ep")},
-    "vpp": FieldSpec(_vpp, "whole number >= 1 (virtual pipeline stages; 1: not interleaved)"),
+    "vpp": FieldSpec(_vpp, "whole number >= 1 (virtual pipeline stages; 1: not interleaved) "
+                           "| interleaved (the stack's recipe gives the count)"),
+    "first_stage_layers": _positive("first_stage_layers"),
+    "last_stage_layers": _positive("last_stage_layers"),
+    **{k: FieldSpec(_choice(k, {"true": True, "false": False}, _suggest_flag), "true | false")
+       for k in ("embedding_in_split", "loss_in_split")},
     "zero": FieldSpec(_choice("zero", {"0": ZeroStage.NONE, "1": ZeroStage.OPTIMIZER,
                                        "2": ZeroStage.GRADIENTS, "3": ZeroStage.PARAMETERS,
                                        "fsdp": ZeroStage.PARAMETERS}, _suggest_zero),
@@ -416,6 +444,8 @@ def run_of(record: Mapping[str, Any], where: str, file: str, line: int, source: 
         return _serving_run(values, rid, file, line)
     stack, version = values.pop("framework", (None, ""))
     group = values.pop("shard_group", None)
+    if values.get("vpp") == INTERLEAVED:
+        values["vpp"], values["interleaved"] = None, True
     arch = Arch(*(values.pop(k, None) for k in ARCH_FIELDS))
     values.pop("id", None)
     return TrainingRun(rid, file=file, line=line, arch=arch, framework=stack, version=version,
@@ -500,6 +530,8 @@ def to_record(run: TrainingRun | ServingRun) -> dict[str, Any]:
         elif name == "framework":
             value = (f"{run.framework.value} {run.version}".strip() if run.framework
                      else None)
+        elif name == "vpp" and isinstance(run, TrainingRun) and run.interleaved:
+            value = INTERLEAVED
         elif name == "shard_group":
             value = (("node" if run.shard_in_node else run.shard_group)
                      if isinstance(run, TrainingRun) else None)

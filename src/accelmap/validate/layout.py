@@ -6,24 +6,35 @@ reason. Cluster: ``num_devices`` devices, ``num_devices / num_nodes`` per node w
 says so, else the catalog's single-node preset for the accelerator (8 per DGX/HGX); the network
 tiers come from that preset (``from_preset``), or from the accelerator's own links when the
 catalog has none (``parse_cluster``, which says so). Fewer devices than a node are that many
-devices of one node (same NVLink/NVSwitch tier).
+devices of one node (same NVLink/NVSwitch tier). A row that uses part of each node or rack
+(``num_nodes`` racks of 64 of an NVL72's 72) has that many devices per scale-up domain; one
+whose devices do not fill whole nodes (256 GPUs of NVL72 racks) is ``of_devices``'s model:
+equal scale-up domains of gcd(node, remainder) devices.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 from accelmap.catalog import Catalog
 from accelmap.cost.schedules import Schedule
-from accelmap.hardware.cluster import Cluster, from_preset, parse_cluster
+from accelmap.hardware.cluster import (
+    Cluster,
+    from_preset,
+    of_devices,
+    parse_cluster,
+    shrink_tiers,
+)
 from accelmap.hardware.schema import Accelerator, SystemPreset
 from accelmap.mapping.plan import Mapping, ZeroStage
+from accelmap.models.schema import ModelSpec
 from accelmap.units import DType
 from accelmap.validate.cases import InferenceCase, TrainingCase
 from accelmap.validate.resolve import Resolved, parse_recompute
 from accelmap.validate.runs import TrainingRun
-from accelmap.validate.stacks import StackDefaults
+from accelmap.validate.stacks import StackDefaults, recipe_vpp, silent_split
 from accelmap.validate.transcribe import from_case, fsdp_off, read_zero
 from accelmap.workload import Recompute
 
@@ -36,26 +47,43 @@ def node_preset(acc: Accelerator, catalog: Catalog) -> SystemPreset | None:
     return max(same, key=lambda p: p.devices_per_node) if same else None
 
 
+def _host_of_rack(per_node: int, node: int) -> bool:
+    """A row's "node" that is one host (compute tray) of a rack-scale scale-up domain (GB200
+    NVL72: 18 trays of 4 GPUs in one NVLink domain): the rack, not the tray, is the node."""
+    return node > DEFAULT_NODE and per_node <= DEFAULT_NODE
+
+
 def build_cluster(acc: Accelerator, devices: int, nodes: int | None,
                   catalog: Catalog) -> Resolved:
     """A cluster of exactly ``devices`` devices (see the module docstring)."""
     preset = node_preset(acc, catalog)
     notes: list[str] = []
     node = preset.devices_per_node if preset else DEFAULT_NODE
-    if nodes and devices % nodes == 0:
+    if nodes and devices % nodes == 0 and not _host_of_rack(devices // nodes, node):
         per_node = devices // nodes
     else:
         per_node = min(devices, node)
-        if devices >= node:
+        if nodes and devices % nodes == 0:
+            notes.append(f"the row's {nodes} nodes of {devices // nodes} are hosts of "
+                         f"{node}-device scale-up domains: domains of {node}")
+        elif devices >= node:
             notes.append(f"node count not stated: nodes of {node} assumed")
     if devices % per_node:
-        return Resolved(None, reason=f"{devices} devices do not fill nodes of {per_node}")
+        # a job on part of its last node or rack (256 GPUs of NVL72 racks: 3 x 72 + 40):
+        # hardware.cluster.of_devices models it as equal scale-up domains of gcd(node,
+        # remainder) devices, so no group is given a scale-up link that its ranks lack
+        partial = of_devices(acc, devices, catalog)
+        notes.append(f"{devices} devices do not fill nodes of {per_node}: {partial.origin}")
+        return Resolved(partial, tuple(notes))
     n = devices // per_node
     cluster: Cluster
     if preset and per_node <= preset.devices_per_node:
         cluster = from_preset(preset, catalog, nodes=n)
         if per_node < preset.devices_per_node:
+            # part of each node or rack: its scale-up domain holds only the devices used
             cluster = replace(cluster, devices_per_node=per_node,
+                              tiers=shrink_tiers(cluster.tiers, per_node) if n > 1
+                              else cluster.tiers,
                               name=f"{per_node} of the {preset.devices_per_node} devices of "
                                    f"{n} x {preset.name}")
             notes.append(f"{per_node} devices of one {preset.id} node" if n == 1 else
@@ -146,20 +174,56 @@ def _stated(value: bool | None, default: bool) -> bool:
     return default if value is None else value
 
 
+def run_vpp(run: TrainingRun, pp: int, d: StackDefaults, spec: ModelSpec | None,
+            notes: list[str]) -> int | str:
+    """Virtual stages: the run's; interleaved without a count, the stack's recipe
+    (stacks.recipe_vpp); not stated, none."""
+    if run.vpp is not None:
+        return run.vpp
+    if run.interleaved and pp > 1:
+        if spec is None:
+            return "interleaved schedule without the number of virtual stages; write vpp"
+        got = recipe_vpp(spec.id, spec.n_layers, pp)
+        if isinstance(got, str):
+            return got
+        notes.append(f"interleaved, virtual stages not stated: vpp={got[0]} ({got[1]})")
+        return got[0]
+    if pp > 1:
+        notes.append("interleaving not stated: none (plain 1F1B)")
+    return 1
+
+
+def run_split(run: TrainingRun, d: StackDefaults, spec: ModelSpec | None, pp: int, vpp: int,
+              notes: list[str]) -> dict[str, Any]:
+    """The pipeline split: the run's fields, else the stack's (stacks.silent_split) where the
+    even split does not work, noted."""
+    stated = {k: getattr(run, k) for k in ("first_stage_layers", "last_stage_layers",
+                                           "embedding_in_split", "loss_in_split")
+              if getattr(run, k) is not None}
+    if stated or spec is None:
+        return stated
+    got = silent_split(d.stack, spec.id, spec.n_layers, pp, vpp)
+    if got is None:
+        return {}
+    split, source = got
+    notes.append(f"pipeline split not stated and {spec.n_layers} layers do not split evenly "
+                 f"over pp={pp}" + (f" x vpp={vpp}" if vpp > 1 else "") + f": {source}")
+    return split
+
+
 def run_mapping(run: TrainingRun, cluster: Cluster, d: StackDefaults,
-                notes: list[str]) -> Mapping | str:
+                notes: list[str], spec: ModelSpec | None = None) -> Mapping | str:
     """The run's Mapping, or the reason it cannot be built; unstated settings are the stack's
-    defaults ``d``, each noted."""
+    defaults ``d``, each noted (the model ``spec`` picks its recipe's pipeline defaults)."""
     per_node = cluster.devices_per_node
     deg = run_degrees(run, per_node, d.split_model_parallel, notes)
     if isinstance(deg, str):
         return deg
     zero, group = run_zero(run, deg.dp, per_node, d, notes)
-    vpp = run.vpp
-    if vpp is None:
-        vpp = 1
-        if deg.pp > 1:
-            notes.append("interleaving not stated: none (plain 1F1B)")
+    vpp = run_vpp(run, deg.pp, d, spec, notes)
+    if isinstance(vpp, str):
+        return vpp
+    split = run_split(run, d, spec, deg.pp, vpp, notes)
     mb = run.micro_batch
     if mb is None:
         mb = d.micro_batch
@@ -177,7 +241,7 @@ def run_mapping(run: TrainingRun, cluster: Cluster, d: StackDefaults,
                    sequence_parallel=sp, zero=zero, shard_group=group, micro_batch=mb,
                    virtual_stages=vpp,
                    schedule=Schedule.INTERLEAVED if vpp > 1 else Schedule.ONE_F_ONE_B,
-                   recompute=policy, tp_comm_overlap=tp_overlap)
+                   recompute=policy, tp_comm_overlap=tp_overlap, **split)
 
 
 def training_mapping(case: TrainingCase, cluster: Cluster, d: StackDefaults,

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from accelmap.catalog import Catalog
+from accelmap.cost.execution import execution_model
 from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.engine import OverlapPolicy, estimate
 from accelmap.engine.result import Estimate
@@ -41,6 +42,7 @@ from accelmap.validate.outcome import MetricKind, Prediction, done, skip
 from accelmap.validate.runs import METRICS, Metric, TrainingRun
 from accelmap.validate.stacks import (
     FRAMEWORK_NAMES,
+    OTHER_NOTE,
     Stack,
     StackDefaults,
     compiled_framework,
@@ -124,6 +126,28 @@ def _overlap(d: StackDefaults, m: Mapping) -> OverlapPolicy | None:
     return OverlapPolicy(tp=m.tp_comm_overlap, dp_grad_reduce=False, dp_param_gather=False)
 
 
+def _silent_shape(run: TrainingRun, d: StackDefaults | None, notes: list[str]) -> TrainingRun:
+    """A model built from its dimensions whose sequence length or vocabulary the run leaves
+    out: the release's example scripts' (StackDefaults.seq_len / vocab), noted."""
+    if d is None or run.arch.layers is None:
+        return run
+    if run.seq_len is None and d.seq_len:
+        run = replace(run, seq_len=d.seq_len)
+        notes.append(f"seq_len not stated: {d.seq_len} ({d.release} example scripts)")
+    if run.arch.vocab is None and d.vocab:
+        run = replace(run, arch=replace(run.arch, vocab=d.vocab))
+        notes.append(f"vocabulary not stated: {d.vocab:,} ({d.release} example scripts)")
+    return run
+
+
+def _in_house_framework(acc: Accelerator | None, fw: Framework) -> Framework:
+    """An in-house stack's cost profile: Megatron-Core's on a GPU, else the device class's own
+    compiled stack (cost/execution.py: XLA on a TPU for T5X/Pathways)."""
+    if acc is None:
+        return fw
+    return execution_model(acc).training
+
+
 def plan_run(run: TrainingRun, catalog: Catalog
              ) -> tuple[Prediction, TrainingPlan | None, list[str], list[str]]:
     """(unscored prediction, plan or None, reasons it cannot be planned, notes) of a run on
@@ -137,9 +161,14 @@ def plan_run(run: TrainingRun, catalog: Catalog
         reasons.append(f"framework not stated; write framework: one of {', '.join(FRAMEWORK_NAMES)}"
                        " (with its version, e.g. megatron-lm 0.9)")
     notes: list[str] = list(run.reading_notes) + ([release_note] if release_note else [])
+    run = _silent_shape(run, d, notes)
     dev, model, more, resolved = rs.resolve_run(run, catalog, fw is Framework.MEGATRON)
     reasons += more
     notes += resolved
+    if stack is Stack.OTHER:
+        fw = _in_house_framework(dev.value.acc if dev.value is not None else None, fw)
+        notes.append(f"framework {run.version or 'other'!r} is an in-house stack: "
+                     f"{OTHER_NOTE}; cost profile {fw.value}")
     dtype = run.precision
     unread = _problems(run, ("precision",))
     if dtype is None and not unread and d is not None and d.precision is not None:
@@ -161,7 +190,7 @@ def plan_run(run: TrainingRun, catalog: Catalog
     notes += cluster.notes
     if cluster.value is None:
         return base, None, [cluster.reason or "cluster"], notes
-    m = lay.run_mapping(run, cluster.value, d, notes)
+    m = lay.run_mapping(run, cluster.value, d, notes, model.value)
     if isinstance(m, str):
         return base, None, [m], notes
     flash = d.flash_attention if run.flash_attention is None else run.flash_attention

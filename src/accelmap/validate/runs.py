@@ -99,6 +99,13 @@ class TrainingRun:
     cp: int | None = None
     ep: int | None = None
     vpp: int | None = None  # virtual pipeline stages; 1 = not interleaved
+    interleaved: bool = False  # interleaved schedule stated, its virtual stages not
+    # the pipeline split (Megatron-LM's --decoder-first/last-pipeline-num-layers and
+    # --account-for-embedding/loss-in-pipeline-split; mapping.plan.Mapping.stage_layers)
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    embedding_in_split: bool | None = None
+    loss_in_split: bool | None = None
     zero: ZeroStage | None = None
     shard_group: int | None = None  # HSDP: ZeRO/FSDP shards over this many dp ranks
     shard_in_node: bool = False  # HSDP over the devices of one node (HYBRID_SHARD default)

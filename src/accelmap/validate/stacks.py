@@ -67,6 +67,12 @@ Megatron-LM ``1.x`` (2020), ``2.x`` (2021), ``3.x`` (2022) and Megatron-Core ``0
 - **torchtitan** (``train_configs/llama3_8b.toml``): ``activation_checkpoint.mode = "selective"``,
   FSDP2 over the data-parallel ranks, no gradient accumulation (local batch = micro-batch);
   ``torch.compile`` only where the row says so (then the torch-compile profile: Inductor fusion).
+- **other** (an in-house stack whose code is not public: Meta's Llama 3 stack, Google's
+  T5X/Pathways, DeepSeek's HAI-LLM, ...): the physics of the closest public stack with the same
+  4D parallelism, Megatron-Core (:data:`OTHER_NOTE` says which overlaps and kernels that
+  assumes); the device class's own compiled stack where the part is no GPU (cost/execution.py:
+  XLA on a TPU). TP-communication overlap is off unless the run says so: no in-house stack
+  documents it as a default, and Megatron-Core itself needs ``--tp-comm-overlap``.
 - **DeepSpeed** (DeepSpeed configuration docs): ``zero_optimization.stage`` 0, activation
   checkpointing off, ``overlap_comm`` false; attention is the model's own code (PyTorch >= 2.0
   ``scaled_dot_product_attention`` takes the flash kernel for 16-bit inputs); eager PyTorch.
@@ -81,7 +87,7 @@ from enum import StrEnum
 from accelmap.cost.attention import AttentionKernel
 from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.cost.framework import profile as framework_profile
-from accelmap.mapping.plan import ZeroStage
+from accelmap.mapping.plan import ZeroStage, balanced_split
 from accelmap.units import DType
 from accelmap.workload import Loss, Recompute
 
@@ -93,6 +99,7 @@ class Stack(StrEnum):
     TORCHTITAN = "torchtitan"  # PyTorch FSDP2 (+ TP/PP/CP)
     DEEPSPEED = "deepspeed"  # DeepSpeed ZeRO
     FSDP = "fsdp"  # any other PyTorch FSDP run
+    OTHER = "other"  # an in-house stack (Meta's, T5X/Pathways, HAI-LLM, ...): OTHER_NOTE
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,9 @@ class StackDefaults:
     attention: AttentionKernel = AttentionKernel.FA2  # kernel generation (cost/attention.py)
     optimizer: OptimizerStorage = OptimizerStorage()
     loss: Loss = Loss.FUSED
+    # a GPT run built from its dimensions that leaves these out (the release's example scripts)
+    seq_len: int | None = None
+    vocab: int | None = None
 
 
 _NONE, _FULL, _SEL = Recompute.NONE, Recompute.FULL, Recompute.SELECTIVE
@@ -136,7 +146,11 @@ _MEGATRON_2021 = StackDefaults(
     dropout=True, grad_dtype=DType.FP32,
     source="Megatron-LM 2021 defaults: Narayanan et al. 2021, GPT scripts",
     overlap_grad_reduce=False, precision=DType.FP16, split_model_parallel=True,
-    release="Megatron-LM 2020-2021 (v1-v2)")
+    release="Megatron-LM 2020-2021 (v1-v2)",
+    # README of 2020 (commit 52819194, the scaling tables): "All models use a vocabulary size
+    # of 51,200 and a sequence length of 1024" (examples/pretrain_gpt.sh: --seq-length 1024;
+    # the GPT-2 BPE vocabulary padded to 51,200)
+    seq_len=1024, vocab=51200)
 _MEGATRON_2022 = StackDefaults(
     Stack.MEGATRON_LM, Framework.MEGATRON, recompute=_SEL, flash_attention=False,
     sequence_parallel=True, zero=ZeroStage.NONE, micro_batch=1, tp_comm_overlap=False,
@@ -183,6 +197,18 @@ _TORCHTITAN = StackDefaults(
     dropout=False, grad_dtype=DType.FP32,
     source="torchtitan defaults: llama3 train_configs, selective AC, FSDP2",
     release="torchtitan 0.x", loss=Loss.EAGER)
+OTHER_NOTE = (
+    "in-house stack: Megatron-Core's physics assumed (the closest public stack with the same "
+    "TP/PP/CP/DP): fused Transformer-Engine-style kernels and FlashAttention-2-generation "
+    "attention, sequence parallel with tp, ZeRO-1 with the gradient reduce-scatter and "
+    "parameter all-gather overlapped with compute, no TP-communication overlap, selective "
+    "recompute unless the run says otherwise")
+_OTHER = StackDefaults(
+    Stack.OTHER, Framework.MEGATRON, recompute=_SEL, flash_attention=True,
+    sequence_parallel=True, zero=ZeroStage.OPTIMIZER, micro_batch=1, tp_comm_overlap=False,
+    dropout=False, grad_dtype=DType.FP32, split_model_parallel=True,
+    source="in-house stack: Megatron-Core's physics (validate/stacks.py OTHER_NOTE)",
+    release="in-house (Megatron-Core physics)")
 _DEEPSPEED = StackDefaults(
     Stack.DEEPSPEED, Framework.FSDP, recompute=_NONE, flash_attention=True,
     sequence_parallel=False, zero=ZeroStage.NONE, micro_batch=1, tp_comm_overlap=False,
@@ -213,6 +239,7 @@ ERAS: dict[Stack, tuple[Era, ...]] = {
     Stack.TORCHTITAN: (Era(None, _TORCHTITAN),),
     Stack.DEEPSPEED: (Era(None, _DEEPSPEED),),
     Stack.FSDP: (Era(None, _FSDP),),
+    Stack.OTHER: (Era(None, _OTHER),),
 }
 
 # The defaults of each stack as the shared transcription's rows were first read with them
@@ -220,15 +247,29 @@ ERAS: dict[Stack, tuple[Era, ...]] = {
 DEFAULTS: dict[Stack, StackDefaults] = {
     Stack.MEGATRON_LM: _MEGATRON_2021, Stack.NEMO: _NEMO_MCORE,
     Stack.LLM_FOUNDRY: _LLM_FOUNDRY_2023, Stack.TORCHTITAN: _TORCHTITAN,
-    Stack.DEEPSPEED: _DEEPSPEED, Stack.FSDP: _FSDP,
+    Stack.DEEPSPEED: _DEEPSPEED, Stack.FSDP: _FSDP, Stack.OTHER: _OTHER,
 }
 
 # Canonical framework names (the run format's vocabulary) -> stack.
 FRAMEWORK_NAMES: dict[str, Stack] = {
     "megatron-lm": Stack.MEGATRON_LM, "megatron-core": Stack.MEGATRON_LM, "nemo": Stack.NEMO,
     "llm-foundry": Stack.LLM_FOUNDRY, "torchtitan": Stack.TORCHTITAN,
-    "deepspeed": Stack.DEEPSPEED, "fsdp": Stack.FSDP,
+    "deepspeed": Stack.DEEPSPEED, "fsdp": Stack.FSDP, "other": Stack.OTHER,
 }
+
+# In-house stacks named in publications (lowercase words of the name) -> the generic stack, with
+# a note saying so (``in_house``).
+IN_HOUSE_NAMES: tuple[str, ...] = (
+    "meta", "llama", "t5x", "pathways", "paxml", "pax", "hai-llm", "hai", "megascale",
+    "in-house", "inhouse", "internal", "proprietary", "other")
+
+
+def in_house(name: str) -> str | None:
+    """The note for a framework name that is an in-house stack (None: not one we know)."""
+    words = set(re.split(r"[^a-z0-9-]+", name.lower()))
+    if words & set(IN_HOUSE_NAMES) or "in-house" in name.lower():
+        return f"framework {name!r}: {OTHER_NOTE}"
+    return None
 
 _VERSION = re.compile(r"^v?(?:core_r)?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[a-z]+\d*)?$")
 MID_YEAR = 6  # a year without a month is read as its middle
@@ -306,6 +347,8 @@ def training_stack(framework_text: str) -> Stack | None:
         return Stack.DEEPSPEED
     if "fsdp" in t:
         return Stack.FSDP
+    if in_house(framework_text):
+        return Stack.OTHER
     return None
 
 
@@ -341,3 +384,72 @@ def compiled_framework(stack: Stack, compiled: bool) -> Framework:
     if compiled and stack in (Stack.TORCHTITAN, Stack.FSDP):
         return Framework.TORCH_COMPILE
     return DEFAULTS[stack].framework
+
+
+# -- pipeline defaults of the stacks, for runs that leave them out --------------------------------
+@dataclass(frozen=True)
+class Recipe:
+    """A NeMo 2.0 recipe's pipeline (``trainer()`` defaults of
+    nemo/collections/llm/recipes/<file>.py, NVIDIA/NeMo @8cfedd72)."""
+
+    pp: int
+    vpp: int
+    embedding_in_split: bool = False  # account_for_embedding_in_pipeline_split
+    loss_in_split: bool = False  # account_for_loss_in_pipeline_split
+    file: str = ""
+
+
+NEMO_RECIPES: dict[str, Recipe] = {
+    "gpt3-175b": Recipe(8, 6, file="gpt3_175b.py"),
+    "llama-3.1-405b": Recipe(8, 2, True, True, file="llama31_405b.py"),
+    "llama-3.1-70b": Recipe(4, 5, file="llama31_70b.py"),
+    "mixtral-8x22b": Recipe(4, 14, file="mixtral_8x22b.py"),
+    "mixtral-8x7b": Recipe(4, 8, file="mixtral_8x7b.py"),
+}
+
+
+def recipe_vpp(model_id: str, n_layers: int, pp: int) -> tuple[int, str] | str:
+    """Virtual stages of an interleaved NeMo/Megatron run that does not state them: the NeMo
+    recipe's for its pp; for another pp, the recipe's layers per model chunk kept (the largest
+    vpp whose chunks hold at least as many layers); or the reason there is none."""
+    r = NEMO_RECIPES.get(model_id)
+    if r is None:
+        return (f"interleaved schedule without the number of virtual stages, and no NeMo recipe "
+                f"for {model_id} defines it; write vpp: the number of virtual pipeline stages")
+    extra = int(r.embedding_in_split) + int(r.loss_in_split)
+    src = f"NeMo recipe {r.file} (pp={r.pp}, vpp={r.vpp})"
+    if pp == r.pp:
+        return r.vpp, src
+    chunk = (n_layers + extra) / (r.pp * r.vpp)
+    stage = (n_layers + extra) / pp
+    fits = [d for d in range(2, int(stage) + 1)
+            if stage == int(stage) and stage % d == 0 and stage / d >= chunk]
+    if not fits:
+        return (f"interleaved with pp={pp}: {src} keeps {chunk:g} layers per model chunk, "
+                f"which no vpp > 1 gives; write vpp")
+    return max(fits), f"{src}: {chunk:g} layers per model chunk at pp={pp}"
+
+
+def silent_split(stack: Stack, model_id: str, n_layers: int, pp: int,
+                 vpp: int) -> tuple[dict[str, object], str] | None:
+    """The pipeline split a stack uses when the run names none and Megatron's even split does
+    not work (pp does not divide the layers, or vpp the layers per stage), with its source; None
+    where the even split works or the stack has no such default (then mapping.constraints'
+    pipeline_split refusal names the flags)."""
+    if pp <= 1 or (n_layers % pp == 0 and (n_layers // pp) % vpp == 0):
+        return None
+    both: dict[str, object] = {"embedding_in_split": True, "loss_in_split": True}
+    if stack is Stack.TORCHTITAN and (n_layers + 2) % (pp * vpp) == 0:
+        return both, ("torchtitan's split counts the embedding and the output as one layer "
+                      "each (generate_llm_fqn_per_model_part, input_weight = output_weight = 1)")
+    r = NEMO_RECIPES.get(model_id)
+    if (stack in (Stack.NEMO, Stack.MEGATRON_LM) and r is not None and r.embedding_in_split
+            and (n_layers + 2) % pp == 0 and ((n_layers + 2) // pp) % vpp == 0):
+        return both, (f"NeMo recipe {r.file}: account_for_embedding/loss_in_pipeline_split")
+    if stack is Stack.OTHER:
+        first, last = (int(x) for x in balanced_split(n_layers, pp, vpp))
+        if first:
+            return ({"first_stage_layers": first, "last_stage_layers": last},
+                    "Llama 3's split for an in-house stack: the first and last stage hold fewer "
+                    "layers (Dubey et al. 2024 sec. 3.3.2; mapping.plan.balanced_split)")
+    return None

@@ -182,8 +182,10 @@ def from_case(case: TrainingCase) -> TrainingRun:
     if recompute is None and case.recompute:
         notes.append(f"recompute {case.recompute!r} is doubtful: read as not stated")
     vpp = read_interleave(case.interleave)
+    interleaved = isinstance(vpp, Problem) and "without the number" in vpp.message
     if isinstance(vpp, Problem):
-        problems.append(vpp)
+        if not interleaved:  # interleaved, count not given: the stack's recipe (layout.py)
+            problems.append(vpp)
         vpp = None
     precision = training_dtype(case.precision)
     if precision is None and case.precision.strip():
@@ -198,7 +200,7 @@ def from_case(case: TrainingCase) -> TrainingRun:
         model=case.model, arch=case.arch,
         family=Family.MPT if case.model.lower().startswith("mpt") else None,
         devices=p.devices, nodes=p.nodes, tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep,
-        vpp=vpp, zero=zero, shard_group=group, shard_in_node=in_node,
+        vpp=vpp, interleaved=interleaved, zero=zero, shard_group=group, shard_in_node=in_node,
         recompute=recompute,
         sequence_parallel=read_flag(case.sequence_parallel),
         tp_comm_overlap=True if "async" in fw else None, compile="compile" in fw,

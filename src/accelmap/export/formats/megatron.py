@@ -44,7 +44,7 @@ from accelmap.export.formats.launch import (
     torchrun_command,
 )
 from accelmap.export.lora import has_adapters, refuse
-from accelmap.mapping.plan import Mapping, ZeroStage
+from accelmap.mapping.plan import Mapping, ZeroStage, default_schedule
 from accelmap.models.schema import Activation, FFNKind, ModelSpec, NormKind, PositionKind
 from accelmap.units import DType
 from accelmap.workload import Finetune, Recompute
@@ -67,7 +67,49 @@ FSDP_STRATEGY = {ZeroStage.GRADIENTS: "optim_grads", ZeroStage.PARAMETERS: "opti
 Flag = tuple[str, str | None]  # (--flag, value or None for store_true)
 
 
-def _parallel_flags(job: PlanJob) -> tuple[list[Flag], list[str]]:
+def pipeline_layout(n_layers: int, pp: int, vpp: int, first: int | None,
+                    last: int | None) -> str:
+    """Megatron-Core's ``--pipeline-model-parallel-layout`` for an uneven split whose ends do
+    not divide by vpp (megatron/core/transformer/pipeline_parallel_layer_layout.py: one entry
+    per virtual stage, vpp-major -- entry a * pp + b is virtual stage a of rank b; 'E' the
+    embedding, 't' a decoder layer, 'L' the loss). A stage's layers go to its vpp chunks as
+    evenly as whole layers allow, the smaller chunks first on the first stage (beside the
+    embedding) and last on the last stage (beside the loss)."""
+    middle_stages = pp - bool(first) - bool(last)
+    middle = (n_layers - (first or 0) - (last or 0)) // max(middle_stages, 1)
+    counts = [first or middle] + [middle] * max(pp - 2, 0) + ([last or middle] if pp > 1 else [])
+
+    def chunks(n: int, rank: int) -> list[int]:
+        small, extra = divmod(n, vpp)
+        out = [small] * (vpp - extra) + [small + 1] * extra  # smaller first
+        return out[::-1] if rank == pp - 1 and rank > 0 else out
+
+    per_rank = [chunks(n, r) for r, n in enumerate(counts)]
+    entries = []
+    for a in range(vpp):
+        for b in range(pp):
+            text = "t" * per_rank[b][a]
+            if a == 0 and b == 0:
+                text = "E" + text
+            if a == vpp - 1 and b == pp - 1:
+                text += "L"
+            entries.append(text)
+    return "|".join(entries)
+
+
+def read_layout(layout: str, pp: int) -> tuple[int, dict[str, int]]:
+    """vpp and the first/last stage layers of a layout string (the inverse of
+    :func:`pipeline_layout` for what accelmap writes: no multiplications); an end holding as
+    many layers as a middle stage is left unset."""
+    entries = layout.replace(",", "").split("|")
+    vpp = max(len(entries) // max(pp, 1), 1)
+    rank = [sum(entries[a * pp + b].count("t") for a in range(vpp)) for b in range(pp)]
+    middle = rank[1] if pp > 2 else None
+    ends = {"first_stage_layers": rank[0], "last_stage_layers": rank[-1]}
+    return vpp, {k: v for k, v in ends.items() if v != middle}
+
+
+def _parallel_flags(job: PlanJob, n_layers: int) -> tuple[list[Flag], list[str]]:
     batch_split(job)  # the global batch must split into dp x micro-batches (validate_args)
     m = job.mapping
     flags: list[Flag] = [
@@ -77,14 +119,22 @@ def _parallel_flags(job: PlanJob) -> tuple[list[Flag], list[str]]:
         ("--expert-model-parallel-size", str(m.ep)),  # _add_moe_args
     ]
     unsupported: list[str] = []
-    if m.interleaved:
+    ends = [v for v in (m.first_stage_layers, m.last_stage_layers) if v]
+    if m.interleaved and any(v % m.virtual_stages for v in ends):
+        # validate_args/TransformerConfig refuse --decoder-first/last-pipeline-num-layers that
+        # do not divide by vpp; the layout gives any layers per virtual stage (and sets vpp;
+        # no other vpp flag may come with it)
+        flags.append(("--pipeline-model-parallel-layout", pipeline_layout(
+            n_layers, m.pp, m.virtual_stages, m.first_stage_layers, m.last_stage_layers)))
+        ends = []
+    elif m.interleaved:
         # _add_distributed_args: stages per rank directly (validate_args turns it into
         # virtual_pipeline_model_parallel_size); the other spelling counts layers per stage.
         flags.append(("--num-virtual-stages-per-pipeline-rank", str(m.virtual_stages)))
     # _add_distributed_args: uneven pipeline splits (Mapping.stage_layers)
     for value, flag in ((m.first_stage_layers, "--decoder-first-pipeline-num-layers"),
                         (m.last_stage_layers, "--decoder-last-pipeline-num-layers")):
-        if value:
+        if value and ends:
             flags.append((flag, str(value)))
     for on, flag in ((m.embedding_in_split, "--account-for-embedding-in-pipeline-split"),
                      (m.loss_in_split, "--account-for-loss-in-pipeline-split")):
@@ -238,7 +288,7 @@ def export(job: PlanJob, spec: ModelSpec) -> ExportResult:
                f"Megatron-LM has no adapters and NeMo's QLoRA NF4 layers do not support "
                f"tensor parallelism (tp={job.mapping.tp}; NeMo adapters/qlora.py)",
                "deepspeed or torchtune, or plan with tp=1,")
-    plan_flags, unsupported = _parallel_flags(job)
+    plan_flags, unsupported = _parallel_flags(job, spec.n_layers)
     model_flags, notes = _model_flags(job, spec)
     warning = ("# finetune=" + job.finetune.value + ": Megatron-LM has no LoRA; these arguments "
                f"train EVERY weight.\n# Train the adapters with NeMo: see {nemo.NEMO_FILE}.\n"
@@ -328,6 +378,11 @@ def read_back(files: dict[str, str]) -> ReadBack:
     split |= {key: True for key, flag in (
         ("embedding_in_split", "--account-for-embedding-in-pipeline-split"),
         ("loss_in_split", "--account-for-loss-in-pipeline-split")) if flag in flags}
+    layout = flags.get("--pipeline-model-parallel-layout")
+    if layout:
+        vpp, ends = read_layout(str(layout), pp)
+        split |= ends
+        mapping = mapping.with_(virtual_stages=vpp, schedule=default_schedule(vpp))
     if split:
         mapping = mapping.with_(**split)
     finetune, rank, targets = nemo.read_back(files)

@@ -1,0 +1,113 @@
+"""Runs as frameworks split their pipelines and as in-house stacks ran them (issue 24): the run
+format's split fields, ``vpp: interleaved`` with the stack's recipe, the stacks' silent-split
+defaults, partial racks and the generic in-house stack -- each predicted, never refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from accelmap.catalog import Catalog
+from accelmap.validate.canonical import read_runs, same_run, write_runs
+from accelmap.validate.cases import read_cases
+from accelmap.validate.predict import Status, predict_cases
+from accelmap.validate.runs import TrainingRun, UnreadableRun
+from accelmap.validate.stacks import Stack, recipe_vpp, silent_split
+
+NONE: frozenset[str] = frozenset()
+# Dubey et al. 2024 "The Llama 3 Herd of Models", sec. 3.3.2 and Table 4: 405B on 8,192 H100
+# (TP 8, CP 1, PP 16, DP 64, seq 8192, 16M tokens per batch = 2048 sequences, 32 per DP rank),
+# one layer fewer on the first and the last stage, interleaved; 430 TFLOP/s per GPU (BF16).
+LLAMA3_405B = {
+    "id": "llama3-405b-8k", "source": "Dubey et al. 2024 Table 4",
+    "accelerator": "h100-sxm5-80gb", "model": "llama-3.1-405b", "devices": 8192,
+    "nodes": 1024, "tp": 8, "pp": 16, "cp": 1, "dp": 64, "vpp": 2,
+    "first_stage_layers": 7, "last_stage_layers": 7, "precision": "bf16",
+    "framework": "meta", "year": 2024, "seq_len": 8192, "global_batch": 2048,
+    "micro_batch": 1, "metric": "tflops_per_device_model", "value": 430}
+
+
+def _write(tmp_path: Path, *records: dict[str, object]) -> Path:
+    path = tmp_path / "runs.yaml"
+    path.write_text(yaml.safe_dump(list(records), sort_keys=False))
+    return path
+
+
+def _predict(path: Path, catalog: Catalog) -> dict[str, object]:
+    return {p.row_id: p for p in predict_cases(read_cases(path).cases, catalog, NONE)}
+
+
+def test_llama3_405b_flagship_as_published(tmp_path: Path, catalog: Catalog) -> None:
+    """Expressed exactly as published: predicted (not refused), the split the paper gives, the
+    in-house stack's physics said, and the published 430 TFLOP/s compared (within 15 %)."""
+    preds = _predict(_write(tmp_path, LLAMA3_405B), catalog)
+    p = preds["llama3-405b-8k"]
+    assert p.status is Status.OK, p.skipped_reason  # type: ignore[attr-defined]
+    notes = " ".join(p.notes)  # type: ignore[attr-defined]
+    assert "first_stage_layers=7 last_stage_layers=7" in notes and "vpp=2" in notes
+    assert "in-house stack" in notes
+    assert abs(p.signed_pct_error) <= 15, p.signed_pct_error  # type: ignore[attr-defined]
+
+
+def test_split_fields_round_trip(tmp_path: Path) -> None:
+    path = _write(tmp_path, LLAMA3_405B | {"id": "a", "vpp": "interleaved",
+                                           "first_stage_layers": None,
+                                           "last_stage_layers": None,
+                                           "embedding_in_split": True, "loss_in_split": True})
+    (run,) = read_runs(path)
+    assert isinstance(run, TrainingRun), run
+    assert run.interleaved and run.vpp is None and run.embedding_in_split and run.loss_in_split
+    assert run.framework is Stack.OTHER and run.version == "meta"
+    for suffix in (".yaml", ".csv"):
+        (back,) = read_runs(write_runs([run], tmp_path / f"back{suffix}"))
+        assert isinstance(back, TrainingRun) and same_run(run, back)
+
+
+def test_misspelt_public_stack_is_refused_with_the_fix(tmp_path: Path) -> None:
+    (run,) = read_runs(_write(tmp_path, LLAMA3_405B | {"framework": "megatorn 0.9"}))
+    assert isinstance(run, UnreadableRun)
+    assert "framework" in " ".join(run.lines())
+
+
+def test_interleaved_without_a_count_takes_the_nemo_recipe(tmp_path: Path,
+                                                          catalog: Catalog) -> None:
+    """NeMo recipes/llama31_70b.py: pp 4, vpp 5; at pp 8 the recipe's 4 layers per chunk give
+    vpp 2 (10 layers per stage: the largest vpp whose chunks hold >= 4 layers)."""
+    assert recipe_vpp("llama-3.1-70b", 80, 4) == (5, "NeMo recipe llama31_70b.py (pp=4, vpp=5)")
+    got = recipe_vpp("llama-3.1-70b", 80, 8)
+    assert not isinstance(got, str) and got[0] == 2
+    assert isinstance(recipe_vpp("llama-3.1-8b", 32, 4), str)  # no recipe: write vpp
+    run = {"id": "nemo70", "source": "t", "accelerator": "h100-sxm5-80gb",
+           "model": "llama-3.1-70b", "devices": 64, "nodes": 8, "tp": 4, "pp": 4, "cp": 2,
+           "vpp": "interleaved", "precision": "bf16", "framework": "nemo 24.09",
+           "seq_len": 8192, "global_batch": 128, "micro_batch": 1,
+           "metric": "tflops_per_device_model", "value": 500}
+    p = _predict(_write(tmp_path, run), catalog)["nemo70"]
+    assert p.status is Status.OK, p.skipped_reason  # type: ignore[attr-defined]
+    assert any("vpp=5 (NeMo recipe llama31_70b.py" in n for n in p.notes)  # type: ignore
+
+
+def test_silent_split_defaults_per_stack() -> None:
+    """126 layers over pp 8: torchtitan counts the embedding and output (128 / 8), NeMo's
+    405B recipe sets account_for_embedding/loss, an in-house stack takes Llama 3's split,
+    Megatron-LM without a recipe has none (the pipeline_split rule names the flags)."""
+    both = {"embedding_in_split": True, "loss_in_split": True}
+    assert silent_split(Stack.TORCHTITAN, "llama-3.1-405b", 126, 8, 1)[0] == both  # type: ignore
+    assert silent_split(Stack.NEMO, "llama-3.1-405b", 126, 8, 2)[0] == both  # type: ignore
+    assert silent_split(Stack.OTHER, "x", 126, 16, 1)[0] == {  # type: ignore[index]
+        "first_stage_layers": 7, "last_stage_layers": 7}
+    assert silent_split(Stack.MEGATRON_LM, "x", 126, 8, 1) is None
+    assert silent_split(Stack.NEMO, "llama-3.1-70b", 80, 8, 1) is None  # even
+
+
+def test_partial_rack_run_is_predicted(tmp_path: Path, catalog: Catalog) -> None:
+    """256 GB200 of NVL72 racks (3 x 72 + 40) is a cluster, not a refusal."""
+    run = {"id": "gb", "source": "t", "accelerator": "gb200", "model": "llama-3.1-70b",
+           "devices": 256, "tp": 8, "pp": 1, "precision": "bf16",
+           "framework": "megatron-lm 0.10", "seq_len": 8192, "global_batch": 256,
+           "micro_batch": 1, "recompute": "full", "metric": "tflops_per_device_model",
+           "value": 900}
+    p = _predict(_write(tmp_path, run), catalog)["gb"]
+    assert p.status is Status.OK, p.skipped_reason  # type: ignore[attr-defined]
+    assert any("do not fill nodes of 72" in n for n in p.notes)  # type: ignore[attr-defined]
