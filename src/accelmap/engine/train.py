@@ -60,6 +60,7 @@ from accelmap.mapping.constraints import TrainingJob, check_training
 from accelmap.mapping.mesh import describe_mesh
 from accelmap.mapping.placement import place_axes
 from accelmap.mapping.plan import RANK_ORDER, Mapping
+from accelmap.memory.band import exact_bytes
 from accelmap.memory.budget import MemoryBudget, master_bytes_per_param
 from accelmap.memory.stack import fp8_weights, memory_stack
 from accelmap.memory.training import training_items
@@ -284,6 +285,7 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
         "tokens_per_s_per_device": tokens / step / world,
         "mfu": model_flops / (step * world * peak),
         "memory_total": sum(items.values()),
+        "memory_exact": exact_bytes(items),  # what the memory band cannot cover (memory.band)
         "world": world,
     }
     if not detail:  # the planner's hot path: ranking needs no breakdowns

@@ -124,8 +124,10 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
             r = compose(prof, system, wl, fw, overlap, sel, detail=False)
             shape = np.shape(sel.pp)
             mem = np.broadcast_to(r["memory_total"], shape)
-            over = is_over(mem, system.memory_bytes)  # over capacity beyond the error band
-            tight = is_tight(mem, system.memory_bytes)
+            exact = np.broadcast_to(r["memory_exact"], shape)
+            # over capacity beyond the error band, or by exactly counted bytes alone
+            over = is_over(mem, system.memory_bytes, exact=exact)
+            tight = is_tight(mem, system.memory_bytes, exact=exact)
             rejected["memory"] += int(np.sum(over))
             n_tight += int(np.sum(tight))
             fits = ~over & (include_tight | ~tight)
