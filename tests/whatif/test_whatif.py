@@ -122,3 +122,16 @@ def test_cli_sweep_and_names(cli: Callable[..., Any], tmp_path: Any) -> None:
     assert out.read_text().count("\n") == 3
     r = cli("whatif-names", "--json")
     assert r.code == 0 and '"memory_bandwidth"' in r.out and '"vocab_size"' in r.out
+
+
+def test_sweep_range_of_factors() -> None:
+    """'bf16=x0.5..x2:3' is three factors (0.5, 1.25, 2) of the part's own peak, not a
+    traceback (it once parsed the factors as a value of 0 FLOP/s); mixing a factor and a
+    quantity in one range is one clear error."""
+    from accelmap.search.sweep import parse_param
+
+    p = parse_param("bf16=x0.5..x2:3")
+    assert p.labels == ("x0.5", "x1.25", "x2")
+    assert [o.factor for o in p.values] == [0.5, 1.25, 2.0]
+    with pytest.raises(InputError, match="not one of each"):
+        parse_param("bf16=x0.5..2PFLOP/s:3")

@@ -84,8 +84,17 @@ def parse_param(text: str) -> Param:
         if ".." in it:
             lo, _, rest = it.partition("..")
             hi, _, n = rest.partition(":")
-            if f.dimension is None:
-                raise InputError(f"--param {text}: {f.name} takes factors (x0.5,x1,x2)")
+            ends = [whatif.parse_value(f, s, text) for s in (lo, hi)]
+            if all(v is None for v, _ in ends):  # a range of factors: x0.5..x2:7
+                for k in _range(lo, hi, _count(n, text),
+                                lambda s: whatif.parse_value(f, s, text)[1] or 0.0):
+                    label = f"x{k:.4g}"
+                    hw.append(whatif.Override(f, f"{f.name}={label}", factor=k))
+                    labels.append(label)
+                continue
+            if any(v is None for v, _ in ends) or f.dimension is None:
+                raise InputError(f"--param {text}: a range is two values with units "
+                                 f"(1TB/s..8TB/s:8) or two factors (x0.5..x2:7), not one of each")
             dim = f.dimension
             for v in _range(lo, hi, _count(n, text),
                             lambda s: whatif.parse_value(f, s, text)[0] or 0.0):
