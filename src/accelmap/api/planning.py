@@ -20,11 +20,13 @@ batch prefilled at once, ``search.serve``); offline and server are simulated req
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from accelmap.api.estimates import training
+from accelmap.api.models import context_warnings
 from accelmap.api.parse import choice, count, duration, sequences_per_step
 from accelmap.api.parse import framework as parse_framework
 from accelmap.catalog import Catalog
@@ -34,11 +36,12 @@ from accelmap.errors import InputError
 from accelmap.export.base import Job, PlanKind
 from accelmap.hardware.cluster import Cluster, parse_cluster
 from accelmap.hardware.listing import unpublished
+from accelmap.models.flops import forward_flops_per_token, training_flops_per_token
 from accelmap.models.schema import ModelSpec
 from accelmap.search.result import Objective, PlanResult, pareto_front
 from accelmap.serving.metrics import Slo
 from accelmap.serving.scenario import Load, Scenario
-from accelmap.units import DType
+from accelmap.units import Dimension, DType, format_quantity
 from accelmap.workload import Adapters, LoraTarget
 
 __all__ = ["DeadlineSearch", "HardwareComparison", "PlanRequest", "check_profile",
@@ -233,23 +236,37 @@ def run_plan(spec: ModelSpec, cluster: Cluster, request: PlanRequest,
     offline/server: ``search.serve_scenario.plan_serving_scenario``, whose ``progress``
     counts simulated configurations)."""
     r = request
+    beyond = context_warnings(spec, seq=r.seq) if r.train else context_warnings(
+        spec, prompt=r.prompt, output=r.output)  # serving past the context: refused
     if r.train:
-        from accelmap.search.planner import plan_training
-        from accelmap.search.space import TrainingSpace
-
-        space = TrainingSpace.default(spec, cluster, r.seq, offload=r.offload,
-                                      force_tp=r.force_tp)
-        wl = training(r.global_batch, r.seq, finetune=r.finetune) if r.finetune else None
-        res = plan_training(spec, cluster, r.seq, r.global_batch, objective=r.objective,
-                            framework=r.framework_name, top=r.top, tokens_to_train=r.tokens,
-                            space=space, progress=progress, profile=r.profile,
-                            include_tight=r.include_tight, workload=wl)
-        if r.finetune is not None:
-            ad = r.finetune
-            res.notes.insert(0, f"{ad.method.value} fine-tune: rank-{ad.rank} adapters on "
-                             + ",".join(t.value for t in LoraTarget if t in ad.targets)
-                             + ", base frozen" + (" in NF4" if ad.quantized_base else ""))
+        res = _plan_training(spec, cluster, r, progress)
+        res.notes[:0] = beyond
         return res
+    return _plan_serving(spec, cluster, r, progress)
+
+
+def _plan_training(spec: ModelSpec, cluster: Cluster, r: PlanRequest,
+                   progress: Progress | None) -> PlanResult:
+    from accelmap.search.planner import plan_training
+    from accelmap.search.space import TrainingSpace
+
+    space = TrainingSpace.default(spec, cluster, r.seq, offload=r.offload,
+                                  force_tp=r.force_tp)
+    wl = training(r.global_batch, r.seq, finetune=r.finetune) if r.finetune else None
+    res = plan_training(spec, cluster, r.seq, r.global_batch, objective=r.objective,
+                        framework=r.framework_name, top=r.top, tokens_to_train=r.tokens,
+                        space=space, progress=progress, profile=r.profile,
+                        include_tight=r.include_tight, workload=wl)
+    if r.finetune is not None:
+        ad = r.finetune
+        res.notes.insert(0, f"{ad.method.value} fine-tune: rank-{ad.rank} adapters on "
+                         + ",".join(t.value for t in LoraTarget if t in ad.targets)
+                         + ", base frozen" + (" in NF4" if ad.quantized_base else ""))
+    return res
+
+
+def _plan_serving(spec: ModelSpec, cluster: Cluster, r: PlanRequest,
+                  progress: Progress | None) -> PlanResult:
     if r.load is not None:
         from accelmap.search.serve_scenario import plan_serving_scenario
 
@@ -348,6 +365,43 @@ class DeadlineSearch:
                 "found": self.found, "tried": list(self.tried)}
 
 
+def time_floor_s(spec: ModelSpec, devices: int, request: PlanRequest,
+                 accelerator: Any) -> float | None:
+    """The least time ``devices`` of ``accelerator`` can train ``request.tokens`` in: the
+    model FLOPs (6N + attention per token, models/flops.py; a fine-tune's forward only, a
+    bound for any adapter recipe) at the part's best dense 16- or 8-bit peak, every device
+    busy all the time. No plan beats it, so a deadline it misses is refused before any
+    search. None where the part publishes neither peak."""
+    peaks = [p for p in (accelerator.peak(DType.BF16), accelerator.peak(DType.FP16),
+                         accelerator.peak(DType.FP8)) if p]
+    if not peaks:
+        return None
+    per_token = (forward_flops_per_token(spec, request.seq) if request.finetune is not None
+                 else training_flops_per_token(spec, request.seq))
+    return float(request.tokens * per_token / (devices * max(peaks)))
+
+
+def first_possible_nodes(spec: ModelSpec, base: Cluster, request: PlanRequest) -> int:
+    """The smallest power-of-two node count (up to ``MAX_DEADLINE_NODES``) whose time floor
+    (``time_floor_s``) meets the deadline; an InputError, with the floor, where even the
+    largest misses it."""
+    seconds = request.deadline_s or 0.0
+    nodes = 1
+    while nodes <= MAX_DEADLINE_NODES:
+        floor = time_floor_s(spec, nodes * base.devices_per_node, request, base.accelerator)
+        if floor is None or floor <= seconds:
+            return nodes
+        nodes *= 2
+    most = MAX_DEADLINE_NODES * base.devices_per_node
+    floor = time_floor_s(spec, most, request, base.accelerator) or 0.0
+    raise InputError(
+        f"--deadline {format_quantity(seconds, Dimension.TIME)} cannot be met: "
+        f"{request.tokens:.3g} tokens of {spec.id} take at least "
+        f"{format_quantity(floor, Dimension.TIME)} on {most:,} {base.accelerator.id} "
+        f"({MAX_DEADLINE_NODES} nodes, every one at its dense peak); give a later deadline "
+        "or fewer --tokens")
+
+
 def deadline_search(spec: ModelSpec, base: Cluster, request: PlanRequest,
                     progress: Progress | None = None) -> DeadlineSearch:
     """The smallest power-of-two count of ``base``'s nodes (1 to ``MAX_DEADLINE_NODES``) whose
@@ -356,9 +410,10 @@ def deadline_search(spec: ModelSpec, base: Cluster, request: PlanRequest,
     seconds = request.deadline_s
     if seconds is None or not (request.train and request.tokens):
         raise InputError("--deadline needs --train and --tokens (what must be trained by when)")
+    nodes = first_possible_nodes(spec, base, request)
     tried: list[dict[str, Any]] = []
     found = None
-    nodes = 1
+    best_t = math.inf
     while nodes <= MAX_DEADLINE_NODES:
         if progress:
             progress(len(tried), MAX_DEADLINE_NODES.bit_length())
@@ -373,5 +428,8 @@ def deadline_search(spec: ModelSpec, base: Cluster, request: PlanRequest,
         if t is not None and t <= seconds:
             found = tried[-1]
             break
+        if t is not None and t >= best_t:
+            break  # doubling no longer shortens training (the global batch caps dp): stop
+        best_t = min(best_t, t if t is not None else math.inf)
         nodes *= 2
     return DeadlineSearch(spec.id, base, seconds, request.tokens, tuple(tried), found)
