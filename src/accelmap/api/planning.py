@@ -303,12 +303,62 @@ def finetune_fields(ad: Adapters | None) -> dict[str, Any]:
             "lora_targets": tuple(t for t in LoraTarget if t in ad.targets)}
 
 
+# What each objective ranks accelerators by, compared like with like (the same job on each;
+# throughput and goodput per device, so clusters of different sizes compare fairly): the
+# best plan's metric key, whether more is better, and the words the output says.
+RANK_BASIS: dict[Objective, tuple[str, bool, str]] = {
+    Objective.THROUGHPUT: ("tokens_per_s", True, "tokens/s per device, most first"),
+    Objective.TIME: ("time_to_train_s", False, "time to train --tokens, least first"),
+    Objective.COST: ("cost_usd_per_million_tokens", False, "$ per million tokens, least first"),
+    Objective.ENERGY: ("energy_j_per_token", False, "J per token, least first"),
+    Objective.LATENCY: ("tpot_s", False, "time per output token, least first"),
+    Objective.GOODPUT: ("goodput_requests_per_s", True,
+                        "goodput (requests/s meeting every SLO) per device, most first"),
+}
+PER_DEVICE = (Objective.THROUGHPUT, Objective.GOODPUT)
+
+
+def rank_value(row: dict[str, Any], objective: Objective) -> float | None:
+    """The value a comparison row is ranked by under ``objective`` (None: the row has none, a
+    plan that does not fit or a part without a price or TDP)."""
+    plan = row.get("plan")
+    if not plan:
+        return None
+    key = RANK_BASIS[objective][0]
+    metrics = plan  # a plan's dict holds its metrics at the top (search/result.py Plan.to_dict)
+    value = metrics.get(key, metrics.get(key.replace("tpot_s", "tpot_p99_s")))
+    if isinstance(value, dict):  # a simulated distribution: its p99
+        value = value.get("p99")
+    if value is None or not math.isfinite(float(value)):
+        return None
+    return float(value) / row["devices"] if objective in PER_DEVICE else float(value)
+
+
+def rank_rows(rows: list[dict[str, Any]], objective: Objective) -> list[dict[str, Any]]:
+    """Rows by the objective (best first); rows without its value after them, fastest per
+    device first; rows that do not fit last."""
+    more = RANK_BASIS[objective][1]
+
+    def key(r: dict[str, Any]) -> tuple[int, float]:
+        v = rank_value(r, objective)
+        if v is not None:
+            return (0, -v if more else v)
+        return (1 if r["feasible"] else 2, -(r["tokens_per_s_per_device"] or 0.0))
+
+    return sorted(rows, key=key)
+
+
 @dataclass(frozen=True)
 class HardwareComparison:
-    """The best plan per cluster, fastest per device first, and the throughput-vs-cost Pareto
-    front of the feasible ones."""
+    """The best plan per cluster, ranked by the objective (``RANK_BASIS``, said in
+    ``ranked_by``), and the throughput-vs-cost Pareto front of the feasible ones."""
 
     rows: tuple[dict[str, Any], ...]
+    objective: Objective = Objective.THROUGHPUT
+
+    @property
+    def ranked_by(self) -> str:
+        return f"ranked by {self.objective.value}: {RANK_BASIS[self.objective][2]}"
 
     @property
     def pareto(self) -> list[dict[str, Any]]:
@@ -320,14 +370,16 @@ class HardwareComparison:
                             minimize="cost_usd_per_million_tokens")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"hardware": list(self.rows), "pareto": {"throughput_vs_cost": self.pareto}}
+        return {"objective": self.objective.value, "ranked_by": self.ranked_by,
+                "hardware": list(self.rows), "pareto": {"throughput_vs_cost": self.pareto}}
 
 
 def compare_hardware(spec: ModelSpec, clusters: list[Cluster], request: PlanRequest,
                      progress: Progress | None = None) -> HardwareComparison:
-    """Plan on each cluster; one row each with its best plan (or ``feasible: False``);
-    ``progress`` counts clusters. (``compare_accelerators`` is the fast, same-precision
-    comparison over every catalog part.)"""
+    """Plan on each cluster; one row each with its best plan under ``request.objective`` (or
+    ``feasible: False``), the rows ranked by that objective (``rank_rows``); ``progress``
+    counts clusters. (``compare_accelerators`` is the fast, same-precision comparison over
+    every catalog part.)"""
     rows: list[dict[str, Any]] = []
     for i, cl in enumerate(clusters):
         if progress:
@@ -344,8 +396,7 @@ def compare_hardware(spec: ModelSpec, clusters: list[Cluster], request: PlanRequ
                      "time_to_train_s": m.get("time_to_train_s"),
                      # the price/TDP behind a null cost or energy: "not published" and why
                      "not_published": unpublished(cl.accelerator)})
-    rows.sort(key=lambda r: -(r["tokens_per_s_per_device"] or 0))
-    return HardwareComparison(tuple(rows))
+    return HardwareComparison(tuple(rank_rows(rows, request.objective)), request.objective)
 
 
 @dataclass(frozen=True)

@@ -328,7 +328,7 @@ def _print_comparison(cmp: HardwareComparison, json_out: bool, train: bool = Tru
         return
     from rich.table import Table
 
-    t = Table(title="Accelerators compared on this job (best plan each)")
+    t = Table(title=f"Accelerators compared on this job (best plan each, {cmp.ranked_by})")
     for c in ("accelerator", "devices", "tokens/s/device", "$/M tokens", "even $/h", "J/token",
               "time to train", "best mapping"):
         t.add_column(c)
@@ -348,6 +348,8 @@ def _print_comparison(cmp: HardwareComparison, json_out: bool, train: bool = Tru
                   " ".join(f"{k}={v}" for k, v in p["mapping"].items()) if p else "-")
     con = console()
     con.print(t)
+    con.print(cmp.ranked_by + "; parts without that figure after them, plans that do not fit "
+              "last", highlight=False)
     ref = next((r["breakeven_vs"] for r in rows if r.get("breakeven_vs")), None)
     if ref is not None:
         con.print(f"even $/h: the price per device-hour at which an accelerator matches {ref}'s "
