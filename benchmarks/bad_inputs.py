@@ -922,6 +922,10 @@ def _held_out() -> list[Case]:
           "h100-sxm5-80gb"),
         C("models-show=default-said", "models", "show", "{d}/cfg/no-context.json",
           expect=OK, says="max_position_embeddings=2048"),
+        C("plan=quantization-needs-serve", "plan", "llama-3.1-8b", *h100, "--train",
+          "--allow-quantization"),
+        C("plan=serve-16-bit-said", "plan", "llama-3.1-8b", *h100, "--serve", "--scenario",
+          "batch", "--top", "1", expect=OK, says="--allow-quantization adds"),
     ]
 
 

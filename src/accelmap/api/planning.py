@@ -81,6 +81,8 @@ class PlanRequest:
     load: Load | None = None
     # training: LoRA/QLoRA adapters of a fine-tune (api.adapters); None = every weight trains
     finetune: Adapters | None = None
+    # serving: search fp8/int8/int4 weights and an fp8 KV cache too (--allow-quantization)
+    quantize: bool = False
 
     @property
     def scenario(self) -> Scenario | None:
@@ -109,7 +111,8 @@ def plan_request(*, train: bool = True, seq: int = 4096,
                  profile: CalibrationProfile | None = None,
                  scenario: str | Scenario | None = None, rate: float | None = None,
                  requests: int | None = None, max_seqs: int | None = None,
-                 finetune: Adapters | None = None) -> PlanRequest:
+                 finetune: Adapters | None = None,
+                 allow_quantization: bool = False) -> PlanRequest:
     """A PlanRequest from text, every value checked before any search: ``objective`` one of
     ``Objective``, ``tokens`` as a count ('2T'), ``deadline`` (training with ``tokens`` only)
     and ``ttft``/``tpot`` as durations ('30d', '500ms'), ``global_batch_tokens`` as
@@ -120,6 +123,8 @@ def plan_request(*, train: bool = True, seq: int = 4096,
     each request in offline/server; ``requests`` per simulation (default 2000), ``max_seqs`` a
     fixed cap on running requests per replica (else the framework's, lowered under a missed
     TPOT SLO). Objective default: goodput in the server scenario, throughput elsewhere."""
+    if allow_quantization and train:
+        raise InputError("--allow-quantization searches serving weight formats: add --serve")
     ttft_s = duration(ttft) if ttft is not None else None
     tpot_s = duration(tpot) if tpot is not None else None
     framework = parse_framework(framework, train)
@@ -174,7 +179,7 @@ def plan_request(*, train: bool = True, seq: int = 4096,
                        output=output, ttft_s=ttft_s, tpot_s=tpot_s, objective=obj,
                        framework=framework, top=top, offload=offload, force_tp=force_tp,
                        include_tight=include_tight, deadline_s=deadline_s, profile=profile,
-                       load=load, finetune=finetune)
+                       load=load, finetune=finetune, quantize=allow_quantization)
 
 
 # objectives that rank serving plans only
@@ -272,7 +277,8 @@ def _plan_serving(spec: ModelSpec, cluster: Cluster, r: PlanRequest,
 
         res = plan_serving_scenario(spec, cluster, r.prompt, r.output, r.load,
                                     objective=r.objective, framework=r.framework_name, top=r.top,
-                                    progress=progress, profile=r.profile)
+                                    progress=progress, profile=r.profile,
+                                    quantize=r.quantize)
         if r.include_tight:
             res.notes.append("--include-tight applies to --scenario batch: in offline/server "
                              "the framework's memory rule sizes the KV pool")
@@ -281,7 +287,8 @@ def _plan_serving(spec: ModelSpec, cluster: Cluster, r: PlanRequest,
 
     return plan_serving(spec, cluster, r.prompt, r.output, ttft_s=r.ttft_s, tpot_s=r.tpot_s,
                         objective=r.objective, framework=r.framework_name, top=r.top,
-                        progress=progress, profile=r.profile, include_tight=r.include_tight)
+                        progress=progress, profile=r.profile, include_tight=r.include_tight,
+                        quantize=r.quantize)
 
 
 def plan_job(spec: ModelSpec, cluster: Cluster, request: PlanRequest) -> Job:

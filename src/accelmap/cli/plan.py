@@ -122,6 +122,9 @@ def plan_cmd(
     include_tight: Annotated[bool, typer.Option(
         "--include-tight", help="Also rank plans within the memory model's error band of "
         "capacity (memory_fit 'tight').")] = False,
+    allow_quantization: Annotated[bool, typer.Option(
+        "--allow-quantization", help="Serving: also search fp8/int8/int4 weights and an fp8 KV "
+        "cache (default: the model's 16-bit weights and KV only).")] = False,
     finetune: FinetuneOpt = "full",
     lora_rank: LoraRankOpt = None,
     lora_targets: LoraTargetsOpt = None,
@@ -157,7 +160,8 @@ def plan_cmd(
                            objective=objective, framework=framework, top=top, offload=offload,
                            force_tp=force_tp, include_tight=include_tight, deadline=deadline,
                            scenario=scenario, rate=rate, requests=requests, max_seqs=max_seqs,
-                           finetune=api.adapters(finetune, lora_rank, lora_targets))
+                           finetune=api.adapters(finetune, lora_rank, lora_targets),
+                           allow_quantization=allow_quantization)
     clusters = api.plan_clusters(cat, cluster, hw, devices, train)
     cal = measured.profile
     api.check_profile(cal, clusters)
