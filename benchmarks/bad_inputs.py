@@ -155,6 +155,12 @@ def make_files(d: Path) -> None:
     w("cfg/layers-1e5.json", _cfg(num_hidden_layers=100_000))
     w("cfg/dmodel.json", _cfg(hidden_size=2**40, num_attention_heads=32))
     w("cfg/ffn.json", _cfg(intermediate_size=10**15))
+    no_layers = {k: v for k, v in LLAMA.items() if k != "num_hidden_layers"}
+    w("cfg/no-layers.json", json.dumps(no_layers))
+    no_heads = {k: v for k, v in LLAMA.items() if k != "num_attention_heads"}
+    w("cfg/no-heads.json", json.dumps(no_heads))
+    no_ctx = {k: v for k, v in LLAMA.items() if k != "max_position_embeddings"}
+    w("cfg/no-context.json", json.dumps(no_ctx))
     w("cfg/heads0.json", _cfg(num_attention_heads=0))
     w("cfg/layers-neg.json", _cfg(num_hidden_layers=-4))
     w("cfg/layers-str.json", _cfg(num_hidden_layers="32"))
@@ -880,6 +886,46 @@ def _more() -> list[Case]:
           expect=ANY),
         C("args=option-twice", *est, "--batch", "2", "--batch", "3", expect=ANY),
         C("args=bool-with-value", *est, "--flash=maybe"),
+        *_held_out(),
+    ]
+
+
+def _held_out() -> list[Case]:
+    """Issue 27's held-out cases: impossible deadlines, sequences past the model's context,
+    configs missing a size key (a closed stdout is tests/cli/test_bad_inputs.py's)."""
+    h100 = ("--cluster", "8xh100-sxm5-80gb")
+    return [
+        C("plan=deadline-impossible", "plan", "llama-3.1-8b", *h100, "--train", "--tokens",
+          "1T", "--deadline", "1s"),
+        C("plan=deadline-impossible-70b", "plan", "llama-3.1-70b", "--hw", "h100-sxm5-80gb",
+          "--train", "--tokens", "15T", "--deadline", "1h"),
+        C("plan=serve-prompt-over-context", "plan", "llama-3.1-8b", *h100, "--serve",
+          "--prompt", "1000000"),
+        C("plan=batch-prompt-over-context", "plan", "llama-3.1-8b", *h100, "--serve",
+          "--scenario", "batch", "--prompt", "131000", "--output", "1000"),
+        C("plan=server-prompt-over-context", "plan", "llama-3.1-8b", *h100, "--serve",
+          "--rate", "1", "--prompt", "200000"),
+        C("estimate=serve-prompt-over-context", "estimate", "llama-3.1-8b", "--hw",
+          "h100-sxm5-80gb", "--serve", "--prompt", "300000"),
+        C("estimate=serve-context-extended", "estimate", "llama-3.1-8b", "--hw",
+          "h100-sxm5-80gb", "--serve", "--prompt", "140000", "--set", "context=140128",
+          expect=OK),
+        C("estimate=train-seq-over-context", "estimate", "gpt3-125m", "--hw",
+          "h100-sxm5-80gb", "--train", "--seq", "4096", expect=OK, says="context of 2,048"),
+        C("plan=train-seq-over-context", "plan", "gpt3-125m", *h100, "--train", "--seq",
+          "4096", "--top", "1", expect=OK, says="context of 2,048"),
+        C("models-show=seq-over-context-warns", "models", "show", "llama-3.1-8b", "--seq",
+          "300000", expect=OK, says="context of 131,072"),
+        C("models-import=no-layers", "models", "import", "{d}/cfg/no-layers.json"),
+        C("models-show=no-heads", "models", "show", "{d}/cfg/no-heads.json"),
+        C("estimate=cfg-no-layers", "estimate", "{d}/cfg/no-layers.json", "--hw",
+          "h100-sxm5-80gb"),
+        C("models-show=default-said", "models", "show", "{d}/cfg/no-context.json",
+          expect=OK, says="max_position_embeddings=2048"),
+        C("plan=quantization-needs-serve", "plan", "llama-3.1-8b", *h100, "--train",
+          "--allow-quantization"),
+        C("plan=serve-16-bit-said", "plan", "llama-3.1-8b", *h100, "--serve", "--scenario",
+          "batch", "--top", "1", expect=OK, says="--allow-quantization adds"),
     ]
 
 

@@ -120,7 +120,8 @@ def test_compare_hardware_rows_and_pareto(catalog: Catalog) -> None:
     speeds = [r["tokens_per_s_per_device"] or 0 for r in rows]
     assert speeds == sorted(speeds, reverse=True)
     d = cmp.to_dict()
-    assert set(d) == {"hardware", "pareto"} and d["pareto"]["throughput_vs_cost"]
+    assert set(d) == {"objective", "ranked_by", "hardware", "pareto"}
+    assert d["pareto"]["throughput_vs_cost"] and d["objective"] == "throughput"
 
 
 def test_deadline_search(catalog: Catalog) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import io
 import json
 import sys
 from collections.abc import Iterator
@@ -177,3 +178,23 @@ def test_json_reader_keeps_finite_values_only(value: object) -> None:
         assert "NaN" in text or "Infinity" in text, e
         return
     assert back == value
+
+
+def test_a_closed_stdout_is_said_not_an_internal_error() -> None:
+    """``accelmap hw list >&-``: Python's sys.stdout is None; what would be printed is
+    discarded with one warning, and the command still exits 0 (exports to files still run)."""
+    from accelmap.cli.app import main
+
+    err = io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(None), contextlib.redirect_stderr(err):  # type: ignore[type-var]
+        try:
+            main(["hw", "list"])
+        except SystemExit as e:
+            code = int(e.code or 0)
+        finally:
+            stdout = sys.stdout
+    assert code == 0, err.getvalue()
+    assert "internal error" not in err.getvalue()
+    assert "standard output is closed" in err.getvalue()
+    assert stdout is not None  # the guard put a sink in its place

@@ -86,14 +86,16 @@ def test_bad_input_is_one_line(cli: Run, args: tuple[str, ...], needle: str) -> 
     assert "Traceback" not in r.err
 
 
-def test_context_past_the_models_window_is_warned(cli: Run) -> None:
+def test_context_past_the_models_window_is_refused_or_warned(cli: Run) -> None:
     # Llama 2 was trained with a 4,096-token context (Touvron et al. 2023, section 2.2)
     inside = j(cli("estimate", "llama-2-7b", "--hw", "h100-sxm5-80gb", "--prompt", "4000",
                    "--output", "96", "--json"))
-    past = j(cli("estimate", "llama-2-7b", "--hw", "h100-sxm5-80gb", "--prompt", "4000",
-                 "--output", "97", "--json"))
+    past = cli("estimate", "llama-2-7b", "--hw", "h100-sxm5-80gb", "--prompt", "4000",
+               "--output", "97", "--json")
     assert not any("exceed" in a for a in inside["assumptions"])
-    assert any("4,097 tokens" in a and "4,096" in a for a in past["assumptions"])
+    # serving past the context is refused (issue 27), naming it and the flag that extends it
+    assert past.code == 2 and "4,097 tokens" in past.err and "4,096" in past.err
+    assert "--set context=4097" in past.err
     train = j(cli("estimate", "llama-2-7b", "--cluster", "8xH100", "--train", "--seq", "8192",
                   "--batch", "8", "--json"))
     assert any("8,192 tokens" in a for a in train["assumptions"])

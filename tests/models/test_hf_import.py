@@ -361,3 +361,28 @@ def test_one_documented_function_per_type() -> None:
     for t in REQUIRED_TYPES:
         fn = _MAPPERS[t]
         assert fn.__name__ == t and fn.__doc__, t
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_config_without_its_layer_or_head_count_is_refused(name: str) -> None:
+    """A class default for a size key (LlamaConfig's 32 layers are Llama-2-7B's) would be
+    another model: the import stops and names the key."""
+    data = json.loads((FIXTURES / f"{name}.json").read_text())
+    for keys in (("num_hidden_layers", "n_layer", "n_layers"),
+                 ("num_attention_heads", "n_head", "n_heads")):
+        present = [k for k in keys if k in data]
+        if not present:
+            continue
+        cut = {k: v for k, v in data.items() if k not in keys}
+        with pytest.raises(InputError, match="is missing; it sets the model's size"):
+            spec_from_hf_dict(cut, f"{name}.json")
+
+
+def test_every_class_default_taken_is_said() -> None:
+    data = json.loads((FIXTURES / "llama-2-7b.json").read_text())
+    data.pop("max_position_embeddings")
+    spec = spec_from_hf_dict(data, "cfg.json")
+    said = [n for n in spec.notes if "class defaults" in n]
+    assert said and "max_position_embeddings=2048" in said[0]
+    full = spec_from_hf_dict(json.loads((FIXTURES / "llama-2-7b.json").read_text()), "c.json")
+    assert not any("max_position_embeddings" in n for n in full.notes)

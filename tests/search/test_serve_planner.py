@@ -131,7 +131,9 @@ def test_cost_objective_ranks_by_dollars_per_token(catalog: Catalog, node: Clust
     p = r.plans[0]
     assert p.metrics["cost_usd_per_million_tokens"] == pytest.approx(
         price * 8 / 3600 / p.metrics["tokens_per_s"] * 1e6)
-    assert "throughput_vs_cost" in r.pareto and not r.notes
+    assert "throughput_vs_cost" in r.pareto and not [n for n in r.notes if "price" in n]
+    assert any("--allow-quantization" in n for n in r.notes)  # the formats searched, said
+    assert {p.serving.weight_dtype.value for p in r.plans if p.serving} == {"bf16"}
 
 
 def test_no_price_falls_back_to_throughput(catalog: Catalog, node: Cluster) -> None:
@@ -207,3 +209,17 @@ def test_unknown_dtype_is_an_input_error(catalog: Catalog, node: Cluster) -> Non
 
     with pytest.raises(InputError, match="unknown dtype"):
         plan_serving(catalog.models["llama-2-7b"], node, PROMPT, OUTPUT, weight_dtypes=["fp7"])
+
+
+def test_quantized_formats_only_when_allowed(node: Cluster) -> None:
+    """Issue 27: a serving plan picked fp8/int4 weights nobody asked for. The 16-bit format
+    only by default (and said); --allow-quantization (quantize) or an explicit list adds more."""
+    from accelmap.search.serve import _dtypes
+
+    ws, kvs, notes = _dtypes(node, None, None)
+    assert ws == kvs == [DType.BF16] and "--allow-quantization" in notes[0]
+    ws, kvs, notes = _dtypes(node, None, None, quantize=True)
+    assert {DType.FP8, DType.INT8, DType.INT4} <= set(ws) and DType.FP8 in kvs
+    assert "int4" in notes[0]
+    ws, _, notes = _dtypes(node, ["int8"], ["bf16"])
+    assert ws == [DType.INT8] and not notes  # asked for by name

@@ -22,6 +22,7 @@ One module per area, every name re-exported here:
   ``accelerator_details``, ``derived_figures``, ``sources``, ``compare`` (``Comparison``;
   ``DEFAULT_COMPARE``), ``compare_row``, ``list_systems``, ``system_row``, ``system_details``.
 - ``api.models``: ``load_model``, ``list_models``, ``model_summary``, ``model_details``,
+  ``context_warnings`` (a sequence past the model's context: serving refused, training warned),
   ``import_model``, ``write_model``.
 - ``api.estimates``: ``load_system``, ``training``, ``inference``, ``mapping``,
   ``serving_mapping``, ``default_mapping``, ``estimate`` (``TrainStep`` / ``ServeStep``),
@@ -153,6 +154,7 @@ if TYPE_CHECKING:
     )
     from accelmap.api.models import (
         catalog_model,
+        context_warnings,
         import_model,
         list_models,
         load_model,
@@ -271,8 +273,9 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("DEFAULT_COMPARE", "NOT_PUBLISHED", "SORT_KEYS", "unpublished"),
                     "accelmap.hardware.listing"),
     # models
-    **dict.fromkeys(("catalog_model", "import_model", "list_models", "load_model", "model_details",
-                     "model_summary", "write_model"), "accelmap.api.models"),
+    **dict.fromkeys(("catalog_model", "context_warnings", "import_model", "list_models",
+                     "load_model", "model_details", "model_summary", "write_model"),
+                    "accelmap.api.models"),
     # estimates
     **dict.fromkeys(("Roofline", "adapters", "inference", "load_system", "lora_targets",
                      "mapping", "roofline", "serving_mapping", "training"),
@@ -438,6 +441,7 @@ __all__ = [
     "compare_hardware",
     "compare_row",
     "compress_ids",
+    "context_warnings",
     "cost_report",
     "count",
     "deadline_search",

@@ -74,7 +74,7 @@ def export_plan(fmt: str, job: PlanJob, out: str | Path,
     cat = catalog if catalog is not None else load_catalog()
     spec = resolve(job.model, cat.models, "model", "accelmap models list")
     resolve(job.accelerator, cat.accelerators, "accelerator", "accelmap hw list")
-    result = exporter.export(job, spec)
+    result = exporter.run(job, spec)  # with every plan field it cannot express said
     folder = Path(out)
     # a real folder; each file written atomically, never over a link, a device or a file
     # with other content unless ``force`` (export/write.py)

@@ -10,7 +10,8 @@ from accelmap.errors import InputError
 from accelmap.models import details
 from accelmap.models.schema import ModelSpec
 
-__all__ = ["catalog_model", "import_model", "list_models", "load_model", "model_details",
+__all__ = ["catalog_model", "context_warnings", "import_model", "list_models", "load_model",
+           "model_details",
            "model_summary", "write_model"]
 
 
@@ -124,3 +125,19 @@ def write_model(spec: ModelSpec, path: str | Path) -> Path:
         raise InputError(f"cannot write {out} ({e.strerror or type(e).__name__}); choose another "
                          "--out path") from None
     return out
+
+
+def context_warnings(spec: ModelSpec, *, seq: int | None = None, prompt: int | None = None,
+                     output: int = 0) -> list[str]:
+    """A sequence past the model's context (``max_seq_len``): serving (``prompt`` +
+    ``output``) is refused with the context and the flag that extends it
+    (``engine.shapes.check_serving_context``); training or FLOPs at ``seq`` is context
+    extension, answered with one warning line to print first."""
+    from accelmap.engine.shapes import check_serving_context, context_notes
+
+    if prompt is not None:
+        check_serving_context(spec, prompt, output)
+    if seq is None:
+        return []
+    return [f"{n} (a context extension; --set context={seq} says so and silences this)"
+            for n in context_notes(spec, seq)]

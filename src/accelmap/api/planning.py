@@ -20,11 +20,13 @@ batch prefilled at once, ``search.serve``); offline and server are simulated req
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from accelmap.api.estimates import training
+from accelmap.api.models import context_warnings
 from accelmap.api.parse import choice, count, duration, sequences_per_step
 from accelmap.api.parse import framework as parse_framework
 from accelmap.catalog import Catalog
@@ -34,11 +36,12 @@ from accelmap.errors import InputError
 from accelmap.export.base import Job, PlanKind
 from accelmap.hardware.cluster import Cluster, parse_cluster
 from accelmap.hardware.listing import unpublished
+from accelmap.models.flops import forward_flops_per_token, training_flops_per_token
 from accelmap.models.schema import ModelSpec
 from accelmap.search.result import Objective, PlanResult, pareto_front
 from accelmap.serving.metrics import Slo
 from accelmap.serving.scenario import Load, Scenario
-from accelmap.units import DType
+from accelmap.units import Dimension, DType, format_quantity
 from accelmap.workload import Adapters, LoraTarget
 
 __all__ = ["DeadlineSearch", "HardwareComparison", "PlanRequest", "check_profile",
@@ -78,6 +81,8 @@ class PlanRequest:
     load: Load | None = None
     # training: LoRA/QLoRA adapters of a fine-tune (api.adapters); None = every weight trains
     finetune: Adapters | None = None
+    # serving: search fp8/int8/int4 weights and an fp8 KV cache too (--allow-quantization)
+    quantize: bool = False
 
     @property
     def scenario(self) -> Scenario | None:
@@ -107,7 +112,8 @@ def plan_request(*, train: bool = True, seq: int = 4096,
                  scenario: str | Scenario | None = None, rate: float | None = None,
                  requests: int | None = None, max_seqs: int | None = None,
                  finetune: Adapters | None = None,
-                 concurrency: int | None = None) -> PlanRequest:
+                 concurrency: int | None = None,
+                 allow_quantization: bool = False) -> PlanRequest:
     """A PlanRequest from text, every value checked before any search: ``objective`` one of
     ``Objective``, ``tokens`` as a count ('2T'), ``deadline`` (training with ``tokens`` only)
     and ``ttft``/``tpot`` as durations ('30d', '500ms'), ``global_batch_tokens`` as
@@ -119,6 +125,8 @@ def plan_request(*, train: bool = True, seq: int = 4096,
     offline/server; ``requests`` per simulation (default 2000), ``max_seqs`` a
     fixed cap on running requests per replica (else the framework's, lowered under a missed
     TPOT SLO). Objective default: goodput in the server scenario, throughput elsewhere."""
+    if allow_quantization and train:
+        raise InputError("--allow-quantization searches serving weight formats: add --serve")
     ttft_s = duration(ttft) if ttft is not None else None
     tpot_s = duration(tpot) if tpot is not None else None
     framework = parse_framework(framework, train)
@@ -176,7 +184,7 @@ def plan_request(*, train: bool = True, seq: int = 4096,
                        output=output, ttft_s=ttft_s, tpot_s=tpot_s, objective=obj,
                        framework=framework, top=top, offload=offload, force_tp=force_tp,
                        include_tight=include_tight, deadline_s=deadline_s, profile=profile,
-                       load=load, finetune=finetune)
+                       load=load, finetune=finetune, quantize=allow_quantization)
 
 
 # objectives that rank serving plans only
@@ -238,29 +246,44 @@ def run_plan(spec: ModelSpec, cluster: Cluster, request: PlanRequest,
     offline/server: ``search.serve_scenario.plan_serving_scenario``, whose ``progress``
     counts simulated configurations)."""
     r = request
+    beyond = context_warnings(spec, seq=r.seq) if r.train else context_warnings(
+        spec, prompt=r.prompt, output=r.output)  # serving past the context: refused
     if r.train:
-        from accelmap.search.planner import plan_training
-        from accelmap.search.space import TrainingSpace
-
-        space = TrainingSpace.default(spec, cluster, r.seq, offload=r.offload,
-                                      force_tp=r.force_tp)
-        wl = training(r.global_batch, r.seq, finetune=r.finetune) if r.finetune else None
-        res = plan_training(spec, cluster, r.seq, r.global_batch, objective=r.objective,
-                            framework=r.framework_name, top=r.top, tokens_to_train=r.tokens,
-                            space=space, progress=progress, profile=r.profile,
-                            include_tight=r.include_tight, workload=wl)
-        if r.finetune is not None:
-            ad = r.finetune
-            res.notes.insert(0, f"{ad.method.value} fine-tune: rank-{ad.rank} adapters on "
-                             + ",".join(t.value for t in LoraTarget if t in ad.targets)
-                             + ", base frozen" + (" in NF4" if ad.quantized_base else ""))
+        res = _plan_training(spec, cluster, r, progress)
+        res.notes[:0] = beyond
         return res
+    return _plan_serving(spec, cluster, r, progress)
+
+
+def _plan_training(spec: ModelSpec, cluster: Cluster, r: PlanRequest,
+                   progress: Progress | None) -> PlanResult:
+    from accelmap.search.planner import plan_training
+    from accelmap.search.space import TrainingSpace
+
+    space = TrainingSpace.default(spec, cluster, r.seq, offload=r.offload,
+                                  force_tp=r.force_tp)
+    wl = training(r.global_batch, r.seq, finetune=r.finetune) if r.finetune else None
+    res = plan_training(spec, cluster, r.seq, r.global_batch, objective=r.objective,
+                        framework=r.framework_name, top=r.top, tokens_to_train=r.tokens,
+                        space=space, progress=progress, profile=r.profile,
+                        include_tight=r.include_tight, workload=wl)
+    if r.finetune is not None:
+        ad = r.finetune
+        res.notes.insert(0, f"{ad.method.value} fine-tune: rank-{ad.rank} adapters on "
+                         + ",".join(t.value for t in LoraTarget if t in ad.targets)
+                         + ", base frozen" + (" in NF4" if ad.quantized_base else ""))
+    return res
+
+
+def _plan_serving(spec: ModelSpec, cluster: Cluster, r: PlanRequest,
+                  progress: Progress | None) -> PlanResult:
     if r.load is not None:
         from accelmap.search.serve_scenario import plan_serving_scenario
 
         res = plan_serving_scenario(spec, cluster, r.prompt, r.output, r.load,
                                     objective=r.objective, framework=r.framework_name, top=r.top,
-                                    progress=progress, profile=r.profile)
+                                    progress=progress, profile=r.profile,
+                                    quantize=r.quantize)
         if r.include_tight:
             res.notes.append("--include-tight applies to --scenario batch: in offline/server "
                              "the framework's memory rule sizes the KV pool")
@@ -269,7 +292,8 @@ def run_plan(spec: ModelSpec, cluster: Cluster, request: PlanRequest,
 
     return plan_serving(spec, cluster, r.prompt, r.output, ttft_s=r.ttft_s, tpot_s=r.tpot_s,
                         objective=r.objective, framework=r.framework_name, top=r.top,
-                        progress=progress, profile=r.profile, include_tight=r.include_tight)
+                        progress=progress, profile=r.profile, include_tight=r.include_tight,
+                        quantize=r.quantize)
 
 
 def plan_job(spec: ModelSpec, cluster: Cluster, request: PlanRequest) -> Job:
@@ -291,12 +315,62 @@ def finetune_fields(ad: Adapters | None) -> dict[str, Any]:
             "lora_targets": tuple(t for t in LoraTarget if t in ad.targets)}
 
 
+# What each objective ranks accelerators by, compared like with like (the same job on each;
+# throughput and goodput per device, so clusters of different sizes compare fairly): the
+# best plan's metric key, whether more is better, and the words the output says.
+RANK_BASIS: dict[Objective, tuple[str, bool, str]] = {
+    Objective.THROUGHPUT: ("tokens_per_s", True, "tokens/s per device, most first"),
+    Objective.TIME: ("time_to_train_s", False, "time to train --tokens, least first"),
+    Objective.COST: ("cost_usd_per_million_tokens", False, "$ per million tokens, least first"),
+    Objective.ENERGY: ("energy_j_per_token", False, "J per token, least first"),
+    Objective.LATENCY: ("tpot_s", False, "time per output token, least first"),
+    Objective.GOODPUT: ("goodput_requests_per_s", True,
+                        "goodput (requests/s meeting every SLO) per device, most first"),
+}
+PER_DEVICE = (Objective.THROUGHPUT, Objective.GOODPUT)
+
+
+def rank_value(row: dict[str, Any], objective: Objective) -> float | None:
+    """The value a comparison row is ranked by under ``objective`` (None: the row has none, a
+    plan that does not fit or a part without a price or TDP)."""
+    plan = row.get("plan")
+    if not plan:
+        return None
+    key = RANK_BASIS[objective][0]
+    metrics = plan  # a plan's dict holds its metrics at the top (search/result.py Plan.to_dict)
+    value = metrics.get(key, metrics.get(key.replace("tpot_s", "tpot_p99_s")))
+    if isinstance(value, dict):  # a simulated distribution: its p99
+        value = value.get("p99")
+    if value is None or not math.isfinite(float(value)):
+        return None
+    return float(value) / row["devices"] if objective in PER_DEVICE else float(value)
+
+
+def rank_rows(rows: list[dict[str, Any]], objective: Objective) -> list[dict[str, Any]]:
+    """Rows by the objective (best first); rows without its value after them, fastest per
+    device first; rows that do not fit last."""
+    more = RANK_BASIS[objective][1]
+
+    def key(r: dict[str, Any]) -> tuple[int, float]:
+        v = rank_value(r, objective)
+        if v is not None:
+            return (0, -v if more else v)
+        return (1 if r["feasible"] else 2, -(r["tokens_per_s_per_device"] or 0.0))
+
+    return sorted(rows, key=key)
+
+
 @dataclass(frozen=True)
 class HardwareComparison:
-    """The best plan per cluster, fastest per device first, and the throughput-vs-cost Pareto
-    front of the feasible ones."""
+    """The best plan per cluster, ranked by the objective (``RANK_BASIS``, said in
+    ``ranked_by``), and the throughput-vs-cost Pareto front of the feasible ones."""
 
     rows: tuple[dict[str, Any], ...]
+    objective: Objective = Objective.THROUGHPUT
+
+    @property
+    def ranked_by(self) -> str:
+        return f"ranked by {self.objective.value}: {RANK_BASIS[self.objective][2]}"
 
     @property
     def pareto(self) -> list[dict[str, Any]]:
@@ -308,16 +382,18 @@ class HardwareComparison:
                             minimize="cost_usd_per_million_tokens")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"hardware": list(self.rows), "pareto": {"throughput_vs_cost": self.pareto}}
+        return {"objective": self.objective.value, "ranked_by": self.ranked_by,
+                "hardware": list(self.rows), "pareto": {"throughput_vs_cost": self.pareto}}
 
 
 def compare_hardware(spec: ModelSpec, clusters: list[Cluster], request: PlanRequest,
                      progress: Progress | None = None, runner: Any = None
                      ) -> HardwareComparison:
-    """Plan on each cluster; one row each with its best plan (or ``feasible: False``);
-    ``progress`` counts clusters. ``runner`` (``api.runner``, --ray): one task per cluster
-    or a few, the same rows. (``compare_accelerators`` is the fast, same-precision
-    comparison over every catalog part.)"""
+    """Plan on each cluster; one row each with its best plan under ``request.objective`` (or
+    ``feasible: False``), the rows ranked by that objective (``rank_rows``); ``progress``
+    counts clusters. ``runner`` (``api.runner``, --ray): one task per cluster or a few, the
+    same rows. (``compare_accelerators`` is the fast, same-precision comparison over every
+    catalog part.)"""
     if runner is not None and runner.distributed:
         rows = runner.map(_hardware_row, clusters, (spec, request), "clusters")
     else:
@@ -328,8 +404,7 @@ def compare_hardware(spec: ModelSpec, clusters: list[Cluster], request: PlanRequ
             # the caller's progress reaches each search, so a time cap stops inside one as well
             inner = (lambda _d, _t, i=i: progress(i, len(clusters))) if progress else None
             rows.append(_hardware_row((spec, request), cl, inner))
-    rows.sort(key=lambda r: -(r["tokens_per_s_per_device"] or 0))
-    return HardwareComparison(tuple(rows))
+    return HardwareComparison(tuple(rank_rows(rows, request.objective)), request.objective)
 
 
 def _hardware_row(ctx: tuple[ModelSpec, PlanRequest], cl: Cluster,
@@ -367,6 +442,43 @@ class DeadlineSearch:
                 "found": self.found, "tried": list(self.tried)}
 
 
+def time_floor_s(spec: ModelSpec, devices: int, request: PlanRequest,
+                 accelerator: Any) -> float | None:
+    """The least time ``devices`` of ``accelerator`` can train ``request.tokens`` in: the
+    model FLOPs (6N + attention per token, models/flops.py; a fine-tune's forward only, a
+    bound for any adapter recipe) at the part's best dense 16- or 8-bit peak, every device
+    busy all the time. No plan beats it, so a deadline it misses is refused before any
+    search. None where the part publishes neither peak."""
+    peaks = [p for p in (accelerator.peak(DType.BF16), accelerator.peak(DType.FP16),
+                         accelerator.peak(DType.FP8)) if p]
+    if not peaks:
+        return None
+    per_token = (forward_flops_per_token(spec, request.seq) if request.finetune is not None
+                 else training_flops_per_token(spec, request.seq))
+    return float(request.tokens * per_token / (devices * max(peaks)))
+
+
+def first_possible_nodes(spec: ModelSpec, base: Cluster, request: PlanRequest) -> int:
+    """The smallest power-of-two node count (up to ``MAX_DEADLINE_NODES``) whose time floor
+    (``time_floor_s``) meets the deadline; an InputError, with the floor, where even the
+    largest misses it."""
+    seconds = request.deadline_s or 0.0
+    nodes = 1
+    while nodes <= MAX_DEADLINE_NODES:
+        floor = time_floor_s(spec, nodes * base.devices_per_node, request, base.accelerator)
+        if floor is None or floor <= seconds:
+            return nodes
+        nodes *= 2
+    most = MAX_DEADLINE_NODES * base.devices_per_node
+    floor = time_floor_s(spec, most, request, base.accelerator) or 0.0
+    raise InputError(
+        f"--deadline {format_quantity(seconds, Dimension.TIME)} cannot be met: "
+        f"{request.tokens:.3g} tokens of {spec.id} take at least "
+        f"{format_quantity(floor, Dimension.TIME)} on {most:,} {base.accelerator.id} "
+        f"({MAX_DEADLINE_NODES} nodes, every one at its dense peak); give a later deadline "
+        "or fewer --tokens")
+
+
 def deadline_search(spec: ModelSpec, base: Cluster, request: PlanRequest,
                     progress: Progress | None = None) -> DeadlineSearch:
     """The smallest power-of-two count of ``base``'s nodes (1 to ``MAX_DEADLINE_NODES``) whose
@@ -375,9 +487,10 @@ def deadline_search(spec: ModelSpec, base: Cluster, request: PlanRequest,
     seconds = request.deadline_s
     if seconds is None or not (request.train and request.tokens):
         raise InputError("--deadline needs --train and --tokens (what must be trained by when)")
+    nodes = first_possible_nodes(spec, base, request)
     tried: list[dict[str, Any]] = []
     found = None
-    nodes = 1
+    best_t = math.inf
     while nodes <= MAX_DEADLINE_NODES:
         if progress:
             progress(len(tried), MAX_DEADLINE_NODES.bit_length())
@@ -392,5 +505,8 @@ def deadline_search(spec: ModelSpec, base: Cluster, request: PlanRequest,
         if t is not None and t <= seconds:
             found = tried[-1]
             break
+        if t is not None and t >= best_t:
+            break  # doubling no longer shortens training (the global batch caps dp): stop
+        best_t = min(best_t, t if t is not None else math.inf)
         nodes *= 2
     return DeadlineSearch(spec.id, base, seconds, request.tokens, tuple(tried), found)

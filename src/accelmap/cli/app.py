@@ -200,12 +200,26 @@ class _Notes:
             sys.stderr.write(line + "\n")
 
 
+def _guard_stdio() -> None:
+    """A stream the shell closed (``>&-``, ``2>&-``) is None in Python (docs.python.org,
+    sys.__stdout__: "may be None ... when the process is started with the stream closed"):
+    what would be printed there is discarded, and said on stderr when stdout is the one closed,
+    so commands that write files (``export -o``) still run."""
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (lives as long as the process)
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+        sys.stderr.write("warning: standard output is closed; what this command prints is "
+                         "discarded (redirect it to a file or /dev/null instead)\n")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     from accelmap import api
     from accelmap.errors import AccelmapError
 
     click = _click_exceptions()
+    _guard_stdio()
 
     notes = _Notes()
     try:

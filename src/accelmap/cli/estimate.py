@@ -136,6 +136,7 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
             force_tp=force_tp, **(split or {}))
     if finetune is not None:
         raise InputError("--finetune lora/qlora is a training workload: add --train")
+    api.context_warnings(spec, prompt=prompt, output=output)  # serving past it: refused
     inf = api.inference(batch, prompt, output, weights, kv, group, flash, sparsity=sparsity,
                         moe_weights=moe_weights)
     return spec, system, inf, api.serving_mapping(tp, pp, ep, replicas)

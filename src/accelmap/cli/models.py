@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -85,6 +86,8 @@ def show_cmd(
       accelmap models show ./config.json
     """
     spec = api.load_model(name, get_catalog(catalog))
+    for line in api.context_warnings(spec, seq=seq):
+        sys.stderr.write(line + "\n")
     data = api.model_details(spec, seq)
     if json_out:
         emit_json(data)
@@ -160,6 +163,8 @@ def import_cmd(
     spec = api.import_model(config, name)
     if out is not None:
         api.write_model(spec, out)
+    for line in api.context_warnings(spec, seq=seq):
+        sys.stderr.write(line + "\n")
     data = api.model_details(spec, seq)
     if json_out:
         emit_json(data)

@@ -127,6 +127,9 @@ def plan_cmd(
     include_tight: Annotated[bool, typer.Option(
         "--include-tight", help="Also rank plans within the memory model's error band of "
         "capacity (memory_fit 'tight').")] = False,
+    allow_quantization: Annotated[bool, typer.Option(
+        "--allow-quantization", help="Serving: also search fp8/int8/int4 weights and an fp8 KV "
+        "cache (default: the model's 16-bit weights and KV only).")] = False,
     finetune: FinetuneOpt = "full",
     lora_rank: LoraRankOpt = None,
     lora_targets: LoraTargetsOpt = None,
@@ -164,7 +167,7 @@ def plan_cmd(
                            force_tp=force_tp, include_tight=include_tight, deadline=deadline,
                            scenario=scenario, rate=rate, requests=requests, max_seqs=max_seqs,
                            finetune=api.adapters(finetune, lora_rank, lora_targets),
-                           concurrency=concurrency)
+                           concurrency=concurrency, allow_quantization=allow_quantization)
     clusters = api.plan_clusters(cat, cluster, hw, devices, train)
     cal = measured.profile
     api.check_profile(cal, clusters)
@@ -338,7 +341,7 @@ def _print_comparison(cmp: HardwareComparison, json_out: bool, train: bool = Tru
         return
     from rich.table import Table
 
-    t = Table(title="Accelerators compared on this job (best plan each)")
+    t = Table(title=f"Accelerators compared on this job (best plan each, {cmp.ranked_by})")
     for c in ("accelerator", "devices", "tokens/s/device", "$/M tokens", "even $/h", "J/token",
               "time to train", "best mapping"):
         t.add_column(c)
@@ -358,6 +361,8 @@ def _print_comparison(cmp: HardwareComparison, json_out: bool, train: bool = Tru
                   " ".join(f"{k}={v}" for k, v in p["mapping"].items()) if p else "-")
     con = console()
     con.print(t)
+    con.print(cmp.ranked_by + "; parts without that figure after them, plans that do not fit "
+              "last", highlight=False)
     ref = next((r["breakeven_vs"] for r in rows if r.get("breakeven_vs")), None)
     if ref is not None:
         con.print(f"even $/h: the price per device-hour at which an accelerator matches {ref}'s "

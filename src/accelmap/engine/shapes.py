@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import Device
+from accelmap.errors import InputError
 from accelmap.hardware import plausibility
 from accelmap.memory.budget import weight_bytes_per_param
 from accelmap.models.schema import ModelSpec
@@ -59,6 +60,22 @@ def context_notes(spec: ModelSpec, tokens: int) -> list[str]:
         return []
     return [f"warning: {tokens:,} tokens per sequence exceed {spec.id}'s context of "
             f"{spec.max_seq_len:,}; the time and memory are extrapolated"]
+
+
+def check_serving_context(spec: ModelSpec, prompt: int, output: int) -> None:
+    """Serving past the model's context is refused, as serving engines refuse it (vLLM checks
+    ``max_model_len`` against the config's ``max_position_embeddings`` and stops with an error
+    unless told otherwise, vllm/config.py ``_get_and_verify_max_len``): the model attends no
+    further than it was built for. Training past it is context extension, a normal stage of
+    pre-training (``context_notes`` warns); serving an extended context means a config that
+    says so, which ``--set context=N`` gives."""
+    total = prompt + output
+    if total <= spec.max_seq_len:
+        return
+    raise InputError(
+        f"--prompt {prompt:,} + --output {output:,} = {total:,} tokens exceed {spec.id}'s "
+        f"context of {spec.max_seq_len:,} (max_position_embeddings): shorten them, or add "
+        f"--set context={total} to serve it with an extended context (RoPE scaling)")
 
 
 def device_notes(dev: Device, dtype: DType, fw: FrameworkProfile) -> list[str]:

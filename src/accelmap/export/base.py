@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
@@ -44,8 +44,22 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/+-]{0,199}")
 
 E = TypeVar("E", bound=Enum)
 
-__all__ = ["ExportResult", "Exporter", "Job", "PlanJob", "PlanKind", "ReadBack", "ServingChoice",
-           "exporters", "get_exporter", "load_plan_file", "register", "training_mapping"]
+__all__ = [
+    "NEUTRAL",
+    "ExportResult",
+    "Exporter",
+    "Job",
+    "PlanJob",
+    "PlanKind",
+    "ReadBack",
+    "ServingChoice",
+    "exporters",
+    "get_exporter",
+    "load_plan_file",
+    "plan_fields",
+    "register",
+    "training_mapping",
+]
 
 
 @dataclass(frozen=True)
@@ -253,6 +267,57 @@ class ExportResult:
     notes: list[str] = field(default_factory=list)
 
 
+# The fields of a plan each exporter must handle: the plan file's keys (export/schema.py's
+# job block and the mapping keys of search/result.py) of its kind. The other kind's keys are
+# written in every plan file but unused: a training plan's prompt/output lengths, a serving
+# plan's global batch and adapters.
+OTHER_KIND_FIELDS = {PlanKind.TRAIN: ("prompt_len", "output_len"),
+                     PlanKind.SERVE: ("global_batch", "finetune", "lora_rank", "lora_targets")}
+
+
+def plan_fields(kind: PlanKind) -> tuple[str, ...]:
+    """Every field of a plan of ``kind`` an exporter must express or list in ``not_exported``
+    (tests/export/test_every_field_exported.py checks each exporter against it)."""
+    from accelmap.export.schema import PlanJobSchema
+    from accelmap.search.result import (
+        OPTIONAL_SERVE_KEYS,
+        OPTIONAL_TRAIN_KEYS,
+        SERVE_MAPPING_KEYS,
+        TRAIN_MAPPING_KEYS,
+    )
+
+    job = [k for k in PlanJobSchema.model_fields if k not in ("kind", "mapping")]
+    mapping = (TRAIN_MAPPING_KEYS + OPTIONAL_TRAIN_KEYS if kind is PlanKind.TRAIN
+               else SERVE_MAPPING_KEYS + OPTIONAL_SERVE_KEYS)
+    return tuple(k for k in (*job, *mapping) if k not in OTHER_KIND_FIELDS[kind])
+
+
+# Reasons several exporters share (their NOT_EXPORTED dicts)
+FRAMEWORK_REASON = ("the plan was priced with this stack's profile (cost/framework.py: kernel "
+                    "overheads, overlap, fusion); under the exported framework the time differs")
+ACCELERATOR_REASON = ("the files name no device: they run on the accelerators of the nodes "
+                      "they are launched on")
+MODEL_REASON = "the config holds no model: the training script builds it"
+SEQ_REASON = "the config holds no sequence length: the data loader sets it"
+PIPE_REASON = ("DeepSpeed's PipelineModule runs one 1F1B schedule with one stage per rank and "
+               "partitions layers itself (partition_method); no virtual stages or hand splits")
+SPLIT_REASON = ("the export splits layers evenly over the stages; an uneven split (layers on "
+                "the first/last stage, embedding or loss counted) must be set by hand")
+SERVE_LEN_REASON = ("the serving files size the context from prompt_len + output_len (a "
+                    "serving plan's seq_len is their sum)")
+
+# A not-exported field is said on each export where its value is not this (a field absent
+# here, such as the accelerator, is only declared: the files run where they are launched).
+NEUTRAL: dict[str, Any] = {"cp": 1, "ep": 1, "pp": 1, "vpp": 1, "zero": 0, "micro_batch": 1,
+                            "recompute": "none", "offload": False, "finetune": "full",
+                            "lora_rank": 0, "lora_targets": [], "max_batched_tokens": None,
+                            "schedule": None, "first_stage_layers": None,
+                            "last_stage_layers": None, "embedding_in_split": None,
+                            "loss_in_split": None, "shard_group": None,
+                            "tp_comm_overlap": None, "dtype": "bf16", "kv_dtype": "bf16",
+                            "weight_dtype": "bf16"}
+
+
 @dataclass(frozen=True)
 class Exporter:
     name: str
@@ -262,6 +327,46 @@ class Exporter:
     kinds: tuple[PlanKind, ...]
     export: Callable[[PlanJob, Any], ExportResult]  # (job, ModelSpec) -> files
     read_back: Callable[[dict[str, str]], ReadBack]  # files -> the plan they express
+    # plan fields (``plan_fields``) the framework has no key for -> why; each is said in the
+    # result's ``unsupported`` lines where the plan sets it (``run``)
+    not_exported: dict[str, str] = field(default_factory=dict)
+
+    def run(self, job: PlanJob, spec: Any) -> ExportResult:
+        """``export``, with a line in ``unsupported`` for every field of the plan in
+        ``not_exported`` that the plan sets (its value is not the neutral one) and that the
+        exporter did not already name; the job's framework when it is another stack's."""
+        res = self.export(job, spec)
+        values = {**job.job.to_dict(), **job.mapping_dict()}
+        said = list(res.unsupported)
+        todo: dict[str, list[str]] = {}  # reason -> the fields it covers, said in one line
+        for key in plan_fields(job.kind):
+            why = self.not_exported.get(key)
+            if why is None or key not in NEUTRAL or _names(said, key):
+                continue
+            value = values.get(key)
+            if value is not None and value != NEUTRAL[key]:
+                todo.setdefault(why, []).append(f"{key}={_show(value)}")
+        fw = job.framework.value if job.framework else ""
+        if fw and fw != self.name and "framework" in self.not_exported and not _names(
+                said, "framework"):
+            todo.setdefault(self.not_exported["framework"], []).append(f"framework={fw}")
+        said += [f"{', '.join(keys)}: {why}" for why, keys in todo.items()]
+        return replace(res, unsupported=said)
+
+
+def _names(lines: list[str], key: str) -> bool:
+    """Whether a line already names ``key`` as ``key=value`` (at its start or after a space,
+    comma or bracket)."""
+    pattern = re.compile(rf"(^|[\s,(]){re.escape(key)}=")
+    return any(pattern.search(line) for line in lines)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
 
 
 _REGISTRY: dict[str, Exporter] = {}

@@ -33,6 +33,9 @@ class HFConfig:
     def __init__(self, data: dict[str, Any], origin: str) -> None:
         self.data = data
         self.origin = origin
+        # absent keys that took the mapper's class default (transformers' *Config defaults),
+        # first key of each read -> the value taken; said in the spec's notes
+        self.defaulted: dict[str, Any] = {}
 
     @property
     def model_type(self) -> str:
@@ -51,6 +54,8 @@ class HFConfig:
                 f"{self.origin}: field {' or '.join(repr(k) for k in keys)} is missing, and the "
                 f"{self.model_type!r} mapper needs it"
             )
+        if default is not None and keys:
+            self.defaulted.setdefault(keys[0], default)
         return default
 
     def int(self, *keys: str, default: Any = _MISSING) -> Any:
@@ -121,6 +126,9 @@ def spec_from_hf_dict(data: dict[str, Any], origin: str, name: str | None = None
             f"{', '.join(supported_model_types())}"
         )
     fields = mapper(cfg)
+    _refuse_size_defaults(cfg)
+    if cfg.defaulted:
+        fields["notes"] = (*fields.get("notes", ()), _defaults_note(cfg))
     label = name or data.get("_name_or_path") or _label_from_path(origin) or mtype
     label = str(label).rstrip("/").split("/")[-1]  # "meta-llama/Llama-2-7b-hf" -> repo name
     fields.setdefault("id", _slug(str(label)))
@@ -132,6 +140,32 @@ def spec_from_hf_dict(data: dict[str, Any], origin: str, name: str | None = None
         err = e.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "config"
         raise InputError(f"{origin}: {loc}: {validation_message(err)}") from None
+
+
+# Keys that set how big the model is: a class default for one of these (LlamaConfig's 32
+# layers and 32 heads are Llama-2-7B's) describes another model, so an absent one is refused.
+# Each tuple lists the spellings the mappers read (transformers' GPT-2/GPT-J/MPT/Falcon
+# attribute_map aliases them).
+SIZE_KEYS = (("num_hidden_layers", "n_layer", "n_layers"),
+             ("num_attention_heads", "n_head", "n_heads"))
+
+
+def _refuse_size_defaults(cfg: HFConfig) -> None:
+    for names in SIZE_KEYS:
+        taken = next((k for k in names if k in cfg.defaulted), None)
+        if taken is not None:
+            raise InputError(
+                f"{cfg.origin}: field {taken!r} is missing; it sets the model's size (the "
+                f"{cfg.model_type[:40]!r} class default of {cfg.defaulted[taken]} is another "
+                "model's): add it to the config")
+
+
+def _defaults_note(cfg: HFConfig) -> str:
+    """One note naming every absent key and the class default taken for it."""
+    items = ", ".join(f"{k}={v!r}"[:60] for k, v in list(cfg.defaulted.items())[:20])
+    more = f" and {len(cfg.defaulted) - 20} more" if len(cfg.defaulted) > 20 else ""
+    return (f"config.json lacks {len(cfg.defaulted)} key(s); took the {cfg.model_type[:40]} "
+            f"class defaults: {items}{more}")
 
 
 def load_hf_config(path_or_repo: str, name: str | None = None) -> ModelSpec:

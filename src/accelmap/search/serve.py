@@ -97,14 +97,27 @@ def _dtype(text: DType | str) -> DType:
 
 
 def _dtypes(cluster: Cluster, weight_dtypes: Sequence[DType | str] | None,
-            kv_dtypes: Sequence[DType | str] | None) -> tuple[list[DType], list[DType], list[str]]:
+            kv_dtypes: Sequence[DType | str] | None, quantize: bool = False
+            ) -> tuple[list[DType], list[DType], list[str]]:
+    """The weight and KV formats searched: the lists given, else the 16-bit format only, and
+    with ``quantize`` (``--allow-quantization``) fp8 (where the part has an FP8 path), int8 and
+    int4 weights and an fp8 KV cache too: a plan never changes the model's numerics unasked,
+    and says which formats it searched."""
     acc = cluster.accelerator
     half = _half(cluster)
     fp8 = acc.peak(DType.FP8) is not None
-    ws = [_dtype(w) for w in weight_dtypes] if weight_dtypes else (
-        [half, *([DType.FP8] if fp8 else []), DType.INT8, DType.INT4])
-    kvs = [_dtype(k) for k in kv_dtypes] if kv_dtypes else [half, *([DType.FP8] if fp8 else [])]
-    notes = []
+    if quantize:
+        ws = [_dtype(w) for w in weight_dtypes] if weight_dtypes else (
+            [half, *([DType.FP8] if fp8 else []), DType.INT8, DType.INT4])
+        kvs = ([_dtype(k) for k in kv_dtypes] if kv_dtypes
+               else [half, *([DType.FP8] if fp8 else [])])
+    else:
+        ws = [_dtype(w) for w in weight_dtypes] if weight_dtypes else [half]
+        kvs = [_dtype(k) for k in kv_dtypes] if kv_dtypes else [half]
+    notes = [] if weight_dtypes and kv_dtypes else [  # formats the caller did not name: said
+        f"weights {'/'.join(w.value for w in ws)}, KV cache {'/'.join(k.value for k in kvs)} "
+        "searched" + ("" if quantize else " (--allow-quantization adds fp8/int8/int4 weights "
+                                          "and an fp8 KV cache)")]
     if not fp8 and (DType.FP8 in ws or DType.FP8 in kvs):
         notes.append(f"{acc.id} has no FP8 path: fp8 weights/KV left out of the search")
         ws = [w for w in ws if w is not DType.FP8]
@@ -185,7 +198,7 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
                  kv_dtypes: Sequence[DType | str] | None = None, max_batch: int = 1024,
                  progress: Callable[[int, int], None] | None = None,
                  profile: CalibrationProfile | None = None,
-                 include_tight: bool = False) -> PlanResult:
+                 include_tight: bool = False, quantize: bool = False) -> PlanResult:
     """Best serving mappings of ``spec`` on ``cluster`` for requests of ``prompt_len`` prompt and
     ``output_len`` generated tokens, under optional TTFT/TPOT targets (seconds); ``profile`` is
     a measured calibration of the cluster's accelerator (accelmap calibrate). Points within the
@@ -203,7 +216,7 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
     price = acc.price.usd_per_hour.value if acc.price else None
     tdp = acc.tdp.value if acc.tdp else None
     score = _Score(obj, price, tdp)
-    ws, kvs, notes = _dtypes(cluster, weight_dtypes, kv_dtypes)
+    ws, kvs, notes = _dtypes(cluster, weight_dtypes, kv_dtypes, quantize)
     system = System.of(cluster, profile)  # also checks the profile's device
     calibration = system.device.calibration
     fw = resolve_framework(framework, class_framework(system, training=False))

@@ -123,7 +123,8 @@ def plan_serving_scenario(spec: ModelSpec, cluster: Cluster, prompt_len: int, ou
                           kv_dtypes: Sequence[DTypeLike] | None = None,
                           shortlist: int = SHORTLIST,
                           progress: Callable[[int, int], None] | None = None,
-                          profile: CalibrationProfile | None = None) -> PlanResult:
+                          profile: CalibrationProfile | None = None,
+                          quantize: bool = False) -> PlanResult:
     """Best serving mappings of ``spec`` on ``cluster`` under ``load`` (offline or server): the
     fixed-batch model screens every configuration, the ``shortlist`` most promising (plus one
     per shape) are simulated, and the runs are ranked by ``objective`` (default: goodput in
@@ -142,7 +143,7 @@ def plan_serving_scenario(spec: ModelSpec, cluster: Cluster, prompt_len: int, ou
     price = acc.price.usd_per_hour.value if acc.price else None
     tdp = acc.tdp.value if acc.tdp else None
     score = _SimScore(obj, price, tdp)
-    ws, kvs, notes = _dtypes(cluster, weight_dtypes, kv_dtypes)
+    ws, kvs, notes = _dtypes(cluster, weight_dtypes, kv_dtypes, quantize)
     system = System.of(cluster, profile)
     fw = resolve_framework(framework, class_framework(system, training=False))
     half = _half(cluster)

@@ -28,6 +28,11 @@ from typing import Any
 
 from accelmap.export import peft
 from accelmap.export.base import (
+    ACCELERATOR_REASON,
+    FRAMEWORK_REASON,
+    MODEL_REASON,
+    PIPE_REASON,
+    SEQ_REASON,
     Exporter,
     ExportResult,
     PlanJob,
@@ -207,6 +212,18 @@ EXPORTER = register(Exporter(
     version=f"DeepSpeed @ {DS_COMMIT[:12]} (docs/_pages/config-json.md)",
     url=DS_URL,
     kinds=(PlanKind.TRAIN,),
+    not_exported={
+        "model": MODEL_REASON, "accelerator": ACCELERATOR_REASON, "seq_len": SEQ_REASON,
+        "dtype": "ds_config.json's bf16/fp16 sections set 16-bit training; fp8 comes from "
+                 "Transformer Engine layers in the training script",
+        "framework": FRAMEWORK_REASON,
+        "ep": "DeepSpeed-MoE sets expert parallelism in the model code (deepspeed.moe.layer."
+              "MoE ep_size), not in ds_config.json",
+        "vpp": PIPE_REASON, "schedule": PIPE_REASON,
+        "first_stage_layers": PIPE_REASON, "last_stage_layers": PIPE_REASON,
+        "embedding_in_split": PIPE_REASON, "loss_in_split": PIPE_REASON,
+        "tp_comm_overlap": "DeepSpeed's config has no TP communication overlap; tensor "
+                           "parallelism lives in the model code (Megatron-DeepSpeed)"},
     export=export,
     read_back=read_back,
 ))

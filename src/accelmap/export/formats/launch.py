@@ -28,7 +28,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from accelmap.errors import InputError
-from accelmap.export.base import Exporter, ExportResult, PlanJob, PlanKind, ReadBack, register
+from accelmap.export.base import (
+    FRAMEWORK_REASON,
+    MODEL_REASON,
+    Exporter,
+    ExportResult,
+    PlanJob,
+    PlanKind,
+    ReadBack,
+    register,
+)
 from accelmap.export.lora import adapter_fields, has_adapters
 from accelmap.search.result import TRAIN_MAPPING_KEYS
 
@@ -42,6 +51,10 @@ RDZV_PORT = 29500
 # The mapping keys of a training plan file (Mapping.to_dict: what search/planner.py writes);
 # unsupported sentences name fields by these keys.
 MAPPING_FIELDS = TRAIN_MAPPING_KEYS
+
+LAUNCH_REASON = ("a launch script sets only nodes and GPUs per node; the parallel degrees, "
+                 "batch, ZeRO, recompute and offload belong to the training framework's config "
+                 "(export megatron, deepspeed or torchtitan for those)")
 
 TORCHRUN_FILE = "launch_torchrun.sh"
 SBATCH_FILE = "train.sbatch"
@@ -149,10 +162,7 @@ def _sbatch_script(job: PlanJob) -> str:
 
 def export(job: PlanJob, spec: Any) -> ExportResult:
     files = {TORCHRUN_FILE: _torchrun_script(job), SBATCH_FILE: _sbatch_script(job)}
-    unsupported = [not_expressible(
-        job, "a launch script sets only nodes and GPUs per node; the parallel degrees, batch, "
-        "ZeRO, recompute and offload belong to the training framework's config (export "
-        "megatron, deepspeed or torchtitan for those)")]
+    unsupported = [not_expressible(job, LAUNCH_REASON)]
     if has_adapters(job):
         unsupported.append(f"{adapter_fields(job)}: the launch scripts start train.py; the "
                            "adapters belong to its framework's config (export deepspeed, "
@@ -180,6 +190,13 @@ EXPORTER = register(Exporter(
     version=f"torchrun (PyTorch @ {TORCH_COMMIT[:12]}), sbatch (Slurm >= 19.05: --gpus-per-node)",
     url=TORCHRUN_URL,
     kinds=(PlanKind.TRAIN,),
+    not_exported={**dict.fromkeys(
+        ("seq_len", "global_batch", "dtype", "dp", "tp", "pp", "cp", "ep", "zero",
+         "micro_batch", "vpp", "recompute", "offload", "schedule", "first_stage_layers",
+         "last_stage_layers", "embedding_in_split", "loss_in_split", "shard_group",
+         "tp_comm_overlap"), LAUNCH_REASON),
+        **dict.fromkeys(("finetune", "lora_rank", "lora_targets"), LAUNCH_REASON),
+        "model": MODEL_REASON, "framework": FRAMEWORK_REASON},
     export=export,
     read_back=read_back,
 ))

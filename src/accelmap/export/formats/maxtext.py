@@ -63,6 +63,8 @@ from typing import Any
 import yaml
 
 from accelmap.export.base import (
+    FRAMEWORK_REASON,
+    SPLIT_REASON,
     Exporter,
     ExportResult,
     PlanJob,
@@ -338,4 +340,12 @@ def read_back(files: dict[str, str]) -> ReadBack:
 
 EXPORTER = register(Exporter(
     name="maxtext", framework="MaxText", version=VERSION, url=URL, kinds=(PlanKind.TRAIN,),
+    not_exported={
+        "framework": FRAMEWORK_REASON,
+        "schedule": "MaxText pipelines with its own circular schedule "
+                    "(num_pipeline_repeats); there is no zero-bubble option",
+        "first_stage_layers": SPLIT_REASON, "last_stage_layers": SPLIT_REASON,
+        "embedding_in_split": SPLIT_REASON, "loss_in_split": SPLIT_REASON,
+        "tp_comm_overlap": "XLA schedules collective-matmul overlap itself (compiler flags, "
+                           "not a MaxText config key)"},
     export=export, read_back=read_back))

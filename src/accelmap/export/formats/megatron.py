@@ -28,6 +28,7 @@ import shlex
 
 from accelmap.export import nemo
 from accelmap.export.base import (
+    FRAMEWORK_REASON,
     Exporter,
     ExportResult,
     PlanJob,
@@ -63,6 +64,14 @@ SMOKE_LR = 1.0e-4
 # --data-parallel-sharding-strategy choices (_add_distributed_args) for ZeRO stages 2 and 3;
 # Megatron-FSDP's ShardingStrategy docs equate optim_grads with ZeRO-2, optim_grads_params with 3.
 FSDP_STRATEGY = {ZeroStage.GRADIENTS: "optim_grads", ZeroStage.PARAMETERS: "optim_grads_params"}
+
+# plan fields pretrain_gpt.py has no argument for (base.Exporter.not_exported)
+NOT_EXPORTED = {
+    "framework": FRAMEWORK_REASON,
+    "schedule": "pretrain_gpt.py runs 1F1B or interleaved 1F1B (--num-virtual-stages-per-"
+                "pipeline-rank); zero-bubble (zb-h1) is in sail-sg/zero-bubble-pipeline-"
+                "parallelism's fork, not Megatron-LM",
+}
 
 Flag = tuple[str, str | None]  # (--flag, value or None for store_true)
 
@@ -142,6 +151,14 @@ def _parallel_flags(job: PlanJob, n_layers: int) -> tuple[list[Flag], list[str]]
             flags.append((flag, None))
     if m.tp > 1 and m.sequence_parallel:
         flags.append(("--sequence-parallel", None))  # _add_training_args
+    if m.tp_comm_overlap:
+        # _add_training_args --tp-comm-overlap (Transformer Engine userbuffers); validate_args
+        # asserts sequence parallelism with it
+        if m.tp > 1 and m.sequence_parallel:
+            flags.append(("--tp-comm-overlap", None))
+        else:
+            unsupported.append(f"tp_comm_overlap=True: Megatron overlaps TP communication only "
+                               f"with tp > 1 and sequence parallelism (tp={m.tp})")
     if m.zero is ZeroStage.OPTIMIZER:
         flags.append(("--use-distributed-optimizer", None))  # _add_distributed_args
     elif m.zero in FSDP_STRATEGY:
@@ -383,6 +400,8 @@ def read_back(files: dict[str, str]) -> ReadBack:
         vpp, ends = read_layout(str(layout), pp)
         split |= ends
         mapping = mapping.with_(virtual_stages=vpp, schedule=default_schedule(vpp))
+    if "--tp-comm-overlap" in flags:
+        split["tp_comm_overlap"] = True
     if split:
         mapping = mapping.with_(**split)
     finetune, rank, targets = nemo.read_back(files)
@@ -396,6 +415,7 @@ EXPORTER = register(Exporter(
     version=f"Megatron-LM @ {MEGATRON_COMMIT[:12]} (megatron/training/arguments.py)",
     url=MEGATRON_URL,
     kinds=(PlanKind.TRAIN,),
+    not_exported=NOT_EXPORTED,
     export=export,
     read_back=read_back,
 ))

@@ -37,7 +37,16 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from accelmap.export.base import Exporter, ExportResult, PlanJob, PlanKind, ReadBack, register
+from accelmap.export.base import (
+    FRAMEWORK_REASON,
+    SERVE_LEN_REASON,
+    Exporter,
+    ExportResult,
+    PlanJob,
+    PlanKind,
+    ReadBack,
+    register,
+)
 from accelmap.export.formats.vllm import (
     HALF_NAMES,
     commands,
@@ -122,4 +131,5 @@ def read_back(files: dict[str, str]) -> ReadBack:
 
 EXPORTER = register(Exporter(
     name="sglang", framework="SGLang", version=VERSION, url=URL, kinds=(PlanKind.SERVE,),
+    not_exported={"framework": FRAMEWORK_REASON, "seq_len": SERVE_LEN_REASON},
     export=export, read_back=read_back))

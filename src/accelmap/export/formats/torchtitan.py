@@ -33,6 +33,8 @@ import tomllib
 from typing import Any
 
 from accelmap.export.base import (
+    FRAMEWORK_REASON,
+    SPLIT_REASON,
     Exporter,
     ExportResult,
     PlanJob,
@@ -172,6 +174,13 @@ def _sections(job: PlanJob, spec: ModelSpec) -> tuple[dict[str, dict[str, Any]],
     parallelism["expert_parallel_degree"] = m.ep  # Parallelism
     if m.ep > 1:
         parallelism["expert_tensor_parallel_degree"] = tp  # Parallelism: "etp = tp" mode
+    if m.tp_comm_overlap and tp > 1:
+        # Parallelism.enable_async_tensor_parallel: "Whether to apply async tensor parallel
+        # (currently only effective when compile is enabled)"
+        parallelism["enable_async_tensor_parallel"] = True
+    elif m.tp_comm_overlap:
+        unsupported.append("tp_comm_overlap=True: async tensor parallelism needs "
+                           "tensor_parallel_degree > 1")
     recompute = m.recompute.value
     return {
         "job": {"description": f"accelmap plan for {job.model} on {job.nodes} x "
@@ -229,6 +238,8 @@ def read_back(files: dict[str, str]) -> ReadBack:
         virtual_stages=len(parts) // pp if parts else 1,
         recompute=cfg.get("activation_checkpoint", {}).get("mode", Recompute.SELECTIVE),
         offload_optimizer=offload, offload_params=offload)
+    if par.get("enable_async_tensor_parallel"):
+        mapping = mapping.with_(tp_comm_overlap=True)
     cluster = parse_torchrun(files[LAUNCH_FILE])
     return ReadBack(mapping, nodes=cluster.get("nodes"),
                     devices_per_node=cluster.get("gpus_per_node"))
@@ -245,6 +256,13 @@ EXPORTER = register(Exporter(
     version=f"torchtitan @ {TITAN_COMMIT[:12]} (torchtitan/config/job_config.py)",
     url=TITAN_URL,
     kinds=(PlanKind.TRAIN,),
+    not_exported={
+        "framework": FRAMEWORK_REASON,
+        "schedule": "the export writes 1F1B or Interleaved1F1B; set "
+                    "pipeline_parallel_schedule for another (torchtitan's ZBVZeroBubble is "
+                    "a V-schedule, not zb-h1)",
+        "first_stage_layers": SPLIT_REASON, "last_stage_layers": SPLIT_REASON,
+        "embedding_in_split": SPLIT_REASON, "loss_in_split": SPLIT_REASON},
     export=export,
     read_back=read_back,
 ))

@@ -36,6 +36,7 @@ import yaml
 
 from accelmap.errors import InputError
 from accelmap.export.base import (
+    FRAMEWORK_REASON,
     Exporter,
     ExportResult,
     PlanJob,
@@ -252,12 +253,23 @@ def read_back(files: dict[str, str]) -> ReadBack:
                     lora_rank=int(model["lora_rank"]), lora_targets=frozenset(chosen))
 
 
+FSDP_ONLY_REASON = ("torchtune's LoRA recipes shard with FSDP2 over every rank (dp is the world "
+                    "size): no tensor, pipeline or context parallelism, no pipeline schedules")
+
 EXPORTER = register(Exporter(
     name="torchtune",
     framework="torchtune",
     version=f"{VERSION} (recipes lora_finetune_distributed / lora_finetune_single_device)",
     url=URL,
     kinds=(PlanKind.TRAIN,),
+    not_exported={
+        **dict.fromkeys(("dp", "cp", "vpp", "schedule", "first_stage_layers",
+                         "last_stage_layers", "embedding_in_split", "loss_in_split",
+                         "tp_comm_overlap"), FSDP_ONLY_REASON),
+        "seq_len": "the recipe's dataset sets max_seq_len (tokenizer.max_seq_len); the "
+                   "overrides leave it to the dataset you choose",
+        "dtype": "the recipe trains in bf16 or fp32 (dtype); fp8 has no recipe key",
+        "framework": FRAMEWORK_REASON},
     export=export,
     read_back=read_back,
 ))

@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelmap.export.base import (
+    FRAMEWORK_REASON,
+    SERVE_LEN_REASON,
     Exporter,
     ExportResult,
     PlanJob,
@@ -299,4 +301,5 @@ def read_back(files: dict[str, str]) -> ReadBack:
 
 EXPORTER = register(Exporter(
     name="vllm", framework="vLLM", version=VERSION, url=URL, kinds=(PlanKind.SERVE,),
+    not_exported={"framework": FRAMEWORK_REASON, "seq_len": SERVE_LEN_REASON},
     export=export, read_back=read_back))
