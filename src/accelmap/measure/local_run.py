@@ -201,10 +201,24 @@ def _check_fits(spec: ModelSpec, memory_bytes: float | None, scale: str) -> None
                          f"device has {memory_bytes / 1e9:,.0f} GB: use --scale tiny or small")
 
 
+def not_built(spec: ModelSpec) -> str | None:
+    """What the reference PyTorch model (measure/torch_model.py) does not build for ``spec``,
+    or None: a timed run of another network would be compared with this one's prediction."""
+    if spec.attention_sinks:
+        return "attention sinks (a learned logit per head in the softmax, gpt-oss)"
+    if spec.dsa is not None:
+        return "DeepSeek sparse attention (the indexer and top-k selection of DeepSeek-V3.2)"
+    return None
+
+
 def run_local(spec: ModelSpec, settings: LocalSettings, scale: str = "auto") -> LocalRun:
     """Build the (scaled) model on the device and time training, prefill and decode."""
     from accelmap.measure.peak_memory import PeakMemory
 
+    missing = not_built(spec)
+    if missing:
+        raise InputError(f"validate --local cannot run {spec.id}: the reference PyTorch model "
+                         f"does not build {missing}; pick a model without it")
     be = torch_backend(settings.device, "validate --local")
     built, note = scale_spec(spec, scale)
     _check_fits(built, be.environment().memory_bytes, scale)
