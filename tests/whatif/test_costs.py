@@ -66,7 +66,7 @@ def test_unpriced_part_says_not_published(catalog: Catalog) -> None:
 
 
 def test_cli_price_and_own(cli: Callable[..., Any]) -> None:
-    r = cli("estimate", "llama-3.1-8b", "--hw", "tpu-v5e", "--serve", "--price", "1.2",
+    r = cli("estimate", "gpt3-1.3b", "--hw", "tpu-v5e", "--serve", "--price", "1.2",
             "--json")
     assert r.code == 0, r.err
     assert json.loads(r.out)["cost"]["price"]["usd_per_hour"] == 1.2
