@@ -125,7 +125,13 @@ def spec_from_hf_dict(data: dict[str, Any], origin: str, name: str | None = None
             f"{origin}: model_type {mtype[:24]!r} is not supported; supported: "
             f"{', '.join(supported_model_types())}"
         )
-    fields = mapper(cfg)
+    try:
+        fields = mapper(cfg)
+    except InputError:
+        # a size taken from the class default may be what broke the mapper (gpt-oss's
+        # layer_types list against a default layer count): the missing key is the answer
+        _refuse_size_defaults(cfg)
+        raise
     _refuse_size_defaults(cfg)
     if cfg.defaulted:
         fields["notes"] = (*fields.get("notes", ()), _defaults_note(cfg))
