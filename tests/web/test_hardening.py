@@ -27,7 +27,9 @@ from accelmap.web.runner import Gone, Lane, Pool, Runner, Stopping
 BASE = "http://127.0.0.1"
 PLAN = {"model": "llama-3.1-8b", "cluster": "8xH100", "train": True, "seq": 4096,
         "global_batch_tokens": "1M"}
-SLOW = {"model": "llama-3.1-70b", "hw": "any", "train": False}  # many clusters, simulated
+# many clusters, thousands of mappings each: it holds the search lane for longer than the test
+SLOW = {"model": "llama-3.1-70b", "hw": "any", "devices": 64, "train": True, "seq": 8192,
+        "global_batch_tokens": "4M"}
 
 
 @pytest.fixture(scope="module")
