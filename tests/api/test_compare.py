@@ -125,3 +125,18 @@ def test_training_rejects_the_per_user_objective(catalog: Catalog) -> None:
     with pytest.raises(InputError, match="for serving"):
         api.compare_accelerators("llama-3.1-8b", train=True,
                                  objective="tokens_per_s_per_user", catalog=catalog)
+
+
+def test_training_rows_of_different_device_counts_rank_per_device(catalog: Catalog) -> None:
+    """With the fewest devices per part, one B200 sat beside 32 Wormholes ranked by total
+    tok/s; the default is per device then, and the total only when the count is fixed."""
+    cmp = api.compare_accelerators("gpt3-1.3b", hw="h100-sxm5-80gb,wormhole-n150,tpu-v5e",
+                                   train=True, catalog=catalog)
+    feasible = [r for r in cmp.rows if r["feasible"]]
+    assert len({r["devices"] for r in feasible}) > 1
+    per = [r["tokens_per_s_per_device"] for r in feasible]
+    assert per == sorted(per, reverse=True)
+    fixed = api.compare_accelerators("gpt3-1.3b", hw="h100-sxm5-80gb,tpu-v5e", train=True,
+                                     devices=8, catalog=catalog)
+    totals = [r["tokens_per_s"] for r in fixed.rows if r["feasible"]]
+    assert totals == sorted(totals, reverse=True)

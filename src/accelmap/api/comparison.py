@@ -136,7 +136,12 @@ def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str
         raise InputError(f"--precision {p.value} is a serving format (weight-only); train in "
                          "bf16, fp16 or fp8")
     framework = parse_framework(framework, train)
-    default = CompareObjective.TOKENS_PER_S if train else CompareObjective.TOKENS_PER_S_PER_USER
+    # like with like: rows that each take the fewest devices that hold the job differ in device
+    # count (1 B200 beside 32 Wormholes), so training ranks them per device; with --devices or
+    # --budget-usd-h every row has the same count or the same money, and the total compares
+    default = (CompareObjective.TOKENS_PER_S_PER_USER if not train
+               else CompareObjective.TOKENS_PER_S if devices is not None or budget_usd_h
+               else CompareObjective.TOKENS_PER_S_PER_DEVICE)
     obj = (choice(CompareObjective, objective, "objective") if objective is not None
            else default)
     if train and obj is CompareObjective.TOKENS_PER_S_PER_USER:
