@@ -175,9 +175,14 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
     explanation = (explain_top(spec, cluster, wl, rows, order, framework, overlap, profile,
                                force_tp=space.force_tp)
                    if explain and rows and not interrupted else [])
-    front = pareto_front([{"mapping": _mapping(r), "tokens_per_s": r["tokens_per_s"],
-                           "memory_per_device_bytes": r["memory_bytes"]} for r in rows],
-                         maximize="tokens_per_s", minimize="memory_per_device_bytes")
+    # the front over plain figures first, the mapping written out for its members only: a
+    # validated Mapping per feasible row was 14 % of `plan --hw any` (90,000 rows, cProfile)
+    bare = pareto_front([{"row": k, "tokens_per_s": r["tokens_per_s"],
+                          "memory_per_device_bytes": r["memory_bytes"]}
+                         for k, r in enumerate(rows)],
+                        maximize="tokens_per_s", minimize="memory_per_device_bytes")
+    front = [{"mapping": _mapping(rows[p["row"]]), "tokens_per_s": p["tokens_per_s"],
+              "memory_per_device_bytes": p["memory_per_device_bytes"]} for p in bare]
     return PlanResult(objective=objective, plans=plans, evaluated=evaluated, feasible=len(rows),
                       seconds=time.perf_counter() - start,
                       rejected_by_rule={k: v for k, v in rejected.items() if v},
