@@ -36,6 +36,7 @@ same value.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields, replace
 from enum import IntEnum, StrEnum
 from typing import Any
@@ -169,7 +170,7 @@ class Mapping:
     # -- derived once -----------------------------------------------------------------------
     @property
     def is_scalar(self) -> bool:
-        return all(_is_scalar(getattr(self, f.name)) for f in fields(self))
+        return all(_is_scalar(getattr(self, name)) for name in _field_names())
 
     @property
     def world(self) -> Num:
@@ -264,9 +265,9 @@ class Mapping:
         """The candidates at ``index`` (a mask or integer index) of a candidate table; an int
         index gives a plain, validated mapping."""
         out: dict[str, Any] = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            out[f.name] = np.asarray(v)[index] if np.ndim(v) else v
+        for name in _field_names():
+            v = getattr(self, name)
+            out[name] = np.asarray(v)[index] if np.ndim(v) else v
         if np.ndim(index) == 0:
             out = {k: _item(v) for k, v in out.items()}
             out["zero"] = ZeroStage(int(out["zero"]))
@@ -356,6 +357,13 @@ class Mapping:
                        tp_comm_overlap=bool(data.get("tp_comm_overlap", False)))
         except (TypeError, ValueError) as e:
             raise InputError(f"cannot read the mapping {data!r}: {e}") from None
+
+
+@functools.cache
+def _field_names() -> tuple[str, ...]:
+    """Mapping's field names, once: dataclasses.fields() rebuilds its tuple on every call, and
+    the planner makes ~90,000 one-candidate mappings per `plan --hw any` (cProfile)."""
+    return tuple(f.name for f in fields(Mapping))
 
 
 def _is_scalar(v: Any) -> bool:
