@@ -135,3 +135,16 @@ def test_training_recipes_the_part_cannot_run_are_one_line(part: str, dtype: DTy
 def test_training_fp4_is_the_parts_own() -> None:
     assert resolve_training(_acc("gb200"), Training(dtype=DType.FP4)).dtype is DType.NVFP4
     assert resolve_training(_acc("mi355x"), Training(dtype=DType.FP4)).dtype is DType.MXFP4
+
+
+def test_expert_format_on_a_dense_model_is_refused() -> None:
+    """--moe-weights on a dense model once printed 'mixed recipe: routed experts in nvfp4'
+    and ran every GEMM in the dense format: a recipe said but not run."""
+    wl = Inference(moe_weight_dtype=DType.NVFP4)
+    with pytest.raises(InputError, match=r"llama-3\.1-8b has no routed experts"):
+        resolve_inference(_acc("b200"), wl, "llama-3.1-8b", has_experts=False)
+    spec = api.load_model("llama-3.1-8b")
+    with pytest.raises(InputError, match="no routed experts"):
+        estimate(spec, api.load_system(hw="b200"), wl)
+    _, notes = resolve_inference(_acc("b200"), wl, "mixtral-8x7b", has_experts=True)
+    assert any(n.startswith("mixed recipe") for n in notes)

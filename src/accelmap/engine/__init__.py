@@ -69,7 +69,8 @@ def estimate(model: ModelSpec, system: System | Cluster | Accelerator,
     _check_imbalance(model, imbalance)
     sys_ = system_of(system, profile)
     # fp4 resolved to the part's format, W4A4 or weight-only: said in the assumptions
-    workload, format_notes = resolve_formats(sys_.accelerator, workload)
+    workload, format_notes = resolve_formats(sys_.accelerator, workload, model.id,
+                                             model.is_moe)
     est = _sparse_or_dense(model, sys_, workload, mapping, framework=framework,
                            overlap=overlap, imbalance=imbalance)
     return replace(est, assumptions=(*est.assumptions, *format_notes)) if format_notes else est

@@ -42,9 +42,15 @@ def native(acc: Accelerator, dtype: DType) -> DType:
     return DType.NVFP4 if acc.vendor.upper() == "NVIDIA" else DType.MXFP4
 
 
-def resolve_inference(acc: Accelerator, wl: Inference) -> tuple[Inference, list[str]]:
+def resolve_inference(acc: Accelerator, wl: Inference, model_id: str | None = None,
+                      has_experts: bool = True) -> tuple[Inference, list[str]]:
     """The workload as it runs on ``acc`` (``fp4`` resolved, weight-only formats marked) and
-    the assumption lines that say so; InputError for a KV format no stack stores."""
+    the assumption lines that say so; InputError for a KV format no stack stores, and for a
+    routed-expert format on a model without routed experts (the recipe would be said, not
+    run)."""
+    if wl.moe_weight_dtype is not None and not has_experts:
+        raise InputError(f"--moe-weights {wl.moe_weight_dtype.value}: {model_id or 'the model'} "
+                         "has no routed experts; drop --moe-weights or use --weights")
     w, moe, kv = native(acc, wl.weight_dtype), wl.moe_weight_dtype, native(acc, wl.kv_dtype)
     moe = native(acc, moe) if moe is not None else None
     _check_kv(acc, kv)
@@ -107,12 +113,12 @@ def resolve_training(acc: Accelerator, wl: Training) -> Training:
     return wl if dt is wl.dtype else replace(wl, dtype=dt)
 
 
-def resolve_formats(acc: Accelerator, wl: Training | Inference
-                    ) -> tuple[Training | Inference, list[str]]:
+def resolve_formats(acc: Accelerator, wl: Training | Inference, model_id: str | None = None,
+                    has_experts: bool = True) -> tuple[Training | Inference, list[str]]:
     """Either workload as it runs on ``acc``, with the lines that say how (training's recipe
     lines come from ops/recipes.py in the estimate itself)."""
     if isinstance(wl, Inference):
-        return resolve_inference(acc, wl)
+        return resolve_inference(acc, wl, model_id, has_experts)
     out = resolve_training(acc, wl)
     r = recipe(out.dtype)
     return out, ([r.describe()] if r is not None else [])

@@ -337,7 +337,7 @@ def run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewor
         speculation: Speculation | None = None) -> ServingRun:
     """``_run`` on the workload as it runs on the part (engine/formats.py: ``fp4`` resolved,
     W4A4 or weight-only), the format lines added to its assumptions."""
-    wl, formats = resolve_inference(system.device.acc, wl)
+    wl, formats = resolve_inference(system.device.acc, wl, spec.id, spec.is_moe)
     out = _run(spec, system, wl, m, fw, load, step, imbalance, speculation)
     return replace(out, assumptions=(*out.assumptions, *formats)) if formats else out
 
