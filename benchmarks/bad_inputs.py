@@ -124,6 +124,31 @@ def _layout(layout: str, column: str, value: str) -> str:
     return buf.getvalue()
 
 
+def _damaged_results() -> dict[str, object]:
+    """A real saved plan result, whole and with one field each removed or mistyped."""
+    import copy
+
+    whole = json.loads((ROOT / "tests/fixtures/results/plan.json").read_text())
+
+    def hurt(change: object) -> object:
+        x = copy.deepcopy(whole)
+        change(x)  # type: ignore[operator]
+        return x
+    return {
+        "ok": whole,
+        "no-mapping": hurt(lambda x: [r.pop("mapping") for r in x["plans"]]),
+        "mapping-str": hurt(lambda x: x["plans"][0].__setitem__("mapping", "tp=8")),
+        "plans-str": hurt(lambda x: x.__setitem__("plans", "hello")),
+        "job-list": hurt(lambda x: x.__setitem__("job", [1, 2])),
+        "row-empty": hurt(lambda x: x["plans"].__setitem__(0, {})),
+        "number-str": hurt(lambda x: x["plans"][0].__setitem__("step_time_s", "fast")),
+        "no-job": hurt(lambda x: x.pop("job")),
+        "tp-zero": hurt(lambda x: x["plans"][0]["mapping"].__setitem__("tp", 0)),
+        "model-unknown": hurt(lambda x: x["job"].__setitem__("model", "no-such-model")),
+        "list": [whole],
+    }
+
+
 def make_files(d: Path) -> None:
     """Write every fixture file the cases name under ``d``."""
     def w(name: str, text: str | bytes) -> None:
@@ -328,6 +353,9 @@ def make_files(d: Path) -> None:
     w("plan/utf16.json", _plan().encode("utf-16"))
     w("plan/binary.json", bytes(range(256)) * 40)
     w("plan/empty.json", "")
+    # saved --json results for `report`, damaged one field at a time
+    for name, result in _damaged_results().items():
+        w(f"result/{name}.json", json.dumps(result))
     w("plan/list.json", "[]")
     w("plan/recompute.json", _plan(mapping={"recompute": "sometimes"}))
     # measurement stores
@@ -887,7 +915,21 @@ def _more() -> list[Case]:
         C("args=option-twice", *est, "--batch", "2", "--batch", "3", expect=ANY),
         C("args=bool-with-value", *est, "--flash=maybe"),
         *_held_out(),
+        *_reports(),
     ]
+
+
+def _reports() -> list[Case]:
+    """`report FILE` on damaged saved results (issue 27: internal errors on the CLI's path)."""
+    out = ("--out", "{d}/report.html")
+    ok = {"ok", "no-job", "model-unknown"}  # drawn, with what could not be re-estimated said
+    cases = [C(f"report=result-{n}", "report", f"{{d}}/result/{n}.json", *out,
+               expect=OK if n in ok else ANY if n == "tp-zero" else ERR)
+             for n in _damaged_results()]
+    cases += [C(f"report=plan-file-{n}", "report", f"{{d}}/plan/{n}.json", *out)
+              for n in ("deep", "binary", "utf16", "nan", "1e400", "ok")]
+    return [*cases, C("report=folder", "report", "{d}/plan", *out),
+            C("report=out-not-html", "report", "{d}/result/ok.json", "--out", "{d}/report.txt")]
 
 
 def _held_out() -> list[Case]:

@@ -131,7 +131,7 @@ def test_report_command_from_saved_json(capsys: pytest.CaptureFixture[str],
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["report", "missing.json"], "no such file: missing.json"),
+    (["report", "missing.json"], "no such saved --json result: missing.json"),
     (["estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb", "--report", "r.txt"],
      "--report r.txt: give a file name ending in .html"),
     (["compare", "llama-3.1-8b", "--report", "no/such/dir/r.html"],

@@ -198,6 +198,7 @@ if TYPE_CHECKING:
         report_from_json,
         report_of,
         report_plan,
+        saved_report_html,
         write_report,
     )
     from accelmap.api.serving import (
@@ -311,7 +312,7 @@ _LAZY: dict[str, str] = {
                      "estimate_json", "missing_extra", "plan_estimate", "render_report",
                      "report_estimate",
                      "report_figures", "report_from_json", "report_of", "report_plan",
-                     "write_report"),
+                     "saved_report_html", "write_report"),
                     "accelmap.api.reports"),
     # validation
     **dict.fromkeys(("LocalValidation", "Validation", "compress_ids", "predict_cases",
@@ -513,6 +514,7 @@ __all__ = [
     "roofline",
     "run_plan",
     "runner",
+    "saved_report_html",
     "sensitivity",
     "sequences_per_step",
     "serve",

@@ -22,8 +22,9 @@ from typing import Any
 from accelmap.catalog import Catalog, load_catalog
 from accelmap.engine import System, estimate
 from accelmap.engine.result import Estimate, op_row
-from accelmap.errors import InputError
+from accelmap.errors import InputError, NotFoundError
 from accelmap.export.base import PlanJob
+from accelmap.files import MAX_TABLE_BYTES, load_json
 from accelmap.hardware.cluster import Cluster, parse_cluster
 from accelmap.hardware.listing import unpublished
 from accelmap.mapping.plan import Mapping
@@ -45,6 +46,7 @@ __all__ = [
     "report_from_json",
     "report_of",
     "report_plan",
+    "saved_report_html",
     "write_report",
 ]
 
@@ -268,12 +270,8 @@ def report_from_json(source: str | Path | dict[str, Any],
         data, where = source, "the result"
     else:
         path = Path(source)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise InputError(f"no such file: {path}") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise InputError(f"{path}: not valid JSON ({e})") from None
+        # one reader for every file a user names: size, encoding, depth, finite numbers
+        data = load_json(path, "saved --json result", MAX_TABLE_BYTES)
         where = str(path)
     try:
         kind = kind_of(data)
@@ -289,7 +287,7 @@ def report_from_json(source: str | Path | dict[str, Any],
             detail["estimate"] = estimate_json(est, system)
             detail["notes"].append(f"the chosen plan was re-estimated by accelmap "
                                    f"{accelmap_version()} from the saved job and mapping")
-        except InputError as e:
+        except (InputError, NotFoundError) as e:  # a model or chip this catalog lacks
             detail = {"notes": [f"the chosen plan's breakdowns are not drawn: {e}"]}
     if kind == "roofline":
         detail = {"notes": ["a saved roofline has the ridge point but not the device's peak: "
@@ -318,10 +316,36 @@ def check_report_path(path: str | Path, option: str = "--report") -> Path:
     return out
 
 
-def write_report(report: Report, path: str | Path, option: str = "--report") -> Path:
-    """Write the report's HTML to ``path`` (its folder must exist)."""
+# what a saved result of the right kind but with damaged fields raises while it is read
+_SHAPE_ERRORS = (KeyError, AttributeError, TypeError, ValueError, IndexError)
+_SHAPE_HINT = "give a result that accelmap --json (or the web API) wrote, unchanged"
+
+
+def saved_report_html(source: str | Path | dict[str, Any],
+                      catalog: Catalog | None = None) -> tuple[Report, str]:
+    """A saved ``--json`` result's report and its HTML. A result whose fields are missing or
+    of the wrong type (a plan row without 'mapping', a string where an object belongs) is a
+    bad input named by what failed, never an internal error; the CLI's ``report`` and the
+    web's ``POST /api/report`` both come here so they answer alike."""
+    where = "the result" if isinstance(source, dict) else str(source)
+    try:
+        rep = report_from_json(source, catalog)
+        return rep, render_report(rep)
+    except InputError:
+        raise
+    except KeyError as e:
+        raise InputError(f"{where}: lacks the field {e.args[0]!r}: {_SHAPE_HINT}") from None
+    except _SHAPE_ERRORS as e:
+        raise InputError(f"{where}: a field has the wrong type ({type(e).__name__}: "
+                         f"{str(e)[:120]}): {_SHAPE_HINT}") from None
+
+
+def write_report(report: Report | tuple[Report, str], path: str | Path,
+                 option: str = "--report") -> Path:
+    """Write the report's HTML to ``path`` (its folder must exist); ``report`` may come with
+    its HTML already rendered (``saved_report_html``)."""
     out = check_report_path(path, option)
-    text = render_report(report)
+    text = report[1] if isinstance(report, tuple) else render_report(report)
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as e:

@@ -61,7 +61,8 @@ def command() -> str:
     return " ".join(["accelmap", *path.split(" ")[1:]])
 
 
-def save(path: Path | None, make: Callable[[], Report], option: str = "--report") -> None:
+def save(path: Path | None, make: Callable[[], Report | tuple[Report, str]],
+         option: str = "--report") -> None:
     """Build the report (only when asked for), write it and say where, on stderr (stdout may
     be --json)."""
     if path is None:
@@ -87,4 +88,4 @@ def report_cmd(
     """
     target = out or source.with_suffix(".html")
     api.check_report_path(target, "--out")
-    save(target, lambda: api.report_from_json(source), "--out")
+    save(target, lambda: api.saved_report_html(source), "--out")

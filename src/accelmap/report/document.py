@@ -39,8 +39,9 @@ def kind_of(data: Any) -> str:
             return "serving"
         if "phase" in data and "memory" in data:
             return "estimate"
-    raise InputError("not a result accelmap can report: give the output of --json of "
-                     + ", ".join(sorted(set(KINDS.values()))))
+    # short enough to stay one line after a long path: the commands by name, not by flags
+    raise InputError("not a result accelmap can report: give what --json of estimate, plan, "
+                     "compare, validate or roofline wrote")
 
 
 @dataclass(frozen=True)

@@ -183,25 +183,11 @@ def export_zip(form: ExportForm, cat: Catalog) -> tuple[bytes, str]:
     return buf.getvalue(), f"{stem}.zip"
 
 
-REPORT_SHAPE_ERRORS = (KeyError, AttributeError, TypeError, ValueError, IndexError)
-
-
 def report_html(result: dict[str, Any], cat: Catalog) -> tuple[str, str]:
-    """A saved ``--json`` result as the HTML report and its file name. A result whose fields
-    are missing or of the wrong type (a row without 'mapping', a string where an object
-    belongs) is a bad input, named by what failed, not an internal error."""
-    try:
-        rep = api.report_from_json(result, cat)
-        return api.render_report(rep), rep.kind + "-report.html"
-    except InputError:
-        raise
-    except KeyError as e:
-        raise InputError(f"the result lacks field {e.args[0]!r}: post an object that "
-                         "accelmap --json (or this API) returned, unchanged") from None
-    except REPORT_SHAPE_ERRORS as e:
-        raise InputError(f"the result has a field of the wrong type ({type(e).__name__}: {e}): "
-                         "post an object that accelmap --json (or this API) returned, "
-                         "unchanged") from None
+    """A saved ``--json`` result as the HTML report and its file name (damaged fields are a
+    bad input, as in the CLI's ``report``)."""
+    rep, html = api.saved_report_html(result, cat)
+    return html, rep.kind + "-report.html"
 
 
 PATH_SUFFIXES = (".yaml", ".yml", ".json")
