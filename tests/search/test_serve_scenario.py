@@ -108,3 +108,21 @@ def test_batch_scenario_is_refused_here(setup) -> None:  # type: ignore[no-untyp
 
     with pytest.raises(InputError, match="batch scenario"):
         plan_serving_scenario(spec, cluster, PROMPT, OUTPUT, Load(Scenario.BATCH))
+
+
+def test_precision_neighbours_name_their_tp(setup) -> None:  # type: ignore[no-untyped-def]
+    """Issue 27: "int4 weights: not simulated" was printed beside an int4 row of the table
+    (simulated at another tp). A precision neighbour of the winner keeps its tp and says so;
+    formats whose screens are equal are said to be equal, with why, once."""
+    spec, cluster = setup
+    res = plan_serving_scenario(spec, cluster, PROMPT, OUTPUT,
+                                Load(Scenario.OFFLINE, 120, slo=Slo(None, 0.03)), top=8,
+                                shortlist=3, quantize=True)
+    assert res.plans and res.plans[0].serving is not None
+    tp = res.plans[0].mapping.tp
+    weights = [line for line in res.explanation if " weights" in line.split(":")[0]
+               and not line.startswith(("runner-up", "best"))]
+    assert weights, res.explanation
+    for line in weights:
+        head = line.split(":")[0]
+        assert head.endswith(f"at tp={tp}") or "screen the same" in head, line

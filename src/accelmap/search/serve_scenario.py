@@ -471,16 +471,36 @@ def _explain(ranked: list[_Sim], sims: dict[Config, _Sim], screens: dict[Config,
                    f"queue (every request arrives at once): p50 "
                    f"{r.metrics['ttft_s'].get('p50', 0):.1f} s")
     tp, pp, ep, w, kv = top.config
+    # each neighbour changes one thing of the winner; the precision neighbours keep its tp, so
+    # their label says so (an int4 row at another tp may be in the table beside it)
     for name, c in ((f"tp={tp // 2}", (tp // 2, pp, min(ep, tp // 2), w, kv)),
                     (f"tp={tp * 2}", (tp * 2, pp, ep, w, kv)),
-                    *((f"{x.value} weights", (tp, pp, ep, x, kv))
+                    *((f"{x.value} weights at tp={tp}", (tp, pp, ep, x, kv))
                       for x in dict.fromkeys(s[3] for s in screens) if x is not w),
-                    *((f"{x.value} KV", (tp, pp, ep, w, x))
+                    *((f"{x.value} KV at tp={tp}", (tp, pp, ep, w, x))
                       for x in dict.fromkeys(s[4] for s in screens) if x is not kv)):
         if c[0] < 1:
             continue
         out.append(f"{name}: " + _neighbour(c, sims, screens, top, score, m, load))
+    same = _same_screen(top.config, screens)
+    if same:
+        out.append(f"{', '.join(same)} weights screen the same as each other at tp={tp}: "
+                   "weight-only formats dequantize to 16-bit for the matmul, and at the "
+                   "screened batch the step is set by compute or KV reads, not by weight "
+                   "bytes (the smaller formats fit larger batches, which the SLO or the batch "
+                   "cap rules out here)")
     return out
+
+
+def _same_screen(config: Config, screens: dict[Config, _Screen]) -> list[str]:
+    """The weight formats whose fixed-batch estimate at the winner's tp, pp, ep and KV format
+    is the same (within 0.5 %) as another's: said once, so equal figures are not read as a
+    format left unmodelled."""
+    tp, pp, ep, _, kv = config
+    tps = {c[3].value: s.tokens_per_s for c, s in screens.items()
+           if c[:3] == (tp, pp, ep) and c[4] is kv and s.rule is None and s.tokens_per_s > 0}
+    return [n for n, v in tps.items()
+            if any(k != n and abs(v - u) <= 0.005 * max(v, u) for k, u in tps.items())]
 
 
 def _neighbour(c: Config, sims: dict[Config, _Sim], screens: dict[Config, _Screen], top: _Sim,
