@@ -195,7 +195,8 @@ def test_training_estimate_invariants(case: Any, k: float, what: str) -> None:
         return
     fast = api.estimate(spec, faster(sys_, k, what), wl, m)
     assert no_slower(e.metrics["step_time_s"], fast.metrics["step_time_s"]), (
-        what, k, e.metrics["step_time_s"], fast.metrics["step_time_s"])
+        what, k, e.metrics["step_time_s"], fast.metrics["step_time_s"], spec.id,
+        sys_.cluster.name, m.describe())
 
 
 @settings(max_examples=EXAMPLES)

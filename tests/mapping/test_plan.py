@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from accelmap.catalog import Catalog
 from accelmap.errors import InputError
 from accelmap.mapping.plan import Mapping, Offload, ZeroStage
 from accelmap.workload import Recompute
@@ -72,3 +73,37 @@ def test_json_round_trip() -> None:
     assert back.to_dict() == m.to_dict()
     with pytest.raises(InputError, match="cannot read the mapping"):
         Mapping.from_dict({"tp": "eight"})
+
+
+@pytest.mark.parametrize(("cluster", "model", "seq"), [
+    ("64xh100-sxm5-80gb", "llama-3.1-8b", 4096),  # HSDP, tp overlap, zero bubble in play
+    ("4x8xa100-sxm4-80gb", "llama-2-70b", 8192),  # uneven splits, cp
+    ("4xwse-3", "llama-3.1-8b", 4096),  # weight streaming: offload only
+])
+def test_to_dicts_is_take_then_to_dict(catalog: Catalog, cluster: str, model: str,
+                                       seq: int) -> None:
+    """The planner's column-wise rows equal the one-validated-mapping-per-row way, for every
+    candidate of every group of a real search space."""
+    from accelmap.hardware.cluster import parse_cluster
+    from accelmap.search.planner import _grid
+    from accelmap.search.space import TrainingSpace
+
+    cl = parse_cluster(cluster, catalog)
+    spec = catalog.models[model]
+    space = TrainingSpace.default(spec, cl, seq, offload=True)
+    seen = 0
+    for tp in space.tp:
+        for cp in space.cp:
+            cand = _grid(space, cl, tp, cp, 1, 2, space.recompute[-1], spec.n_layers)
+            valid = [j for j in range(np.size(cand.pp)) if _valid(cand, j)]
+            assert cand.to_dicts(valid) == [cand.take(j).to_dict() for j in valid]
+            seen += len(valid)
+    assert seen > 0
+
+
+def _valid(cand: Mapping, j: int) -> bool:
+    try:
+        cand.take(j)
+    except InputError:
+        return False
+    return True

@@ -177,7 +177,7 @@ def mapping(system: System, workload: Training, *, tp: int = 1, pp: int = 1,
             micro_batch: int | None = None, vpp: int = 1,
             schedule: str | Schedule | None = None, sequence_parallel: bool = True,
             tp_overlap: bool = False, force_tp: bool = False, shard_group: int | None = None,
-            offload: str | Offload = "none", first_stage_layers: int | None = None,
+            offload: str | Offload | None = None, first_stage_layers: int | None = None,
             last_stage_layers: int | None = None, embedding_in_split: bool = False,
             loss_in_split: bool = False) -> Mapping:
     """A training mapping; ``dp`` left out fills the system; ``micro_batch`` left out is
@@ -187,10 +187,12 @@ def mapping(system: System, workload: Training, *, tp: int = 1, pp: int = 1,
     ``schedule`` left out is Megatron-LM's (interleaved-1f1b with vpp > 1, else 1f1b). The
     pipeline split follows Megatron-LM's arguments (``Mapping.stage_layers``): the first/last
     stage's layers, or the embedding/loss counted as layers."""
-    mb = micro_batch or default_mapping(system, workload).micro_batch
-    off = choice(Offload, offload, "offload")
+    base = default_mapping(system, workload)
+    mb = micro_batch or base.micro_batch
+    # left out: the part's own way (a wafer streams its weights: offload, no ZeRO)
+    off = base.offload_params if offload is None else choice(Offload, offload, "offload")
     if zero is None:
-        zero = 1 if system.devices > 1 else 0
+        zero = int(base.zero) if base.offloads_params else 1 if system.devices > 1 else 0
     if int(zero) not in (0, 1, 2, 3):
         raise InputError(f"zero={zero}: the ZeRO stage is 0, 1, 2 or 3")
     sched = default_schedule(vpp) if schedule is None else choice(Schedule, schedule,

@@ -35,7 +35,7 @@ from enum import StrEnum
 from typing import Any
 
 from accelmap.cost.framework import Framework, class_calibration
-from accelmap.hardware.schema import Accelerator, DeviceClass, MemoryRole
+from accelmap.hardware.schema import Accelerator, DeviceClass, LinkRole, MemoryRole
 from accelmap.memory.allocator import CUDA_CONTEXT_BYTES
 
 
@@ -146,6 +146,39 @@ def external_tier(acc: Accelerator) -> tuple[float, float | None] | None:
         if level.role is MemoryRole.HOST:
             return level.capacity.value, level.bandwidth.value if level.bandwidth else None
     return None
+
+
+def streams_training_weights(acc: Accelerator) -> bool:
+    """A wafer-scale part with an external weight store trains by weight streaming: weights and
+    optimizer state live in the external tier (MemoryX), each layer's weights stream onto the
+    wafer for the forward and again for the backward of every micro-batch, gradients stream
+    out, and the optimizer runs in the external tier; wafers never exchange gradients with each
+    other (SwarmX broadcasts the weights and reduces the gradients on the way back). Cerebras,
+    "Weight Streaming Execution" whitepaper (2021), and Hall et al., "Training Giant Neural
+    Networks Using Weight Streaming on Cerebras Wafer-Scale Systems" (2023), sec. 2-3. In a
+    mapping this is ``offload`` (ZeRO-Infinity's shape: Rajbhandari et al. 2021). Every
+    Cerebras wafer trains this way (CS-2 in Hall et al.), whether or not the catalog lists its
+    MemoryX capacity; where it does not, the external tier's capacity is not checked."""
+    return acc.device_class is DeviceClass.SRAM_MACHINE and "wafer" in (
+        acc.form_factor or "").lower()
+
+
+def external_link_bandwidth(acc: Accelerator) -> tuple[float, str] | None:
+    """(bytes/s per direction, where it comes from) of the path between a weight-streaming
+    part and its external tier: the tier's own published bandwidth, else the part's host
+    links, else its system I/O (the scale-out links, which on a CS-2/CS-3 are the 12 x 100 GbE
+    to SwarmX and MemoryX). None for a part that does not stream its training weights."""
+    if not streams_training_weights(acc):
+        return None
+    tier = external_tier(acc)
+    if tier is not None and tier[1]:
+        return tier[1], "the external tier's published bandwidth"
+    host = acc.bandwidth_per_direction(LinkRole.HOST)
+    if host:
+        return host, "the part's host links"
+    io = acc.bandwidth_per_direction(LinkRole.SCALE_OUT)
+    return (io, "the system I/O to the external tier (scale-out links, per direction)") \
+        if io else None
 
 
 def runtime_items(items: dict[str, Any], model: ExecutionModel) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from accelmap.cost.calibration import CalibrationProfile
-from accelmap.cost.execution import execution_model
+from accelmap.cost.execution import execution_model, streams_training_weights
 from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.cost.framework import profile as framework_profile
 from accelmap.engine import sparsity
@@ -22,7 +22,7 @@ from accelmap.engine.system import System
 from accelmap.engine.train import OverlapPolicy, train_step
 from accelmap.hardware.cluster import Cluster
 from accelmap.hardware.schema import Accelerator
-from accelmap.mapping.plan import Mapping
+from accelmap.mapping.plan import Mapping, Offload
 from accelmap.models.schema import ModelSpec
 from accelmap.workload import Inference, Sparsity, Training
 
@@ -50,6 +50,11 @@ def default_mapping(system: System, workload: Training | Inference) -> Mapping:
         if execution_model(system.accelerator).layer_pipelined:
             return Mapping.serving(replicas=1)  # the compiler lays one model over all chips
         return Mapping.serving(replicas=system.devices)
+    if streams_training_weights(system.accelerator):
+        # weights and optimizer in the external tier, streamed in per micro-batch
+        # (cost/execution.py); `plan` searches the micro-batch, which sets how often
+        return Mapping(dp=system.devices, recompute=workload.recompute,
+                       offload_optimizer=Offload.CPU, offload_params=Offload.CPU)
     if system.devices == 1:
         return Mapping(micro_batch=workload.batch, recompute=workload.recompute)
     return Mapping(dp=system.devices, recompute=workload.recompute)

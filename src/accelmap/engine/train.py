@@ -42,7 +42,7 @@ import numpy as np
 from accelmap.cost import overlap as ov
 from accelmap.cost.collectives import Collective
 from accelmap.cost.energy import op_energy_j
-from accelmap.cost.execution import execution_model, runtime_items
+from accelmap.cost.execution import execution_model, external_link_bandwidth, runtime_items
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import time_ops, total_time
 from accelmap.cost.schedules import (
@@ -181,6 +181,13 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     p_dev = params_per_device(prof, pp)
     g = wl.grad_dtype.bytes
     ct, links = _collective_times(cluster, m, prof, a, g)
+    stream = external_link_bandwidth(dev.acc)  # weight streaming (cost/execution.py)
+    if stream is not None:
+        # SwarmX broadcasts the weights and reduces the gradients on their way to and from the
+        # external tier, which the offload terms below charge over the system I/O: the wafers
+        # run no data-parallel collective among themselves (Hall et al. 2023 sec. 3)
+        own = ~np.asarray(m.offloads_params, dtype=bool)
+        ct = {k: (v * own if k.startswith("dp_") else v) for k, v in ct.items()}
     comm: dict[str, Num] = {}
     exposed: dict[str, Num] = {}
     # TP: 4 collectives per layer per micro-batch (2 forward, 2 backward) of T x d activations
@@ -250,7 +257,8 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     opt_shards = np.where(sharded, m.zero_shards, 1)
     opt_ops = optimizer_ops(p_dev / opt_shards, wl)
     t_opt = total_time(time_ops(opt_ops, dev, fw))
-    host = dev.acc.bandwidth_per_direction(LinkRole.HOST) or HOST_FALLBACK_BW
+    host = (stream[0] if stream else dev.acc.bandwidth_per_direction(LinkRole.HOST)
+            or HOST_FALLBACK_BW)
     # ZeRO-Offload (Ren et al. 2021): gradients go to the host, updated parameters come back
     t_opt = t_opt + np.where(m.offloads_optimizer, 2 * p_dev / opt_shards * g / host, 0.0)
     # ZeRO-Infinity (Rajbhandari et al. 2021): parameters stream in for forward and backward of
@@ -491,6 +499,7 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
         *device_notes(dev, wl.dtype, fw),
         *prof.host_notes,
         *_finetune_notes(wl, prof),
+        *_stream_notes(dev.acc, m, r),
     )
     return TrainStep(
         spec.id, dev.acc.id, cluster.name, m, feasible, reason, memory,
@@ -517,6 +526,24 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
         time_to_train_s=time_to_train,
         cost_to_train_usd=time_to_train / 3600 * price * world
         if time_to_train and price else None)
+
+
+def _stream_notes(acc: Any, m: Mapping, r: dict[str, Any]) -> list[str]:
+    """What weight streaming (cost/execution.py) does to this step, or why it is off."""
+    link = external_link_bandwidth(acc)
+    if link is None:
+        return []
+    if not m.offloads_params:
+        return [f"{acc.id} trains by weight streaming from its external tier; this mapping "
+                "keeps the weights resident on the wafer instead (give offload to stream)"]
+    fetch = float(r["comm"]["offload"])
+    step = float(r["step_time_s"])
+    return [f"weight streaming (Cerebras; Hall et al. 2023): weights and optimizer in the "
+            f"external tier, {link[0] / 1e9:,.0f} GB/s per direction ({link[1]}); the weights "
+            f"stream in twice per micro-batch, {fetch:.2f} s a step of which "
+            f"{max(step - float(r['compute_forward_s'] + r['compute_backward_s']), 0):.2f} s "
+            "is not under compute; the wafers exchange no gradients (SwarmX reduces them); no "
+            "published training run of this class validates these figures"]
 
 
 def _finetune_notes(wl: Training, prof: LayerProfile) -> list[str]:

@@ -323,6 +323,45 @@ class Mapping:
             out["tp_comm_overlap"] = True
         return out | self._split_dict()
 
+    def to_dicts(self, index: Any) -> list[dict[str, Any]]:
+        """``[self.take(int(j)).to_dict() for j in index]`` for a candidate table, built column
+        by column: the planner writes one row per feasible candidate (~90,000 in `plan --hw
+        any`), and a validated one-candidate Mapping per row was the plan's largest cost
+        (cProfile). ``tests/mapping/test_plan.py`` holds it equal to the one-by-one way."""
+        idx = np.asarray(index, dtype=int).ravel()
+        n = idx.size
+
+        def col(name: str) -> list[Any]:
+            v = getattr(self, name)
+            return (np.asarray(v)[idx].tolist() if np.ndim(v) else [v] * n)
+
+        ints = {key: [int(x) for x in col(name)] for key, name in (
+            ("dp", "dp"), ("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("ep", "ep"),
+            ("zero", "zero"), ("micro_batch", "micro_batch"), ("vpp", "virtual_stages"))}
+        rec = [Recompute(r).value for r in col("recompute")]
+        off = [bool(_offloaded(a) or _offloaded(b))
+               for a, b in zip(col("offload_optimizer"), col("offload_params"), strict=True)]
+        sched = [Schedule(str(x)) for x in col("schedule")]
+        shard = [None if x is None else _item(x) for x in col("shard_group")]
+        tpo = [bool(x) for x in col("tp_comm_overlap")]
+        split = {k: [(_item(x) or None) if x is not None else None for x in col(k)]
+                 for k in _SPLIT}
+        flags = {k: [bool(x) for x in col(k)] for k in ("embedding_in_split", "loss_in_split")}
+        out = []
+        for i in range(n):
+            row: dict[str, Any] = {k: v[i] for k, v in ints.items()}
+            row["recompute"], row["offload"] = rec[i], off[i]
+            if sched[i] is not _default_schedule(row["vpp"]):
+                row["schedule"] = sched[i].value
+            if shard[i] is not None and shard[i] != row["dp"]:
+                row["shard_group"] = shard[i]
+            if tpo[i]:
+                row["tp_comm_overlap"] = True
+            row |= {k: v[i] for k, v in split.items() if v[i] is not None}
+            row |= {k: True for k, v in flags.items() if v[i]}
+            out.append(row)
+        return out
+
     def _split_dict(self) -> dict[str, Any]:
         """The split fields that are set (none: Megatron's even split)."""
         out: dict[str, Any] = {k: getattr(self, k) for k in _SPLIT

@@ -44,7 +44,8 @@ import numpy as np
 from accelmap.catalog import Catalog
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.execution import execution_model as execution_model_of
-from accelmap.cost.framework import Framework
+from accelmap.cost.execution import streams_training_weights
+from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.engine import resolve_framework
 from accelmap.engine.dataflow import dataflow_serve
 from accelmap.engine.result import ServeStep, TrainStep
@@ -56,7 +57,7 @@ from accelmap.fanout import Runner
 from accelmap.hardware.cluster import Cluster, parse_cluster
 from accelmap.hardware.schema import Accelerator
 from accelmap.mapping.constraints import check_serving
-from accelmap.mapping.plan import Mapping, ZeroStage
+from accelmap.mapping.plan import Mapping, Offload, ZeroStage
 from accelmap.models.schema import ModelSpec
 from accelmap.search.space import powers_of_two
 from accelmap.units import Dimension, DType, format_quantity
@@ -476,6 +477,7 @@ def train_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
     fw = resolve_framework(job.framework, Framework.FSDP if ex.training is Framework.MEGATRON
                            else ex.training).for_model(spec)
     cache: dict[int, TrainStep | None] = {}
+    streaming = streams_training_weights(acc)
 
     def est(n: int) -> TrainStep | None:
         if n not in cache:
@@ -483,10 +485,10 @@ def train_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
             if n <= job.global_batch and job.global_batch % n == 0:
                 try:
                     cl, _ = cluster_for(acc, n, cat)
-                    m = Mapping.for_world(n, zero=ZeroStage(3 if n > 1 else 0), micro_batch=1,
-                                          recompute=Recompute.FULL)
-                    r = train_step(spec, job.system(cl), wl, m, fw)
-                    cache[n] = r if isinstance(r, TrainStep) else None
+                    cache[n] = (_streamed(spec, job.system(cl), wl, n, fw) if streaming else
+                                train_step(spec, job.system(cl), wl, Mapping.for_world(
+                                    n, zero=ZeroStage(3 if n > 1 else 0), micro_batch=1,
+                                    recompute=Recompute.FULL), fw))
                 except AccelmapError:
                     cache[n] = None
         return cache[n]
@@ -517,13 +519,36 @@ def train_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
                                  "these devices in the catalog)"}
     usd, j = _price_energy(acc, n, tps, notes)
     return {**row, "feasible": True,
-            "mapping": f"dp={n} zero={3 if n > 1 else 0} mb=1 recompute=full",
+            "mapping": (f"dp={n} weight-streaming mb={e.mapping.micro_batch} recompute=full"
+                        if streaming else f"dp={n} zero={3 if n > 1 else 0} mb=1 "
+                                          "recompute=full"),
             "tokens_per_s": tps, "tokens_per_s_per_device": tps / n,
             "step_time_s": _finite(e.step_time_s), "mfu": _finite(e.mfu),
             "usd_per_mtok": usd, "j_per_token": j,
             "memory_per_device_bytes": float(e.memory.total),
             "execution_model": f"{ex.name} ({fw.name.value} profile)",
             "error_band": e.error_band.text if e.error_band else None}
+
+
+def _streamed(spec: ModelSpec, system: System, wl: Training, n: int, fw: FrameworkProfile
+              ) -> TrainStep | None:
+    """A weight-streaming part's training (cost/execution.py ``streams_training_weights``):
+    data parallelism over the wafers, weights and optimizer in the external tier (``offload``),
+    and the micro-batch that gives the fastest step among those whose activations fit on the
+    wafer: weights stream once per micro-batch, so larger ones amortise them."""
+    best: TrainStep | None = None
+    for mb in powers_of_two(wl.batch // n):
+        m = Mapping.for_world(n, zero=ZeroStage(0), micro_batch=mb, recompute=Recompute.FULL,
+                              offload_params=Offload.CPU, offload_optimizer=Offload.CPU)
+        r = train_step(spec, system, wl, m, fw)
+        if not r.feasible:
+            if best is None:
+                best = r  # the smallest micro-batch's reason, when none fits
+            break
+        if best is None or not best.feasible or (r.step_time_s or math.inf) < (
+                best.step_time_s or math.inf):
+            best = r
+    return best
 
 
 def compare_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog

@@ -135,8 +135,9 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
             step = np.broadcast_to(r["step_time_s"], shape)
             tps = np.broadcast_to(r["tokens_per_s"], shape)
             mfu = np.broadcast_to(r["mfu"], shape)
-            for j in np.flatnonzero(fits):
-                rows.append({**sel.take(int(j)).to_dict(),
+            js = np.flatnonzero(fits)
+            for j, row in zip(js, sel.to_dicts(js), strict=True):
+                rows.append({**row,
                              "step_time_s": float(step[j]), "tokens_per_s": float(tps[j]),
                              "mfu": float(mfu[j]), "memory_bytes": float(mem[j]),
                              "memory_fit": (MemoryFit.TIGHT if tight[j] else MemoryFit.FITS).value})

@@ -18,9 +18,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from accelmap.cost.execution import streams_training_weights
 from accelmap.hardware.cluster import Cluster
 from accelmap.models.schema import ModelSpec
 from accelmap.workload import Recompute
+
+
+# the largest micro-batch tried on a weight-streaming wafer: its 40-44 GB of SRAM holds the
+# activations of a few dozen 4k-token sequences under full recompute
+STREAM_MAX_MICRO_BATCH = 256
 
 
 def powers_of_two(limit: int) -> tuple[int, ...]:
@@ -61,6 +67,14 @@ class TrainingSpace:
         else:
             ep = tuple(e for e in powers_of_two(min(spec.moe.num_experts, n))
                        if spec.moe.num_experts % e == 0)
+        if streams_training_weights(cluster.accelerator):
+            # a wafer trains by weight streaming (cost/execution.py): weights and optimizer in
+            # the external tier, data parallelism over the wafers, no model split, no ZeRO;
+            # the micro-batch sets how often the weights stream (once per micro-batch)
+            return cls(tp=(1,), pp=(1,), cp=(1,), ep=(1,), micro_batch=tuple(
+                powers_of_two(STREAM_MAX_MICRO_BATCH)), vpp=(1,), zero=(0,),
+                recompute=(Recompute.SELECTIVE, Recompute.FULL), offload=(True,),
+                hsdp=(False,), tp_overlap=(False,), zero_bubble=(False,))
         return cls(tp=tp, pp=pp, cp=cp, ep=ep, offload=(False, True) if offload else (False,),
                    force_tp=force_tp)
 
