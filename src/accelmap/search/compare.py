@@ -517,6 +517,12 @@ def train_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
     if tps is None:
         return {**row, "reason": "the engine gives no finite step time (no link between "
                                  "these devices in the catalog)"}
+    if streaming:
+        fetch = (e.communication_s or {}).get("offload", 0.0)
+        notes.append(f"one device is a whole wafer system; streaming the weights over its "
+                     f"system I/O is {min(fetch / (e.step_time_s or 1), 1):.0%} of the step "
+                     "(compute runs under it); no published training run of the class checks "
+                     "it")
     usd, j = _price_energy(acc, n, tps, notes)
     return {**row, "feasible": True,
             "mapping": (f"dp={n} weight-streaming mb={e.mapping.micro_batch} recompute=full"
