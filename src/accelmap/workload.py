@@ -180,7 +180,10 @@ class Training:
     # the weights of the FP8 GEMMs are stored in FP8 instead of 16 bits
     fp8_params: bool = False
     loss: Loss = Loss.FUSED
-    recompute: Recompute = Recompute.NONE
+    # The recompute policy belongs to the Mapping (mapping/plan.py); this is the job's wish
+    # when the mapping leaves it open (None: the mapping's, else none). The engine resolves
+    # the two once (Mapping.with_recompute) and refuses them when they disagree.
+    recompute: Recompute | None = None
     flash_attention: bool = True
     dropout: bool = False  # dropout masks add activation memory (Korthikanti et al. 2022)
     tokens_to_train: float = 0.0  # for time and cost to train; 0 = not asked

@@ -140,11 +140,12 @@ def test_fields_are_validated_like_the_degrees() -> None:
 def test_round_trip_and_tables() -> None:
     m = Mapping(dp=8, tp=8, pp=16, first_stage_layers=7, last_stage_layers=7,
                 schedule=Schedule.ZERO_BUBBLE)
-    assert Mapping.from_dict(m.to_dict()) == m
+    # written out, an open recompute is the policy it settles to (none)
+    assert Mapping.from_dict(m.to_dict()) == m.with_recompute(None)
     assert "first_stage_layers=7" in m.describe() and "schedule=zb-h1" in m.describe()
     assert "schedule" not in mapping(4).to_dict()  # Megatron's default is not repeated
     e = Mapping(pp=8, embedding_in_split=True, loss_in_split=True)
-    assert Mapping.from_dict(e.to_dict()) == e
+    assert Mapping.from_dict(e.to_dict()) == e.with_recompute(None)
     table = Mapping(dp=8.0, tp=8, pp=np.array([8.0, 16.0]), first_stage_layers=np.array(
         [0.0, 7.0]), last_stage_layers=np.array([0.0, 7.0]),
         schedule=np.array(["1f1b", "zb-h1"]))

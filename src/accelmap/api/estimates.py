@@ -16,13 +16,14 @@ from typing import Any
 from accelmap.api.parse import choice, count, dtype
 from accelmap.catalog import Catalog, load_catalog
 from accelmap.cost.calibration import CalibrationProfile
+from accelmap.cost.execution import streams_training_weights
 from accelmap.cost.framework import Framework
 from accelmap.cost.schedules import Schedule
-from accelmap.engine import System, default_mapping, estimate
+from accelmap.engine import System, estimate
 from accelmap.engine.result import Estimate, op_row
 from accelmap.errors import InputError
 from accelmap.hardware.cluster import Cluster, of_devices, parse_cluster
-from accelmap.mapping.plan import Mapping, Offload, ZeroStage, default_schedule
+from accelmap.mapping.plan import Mapping, Offload, ZeroStage
 from accelmap.models.schema import ModelSpec
 from accelmap.units import DType
 from accelmap.workload import (
@@ -180,31 +181,24 @@ def mapping(system: System, workload: Training, *, tp: int = 1, pp: int = 1,
             offload: str | Offload | None = None, first_stage_layers: int | None = None,
             last_stage_layers: int | None = None, embedding_in_split: bool = False,
             loss_in_split: bool = False) -> Mapping:
-    """A training mapping; ``dp`` left out fills the system; ``micro_batch`` left out is
-    ``default_mapping``'s (the whole batch on one device, 1 on a cluster); ``zero`` left out is
-    stage 1 on a cluster (sharded optimizer states, Megatron-LM's distributed optimizer and
-    DeepSpeed's common setting) and 0 on one device, where there is nothing to shard over;
-    ``schedule`` left out is Megatron-LM's (interleaved-1f1b with vpp > 1, else 1f1b). The
-    pipeline split follows Megatron-LM's arguments (``Mapping.stage_layers``): the first/last
-    stage's layers, or the embedding/loss counted as layers."""
-    base = default_mapping(system, workload)
-    mb = micro_batch or base.micro_batch
-    # left out: the part's own way (a wafer streams its weights: offload, no ZeRO)
-    off = base.offload_params if offload is None else choice(Offload, offload, "offload")
-    if zero is None:
-        zero = int(base.zero) if base.offloads_params else 1 if system.devices > 1 else 0
-    if int(zero) not in (0, 1, 2, 3):
+    """A training mapping on ``system``: names parsed here, every default applied by
+    ``Mapping.training`` (dp filling the system, ZeRO, micro-batch, schedule, a wafer's weight
+    streaming); the workload's recompute wish is settled by the engine. The pipeline split
+    follows Megatron-LM's arguments (``Mapping.stage_layers``): the first/last stage's layers,
+    or the embedding/loss counted as layers."""
+    if zero is not None and int(zero) not in (0, 1, 2, 3):
         raise InputError(f"zero={zero}: the ZeRO stage is 0, 1, 2 or 3")
-    sched = default_schedule(vpp) if schedule is None else choice(Schedule, schedule,
-                                                                   "schedule")
-    return Mapping.for_world(
-        system.devices, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, zero=ZeroStage(int(zero)),
-        micro_batch=mb, virtual_stages=vpp, schedule=sched,
-        sequence_parallel=sequence_parallel, recompute=workload.recompute,
-        tp_comm_overlap=tp_overlap, force_tp_across_nodes=force_tp, shard_group=shard_group,
-        offload_optimizer=off, offload_params=off, first_stage_layers=first_stage_layers,
-        last_stage_layers=last_stage_layers, embedding_in_split=embedding_in_split,
-        loss_in_split=loss_in_split)
+    return Mapping.training(
+        system.devices, workload.batch,
+        streams_weights=streams_training_weights(system.accelerator),
+        zero=None if zero is None else ZeroStage(int(zero)), micro_batch=micro_batch,
+        offload=None if offload is None else choice(Offload, offload, "offload"),
+        dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, virtual_stages=vpp,
+        schedule=None if schedule is None else choice(Schedule, schedule, "schedule"),
+        sequence_parallel=sequence_parallel, tp_comm_overlap=tp_overlap,
+        force_tp_across_nodes=force_tp, shard_group=shard_group,
+        first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
+        embedding_in_split=embedding_in_split, loss_in_split=loss_in_split)
 
 
 def serving_mapping(tp: int = 1, pp: int = 1, ep: int = 1, replicas: int = 1) -> Mapping:

@@ -226,7 +226,7 @@ def plan_estimate(job: PlanJob, catalog: Catalog | None = None,
             ad = adapters(job.finetune.value, job.lora_rank or None,
                           ",".join(t.value for t in job.lora_targets) or None)
         wl: Training | Inference = training(job.global_batch, job.seq_len, job.dtype,
-                                            recompute=job.mapping.recompute, finetune=ad)
+                                            recompute=job.mapping.policy, finetune=ad)
     else:
         s = job.serving
         wl = inference(s.batch, job.prompt_len, job.output_len, s.weight_dtype, s.kv_dtype)

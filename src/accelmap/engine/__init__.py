@@ -22,7 +22,7 @@ from accelmap.engine.system import System
 from accelmap.engine.train import OverlapPolicy, train_step
 from accelmap.hardware.cluster import Cluster
 from accelmap.hardware.schema import Accelerator
-from accelmap.mapping.plan import Mapping, Offload
+from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
 from accelmap.workload import Inference, Sparsity, Training
 
@@ -42,22 +42,17 @@ def system_of(where: System | Cluster | Accelerator,
 
 
 def default_mapping(system: System, workload: Training | Inference) -> Mapping:
-    """What a job runs as when no mapping is given: data parallelism over the whole system.
-    Training on one device takes the whole batch in one micro-batch (no accumulation); on a
-    cluster one sequence per micro-batch (Megatron-LM's ``--micro-batch-size`` example value).
-    Serving: one replica per device; on an SRAM dataflow machine one model over all chips."""
+    """What a job runs as when no mapping is given. Training: data parallelism over the whole
+    system with ``Mapping.training``'s defaults (the whole batch in one micro-batch on one
+    device, one sequence per micro-batch on a cluster, a wafer's weight streaming), the
+    workload's recompute wish. Serving: one replica per device; on an SRAM dataflow machine
+    one model over all chips."""
     if isinstance(workload, Inference):
         if execution_model(system.accelerator).layer_pipelined:
             return Mapping.serving(replicas=1)  # the compiler lays one model over all chips
         return Mapping.serving(replicas=system.devices)
-    if streams_training_weights(system.accelerator):
-        # weights and optimizer in the external tier, streamed in per micro-batch
-        # (cost/execution.py); `plan` searches the micro-batch, which sets how often
-        return Mapping(dp=system.devices, recompute=workload.recompute,
-                       offload_optimizer=Offload.CPU, offload_params=Offload.CPU)
-    if system.devices == 1:
-        return Mapping(micro_batch=workload.batch, recompute=workload.recompute)
-    return Mapping(dp=system.devices, recompute=workload.recompute)
+    return Mapping.training(system.devices, workload.batch, recompute=workload.recompute,
+                            streams_weights=streams_training_weights(system.accelerator))
 
 
 def estimate(model: ModelSpec, system: System | Cluster | Accelerator,

@@ -15,6 +15,7 @@ from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.host import host_pass
 from accelmap.cost.roofline import Device, OpTime, time_ops
 from accelmap.errors import InputError
+from accelmap.mapping.plan import Mapping
 from accelmap.memory.budget import activation_bytes, optimizer_state_bytes_per_param
 from accelmap.memory.stack import memory_stack
 from accelmap.models.flops import forward_flops_per_token
@@ -27,7 +28,7 @@ from accelmap.ops.recipes import apply_recipe
 from accelmap.ops.sparsity import sparse_training_ops
 from accelmap.ops.step import training_precision
 from accelmap.ops.training import backward_ops, recompute_ops
-from accelmap.workload import Adapters, Recompute, Sparsity, Training
+from accelmap.workload import Adapters, Sparsity, Training
 
 
 @dataclass(frozen=True)
@@ -86,34 +87,16 @@ def is_head(n: str) -> bool:
     return not (is_layer(n) or is_embed(n) or n.startswith("optimizer"))
 
 
-def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Training, tp: int,
-                  ep: int, cp: int, micro_batch: int, sequence_parallel: bool,
-                  recompute: Recompute, imbalance: float = 1.0) -> LayerProfile:
+def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Training, m: Mapping,
+                  imbalance: float = 1.0) -> LayerProfile:
+    """One layer's (and the ends') times, bytes and FLOPs for ``m``'s tp, ep, expert tp, cp,
+    micro-batch, sequence parallelism and recompute policy: the Mapping is the one owner of
+    them (the planner passes one per candidate group; pp, dp, ZeRO and the rest are
+    ``compose``'s)."""
     s = wl.seq_len
-    T = micro_batch * s / cp
-    shard = Geometry.of(spec).shard(tp, ep)
-    shape = Shape(tokens=T, **causal_shape_context(spec, float(s), wl.flash_attention),
-                  kv_tokens=micro_batch * s, sequences=micro_batch, logits_tokens=T,
-                  dropout=wl.dropout, sp_tokens=T / tp if (sequence_parallel and tp > 1) else None)
-    stack = memory_stack(fw.name)
-    precision = training_precision(wl)
-    if wl.dtype.bytes < 2 and stack.fp8_saved_input is not None:  # what FP8 GEMMs keep
-        # a stack that keeps the quantized copy keeps it in the recipe's format (NVFP4, MXFP8)
-        kept = wl.dtype if stack.fp8_saved_input.bytes < 2 else stack.fp8_saved_input
-        precision = replace(precision, saved_gemm_input=kept)
-    fwd = forward_ops(shard, shape, precision, flash=wl.flash_attention,
-                      imbalance=imbalance, training=True)
-    if wl.adapters is not None:
-        fwd = adapt_forward(fwd, shard, wl.adapters, wl.storage_dtype)
-    bwd = recompute_ops(fwd, recompute, wl.flash_attention) + backward_ops(fwd, wl.grad_dtype)
-    # block-scaled recipes: each GEMM in its format, the head and a share of layers in bf16
-    fwd, bwd = apply_recipe(fwd, wl.dtype), apply_recipe(bwd, wl.dtype)
-    if wl.sparsity is not Sparsity.NONE and wl.adapters is not None \
-            and wl.adapters.quantized_base:
-        raise InputError("2:4 sparsity and a QLoRA base do not combine: the NF4 weights are "
-                         "dequantized to dense 16-bit matrices for every matmul; drop one")
-    if wl.sparsity is not Sparsity.NONE:  # forward and dgrad on 2:4 weights (ops/sparsity.py)
-        fwd, bwd = sparse_training_ops(fwd, bwd, precision)
+    shard, shape, fwd, bwd = _passes(spec, fw, wl, m, imbalance)
+    recompute = m.policy
+    T = shape.tokens
     tf, tb = time_ops(fwd, dev, fw), time_ops(bwd, dev, fw)
     L = spec.n_layers
     # an eager stack's host dispatches every op of the pass while the device runs it
@@ -177,6 +160,39 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
         embed_frozen_bytes=frozen[1], head_frozen_bytes=frozen[2],
         host_notes=tuple(h.sentence(w) for w, h in (("forward", hp[id(tf)]),
                                                     ("backward", hp[id(tb)])) if h))
+
+
+def _passes(spec: ModelSpec, fw: FrameworkProfile, wl: Training, m: Mapping,
+            imbalance: float) -> tuple[Geometry, Shape, list[Op], list[Op]]:
+    """One rank's share of the model (expert tensor parallelism as the mapping says:
+    Megatron-Core's ``--expert-tensor-parallel-size``, tp when left out), the micro-batch's
+    shape and the forward and backward operators in the workload's recipe."""
+    s, mb, cp, tp = wl.seq_len, m.micro_batch, m.cp, m.tp
+    T = mb * s / cp
+    shard = Geometry.of(spec).shard(tp, m.ep, etp=m.expert_tp)
+    shape = Shape(tokens=T, **causal_shape_context(spec, float(s), wl.flash_attention),
+                  kv_tokens=mb * s, sequences=mb, logits_tokens=T, dropout=wl.dropout,
+                  sp_tokens=T / tp if (m.sequence_parallel and tp > 1) else None)
+    stack = memory_stack(fw.name)
+    precision = training_precision(wl)
+    if wl.dtype.bytes < 2 and stack.fp8_saved_input is not None:  # what FP8 GEMMs keep
+        # a stack that keeps the quantized copy keeps it in the recipe's format (NVFP4, MXFP8)
+        kept = wl.dtype if stack.fp8_saved_input.bytes < 2 else stack.fp8_saved_input
+        precision = replace(precision, saved_gemm_input=kept)
+    fwd = forward_ops(shard, shape, precision, flash=wl.flash_attention,
+                      imbalance=imbalance, training=True)
+    if wl.adapters is not None:
+        fwd = adapt_forward(fwd, shard, wl.adapters, wl.storage_dtype)
+    bwd = recompute_ops(fwd, m.policy, wl.flash_attention) + backward_ops(fwd, wl.grad_dtype)
+    # block-scaled recipes: each GEMM in its format, the head and a share of layers in bf16
+    fwd, bwd = apply_recipe(fwd, wl.dtype), apply_recipe(bwd, wl.dtype)
+    if wl.sparsity is not Sparsity.NONE and wl.adapters is not None \
+            and wl.adapters.quantized_base:
+        raise InputError("2:4 sparsity and a QLoRA base do not combine: the NF4 weights are "
+                         "dequantized to dense 16-bit matrices for every matmul; drop one")
+    if wl.sparsity is not Sparsity.NONE:  # forward and dgrad on 2:4 weights (ops/sparsity.py)
+        fwd, bwd = sparse_training_ops(fwd, bwd, precision)
+    return shard, shape, fwd, bwd
 
 
 def _recompute_flops(spec: ModelSpec, seq_len: int, ops: list[Op], flash: bool) -> float:

@@ -46,6 +46,7 @@ from accelmap.cost.execution import execution_model, external_link_bandwidth, ru
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import time_ops, total_time
 from accelmap.cost.schedules import (
+    Schedule,
     bubble_time,
     in_flight_first_second_last,
     in_flight_micro_batches,
@@ -466,6 +467,7 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
                imbalance: float = 1.0) -> TrainStep:
     """One optimizer step: ``wl.batch`` is the global batch in sequences; ``m`` splits it."""
     cluster, dev = system.cluster, system.device
+    m = m.with_recompute(wl.recompute)  # the mapping owns it; the workload's wish, once
     overlap = overlap or OverlapPolicy(tp=m.tp_comm_overlap)
     violations = check_training(TrainingJob(spec, cluster, wl.batch, wl.seq_len), m)
     if violations:
@@ -474,8 +476,7 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
                          f"{v.sentence} ({v.rule} rule)",
                          MemoryBudget(items={}, capacity=system.memory_bytes),
                          violated_rule=v.rule)
-    prof = layer_profile(spec, dev, fw, wl, m.tp, m.ep, m.cp, m.micro_batch,
-                         m.sequence_parallel, m.recompute, imbalance)
+    prof = layer_profile(spec, dev, fw, wl, m, imbalance)
     r = compose(prof, system, wl, fw, overlap, m)
     f = {k: float(v) for k, v in r.items() if np.ndim(v) == 0 and not isinstance(v, dict)}
     items = {k: float(v) for k, v in r["memory_items"].items() if float(v) > 0}
@@ -493,8 +494,8 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
         f"mapping {m.describe()} on {cluster.name} ({cluster.origin})",
         *_mesh_note(m, cluster),
         f"framework {fw.name.value}; overlap {overlap}",
-        f"pipeline schedule {m.schedule.value}, {round(f['micro_batches'])} micro-batches, "
-        f"bubble {bubble:.3f} of ideal",
+        f"pipeline schedule {Schedule(str(m.schedule)).value}, "
+        f"{round(f['micro_batches'])} micro-batches, bubble {bubble:.3f} of ideal",
         *_stage_notes(m, r),
         *device_notes(dev, wl.dtype, fw),
         *prof.host_notes,

@@ -62,8 +62,14 @@ def _ffn_bad(job: TrainingJob, m: Any) -> Any:
     s = job.spec
     bad = s.ffn_dim % np.asarray(m.tp) != 0
     if s.moe:
-        bad = bad | (s.moe.expert_ffn_dim % np.asarray(m.tp) != 0)
+        bad = bad | (s.moe.expert_ffn_dim % np.asarray(_expert_tp(m)) != 0)
     return bad
+
+
+def _expert_tp(m: Any) -> Any:
+    """Tensor parallelism inside an expert: the mapping's etp, tp when left out."""
+    etp = getattr(m, "etp", None)
+    return np.asarray(m.tp) if etp is None else np.asarray(etp)
 
 
 def _experts_bad(job: TrainingJob, m: Any) -> Any:
@@ -71,9 +77,11 @@ def _experts_bad(job: TrainingJob, m: Any) -> Any:
     moe = job.spec.moe
     if moe is None:
         return ep > 1
-    # Megatron-Core: etp x ep x edp = tp x cp x dp ranks of a stage; with etp = tp, ep divides
-    # dp x cp (Mapping.grad_group)
-    return (ep > 1) & ((moe.num_experts % ep != 0) | (np.asarray(m.grad_group) % ep != 0))
+    # Megatron-Core: etp x ep x edp = tp x cp x dp ranks of a stage, so etp x ep divides
+    # tp x dp x cp (with etp = tp: ep divides dp x cp, Mapping.grad_group), and etp <= tp x cp x dp
+    etp = _expert_tp(m)
+    ranks = np.asarray(m.tp) * np.asarray(m.grad_group)
+    return ((ep > 1) & (moe.num_experts % ep != 0)) | (ranks % (ep * etp) != 0)
 
 
 def _batch_bad(job: TrainingJob, m: Any) -> Any:
@@ -223,7 +231,8 @@ TRAINING_RULES: tuple[Rule, ...] = (
          lambda j, m: f"{j.spec.kv_heads} KV heads can be neither split nor replicated evenly "
                       f"over tp={m.tp}"),
     Rule("ffn_divisible", _ffn_bad,
-         lambda j, m: f"an FFN width does not split over tp={m.tp}"),
+         lambda j, m: f"an FFN width does not split over tp={m.tp}"
+                      + (f" (experts over etp={m.etp})" if getattr(m, "etp", None) else "")),
     Rule("layers_over_stages", lambda j, m: np.asarray(m.pp) > j.spec.n_layers,
          lambda j, m: f"pp={m.pp} stages for only {j.spec.n_layers} layers"),
     Rule("split_conflict", _split_conflict_bad,
@@ -234,7 +243,10 @@ TRAINING_RULES: tuple[Rule, ...] = (
     Rule("schedule", _schedule_bad, _schedule_sentence),
     # Megatron-Core: expert parallelism is carved out of data x context parallelism
     Rule("experts_divisible", _experts_bad,
-         lambda j, m: f"ep={m.ep} does not split the experts within dp x cp = {m.dp * m.cp}"),
+         lambda j, m: f"ep={m.ep} does not split the experts within dp x cp = {m.dp * m.cp}"
+                      if getattr(m, "etp", None) is None else
+                      f"etp={m.etp} x ep={m.ep} does not divide tp x dp x cp = "
+                      f"{m.tp * m.dp * m.cp} ranks (Megatron-Core: etp x ep x edp)"),
     Rule("tp_in_scale_up",
          lambda j, m: (np.asarray(m.tp) > j.cluster.scale_up_domain)
          & ~np.asarray(getattr(m, "force_tp_across_nodes", False)),

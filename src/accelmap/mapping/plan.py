@@ -85,8 +85,9 @@ class Mapping:
     shard_group: Num | None = None  # HSDP: ZeRO shards over this many dp ranks (None = all dp)
     micro_batch: Num = 1
     virtual_stages: Num = 1
-    schedule: Schedule = Schedule.ONE_F_ONE_B
-    recompute: Recompute = Recompute.NONE
+    schedule: Schedule | Num | None = None  # None: Megatron-LM's for the vpp (_default_schedule)
+    # None: not chosen by the mapping; the workload's wish, else none (``with_recompute``)
+    recompute: Recompute | None = None
     offload_optimizer: Offload | Num = Offload.NONE  # an Offload, or bools in a candidate table
     offload_params: Offload | Num = Offload.NONE
     tp_comm_overlap: bool = False  # Megatron --tp-comm-overlap (userbuffers)
@@ -99,6 +100,9 @@ class Mapping:
     loss_in_split: Num = False  # --account-for-loss-in-pipeline-split
 
     def __post_init__(self) -> None:
+        # the schedule left open is Megatron-LM's for the vpp, in one place (_default_schedule)
+        if self.schedule is None:
+            object.__setattr__(self, "schedule", default_schedule(self.virtual_stages))
         # Candidate tables are built by the planner and checked by mapping.constraints as
         # masks; a single mapping comes from a user and is checked here, with the fix.
         if not self.is_scalar:
@@ -155,6 +159,33 @@ class Mapping:
             raise InputError(f"tp x pp x cp = {inner} does not divide the cluster's {world} "
                              "devices")
         return cls(dp=world // inner, **degrees)
+
+    @classmethod
+    def training(cls, world: int, batch: int, *, streams_weights: bool = False,
+                 zero: Num | None = None, micro_batch: Num | None = None,
+                 offload: Offload | None = None, **degrees: Any) -> Mapping:
+        """A training mapping on ``world`` devices for a global batch of ``batch`` sequences,
+        with every default applied here, once (the CLI, the web, the API, ``estimate``'s
+        default and a hand-built mapping all come through this or the plain constructor):
+
+        - dp fills the world (``for_world``); the schedule is Megatron-LM's for the vpp;
+        - ZeRO stage 1 on more than one device (Megatron-LM's distributed optimizer, the
+          common DeepSpeed setting), 0 on one, where there is nothing to shard over;
+        - micro-batch: the whole batch on one device (no accumulation), 1 on a cluster
+          (Megatron-LM's ``--micro-batch-size`` example value);
+        - a part that trains by weight streaming (``streams_weights``: a Cerebras wafer,
+          cost/execution.py) keeps weights and optimizer in its external tier: offload, no
+          ZeRO;
+        - recompute, left out, is settled against the workload's wish by the engine
+          (``with_recompute``)."""
+        if offload is None:
+            offload = Offload.CPU if streams_weights else Offload.NONE
+        if zero is None:
+            zero = 0 if streams_weights or world == 1 else 1
+        if micro_batch is None:
+            micro_batch = batch if world == 1 and not streams_weights else 1
+        return cls.for_world(world, zero=zero, micro_batch=micro_batch,
+                             offload_optimizer=offload, offload_params=offload, **degrees)
 
     @classmethod
     def serving(cls, tp: int = 1, pp: int = 1, ep: int = 1, replicas: int | None = 1,
@@ -282,6 +313,23 @@ class Mapping:
     def with_(self, **changes: Any) -> Mapping:
         return replace(self, **changes)
 
+    def with_recompute(self, wish: Recompute | None) -> Mapping:
+        """The mapping with its recompute policy settled, once, before anything is costed: its
+        own, else the workload's ``wish``, else none. Both given and different is refused, so
+        a hand-built Mapping never silently drops a workload's recompute (issue 25)."""
+        if self.recompute is None:
+            return replace(self, recompute=wish or Recompute.NONE)
+        if wish is not None and Recompute(wish) is not Recompute(self.recompute):
+            raise InputError(f"recompute is given twice and disagrees: the mapping says "
+                             f"{Recompute(self.recompute).value}, the workload "
+                             f"{Recompute(wish).value}; give it once, on the mapping")
+        return self
+
+    @property
+    def policy(self) -> Recompute:
+        """The recompute policy (none where the mapping leaves it open)."""
+        return Recompute.NONE if self.recompute is None else Recompute(self.recompute)
+
     # -- text and JSON ------------------------------------------------------------------------
     def describe(self) -> str:
         parts = [f"dp={self.dp}", f"tp={self.tp}", f"pp={self.pp}"]
@@ -296,11 +344,11 @@ class Mapping:
         if self.virtual_stages > 1:
             parts.append(f"vpp={self.virtual_stages}")
         if self.schedule is not _default_schedule(self.virtual_stages):
-            parts.append(f"schedule={self.schedule.value}")
+            parts.append(f"schedule={Schedule(str(self.schedule)).value}")
         parts += [f"{k}={v}" for k, v in self._split_dict().items()]
         if self.tp_comm_overlap:
             parts.append("tp-overlap")
-        parts.append(f"recompute={self.recompute.value}")
+        parts.append(f"recompute={self.policy.value}")
         if self.offloads_optimizer or self.offloads_params:
             parts.append("offload")
         return " ".join(parts)
@@ -313,10 +361,10 @@ class Mapping:
         out: dict[str, Any] = {
             "dp": self.dp, "tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep,
             "zero": int(self.zero), "micro_batch": self.micro_batch,
-            "vpp": self.virtual_stages, "recompute": self.recompute.value,
+            "vpp": self.virtual_stages, "recompute": self.policy.value,
             "offload": bool(self.offloads_optimizer or self.offloads_params)}
         if self.schedule is not _default_schedule(self.virtual_stages):
-            out["schedule"] = self.schedule.value
+            out["schedule"] = Schedule(str(self.schedule)).value
         if self.shard_group is not None and self.shard_group != self.dp:
             out["shard_group"] = self.shard_group
         if self.tp_comm_overlap:
@@ -338,7 +386,7 @@ class Mapping:
         ints = {key: [int(x) for x in col(name)] for key, name in (
             ("dp", "dp"), ("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("ep", "ep"),
             ("zero", "zero"), ("micro_batch", "micro_batch"), ("vpp", "virtual_stages"))}
-        rec = [Recompute(r).value for r in col("recompute")]
+        rec = [Recompute(r or Recompute.NONE).value for r in col("recompute")]
         off = [bool(_offloaded(a) or _offloaded(b))
                for a, b in zip(col("offload_optimizer"), col("offload_params"), strict=True)]
         sched = [Schedule(str(x)) for x in col("schedule")]
@@ -385,7 +433,7 @@ class Mapping:
                        pp=int(data.get("pp", 1)), cp=int(data.get("cp", 1)),
                        ep=int(data.get("ep", 1)), zero=ZeroStage(int(data.get("zero", 0))),
                        micro_batch=int(data.get("micro_batch", 1)), virtual_stages=vpp,
-                       schedule=Schedule(str(data.get("schedule", _default_schedule(vpp)))),
+                       schedule=data.get("schedule"),
                        recompute=Recompute(str(data.get("recompute", "none"))),
                        offload_optimizer=off, offload_params=off,
                        first_stage_layers=_opt_int(data.get("first_stage_layers")),

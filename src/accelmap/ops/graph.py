@@ -416,10 +416,18 @@ def _moe(geo: Geometry, g: Group, s: Shape, p: Precision, imbalance: float) -> l
     # per-expert load is scaled by the imbalance factor (1.0 = perfectly balanced). On one rank
     # of ep, E is its E/ep local experts: T*k/(E/ep) = ep*T*k/E, every rank routing its tokens
     # over all experts.
-    per_expert = T * k / E * imbalance
-    # Distinct experts hit by T tokens choosing k of E uniformly: E * (1 - (1 - k/E)^T). (Under
-    # expert parallelism E is the local expert count and k/E is capped at 1.)
-    touched = E * (1.0 - (1.0 - min(k / E, 1.0)) ** T)
+    # The rank's routed tokens: the tensor-parallel group's T tokens split over its tp / etp
+    # ranks that hold whole (or etp-sliced) experts. etp = tp (Megatron-Core's default): each
+    # rank computes its slice of the experts on all T; etp < tp: each of the tp / etp rank
+    # groups routes its own share (Megatron-Core MoE parallel folding, Liu et al. 2025,
+    # arXiv:2504.14960 sec. 3; vLLM's expert parallelism, ep = tp / etp, where every rank
+    # holds the same T tokens and each local expert receives T * k / (E * ep) of them).
+    routed = T * geo.etp / geo.tp
+    per_expert = routed * k / E * imbalance
+    # Distinct experts hit by the routed tokens choosing k of E uniformly:
+    # E * (1 - (1 - k/E)^T). (Under expert parallelism E is the local expert count and k/E
+    # is capped at 1.)
+    touched = E * (1.0 - (1.0 - min(k / E, 1.0)) ** routed)
     ops += _mlp(geo, g, s, p.for_experts, "layers/moe/experts", "expert_", per_expert,
                 copies=E, weight_copies=touched)
     if geo.shared_experts:

@@ -12,7 +12,7 @@ from accelmap.ops.graph import Op, Precision, Shape, causal_shape_context, forwa
 from accelmap.ops.recipes import apply_recipe
 from accelmap.ops.sparsity import sparse_training_ops
 from accelmap.ops.training import backward_ops, optimizer_ops, recompute_ops
-from accelmap.workload import Sparsity, Training
+from accelmap.workload import Recompute, Sparsity, Training
 
 
 def training_precision(wl: Training) -> Precision:
@@ -37,7 +37,9 @@ def training_ops(spec: ModelSpec, wl: Training, imbalance: float = 1.0) -> list[
     p = training_precision(wl)
     fwd = forward_ops(spec, shape, p, flash=wl.flash_attention, imbalance=imbalance,
                       training=True)
-    bwd = recompute_ops(fwd, wl.recompute, wl.flash_attention) + backward_ops(fwd, wl.grad_dtype)
+    # the workload's wish stands in for a mapping's policy here (no mapping: one device)
+    bwd = recompute_ops(fwd, wl.recompute or Recompute.NONE, wl.flash_attention) \
+        + backward_ops(fwd, wl.grad_dtype)
     fwd, bwd = apply_recipe(fwd, wl.dtype), apply_recipe(bwd, wl.dtype)  # ops/recipes.py
     if wl.sparsity is not Sparsity.NONE:  # forward and dgrad on 2:4 weights
         fwd, bwd = sparse_training_ops(fwd, bwd, p)

@@ -89,8 +89,9 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
     system = System.of(cluster, profile)
     dev = system.device
     if workload is not None:
+        # the space chooses recompute per candidate (the Mapping owns it)
         wl = replace(workload, batch=global_batch, seq_len=seq_len,
-                     tokens_to_train=tokens_to_train)
+                     tokens_to_train=tokens_to_train, recompute=None)
     else:
         wl = Training(batch=global_batch, seq_len=seq_len, dtype=dtype,
                       tokens_to_train=tokens_to_train)
@@ -119,7 +120,8 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
             ok = ~dropped
             if not ok.any():
                 continue
-            prof = layer_profile(spec, dev, fw, wl, tp, ep, cp, mb, True, rec)
+            prof = layer_profile(spec, dev, fw, wl, Mapping(tp=tp, ep=ep, cp=cp, micro_batch=mb,
+                                                            recompute=rec))
             sel = cand.take(ok)
             r = compose(prof, system, wl, fw, overlap, sel, detail=False)
             shape = np.shape(sel.pp)

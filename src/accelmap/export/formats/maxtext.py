@@ -222,7 +222,7 @@ def overrides(job: PlanJob, spec: Any) -> tuple[dict[str, Any], list[str]]:
         _pipeline(spec, m.pp, m.virtual_stages, out, unsupported)
     elif m.interleaved:
         unsupported.append(f"vpp={m.virtual_stages}: virtual stages need pp > 1")
-    out["remat_policy"] = REMAT[m.recompute]
+    out["remat_policy"] = REMAT[m.policy]
     out["optimizer_memory_host_offload"] = bool(m.offloads_optimizer)
     out["parameter_memory_host_offload"] = bool(m.offloads_params)
     if has_adapters(job):

@@ -181,7 +181,7 @@ def _sections(job: PlanJob, spec: ModelSpec) -> tuple[dict[str, dict[str, Any]],
     elif m.tp_comm_overlap:
         unsupported.append("tp_comm_overlap=True: async tensor parallelism needs "
                            "tensor_parallel_degree > 1")
-    recompute = m.recompute.value
+    recompute = m.policy.value
     return {
         "job": {"description": f"accelmap plan for {job.model} on {job.nodes} x "
                                f"{job.devices_per_node} {job.accelerator}"},  # Job
