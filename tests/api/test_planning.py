@@ -8,17 +8,19 @@ import pytest
 from accelmap import api
 from accelmap.catalog import Catalog
 from accelmap.cost.calibration import CalibrationProfile
+from accelmap.engine import class_framework
 from accelmap.errors import InputError, NotFoundError
 from accelmap.units import DType
 
 
-def test_plan_request_reads_text() -> None:
+def test_plan_request_reads_text(catalog: Catalog) -> None:
     r = api.plan_request(seq=8192, global_batch_tokens="2M", tokens="2T", deadline="30d",
                          objective="Cost")
     assert r.global_batch == 256 and r.tokens == 2e12 and r.deadline_s == 30 * 86400
-    assert r.objective is api.Objective.COST and r.framework_name == "megatron"
+    h100 = api.load_system(cluster="8xh100-sxm5-80gb").cluster
+    assert r.objective is api.Objective.COST and r.framework_for(h100) == "megatron"
     s = api.plan_request(train=False, ttft="500ms", tpot="50ms", rate=2)
-    assert s.ttft_s == 0.5 and s.tpot_s == 0.05 and s.framework_name == "vllm"
+    assert s.ttft_s == 0.5 and s.tpot_s == 0.05 and s.framework_for(h100) == "vllm"
     assert s.scenario is api.Scenario.SERVER and s.objective is api.Objective.GOODPUT
     assert s.load is not None and s.load.slo.ttft_s == 0.5 and s.load.rate == 2
     assert api.plan_request(train=False).scenario is api.Scenario.OFFLINE  # no rate: offline
@@ -136,3 +138,14 @@ def test_deadline_search(catalog: Catalog) -> None:
     assert s.to_dict()["deadline_s"] == 30 * 86400
     with pytest.raises(InputError, match="--deadline needs"):
         api.deadline_search(spec, base, api.plan_request(tokens="1T"))
+
+
+def test_plan_runs_the_class_stack_like_estimate(catalog: Catalog) -> None:
+    """Issue 25: `plan` on a TPU slice wrote framework megatron while `estimate` ran xla. The
+    device class's stack when none is named, the same rule in both."""
+    tpu = api.load_system(cluster="8xtpu-v5p").cluster
+    r = api.plan_request(seq=2048, global_batch_tokens="256K", top=1)
+    assert r.framework_for(tpu) == "xla" == class_framework(tpu, training=True).value
+    job = api.plan_job(catalog.models["llama-3.1-8b"], tpu, r)
+    assert job.framework.value == "xla"
+    assert api.plan_request(framework="megatron").framework_for(tpu) == "megatron"

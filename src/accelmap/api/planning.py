@@ -32,6 +32,7 @@ from accelmap.api.parse import framework as parse_framework
 from accelmap.catalog import Catalog
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.framework import Framework
+from accelmap.engine import class_framework
 from accelmap.errors import InputError
 from accelmap.export.base import Job, PlanKind
 from accelmap.hardware.cluster import Cluster, parse_cluster
@@ -95,10 +96,11 @@ class PlanRequest:
         """The same request with a measured calibration profile (``load_profile``)."""
         return replace(self, profile=profile)
 
-    @property
-    def framework_name(self) -> str:
-        """The stack: the one given, else megatron for training and vllm for serving."""
-        return self.framework or ("megatron" if self.train else "vllm")
+    def framework_for(self, cluster: Cluster) -> str:
+        """The stack: the one given, else the device class's (cost/execution.py: Megatron-LM
+        and vLLM on GPUs, XLA on TPUs, ...), the rule ``estimate`` uses, so a plan and an
+        estimate on the same part run the same stack."""
+        return self.framework or class_framework(cluster, training=self.train).value
 
 
 def plan_request(*, train: bool = True, seq: int = 4096,
@@ -264,7 +266,7 @@ def _plan_training(spec: ModelSpec, cluster: Cluster, r: PlanRequest,
                                   force_tp=r.force_tp)
     wl = training(r.global_batch, r.seq, finetune=r.finetune) if r.finetune else None
     res = plan_training(spec, cluster, r.seq, r.global_batch, objective=r.objective,
-                        framework=r.framework_name, top=r.top, tokens_to_train=r.tokens,
+                        framework=r.framework_for(cluster), top=r.top, tokens_to_train=r.tokens,
                         space=space, progress=progress, profile=r.profile,
                         include_tight=r.include_tight, workload=wl)
     if r.finetune is not None:
@@ -281,8 +283,8 @@ def _plan_serving(spec: ModelSpec, cluster: Cluster, r: PlanRequest,
         from accelmap.search.serve_scenario import plan_serving_scenario
 
         res = plan_serving_scenario(spec, cluster, r.prompt, r.output, r.load,
-                                    objective=r.objective, framework=r.framework_name, top=r.top,
-                                    progress=progress, profile=r.profile,
+                                    objective=r.objective, framework=r.framework_for(cluster),
+                                    top=r.top, progress=progress, profile=r.profile,
                                     quantize=r.quantize)
         if r.include_tight:
             res.notes.append("--include-tight applies to --scenario batch: in offline/server "
@@ -291,7 +293,7 @@ def _plan_serving(spec: ModelSpec, cluster: Cluster, r: PlanRequest,
     from accelmap.search.serve import plan_serving
 
     return plan_serving(spec, cluster, r.prompt, r.output, ttft_s=r.ttft_s, tpot_s=r.tpot_s,
-                        objective=r.objective, framework=r.framework_name, top=r.top,
+                        objective=r.objective, framework=r.framework_for(cluster), top=r.top,
                         progress=progress, profile=r.profile, include_tight=r.include_tight,
                         quantize=r.quantize)
 
@@ -303,7 +305,7 @@ def plan_job(spec: ModelSpec, cluster: Cluster, request: PlanRequest) -> Job:
                accelerator=cluster.accelerator.id, devices_per_node=cluster.devices_per_node,
                nodes=cluster.nodes, seq_len=r.seq if r.train else r.prompt + r.output,
                global_batch=r.global_batch, dtype=DType.BF16, prompt_len=r.prompt,
-               output_len=r.output, framework=Framework(r.framework_name),
+               output_len=r.output, framework=Framework(r.framework_for(cluster)),
                **finetune_fields(r.finetune))
 
 
