@@ -34,6 +34,11 @@ TABLE: list[tuple[str, dict[str, Any], list[str]]] = [
      ["estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb", "--dtype", "fp7"]),
     ("estimate", {"model": "llama-3.1-8b", "cluster": "8xH100", "train": True, "tp": 3},
      ["estimate", "llama-3.1-8b", "--cluster", "8xH100", "--train", "--tp", "3"]),
+    # issue 25: the web's serve form gave an infeasible row, its train form another sentence
+    ("estimate", {"model": "llama-3.1-8b", "hw": "h100-sxm5-80gb", "tp": 2},
+     ["estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb", "--tp", "2"]),
+    ("estimate", {"model": "llama-3.1-8b", "hw": "h100-sxm5-80gb", "tp": 2, "train": True},
+     ["estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb", "--tp", "2", "--train"]),
     ("estimate", {"model": "llama-3.1-8b", "hw": "h100", "batch": 8},
      ["estimate", "llama-3.1-8b", "--hw", "h100", "--batch", "8"]),
     ("plan", {"model": "llama-3.1-8b", "cluster": "8xH100", "objective": "fastest"},

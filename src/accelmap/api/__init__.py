@@ -95,6 +95,7 @@ if TYPE_CHECKING:
     from accelmap.api.estimates import (
         Roofline,
         adapters,
+        check_one_device,
         inference,
         load_system,
         lora_targets,
@@ -278,7 +279,8 @@ _LAZY: dict[str, str] = {
                      "load_model", "model_details", "model_summary", "write_model"),
                     "accelmap.api.models"),
     # estimates
-    **dict.fromkeys(("Roofline", "adapters", "inference", "load_system", "lora_targets",
+    **dict.fromkeys(("Roofline", "adapters", "check_one_device", "inference", "load_system",
+                     "lora_targets",
                      "mapping", "roofline", "serving_mapping", "training"),
                     "accelmap.api.estimates"),
     **dict.fromkeys(("OverlapPolicy", "System", "default_mapping", "estimate"),
@@ -434,6 +436,7 @@ __all__ = [
     "calibration_accelerator",
     "catalog_model",
     "check_claim",
+    "check_one_device",
     "check_profile",
     "check_report_path",
     "choice",

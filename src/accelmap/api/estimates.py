@@ -201,6 +201,16 @@ def mapping(system: System, workload: Training, *, tp: int = 1, pp: int = 1,
         embedding_in_split=embedding_in_split, loss_in_split=loss_in_split)
 
 
+def check_one_device(system: System, hw: str | None, **degrees: int | None) -> None:
+    """Refuse parallel degrees above 1 on one device named by ``hw`` (no cluster, no
+    ``devices``), with the fix: the CLI and the web answer it in the same words."""
+    split = [f"--{k} {v}" for k, v in degrees.items() if v is not None and v > 1]
+    if split and hw is not None and system.devices == 1:
+        raise InputError(f"{' '.join(split)} splits the work over several devices, but "
+                         f"--hw {hw} is one device: add --devices N or use --cluster "
+                         f"NxDEVICE (e.g. --cluster 8x{system.accelerator.id})")
+
+
 def serving_mapping(tp: int = 1, pp: int = 1, ep: int = 1, replicas: int = 1) -> Mapping:
     """``replicas`` copies of tp x pp devices (vLLM expert parallelism splits tp)."""
     return Mapping.serving(tp, pp, ep, replicas)

@@ -120,13 +120,7 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
     spec = api.load_model(model, cat)
     system = api.load_system(hw=hw, cluster=cluster, catalog=cat, profile=profile,
                              devices=devices)
-    split_over = [f"--{k} {v}" for k, v in (("tp", tp), ("pp", pp), ("dp", dp), ("cp", cp),
-                                            ("ep", ep), ("replicas", replicas))
-                  if v is not None and v > 1]
-    if split_over and cluster is None and devices is None and system.devices == 1:
-        raise InputError(f"{' '.join(split_over)} splits the work over several devices, but "
-                         f"--hw {hw} is one device: add --devices N or use --cluster "
-                         f"NxDEVICE (e.g. --cluster 8x{system.accelerator.id})")
+    api.check_one_device(system, hw, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, replicas=replicas)
     if train:
         wl = api.training(batch, seq, train_dtype, optimizer, recompute, flash, tokens,
                           finetune=finetune, sparsity=sparsity)

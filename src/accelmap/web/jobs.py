@@ -56,6 +56,9 @@ def estimate(form: EstimateForm, cat: Catalog) -> tuple[dict[str, Any], Report]:
     spec = preset(f.model, cat)
     system = api.load_system(hw=f.hw, cluster=no_path(f.cluster), catalog=cat,
                              devices=f.devices)
+    # the CLI's check, so the same input gets the same sentence (issue 25)
+    api.check_one_device(system, f.hw, tp=f.tp, pp=f.pp, dp=f.dp, cp=f.cp, ep=f.ep,
+                         replicas=f.replicas)
     ft = api.adapters(f.finetune, f.lora_rank, f.lora_targets)
     if f.train:
         wl: Any = api.training(f.batch, f.seq, train_dtype, f.optimizer, f.recompute, f.flash,
