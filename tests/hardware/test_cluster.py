@@ -174,3 +174,22 @@ def test_a_full_mesh_part_gives_a_pair_only_its_own_links() -> None:
     assert two is not None and eight is not None
     assert two.bandwidth_per_direction.value == pytest.approx(
         eight.bandwidth_per_direction.value / 7)
+
+
+def test_one_name_rule_for_every_command(catalog: Catalog) -> None:
+    """Issue 25: `compare --hw h100` resolved the name, `estimate --hw h100` called it
+    ambiguous (the rule was written twice). One rule: the variant systems are built from."""
+    from accelmap import api
+    from accelmap.api.comparison import _part
+    from accelmap.errors import AmbiguousNameError
+    from accelmap.hardware.cluster import resolve_accelerator
+
+    chosen = resolve_accelerator("h100", catalog).id
+    assert chosen == "h100-sxm5-80gb"
+    assert api.load_system(hw="h100", catalog=catalog).accelerator.id == chosen
+    assert _part(catalog, "h100").id == chosen
+    assert parse_cluster("8xh100", catalog).accelerator.id == chosen
+    with pytest.raises(AmbiguousNameError):  # no single preset among the matches: asked
+        resolve_accelerator("a100", catalog)
+    with pytest.raises(AmbiguousNameError):
+        api.load_system(hw="a100", catalog=catalog)

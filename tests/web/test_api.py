@@ -79,7 +79,7 @@ def test_estimate_is_the_cli_estimate_json(client: TestClient,
 
 @pytest.mark.parametrize(("body", "status", "sentence"), [
     ({"model": "llama-9", "hw": "h100-sxm5-80gb"}, 400, "unknown model 'llama-9'"),
-    ({"model": "llama-3.1-8b", "hw": "h100"}, 400, "'h100' matches 3 accelerators"),
+    ({"model": "llama-3.1-8b", "hw": "a100"}, 400, "'a100' matches 3 accelerators"),
     ({"model": "llama-3.1-8b"}, 400, "give one accelerator (--hw NAME) or one cluster"),
     ({"model": "llama-3.1-8b", "hw": "h100-sxm5-80gb", "sq": 3}, 422, "unknown field 'sq'"),
     ({"model": "llama-3.1-8b", "hw": "h100-sxm5-80gb", "seq": 0}, 422, "seq: Input should be"),

@@ -54,19 +54,11 @@ class AcceleratorComparison:
 
 
 def _part(catalog: Catalog, name: str) -> Accelerator:
-    """One part by id or forgiving name; 'H100' means the variant systems are built from when
-    exactly one of the matches has a system preset (as in ``accelmap plan --hw``)."""
-    from accelmap.errors import AmbiguousNameError
-    from accelmap.lookup import resolve
+    """One part by id or forgiving name (``hardware.cluster.resolve_accelerator``: the one
+    rule of every command)."""
+    from accelmap.hardware.cluster import resolve_accelerator
 
-    try:
-        return resolve(name, catalog.accelerators, "accelerator", "accelmap hw list")
-    except AmbiguousNameError as e:
-        built = {p.accelerator for p in catalog.systems.values()}
-        with_preset = [c for c in e.candidates if c in built]
-        if len(with_preset) == 1:
-            return catalog.accelerators[with_preset[0]]
-        raise
+    return resolve_accelerator(name, catalog)
 
 
 def _parts(catalog: Catalog, hw: str, device_class: str | None) -> list[Accelerator]:

@@ -22,7 +22,7 @@ from accelmap.cost.schedules import Schedule
 from accelmap.engine import System, estimate
 from accelmap.engine.result import Estimate, op_row
 from accelmap.errors import InputError
-from accelmap.hardware.cluster import Cluster, of_devices, parse_cluster
+from accelmap.hardware.cluster import Cluster, of_devices, parse_cluster, resolve_accelerator
 from accelmap.mapping.plan import Mapping, Offload, ZeroStage
 from accelmap.models.schema import ModelSpec
 from accelmap.units import DType
@@ -51,8 +51,6 @@ def load_system(hw: str | None = None, cluster: str | Cluster | None = None,
     ``NxID`` is: the accelerator's presets, else its own catalog links; see
     ``hardware.cluster.of_devices``), or a cluster (preset id, ``64xH100``, ``2xH100``,
     ``8x8xh100-sxm5-80gb``, ``4xdgx-h100`` or a system YAML file)."""
-    from accelmap.lookup import resolve
-
     if (hw is None) == (cluster is None):
         raise InputError("give one accelerator (--hw NAME) or one cluster (--cluster SPEC)")
     if devices is not None and cluster is not None:
@@ -64,7 +62,7 @@ def load_system(hw: str | None = None, cluster: str | Cluster | None = None,
     if cluster is not None:
         cl = cluster if isinstance(cluster, Cluster) else parse_cluster(cluster, cat)
         return System.of(cl, profile)
-    acc = resolve(str(hw), cat.accelerators, "accelerator", "accelmap hw list")
+    acc = resolve_accelerator(str(hw), cat)
     if devices is not None and devices > 1:
         return System.of(of_devices(acc, devices, cat), profile)
     return System.single(acc, profile)

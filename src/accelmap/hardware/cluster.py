@@ -280,9 +280,11 @@ def of_devices(acc: Accelerator, n: int, cat: Catalog) -> Cluster:
                                   note))
 
 
-def _accelerator_for_cluster(name: str, cat: Catalog) -> Accelerator:
-    """In a cluster, 'H100' means the variant that systems are built from: among ambiguous
-    matches, the single one with a multi-device preset wins; otherwise the usual error."""
+def resolve_accelerator(name: str, cat: Catalog) -> Accelerator:
+    """One accelerator by id or forgiving name, the one rule every command uses (estimate
+    --hw, compare --hw, plan --hw, a cluster spec): 'H100' means the variant systems are built
+    from -- among ambiguous matches, the single one with a node preset wins, and the note
+    says which; otherwise the usual error listing the ids."""
     from accelmap.errors import AmbiguousNameError
 
     try:
@@ -326,7 +328,7 @@ def parse_cluster(spec: str, cat: Catalog) -> Cluster:
         if second is not None:
             raise InputError(f"cluster {spec!r}: write N x {system.id} (N presets), not NxMx")
         return from_preset(system, cat, nodes=first * system.nodes)
-    acc = _accelerator_for_cluster(name, cat)
+    acc = resolve_accelerator(name, cat)
     if second is None:
         return of_devices(acc, first, cat)
     nodes, per_node = first, int(second)
