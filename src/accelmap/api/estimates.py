@@ -20,6 +20,7 @@ from accelmap.cost.execution import streams_training_weights
 from accelmap.cost.framework import Framework
 from accelmap.cost.schedules import Schedule
 from accelmap.engine import System, estimate
+from accelmap.engine.layout import default_serving_layout as _default_layout
 from accelmap.engine.result import Estimate, op_row
 from accelmap.errors import InputError
 from accelmap.hardware.cluster import Cluster, of_devices, parse_cluster, resolve_accelerator
@@ -209,9 +210,21 @@ def check_one_device(system: System, hw: str | None, **degrees: int | None) -> N
                          f"NxDEVICE (e.g. --cluster 8x{system.accelerator.id})")
 
 
-def serving_mapping(tp: int = 1, pp: int = 1, ep: int = 1, replicas: int = 1) -> Mapping:
-    """``replicas`` copies of tp x pp devices (vLLM expert parallelism splits tp)."""
-    return Mapping.serving(tp, pp, ep, replicas)
+def default_serving_layout(model: ModelSpec, system: System, workload: Inference
+                           ) -> tuple[Mapping, str | None]:
+    """The serving layout ``estimate`` takes on ``system`` when none is given, and the sentence
+    saying why (``engine.layout``)."""
+    return _default_layout(model, system, workload)
+
+
+def serving_mapping(tp: int | None = 1, pp: int | None = 1, ep: int | None = 1,
+                    replicas: int | None = 1) -> Mapping | None:
+    """``replicas`` copies of tp x pp devices (vLLM expert parallelism splits tp). All four
+    left out (None): no mapping, so ``estimate`` chooses a layout that holds the model
+    (``engine.layout.default_serving_layout``) and says which."""
+    if tp is None and pp is None and ep is None and replicas is None:
+        return None
+    return Mapping.serving(tp or 1, pp or 1, ep or 1, 1 if replicas is None else replicas)
 
 
 # -- roofline -----------------------------------------------------------------------------------

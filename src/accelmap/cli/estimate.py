@@ -133,7 +133,9 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
     api.context_warnings(spec, prompt=prompt, output=output)  # serving past it: refused
     inf = api.inference(batch, prompt, output, weights, kv, group, flash, sparsity=sparsity,
                         moe_weights=moe_weights)
-    return spec, system, inf, api.serving_mapping(tp, pp, ep, replicas)
+    m = api.serving_mapping(tp, pp, ep, replicas)
+    return spec, system, inf, m if m is not None else api.default_serving_layout(
+        spec, system, inf)[0]
 
 
 def estimate_cmd(

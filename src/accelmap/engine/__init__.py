@@ -16,6 +16,7 @@ from accelmap.cost.framework import profile as framework_profile
 from accelmap.engine import sparsity
 from accelmap.engine.dataflow import dataflow_serve
 from accelmap.engine.formats import resolve_formats
+from accelmap.engine.layout import default_serving_layout
 from accelmap.engine.result import Estimate, ServeStep, TrainStep
 from accelmap.engine.serve import serve_step
 from accelmap.engine.system import System
@@ -80,7 +81,14 @@ def _sparse_or_dense(model: ModelSpec, sys_: System, workload: Training | Infere
                      mapping: Mapping | None, *,
                      framework: Framework | str | FrameworkProfile | None,
                      overlap: OverlapPolicy | None, imbalance: float) -> Estimate:
-    m = mapping or default_mapping(sys_, workload)
+    layout_note: tuple[str, ...] = ()
+    if mapping is not None:
+        m = mapping
+    elif isinstance(workload, Inference):  # a layout that holds the model (engine/layout.py)
+        m, note = default_serving_layout(model, sys_, workload)
+        layout_note = (note,) if note else ()
+    else:
+        m = default_mapping(sys_, workload)
     if workload.sparsity is not Sparsity.NONE:  # what 2:4 bought, against the dense twin
         sparsity.check(sys_.accelerator, workload)
         est = _estimate(model, sys_, workload, m, framework=framework, overlap=overlap,
@@ -91,7 +99,7 @@ def _sparse_or_dense(model: ModelSpec, sys_: System, workload: Training | Infere
     else:
         est = _estimate(model, sys_, workload, m, framework=framework, overlap=overlap,
                         imbalance=imbalance)
-    return sparsity.with_notes(est, idle_devices(sys_, workload, m))
+    return sparsity.with_notes(est, (*layout_note, *idle_devices(sys_, workload, m)))
 
 
 def idle_devices(sys_: System, workload: Training | Inference, m: Mapping) -> tuple[str, ...]:

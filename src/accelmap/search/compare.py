@@ -48,6 +48,7 @@ from accelmap.cost.execution import streams_training_weights
 from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.engine import resolve_framework
 from accelmap.engine.dataflow import dataflow_serve
+from accelmap.engine.layout import fewest_stages, tp_options
 from accelmap.engine.result import ServeStep, TrainStep
 from accelmap.engine.serve import serve_step, serving_memory
 from accelmap.engine.system import System
@@ -56,7 +57,6 @@ from accelmap.errors import AccelmapError
 from accelmap.fanout import Runner
 from accelmap.hardware.cluster import Cluster, parse_cluster
 from accelmap.hardware.schema import Accelerator
-from accelmap.mapping.constraints import check_serving
 from accelmap.mapping.plan import Mapping, Offload, ZeroStage
 from accelmap.models.schema import ModelSpec
 from accelmap.search.space import powers_of_two
@@ -211,44 +211,11 @@ def cluster_for(acc: Accelerator, n: int, cat: Catalog) -> tuple[Cluster, str | 
                    "tiers from the part's own links"
 
 
-def _tp_options(spec: ModelSpec, cluster: Cluster, n: int) -> list[int]:
-    """Tensor-parallel degrees inside the scale-up domain that the heads allow: the cluster's,
-    and no wider than the part's own catalog domain (a cluster built from the part's links
-    spans its node, but an RTX 3090's NVLink bridge joins two cards)."""
-    own = cluster.accelerator.scale_up_domain
-    domain = min(cluster.scale_up_domain, int(own.value)) if own else cluster.scale_up_domain
-    return [t for t in powers_of_two(min(n, domain))
-            if not [v for v in check_serving(spec, cluster, Mapping.serving(tp=t))
-                    if v.rule in ("heads_divisible", "kv_heads")]]
-
-
-def _fits(spec: ModelSpec, wl: Inference, m: Mapping, acc: Accelerator, chunk: int | None
-          ) -> bool:
-    return bool(serving_memory(spec, wl, m, acc.memory_bytes, chunk,
-                               runtime=execution_model_of(acc)).fits)
-
-
-def _fewest_stages(spec: ModelSpec, wl: Inference, tp: int, most: int, acc: Accelerator,
-                   chunk: int | None) -> int | None:
-    """The fewest pipeline stages (<= ``most``) that fit at this tp, by bisection."""
-    hi = min(most, spec.n_layers)
-    if hi < 1 or not _fits(spec, wl, Mapping.serving(tp=tp, pp=hi), acc, chunk):
-        return None
-    lo = 0  # lo never fits (0 stages), hi always does
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if _fits(spec, wl, Mapping.serving(tp=tp, pp=mid), acc, chunk):
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
 def _holds(spec: ModelSpec, wl: Inference, acc: Accelerator, n: int, cat: Catalog,
            chunk: int | None) -> bool:
     """Whether N devices hold one replica, sharded as far as allowed."""
     widest = _widest_tp(spec, acc, n, cat)
-    return widest is not None and _fewest_stages(
+    return widest is not None and fewest_stages(
         spec, wl, widest[1], n // widest[1], acc, chunk) is not None
 
 
@@ -259,7 +226,7 @@ def _widest_tp(spec: ModelSpec, acc: Accelerator, n: int, cat: Catalog
         cl, _ = cluster_for(acc, n, cat)
     except AccelmapError:
         return None
-    tps = _tp_options(spec, cl, n)
+    tps = tp_options(spec, cl, n)
     return (cl, tps[-1]) if tps else None
 
 
@@ -387,8 +354,8 @@ def serve_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
     # a layer-pipelined class (SRAM machines) places the model over all its chips itself
     # (engine/dataflow.py); other classes try each tp with the fewest stages that fit
     options = ([(1, 1)] if ex.layer_pipelined else
-               [(tp, pp) for tp in _tp_options(spec, cl, n)
-                if (pp := _fewest_stages(spec, wl, tp, n // tp, acc, chunk)) is not None])
+               [(tp, pp) for tp in tp_options(spec, cl, n)
+                if (pp := fewest_stages(spec, wl, tp, n // tp, acc, chunk)) is not None])
     for tp, pp in options:
         m = Mapping.serving(tp=tp, pp=pp, replicas=1 if ex.layer_pipelined else n // (tp * pp))
         est = (dataflow_serve(spec, system, wl, m, fw) if ex.layer_pipelined

@@ -45,11 +45,11 @@ class EstimateForm(_Form):
     lora_rank: int | None = Field(None, ge=1, le=65536)
     lora_targets: str | None = None
     moe_imbalance: float = Field(1.0, ge=1.0, le=1000.0)
-    tp: int = Field(1, ge=1, le=BIG)
-    pp: int = Field(1, ge=1, le=BIG)
+    tp: int | None = Field(None, ge=1, le=BIG)
+    pp: int | None = Field(None, ge=1, le=BIG)
     dp: int | None = Field(None, ge=1, le=BIG)
     cp: int = Field(1, ge=1, le=BIG)
-    ep: int = Field(1, ge=1, le=BIG)
+    ep: int | None = Field(None, ge=1, le=BIG)
     zero: int | None = Field(None, ge=0, le=3)
     micro_batch: int | None = Field(None, ge=1, le=BIG)
     vpp: int = Field(1, ge=1, le=BIG)
@@ -57,7 +57,7 @@ class EstimateForm(_Form):
     no_sp: bool = False
     tp_overlap: bool = False
     force_tp: bool = False
-    replicas: int = Field(1, ge=1, le=BIG)
+    replicas: int | None = Field(None, ge=1, le=BIG)
 
 
 class PlanForm(_Form):

@@ -63,16 +63,18 @@ def estimate(form: EstimateForm, cat: Catalog) -> tuple[dict[str, Any], Report]:
     if f.train:
         wl: Any = api.training(f.batch, f.seq, train_dtype, f.optimizer, f.recompute, f.flash,
                                f.tokens, finetune=ft)
-        m = api.mapping(system, wl, tp=f.tp, pp=f.pp, dp=f.dp, cp=f.cp, ep=f.ep, zero=f.zero,
-                        micro_batch=f.micro_batch, vpp=f.vpp, schedule=f.schedule,
-                        sequence_parallel=not f.no_sp, tp_overlap=f.tp_overlap,
-                        force_tp=f.force_tp)
+        m: Any = api.mapping(system, wl, tp=f.tp or 1, pp=f.pp or 1, dp=f.dp, cp=f.cp,
+                             ep=f.ep or 1, zero=f.zero, micro_batch=f.micro_batch, vpp=f.vpp,
+                             schedule=f.schedule, sequence_parallel=not f.no_sp,
+                             tp_overlap=f.tp_overlap, force_tp=f.force_tp)
     else:
         if ft is not None:
             raise InputError("--finetune lora/qlora is a training workload: add --train")
         wl = api.inference(f.batch, f.prompt, f.output, f.weights, f.kv, f.group, f.flash)
+        # none of tp/pp/ep/replicas given: the engine chooses a layout that holds the model
         m = api.serving_mapping(f.tp, f.pp, f.ep, f.replicas)
     est = api.estimate(spec, system, wl, m, framework=f.framework, imbalance=f.moe_imbalance)
+    m = est.mapping  # the layout the engine ran (its own choice where none was given)
     extras = api.estimate_extras(spec, system, wl, m, est, framework=f.framework,
                                  imbalance=f.moe_imbalance, catalog=cat)
     rep = api.report_estimate(est, system, m, tokens=f.tokens, inputs=_inputs(f),
