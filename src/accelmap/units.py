@@ -18,8 +18,14 @@ import math
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any, TypeAlias
 
 from accelmap.errors import InputError
+
+# A quantity that is a float (or int) for one value, or a numpy array over the planner's
+# table of candidates: the cost model's arithmetic is array-friendly throughout. One alias
+# for every module (issue 25).
+Num: TypeAlias = Any
 
 
 class Dimension(StrEnum):

@@ -27,11 +27,10 @@ Kernel generations are a named feature of a software stack (``FrameworkProfile.a
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
 
 import numpy as np
 
-Num = Any
+from accelmap.units import Num
 
 HALF_EFFICIENCY_KEYS = 300.0  # fit to Shah et al. 2024 Fig. 7 (FA2, H100, hd 128)
 FA1_OVER_FA2 = 0.5  # Dao 2023: FlashAttention-2 is ~2x FlashAttention(-1)

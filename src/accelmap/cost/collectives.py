@@ -42,8 +42,7 @@ import yaml
 
 from accelmap.errors import InputError
 from accelmap.hardware.schema import LinkRole, NetworkTier, Topology
-
-Num = Any
+from accelmap.units import Num
 
 # --- constants (one place, cited) --------------------------------------------------------------
 # Per-step latency (alpha) when a tier gives none: NCCL tuning.cc hwLat, ring, LL protocol (older

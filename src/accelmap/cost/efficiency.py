@@ -35,9 +35,7 @@ import numpy as np
 import yaml
 
 from accelmap.hardware.schema import Accelerator, DeviceClass
-from accelmap.units import DType
-
-Num = Any
+from accelmap.units import DType, Num
 
 BANDWIDTH_EFFICIENCY = 1700 / 2039  # gpt-fast README, A100 80GB: "about 1700 GB/s" (row M0021)
 BANDWIDTH_SOURCE = "default 0.834 of peak (A100 measurement, gpt-fast M0021; not this device)"

@@ -11,13 +11,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from accelmap.hardware.schema import MemoryKind
 from accelmap.ops.graph import Op
-from accelmap.units import DType
-
-Num = Any
+from accelmap.units import DType, Num
 
 PJ = 1e-12
 # pJ per FLOP (half a MAC): bf16 MAC = 0.21 mult + 0.11 add = 0.32 pJ; fp32 FMA = 1.31 + 0.38;

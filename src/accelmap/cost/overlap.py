@@ -28,11 +28,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-Num = Any
+from accelmap.units import Num
 
 
 def contention() -> float:

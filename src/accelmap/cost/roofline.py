@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 import numpy as np
 
@@ -36,9 +35,7 @@ from accelmap.cost.host import Launch
 from accelmap.cost.sparsity import sparse_speedup
 from accelmap.hardware.schema import Accelerator, DeviceClass
 from accelmap.ops.graph import ByteKind, Op, Stage, Unit
-from accelmap.units import DType
-
-Num = Any
+from accelmap.units import DType, Num
 
 ATTENTION_RELATIVE_EFFICIENCY = relative_to_gemm()  # ~0.84, derived in cost.attention
 

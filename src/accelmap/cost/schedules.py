@@ -57,13 +57,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any
 
 import numpy as np
 
 from accelmap.errors import InputError
-
-Num = Any
+from accelmap.units import Num
 
 # Qi et al. 2024 sec. 2.1 assume t_F = t_B = t_W: the weight-gradient pass is a third of a
 # micro-batch's forward + backward time. The engine passes the share its operator graph gives.

@@ -68,9 +68,8 @@ from accelmap.memory.training import training_items
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Unit
 from accelmap.ops.training import optimizer_ops
+from accelmap.units import Num
 from accelmap.workload import LoraTarget, Training
-
-Num = Any
 
 # Host link when the catalog entry lists none: PCIe 4.0 x16, 16 GT/s x 16 lanes ~ 32 GB/s raw,
 # ~16 GB/s achieved for pinned transfers in one direction is a conservative middle.

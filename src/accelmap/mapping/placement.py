@@ -42,7 +42,6 @@ has no wraparound).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
@@ -56,8 +55,7 @@ from accelmap.cost.collectives import (
 from accelmap.errors import InputError
 from accelmap.hardware.cluster import Cluster
 from accelmap.hardware.schema import LinkRole, NetworkTier, Topology
-
-Num = Any
+from accelmap.units import Num
 
 DEFAULT_ORDER = ("tp", "cp", "ep", "dp", "pp")
 NO_NETWORK = Link(bandwidth=0.0, name="no network (one device)", tree=False)

@@ -45,9 +45,8 @@ import numpy as np
 
 from accelmap.cost.schedules import Schedule
 from accelmap.errors import InputError
+from accelmap.units import Num
 from accelmap.workload import Recompute
-
-Num = Any  # int or numpy array
 
 
 class ZeroStage(IntEnum):

@@ -28,9 +28,7 @@ caching allocator reserves beyond the live tensors, fitted on measured peaks.
 
 from __future__ import annotations
 
-from typing import Any
-
-Num = Any
+from accelmap.units import Num
 
 CUDA_CONTEXT_BYTES = 287_047_680.0  # pytorch/pytorch#86509, lazy module loading
 # Fitted on memory.csv Y0092, Y0094, Y0100, Y0102, Y0104, Y0106 (benchmarks/memory_error.py

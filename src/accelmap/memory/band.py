@@ -22,11 +22,10 @@ A plan's total T against the capacity C:
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
 
 import numpy as np
 
-Num = Any
+from accelmap.units import Num
 
 MEMORY_ERROR_BAND = 0.0951
 BAND_SOURCE = ("p90 |predicted - measured| / measured peak memory on memory.csv Y0093, Y0095, "

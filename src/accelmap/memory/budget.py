@@ -57,10 +57,8 @@ from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Op
 from accelmap.ops.sparsity import compressed_bytes_per_param, sparse_params
-from accelmap.units import DType
+from accelmap.units import DType, Num
 from accelmap.workload import Inference, Optimizer, Recompute, Sparsity, Training
-
-Num = Any
 
 LOGITS_BYTES = DType.FP32.bytes  # logits are upcast to fp32 for the softmax/cross-entropy
 

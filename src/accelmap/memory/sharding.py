@@ -9,11 +9,9 @@ and ``shards`` may be numpy arrays.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-Num = Any
+from accelmap.units import Num
 
 
 def model_state_bytes(params: Num, stage: Num, shards: Num, weight_bytes: float = 2.0,

@@ -30,15 +30,12 @@ candidates (array-friendly: every branch on a mapping field is an ``np.where``).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from accelmap.memory.allocator import CUDA_CONTEXT_BYTES, allocator_bytes
 from accelmap.memory.sharding import model_state_bytes
 from accelmap.memory.stack import MEGATRON, FP8Weights, MemoryStack
-
-Num = Any
+from accelmap.units import Num
 
 # NCCL channel buffers and framework bucket buffers on each device: NCCL_BUFFSIZE 4 MiB x
 # channels x peers; Megatron DDP buckets of 40M elements (fp32 grads: 160 MB). A named estimate.

@@ -32,8 +32,6 @@ from accelmap.ops.graph import ByteKind, Op, Unit
 from accelmap.units import DType
 from accelmap.workload import Adapters, LoraTarget
 
-Num = Any
-
 Q, K, V, O = LoraTarget.Q, LoraTarget.K, LoraTarget.V, LoraTarget.O
 GATE, UP, DOWN = LoraTarget.GATE, LoraTarget.UP, LoraTarget.DOWN
 

@@ -36,7 +36,7 @@ import numpy as np
 from accelmap.models.flops import causal_mean_keys
 from accelmap.models.geometry import Geometry, Group, Tensor
 from accelmap.models.schema import MLAConfig, ModelSpec
-from accelmap.units import DType
+from accelmap.units import DType, Num
 from accelmap.workload import Sparsity
 
 FP32 = DType.FP32.bytes  # logits and softmax statistics are kept in fp32
@@ -49,7 +49,6 @@ FP32 = DType.FP32.bytes  # logits and softmax statistics are kept in fp32
 DEQUANT_FLOPS = 2.0
 DEQUANT_ROW_TILE = 128  # activation rows per thread-block tile (Marlin's and CUTLASS's M tile)
 
-Num = Any  # float or numpy array (array-friendly arithmetic)
 
 # FLOPs per element of vector ops (counted as the reference implementations compute them):
 NORM_FLOPS = 5.0  # RMSNorm: square, mean, rsqrt, scale, weight (LayerNorm ~ 7; both tiny)
