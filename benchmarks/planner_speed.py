@@ -36,7 +36,7 @@ def vectorized_rate(n: int = 1_000_000) -> float:
     spec = cat.models["llama-3.1-405b"]
     system, fw = System.of(cluster), profile("megatron")
     wl = Training(batch=2048, seq_len=8192)
-    prof = layer_profile(spec, system.device, fw, wl, 8, 1, 1, 1, True, Recompute.FULL)
+    prof = layer_profile(spec, system.device, fw, wl, Mapping(tp=8, recompute=Recompute.FULL))
     rng = np.random.default_rng(0)
     pp = rng.choice([2.0, 4.0, 8.0, 16.0], n)
     dp = cluster.devices / (8 * pp)

@@ -36,6 +36,7 @@ from accelmap.errors import InputError
 from accelmap.hardware.cluster import Cluster
 from accelmap.hardware.schema import Accelerator
 from accelmap.mapping.constraints import TrainingJob, training_masks
+from accelmap.mapping.plan import Mapping
 from accelmap.search.planner import _grid
 from accelmap.search.space import TrainingSpace
 from accelmap.units import DType
@@ -271,7 +272,8 @@ def candidate_tables(draw: st.DrawFn) -> tuple[Any, System, Any, Any, Any, list[
 def test_vectorized_composition_equals_each_estimate(case: Any) -> None:
     spec, sys_, wl, table, (tp, ep, cp, mb, rec), picks = case
     fw = profile("megatron")
-    prof = layer_profile(spec, sys_.device, fw, wl, tp, ep, cp, mb, True, rec)
+    prof = layer_profile(spec, sys_.device, fw, wl,
+                         Mapping(tp=tp, ep=ep, cp=cp, micro_batch=mb, recompute=rec))
     fast = compose(prof, sys_, wl, fw, OverlapPolicy(), table, detail=False)
     full = compose(prof, sys_, wl, fw, OverlapPolicy(), table)
     for j in picks:

@@ -33,8 +33,8 @@ FW = profile("megatron")
 
 
 def prof_of(spec, cluster, wl: Training, tp: int = 8):  # type: ignore[no-untyped-def]
-    return layer_profile(spec, System.of(cluster).device, FW, wl, tp, 1, 1, 1, True,
-                         wl.recompute)
+    return layer_profile(spec, System.of(cluster).device, FW, wl,
+                         Mapping(tp=tp, recompute=wl.recompute))
 
 
 def run(spec, cluster, wl: Training, m: Mapping):  # type: ignore[no-untyped-def]

@@ -31,7 +31,8 @@ def test_batch_evaluation_equals_single_estimate_on_random_mappings() -> None:
         pp = rng.choice([1.0, 2.0, 4.0], 6)
         zero = rng.choice([0, 1, 2, 3], 6)
         dp = C64.devices / (tp * pp)
-        prof = layer_profile(L13, system.device, fw, wl, tp, 1, 1, mb, True, rec)
+        prof = layer_profile(L13, system.device, fw, wl,
+                             Mapping(tp=tp, micro_batch=mb, recompute=rec))
         table = Mapping(dp=dp, tp=tp, pp=pp, micro_batch=mb, virtual_stages=np.ones(6),
                         zero=zero, recompute=rec)
         r = compose(prof, system, wl, fw, OverlapPolicy(), table)
