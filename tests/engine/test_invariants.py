@@ -283,9 +283,9 @@ def test_vectorized_composition_equals_each_estimate(case: Any) -> None:
                          ("tokens_per_s", e.metrics["tokens_per_s"]),
                          ("mfu", e.metrics["mfu"]), ("memory_total", float(e.memory.total))):
             for r in (fast, full):
-                assert float(np.broadcast_to(r[key], np.shape(table.pp))[j]) == pytest.approx(
-                    got, rel=1e-9), (key, j)
-        assert float(np.broadcast_to(full["hfu"], np.shape(table.pp))[j]) == pytest.approx(
+                v = np.broadcast_to(getattr(r, key), np.shape(table.pp))[j]
+                assert float(v) == pytest.approx(got, rel=1e-9), (key, j)
+        assert float(np.broadcast_to(full.detail.hfu, np.shape(table.pp))[j]) == pytest.approx(
             e.metrics["hfu"], rel=1e-9)
 
 

@@ -75,15 +75,15 @@ def test_bubble_is_the_other_stages_plus_the_fill_and_drain_sends() -> None:
     wl = Training(batch=64, seq_len=8192, recompute=Recompute.FULL)
     m = Mapping(dp=2, tp=8, pp=4)
     r = run(L70, C64, wl, m)
-    compute = float(r["compute_forward_s"] + r["compute_backward_s"])
-    micro = float(r["micro_batches"])
-    send = float(r["comm"]["pp"]) / micro / 2  # one send of T x d activations
+    compute = float(r.detail.compute_forward_s + r.detail.compute_backward_s)
+    micro = float(r.detail.micro_batches)
+    send = float(r.detail.comm["pp"]) / micro / 2  # one send of T x d activations
     assert send > 0
     paper = bubble_over_ideal("1f1b", 4, micro) * compute
-    assert float(r["bubble_s"]) > paper + 2 * 3 * send * 0.999
+    assert float(r.detail.bubble_s) > paper + 2 * 3 * send * 0.999
     # without the stage spread (all stages like the slowest) and exposed TP it would be equal
-    exposed = float(sum(v for k, v in r["exposed"].items() if k in ("tp", "cp", "ep")))
-    assert float(r["bubble_s"]) <= 3 / micro * (compute + exposed) + 6 * send + 1e-9
+    exposed = float(sum(v for k, v in r.detail.exposed.items() if k in ("tp", "cp", "ep")))
+    assert float(r.detail.bubble_s) <= 3 / micro * (compute + exposed) + 6 * send + 1e-9
 
 
 def test_small_global_batches_pay_the_fill_and_drain() -> None:
@@ -110,11 +110,11 @@ def test_each_schedule_gives_its_own_step(schedule: Schedule) -> None:
     r = run(L70, C64, wl, Mapping(dp=2, tp=8, pp=4, virtual_stages=vpp, schedule=schedule))
     base = run(L70, C64, wl, Mapping(dp=2, tp=8, pp=4))
     if schedule in (Schedule.GPIPE, Schedule.ONE_F_ONE_B):
-        assert float(r["step_time_s"]) == pytest.approx(float(base["step_time_s"]))
+        assert float(r.step_time_s) == pytest.approx(float(base.step_time_s))
     else:
-        assert float(r["step_time_s"]) < float(base["step_time_s"])
+        assert float(r.step_time_s) < float(base.step_time_s)
     if schedule is Schedule.GPIPE:  # same time, every micro-batch in flight
-        assert float(r["memory_total"]) > float(base["memory_total"])
+        assert float(r.memory_total) > float(base.memory_total)
 
 
 def test_zb_h1_uses_the_weight_gradient_share_of_the_operator_graph() -> None:
@@ -124,8 +124,8 @@ def test_zb_h1_uses_the_weight_gradient_share_of_the_operator_graph() -> None:
     assert 0.1 < w < 0.5  # wgrad GEMMs: about a third of a layer without recompute
     one = run(L70, C64, wl, Mapping(dp=2, tp=8, pp=4))
     zb = run(L70, C64, wl, Mapping(dp=2, tp=8, pp=4, schedule=Schedule.ZERO_BUBBLE))
-    sends = 2 * 3 * float(one["comm"]["pp"]) / float(one["micro_batches"]) / 2
-    ratio = (float(zb["bubble_s"]) - sends) / (float(one["bubble_s"]) - sends)
+    sends = 2 * 3 * float(one.detail.comm["pp"]) / float(one.detail.micro_batches) / 2
+    ratio = (float(zb.detail.bubble_s) - sends) / (float(one.detail.bubble_s) - sends)
     assert ratio == pytest.approx(1 - 2 * w)  # (t_F + t_B - t_W) / (t_F + t_B + t_W)
 
 
@@ -135,12 +135,12 @@ def test_memory_is_the_stage_that_holds_the_most() -> None:
     m = Mapping(dp=8, tp=8, pp=16, embedding_in_split=True, loss_in_split=True)
     prof = prof_of(L405, C1024, WL405)
     r = run(L405, C1024, WL405, m)
-    assert int(r["peak_memory_stage"]) == MIDDLE
-    acts = float(r["memory_items"]["activations/layers"]) - prof.working_bytes
+    assert int(r.detail.peak_memory_stage) == MIDDLE
+    acts = float(r.detail.memory_items["activations/layers"]) - prof.working_bytes
     assert acts == pytest.approx(prof.layer_act_bytes * 8 * 15)
     even = run(L405.model_copy(update={"n_layers": 128}), C1024, WL405,
                Mapping(dp=8, tp=8, pp=16))
-    assert int(even["peak_memory_stage"]) == FIRST  # 16 x 8 on the first stage
+    assert int(even.detail.peak_memory_stage) == FIRST  # 16 x 8 on the first stage
 
 
 def test_a_table_of_mixed_splits_and_schedules_equals_each_mapping() -> None:
@@ -161,8 +161,8 @@ def test_a_table_of_mixed_splits_and_schedules_equals_each_mapping() -> None:
     for j in range(4):
         e = estimate(L405, C1024, wl, table.take(j))
         assert "violated_rule" not in e.metrics, e.reason
-        assert e.metrics["step_time_s"] == pytest.approx(float(r["step_time_s"][j]))
-        assert float(e.memory.total) == pytest.approx(float(r["memory_total"][j]))
+        assert e.metrics["step_time_s"] == pytest.approx(float(r.step_time_s[j]))
+        assert float(e.memory.total) == pytest.approx(float(r.memory_total[j]))
 
 
 def test_one_stage_is_unchanged() -> None:

@@ -42,8 +42,8 @@ def test_batch_evaluation_equals_single_estimate_on_random_mappings() -> None:
             e = estimate(L13, C64, Training(batch=512, seq_len=4096, recompute=rec), m)
             if "violated_rule" in e.metrics:
                 continue
-            assert e.metrics["step_time_s"] == pytest.approx(float(r["step_time_s"][j]))
-            assert float(e.memory.total) == pytest.approx(float(r["memory_total"][j]))
+            assert e.metrics["step_time_s"] == pytest.approx(float(r.step_time_s[j]))
+            assert float(e.memory.total) == pytest.approx(float(r.memory_total[j]))
 
 
 def test_plans_match_estimate_and_beat_a_hand_mapping() -> None:

@@ -34,7 +34,7 @@ MFU counts model FLOPs (PaLM convention) over world x peak.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -66,7 +66,7 @@ from accelmap.memory.budget import MemoryBudget, master_bytes_per_param
 from accelmap.memory.stack import fp8_weights, memory_stack
 from accelmap.memory.training import training_items
 from accelmap.models.schema import ModelSpec
-from accelmap.ops.graph import Unit
+from accelmap.ops.graph import Op, Unit
 from accelmap.ops.training import optimizer_ops
 from accelmap.units import Num
 from accelmap.workload import LoraTarget, Training
@@ -158,34 +158,78 @@ def stage_in_flight(m: Mapping, micro: Num, stage: Num) -> Num:
     return in_flight_micro_batches(m.schedule, m.pp, micro, stage, m.virtual_stages)
 
 
-def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfile,
-            overlap: OverlapPolicy, m: Mapping, detail: bool = True) -> dict[str, Any]:
-    """Step time, memory and their breakdowns for one mapping or a table of candidates that
-    share ``prof`` (the same tp, ep, cp, micro-batch and recompute).
+@dataclass(frozen=True)
+class Communication:
+    """What a step communicates (``comm``) and what of it the step waits for (``exposed``),
+    per axis, in seconds: per micro-batch for tp, cp, ep and pp, per step for dp; ``z3_mb``
+    the ZeRO-3 gathers and reduce-scatters left exposed per micro-batch, ``tail`` the
+    data-parallel reduction after the last backward, ``contention`` the compute stretched by
+    what runs hidden under it. Arrays over a candidate table."""
 
-    The mapping's pp, dp, vpp, ZeRO stage, shard group and offload may be numpy arrays (the
-    planner evaluates thousands at once); every branch on them is an ``np.where``. ``estimate``
-    calls this with one mapping, so the planner and ``estimate`` share one implementation."""
-    dev, cluster = system.device, system.cluster
-    dp = np.asarray(m.dp, dtype=float)
-    tp, cp = np.asarray(m.tp), np.asarray(m.cp)
-    zero = np.asarray(m.zero)
-    L = prof.n_layers
-    a = wl.storage_dtype.bytes
-    micro = m.micro_batches(wl.batch)
-    st = stage_times(prof, m)
-    # per-layer communication below runs over the critical stage's layers
-    pp, per_stage, single = st.pp, st.critical_layers, st.single
-    t_fwd, t_bwd = st.fwd, st.bwd
+    comm: dict[str, Num]
+    exposed: dict[str, Num]
+    z3_mb: Num
+    tail: Num
+    contention: Num
+    links: dict[str, Any] | None
 
-    p_dev = params_per_device(prof, pp)
-    g = wl.grad_dtype.bytes
-    ct, links = _collective_times(cluster, m, prof, a, g)
-    stream = external_link_bandwidth(dev.acc)  # weight streaming (cost/execution.py)
-    if stream is not None:
+
+@dataclass(frozen=True)
+class StepDetail:
+    """The breakdowns behind a step's figures (``compose(..., detail=True)``): FLOPs and
+    utilisation, micro-batches and the pipeline, the optimizer, energy, communication per
+    axis per step, and the memory items of the stage that holds the most."""
+
+    hfu: Num
+    tflops_per_device: Num
+    hardware_tflops_per_device: Num
+    model_flops_per_step: Num
+    hardware_flops_per_step: Num
+    micro_batches: Num
+    bubble_s: Num
+    compute_forward_s: Num
+    compute_backward_s: Num
+    first_stage_critical: Num
+    critical_stage: Num
+    layers_on_critical_stage: Num
+    stage_layers: tuple[Num, Num, Num]
+    peak_memory_stage: Num
+    optimizer_s: Num
+    contention_s: Num
+    optimizer_ops: list[Op]
+    energy_j_per_step_ops: Num
+    exposed: dict[str, Num]
+    comm: dict[str, Num]
+    memory_items: dict[str, Num]
+    links: dict[str, Any] | None  # None when the times came from the distinct-pairs shortcut
+
+
+@dataclass(frozen=True)
+class StepFigures:
+    """``compose``'s answer for one mapping or a candidate table: the figures the planner
+    ranks by, and (``detail``) their breakdowns."""
+
+    step_time_s: Num
+    tokens_per_s: Num
+    tokens_per_s_per_device: Num
+    mfu: Num
+    memory_total: Num
+    memory_exact: Num  # what the memory band cannot cover (memory.band)
+    world: Num
+    detail: StepDetail | None = None
+
+
+def _communication(prof: LayerProfile, system: System, wl: Training, overlap: OverlapPolicy,
+                   m: Mapping, st: StageTimes, micro: Num, p_dev: Num) -> Communication:
+    """Every axis's communication and what of it is exposed (cost/overlap.py)."""
+    a, g = wl.storage_dtype.bytes, wl.grad_dtype.bytes
+    per_stage, single, t_fwd, t_bwd = st.critical_layers, st.single, st.fwd, st.bwd
+    cp, zero = np.asarray(m.cp), np.asarray(m.zero)
+    ct, links = _collective_times(system.cluster, m, prof, a, g)
+    if external_link_bandwidth(system.device.acc) is not None:
         # SwarmX broadcasts the weights and reduces the gradients on their way to and from the
-        # external tier, which the offload terms below charge over the system I/O: the wafers
-        # run no data-parallel collective among themselves (Hall et al. 2023 sec. 3)
+        # external tier, which the offload terms of compose charge over the system I/O: the
+        # wafers run no data-parallel collective among themselves (Hall et al. 2023 sec. 3)
         own = ~np.asarray(m.offloads_params, dtype=bool)
         ct = {k: (v * own if k.startswith("dp_") else v) for k, v in ct.items()}
     comm: dict[str, Num] = {}
@@ -202,7 +246,7 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     exposed["cp"] = (np.maximum(cp_t - per_stage * prof.layer_attn_s, 0.0) if overlap.cp_ring
                      else cp_t)
     # EP: dispatch + combine, forward and backward, of T x top_k tokens of width d
-    ep_t = 4 * np.ceil(prof.n_moe_layers / pp) * ct["ep"]
+    ep_t = 4 * np.ceil(prof.n_moe_layers / st.pp) * ct["ep"]
     comm["ep"] = ep_t
     exposed["ep"] = 0.0 * ep_t if overlap.ep_all_to_all else ep_t
     # PP: activations out and gradients back, once per micro-batch
@@ -242,7 +286,6 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
         np.maximum(gather - t_fwd, last_gather) if overlap.dp_param_gather else gather)
     tail = np.minimum(tail, grad + gather)
     hsdp_tail = np.maximum(hsdp_ar - t_bwd, hsdp_ar / ov.buckets(p_dev, m.grad_group))
-    dp_tail = np.where(z3, hsdp_tail, tail)
     comm["dp"] = np.where(z3, z3_mb * micro + hsdp_ar, grad + gather)
     exposed["dp"] = np.where(z3, z3_exposed * micro + hsdp_tail, tail)
 
@@ -252,80 +295,87 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
                  + np.where(z3, ov.hidden(z3_mb, z3_exposed), 0.0))
     hidden_step = np.where(z3, ov.hidden(hsdp_ar, hsdp_tail), ov.hidden(grad + gather, tail))
     contention = ov.contention() * (micro * hidden_mb + hidden_step)
-    per_mb = (t_fwd + t_bwd + exposed["tp"] + exposed["cp"] + exposed["ep"] + exposed["pp"]
-              + np.where(z3, z3_exposed, 0.0))
-    opt_shards = np.where(sharded, m.zero_shards, 1)
+    return Communication(comm, exposed, np.where(z3, z3_exposed, 0.0),
+                         np.where(z3, hsdp_tail, tail), contention, links)
+
+
+def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfile,
+            overlap: OverlapPolicy, m: Mapping, detail: bool = True) -> StepFigures:
+    """Step time, memory and (``detail``) their breakdowns for one mapping or a table of
+    candidates that share ``prof`` (the same tp, ep, cp, micro-batch and recompute).
+
+    The mapping's pp, dp, vpp, ZeRO stage, shard group and offload may be numpy arrays (the
+    planner evaluates thousands at once); every branch on them is an ``np.where``. ``estimate``
+    calls this with one mapping, so the planner and ``estimate`` share one implementation."""
+    dev = system.device
+    micro = m.micro_batches(wl.batch)
+    st = stage_times(prof, m)
+    t_fwd, t_bwd = st.fwd, st.bwd
+    p_dev = params_per_device(prof, st.pp)
+    c = _communication(prof, system, wl, overlap, m, st, micro, p_dev)
+    ex = c.exposed
+    per_mb = t_fwd + t_bwd + ex["tp"] + ex["cp"] + ex["ep"] + ex["pp"] + c.z3_mb
+    opt_shards = np.where(np.asarray(m.zero) >= 1, m.zero_shards, 1)
     opt_ops = optimizer_ops(p_dev / opt_shards, wl)
     t_opt = total_time(time_ops(opt_ops, dev, fw))
+    stream = external_link_bandwidth(dev.acc)  # weight streaming (cost/execution.py)
     host = (stream[0] if stream else dev.acc.bandwidth_per_direction(LinkRole.HOST)
             or HOST_FALLBACK_BW)
     # ZeRO-Offload (Ren et al. 2021): gradients go to the host, updated parameters come back
-    t_opt = t_opt + np.where(m.offloads_optimizer, 2 * p_dev / opt_shards * g / host, 0.0)
+    t_opt = t_opt + np.where(m.offloads_optimizer,
+                             2 * p_dev / opt_shards * wl.grad_dtype.bytes / host, 0.0)
     # ZeRO-Infinity (Rajbhandari et al. 2021): parameters stream in for forward and backward of
     # every micro-batch, prefetched behind compute
-    fetch = 2 * (p_dev * a + frozen_per_device(prof, pp)) / host
+    fetch = 2 * (p_dev * wl.storage_dtype.bytes + frozen_per_device(prof, st.pp)) / host
     per_mb = per_mb + np.where(m.offloads_params, np.maximum(fetch - (t_fwd + t_bwd), 0.0), 0.0)
-    comm["offload"] = np.where(m.offloads_params, fetch * micro, 0.0)
+    comm = {**c.comm, "offload": np.where(m.offloads_params, fetch * micro, 0.0)}
     # Warm-up and cool-down: the other stages' busy time per micro-batch -- each stage's
     # compute with the per-layer exposed communication the critical stage shows -- and the
     # stage-to-stage sends of the first forward and the last backward (cost/schedules.py)
-    busy = per_mb - exposed["pp"]
-    bubble_s = bubble_time(m.schedule, pp, micro, m.virtual_stages, slowest=busy,
+    busy = per_mb - ex["pp"]
+    bubble_s = bubble_time(m.schedule, st.pp, micro, m.virtual_stages, slowest=busy,
                            stages_total=st.total * busy / (t_fwd + t_bwd),
-                           send=np.where(single, 0.0, ct["pp"]), w_share=wgrad_share(prof))
-    step = micro * per_mb + bubble_s + dp_tail + t_opt + contention
+                           send=np.where(st.single, 0.0, c.comm["pp"] / 2),
+                           w_share=wgrad_share(prof))
+    step = micro * per_mb + bubble_s + c.tail + t_opt + c.contention
 
     # memory: the stage with the most activations in flight -- the first under 1F1B with an
     # even split, but fewer layers on it (an uneven split), GPipe's equal in-flight counts or
     # a large head and logits on the last stage can move the peak
     items, peak_first, peak_mid = _peak_stage_memory(prof, wl, m, st, micro, fw)
     items = runtime_items(items, execution_model(dev.acc))
-    tokens = wl.batch * wl.seq_len
-    world = m.world
+    tokens, world = wl.batch * wl.seq_len, m.world
     model_flops = prof.model_flops_per_token * tokens
     peak, _ = dev.peak(wl.dtype, Unit.MATRIX)
+    figures = StepFigures(step, tokens / step, tokens / step / world,
+                          model_flops / (step * world * peak), sum(items.values()),
+                          exact_bytes(items), world)
+    if not detail:  # the planner's hot path: ranking needs no breakdowns
+        return figures
+    dp, tp, cp = np.asarray(m.dp, dtype=float), np.asarray(m.tp), np.asarray(m.cp)
+    L = prof.n_layers
     # HFU's numerator: the model FLOPs plus what recompute runs again, one convention
     # (engine/profile.py _recompute_flops), so HFU >= MFU
     hw_flops = model_flops + prof.layer_recompute_flops * L * micro * dp * tp * cp
-    out: dict[str, Any] = {
-        "step_time_s": step,
-        "tokens_per_s": tokens / step,
-        "tokens_per_s_per_device": tokens / step / world,
-        "mfu": model_flops / (step * world * peak),
-        "memory_total": sum(items.values()),
-        "memory_exact": exact_bytes(items),  # what the memory band cannot cover (memory.band)
-        "world": world,
-    }
-    if not detail:  # the planner's hot path: ranking needs no breakdowns
-        return out
     energy = ((prof.layer_energy_j * L + prof.ends_energy_j) * micro * dp * tp * cp
               + op_energy_j(opt_ops, dev.acc.device_memory.kind) * world)
-    out.update({
-        "hfu": hw_flops / (step * world * peak),
-        "tflops_per_device": model_flops / step / world / 1e12,
-        "hardware_tflops_per_device": hw_flops / step / world / 1e12,
-        "model_flops_per_step": model_flops,
-        "hardware_flops_per_step": hw_flops,
-        "micro_batches": micro,
-        "bubble_s": bubble_s,
-        "compute_forward_s": micro * t_fwd,
-        "compute_backward_s": micro * t_bwd,
-        "first_stage_critical": st.first_critical,
-        "critical_stage": st.critical,
-        "layers_on_critical_stage": st.critical_layers,
-        "stage_layers": (st.first_layers, st.middle_layers, st.last_layers),
-        "peak_memory_stage": np.where(peak_first, FIRST, np.where(peak_mid, MIDDLE, LAST)),
-        "optimizer_s": t_opt,
-        "contention_s": contention,
-        "optimizer_ops": opt_ops,
-        "energy_j_per_step_ops": energy,
-        "exposed": {k: (v * micro if k in ("tp", "cp", "ep", "pp") else v)
-                    for k, v in exposed.items()},
-        "comm": {k: (v * micro if k in ("tp", "cp", "ep", "pp") else v) for k, v in comm.items()},
-        "memory_items": items,
-        "links": links,  # None when the times came from the distinct-pairs shortcut
-    })
-    return out
+    per_step = ("tp", "cp", "ep", "pp")  # per micro-batch above: times the micro-batches
+    return replace(figures, detail=StepDetail(
+        hfu=hw_flops / (step * world * peak),
+        tflops_per_device=model_flops / step / world / 1e12,
+        hardware_tflops_per_device=hw_flops / step / world / 1e12,
+        model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops,
+        micro_batches=micro, bubble_s=bubble_s,
+        compute_forward_s=micro * t_fwd, compute_backward_s=micro * t_bwd,
+        first_stage_critical=st.first_critical, critical_stage=st.critical,
+        layers_on_critical_stage=st.critical_layers,
+        stage_layers=(st.first_layers, st.middle_layers, st.last_layers),
+        peak_memory_stage=np.where(peak_first, FIRST, np.where(peak_mid, MIDDLE, LAST)),
+        optimizer_s=t_opt, contention_s=c.contention, optimizer_ops=opt_ops,
+        energy_j_per_step_ops=energy,
+        exposed={k: (v * micro if k in per_step else v) for k, v in ex.items()},
+        comm={k: (v * micro if k in per_step else v) for k, v in comm.items()},
+        memory_items=items, links=c.links))
 
 
 def _peak_stage_memory(prof: LayerProfile, wl: Training, m: Mapping, st: StageTimes,
@@ -477,25 +527,26 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
                          violated_rule=v.rule)
     prof = layer_profile(spec, dev, fw, wl, m, imbalance)
     r = compose(prof, system, wl, fw, overlap, m)
-    f = {k: float(v) for k, v in r.items() if np.ndim(v) == 0 and not isinstance(v, dict)}
-    items = {k: float(v) for k, v in r["memory_items"].items() if float(v) > 0}
+    d = r.detail
+    assert d is not None  # detail=True
+    items = {k: float(v) for k, v in d.memory_items.items() if float(v) > 0}
     memory = MemoryBudget(items=items, capacity=system.memory_bytes)
-    step = f["step_time_s"]
+    step, tps = float(r.step_time_s), float(r.tokens_per_s)
     tdp = system.tdp_w
     world = int(m.world)
     tokens = wl.batch * wl.seq_len
-    time_to_train = wl.tokens_to_train / f["tokens_per_s"] if wl.tokens_to_train else None
+    time_to_train = wl.tokens_to_train / tps if wl.tokens_to_train else None
     price = system.price_usd_per_hour
     feasible, reason = fits(memory)
-    bubble = f["bubble_s"] / max(f["compute_forward_s"] + f["compute_backward_s"], 1e-30)
+    bubble = float(d.bubble_s) / max(float(d.compute_forward_s + d.compute_backward_s), 1e-30)
     assumptions = (
         *context_notes(spec, wl.seq_len),
         f"mapping {m.describe()} on {cluster.name} ({cluster.origin})",
         *_mesh_note(m, cluster),
         f"framework {fw.name.value}; overlap {overlap}",
         f"pipeline schedule {Schedule(str(m.schedule)).value}, "
-        f"{round(f['micro_batches'])} micro-batches, bubble {bubble:.3f} of ideal",
-        *_stage_notes(m, r),
+        f"{round(float(d.micro_batches))} micro-batches, bubble {bubble:.3f} of ideal",
+        *_stage_notes(m, d),
         *device_notes(dev, wl.dtype, fw),
         *prof.host_notes,
         *_finetune_notes(wl, prof),
@@ -503,47 +554,49 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
     )
     return TrainStep(
         spec.id, dev.acc.id, cluster.name, m, feasible, reason, memory,
-        time=_time_tree(prof, r),
+        time=_time_tree(prof, d),
         ops={"forward": prof.forward, "backward": prof.backward,
-             "optimizer": tuple(time_ops(r["optimizer_ops"], dev, fw))},
+             "optimizer": tuple(time_ops(d.optimizer_ops, dev, fw))},
         assumptions=assumptions,
-        step_time_s=step, tokens_per_s=f["tokens_per_s"],
-        tokens_per_s_per_device=f["tokens_per_s_per_device"], mfu=f["mfu"], hfu=f["hfu"],
-        tflops_per_device=f["tflops_per_device"],
-        hardware_tflops_per_device=f["hardware_tflops_per_device"],
-        model_flops_per_step=f["model_flops_per_step"],
-        hardware_flops_per_step=f["hardware_flops_per_step"],
-        micro_batches=round(f["micro_batches"]), bubble_fraction=f["bubble_s"] / step,
-        communication_s={k: float(v) for k, v in r["comm"].items()
+        step_time_s=step, tokens_per_s=tps,
+        tokens_per_s_per_device=float(r.tokens_per_s_per_device), mfu=float(r.mfu),
+        hfu=float(d.hfu), tflops_per_device=float(d.tflops_per_device),
+        hardware_tflops_per_device=float(d.hardware_tflops_per_device),
+        model_flops_per_step=float(d.model_flops_per_step),
+        hardware_flops_per_step=float(d.hardware_flops_per_step),
+        micro_batches=round(float(d.micro_batches)), bubble_fraction=float(d.bubble_s) / step,
+        communication_s={k: float(v) for k, v in d.comm.items()
                          if k != "offload" or float(v) > 0} if world > 1 or m.offloads_params
         else {},
-        axes={k: r["links"][k].describe() for k in ("tp", "cp", "ep", "pp", "dp")}
-        if r["links"] and world > 1 else {},
+        axes={k: d.links[k].describe() for k in ("tp", "cp", "ep", "pp", "dp")}
+        if d.links and world > 1 else {},
         overlap_policy=overlap.__dict__,
         energy_j_per_token_tdp=tdp * world * step / tokens if tdp else None,
-        energy_j_per_token_ops=f["energy_j_per_step_ops"] / tokens,
+        energy_j_per_token_ops=float(d.energy_j_per_step_ops) / tokens,
         error_band=error_band("train", fw.name.value, world, dev.acc.device_class.value),
         time_to_train_s=time_to_train,
         cost_to_train_usd=time_to_train / 3600 * price * world
         if time_to_train and price else None)
 
 
-def _stream_notes(acc: Any, m: Mapping, r: dict[str, Any]) -> list[str]:
+def _stream_notes(acc: Any, m: Mapping, r: StepFigures) -> list[str]:
     """What weight streaming (cost/execution.py) does to this step, or why it is off."""
     link = external_link_bandwidth(acc)
-    if link is None:
+    if link is None or r.detail is None:
         return []
     if not m.offloads_params:
         return [f"{acc.id} trains by weight streaming from its external tier; this mapping "
                 "keeps the weights resident on the wafer instead (give offload to stream)"]
-    fetch = float(r["comm"]["offload"])
-    step = float(r["step_time_s"])
+    d = r.detail
+    fetch = float(d.comm["offload"])
+    step = float(r.step_time_s)
+    compute = float(d.compute_forward_s + d.compute_backward_s)
     return [f"weight streaming (Cerebras; Hall et al. 2023): weights and optimizer in the "
             f"external tier, {link[0] / 1e9:,.0f} GB/s per direction ({link[1]}); the weights "
             f"stream in twice per micro-batch, {fetch:.2f} s a step of which "
-            f"{max(step - float(r['compute_forward_s'] + r['compute_backward_s']), 0):.2f} s "
-            "is not under compute; the wafers exchange no gradients (SwarmX reduces them); no "
-            "published training run of this class validates these figures"]
+            f"{max(step - compute, 0):.2f} s is not under compute; the wafers exchange no "
+            "gradients (SwarmX reduces them); no published training run of this class "
+            "validates these figures"]
 
 
 def _finetune_notes(wl: Training, prof: LayerProfile) -> list[str]:
@@ -577,27 +630,27 @@ def _mesh_note(m: Mapping, cluster: Any) -> list[str]:
             f"{', DCN between them' if slices > 1 else ''})"]
 
 
-def _stage_notes(m: Mapping, r: dict[str, Any]) -> tuple[str, ...]:
+def _stage_notes(m: Mapping, r: StepDetail) -> tuple[str, ...]:
     """The split and where the pipeline is slowest and fullest, for pp > 1."""
     if m.pp <= 1:
         return ()
-    first, middle, last = (round(float(x), 2) for x in r["stage_layers"])
+    first, middle, last = (round(float(x), 2) for x in r.stage_layers)
     names = ("first", "middle", "last")
     split = (f"{first:g} + {m.pp - 2} x {middle:g} + {last:g}" if m.pp > 2
              else f"{first:g} + {last:g}")
     return (f"pipeline split {split} layers (embedding on the first stage, head and loss on "
-            f"the last); slowest stage: {names[int(r['critical_stage'])]}; memory of the "
-            f"{names[int(r['peak_memory_stage'])]} stage (it holds the most)",)
+            f"the last); slowest stage: {names[int(r.critical_stage)]}; memory of the "
+            f"{names[int(r.peak_memory_stage)]} stage (it holds the most)",)
 
 
-def _time_tree(prof: LayerProfile, r: dict[str, Any]) -> dict[str, float]:
+def _time_tree(prof: LayerProfile, r: StepDetail) -> dict[str, float]:
     """Seconds per step on the critical pipeline stage, phase -> operator, plus the bubble,
     the optimizer and the exposed communication per axis."""
-    micro = float(r["micro_batches"])
-    critical = int(r["critical_stage"])
-    layers = float(r["layers_on_critical_stage"])
+    micro = float(r.micro_batches)
+    critical = int(r.critical_stage)
+    layers = float(r.layers_on_critical_stage)
     # one stage holds everything (pp = 1: Mapping.stage_layers gives L for each kind)
-    single = all(float(x) == prof.n_layers for x in r["stage_layers"])
+    single = all(float(x) == prof.n_layers for x in r.stage_layers)
     out: dict[str, float] = {}
     for t in (*prof.forward, *prof.backward):
         name = t.op.name
@@ -610,11 +663,11 @@ def _time_tree(prof: LayerProfile, r: dict[str, Any]) -> dict[str, float]:
         if share:
             key = f"{t.op.stage.value}/{name}"
             out[key] = out.get(key, 0.0) + float(t.total_s) * share * micro
-    out["bubble"] = float(r["bubble_s"])
-    out["optimizer"] = float(r["optimizer_s"])
-    if float(r["contention_s"]) > 0:  # compute stretched by the communication it hides
-        out["contention"] = float(r["contention_s"])
-    for k, v in r["exposed"].items():
+    out["bubble"] = float(r.bubble_s)
+    out["optimizer"] = float(r.optimizer_s)
+    if float(r.contention_s) > 0:  # compute stretched by the communication it hides
+        out["contention"] = float(r.contention_s)
+    for k, v in r.exposed.items():
         if float(v) > 0:
             out[f"exposed_comm/{k}"] = float(v)
     return out

@@ -125,8 +125,8 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
             sel = cand.take(ok)
             r = compose(prof, system, wl, fw, overlap, sel, detail=False)
             shape = np.shape(sel.pp)
-            mem = np.broadcast_to(r["memory_total"], shape)
-            exact = np.broadcast_to(r["memory_exact"], shape)
+            mem = np.broadcast_to(r.memory_total, shape)
+            exact = np.broadcast_to(r.memory_exact, shape)
             # over capacity beyond the error band, or by exactly counted bytes alone
             over = is_over(mem, system.memory_bytes, exact=exact)
             tight = is_tight(mem, system.memory_bytes, exact=exact)
@@ -134,9 +134,9 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
             n_tight += int(np.sum(tight))
             fits = ~over & (include_tight | ~tight)
             rejected[TIGHT_RULE] += int(np.sum(~over & ~fits))
-            step = np.broadcast_to(r["step_time_s"], shape)
-            tps = np.broadcast_to(r["tokens_per_s"], shape)
-            mfu = np.broadcast_to(r["mfu"], shape)
+            step = np.broadcast_to(r.step_time_s, shape)
+            tps = np.broadcast_to(r.tokens_per_s, shape)
+            mfu = np.broadcast_to(r.mfu, shape)
             js = np.flatnonzero(fits)
             for j, row in zip(js, sel.to_dicts(js), strict=True):
                 rows.append({**row,
