@@ -12,7 +12,8 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.cost.schedules import Schedule
 from accelmap.engine import resolve_framework
 from accelmap.engine.error_band import error_band
+from accelmap.engine.profile import LayerProfile
 from accelmap.engine.system import System
 from accelmap.engine.train import OverlapPolicy, compose, layer_profile, train_step
 from accelmap.hardware.cluster import Cluster
@@ -68,6 +70,77 @@ def _grid(space: TrainingSpace, cluster: Cluster, tp: int, cp: int, ep: int, mb:
                              tp_comm_overlap=tpo)
 
 
+@dataclass
+class _Tally:
+    """What the search counted: candidates dropped under each rule (each under its first),
+    evaluated, and left out as tight."""
+
+    rejected: dict[str, int]
+    evaluated: int = 0
+    tight: int = 0
+
+
+def _evaluate(job: TrainingJob, cand: Mapping, prof: Callable[[], LayerProfile],
+              system: System, wl: Training, fw: FrameworkProfile, overlap: OverlapPolicy,
+              tally: _Tally, include_tight: bool) -> list[dict[str, Any]]:
+    """One candidate group's rows that pass every rule and fit: the rules as masks, then one
+    vectorised ``compose`` over the survivors; the counts go to ``tally``."""
+    tally.evaluated += cand.pp.size
+    dropped = np.zeros(np.shape(cand.pp), dtype=bool)
+    for name, bad in training_masks(job, cand).items():  # each under its first broken rule
+        tally.rejected[name] += int(np.sum(bad & ~dropped))
+        dropped |= bad
+    ok = ~dropped
+    if not ok.any():
+        return []
+    sel = cand.take(ok)
+    r = compose(prof(), system, wl, fw, overlap, sel, detail=False)
+    shape = np.shape(sel.pp)
+    mem = np.broadcast_to(r.memory_total, shape)
+    exact = np.broadcast_to(r.memory_exact, shape)
+    # over capacity beyond the error band, or by exactly counted bytes alone
+    over = is_over(mem, system.memory_bytes, exact=exact)
+    tight = is_tight(mem, system.memory_bytes, exact=exact)
+    tally.rejected["memory"] += int(np.sum(over))
+    tally.tight += int(np.sum(tight))
+    fits = ~over & (include_tight | ~tight)
+    tally.rejected[TIGHT_RULE] += int(np.sum(~over & ~fits))
+    step = np.broadcast_to(r.step_time_s, shape)
+    tps = np.broadcast_to(r.tokens_per_s, shape)
+    mfu = np.broadcast_to(r.mfu, shape)
+    js = np.flatnonzero(fits)
+    return [{**row, "step_time_s": float(step[j]), "tokens_per_s": float(tps[j]),
+             "mfu": float(mfu[j]), "memory_bytes": float(mem[j]),
+             "memory_fit": (MemoryFit.TIGHT if tight[j] else MemoryFit.FITS).value}
+            for j, row in zip(js, sel.to_dicts(js), strict=True)]
+
+
+def _front(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The throughput-vs-memory Pareto front. Over plain figures first, the mapping written
+    out for its members only: a validated Mapping per feasible row was 14 % of `plan --hw
+    any` (90,000 rows, cProfile)."""
+    bare = pareto_front([{"row": k, "tokens_per_s": r["tokens_per_s"],
+                          "memory_per_device_bytes": r["memory_bytes"]}
+                         for k, r in enumerate(rows)],
+                        maximize="tokens_per_s", minimize="memory_per_device_bytes")
+    return [{"mapping": _mapping(rows[p["row"]]), "tokens_per_s": p["tokens_per_s"],
+             "memory_per_device_bytes": p["memory_per_device_bytes"]} for p in bare]
+
+
+def _ranked(rows: list[dict[str, Any]]) -> Any:
+    """Row indices, best first. On one cluster every objective ranks by tokens/s: time =
+    tokens / rate, cost = price x devices x time, energy per token = TDP x devices / rate (the
+    TDP bound of cost/energy.py). Ties (to 0.1 %) go to the simpler mapping: less recompute,
+    no interleaving, lower ZeRO stage, no offload."""
+    if not rows:
+        return np.array([], dtype=int)
+    score = np.array([r["tokens_per_s"] for r in rows])
+    rank = [("none", "selective", "full").index(r["recompute"]) * 1000 + r["vpp"] * 100
+            + r["zero"] * 10 + r["offload"] for r in rows]
+    rounded = np.round(score / np.max(np.abs(score)) * 1000)
+    return np.lexsort((np.array(rank), -rounded))
+
+
 def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch: int, *,
                   objective: Objective = Objective.THROUGHPUT,
                   framework: Framework | str | FrameworkProfile = Framework.MEGATRON,
@@ -99,50 +172,20 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
     overlap = overlap or OverlapPolicy()
     price = cluster.accelerator.price.usd_per_hour.value if cluster.accelerator.price else None
     tdp = cluster.accelerator.tdp.value if cluster.accelerator.tdp else None
-    rejected = {r.name: 0 for r in TRAINING_RULES} | {"memory": 0, TIGHT_RULE: 0}
-    n_tight = 0
+    tally = _Tally({r.name: 0 for r in TRAINING_RULES} | {"memory": 0, TIGHT_RULE: 0})
     rows: list[dict[str, Any]] = []
     groups = list(itertools.product(space.tp, space.ep, space.cp, space.micro_batch,
                                     space.recompute))
-    evaluated = 0
     interrupted = False
     try:
         for i, (tp, ep, cp, mb, rec) in enumerate(groups):
             if progress:
                 progress(i, len(groups))
             cand = _grid(space, cluster, tp, cp, ep, mb, rec, spec.n_layers)
-            evaluated += cand.pp.size
-            masks = training_masks(job, cand)
-            dropped = np.zeros(np.shape(cand.pp), dtype=bool)
-            for name, bad in masks.items():  # count each candidate under its first broken rule
-                rejected[name] += int(np.sum(bad & ~dropped))
-                dropped |= bad
-            ok = ~dropped
-            if not ok.any():
-                continue
-            prof = layer_profile(spec, dev, fw, wl, Mapping(tp=tp, ep=ep, cp=cp, micro_batch=mb,
-                                                            recompute=rec))
-            sel = cand.take(ok)
-            r = compose(prof, system, wl, fw, overlap, sel, detail=False)
-            shape = np.shape(sel.pp)
-            mem = np.broadcast_to(r.memory_total, shape)
-            exact = np.broadcast_to(r.memory_exact, shape)
-            # over capacity beyond the error band, or by exactly counted bytes alone
-            over = is_over(mem, system.memory_bytes, exact=exact)
-            tight = is_tight(mem, system.memory_bytes, exact=exact)
-            rejected["memory"] += int(np.sum(over))
-            n_tight += int(np.sum(tight))
-            fits = ~over & (include_tight | ~tight)
-            rejected[TIGHT_RULE] += int(np.sum(~over & ~fits))
-            step = np.broadcast_to(r.step_time_s, shape)
-            tps = np.broadcast_to(r.tokens_per_s, shape)
-            mfu = np.broadcast_to(r.mfu, shape)
-            js = np.flatnonzero(fits)
-            for j, row in zip(js, sel.to_dicts(js), strict=True):
-                rows.append({**row,
-                             "step_time_s": float(step[j]), "tokens_per_s": float(tps[j]),
-                             "mfu": float(mfu[j]), "memory_bytes": float(mem[j]),
-                             "memory_fit": (MemoryFit.TIGHT if tight[j] else MemoryFit.FITS).value})
+            # the profile is built only when a candidate of the group passes the rules
+            prof = partial(layer_profile, spec, dev, fw, wl,
+                           Mapping(tp=tp, ep=ep, cp=cp, micro_batch=mb, recompute=rec))
+            rows += _evaluate(job, cand, prof, system, wl, fw, overlap, tally, include_tight)
     except KeyboardInterrupt:
         interrupted = True
 
@@ -151,15 +194,7 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
         row["energy_j_per_token"] = (tdp * world / row["tokens_per_s"]) if tdp else None
         row["cost_usd_per_million_tokens"] = (price * world / 3600 / row["tokens_per_s"] * 1e6
                                               if price else None)
-    # On one cluster every objective ranks by tokens/s: time = tokens / rate, cost = price x
-    # devices x time, energy per token = TDP x devices / rate (the TDP bound of cost/energy.py).
-    score = np.array([r["tokens_per_s"] for r in rows])
-    # Ties (to 0.1 %) go to the simpler mapping: less recompute, no interleaving, lower ZeRO
-    # stage, no offload.
-    rank = [("none", "selective", "full").index(r["recompute"]) * 1000 + r["vpp"] * 100
-            + r["zero"] * 10 + r["offload"] for r in rows]
-    rounded = np.round(score / np.max(np.abs(score)) * 1000) if rows else score
-    order = np.lexsort((np.array(rank), -rounded)) if rows else np.array([], dtype=int)
+    order = _ranked(rows)
     plans = []
     seen: set[tuple[float, float]] = set()
     for k in order:  # equal-performance twins (e.g. selective recompute under flash) shown once
@@ -170,6 +205,7 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
         plans.append(_plan(rows[k], cluster, tokens_to_train, fw.name.value))
         if len(plans) >= top:
             break
+    rejected, evaluated, n_tight = tally.rejected, tally.evaluated, tally.tight
     notes = [tight_note(n_tight, include_tight)] if n_tight else []
     if objective is Objective.COST and price is None:
         notes.append(f"{cluster.accelerator.id} has no catalog price: ranked by throughput")
@@ -178,19 +214,11 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
     explanation = (explain_top(spec, cluster, wl, rows, order, framework, overlap, profile,
                                force_tp=space.force_tp)
                    if explain and rows and not interrupted else [])
-    # the front over plain figures first, the mapping written out for its members only: a
-    # validated Mapping per feasible row was 14 % of `plan --hw any` (90,000 rows, cProfile)
-    bare = pareto_front([{"row": k, "tokens_per_s": r["tokens_per_s"],
-                          "memory_per_device_bytes": r["memory_bytes"]}
-                         for k, r in enumerate(rows)],
-                        maximize="tokens_per_s", minimize="memory_per_device_bytes")
-    front = [{"mapping": _mapping(rows[p["row"]]), "tokens_per_s": p["tokens_per_s"],
-              "memory_per_device_bytes": p["memory_per_device_bytes"]} for p in bare]
     return PlanResult(objective=objective, plans=plans, evaluated=evaluated, feasible=len(rows),
                       seconds=time.perf_counter() - start,
                       rejected_by_rule={k: v for k, v in rejected.items() if v},
                       explanation=explanation,
-                      pareto={"throughput_vs_memory": front[:50]},
+                      pareto={"throughput_vs_memory": _front(rows)[:50]},
                       interrupted=interrupted, notes=notes, calibration=dev.calibration)
 
 
