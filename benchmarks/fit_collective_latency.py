@@ -144,6 +144,7 @@ def main() -> None:
     }
     OUT.write_text(HEADER + yaml.safe_dump(data, sort_keys=False, width=100))
     co.measured_latency.cache_clear()
+    co.link_for_tier.cache_clear()  # its links were built from the old latencies
     print(f"wrote {OUT}")
 
 

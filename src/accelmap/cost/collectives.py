@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -430,6 +431,7 @@ def _step_latency(tier: NetworkTier, measured: bool = True) -> tuple[float, str]
     return NVLINK_STEP_LATENCY_S, "0.47 us/step default (NCCL hwLat NVLink LL, N6)"
 
 
+@lru_cache(maxsize=512)  # pure in its (frozen) arguments; the planner asks ~20,000 times
 def link_for_tier(tier: NetworkTier, accelerator_id: str | None = None,
                   fitted_latency: bool = True) -> Link:
     """The achievable :class:`Link` of a tier: line rate x measured efficiency for this
