@@ -60,7 +60,7 @@ from accelmap.hardware.schema import DeviceClass, LinkRole
 from accelmap.mapping.constraints import TrainingJob, check_training
 from accelmap.mapping.mesh import describe_mesh
 from accelmap.mapping.placement import place_axes
-from accelmap.mapping.plan import RANK_ORDER, Mapping
+from accelmap.mapping.plan import RANK_ORDER, Axis, Mapping
 from accelmap.memory.band import exact_bytes
 from accelmap.memory.budget import MemoryBudget, master_bytes_per_param
 from accelmap.memory.stack import fp8_weights, memory_stack
@@ -470,21 +470,22 @@ def _collective_times(cluster: Any, m: Mapping, prof: LayerProfile, a: float, g:
     # to tp, so its group is placed separately. Gradients are reduced, and ZeRO shards, over
     # dp x cp (Mapping.grad_group: every cp rank holds the whole layer's weights), a contiguous
     # group of dp * cp ranks of stride tp.
-    links = place_axes(cluster, {"tp": tp, "cp": cp, "dp": dp, "pp": pp}, order=RANK_ORDER)
-    links["ep"] = place_axes(cluster, {"tp": tp, "ep": ep}, order=("tp", "ep"))["ep"]
+    A = Axis
+    links = place_axes(cluster, {A.TP: tp, A.CP: cp, A.DP: dp, A.PP: pp}, order=RANK_ORDER)
+    links[A.EP] = place_axes(cluster, {A.TP: tp, A.EP: ep}, order=(A.TP, A.EP))[A.EP]
     # The data-parallel reduction and gather of ZeRO 0-2 run in the step's tail (after the last
     # backward, before the next forward: Megatron-Core's --overlap-grad-reduce buckets of the
     # last micro-batch, --overlap-param-gather of the first), when the pipeline's stage-to-stage
     # sends -- one activation per micro-batch, T x d bytes against the dp group's whole
     # parameter set -- have drained: the NIC is the dp group's alone, not shared with pp
     # (placement.place_axes shares it between axes that move data at the same time).
-    links["dp"] = place_axes(cluster, {"tp": tp, "dp": m.grad_group, "pp": pp},
-                             order=("tp", "dp", "pp"), share_scale_out=False)["dp"]
+    links[A.DP] = place_axes(cluster, {A.TP: tp, A.DP: m.grad_group, A.PP: pp},
+                             order=(A.TP, A.DP, A.PP), share_scale_out=False)[A.DP]
     # ZeRO-3 / FSDP shard group (all of dp x cp unless HSDP), and the replicas across groups
-    shard = place_axes(cluster, {"tp": tp, "shard": m.zero_shards,
-                                 "replica": np.asarray(m.grad_group) / m.zero_shards, "pp": pp},
-                       order=("tp", "shard", "replica", "pp"))
-    links["shard"], links["replica"] = shard["shard"], shard["replica"]
+    shard = place_axes(cluster, {A.TP: tp, A.SHARD: m.zero_shards,
+                                 A.REPLICA: np.asarray(m.grad_group) / m.zero_shards, A.PP: pp},
+                       order=(A.TP, A.SHARD, A.REPLICA, A.PP))
+    links[A.SHARD], links[A.REPLICA] = shard[A.SHARD], shard[A.REPLICA]
     p_dev = params_per_device(prof, pp)
     ends = np.maximum(p_dev - np.ceil(prof.n_layers / np.asarray(pp)) * prof.layer_params, 0.0)
     ends_frozen = np.maximum(frozen_per_device(prof, pp) - np.ceil(prof.n_layers / np.asarray(pp))

@@ -55,9 +55,10 @@ from accelmap.cost.collectives import (
 from accelmap.errors import InputError
 from accelmap.hardware.cluster import Cluster
 from accelmap.hardware.schema import LinkRole, NetworkTier, Topology
+from accelmap.mapping.plan import Axis
 from accelmap.units import Num
 
-DEFAULT_ORDER = ("tp", "cp", "ep", "dp", "pp")
+DEFAULT_ORDER = (Axis.TP, Axis.CP, Axis.EP, Axis.DP, Axis.PP)
 NO_NETWORK = Link(bandwidth=0.0, name="no network (one device)", tree=False)
 _TORUS = (Topology.TORUS_2D, Topology.TORUS_3D, Topology.MESH_2D, Topology.MESH_3D)
 

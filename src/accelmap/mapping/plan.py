@@ -65,7 +65,19 @@ class Offload(StrEnum):
 # Rank order, innermost first: Megatron-Core's default ``order="tp-cp-ep-dp-pp"``
 # (parallel_state.initialize_model_parallel); torchtitan nests its device mesh the same way
 # (pp outermost, then dp, cp, tp). Expert parallelism is carved out of cp x dp next to tp.
-RANK_ORDER: tuple[str, ...] = ("tp", "cp", "dp", "pp")
+class Axis(StrEnum):
+    """A parallel axis as placement and the mesh name it (a str, so "tp" still finds it)."""
+
+    TP = "tp"
+    CP = "cp"
+    EP = "ep"
+    DP = "dp"
+    PP = "pp"
+    SHARD = "shard"  # ZeRO-3 / FSDP's shard group inside dp (HSDP: shard_group)
+    REPLICA = "replica"  # HSDP's replicas across the shard groups
+
+
+RANK_ORDER: tuple[Axis, ...] = (Axis.TP, Axis.CP, Axis.DP, Axis.PP)
 
 _DEGREES = ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages")
 _SPLIT = ("first_stage_layers", "last_stage_layers")
