@@ -587,40 +587,66 @@ def print_estimate(est: Estimate, missing: dict[str, str] | None = None,
     t = Table(title="Estimate")
     t.add_column("metric")
     t.add_column("value", justify="right")
-    rows: list[tuple[str, str]] = []
     band = f" {est.error_band.text}" if est.error_band else NO_BAND
-    if est.phase.value == "train":
-        rows += [("step time", fmt(m["step_time_s"], "time") + band),
-                 ("tokens/s", f"{m['tokens_per_s']:,.0f}"),
-                 ("MFU (model FLOPs)", f"{m['mfu']:.1%}"), ("HFU", f"{m['hfu']:.1%}"),
-                 ("TFLOP/s per device (model)", f"{m['tflops_per_device']:.1f}")]
-        if "time_to_train_s" in m:
-            rows.append(("time to train", f"{m['time_to_train_s'] / 86400:,.1f} days"))
-        if "cost_to_train_usd" in m:
-            rows.append(("cost to train", f"${m['cost_to_train_usd']:,.0f}"))
-        elif "time_to_train_s" in m and missing and "price_usd_per_hour" in missing:
-            rows.append(("cost to train", f"{api.NOT_PUBLISHED} (no price in the catalog)"))
-    else:
-        lat = getattr(est, "latency_error_band", None)
-        lband = f" ±{lat.pct:.0f} %" if lat else NO_BAND
-        rows += [("TTFT", fmt(m["ttft_s"], "time") + lband),
-                 ("TPOT", fmt(m["tpot_s"], "time") + lband),
-                 ("output tokens/s", f"{m['tokens_per_s']:,.1f}" + band),
-                 ("decode memory-bandwidth utilization",
-                  "-" if (u := m.get("decode_bandwidth_utilization")) is None else f"{u:.0%}"),
-                 ("largest batch that fits", str(m.get("max_batch", "-"))),
-                 ("longest context at this batch",
-                  "-" if m.get("max_context") is None else f"{m['max_context']:,}")]
-        if sp := m.get("speculative"):
-            rows += [("speculative: k / alpha / E tokens per step",
-                      f"{sp['draft_len']} / {sp['accept_rate']:g} / "
-                      f"{sp['expected_tokens_per_step']:.2f}"),
-                     ("speculative: draft + verify per step",
-                      f"{fmt(sp['draft_s_per_step'], 'time')} + "
-                      f"{fmt(sp['verify_s_per_step'], 'time')}"),
-                     ("plain decoding: TPOT / output tokens/s",
-                      f"{fmt(sp['plain']['tpot_s'], 'time')} / "
-                      f"{sp['plain_tokens_per_s']:,.1f}")]
+    rows = (_train_rows(m, band, missing) if est.phase.value == "train"
+            else _serve_rows(est, m, band))
+    rows += _energy_rows(m, missing)
+    for k, v in rows:
+        t.add_row(k, v)
+    con.print(t)
+    _print_memory(est)
+    _print_time_breakdown(m)
+    for a in est.assumptions:
+        con.print(_assumption_line(a), highlight=False)
+
+
+def _train_rows(m: dict[str, Any], band: str,
+                missing: dict[str, str] | None) -> list[tuple[str, str]]:
+    """A training step's rows: step time (with its band), throughput, utilization, and the
+    time and cost to train the tokens asked for."""
+    rows = [("step time", fmt(m["step_time_s"], "time") + band),
+            ("tokens/s", f"{m['tokens_per_s']:,.0f}"),
+            ("MFU (model FLOPs)", f"{m['mfu']:.1%}"), ("HFU", f"{m['hfu']:.1%}"),
+            ("TFLOP/s per device (model)", f"{m['tflops_per_device']:.1f}")]
+    if "time_to_train_s" in m:
+        rows.append(("time to train", f"{m['time_to_train_s'] / 86400:,.1f} days"))
+    if "cost_to_train_usd" in m:
+        rows.append(("cost to train", f"${m['cost_to_train_usd']:,.0f}"))
+    elif "time_to_train_s" in m and missing and "price_usd_per_hour" in missing:
+        rows.append(("cost to train", f"{api.NOT_PUBLISHED} (no price in the catalog)"))
+    return rows
+
+
+def _serve_rows(est: Estimate, m: dict[str, Any], band: str) -> list[tuple[str, str]]:
+    """A serving batch's rows: latencies (with their band), throughput, bandwidth use, the
+    largest batch and context, and speculative decoding's figures when it ran."""
+    lat = getattr(est, "latency_error_band", None)
+    lband = f" ±{lat.pct:.0f} %" if lat else NO_BAND
+    rows = [("TTFT", fmt(m["ttft_s"], "time") + lband),
+            ("TPOT", fmt(m["tpot_s"], "time") + lband),
+            ("output tokens/s", f"{m['tokens_per_s']:,.1f}" + band),
+            ("decode memory-bandwidth utilization",
+             "-" if (u := m.get("decode_bandwidth_utilization")) is None else f"{u:.0%}"),
+            ("largest batch that fits", str(m.get("max_batch", "-"))),
+            ("longest context at this batch",
+             "-" if m.get("max_context") is None else f"{m['max_context']:,}")]
+    if sp := m.get("speculative"):
+        rows += [("speculative: k / alpha / E tokens per step",
+                  f"{sp['draft_len']} / {sp['accept_rate']:g} / "
+                  f"{sp['expected_tokens_per_step']:.2f}"),
+                 ("speculative: draft + verify per step",
+                  f"{fmt(sp['draft_s_per_step'], 'time')} + "
+                  f"{fmt(sp['verify_s_per_step'], 'time')}"),
+                 ("plain decoding: TPOT / output tokens/s",
+                  f"{fmt(sp['plain']['tpot_s'], 'time')} / "
+                  f"{sp['plain_tokens_per_s']:,.1f}")]
+    return rows
+
+
+def _energy_rows(m: dict[str, Any], missing: dict[str, str] | None) -> list[tuple[str, str]]:
+    """Energy per token: the TDP upper bound (or why it is missing) and the ops+bytes lower
+    bound."""
+    rows: list[tuple[str, str]] = []
     if m.get("energy_j_per_token_tdp") is not None:
         rows.append(("energy/token at TDP (upper bound)", f"{m['energy_j_per_token_tdp']:.3g} J"))
     elif missing and "tdp_w" in missing:
@@ -629,19 +655,20 @@ def print_estimate(est: Estimate, missing: dict[str, str] | None = None,
     if m.get("energy_j_per_token_ops") is not None:
         rows.append(("energy/token from ops+bytes (lower bound)",
                      f"{m['energy_j_per_token_ops']:.3g} J"))
-    for k, v in rows:
-        t.add_row(k, v)
-    con.print(t)
-    _print_memory(est)
+    return rows
+
+
+def _print_time_breakdown(m: dict[str, Any]) -> None:
+    """The eight operators that take the most time, summed over layers."""
+    from rich.table import Table
+
     top = sorted(m.get("time_breakdown_s", {}).items(), key=lambda kv: -kv[1])[:8]
     tt = Table(title="Where the time goes (top operators, summed over layers)")
     tt.add_column("operator")
     tt.add_column("time", justify="right")
     for k, v in top:
         tt.add_row(k, fmt(v, "time"))
-    con.print(tt)
-    for a in est.assumptions:
-        con.print(_assumption_line(a), highlight=False)
+    console().print(tt)
 
 
 def _print_memory(est: Estimate) -> None:
