@@ -154,17 +154,11 @@ def plan_serving_scenario(spec: ModelSpec, cluster: Cluster, prompt_len: int, ou
     at = _Setting(spec, cluster, system, fw, sched, load, prompt_len, output_len, half)
     screens, evaluated = _screen_all(at, configs)
     screen_s = time.perf_counter() - start
-    rejected: dict[str, int] = {}
-    for sc in screens.values():
-        if sc.rule:
-            rejected[sc.rule] = rejected.get(sc.rule, 0) + 1
     passed, chosen = _shortlist(screens, shortlist)
     t_sim = time.perf_counter()
     sims, runs, interrupted = _simulate_all(at, chosen, score, price, tdp, notes, progress)
     sim_s = time.perf_counter() - t_sim
-    for sim in sims.values():
-        if sim.rule:
-            rejected[sim.rule] = rejected.get(sim.rule, 0) + 1
+    rejected = _rule_counts([*screens.values(), *sims.values()])
     ranked = sorted((s for s in sims.values() if s.best is not None),
                     key=lambda s: score.key(_metrics(s.best, score, cluster, price, tdp)))
     plans = [_plan(s, screens[s.config], score, cluster, price, tdp) for s in ranked[:top]]
@@ -271,6 +265,15 @@ def _screen(at: _Setting, sc: _Screen) -> int:
             sc.tokens_per_s, sc.batch = tps, b
             sc.batch_ttft_s = float(est.metrics["ttft_s"])
     return evaluated
+
+
+def _rule_counts(items: Sequence[_Screen | _Sim]) -> dict[str, int]:
+    """Configurations ruled out per rule, at screening or in simulation."""
+    rejected: dict[str, int] = {}
+    for it in items:
+        if it.rule:
+            rejected[it.rule] = rejected.get(it.rule, 0) + 1
+    return rejected
 
 
 def _shortlist(screens: dict[Config, _Screen], shortlist: int
