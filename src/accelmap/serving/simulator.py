@@ -96,24 +96,27 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
     arrivals, makes KV room for its decode tokens, schedules prompt chunks and admissions in
     the token budget, prices the pass with ``cost`` and advances decodes and prompts."""
     r = _Replica(req, sched, kv_capacity_tokens, step, concurrency)
-    n = r.n
+    n, waiting, prefilling = r.n, r.waiting, r.prefilling
+    # bound once: the loop runs once per iteration (tens of thousands per simulation)
+    arrive, make_room, prompt_chunks, admit, run_step = (
+        r.arrive, r.make_room, r.prompt_chunks, r.admit, r.run_step)
     while r.finished < n:
-        r.arrive()
-        running = r.D + len(r.prefilling)
-        if running == 0 and not r.waiting:
+        arrive()
+        running = r.D + len(prefilling)
+        if running == 0 and not waiting:
             r.clock = r.arrival[r.nxt]
             continue
-        preempted_now = r.make_room()
+        preempted_now = make_room()
         chunks: list[tuple[int, int]] = []  # (request, tokens)
-        budget = r.prompt_chunks(chunks)
-        admitted = r.admit(chunks, budget, running, preempted_now)
+        budget = prompt_chunks(chunks)
+        admitted = admit(chunks, budget, running, preempted_now) if waiting or r.static else 0
         if not chunks and r.D == 0:
-            if r.nxt < n and not r.prefilling:
+            if r.nxt < n and not prefilling:
                 r.clock = max(r.clock, r.arrival[r.nxt])
                 continue
             raise CapacityError("the scheduler cannot make progress: raise --max-tokens or "
                                 "the KV memory")
-        r.run_step(chunks, admitted, cost)
+        run_step(chunks, admitted, cost)
     return SimResult(np.array(r.arrival, dtype=float), np.array(r.first), np.array(r.finish),
                      req.prompt, req.output, np.array(r.steps_s), np.array(r.steps_d),
                      np.array(r.steps_t), r.preemptions, r.peak, kv_capacity_tokens, r.busy)
@@ -131,7 +134,7 @@ class _Replica:
         "finished", "first", "g", "half", "heap", "is_running", "it", "kv_capacity_tokens",
         "kv_prefill", "max_seqs", "n", "nxt", "output", "peak", "policy", "pos", "preemptions",
         "prefill_s", "prefilling", "prompt", "released", "reserved", "reserved_blocks",
-        "running_order", "static_left", "static_width", "steps_d", "steps_s", "steps_t",
+        "running_order", "static", "static_left", "static_width", "steps_d", "steps_s", "steps_t",
         "target", "verify", "version", "waiting", "watermark")
 
     def __init__(self, req: Requests, sched: SchedulerConfig, kv_capacity_tokens: float,
@@ -152,6 +155,7 @@ class _Replica:
         self.blocks_cap = math.floor(kv_capacity_tokens / self.B)
         self.half = (self.B - 1) / 2.0
         self.policy = sched.policy
+        self.static = self.policy is KvPolicy.STATIC
         self.chunked = sched.chunked_prefill
         self.budget_cap = sched.max_batched_tokens
         self.max_seqs = sched.max_seqs
@@ -208,12 +212,13 @@ class _Replica:
     def make_room(self) -> bool:
         """KV for this step's decode tokens: ON_DEMAND preempts until they fit; whether it
         preempted."""
+        if self.policy is not KvPolicy.ON_DEMAND or not self.D:
+            return False
         preempted_now = False
-        if self.policy is KvPolicy.ON_DEMAND:
-            while self.D and self.used_blocks(self.D * self.g) > self.blocks_cap:
-                if not self.preempt_one():
-                    break
-                preempted_now = True
+        while self.D and self.used_blocks(self.D * self.g) > self.blocks_cap:
+            if not self.preempt_one():
+                break
+            preempted_now = True
         return preempted_now
 
     def preempt_one(self) -> bool:
@@ -335,12 +340,18 @@ class _Replica:
         self.clock += dt
         self.busy += dt
         self.steps_s.append(dt)
-        self.steps_d.append(self.D)
-        self.peak = max(self.peak, self.D + len(self.prefilling))
-        self.K += self.D * self.g
-        self.finish_decodes()
-        self.advance_prompts(chunks)
-        if self.policy is KvPolicy.STATIC and self.static_left <= 0:
+        D = self.D
+        self.steps_d.append(D)
+        running = D + len(self.prefilling)
+        if running > self.peak:
+            self.peak = running
+        self.K += D * self.g
+        heap = self.heap
+        if heap and heap[0][0] <= self.it:
+            self.finish_decodes()
+        if chunks:
+            self.advance_prompts(chunks)
+        if self.static and self.static_left <= 0:
             self.static_width = 0
             self.static_left = 0
         self.it += 1
