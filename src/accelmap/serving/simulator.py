@@ -101,7 +101,8 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
     arrive, make_room, prompt_chunks, admit, run_step = (
         r.arrive, r.make_room, r.prompt_chunks, r.admit, r.run_step)
     while r.finished < n:
-        arrive()
+        if r.nxt < n:
+            arrive()
         running = r.D + len(prefilling)
         if running == 0 and not waiting:
             r.clock = r.arrival[r.nxt]
@@ -276,14 +277,25 @@ class _Replica:
         allow, their first chunks into ``chunks``; how many were admitted. vLLM V1
         (v1/core/sched/scheduler.py) admits only in a step that preempted nobody: a full pool
         is not refilled while it is evicting."""
-        policy, waiting, B = self.policy, self.waiting, self.B
-        prompt, output, target, pos = self.prompt, self.output, self.target, self.pos
-        static = policy is KvPolicy.STATIC
-        admitted = 0
+        static = self.static
         admit_ok = (not static or (self.D == 0 and not self.prefilling)) and not preempted_now
-        if static and admit_ok and waiting:
+        if static and admit_ok and self.waiting:
             self.static_width = 0
-        while admit_ok and waiting and (budget > 0 or static) \
+        admitted = 0
+        if admit_ok and (budget > 0 or static) and \
+                self.D + len(self.prefilling) < self.max_seqs:
+            admitted = self._admit_waiting(chunks, budget, running)
+        if static and self.static_width and self.static_left == 0:
+            self.static_left = self.static_width
+        return admitted
+
+    def _admit_waiting(self, chunks: list[tuple[int, int]], budget: int, running: int) -> int:
+        """``admit``'s queue walk: each waiting request's first chunk, until a cap or the KV
+        pool stops it (a request no empty pool could hold: ``CapacityError``)."""
+        policy, waiting, B, static = self.policy, self.waiting, self.B, self.static
+        prompt, output, target, pos = self.prompt, self.output, self.target, self.pos
+        admitted = 0
+        while waiting and (budget > 0 or static) \
                 and self.D + len(self.prefilling) < self.max_seqs:
             r = waiting[0]
             start = self.cached[r] if pos[r] == 0 and self.done_tok[r] == 0 else 0
@@ -329,19 +341,37 @@ class _Replica:
             if take:
                 chunks.append((r, take))
                 budget -= take
-        if static and self.static_width and self.static_left == 0:
-            self.static_left = self.static_width
         return admitted
 
     def run_step(self, chunks: list[tuple[int, int]], admitted: int,
                  cost: IterationCost) -> None:
-        """Price the step, advance the clock, then the decodes and the prompts."""
-        dt = self.price(chunks, admitted, cost)
+        """Price the step (its prompt tokens and their mean context, its decode sequences,
+        ``verify`` tokens each, at their mean context, the drafter's extra), advance the clock,
+        then the decodes and the prompts."""
+        pos, target, verify, D = self.pos, self.target, self.verify, self.D
+        tp = 0.0
+        ctx_sum = 0.0
+        completing = 0
+        for r, take in chunks:
+            s = pos[r]
+            tp += take
+            ctx_sum += take * (s + (take + 1) / 2.0)
+            if s + take >= target[r]:
+                completing += 1
+        width = self.static_width if self.static else D
+        decode_ctx = self.K / D if D else 0.0
+        tokens = tp + width * verify
+        dt = cost.cost(tokens, width * verify + completing, tp, ctx_sum / tp if tp else 0.0,
+                       width, decode_ctx + (verify - 1) / 2.0, admitted > 0)
+        if self.extra is not None and width:
+            dt += self.extra(width, decode_ctx)
+        if self.prefill_s is not None and tp:
+            dt += self.prefill_s(tp, ctx_sum / tp)
         self.clock += dt
         self.busy += dt
         self.steps_s.append(dt)
-        D = self.D
         self.steps_d.append(D)
+        self.steps_t.append(tokens)
         running = D + len(self.prefilling)
         if running > self.peak:
             self.peak = running
@@ -357,31 +387,6 @@ class _Replica:
         self.it += 1
         if self.K < 0:  # float drift from fractional advances
             self.K = 0.0
-
-    def price(self, chunks: list[tuple[int, int]], admitted: int, cost: IterationCost) -> float:
-        """The iteration's seconds: its prompt tokens and their mean context, its decode
-        sequences (``verify`` tokens each) at their mean context, the drafter's extra."""
-        pos, target, verify, D = self.pos, self.target, self.verify, self.D
-        tp = 0.0
-        ctx_sum = 0.0
-        completing = 0
-        for r, take in chunks:
-            s = pos[r]
-            tp += take
-            ctx_sum += take * (s + (take + 1) / 2.0)
-            if s + take >= target[r]:
-                completing += 1
-        width = self.static_width if self.policy is KvPolicy.STATIC else D
-        decode_ctx = self.K / D if D else 0.0
-        tokens = tp + width * verify
-        dt = cost.cost(tokens, width * verify + completing, tp, ctx_sum / tp if tp else 0.0,
-                       width, decode_ctx + (verify - 1) / 2.0, admitted > 0)
-        if self.extra is not None and width:
-            dt += self.extra(width, decode_ctx)
-        if self.prefill_s is not None and tp:
-            dt += self.prefill_s(tp, ctx_sum / tp)
-        self.steps_t.append(tokens)
-        return dt
 
     def done(self, r: int) -> None:
         """Request ``r`` finished now: the next closed-loop request is sent, its blocks freed."""
