@@ -132,36 +132,60 @@ def plan_request(*, train: bool = True, seq: int = 4096,
     ttft_s = duration(ttft) if ttft is not None else None
     tpot_s = duration(tpot) if tpot is not None else None
     framework = parse_framework(framework, train)
-    load = None
     if finetune is not None and not train:
         raise InputError("--finetune lora/qlora plans a training job: add --train")
+    load = _plan_load(train, scenario, rate, requests, max_seqs, concurrency, ttft_s, tpot_s)
+    obj = _plan_objective(objective, train, load)
+    n_tokens = count(tokens) if tokens is not None else 0.0
+    if deadline is not None and not (train and n_tokens):
+        raise InputError("--deadline needs --train and --tokens (what must be trained by when)")
+    deadline_s = duration(deadline) if deadline is not None else None
+    batch = sequences_per_step(global_batch_tokens, seq)
+    return PlanRequest(train=train, seq=seq, global_batch=batch, tokens=n_tokens, prompt=prompt,
+                       output=output, ttft_s=ttft_s, tpot_s=tpot_s, objective=obj,
+                       framework=framework, top=top, offload=offload, force_tp=force_tp,
+                       include_tight=include_tight, deadline_s=deadline_s, profile=profile,
+                       load=load, finetune=finetune, quantize=allow_quantization)
+
+
+def _plan_load(train: bool, scenario: str | Scenario | None, rate: float | None,
+               requests: int | None, max_seqs: int | None, concurrency: int | None,
+               ttft_s: float | None, tpot_s: float | None) -> Load | None:
+    """The serving plan's simulated load (None: training, or the batch scenario), every
+    option checked against the scenario it belongs to."""
     if train:
         if scenario is not None or rate is not None or requests is not None or max_seqs \
                 or concurrency is not None:
             raise InputError("--scenario, --rate, --concurrency, --requests and --max-seqs are "
                              "for serving plans (--serve)")
-    else:
-        sc = choice(Scenario, scenario, "scenario") if scenario is not None else (
-            Scenario.SERVER if rate is not None else
-            Scenario.CONCURRENCY if concurrency is not None else Scenario.OFFLINE)
-        if sc is Scenario.BATCH:
-            if rate is not None or requests is not None or max_seqs or concurrency is not None:
-                raise InputError("--rate, --requests and --max-seqs are for --scenario offline "
-                                 "or server (the batch scenario searches the batch itself)")
-        else:
-            if sc is Scenario.SERVER and rate is None:
-                raise InputError("--scenario server needs --rate R (requests/s over the "
-                                 "cluster, Poisson arrivals)")
-            if rate is not None and not rate > 0:
-                raise InputError(f"--rate must be a positive number of requests/s, got {rate}")
-            if sc is Scenario.OFFLINE and ttft_s is not None:
-                raise InputError("a TTFT SLO needs arrivals: add --rate R (server scenario) or "
-                                 "use --scenario batch; offline queues every request at once, "
-                                 "so its TTFT is mostly waiting in the queue")
-            if requests is not None and requests < 1:
-                raise InputError(f"--requests must be at least 1, got {requests}")
-            load = Load(sc, requests, rate, slo=Slo(ttft_s, tpot_s), max_seqs=max_seqs,
-                        concurrency=concurrency)
+        return None
+    sc = choice(Scenario, scenario, "scenario") if scenario is not None else (
+        Scenario.SERVER if rate is not None else
+        Scenario.CONCURRENCY if concurrency is not None else Scenario.OFFLINE)
+    if sc is Scenario.BATCH:
+        if rate is not None or requests is not None or max_seqs or concurrency is not None:
+            raise InputError("--rate, --requests and --max-seqs are for --scenario offline "
+                             "or server (the batch scenario searches the batch itself)")
+        return None
+    if sc is Scenario.SERVER and rate is None:
+        raise InputError("--scenario server needs --rate R (requests/s over the "
+                         "cluster, Poisson arrivals)")
+    if rate is not None and not rate > 0:
+        raise InputError(f"--rate must be a positive number of requests/s, got {rate}")
+    if sc is Scenario.OFFLINE and ttft_s is not None:
+        raise InputError("a TTFT SLO needs arrivals: add --rate R (server scenario) or "
+                         "use --scenario batch; offline queues every request at once, "
+                         "so its TTFT is mostly waiting in the queue")
+    if requests is not None and requests < 1:
+        raise InputError(f"--requests must be at least 1, got {requests}")
+    return Load(sc, requests, rate, slo=Slo(ttft_s, tpot_s), max_seqs=max_seqs,
+                concurrency=concurrency)
+
+
+def _plan_objective(objective: str | Objective | None, train: bool,
+                    load: Load | None) -> Objective:
+    """The objective given, else goodput in the server scenario and throughput elsewhere;
+    refused where it ranks the other kind of plan."""
     if objective is None:
         obj = Objective.GOODPUT if load is not None and load.scenario is Scenario.SERVER \
             else Objective.THROUGHPUT
@@ -177,16 +201,7 @@ def plan_request(*, train: bool = True, seq: int = 4096,
         raise InputError("--objective time ranks training plans (time to train --tokens); "
                          "serving takes one of " + ", ".join(
                              o.value for o in Objective if o is not Objective.TIME))
-    n_tokens = count(tokens) if tokens is not None else 0.0
-    if deadline is not None and not (train and n_tokens):
-        raise InputError("--deadline needs --train and --tokens (what must be trained by when)")
-    deadline_s = duration(deadline) if deadline is not None else None
-    batch = sequences_per_step(global_batch_tokens, seq)
-    return PlanRequest(train=train, seq=seq, global_batch=batch, tokens=n_tokens, prompt=prompt,
-                       output=output, ttft_s=ttft_s, tpot_s=tpot_s, objective=obj,
-                       framework=framework, top=top, offload=offload, force_tp=force_tp,
-                       include_tight=include_tight, deadline_s=deadline_s, profile=profile,
-                       load=load, finetune=finetune, quantize=allow_quantization)
+    return obj
 
 
 # objectives that rank serving plans only

@@ -28,57 +28,61 @@ if TYPE_CHECKING:
     from accelmap.api import AcceleratorComparison
 
 
-def compare_cmd(
-    model: Annotated[str, typer.Argument(help="Model preset, config.json or spec YAML.")],
-    train: Annotated[bool, typer.Option("--train/--serve", help="Training or serving "
-                                        "(default serving).")] = False,
-    hw: Annotated[str, typer.Option(
-        "--hw", help="'all' (every catalog part, the default) or a comma list: H100,MI300X.")
-    ] = "all",
-    device_class: Annotated[str | None, typer.Option(
-        "--class", help="Only this class: gpu, tpu, asic, sram-machine, fpga, edge-npu, cpu.",
-        show_default=False)] = None,
-    batch: Annotated[int, typer.Option(min=1, max=MAX_COUNT,
+ModelOpt = Annotated[str, typer.Argument(help="Model preset, config.json or spec YAML.")]
+TrainOpt = Annotated[bool, typer.Option("--train/--serve", help="Training or serving "
+                                        "(default serving).")]
+HwOpt = Annotated[str, typer.Option(
+    "--hw", help="'all' (every catalog part, the default) or a comma list: H100,MI300X.")
+]
+DeviceClassOpt = Annotated[str | None, typer.Option(
+    "--class", help="Only this class: gpu, tpu, asic, sram-machine, fpga, edge-npu, cpu.",
+    show_default=False)]
+BatchOpt = Annotated[int, typer.Option(min=1, max=MAX_COUNT,
                                        help="Serving: requests per replica, decoded "
-                                       "together.")] = 1,
-    prompt: Annotated[int, typer.Option(min=1, max=MAX_TOKENS,
-                                        help="Serving prompt tokens.")] = 2048,
-    output: Annotated[int, typer.Option(min=1, max=MAX_TOKENS,
-                                        help="Serving output tokens.")] = 256,
-    seq: Annotated[int, typer.Option(min=1, max=MAX_TOKENS,
-                                     help="Training sequence length.")] = 4096,
-    global_batch_tokens: Annotated[str, typer.Option(
-        "--global-batch-tokens", help="Training tokens per step (binary K/M: 4M = 4 x 2^20).")
-    ] = "4M",
-    precision: Annotated[str | None, typer.Option(
-        "--precision", help="One format for every part: bf16 (default), fp16, fp8 (W8A8), "
-        "int8/int4 (weight-only, 16-bit activations). A part without it falls back (16-bit, "
-        "then int8) and its row says so.", show_default=False)] = None,
-    best_precision: Annotated[bool, typer.Option(
-        "--best-precision", help="Each part its smallest native matrix format (fp8, else "
-        "int8 W8A8, else 16-bit), noted per row.")] = False,
-    devices: Annotated[int | None, typer.Option(
-        "--devices", min=1, max=MAX_DEVICES,
-        help="Exactly N devices of each part (default: the fewest that "
-        "hold the model).", show_default=False)] = None,
-    budget: Annotated[float | None, typer.Option(
-        "--budget-usd-h", help="As many devices as $X per hour buys at each part's catalog "
-        "price (parts without a price are listed as not priced).", show_default=False)
-    ] = None,
-    objective: Annotated[str | None, typer.Option(
-        help="tokens_per_s_per_user (serving default), tokens_per_s (training default), "
-        "tokens_per_s_per_device, usd_per_mtok, j_per_token.", show_default=False)] = None,
-    framework: Annotated[str | None, typer.Option(
-        help="Software profile: vllm (serving default), tensorrt-llm, sglang; fsdp "
-        "(training default), megatron.", show_default=False)] = None,
-    top: Annotated[int | None, typer.Option(min=1, max=MAX_COUNT, help="Rows to show in the table "
-                                            "(default all).", show_default=False)] = None,
-    catalog: CatalogOpt = None,
-    profile: ProfileOpt = None,
-    db: DbOpt = None,
-    json_out: JsonOpt = False,
-    report: rep.ReportOpt = None,
-    ray: RayOpt = None,
+                                       "together.")]
+PromptOpt = Annotated[int, typer.Option(min=1, max=MAX_TOKENS,
+                                        help="Serving prompt tokens.")]
+OutputOpt = Annotated[int, typer.Option(min=1, max=MAX_TOKENS,
+                                        help="Serving output tokens.")]
+SeqOpt = Annotated[int, typer.Option(min=1, max=MAX_TOKENS,
+                                     help="Training sequence length.")]
+GlobalBatchTokensOpt = Annotated[str, typer.Option(
+    "--global-batch-tokens", help="Training tokens per step (binary K/M: 4M = 4 x 2^20).")
+]
+PrecisionOpt = Annotated[str | None, typer.Option(
+    "--precision", help="One format for every part: bf16 (default), fp16, fp8 (W8A8), "
+    "int8/int4 (weight-only, 16-bit activations). A part without it falls back (16-bit, "
+    "then int8) and its row says so.", show_default=False)]
+BestPrecisionOpt = Annotated[bool, typer.Option(
+    "--best-precision", help="Each part its smallest native matrix format (fp8, else "
+    "int8 W8A8, else 16-bit), noted per row.")]
+DevicesOpt = Annotated[int | None, typer.Option(
+    "--devices", min=1, max=MAX_DEVICES,
+    help="Exactly N devices of each part (default: the fewest that "
+    "hold the model).", show_default=False)]
+BudgetOpt = Annotated[float | None, typer.Option(
+    "--budget-usd-h", help="As many devices as $X per hour buys at each part's catalog "
+    "price (parts without a price are listed as not priced).", show_default=False)
+]
+ObjectiveOpt = Annotated[str | None, typer.Option(
+    help="tokens_per_s_per_user (serving default), tokens_per_s (training default), "
+    "tokens_per_s_per_device, usd_per_mtok, j_per_token.", show_default=False)]
+FrameworkOpt = Annotated[str | None, typer.Option(
+    help="Software profile: vllm (serving default), tensorrt-llm, sglang; fsdp "
+    "(training default), megatron.", show_default=False)]
+TopOpt = Annotated[int | None, typer.Option(min=1, max=MAX_COUNT, help="Rows to show in the table "
+                                            "(default all).", show_default=False)]
+
+
+def compare_cmd(
+    model: ModelOpt, train: TrainOpt = False, hw: HwOpt = "all",
+    device_class: DeviceClassOpt = None, batch: BatchOpt = 1, prompt: PromptOpt = 2048,
+    output: OutputOpt = 256, seq: SeqOpt = 4096, global_batch_tokens: GlobalBatchTokensOpt = "4M",
+    precision: PrecisionOpt = None, best_precision: BestPrecisionOpt = False,
+    devices: DevicesOpt = None, budget: BudgetOpt = None, objective: ObjectiveOpt = None,
+    framework: FrameworkOpt = None, top: TopOpt = None, catalog: CatalogOpt = None,
+    profile: ProfileOpt = None, db: DbOpt = None, json_out: JsonOpt = False,
+    report: rep.ReportOpt = None, ray: RayOpt = None,
 ) -> None:
     """Compare every accelerator on one model: the devices that hold it, the best mapping on
     them, tokens/s per user, per system and per device, TTFT, TPOT, $/M tokens and J/token.

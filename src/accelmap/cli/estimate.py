@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -36,9 +38,11 @@ if TYPE_CHECKING:
         DisaggRun,
         Estimate,
         Inference,
+        Load,
         Mapping,
         ModelSpec,
         ServingRun,
+        Speculation,
         SplitSearch,
         System,
         Training,
@@ -138,155 +142,229 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
         spec, system, inf)[0]
 
 
-def estimate_cmd(
-    model: Annotated[str, typer.Argument(help="Model preset, config.json or spec YAML.")],
-    hw: Annotated[str | None, typer.Option("--hw", help="Accelerator id or name (one device, "
-                                           "or --devices of them; or use --cluster).")] = None,
-    devices: Annotated[int | None, typer.Option(
-        "--devices", min=1, max=MAX_DEVICES,
-        help="With --hw: this many devices, as --cluster NxHW builds them "
-        "(the accelerator's system preset, partial nodes included, else its own catalog "
-        "links).")] = None,
-    train: Annotated[bool, typer.Option("--train/--serve", help="Training step or serving.")
-                     ] = False,
-    batch: BatchOpt = 1,
-    seq: SeqOpt = 2048,
-    prompt: PromptOpt = 512,
-    output: OutputOpt = 128,
-    dtype: DtypeOpt = "bf16",
-    weights: WeightsOpt = "bf16",
-    moe_weights: MoeWeightsOpt = None,
-    kv: KvOpt = None,
-    group: GroupOpt = 128,
-    framework: FrameworkOpt = None,
-    optimizer: OptimizerOpt = "adamw",
-    recompute: RecomputeOpt = "none",
-    flash: FlashOpt = True,
-    tokens: TokensOpt = None,
-    finetune: FinetuneOpt = "full",
-    lora_rank: LoraRankOpt = None,
-    lora_targets: LoraTargetsOpt = None,
-    sparsity: SparsityOpt = "none",
-    imbalance: ImbalanceOpt = 1.0,
-    cluster: ClusterOpt = None,
-    tp: Annotated[int, typer.Option("--tp", min=1, max=MAX_DEVICES,
-                                    help="Tensor parallel size.")] = 1,
-    pp: Annotated[int, typer.Option("--pp", min=1, max=MAX_DEVICES,
-                                    help="Pipeline parallel size.")] = 1,
-    dp: Annotated[int | None, typer.Option("--dp", min=1, max=MAX_DEVICES,
+ModelOpt = Annotated[str, typer.Argument(help="Model preset, config.json or spec YAML.")]
+EstimateHwOpt = Annotated[str | None, typer.Option(
+    "--hw", help="Accelerator id or name (one device, or --devices of them; or use --cluster).")]
+DevicesOpt = Annotated[int | None, typer.Option(
+    "--devices", min=1, max=MAX_DEVICES,
+    help="With --hw: this many devices, as --cluster NxHW builds them "
+    "(the accelerator's system preset, partial nodes included, else its own catalog "
+    "links).")]
+TrainOpt = Annotated[bool, typer.Option("--train/--serve", help="Training step or serving.")
+                     ]
+TpOpt = Annotated[int, typer.Option("--tp", min=1, max=MAX_DEVICES,
+                                    help="Tensor parallel size.")]
+PpOpt = Annotated[int, typer.Option("--pp", min=1, max=MAX_DEVICES,
+                                    help="Pipeline parallel size.")]
+DpOpt = Annotated[int | None, typer.Option("--dp", min=1, max=MAX_DEVICES,
                                            help="Data parallel size (default: "
-                                           "what the cluster leaves).")] = None,
-    cp: Annotated[int, typer.Option("--cp", min=1, max=MAX_DEVICES,
-                                    help="Context parallel size.")] = 1,
-    ep: Annotated[int, typer.Option("--ep", min=1, max=MAX_DEVICES,
-                                    help="Expert parallel size.")] = 1,
-    zero: ZeroOpt = None,
-    micro_batch: Annotated[int | None, typer.Option(
-        "--micro-batch", min=1, max=MAX_COUNT,
-        help="Sequences per micro-batch (default: 1 on a cluster, the "
-        "whole batch on one device).")] = None,
-    vpp: Annotated[int, typer.Option("--vpp", min=1, max=MAX_DEVICES,
-                                     help="Virtual pipeline stages.")] = 1,
-    schedule: ScheduleOpt = None,
-    first_stage_layers: Annotated[int | None, typer.Option(
-        "--first-stage-layers", min=1, max=MAX_LAYERS,
-        help="Layers on the first pipeline stage (Megatron "
-        "--decoder-first-pipeline-num-layers).")] = None,
-    last_stage_layers: Annotated[int | None, typer.Option(
-        "--last-stage-layers", min=1, max=MAX_LAYERS,
-        help="Layers on the last pipeline stage (Megatron "
-        "--decoder-last-pipeline-num-layers).")] = None,
-    embedding_in_split: Annotated[bool, typer.Option(
-        "--embedding-in-split", help="Count the embedding as a layer in the pipeline split "
-        "(Megatron --account-for-embedding-in-pipeline-split).")] = False,
-    loss_in_split: Annotated[bool, typer.Option(
-        "--loss-in-split", help="Count the loss as a layer in the pipeline split (Megatron "
-        "--account-for-loss-in-pipeline-split).")] = False,
-    no_sp: Annotated[bool, typer.Option("--no-sp", help="Disable sequence parallelism.")] = False,
-    tp_overlap: Annotated[bool, typer.Option("--tp-overlap", help="Overlap TP communication "
-                                             "with GEMMs.")] = False,
-    force_tp: Annotated[bool, typer.Option("--force-tp", help="Allow tp across the scale-up "
-                                           "domain.")] = False,
-    replicas: Annotated[int, typer.Option(min=1, max=MAX_DEVICES, help="Serving replicas.")] = 1,
-    scenario: Annotated[str | None, typer.Option(
-        "--scenario", help="Serving scenario: batch (one fixed batch, --batch), offline (every "
-        "request queued, the scheduler picks the batch), server (Poisson arrivals at --rate, "
-        "or --trace), concurrency (closed loop of --concurrency N clients). Default: server "
-        "with --rate/--trace, concurrency with --concurrency, else batch.")] = None,
-    rate: Annotated[float | None, typer.Option(
-        "--rate", help="Server: requests per second over all replicas (Poisson).")] = None,
-    concurrency: Annotated[int | None, typer.Option(
-        "--concurrency", help="Concurrency scenario: N closed-loop clients over all replicas, "
-        "each sending its next request when the previous one finishes (vllm bench serve "
-        "--max-concurrency N); requests default to 10 per client.")] = None,
-    requests: Annotated[int | None, typer.Option(
-        "--requests", min=1, max=MAX_REQUESTS, help="Requests to simulate (default 2000).")] = None,
-    trace: Annotated[str | None, typer.Option(
-        "--trace", help="Server: CSV or JSON-lines file with arrival_s, prompt_len, "
-        "output_len per request.")] = None,
-    lengths: Annotated[str, typer.Option(
-        "--lengths", help="Length distribution around --prompt/--output: fixed, uniform, "
-        "lognormal.")] = "fixed",
-    spread: Annotated[float, typer.Option(
-        "--spread", min=0.0, help="uniform: +-fraction of the mean; lognormal: coefficient of "
-        "variation.")] = 0.0,
-    prefix_hit: Annotated[float, typer.Option(
-        "--prefix-hit", min=0.0, max=0.99, help="Fraction of each prompt found in the prefix "
-        "cache.")] = 0.0,
-    slo_ttft: Annotated[str | None, typer.Option(
-        "--slo-ttft", help="TTFT objective for goodput, e.g. 2s.")] = None,
-    slo_tpot: Annotated[str | None, typer.Option(
-        "--slo-tpot", help="TPOT objective for goodput, e.g. 50ms.")] = None,
-    max_seqs: Annotated[int | None, typer.Option(
-        "--max-seqs", min=1, max=MAX_COUNT,
-        help="Scheduler cap on running requests (vLLM max_num_seqs, "
-        "TensorRT-LLM max_batch_size; default: the framework's).")] = None,
-    max_tokens: Annotated[int | None, typer.Option(
-        "--max-tokens", min=1, max=MAX_COUNT, help="Scheduler cap on tokens per iteration "
-        "(max_num_batched_tokens / max_num_tokens; default: the framework's).")] = None,
-    seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED,
+                                           "what the cluster leaves).")]
+CpOpt = Annotated[int, typer.Option("--cp", min=1, max=MAX_DEVICES,
+                                    help="Context parallel size.")]
+EpOpt = Annotated[int, typer.Option("--ep", min=1, max=MAX_DEVICES,
+                                    help="Expert parallel size.")]
+MicroBatchOpt = Annotated[int | None, typer.Option(
+    "--micro-batch", min=1, max=MAX_COUNT,
+    help="Sequences per micro-batch (default: 1 on a cluster, the "
+    "whole batch on one device).")]
+VppOpt = Annotated[int, typer.Option("--vpp", min=1, max=MAX_DEVICES,
+                                     help="Virtual pipeline stages.")]
+FirstStageLayersOpt = Annotated[int | None, typer.Option(
+    "--first-stage-layers", min=1, max=MAX_LAYERS,
+    help="Layers on the first pipeline stage (Megatron "
+    "--decoder-first-pipeline-num-layers).")]
+LastStageLayersOpt = Annotated[int | None, typer.Option(
+    "--last-stage-layers", min=1, max=MAX_LAYERS,
+    help="Layers on the last pipeline stage (Megatron "
+    "--decoder-last-pipeline-num-layers).")]
+EmbeddingInSplitOpt = Annotated[bool, typer.Option(
+    "--embedding-in-split", help="Count the embedding as a layer in the pipeline split "
+    "(Megatron --account-for-embedding-in-pipeline-split).")]
+LossInSplitOpt = Annotated[bool, typer.Option(
+    "--loss-in-split", help="Count the loss as a layer in the pipeline split (Megatron "
+    "--account-for-loss-in-pipeline-split).")]
+NoSpOpt = Annotated[bool, typer.Option("--no-sp", help="Disable sequence parallelism.")]
+TpOverlapOpt = Annotated[bool, typer.Option("--tp-overlap", help="Overlap TP communication "
+                                            "with GEMMs.")]
+ForceTpOpt = Annotated[bool, typer.Option("--force-tp", help="Allow tp across the scale-up "
+                                          "domain.")]
+ReplicasOpt = Annotated[int, typer.Option(min=1, max=MAX_DEVICES, help="Serving replicas.")]
+ScenarioOpt = Annotated[str | None, typer.Option(
+    "--scenario", help="Serving scenario: batch (one fixed batch, --batch), offline (every "
+    "request queued, the scheduler picks the batch), server (Poisson arrivals at --rate, "
+    "or --trace), concurrency (closed loop of --concurrency N clients). Default: server "
+    "with --rate/--trace, concurrency with --concurrency, else batch.")]
+RateOpt = Annotated[float | None, typer.Option(
+    "--rate", help="Server: requests per second over all replicas (Poisson).")]
+ConcurrencyOpt = Annotated[int | None, typer.Option(
+    "--concurrency", help="Concurrency scenario: N closed-loop clients over all replicas, "
+    "each sending its next request when the previous one finishes (vllm bench serve "
+    "--max-concurrency N); requests default to 10 per client.")]
+RequestsOpt = Annotated[int | None, typer.Option(
+    "--requests", min=1, max=MAX_REQUESTS, help="Requests to simulate (default 2000).")]
+TraceOpt = Annotated[str | None, typer.Option(
+    "--trace", help="Server: CSV or JSON-lines file with arrival_s, prompt_len, "
+    "output_len per request.")]
+LengthsOpt = Annotated[str, typer.Option(
+    "--lengths", help="Length distribution around --prompt/--output: fixed, uniform, "
+    "lognormal.")]
+SpreadOpt = Annotated[float, typer.Option(
+    "--spread", min=0.0, help="uniform: +-fraction of the mean; lognormal: coefficient of "
+    "variation.")]
+PrefixHitOpt = Annotated[float, typer.Option(
+    "--prefix-hit", min=0.0, max=0.99, help="Fraction of each prompt found in the prefix "
+    "cache.")]
+SloTtftOpt = Annotated[str | None, typer.Option(
+    "--slo-ttft", help="TTFT objective for goodput, e.g. 2s.")]
+SloTpotOpt = Annotated[str | None, typer.Option(
+    "--slo-tpot", help="TPOT objective for goodput, e.g. 50ms.")]
+MaxSeqsOpt = Annotated[int | None, typer.Option(
+    "--max-seqs", min=1, max=MAX_COUNT,
+    help="Scheduler cap on running requests (vLLM max_num_seqs, "
+    "TensorRT-LLM max_batch_size; default: the framework's).")]
+MaxTokensOpt = Annotated[int | None, typer.Option(
+    "--max-tokens", min=1, max=MAX_COUNT, help="Scheduler cap on tokens per iteration "
+    "(max_num_batched_tokens / max_num_tokens; default: the framework's).")]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED,
                                       help="Random seed of arrivals and "
-                                      "lengths.")] = 0,
-    draft: Annotated[str | None, typer.Option(
-        "--draft", help="Speculative decoding with this draft model (preset, config.json or "
-        "spec YAML) on the same devices and tensor-parallel group; needs --accept.")] = None,
-    mtp: Annotated[int | None, typer.Option(
-        "--mtp", help="Speculative decoding with MTP/EAGLE-style heads: N extra transformer "
-        "layers of the target's width sharing its embedding and LM head, run k times per "
-        "step; needs --accept.")] = None,
-    accept: Annotated[str | None, typer.Option(
-        "--accept", help="Speculative decoding: acceptance rate alpha of each draft token, in "
-        "[0, 1); expected tokens per step (1 - alpha^(k+1)) / (1 - alpha).")] = None,
-    draft_len: Annotated[str, typer.Option(
-        "--draft-len", help="Speculative decoding: draft tokens k per step, or auto (the k in "
-        "1..8 with the lowest TPOT at the running batch: --batch in the batch scenario, the "
-        "mean running batch of a plain-decoding run of the same load otherwise). In the batch "
-        "scenario TPOT = (k draft passes + one verify pass of k+1 tokens per sequence) / E and "
-        "TTFT adds the drafter's prefill; the JSON's 'speculative' holds k, alpha, E, draft and "
-        "verify seconds per step, the per-k table and plain decoding's figures.")] = "auto",
-    disaggregate: Annotated[str | None, typer.Option(
-        "--disaggregate", help="Disaggregated prefill/decode: P:D = P prefill instances of "
-        "--prefill-tp devices and D decode instances of --decode-tp devices (devices = "
-        "instances x tp); auto = search the split with the most goodput per device and "
-        "compare it with colocated layouts (needs --rate and an SLO).")] = None,
-    prefill_tp: Annotated[int | None, typer.Option(
-        "--prefill-tp", min=1, max=MAX_DEVICES,
-        help="Devices per prefill instance (default: --tp).")] = None,
-    decode_tp: Annotated[int | None, typer.Option(
-        "--decode-tp", min=1, max=MAX_DEVICES,
-        help="Devices per decode instance (default: --tp).")] = None,
-    pue: Annotated[float, typer.Option(
-        "--pue", help="Facility PUE for kWh and CO2 (default 1.1, as the LLaMA paper).")] = 1.1,
-    grid: Annotated[float, typer.Option(
-        "--grid", help="Grid carbon intensity, kg CO2e per kWh (default 0.385, the US average "
-        "the LLaMA paper uses).")] = 0.385,
-    load_tps: Annotated[float | None, typer.Option(
-        "--load", help="Serving demand in output tokens/s: $/M tokens when the devices are "
-        "paid for but only this busy.")] = None,
-    profile: ProfileOpt = None,
-    db: DbOpt = None,
-    catalog: CatalogOpt = None,
-    json_out: JsonOpt = False,
+                                      "lengths.")]
+DraftOpt = Annotated[str | None, typer.Option(
+    "--draft", help="Speculative decoding with this draft model (preset, config.json or "
+    "spec YAML) on the same devices and tensor-parallel group; needs --accept.")]
+MtpOpt = Annotated[int | None, typer.Option(
+    "--mtp", help="Speculative decoding with MTP/EAGLE-style heads: N extra transformer "
+    "layers of the target's width sharing its embedding and LM head, run k times per "
+    "step; needs --accept.")]
+AcceptOpt = Annotated[str | None, typer.Option(
+    "--accept", help="Speculative decoding: acceptance rate alpha of each draft token, in "
+    "[0, 1); expected tokens per step (1 - alpha^(k+1)) / (1 - alpha).")]
+DraftLenOpt = Annotated[str, typer.Option(
+    "--draft-len", help="Speculative decoding: draft tokens k per step, or auto (the k in "
+    "1..8 with the lowest TPOT at the running batch: --batch in the batch scenario, the "
+    "mean running batch of a plain-decoding run of the same load otherwise). In the batch "
+    "scenario TPOT = (k draft passes + one verify pass of k+1 tokens per sequence) / E and "
+    "TTFT adds the drafter's prefill; the JSON's 'speculative' holds k, alpha, E, draft and "
+    "verify seconds per step, the per-k table and plain decoding's figures.")]
+DisaggregateOpt = Annotated[str | None, typer.Option(
+    "--disaggregate", help="Disaggregated prefill/decode: P:D = P prefill instances of "
+    "--prefill-tp devices and D decode instances of --decode-tp devices (devices = "
+    "instances x tp); auto = search the split with the most goodput per device and "
+    "compare it with colocated layouts (needs --rate and an SLO).")]
+PrefillTpOpt = Annotated[int | None, typer.Option(
+    "--prefill-tp", min=1, max=MAX_DEVICES,
+    help="Devices per prefill instance (default: --tp).")]
+DecodeTpOpt = Annotated[int | None, typer.Option(
+    "--decode-tp", min=1, max=MAX_DEVICES,
+    help="Devices per decode instance (default: --tp).")]
+PueOpt = Annotated[float, typer.Option(
+    "--pue", help="Facility PUE for kWh and CO2 (default 1.1, as the LLaMA paper).")]
+GridOpt = Annotated[float, typer.Option(
+    "--grid", help="Grid carbon intensity, kg CO2e per kWh (default 0.385, the US average "
+    "the LLaMA paper uses).")]
+LoadTpsOpt = Annotated[float | None, typer.Option(
+    "--load", help="Serving demand in output tokens/s: $/M tokens when the devices are "
+    "paid for but only this busy.")]
+
+
+@dataclass(frozen=True)
+class EstimateArgs:
+    """``accelmap estimate``'s options as typer parsed them, one field per option in the
+    command's order (the command builds it from its parameters and hands it on)."""
+
+    model: str
+    hw: str | None
+    devices: int | None
+    train: bool
+    batch: int
+    seq: int
+    prompt: int
+    output: int
+    dtype: str
+    weights: str
+    moe_weights: str | None
+    kv: str | None
+    group: int
+    framework: str | None
+    optimizer: str
+    recompute: str
+    flash: bool
+    tokens: str | None
+    finetune: str
+    lora_rank: int | None
+    lora_targets: str | None
+    sparsity: str
+    imbalance: float
+    cluster: str | None
+    tp: int
+    pp: int
+    dp: int | None
+    cp: int
+    ep: int
+    zero: int | None
+    micro_batch: int | None
+    vpp: int
+    schedule: str | None
+    first_stage_layers: int | None
+    last_stage_layers: int | None
+    embedding_in_split: bool
+    loss_in_split: bool
+    no_sp: bool
+    tp_overlap: bool
+    force_tp: bool
+    replicas: int
+    scenario: str | None
+    rate: float | None
+    concurrency: int | None
+    requests: int | None
+    trace: str | None
+    lengths: str
+    spread: float
+    prefix_hit: float
+    slo_ttft: str | None
+    slo_tpot: str | None
+    max_seqs: int | None
+    max_tokens: int | None
+    seed: int
+    draft: str | None
+    mtp: int | None
+    accept: str | None
+    draft_len: str
+    disaggregate: str | None
+    prefill_tp: int | None
+    decode_tp: int | None
+    pue: float
+    grid: float
+    load_tps: float | None
+    profile: str | None
+    db: Path | None
+    catalog: list[Path] | None
+    json_out: bool
+    report: Path | None
+
+
+def estimate_cmd(
+    model: ModelOpt, hw: EstimateHwOpt = None, devices: DevicesOpt = None, train: TrainOpt = False,
+    batch: BatchOpt = 1, seq: SeqOpt = 2048, prompt: PromptOpt = 512, output: OutputOpt = 128,
+    dtype: DtypeOpt = "bf16", weights: WeightsOpt = "bf16", moe_weights: MoeWeightsOpt = None,
+    kv: KvOpt = None, group: GroupOpt = 128, framework: FrameworkOpt = None,
+    optimizer: OptimizerOpt = "adamw", recompute: RecomputeOpt = "none", flash: FlashOpt = True,
+    tokens: TokensOpt = None, finetune: FinetuneOpt = "full", lora_rank: LoraRankOpt = None,
+    lora_targets: LoraTargetsOpt = None, sparsity: SparsityOpt = "none",
+    imbalance: ImbalanceOpt = 1.0, cluster: ClusterOpt = None, tp: TpOpt = 1, pp: PpOpt = 1,
+    dp: DpOpt = None, cp: CpOpt = 1, ep: EpOpt = 1, zero: ZeroOpt = None,
+    micro_batch: MicroBatchOpt = None, vpp: VppOpt = 1, schedule: ScheduleOpt = None,
+    first_stage_layers: FirstStageLayersOpt = None, last_stage_layers: LastStageLayersOpt = None,
+    embedding_in_split: EmbeddingInSplitOpt = False, loss_in_split: LossInSplitOpt = False,
+    no_sp: NoSpOpt = False, tp_overlap: TpOverlapOpt = False, force_tp: ForceTpOpt = False,
+    replicas: ReplicasOpt = 1, scenario: ScenarioOpt = None, rate: RateOpt = None,
+    concurrency: ConcurrencyOpt = None, requests: RequestsOpt = None, trace: TraceOpt = None,
+    lengths: LengthsOpt = "fixed", spread: SpreadOpt = 0.0, prefix_hit: PrefixHitOpt = 0.0,
+    slo_ttft: SloTtftOpt = None, slo_tpot: SloTpotOpt = None, max_seqs: MaxSeqsOpt = None,
+    max_tokens: MaxTokensOpt = None, seed: SeedOpt = 0, draft: DraftOpt = None, mtp: MtpOpt = None,
+    accept: AcceptOpt = None, draft_len: DraftLenOpt = "auto", disaggregate: DisaggregateOpt = None,
+    prefill_tp: PrefillTpOpt = None, decode_tp: DecodeTpOpt = None, pue: PueOpt = 1.1,
+    grid: GridOpt = 0.385, load_tps: LoadTpsOpt = None, profile: ProfileOpt = None,
+    db: DbOpt = None, catalog: CatalogOpt = None, json_out: JsonOpt = False,
     report: rep.ReportOpt = None,
 ) -> None:
     """Estimate time, throughput, memory, energy and cost of one model on one accelerator.
@@ -320,84 +398,117 @@ def estimate_cmd(
       accelmap estimate llama-3.1-70b --cluster 2xdgx-h100 --serve --rate 8 --prompt 2000 \
           --output 300 --slo-ttft 2s --slo-tpot 50ms --disaggregate auto
     """
-    rep.check(report)
-    framework = api.framework(framework, train)
-    measured = api.measured_device(hw, profile, db, get_catalog(catalog))  # --hw local
-    cal = measured.profile
-    sc = scenario.strip().lower() if scenario is not None else (
-        "server" if rate is not None or trace is not None else
-        "concurrency" if concurrency is not None else "batch")
-    load = None
-    if not train and sc != "batch":
-        load = api.serving_load(sc, requests=requests, rate=rate, trace=trace, lengths=lengths,
-                                spread=spread, prefix_hit=prefix_hit, slo_ttft=slo_ttft,
-                                slo_tpot=slo_tpot, seed=seed, max_seqs=max_seqs,
-                                max_tokens=max_tokens, concurrency=concurrency)
-    elif sc != "batch" or rate is not None or trace is not None or concurrency is not None:
-        raise InputError("--scenario, --rate, --trace and --concurrency are for serving "
-                         "(--serve)" if train else
-                         f"--scenario {sc} takes no --rate, --trace or --concurrency")
-    spec, system, wl, m = _inputs(model, hw, cluster, train, batch, seq, prompt, output, dtype,
-                                  weights, kv, group, optimizer, recompute, flash, tokens,
-                                  measured.catalog, cal, tp, pp, dp, cp, ep, zero, micro_batch,
-                                  vpp, schedule, not no_sp, tp_overlap, force_tp, replicas,
-                                  {"first_stage_layers": first_stage_layers,
-                                   "last_stage_layers": last_stage_layers,
-                                   "embedding_in_split": embedding_in_split,
-                                   "loss_in_split": loss_in_split}, devices,
-                                  api.adapters(finetune, lora_rank, lora_targets), sparsity,
-                                  moe_weights=moe_weights)
-    sp = None
-    if draft is not None or mtp is not None or accept is not None:
-        if train:
-            raise InputError("--draft, --mtp and --accept are for serving (--serve)")
-        sp = api.speculation(accept, draft=draft, mtp=mtp, draft_len=draft_len,
-                             catalog=get_catalog(catalog))
-    if disaggregate is None and (prefill_tp is not None or decode_tp is not None):
+    _estimate(EstimateArgs(**locals()))  # the first statement: locals() is the parameters
+
+
+def _estimate(o: EstimateArgs) -> None:
+    """Run what the options ask for: a disaggregated run or split search, a simulated request
+    stream, or one batch estimate (with its sensitivity, energy and cost)."""
+    rep.check(o.report)
+    framework = api.framework(o.framework, o.train)
+    measured = api.measured_device(o.hw, o.profile, o.db, get_catalog(o.catalog))  # --hw local
+    load = _serving_load(o)
+    spec, system, wl, m = _inputs(
+        o.model, o.hw, o.cluster, o.train, o.batch, o.seq, o.prompt, o.output, o.dtype,
+        o.weights, o.kv, o.group, o.optimizer, o.recompute, o.flash, o.tokens, measured.catalog,
+        measured.profile, o.tp, o.pp, o.dp, o.cp, o.ep, o.zero, o.micro_batch, o.vpp,
+        o.schedule, not o.no_sp, o.tp_overlap, o.force_tp, o.replicas,
+        {"first_stage_layers": o.first_stage_layers, "last_stage_layers": o.last_stage_layers,
+         "embedding_in_split": o.embedding_in_split, "loss_in_split": o.loss_in_split},
+        o.devices, api.adapters(o.finetune, o.lora_rank, o.lora_targets), o.sparsity,
+        moe_weights=o.moe_weights)
+    sp = _speculation(o)
+    if o.disaggregate is None and (o.prefill_tp is not None or o.decode_tp is not None):
         raise InputError("--prefill-tp and --decode-tp apply to --disaggregate P:D")
-    if disaggregate is not None:
-        if sp is not None:
-            raise InputError("speculative decoding (--draft/--mtp) is not modelled with "
-                             "--disaggregate: leave one of them out")
-        if load is None:
-            raise InputError("--disaggregate needs a request stream: --serve --scenario server "
-                             "--rate R (not the batch scenario, nor --train)")
+    if o.disaggregate is not None:
+        _check_disaggregate(o, sp, load)
+        assert load is not None and not isinstance(wl, api.Training)
+        _disaggregated(spec, system, wl, framework, load, o.disaggregate,
+                       o.prefill_tp or o.tp, o.decode_tp or o.tp, o.json_out)
+    elif load is not None:
         assert not isinstance(wl, api.Training)
-        if report:
-            raise InputError("--report draws batch estimates and serving simulations, not "
-                             "--disaggregate")
-        _disaggregated(spec, system, wl, framework, load, disaggregate,
-                       prefill_tp or tp, decode_tp or tp, json_out)
+        _serving_run(o, spec, system, wl, m, framework, load, sp)
+    else:
+        _batch_estimate(o, spec, system, wl, m, framework, sp)
+
+
+def _serving_load(o: EstimateArgs) -> Load | None:
+    """The request stream of a serving scenario other than batch (None: the batch scenario or
+    training); load options outside serving are refused."""
+    sc = o.scenario.strip().lower() if o.scenario is not None else (
+        "server" if o.rate is not None or o.trace is not None else
+        "concurrency" if o.concurrency is not None else "batch")
+    if not o.train and sc != "batch":
+        return api.serving_load(sc, requests=o.requests, rate=o.rate, trace=o.trace,
+                                lengths=o.lengths, spread=o.spread, prefix_hit=o.prefix_hit,
+                                slo_ttft=o.slo_ttft, slo_tpot=o.slo_tpot, seed=o.seed,
+                                max_seqs=o.max_seqs, max_tokens=o.max_tokens,
+                                concurrency=o.concurrency)
+    if sc != "batch" or o.rate is not None or o.trace is not None or o.concurrency is not None:
+        raise InputError("--scenario, --rate, --trace and --concurrency are for serving "
+                         "(--serve)" if o.train else
+                         f"--scenario {sc} takes no --rate, --trace or --concurrency")
+    return None
+
+
+def _speculation(o: EstimateArgs) -> Speculation | None:
+    """Speculative decoding (--draft or --mtp with --accept), serving only; None without it."""
+    if o.draft is None and o.mtp is None and o.accept is None:
+        return None
+    if o.train:
+        raise InputError("--draft, --mtp and --accept are for serving (--serve)")
+    return api.speculation(o.accept, draft=o.draft, mtp=o.mtp, draft_len=o.draft_len,
+                           catalog=get_catalog(o.catalog))
+
+
+def _check_disaggregate(o: EstimateArgs, sp: Speculation | None, load: Load | None) -> None:
+    """--disaggregate runs a request stream, without speculation or --report."""
+    if sp is not None:
+        raise InputError("speculative decoding (--draft/--mtp) is not modelled with "
+                         "--disaggregate: leave one of them out")
+    if load is None:
+        raise InputError("--disaggregate needs a request stream: --serve --scenario server "
+                         "--rate R (not the batch scenario, nor --train)")
+    if o.report:
+        raise InputError("--report draws batch estimates and serving simulations, not "
+                         "--disaggregate")
+
+
+def _serving_run(o: EstimateArgs, spec: ModelSpec, system: System, wl: Inference, m: Mapping,
+                 framework: str | None, load: Load, sp: Speculation | None) -> None:
+    """A simulated request stream: saved, then printed as JSON or a table."""
+    sim = api.serve(spec, system, wl, m, framework=framework, load=load,
+                    imbalance=o.imbalance, speculation=sp)
+    rep.save(o.report, lambda: api.report_of("serving", sim.to_dict(), inputs=rep.inputs(),
+                                             command=rep.command()))
+    if o.json_out:
+        emit_json(sim.to_dict())
         return
-    if load is not None:
-        assert not isinstance(wl, api.Training)
-        sim = api.serve(spec, system, wl, m, framework=framework, load=load,
-                        imbalance=imbalance, speculation=sp)
-        rep.save(report, lambda: api.report_of("serving", sim.to_dict(), inputs=rep.inputs(),
-                                               command=rep.command()))
-        if json_out:
-            emit_json(sim.to_dict())
-            return
-        print_serving_run(sim)
-        return
+    print_serving_run(sim)
+
+
+def _batch_estimate(o: EstimateArgs, spec: ModelSpec, system: System, wl: Training | Inference,
+                    m: Mapping, framework: str | None, sp: Speculation | None) -> None:
+    """One training step or serving batch with its extras (sensitivity, energy, cost): saved,
+    then printed as JSON or tables."""
     est: Estimate
     if sp is not None:
         assert not isinstance(wl, api.Training)
-        est = api.serve_batch(spec, system, wl, m, framework=framework, imbalance=imbalance,
+        est = api.serve_batch(spec, system, wl, m, framework=framework, imbalance=o.imbalance,
                               speculation=sp)
     else:
-        est = api.estimate(spec, system, wl, m, framework=framework, imbalance=imbalance)
+        est = api.estimate(spec, system, wl, m, framework=framework, imbalance=o.imbalance)
     # which resource binds (d ln time / d ln resource), cost and energy: api.estimate_extras
     extras = api.estimate_extras(spec, system, wl, m, est, framework=framework,
-                                 imbalance=imbalance, catalog=get_catalog(catalog),
-                                 load_tokens_per_s=load_tps, pue=pue, grid_kg_per_kwh=grid,
-                                 speculative=sp is not None)
+                                 imbalance=o.imbalance, catalog=get_catalog(o.catalog),
+                                 load_tokens_per_s=o.load_tps, pue=o.pue,
+                                 grid_kg_per_kwh=o.grid, speculative=sp is not None)
     missing = api.unpublished(system.accelerator)
-    rep.save(report, lambda: api.report_estimate(est, system, m, tokens=tokens,
-                                                 inputs=rep.inputs(), command=rep.command(),
-                                                 extras=extras))
-    if json_out:
-        emit_json(api.estimate_json(est, system, tokens, extras))
+    rep.save(o.report, lambda: api.report_estimate(est, system, m, tokens=o.tokens,
+                                                   inputs=rep.inputs(), command=rep.command(),
+                                                   extras=extras))
+    if o.json_out:
+        emit_json(api.estimate_json(est, system, o.tokens, extras))
         return
     print_estimate(est, missing, system.cluster.origin if system.devices > 1 else None)
     if extras["sensitivity"] is not None:
@@ -583,40 +694,66 @@ def print_estimate(est: Estimate, missing: dict[str, str] | None = None,
     t = Table(title="Estimate")
     t.add_column("metric")
     t.add_column("value", justify="right")
-    rows: list[tuple[str, str]] = []
     band = f" {est.error_band.text}" if est.error_band else NO_BAND
-    if est.phase.value == "train":
-        rows += [("step time", fmt(m["step_time_s"], "time") + band),
-                 ("tokens/s", f"{m['tokens_per_s']:,.0f}"),
-                 ("MFU (model FLOPs)", f"{m['mfu']:.1%}"), ("HFU", f"{m['hfu']:.1%}"),
-                 ("TFLOP/s per device (model)", f"{m['tflops_per_device']:.1f}")]
-        if "time_to_train_s" in m:
-            rows.append(("time to train", f"{m['time_to_train_s'] / 86400:,.1f} days"))
-        if "cost_to_train_usd" in m:
-            rows.append(("cost to train", f"${m['cost_to_train_usd']:,.0f}"))
-        elif "time_to_train_s" in m and missing and "price_usd_per_hour" in missing:
-            rows.append(("cost to train", f"{api.NOT_PUBLISHED} (no price in the catalog)"))
-    else:
-        lat = getattr(est, "latency_error_band", None)
-        lband = f" ±{lat.pct:.0f} %" if lat else NO_BAND
-        rows += [("TTFT", fmt(m["ttft_s"], "time") + lband),
-                 ("TPOT", fmt(m["tpot_s"], "time") + lband),
-                 ("output tokens/s", f"{m['tokens_per_s']:,.1f}" + band),
-                 ("decode memory-bandwidth utilization",
-                  "-" if (u := m.get("decode_bandwidth_utilization")) is None else f"{u:.0%}"),
-                 ("largest batch that fits", str(m.get("max_batch", "-"))),
-                 ("longest context at this batch",
-                  "-" if m.get("max_context") is None else f"{m['max_context']:,}")]
-        if sp := m.get("speculative"):
-            rows += [("speculative: k / alpha / E tokens per step",
-                      f"{sp['draft_len']} / {sp['accept_rate']:g} / "
-                      f"{sp['expected_tokens_per_step']:.2f}"),
-                     ("speculative: draft + verify per step",
-                      f"{fmt(sp['draft_s_per_step'], 'time')} + "
-                      f"{fmt(sp['verify_s_per_step'], 'time')}"),
-                     ("plain decoding: TPOT / output tokens/s",
-                      f"{fmt(sp['plain']['tpot_s'], 'time')} / "
-                      f"{sp['plain_tokens_per_s']:,.1f}")]
+    rows = (_train_rows(m, band, missing) if est.phase.value == "train"
+            else _serve_rows(est, m, band))
+    rows += _energy_rows(m, missing)
+    for k, v in rows:
+        t.add_row(k, v)
+    con.print(t)
+    _print_memory(est)
+    _print_time_breakdown(m)
+    for a in est.assumptions:
+        con.print(_assumption_line(a), highlight=False)
+
+
+def _train_rows(m: dict[str, Any], band: str,
+                missing: dict[str, str] | None) -> list[tuple[str, str]]:
+    """A training step's rows: step time (with its band), throughput, utilization, and the
+    time and cost to train the tokens asked for."""
+    rows = [("step time", fmt(m["step_time_s"], "time") + band),
+            ("tokens/s", f"{m['tokens_per_s']:,.0f}"),
+            ("MFU (model FLOPs)", f"{m['mfu']:.1%}"), ("HFU", f"{m['hfu']:.1%}"),
+            ("TFLOP/s per device (model)", f"{m['tflops_per_device']:.1f}")]
+    if "time_to_train_s" in m:
+        rows.append(("time to train", f"{m['time_to_train_s'] / 86400:,.1f} days"))
+    if "cost_to_train_usd" in m:
+        rows.append(("cost to train", f"${m['cost_to_train_usd']:,.0f}"))
+    elif "time_to_train_s" in m and missing and "price_usd_per_hour" in missing:
+        rows.append(("cost to train", f"{api.NOT_PUBLISHED} (no price in the catalog)"))
+    return rows
+
+
+def _serve_rows(est: Estimate, m: dict[str, Any], band: str) -> list[tuple[str, str]]:
+    """A serving batch's rows: latencies (with their band), throughput, bandwidth use, the
+    largest batch and context, and speculative decoding's figures when it ran."""
+    lat = getattr(est, "latency_error_band", None)
+    lband = f" ±{lat.pct:.0f} %" if lat else NO_BAND
+    rows = [("TTFT", fmt(m["ttft_s"], "time") + lband),
+            ("TPOT", fmt(m["tpot_s"], "time") + lband),
+            ("output tokens/s", f"{m['tokens_per_s']:,.1f}" + band),
+            ("decode memory-bandwidth utilization",
+             "-" if (u := m.get("decode_bandwidth_utilization")) is None else f"{u:.0%}"),
+            ("largest batch that fits", str(m.get("max_batch", "-"))),
+            ("longest context at this batch",
+             "-" if m.get("max_context") is None else f"{m['max_context']:,}")]
+    if sp := m.get("speculative"):
+        rows += [("speculative: k / alpha / E tokens per step",
+                  f"{sp['draft_len']} / {sp['accept_rate']:g} / "
+                  f"{sp['expected_tokens_per_step']:.2f}"),
+                 ("speculative: draft + verify per step",
+                  f"{fmt(sp['draft_s_per_step'], 'time')} + "
+                  f"{fmt(sp['verify_s_per_step'], 'time')}"),
+                 ("plain decoding: TPOT / output tokens/s",
+                  f"{fmt(sp['plain']['tpot_s'], 'time')} / "
+                  f"{sp['plain_tokens_per_s']:,.1f}")]
+    return rows
+
+
+def _energy_rows(m: dict[str, Any], missing: dict[str, str] | None) -> list[tuple[str, str]]:
+    """Energy per token: the TDP upper bound (or why it is missing) and the ops+bytes lower
+    bound."""
+    rows: list[tuple[str, str]] = []
     if m.get("energy_j_per_token_tdp") is not None:
         rows.append(("energy/token at TDP (upper bound)", f"{m['energy_j_per_token_tdp']:.3g} J"))
     elif missing and "tdp_w" in missing:
@@ -625,19 +762,20 @@ def print_estimate(est: Estimate, missing: dict[str, str] | None = None,
     if m.get("energy_j_per_token_ops") is not None:
         rows.append(("energy/token from ops+bytes (lower bound)",
                      f"{m['energy_j_per_token_ops']:.3g} J"))
-    for k, v in rows:
-        t.add_row(k, v)
-    con.print(t)
-    _print_memory(est)
+    return rows
+
+
+def _print_time_breakdown(m: dict[str, Any]) -> None:
+    """The eight operators that take the most time, summed over layers."""
+    from rich.table import Table
+
     top = sorted(m.get("time_breakdown_s", {}).items(), key=lambda kv: -kv[1])[:8]
     tt = Table(title="Where the time goes (top operators, summed over layers)")
     tt.add_column("operator")
     tt.add_column("time", justify="right")
     for k, v in top:
         tt.add_row(k, fmt(v, "time"))
-    con.print(tt)
-    for a in est.assumptions:
-        con.print(_assumption_line(a), highlight=False)
+    console().print(tt)
 
 
 def _print_memory(est: Estimate) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -32,7 +33,16 @@ from accelmap.cli.costs import print_money
 from accelmap.cli.fanout import RayOpt, runner
 
 if TYPE_CHECKING:
-    from accelmap.api import Cluster, DeadlineSearch, HardwareComparison, PlanResult
+    from accelmap.api import (
+        Catalog,
+        Cluster,
+        DeadlineSearch,
+        HardwareComparison,
+        Job,
+        ModelSpec,
+        PlanRequest,
+        PlanResult,
+    )
 
 
 @contextmanager
@@ -56,88 +66,94 @@ def _progress(enabled: bool, label: str = "searching mappings"
         yield update
 
 
-def plan_cmd(
-    model: Annotated[str, typer.Argument(help="Model preset, config.json or spec YAML.")],
-    cluster: Annotated[str | None, typer.Option(
-        "--cluster", help="Cluster: 64xH100, 8x8xh100-sxm5-80gb, tpu-v5p-1024, a YAML file.")
-    ] = None,
-    hw: Annotated[str | None, typer.Option(
-        "--hw", help="Accelerator(s): a name, a comma list, or 'any' (every accelerator that "
-                     "has a system preset); with --devices.")] = None,
-    devices: Annotated[int | None, typer.Option(min=1, max=MAX_DEVICES,
+ModelOpt = Annotated[str, typer.Argument(help="Model preset, config.json or spec YAML.")]
+ClusterOpt = Annotated[str | None, typer.Option(
+    "--cluster", help="Cluster: 64xH100, 8x8xh100-sxm5-80gb, tpu-v5p-1024, a YAML file.")
+]
+HwOpt = Annotated[str | None, typer.Option(
+    "--hw", help="Accelerator(s): a name, a comma list, or 'any' (every accelerator that "
+                 "has a system preset); with --devices.")]
+DevicesOpt = Annotated[int | None, typer.Option(min=1, max=MAX_DEVICES,
                                                 help="Devices per accelerator with "
-                                                "--hw (default 64 training, 8 serving).")] = None,
-    train: Annotated[bool, typer.Option("--train/--serve", help="Training or serving.")] = True,
-    seq: Annotated[int, typer.Option("--seq", min=1, max=MAX_TOKENS,
-                                     help="Training sequence length.")] = 4096,
-    global_batch_tokens: Annotated[str, typer.Option(
-        "--global-batch-tokens", help="Tokens per optimizer step (e.g. 4M, 16M; K/M here are "
-                                      "binary, 4M = 4 x 2^20, as papers count batches).")] = "4M",
-    tokens: Annotated[str | None, typer.Option(help="Tokens to train (e.g. 15T), for time, "
-                                               "cost and energy.")] = None,
-    deadline: Annotated[str | None, typer.Option(help="Find the smallest cluster that trains "
-                                                 "--tokens within this time (e.g. 60d).")] = None,
-    prompt: Annotated[int, typer.Option(min=1, max=MAX_TOKENS,
-                                        help="Serving prompt tokens.")] = 2048,
-    output: Annotated[int, typer.Option(min=1, max=MAX_TOKENS,
-                                        help="Serving output tokens.")] = 256,
-    scenario: Annotated[str | None, typer.Option(
-        "--scenario", help="Serving scenario: offline (every request queued at once; the "
-        "default without --rate), server (Poisson arrivals at --rate; the default with it), "
-        "both simulated request by request under the framework's scheduler; concurrency "
-        "(--concurrency N closed-loop clients); batch (one fixed "
-        "batch prefilled at once, the batch searched).")] = None,
-    rate: Annotated[float | None, typer.Option(
-        "--rate", help="Server: requests per second over the whole cluster.")] = None,
-    concurrency: Annotated[int | None, typer.Option(
-        "--concurrency", help="Concurrency scenario: N closed-loop clients over the cluster, "
-        "each sending its next request when the previous one finishes.")] = None,
-    requests: Annotated[int | None, typer.Option(
-        "--requests", min=1, max=MAX_REQUESTS,
-        help="Requests per simulation (offline/server; default 2000).")
-    ] = None,
-    max_seqs: Annotated[int | None, typer.Option(
-        "--max-seqs", min=1, max=MAX_COUNT,
-        help="Fix the cap on running requests per replica (vLLM "
-        "max_num_seqs); default: the framework's, lowered when a TPOT SLO's p99 is missed.")
-    ] = None,
-    ttft: Annotated[str | None, typer.Option(
-        "--ttft", "--slo-ttft", help="TTFT target (e.g. 2s): offline/server, the SLO of each "
-        "request (p99 for throughput; per request for goodput), needs --rate; batch, the "
-        "fixed batch's TTFT.")] = None,
-    tpot: Annotated[str | None, typer.Option(
-        "--tpot", "--slo-tpot", help="TPOT target (e.g. 50ms), read as --ttft is.")] = None,
-    objective: Annotated[str | None, typer.Option(
-        help="throughput, time, cost, energy (training); goodput (requests/s meeting the "
-        "SLOs; default for server), throughput (default otherwise), cost, latency, energy "
-        "(serving).", show_default=False)] = None,
-    top: Annotated[int, typer.Option(min=1, max=MAX_COUNT, help="Plans to show.")] = 10,
-    framework: Annotated[str | None, typer.Option(
-        help="megatron/fsdp (training), vllm/tensorrt-llm (serving).")] = None,
-    offload: Annotated[bool, typer.Option("--offload", help="Also try CPU offload.")] = False,
-    export: Annotated[str | None, typer.Option(
-        "--export", help="Also write the best plan as this format (accelmap export --list).")
-    ] = None,
-    out: Annotated[str, typer.Option("--out", help="Folder for --export files.")] = ".",
-    force: Annotated[bool, typer.Option(
-        "--force", help="With --export: overwrite files in --out that hold other content.")
-    ] = False,
-    force_tp: Annotated[bool, typer.Option("--force-tp", help="Allow tp across the scale-up "
-                                           "domain.")] = False,
-    include_tight: Annotated[bool, typer.Option(
-        "--include-tight", help="Also rank plans within the memory model's error band of "
-        "capacity (memory_fit 'tight').")] = False,
-    allow_quantization: Annotated[bool, typer.Option(
-        "--allow-quantization", help="Serving: also search fp8/int8/int4 weights and an fp8 KV "
-        "cache (default: the model's 16-bit weights and KV only).")] = False,
-    finetune: FinetuneOpt = "full",
-    lora_rank: LoraRankOpt = None,
-    lora_targets: LoraTargetsOpt = None,
-    profile: ProfileOpt = None,
-    db: DbOpt = None,
-    catalog: CatalogOpt = None,
-    json_out: JsonOpt = False,
-    report: rep.ReportOpt = None,
+                                                "--hw (default 64 training, 8 serving).")]
+TrainOpt = Annotated[bool, typer.Option("--train/--serve", help="Training or serving.")]
+SeqOpt = Annotated[int, typer.Option("--seq", min=1, max=MAX_TOKENS,
+                                     help="Training sequence length.")]
+GlobalBatchTokensOpt = Annotated[str, typer.Option(
+    "--global-batch-tokens", help="Tokens per optimizer step (e.g. 4M, 16M; K/M here are "
+                                  "binary, 4M = 4 x 2^20, as papers count batches).")]
+TokensOpt = Annotated[str | None, typer.Option(help="Tokens to train (e.g. 15T), for time, "
+                                               "cost and energy.")]
+DeadlineOpt = Annotated[str | None, typer.Option(help="Find the smallest cluster that trains "
+                                                 "--tokens within this time (e.g. 60d).")]
+PromptOpt = Annotated[int, typer.Option(min=1, max=MAX_TOKENS,
+                                        help="Serving prompt tokens.")]
+OutputOpt = Annotated[int, typer.Option(min=1, max=MAX_TOKENS,
+                                        help="Serving output tokens.")]
+ScenarioOpt = Annotated[str | None, typer.Option(
+    "--scenario", help="Serving scenario: offline (every request queued at once; the "
+    "default without --rate), server (Poisson arrivals at --rate; the default with it), "
+    "both simulated request by request under the framework's scheduler; concurrency "
+    "(--concurrency N closed-loop clients); batch (one fixed "
+    "batch prefilled at once, the batch searched).")]
+RateOpt = Annotated[float | None, typer.Option(
+    "--rate", help="Server: requests per second over the whole cluster.")]
+ConcurrencyOpt = Annotated[int | None, typer.Option(
+    "--concurrency", help="Concurrency scenario: N closed-loop clients over the cluster, "
+    "each sending its next request when the previous one finishes.")]
+RequestsOpt = Annotated[int | None, typer.Option(
+    "--requests", min=1, max=MAX_REQUESTS,
+    help="Requests per simulation (offline/server; default 2000).")
+]
+MaxSeqsOpt = Annotated[int | None, typer.Option(
+    "--max-seqs", min=1, max=MAX_COUNT,
+    help="Fix the cap on running requests per replica (vLLM "
+    "max_num_seqs); default: the framework's, lowered when a TPOT SLO's p99 is missed.")
+]
+TtftOpt = Annotated[str | None, typer.Option(
+    "--ttft", "--slo-ttft", help="TTFT target (e.g. 2s): offline/server, the SLO of each "
+    "request (p99 for throughput; per request for goodput), needs --rate; batch, the "
+    "fixed batch's TTFT.")]
+TpotOpt = Annotated[str | None, typer.Option(
+    "--tpot", "--slo-tpot", help="TPOT target (e.g. 50ms), read as --ttft is.")]
+ObjectiveOpt = Annotated[str | None, typer.Option(
+    help="throughput, time, cost, energy (training); goodput (requests/s meeting the "
+    "SLOs; default for server), throughput (default otherwise), cost, latency, energy "
+    "(serving).", show_default=False)]
+TopOpt = Annotated[int, typer.Option(min=1, max=MAX_COUNT, help="Plans to show.")]
+FrameworkOpt = Annotated[str | None, typer.Option(
+    help="megatron/fsdp (training), vllm/tensorrt-llm (serving).")]
+OffloadOpt = Annotated[bool, typer.Option("--offload", help="Also try CPU offload.")]
+ExportOpt = Annotated[str | None, typer.Option(
+    "--export", help="Also write the best plan as this format (accelmap export --list).")
+]
+OutOpt = Annotated[str, typer.Option("--out", help="Folder for --export files.")]
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="With --export: overwrite files in --out that hold other content.")
+]
+ForceTpOpt = Annotated[bool, typer.Option("--force-tp", help="Allow tp across the scale-up "
+                                          "domain.")]
+IncludeTightOpt = Annotated[bool, typer.Option(
+    "--include-tight", help="Also rank plans within the memory model's error band of "
+    "capacity (memory_fit 'tight').")]
+AllowQuantizationOpt = Annotated[bool, typer.Option(
+    "--allow-quantization", help="Serving: also search fp8/int8/int4 weights and an fp8 KV "
+    "cache (default: the model's 16-bit weights and KV only).")]
+
+
+def plan_cmd(
+    model: ModelOpt, cluster: ClusterOpt = None, hw: HwOpt = None, devices: DevicesOpt = None,
+    train: TrainOpt = True, seq: SeqOpt = 4096, global_batch_tokens: GlobalBatchTokensOpt = "4M",
+    tokens: TokensOpt = None, deadline: DeadlineOpt = None, prompt: PromptOpt = 2048,
+    output: OutputOpt = 256, scenario: ScenarioOpt = None, rate: RateOpt = None,
+    concurrency: ConcurrencyOpt = None, requests: RequestsOpt = None, max_seqs: MaxSeqsOpt = None,
+    ttft: TtftOpt = None, tpot: TpotOpt = None, objective: ObjectiveOpt = None, top: TopOpt = 10,
+    framework: FrameworkOpt = None, offload: OffloadOpt = False, export: ExportOpt = None,
+    out: OutOpt = ".", force: ForceOpt = False, force_tp: ForceTpOpt = False,
+    include_tight: IncludeTightOpt = False, allow_quantization: AllowQuantizationOpt = False,
+    finetune: FinetuneOpt = "full", lora_rank: LoraRankOpt = None,
+    lora_targets: LoraTargetsOpt = None, profile: ProfileOpt = None, db: DbOpt = None,
+    catalog: CatalogOpt = None, json_out: JsonOpt = False, report: rep.ReportOpt = None,
     ray: RayOpt = None,
 ) -> None:
     """Search every mapping of a model on a cluster and rank them, with the reasons.
@@ -173,46 +189,70 @@ def plan_cmd(
     api.check_profile(cal, clusters)
     req = req.with_profile(cal)
     if req.deadline_s is not None:
-        with _progress(True, "doubling the cluster until the deadline is met") as progress:
-            search = api.deadline_search(spec, clusters[0], req, progress)
-        rep.save(report, lambda: api.report_of("deadline", search.to_dict(),
-                                               inputs=rep.inputs(), command=rep.command()))
-        _print_deadline(search, json_out)
-        return
-    if len(clusters) > 1:
-        with _progress(not ray, f"planning on {len(clusters)} clusters") as progress:
-            cmp = api.compare_hardware(spec, clusters, req, progress, runner(ray))
-        rep.save(report, lambda: api.report_of("hardware", cmp.to_dict(), inputs=rep.inputs(),
-                                               command=rep.command()))
-        _print_comparison(cmp, json_out, train)
-        return
-    if ray:
-        sys.stderr.write("note: --ray fans plans out over several clusters (--hw any or a "
-                         "list); one cluster's search runs here\n")
-    cl = clusters[0]
+        _plan_deadline(spec, clusters[0], req, report, json_out)
+    elif len(clusters) > 1:
+        _plan_clusters(spec, clusters, req, report, json_out, ray)
+    else:
+        if ray:
+            sys.stderr.write("note: --ray fans plans out over several clusters (--hw any or a "
+                             "list); one cluster's search runs here\n")
+        result, job = _plan_one(spec, clusters[0], req, report, cat)
+        _show_plan(spec.id, clusters[0], result, job, cat, json_out, train,
+                   simulated=req.load is not None)
+        if export and result.plans:
+            from accelmap.cli.export import write_export
+
+            write_export(export, api.plan_export_job(job, result.plans[0]), out, quiet=json_out,
+                         force=force)
+
+
+def _plan_deadline(spec: ModelSpec, base: Cluster, req: PlanRequest, report: Path | None,
+                   json_out: bool) -> None:
+    """--deadline: the smallest cluster that trains the tokens in time, saved and shown."""
+    with _progress(True, "doubling the cluster until the deadline is met") as progress:
+        search = api.deadline_search(spec, base, req, progress)
+    rep.save(report, lambda: api.report_of("deadline", search.to_dict(),
+                                           inputs=rep.inputs(), command=rep.command()))
+    _print_deadline(search, json_out)
+
+
+def _plan_clusters(spec: ModelSpec, clusters: list[Cluster], req: PlanRequest,
+                   report: Path | None, json_out: bool, ray: str | None) -> None:
+    """Several clusters (--hw any or a list): the best plan on each, compared."""
+    with _progress(not ray, f"planning on {len(clusters)} clusters") as progress:
+        cmp = api.compare_hardware(spec, clusters, req, progress, runner(ray))
+    rep.save(report, lambda: api.report_of("hardware", cmp.to_dict(), inputs=rep.inputs(),
+                                           command=rep.command()))
+    _print_comparison(cmp, json_out, req.train)
+
+
+def _plan_one(spec: ModelSpec, cl: Cluster, req: PlanRequest, report: Path | None,
+              cat: Catalog) -> tuple[PlanResult, Job]:
+    """One cluster's search (simulated where the request has a load) and its job, saved."""
     simulated = req.load is not None
     with _progress(True, "simulating the shortlisted configurations" if simulated
                    else "searching mappings") as progress:
         result = api.run_plan(spec, cl, req, progress)
     job = api.plan_job(spec, cl, req)
-    rep.save(report, lambda: api.report_plan(spec, cl, result, job, profile=cal,
+    rep.save(report, lambda: api.report_plan(spec, cl, result, job, profile=req.profile,
                                              inputs=rep.inputs(), command=rep.command(),
                                              catalog=cat))
+    return result, job
+
+
+def _show_plan(model: str, cl: Cluster, result: PlanResult, job: Job, cat: Catalog,
+               json_out: bool, train: bool, simulated: bool) -> None:
+    """One cluster's plans as JSON or tables, with what the best one costs."""
     money = api.plan_money(cl, result.plans[0].metrics if result.plans else {}, cat)
     if json_out:
-        emit_json({"model": spec.id, "cluster": cl.name, "job": job.to_dict(),
+        emit_json({"model": model, "cluster": cl.name, "job": job.to_dict(),
                    **result.to_dict(), "money": money})
     elif simulated:
-        print_scenario(spec.id, cl, result)
+        print_scenario(model, cl, result)
         print_money(money)
     else:
-        print_result(spec.id, cl, result, train)
+        print_result(model, cl, result, train)
         print_money(money)
-    if export and result.plans:
-        from accelmap.cli.export import write_export
-
-        write_export(export, api.plan_export_job(job, result.plans[0]), out, quiet=json_out,
-                     force=force)
 
 
 # The per-token figure each catalog field feeds: shown as 'not published' when it is missing.

@@ -83,34 +83,13 @@ def dataflow_serve(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     L = spec.n_layers
     geo = Geometry.of(spec)
     ex = execution_model(acc)
-    whole = inference_memory(geo, wl, float("inf"))
-    items = runtime_items(whole.items, ex)
-    state = float(sum(items.values()))
-    per_chip = system.memory_bytes
-    needed = math.ceil(state / per_chip)
     notes: list[str] = [f"execution model {ex.name}: {ex.note}"]
-    weights = float(items["weights"])
-    stream_s = 0.0
+    held = _on_chip(spec, system, wl, m, chips, notes)
+    if isinstance(held, ServeStep):
+        return held
+    items, stream_s, state, needed = held
+    per_chip = system.memory_bytes
     wafer = is_wafer(acc)
-    if needed > chips:
-        tier = external_tier(acc)
-        rest = state - weights  # KV and temporaries must stay on chip
-        if tier is None or tier[1] is None or rest > chips * per_chip:
-            what = ("its external tier publishes no bandwidth, so weight streaming cannot be "
-                    "estimated" if tier is not None else "it has no external memory tier")
-            why = (f"{spec.id} needs {state / 1e9:.1f} GB of on-chip state: {needed} "
-                      f"{acc.id} chips of {per_chip / 1e9:.3g} GB, but the system has {chips} "
-                      f"per replica and {what} (capacity rule)")
-            budget = MemoryBudget(items={k: v / chips for k, v in items.items()},
-                                  capacity=per_chip)
-            return ServeStep(spec.id, acc.id, cluster.name, m, False, why, budget,
-                             violated_rule="capacity", output_len=wl.output_len,
-                             assumptions=tuple(notes))
-        # weights stream from the external tier once per forward pass (weight streaming)
-        stream_s = weights / (tier[1] * chips)
-        items = {**items, "weights": 0.0 * weights, "weights_streamed": 0.0}
-        notes.append(f"weights streamed from the external tier at {tier[1] / 1e9:.0f} GB/s "
-                     f"per device: {stream_s * 1e3:.3g} ms per forward pass")
     budget = MemoryBudget(items={k: v / chips for k, v in items.items()}, capacity=per_chip)
     feasible, reason = fits(budget)
     # stages: a wafer's regions (one layer each), else the chips (at most one per layer)
@@ -129,14 +108,7 @@ def dataflow_serve(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     act = wl.act_dtype.bytes * spec.d_model
 
     def comm(tokens: float) -> dict[str, float]:
-        if stages <= chips and chips == 1:
-            return {}
-        send = lat + (tokens * act / bw if bw else 0.0)
-        # between wafers only: inside a wafer the hand-off between regions is not charged
-        out = {"pp": ((chips - 1) if wafer else (stages - 1)) * send}
-        if split > 1:  # two all-reduces per layer among the chips sharing it
-            out["tp"] = 2 * L * (lat + (tokens * act * (split - 1) / split / bw if bw else 0.0))
-        return out
+        return _handoffs(tokens, chips, stages, split, wafer, lat, bw, act, L)
 
     pre_comm = comm(float(pre_shape.tokens))
     dec_comm = comm(float(dec_mb.tokens))
@@ -152,15 +124,8 @@ def dataflow_serve(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     steps = max(wl.output_len - 1, 0)
     total = ttft + steps * tpot
     out_tokens = wl.batch * wl.output_len * replicas
-    if wafer:
-        notes.append(f"wafer: one layer per region ({L} regions on {chips} wafer(s), each "
-                     f"{min(chips / L, 1.0):.3g} of a wafer's SRAM bandwidth and compute); "
-                     "on-wafer fabric latency not published, not charged: latency is a lower "
-                     f"bound; between wafers: {hop_src}")
-    elif chips > 1:
-        place = (f"{L / chips:.3g} layers per chip" if split == 1
-                 else f"{split:.3g} chips per layer")
-        notes.append(f"{chips} chips: {place}; hop {lat * 1e6:.3g} us ({hop_src})")
+    if wafer or chips > 1:
+        notes.append(_layout_note(L, chips, wafer, split, lat, hop_src))
     notes.append(f"{needed} chip(s) needed to hold {state / 1e9:.3g} GB; {chips} in use")
     return ServeStep(
         spec.id, acc.id, cluster.name, m, feasible, reason, budget,
@@ -182,3 +147,64 @@ def dataflow_serve(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
                                  if wl.output_len else 0.0),
         prefill_tokens_per_s=wl.batch * wl.prompt_len * replicas / ttft,
         communication_s={"prefill": pre_comm, "decode_step": dec_comm} if pre_comm else {})
+
+
+def _on_chip(spec: ModelSpec, system: System, wl: Inference, m: Mapping, chips: int,
+             notes: list[str]) -> tuple[dict[str, float], float, float, int] | ServeStep:
+    """What a replica's chips hold: the memory items (weights zeroed when they stream from the
+    external tier), the seconds of weight streaming per pass, the whole state (bytes) and the
+    chips needed to hold it; an infeasible step where neither the chips nor streaming can."""
+    acc, per_chip = system.accelerator, system.memory_bytes
+    whole = inference_memory(Geometry.of(spec), wl, float("inf"))
+    items = runtime_items(whole.items, execution_model(acc))
+    state = float(sum(items.values()))
+    needed = math.ceil(state / per_chip)
+    weights = float(items["weights"])
+    stream_s = 0.0
+    if needed > chips:
+        tier = external_tier(acc)
+        rest = state - weights  # KV and temporaries must stay on chip
+        if tier is None or tier[1] is None or rest > chips * per_chip:
+            what = ("its external tier publishes no bandwidth, so weight streaming cannot be "
+                    "estimated" if tier is not None else "it has no external memory tier")
+            why = (f"{spec.id} needs {state / 1e9:.1f} GB of on-chip state: {needed} "
+                      f"{acc.id} chips of {per_chip / 1e9:.3g} GB, but the system has {chips} "
+                      f"per replica and {what} (capacity rule)")
+            budget = MemoryBudget(items={k: v / chips for k, v in items.items()},
+                                  capacity=per_chip)
+            return ServeStep(spec.id, acc.id, system.cluster.name, m, False, why, budget,
+                             violated_rule="capacity", output_len=wl.output_len,
+                             assumptions=tuple(notes))
+        # weights stream from the external tier once per forward pass (weight streaming)
+        stream_s = weights / (tier[1] * chips)
+        items = {**items, "weights": 0.0 * weights, "weights_streamed": 0.0}
+        notes.append(f"weights streamed from the external tier at {tier[1] / 1e9:.0f} GB/s "
+                     f"per device: {stream_s * 1e3:.3g} ms per forward pass")
+    return items, stream_s, state, needed
+
+
+def _handoffs(tokens: float, chips: int, stages: int, split: float, wafer: bool, lat: float,
+              bw: float, act: float, L: int) -> dict[str, float]:
+    """Exposed communication of one pass of ``tokens``: the stage hand-offs ("pp"; between
+    wafers only: inside a wafer the hand-off between regions is not charged) and two
+    all-reduces per layer among the chips sharing it ("tp")."""
+    if stages <= chips and chips == 1:
+        return {}
+    send = lat + (tokens * act / bw if bw else 0.0)
+    out = {"pp": ((chips - 1) if wafer else (stages - 1)) * send}
+    if split > 1:
+        out["tp"] = 2 * L * (lat + (tokens * act * (split - 1) / split / bw if bw else 0.0))
+    return out
+
+
+def _layout_note(L: int, chips: int, wafer: bool, split: float, lat: float,
+                 hop_src: str) -> str:
+    """How the layers sit on the chips or the wafer's regions, and the hop it charges."""
+    if wafer:
+        return (f"wafer: one layer per region ({L} regions on {chips} wafer(s), each "
+                f"{min(chips / L, 1.0):.3g} of a wafer's SRAM bandwidth and compute); "
+                "on-wafer fabric latency not published, not charged: latency is a lower "
+                f"bound; between wafers: {hop_src}")
+    place = (f"{L / chips:.3g} layers per chip" if split == 1
+             else f"{split:.3g} chips per layer")
+    return f"{chips} chips: {place}; hop {lat * 1e6:.3g} us ({hop_src})"

@@ -14,7 +14,7 @@ activations once per pass. Memory per device: its share of the weights and of th
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -23,8 +23,8 @@ from accelmap.cost.collectives import Collective, custom_all_reduce
 from accelmap.cost.energy import op_energy_j
 from accelmap.cost.execution import ExecutionModel, execution_model, runtime_items
 from accelmap.cost.framework import FrameworkProfile
-from accelmap.cost.host import host_pass
-from accelmap.cost.roofline import OpTime, time_ops, total_time
+from accelmap.cost.host import HostPass, host_pass
+from accelmap.cost.roofline import Device, OpTime, time_ops, total_time
 from accelmap.engine.error_band import error_band
 from accelmap.engine.result import ServeStep, fits
 from accelmap.engine.shapes import (
@@ -43,7 +43,7 @@ from accelmap.models.flops import forward_flops_per_token
 from accelmap.models.geometry import Geometry
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
-from accelmap.ops.graph import Unit, forward_ops, kv_per_query_head
+from accelmap.ops.graph import Shape, Unit, forward_ops, kv_per_query_head
 from accelmap.workload import Inference
 
 
@@ -66,59 +66,37 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     feasible, reason = fits(memory)
     lim = (_limits(spec, wl, m, system.memory_bytes, fw.prefill_chunk_tokens, runtime)
            if limits else None)
-    shard = Geometry.of(spec).shard(m.tp, m.ep, etp=m.expert_tp)
-    p = inference_precision(wl)
     pre_shape, dec_shape = inference_shapes(spec, wl)
-    # a lone batch visits the stages one after the other: its latency is the whole sharded graph
-    pre = time_ops(forward_ops(shard, pre_shape, p, wl.flash_attention, imbalance), dev, fw)
-    dec_ops = forward_ops(shard, dec_shape, p, wl.flash_attention, imbalance)
-    if fw.decode_kv_per_query_head:
-        dec_ops = kv_per_query_head(dec_ops, shard, p)
-    dec = time_ops(dec_ops, dev, fw)
+    pre, dec = _replica_passes(spec, system, wl, m, fw, imbalance, pre_shape, dec_shape)
     links = serving_links(cluster, m, fw)
     a = wl.act_dtype.bytes
-
-    def comm(tokens: float) -> dict[str, float]:
-        return {k: float(v) for k, v in serving_comm(spec, links, m, tokens, a).items()}
-
-    pre_comm = comm(float(pre_shape.tokens))
-    dec_comm = comm(float(dec_shape.tokens))
-    # host work of the stack: once per forward pass, and once per request batch before its
-    # first token (cost/framework.py)
-    pre_host = {"step": fw.step_overhead_s, "request": fw.request_overhead_s}
-    dec_host = {"step": fw.step_overhead_s}
-    # an eager stack's host dispatches every op while the device runs (cost/host.py): where
-    # it is behind, the device waits for it ("queue": max(host, device) - device)
-    pre_hp, dec_hp = host_pass(pre, dev, fw), host_pass(dec, dev, fw)
-    pre_host["dispatch_wait"] = max(pre_hp.host_s - pre_hp.device_s, 0.0) if pre_hp else 0.0
-    dec_host["dispatch_wait"] = max(dec_hp.host_s - dec_hp.device_s, 0.0) if dec_hp else 0.0
-    ttft = (max(float(total_time(pre)), pre_hp.host_s if pre_hp else 0.0)
-            + sum(pre_comm.values()) + fw.step_overhead_s + fw.request_overhead_s)
-    tpot = (max(float(total_time(dec)), dec_hp.host_s if dec_hp else 0.0)
-            + sum(dec_comm.values()) + fw.step_overhead_s)
+    # communication per pass (serving_comm) and its seconds with the host work
+    pre = pre.finish(serving_comm(spec, links, m, float(pre_shape.tokens), a), dev, fw, True)
+    dec = dec.finish(serving_comm(spec, links, m, float(dec_shape.tokens), a), dev, fw, False)
+    ttft, tpot = pre.seconds, dec.seconds
     steps = max(wl.output_len - 1, 0)
     total = ttft + steps * tpot
     world = int(m.world)
     out_tokens = wl.batch * wl.output_len * m.replicas
     kind = dev.acc.device_memory.kind
     # energy of one replica's ops: every device of the replica runs its shard of each op
-    ops_energy = (op_energy_j([t.op for t in pre], kind)
-                  + steps * op_energy_j([t.op for t in dec], kind)) * m.devices_per_replica
+    ops_energy = (op_energy_j([t.op for t in pre.ops], kind)
+                  + steps * op_energy_j([t.op for t in dec.ops], kind)) * m.devices_per_replica
     peak, _ = dev.peak(wl.compute_dtype, Unit.MATRIX)
     decode_flops = wl.batch * forward_flops_per_token(spec, int(dec_shape.context), False)
-    stream = sum(float(t.op.total_bytes) * t.op.count for t in dec)
+    stream = sum(float(t.op.total_bytes) * t.op.count for t in dec.ops)
     tdp = system.tdp_w
     per_replica_tokens = max(wl.batch * wl.output_len, 1)
     return ServeStep(
         spec.id, dev.acc.id, cluster.name, m, feasible, reason, memory,
-        time={**_tree("prefill", pre, pre_comm, pre_host),
-              **_tree("decode", dec, dec_comm, dec_host)},
-        ops={"prefill": tuple(pre), "decode": tuple(dec)},
+        time={**_tree("prefill", pre.ops, pre.comm, pre.host),
+              **_tree("decode", dec.ops, dec.comm, dec.host)},
+        ops={"prefill": tuple(pre.ops), "decode": tuple(dec.ops)},
         assumptions=(*context_notes(spec, wl.prompt_len + wl.output_len),
                      f"{m.describe_serving()} on {cluster.name}",
                      *device_notes(dev, wl.compute_dtype, fw),
-                     *(hp.sentence(what) for what, hp in (("prefill", pre_hp),
-                                                          ("decode step", dec_hp)) if hp)),
+                     *(hp.sentence(what) for what, hp in (("prefill", pre.hp),
+                                                          ("decode step", dec.hp)) if hp)),
         error_band=error_band("serve-throughput", fw.name.value, world,
                               dev.acc.device_class.value),
         latency_error_band=error_band("serve-latency", fw.name.value, m.devices_per_replica,
@@ -134,9 +112,55 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
         energy_j_per_token_tdp=tdp * m.devices_per_replica * total / per_replica_tokens
         if tdp else None,
         energy_j_per_token_ops=ops_energy / per_replica_tokens,
-        communication_s={"prefill": pre_comm, "decode_step": dec_comm} if world > 1 else {},
+        communication_s={"prefill": pre.comm, "decode_step": dec.comm} if world > 1 else {},
         axes={k: links[k].describe() for k in ("tp", "ep", "pp")} if world > 1 else {},
         max_batch=lim[0] if lim else None, max_context=lim[1] if lim else None)
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """One forward pass of a replica (the batch's prefill, or one decode step): its timed ops;
+    once ``finish``ed, its communication per kind, its host items, the eager host's pass (None:
+    no host term) and its seconds."""
+
+    ops: list[OpTime]
+    comm: dict[str, float] = field(default_factory=dict)
+    host: dict[str, float] = field(default_factory=dict)
+    hp: HostPass | None = None
+    seconds: float = 0.0
+
+    def finish(self, comm: dict[str, Any], dev: Device, fw: FrameworkProfile,
+               first: bool) -> _Pass:
+        """The pass with its communication and host work: the stack's overhead once per pass,
+        and once per request batch before its first token (``first``; cost/framework.py); an
+        eager stack's host dispatches every op while the device runs (cost/host.py): where it
+        is behind, the device waits for it ("queue": max(host, device) - device)."""
+        comm = {k: float(v) for k, v in comm.items()}
+        host = {"step": fw.step_overhead_s, "request": fw.request_overhead_s} if first else {
+            "step": fw.step_overhead_s}
+        hp = host_pass(self.ops, dev, fw)
+        host["dispatch_wait"] = max(hp.host_s - hp.device_s, 0.0) if hp else 0.0
+        seconds = (max(float(total_time(self.ops)), hp.host_s if hp else 0.0)
+                   + sum(comm.values()) + fw.step_overhead_s)
+        if first:
+            seconds += fw.request_overhead_s
+        return replace(self, comm=comm, host=host, hp=hp, seconds=seconds)
+
+
+def _replica_passes(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
+                    fw: FrameworkProfile, imbalance: float, pre_shape: Shape,
+                    dec_shape: Shape) -> tuple[_Pass, _Pass]:
+    """The prefill and one decode step of the tensor/expert-sharded graph: a lone batch visits
+    the stages one after the other, so its latency is the whole sharded graph."""
+    dev = system.device
+    shard = Geometry.of(spec).shard(m.tp, m.ep, etp=m.expert_tp)
+    p = inference_precision(wl)
+    pre = time_ops(forward_ops(shard, pre_shape, p, wl.flash_attention, imbalance), dev, fw)
+    dec_ops = forward_ops(shard, dec_shape, p, wl.flash_attention, imbalance)
+    if fw.decode_kv_per_query_head:
+        dec_ops = kv_per_query_head(dec_ops, shard, p)
+    dec = time_ops(dec_ops, dev, fw)
+    return _Pass(pre), _Pass(dec)
 
 
 def serving_links(cluster: Any, m: Mapping, fw: FrameworkProfile | None = None

@@ -194,55 +194,22 @@ def sweep(device: str = "cpu", dtype: DType | str = DType.BF16, acc: Accelerator
     do_flush = be.device != "cpu" if flush is None else flush
     flusher = be.flusher(int(FLUSH_FACTOR * cache_size(acc, be)[0])) if do_flush else None
     start = time.perf_counter()
-    points: list[SweepPoint] = []
-    rate = [peak * FIRST_GUESS if peak else 0.0]
-
-    cold: list[Any] = []  # the flusher of the skinny shapes, made on first use
-
-    def run(g: Gemm, phase: str, deadline: float) -> bool:
-        """Measure ``g`` unless done, over the shape cap, or predicted past ``deadline``;
-        skinny shapes one call per repetition from flushed caches."""
-        if any(p.gemm == g for p in points) or (max_shapes and len(points) >= max_shapes):
-            return True
-        if points and rate[0] > 0:
-            cost = predicted_cost(g.flops / rate[0], warmup=warmup, reps=reps) * COST_MARGIN
-            if time.perf_counter() + cost > deadline:
-                return False
-        fn = be.matmul(g.m, g.n, g.k, dt)
-        first = PROCESS_WARMUP_S if not points else 0.0
-        if phase == "skinny":
-            if not cold:
-                cold.append(flusher or be.flusher(int(FLUSH_FACTOR * cache_size(acc, be)[0])))
-            timing = time_kernel(fn, be.synchronize, warmup=warmup, reps=max(reps, SKINNY_REPS),
-                                 flush=cold[0], min_rep_s=0.0)
-        else:
-            timing = time_kernel(fn, be.synchronize, warmup=warmup, reps=reps, flush=flusher,
-                                 warmup_s=min(first, PROCESS_WARMUP_SHARE * budget_s))
-        smaller = [p.flops_per_s for p in points if p.gemm.flops <= g.flops]
-        if smaller and g.flops / timing.seconds(be.device == "cpu") < RETRY_BELOW * max(smaller):
-            again = time_kernel(fn, be.synchronize, warmup=warmup, reps=reps, flush=flusher)
-            timing = min(timing, again, key=lambda t: t.median)
-        del fn
-        be.release()
-        points.append(SweepPoint(g, timing, phase, peak, fastest=be.device == "cpu"))
-        if phase != "skinny":  # the rate that sizes the next shapes is a square GEMM's
-            rate[0] = points[-1].flops_per_s
-        return True
-
+    sw = _Sweeper(be, dt, acc, peak, budget_s, warmup, reps, flusher, max_shapes)
+    points = sw.points
     for g in ladder(s, elem, max_flops):
-        if not run(g, "ladder", start + LADDER_SHARE * budget_s):
+        if not sw.measure(g, "ladder", start + LADDER_SHARE * budget_s):
             break
     if not points:
         raise InputError(f"no GEMM shape fits {s.memory_bytes / 2**30:.3g} GiB on {be.device}")
     if be.device == "cpu":  # after the ladder's first shape has warmed the process up
         skinny_end = time.perf_counter() + SKINNY_SHARE * budget_s
         for m, n, k in SKINNY:
-            run(Gemm(m, n, k), "skinny", skinny_end)
-        cold.clear()
+            sw.measure(Gemm(m, n, k), "skinny", skinny_end)
+        sw.cold.clear()
     seeds = sorted(points, key=lambda p: -p.flops_per_s)[:VARIANT_SEEDS]
     for seed in seeds:
         for g in variants(seed.gemm, s, elem, max_flops):
-            run(g, "variant", start + (LADDER_SHARE + VARIANT_SHARE) * budget_s)
+            sw.measure(g, "variant", start + (LADDER_SHARE + VARIANT_SHARE) * budget_s)
     tried: set[Gemm] = set()
     for _ in range(REFINE_ROUNDS):
         best = max(points, key=lambda p: p.flops_per_s).gemm
@@ -250,7 +217,7 @@ def sweep(device: str = "cpu", dtype: DType | str = DType.BF16, acc: Accelerator
             break
         tried.add(best)
         for g in refine(best, s, elem, max_flops):
-            run(g, "refine", start + budget_s)
+            sw.measure(g, "refine", start + budget_s)
     be.release()
     elapsed = time.perf_counter() - start
     derived = bool(peak_entry and peak_entry[1].derived)
@@ -260,6 +227,54 @@ def sweep(device: str = "cpu", dtype: DType | str = DType.BF16, acc: Accelerator
                        accelerator_id=acc.id if acc else None, peak=peak, peak_derived=derived,
                        structure=s, points=tuple(points), measurements=records,
                        elapsed_s=elapsed, budget_s=budget_s)
+
+
+class _Sweeper:
+    """The sweep's measuring: the points so far, the rate that sizes the next shapes (a square
+    GEMM's) and the flusher of the skinny shapes (made on first use)."""
+
+    def __init__(self, be: Backend, dt: DType, acc: Accelerator | None, peak: float | None,
+                 budget_s: float, warmup: int, reps: int, flusher: Any,
+                 max_shapes: int | None) -> None:
+        self.be, self.dt, self.acc, self.peak, self.budget_s = be, dt, acc, peak, budget_s
+        self.warmup, self.reps, self.flusher, self.max_shapes = warmup, reps, flusher, max_shapes
+        self.points: list[SweepPoint] = []
+        self.rate = peak * FIRST_GUESS if peak else 0.0
+        self.cold: list[Any] = []
+
+    def measure(self, g: Gemm, phase: str, deadline: float) -> bool:
+        """Measure ``g`` unless done, over the shape cap, or predicted past ``deadline``;
+        skinny shapes one call per repetition from flushed caches."""
+        be, dt, points, warmup, reps = self.be, self.dt, self.points, self.warmup, self.reps
+        if any(p.gemm == g for p in points) or (self.max_shapes and
+                                                len(points) >= self.max_shapes):
+            return True
+        if points and self.rate > 0:
+            cost = predicted_cost(g.flops / self.rate, warmup=warmup, reps=reps) * COST_MARGIN
+            if time.perf_counter() + cost > deadline:
+                return False
+        fn = be.matmul(g.m, g.n, g.k, dt)
+        first = PROCESS_WARMUP_S if not points else 0.0
+        if phase == "skinny":
+            if not self.cold:
+                self.cold.append(self.flusher or be.flusher(
+                    int(FLUSH_FACTOR * cache_size(self.acc, be)[0])))
+            timing = time_kernel(fn, be.synchronize, warmup=warmup, reps=max(reps, SKINNY_REPS),
+                                 flush=self.cold[0], min_rep_s=0.0)
+        else:
+            timing = time_kernel(fn, be.synchronize, warmup=warmup, reps=reps,
+                                 flush=self.flusher,
+                                 warmup_s=min(first, PROCESS_WARMUP_SHARE * self.budget_s))
+        smaller = [p.flops_per_s for p in points if p.gemm.flops <= g.flops]
+        if smaller and g.flops / timing.seconds(be.device == "cpu") < RETRY_BELOW * max(smaller):
+            again = time_kernel(fn, be.synchronize, warmup=warmup, reps=reps, flush=self.flusher)
+            timing = min(timing, again, key=lambda t: t.median)
+        del fn
+        be.release()
+        points.append(SweepPoint(g, timing, phase, self.peak, fastest=be.device == "cpu"))
+        if phase != "skinny":  # the rate that sizes the next shapes is a square GEMM's
+            self.rate = points[-1].flops_per_s
+        return True
 
 
 def _record(p: SweepPoint, env: Environment, dt: DType, s: Structure, flush: bool,

@@ -109,59 +109,92 @@ def advise(spec: ModelSpec, system: System, run: Run, framework: Framework, *,
     ``seq`` the tokens per sequence (for the attention finding)."""
     acc = system.accelerator
     base = run(spec)
-    t0 = _time(base)
-    params0 = count_params(spec).total
-    geo = geometry(acc)
+    c = _Costing(spec, run, _time(base), count_params(spec).total)
     out: list[Finding] = []
     fine: list[str] = []
+    quantum, why = _quantum(acc.device_class, geometry(acc).systolic)
+    _check_vocab(c, framework, quantum, why, out, fine)  # 1. vocabulary
+    # 2. tile multiples of the widths
+    q = quantum if acc.device_class is not DeviceClass.GPU else ALIGN_BYTES // 2
+    _check_tiles(c, q, quantum, why, out, fine)
+    _check_heads(spec, tp, c.t0, out, fine)  # 3. heads vs TP
+    _check_experts(spec, ep, c.t0, out, fine)  # 4. experts vs EP
+    if seq:  # 5. sequence length vs attention efficiency
+        _check_attention(base, seq, c.t0, out, fine)
+    return Advice(spec.id, acc.id, framework.value,
+                  "step time" if "step_time_s" in base.metrics else "batch time (TTFT + "
+                  "decode)", c.t0, tuple(out), tuple(fine))
 
-    def costed(kind: str, dim: str, value: int, rule: str, fixed: int, note: str | None = None
-               ) -> Finding:
+
+@dataclass(frozen=True)
+class _Costing:
+    """Costs a fix: the model as it is (``t0``, ``params0``) against it with one dimension
+    changed, through the same ``run``."""
+
+    spec: ModelSpec
+    run: Run
+    t0: float | None
+    params0: float
+
+    def costed(self, kind: str, dim: str, value: int, rule: str, fixed: int,
+               note: str | None = None) -> Finding:
         try:
-            alt = _with(spec, **{dim: fixed})
+            alt = _with(self.spec, **{dim: fixed})
         except InputError as e:
-            return Finding(kind, dim, value, rule, None, None, t0, None, None, str(e))
-        t1 = _time(run(alt))
-        dp = count_params(alt).total / params0 - 1
-        return Finding(kind, dim, value, rule, f"{dim}={fixed}", fixed, t0, t1, dp, note)
+            return Finding(kind, dim, value, rule, None, None, self.t0, None, None, str(e))
+        t1 = _time(self.run(alt))
+        dp = count_params(alt).total / self.params0 - 1
+        return Finding(kind, dim, value, rule, f"{dim}={fixed}", fixed, self.t0, t1, dp, note)
 
-    # the quantum a dimension should be a multiple of on this device
-    if acc.device_class is DeviceClass.TPU:
-        quantum, why = geo.systolic, f"the {geo.systolic}x{geo.systolic} MXU pads k and n"
-    elif acc.device_class is DeviceClass.GPU:
-        quantum, why = 64, ("16-byte aligned GEMMs, 128 bytes (64 x 16-bit) best on A100 and "
-                            "later (NVIDIA matrix-multiplication guide)")
-    elif geo.systolic:
-        quantum, why = geo.systolic, f"the {geo.systolic}-wide matrix unit pads k and n"
-    else:
-        quantum, why = 0, ""
-    # 1. vocabulary
-    V = spec.vocab_size
+
+def _quantum(device_class: DeviceClass, systolic: int) -> tuple[int, str]:
+    """The quantum a dimension should be a multiple of on this device, and why (0: none)."""
+    if device_class is DeviceClass.TPU:
+        return systolic, f"the {systolic}x{systolic} MXU pads k and n"
+    if device_class is DeviceClass.GPU:
+        return 64, ("16-byte aligned GEMMs, 128 bytes (64 x 16-bit) best on A100 and "
+                    "later (NVIDIA matrix-multiplication guide)")
+    if systolic:
+        return systolic, f"the {systolic}-wide matrix unit pads k and n"
+    return 0, ""
+
+
+def _check_vocab(c: _Costing, framework: Framework, quantum: int, why: str,
+                 out: list[Finding], fine: list[str]) -> None:
+    """The vocabulary against the quantum (a stack that pads it itself is said to)."""
+    V = c.spec.vocab_size
     pads = VOCAB_PADDING.get(framework)
     if quantum and V % quantum:
         note = (f"{framework.value} pads the vocabulary to a multiple of {pads} itself: no "
                 "loss here, but a stack that does not pad pays it" if pads else None)
-        out.append(costed("vocab", "vocab_size", V, f"vocabulary {V:,} is not a multiple of "
-                          f"{quantum} ({why})", _up(V, quantum), note))
+        out.append(c.costed("vocab", "vocab_size", V, f"vocabulary {V:,} is not a multiple of "
+                            f"{quantum} ({why})", _up(V, quantum), note))
     elif quantum:
         fine.append(f"vocab_size {V:,} is a multiple of {quantum}")
-    # 2. tile multiples of the widths
-    align = ALIGN_BYTES // 2  # 16-bit elements per 16 bytes
+
+
+def _check_tiles(c: _Costing, q: int, quantum: int, why: str, out: list[Finding],
+                 fine: list[str]) -> None:
+    """d_model, the FFN width and an expert's FFN width against the tile ``q`` (the quantum,
+    or 16-byte alignment on GPUs)."""
+    spec = c.spec
     for dim, value in (("d_model", spec.d_model), ("ffn_dim", spec.ffn_dim)):
-        q = quantum if acc.device_class is not DeviceClass.GPU else align
         if q and value % q:
-            out.append(costed("tile", dim, value, f"{dim} {value:,} is not a multiple of {q} "
-                              f"({why if q == quantum else '16-byte alignment'})",
-                              _up(value, q)))
+            out.append(c.costed("tile", dim, value, f"{dim} {value:,} is not a multiple of {q} "
+                                f"({why if q == quantum else '16-byte alignment'})",
+                                _up(value, q)))
         elif q:
             fine.append(f"{dim} {value:,} is a multiple of {q}")
     if spec.moe is not None:
         e_ffn = spec.moe.expert_ffn_dim
-        q = quantum if acc.device_class is not DeviceClass.GPU else align
         if q and e_ffn % q:
-            out.append(costed("tile", "expert_ffn_dim", e_ffn, f"expert FFN {e_ffn:,} is not a "
-                              f"multiple of {q}", _up(e_ffn, q)))
-    # 3. heads vs TP
+            out.append(c.costed("tile", "expert_ffn_dim", e_ffn, f"expert FFN {e_ffn:,} is not "
+                                f"a multiple of {q}", _up(e_ffn, q)))
+
+
+def _check_heads(spec: ModelSpec, tp: int, t0: float | None, out: list[Finding],
+                 fine: list[str]) -> None:
+    """Heads and KV heads against tensor parallelism."""
     H, KV = spec.n_heads, spec.kv_heads
     if tp > 1:
         if H % tp:
@@ -179,30 +212,35 @@ def advise(spec: ModelSpec, system: System, run: Run, framework: Framework, *,
     else:
         divs = [t for t in (2, 4, 8, 16) if H % t == 0 and (KV % t == 0 or t % KV == 0)]
         fine.append(f"heads {H} / KV heads {KV} split evenly at tp in {divs or [1]}")
-    # 4. experts vs EP
-    if spec.moe is not None:
-        E = spec.moe.num_experts
-        if ep > 1 and E % ep:
-            fix = max(e for e in range(1, ep + 1) if E % e == 0)
-            out.append(Finding("ep-experts", "num_experts", E, f"ep={ep} does not divide {E} "
-                               "experts", f"ep={fix}", fix, t0, None, None, None))
-        else:
-            ok = [e for e in (2, 4, 8, 16, 32, 64) if E % e == 0]
-            fine.append(f"{E} experts split evenly at ep in {ok}")
-    # 5. sequence length vs attention efficiency
-    if seq:
-        ramp = float(attention_ramp(float(seq)))
-        att = sum(v for k, v in base.time.items() if "attention/core" in k) if base.time else 0
-        share = att / sum(base.time.values()) if base.time else 0.0
-        if ramp < 0.9 and share > 0.01:
-            out.append(Finding("attention", "sequence", seq, f"at {seq:,} keys per query the "
-                               f"attention kernel runs at {ramp:.0%} of its plateau "
-                               f"(cost/attention.py ramp); attention is {share:.0%} of the time",
-                               None, None, t0, None, None,
-                               "pack short documents into longer sequences, or batch more"))
-        else:
-            fine.append(f"attention at {seq:,} keys per query: {ramp:.0%} of the kernel's "
-                        f"plateau, {share:.0%} of the time")
-    return Advice(spec.id, acc.id, framework.value,
-                  "step time" if "step_time_s" in base.metrics else "batch time (TTFT + "
-                  "decode)", t0, tuple(out), tuple(fine))
+
+
+def _check_experts(spec: ModelSpec, ep: int, t0: float | None, out: list[Finding],
+                   fine: list[str]) -> None:
+    """The number of experts against expert parallelism (MoE models only)."""
+    if spec.moe is None:
+        return
+    E = spec.moe.num_experts
+    if ep > 1 and E % ep:
+        fix = max(e for e in range(1, ep + 1) if E % e == 0)
+        out.append(Finding("ep-experts", "num_experts", E, f"ep={ep} does not divide {E} "
+                           "experts", f"ep={fix}", fix, t0, None, None, None))
+    else:
+        ok = [e for e in (2, 4, 8, 16, 32, 64) if E % e == 0]
+        fine.append(f"{E} experts split evenly at ep in {ok}")
+
+
+def _check_attention(base: Estimate, seq: int, t0: float | None, out: list[Finding],
+                     fine: list[str]) -> None:
+    """The attention kernel's efficiency at ``seq`` keys per query, and its share of time."""
+    ramp = float(attention_ramp(float(seq)))
+    att = sum(v for k, v in base.time.items() if "attention/core" in k) if base.time else 0
+    share = att / sum(base.time.values()) if base.time else 0.0
+    if ramp < 0.9 and share > 0.01:
+        out.append(Finding("attention", "sequence", seq, f"at {seq:,} keys per query the "
+                           f"attention kernel runs at {ramp:.0%} of its plateau "
+                           f"(cost/attention.py ramp); attention is {share:.0%} of the time",
+                           None, None, t0, None, None,
+                           "pack short documents into longer sequences, or batch more"))
+    else:
+        fine.append(f"attention at {seq:,} keys per query: {ramp:.0%} of the kernel's "
+                    f"plateau, {share:.0%} of the time")

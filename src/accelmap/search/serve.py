@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from accelmap.cost.calibration import CalibrationProfile
@@ -223,55 +223,17 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
     configs = _configs(spec, cluster, ws, kvs)
     half = _half(cluster)
     batches = powers_of_two(max_batch)
-    total = len(configs) * len(batches)
-    points: dict[Config, list[_Point]] = {}
-    rejected: dict[str, int] = {}
-    evaluated = done = n_tight = 0
+    at = _SweepSetting(spec, cluster, system, fw, prompt_len, output_len, half, ttft_s, tpot_s,
+                       include_tight, price, tdp, progress, len(configs) * len(batches))
+    sw = _Sweep(batches)
     interrupted = False
-
-    def reject(config: Config, from_batch: int, rule: str, reason: str) -> None:
-        nonlocal done
-        for b in batches[from_batch:]:
-            points[config].append(_Point(config, b, rule, reason))
-        n = len(batches) - from_batch
-        rejected[rule] = rejected.get(rule, 0) + n
-        done += n
-
     try:
         for config in configs:
-            tp, pp, ep, w, kv = config
-            points[config] = []
-            m = Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=None, world=cluster.devices)
-            bad = check_serving(spec, cluster, m)
-            if bad:
-                reject(config, 0, bad[0].rule, bad[0].sentence)
-            for i, b in enumerate([] if bad else batches):
-                est = serve_step(spec, system, _workload(prompt_len, output_len, b, w, kv, half),
-                                 m, fw, limits=False)
-                evaluated += 1
-                rule, reason = _violation(est, ttft_s, tpot_s)
-                if rule:
-                    reject(config, i, rule, reason)
-                    break
-                if est.memory_fit is MemoryFit.TIGHT:
-                    n_tight += 1
-                    if not include_tight:  # left out; a larger batch may be tight too
-                        points[config].append(_Point(
-                            config, b, TIGHT_RULE, "memory within the memory model's error "
-                            "band of capacity (tight)"))
-                        rejected[TIGHT_RULE] = rejected.get(TIGHT_RULE, 0) + 1
-                        done += 1
-                        continue
-                points[config].append(_Point(config, b, None, "", _metrics(
-                    est, m, b, w, kv, cluster, price, tdp), est))
-                done += 1
-                if progress:
-                    progress(done, total)
-            if progress:
-                progress(done, total)
+            _sweep(at, sw, config)
     except KeyboardInterrupt:
         interrupted = True
-        notes.append(f"interrupted after {evaluated} evaluations: best plans found so far")
+        notes.append(f"interrupted after {sw.evaluated} evaluations: best plans found so far")
+    points, rejected, evaluated, n_tight = sw.points, sw.rejected, sw.evaluated, sw.n_tight
 
     feasible = [p for ps in points.values() for p in ps if p.rule is None]
     best = {c: min((p for p in ps if p.rule is None), key=lambda p: score.key(_m(p)))
@@ -289,6 +251,85 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
     return PlanResult(obj, plans, evaluated, len(feasible), time.perf_counter() - start,
                       dict(sorted(rejected.items(), key=lambda kv_: -kv_[1])), explanation,
                       pareto, interrupted, notes + score.notes, calibration)
+
+
+@dataclass(frozen=True)
+class _SweepSetting:
+    """What every configuration's batch sweep shares: model, cluster as a system, framework,
+    request lengths, 16-bit dtype, TTFT/TPOT targets (s), whether tight points rank, the
+    accelerator's price and TDP, and the progress callback with its total of points."""
+
+    spec: ModelSpec
+    cluster: Cluster
+    system: System
+    fw: FrameworkProfile
+    prompt_len: int
+    output_len: int
+    half: DType
+    ttft_s: float | None
+    tpot_s: float | None
+    include_tight: bool
+    price: float | None
+    tdp: float | None
+    progress: Callable[[int, int], None] | None
+    total: int
+
+
+@dataclass
+class _Sweep:
+    """The sweep so far: every point per configuration, rejected points per rule, serve_step
+    evaluations, points done (for progress) and tight points met."""
+
+    batches: tuple[int, ...]
+    points: dict[Config, list[_Point]] = field(default_factory=dict)
+    rejected: dict[str, int] = field(default_factory=dict)
+    evaluated: int = 0
+    done: int = 0
+    n_tight: int = 0
+
+    def reject(self, config: Config, from_batch: int, rule: str, reason: str) -> None:
+        """The configuration's batches from ``from_batch`` on, ruled out by ``rule``."""
+        for b in self.batches[from_batch:]:
+            self.points[config].append(_Point(config, b, rule, reason))
+        n = len(self.batches) - from_batch
+        self.rejected[rule] = self.rejected.get(rule, 0) + n
+        self.done += n
+
+
+def _sweep(at: _SweepSetting, sw: _Sweep, config: Config) -> None:
+    """One configuration at batch 1, 2, 4 ...: each point evaluated until a rule breaks (that
+    batch and the larger ones rejected by it); tight points left out unless they rank."""
+    tp, pp, ep, w, kv = config
+    sw.points[config] = []
+    m = Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=None, world=at.cluster.devices)
+    bad = check_serving(at.spec, at.cluster, m)
+    if bad:
+        sw.reject(config, 0, bad[0].rule, bad[0].sentence)
+    for i, b in enumerate([] if bad else sw.batches):
+        est = serve_step(at.spec, at.system,
+                         _workload(at.prompt_len, at.output_len, b, w, kv, at.half), m, at.fw,
+                         limits=False)
+        sw.evaluated += 1
+        rule, reason = _violation(est, at.ttft_s, at.tpot_s)
+        if rule:
+            sw.reject(config, i, rule, reason)
+            break
+        if est.memory_fit is MemoryFit.TIGHT:
+            sw.n_tight += 1
+            if not at.include_tight:  # left out; a larger batch may be tight too
+                sw.points[config].append(_Point(
+                    config, b, TIGHT_RULE, "memory within the memory model's error "
+                    "band of capacity (tight)"))
+                sw.rejected[TIGHT_RULE] = sw.rejected.get(TIGHT_RULE, 0) + 1
+                sw.done += 1
+                continue
+        sw.points[config].append(_Point(config, b, None, "", _metrics(
+            est, m, b, w, kv, at.cluster, at.price, at.tdp), est))
+        sw.done += 1
+        if at.progress:
+            at.progress(sw.done, at.total)
+    if at.progress:
+        at.progress(sw.done, at.total)
 
 
 def _serving(p: _Point) -> ServingChoice:

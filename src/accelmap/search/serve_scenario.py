@@ -61,7 +61,7 @@ from accelmap.search.serve import (
 )
 from accelmap.search.space import powers_of_two
 from accelmap.serving.scenario import Load, Scenario, ServingRun, run
-from accelmap.serving.scheduler import defaults
+from accelmap.serving.scheduler import SchedulerConfig, defaults
 
 SHORTLIST = 12  # configurations simulated by screening estimate (plus one per shape)
 CAP_TRIES = 5  # halvings of the running-request cap under a missed TPOT SLO
@@ -151,88 +151,14 @@ def plan_serving_scenario(spec: ModelSpec, cluster: Cluster, prompt_len: int, ou
     sched = defaults(fw.name, offline=load.scenario is Scenario.OFFLINE,
                      device_bytes=system.memory_bytes).with_caps(
         load.max_seqs, load.max_tokens, load.chunked_prefill)
-    slo = load.slo
-
-    # 1. screening
-    screens: dict[Config, _Screen] = {}
-    evaluated = 0
-    for config in configs:
-        tp, pp, ep, w, kv = config
-        sc = screens[config] = _Screen(config)
-        m = Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=None, world=cluster.devices)
-        bad = check_serving(spec, cluster, m)
-        if bad:
-            sc.rule, sc.reason = bad[0].rule, bad[0].sentence
-            continue
-        for b in powers_of_two(sched.max_seqs):
-            est = serve_step(spec, system, _workload(prompt_len, output_len, b, w, kv, half), m,
-                             fw, limits=False)
-            evaluated += 1
-            rule, reason = None, ""
-            if not est.feasible:
-                rule, reason = str(est.metrics.get("violated_rule", "memory")), est.reason or ""
-            elif slo.tpot_s is not None and est.metrics["tpot_s"] > slo.tpot_s:
-                rule, reason = "tpot_slo", (f"TPOT {est.metrics['tpot_s'] * 1e3:.1f} ms at "
-                                            f"batch {b} exceeds the {slo.tpot_s * 1e3:.0f} ms "
-                                            "SLO")
-            elif b == 1 and slo.ttft_s is not None and est.metrics["ttft_s"] > slo.ttft_s:
-                rule, reason = "ttft_slo", (f"a lone request's TTFT {est.metrics['ttft_s']:.2f}"
-                                            f" s exceeds the {slo.ttft_s:g} s SLO")
-            if rule:
-                if b == 1:
-                    sc.rule, sc.reason = rule, reason
-                break
-            tps = float(est.metrics["tokens_per_s"])
-            if tps > sc.tokens_per_s:
-                sc.tokens_per_s, sc.batch = tps, b
-                sc.batch_ttft_s = float(est.metrics["ttft_s"])
+    at = _Setting(spec, cluster, system, fw, sched, load, prompt_len, output_len, half)
+    screens, evaluated = _screen_all(at, configs)
     screen_s = time.perf_counter() - start
-    rejected: dict[str, int] = {}
-    for sc in screens.values():
-        if sc.rule:
-            rejected[sc.rule] = rejected.get(sc.rule, 0) + 1
-    passed = sorted((s for s in screens.values() if s.rule is None),
-                    key=lambda s: -s.tokens_per_s)
-    chosen = passed[:shortlist]
-    shapes = {s.config[:3] for s in chosen}
-    for s in passed[shortlist:]:
-        if s.config[:3] not in shapes:
-            chosen.append(s)
-            shapes.add(s.config[:3])
-
-    # 2. simulation
-    sims: dict[Config, _Sim] = {}
+    passed, chosen = _shortlist(screens, shortlist)
     t_sim = time.perf_counter()
-    runs = 0
-    interrupted = False
-    try:
-        for i, sc in enumerate(chosen):
-            tp, pp, ep, w, kv = sc.config
-            m = Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=None, world=cluster.devices)
-            wl = _workload(prompt_len, output_len, 1, w, kv, half)
-            sim = sims[sc.config] = _Sim(sc.config, [run(spec, system, wl, m, fw, load)])
-            runs += 1
-            first = sim.runs[0]
-            if first.feasible and slo.tpot_s is not None and load.max_seqs is None:
-                cap = _below(int(first.metrics["peak_running"]))
-                for _ in range(CAP_TRIES):
-                    last = sim.runs[-1]
-                    if cap < MIN_CAP or not last.feasible or (
-                            last.metrics["tpot_s"].get("p99", 0.0) <= slo.tpot_s):
-                        break
-                    sim.runs.append(run(spec, system, wl, m, fw, replace(load, max_seqs=cap)))
-                    runs += 1
-                    cap //= 2
-            _settle(sim, score, slo, cluster, price, tdp)
-            if progress:
-                progress(i + 1, len(chosen))
-    except KeyboardInterrupt:
-        interrupted = True
-        notes.append(f"interrupted after {runs} simulations: best plans found so far")
+    sims, runs, interrupted = _simulate_all(at, chosen, score, price, tdp, notes, progress)
     sim_s = time.perf_counter() - t_sim
-    for sim in sims.values():
-        if sim.rule:
-            rejected[sim.rule] = rejected.get(sim.rule, 0) + 1
+    rejected = _rule_counts([*screens.values(), *sims.values()])
     ranked = sorted((s for s in sims.values() if s.best is not None),
                     key=lambda s: score.key(_metrics(s.best, score, cluster, price, tdp)))
     plans = [_plan(s, screens[s.config], score, cluster, price, tdp) for s in ranked[:top]]
@@ -248,9 +174,7 @@ def plan_serving_scenario(spec: ModelSpec, cluster: Cluster, prompt_len: int, ou
         "serve_step_evaluations": evaluated,
         "simulated_configurations": len(sims),
         "simulation_runs": runs,
-        "shortlist_rule": (f"the {shortlist} configurations with the highest fixed-batch "
-                           "throughput under the TPOT SLO, plus the best of every tp x pp x ep "
-                           "shape not among them"),
+        "shortlist_rule": _shortlist_rule(shortlist),
         "screen_s": screen_s,
         "simulate_s": sim_s,
     }
@@ -262,15 +186,7 @@ def plan_serving_scenario(spec: ModelSpec, cluster: Cluster, prompt_len: int, ou
         f"screened {len(configs)} configurations with the fixed-batch model "
         f"({evaluated} serve_step evaluations, {screen_s:.2f} s); simulated {len(sims)} "
         f"of the {len(passed)} that passed ({runs} scheduler runs, {sim_s:.2f} s)")
-    if (score.objective is Objective.GOODPUT and len(ranked) > 1
-            and load.scenario is Scenario.SERVER and ranked[1].best is not None
-            and ranked[1].best.metrics["goodput_requests_per_s"]
-            >= 0.99 * ranked[0].best.metrics["goodput_requests_per_s"]):  # type: ignore[union-attr]
-        notes.append("the top plans' goodput is within 1%: at this rate they all keep up and the "
-                     "latency tail decides; raise --rate to rank them by capacity")
-    if score.objective is Objective.THROUGHPUT and load.scenario is Scenario.SERVER:
-        notes.append("server scenario: every plan that keeps up with --rate serves about the "
-                     "same throughput; --objective goodput (the default here) separates them")
+    notes += _ranking_notes(score, ranked, load)
     return PlanResult(score.objective, plans, evaluated + runs, len(ranked),
                       time.perf_counter() - start,
                       dict(sorted(rejected.items(), key=lambda kv_: -kv_[1])), explanation,
@@ -280,6 +196,168 @@ def plan_serving_scenario(spec: ModelSpec, cluster: Cluster, prompt_len: int, ou
 
 
 DTypeLike = Any  # a DType or its name (search.serve._dtype reads both)
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """What every screened and simulated configuration shares: the model, the cluster as a
+    system, the framework and its scheduler, the load, the request lengths and the 16-bit
+    activation dtype (``_half``)."""
+
+    spec: ModelSpec
+    cluster: Cluster
+    system: System
+    fw: FrameworkProfile
+    sched: SchedulerConfig
+    load: Load
+    prompt_len: int
+    output_len: int
+    half: Any
+
+    def mapping(self, config: Config) -> Mapping:
+        tp, pp, ep, _w, _kv = config
+        return Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=None, world=self.cluster.devices)
+
+
+def _screen_all(at: _Setting, configs: list[Config]) -> tuple[dict[Config, _Screen], int]:
+    """Step 1: every configuration screened (``_screen``); the serve_step evaluations made."""
+    screens: dict[Config, _Screen] = {}
+    evaluated = 0
+    for config in configs:
+        screens[config] = _Screen(config)
+        evaluated += _screen(at, screens[config])
+    return screens, evaluated
+
+
+def _screen(at: _Setting, sc: _Screen) -> int:
+    """One configuration's fixed-batch screen at batch 1, 2, 4 ... up to the scheduler's cap,
+    stopping at the first batch that breaks a rule (at batch 1: the configuration's rule);
+    ``sc`` keeps the best throughput. Returns the serve_step evaluations made."""
+    _tp, _pp, _ep, w, kv = sc.config
+    slo = at.load.slo
+    m = at.mapping(sc.config)
+    bad = check_serving(at.spec, at.cluster, m)
+    if bad:
+        sc.rule, sc.reason = bad[0].rule, bad[0].sentence
+        return 0
+    evaluated = 0
+    for b in powers_of_two(at.sched.max_seqs):
+        est = serve_step(at.spec, at.system,
+                         _workload(at.prompt_len, at.output_len, b, w, kv, at.half), m, at.fw,
+                         limits=False)
+        evaluated += 1
+        rule, reason = None, ""
+        if not est.feasible:
+            rule, reason = str(est.metrics.get("violated_rule", "memory")), est.reason or ""
+        elif slo.tpot_s is not None and est.metrics["tpot_s"] > slo.tpot_s:
+            rule, reason = "tpot_slo", (f"TPOT {est.metrics['tpot_s'] * 1e3:.1f} ms at "
+                                        f"batch {b} exceeds the {slo.tpot_s * 1e3:.0f} ms "
+                                        "SLO")
+        elif b == 1 and slo.ttft_s is not None and est.metrics["ttft_s"] > slo.ttft_s:
+            rule, reason = "ttft_slo", (f"a lone request's TTFT {est.metrics['ttft_s']:.2f}"
+                                        f" s exceeds the {slo.ttft_s:g} s SLO")
+        if rule:
+            if b == 1:
+                sc.rule, sc.reason = rule, reason
+            break
+        tps = float(est.metrics["tokens_per_s"])
+        if tps > sc.tokens_per_s:
+            sc.tokens_per_s, sc.batch = tps, b
+            sc.batch_ttft_s = float(est.metrics["ttft_s"])
+    return evaluated
+
+
+def _rule_counts(items: Sequence[_Screen | _Sim]) -> dict[str, int]:
+    """Configurations ruled out per rule, at screening or in simulation."""
+    rejected: dict[str, int] = {}
+    for it in items:
+        if it.rule:
+            rejected[it.rule] = rejected.get(it.rule, 0) + 1
+    return rejected
+
+
+def _shortlist(screens: dict[Config, _Screen], shortlist: int
+               ) -> tuple[list[_Screen], list[_Screen]]:
+    """Step 2: the screens that passed (best estimate first) and the shortlist among them:
+    the ``shortlist`` best plus the best of every tp x pp x ep shape not among them."""
+    passed = sorted((s for s in screens.values() if s.rule is None),
+                    key=lambda s: -s.tokens_per_s)
+    chosen = passed[:shortlist]
+    shapes = {s.config[:3] for s in chosen}
+    for s in passed[shortlist:]:
+        if s.config[:3] not in shapes:
+            chosen.append(s)
+            shapes.add(s.config[:3])
+    return passed, chosen
+
+
+def _shortlist_rule(shortlist: int) -> str:
+    return (f"the {shortlist} configurations with the highest fixed-batch "
+            "throughput under the TPOT SLO, plus the best of every tp x pp x ep "
+            "shape not among them")
+
+
+def _simulate_all(at: _Setting, chosen: list[_Screen], score: _SimScore, price: float | None,
+                  tdp: float | None, notes: list[str],
+                  progress: Callable[[int, int], None] | None
+                  ) -> tuple[dict[Config, _Sim], int, bool]:
+    """Step 3: each shortlisted configuration simulated and settled; the simulations, the
+    scheduler runs made and whether the user interrupted them (said in ``notes``)."""
+    sims: dict[Config, _Sim] = {}
+    interrupted = False
+    try:
+        for i, sc in enumerate(chosen):
+            sims[sc.config] = _Sim(sc.config, [])
+            _simulate(at, sims[sc.config])
+            _settle(sims[sc.config], score, at.load.slo, at.cluster, price, tdp)
+            if progress:
+                progress(i + 1, len(chosen))
+    except KeyboardInterrupt:
+        interrupted = True
+        sims = {c: sim for c, sim in sims.items() if sim.runs}  # a first run cut short
+        notes.append(f"interrupted after {_runs(sims)} simulations: best plans found so far")
+    return sims, _runs(sims), interrupted
+
+
+def _runs(sims: dict[Config, _Sim]) -> int:
+    """The scheduler runs completed."""
+    return sum(len(sim.runs) for sim in sims.values())
+
+
+def _simulate(at: _Setting, sim: _Sim) -> None:
+    """One configuration under the load at the default caps, then with the cap on running
+    requests halved (up to ``CAP_TRIES`` times) while a TPOT SLO's p99 is missed; each run
+    appended to ``sim.runs`` as it completes."""
+    _tp, _pp, _ep, w, kv = sim.config
+    m = at.mapping(sim.config)
+    load, slo = at.load, at.load.slo
+    wl = _workload(at.prompt_len, at.output_len, 1, w, kv, at.half)
+    sim.runs.append(run(at.spec, at.system, wl, m, at.fw, load))
+    first = sim.runs[0]
+    if first.feasible and slo.tpot_s is not None and load.max_seqs is None:
+        cap = _below(int(first.metrics["peak_running"]))
+        for _ in range(CAP_TRIES):
+            last = sim.runs[-1]
+            if cap < MIN_CAP or not last.feasible or (
+                    last.metrics["tpot_s"].get("p99", 0.0) <= slo.tpot_s):
+                break
+            sim.runs.append(run(at.spec, at.system, wl, m, at.fw, replace(load, max_seqs=cap)))
+            cap //= 2
+
+
+def _ranking_notes(score: _SimScore, ranked: list[_Sim], load: Load) -> list[str]:
+    """What the ranking cannot tell apart in the server scenario."""
+    notes = []
+    if (score.objective is Objective.GOODPUT and len(ranked) > 1
+            and load.scenario is Scenario.SERVER and ranked[1].best is not None
+            and ranked[1].best.metrics["goodput_requests_per_s"]
+            >= 0.99 * ranked[0].best.metrics["goodput_requests_per_s"]):  # type: ignore[union-attr]
+        notes.append("the top plans' goodput is within 1%: at this rate they all keep up and the "
+                     "latency tail decides; raise --rate to rank them by capacity")
+    if score.objective is Objective.THROUGHPUT and load.scenario is Scenario.SERVER:
+        notes.append("server scenario: every plan that keeps up with --rate serves about the "
+                     "same throughput; --objective goodput (the default here) separates them")
+    return notes
 
 
 def _below(peak: int) -> int:

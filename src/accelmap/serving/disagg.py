@@ -303,11 +303,37 @@ def run_disaggregated(spec: ModelSpec, system: System, wl: Inference, d: Disaggr
     bad = check(spec, cluster, d)
     if bad:
         return DisaggRun(*head, False, bad[0], {})
-    cache = {} if cache is None else cache
     sched = scheduler_for(system, fw, load)
     reqs = all_requests(load, wl)
-    n = len(reqs)
-    pre_reqs = Requests(reqs.arrival_s, reqs.prompt, np.ones(n, dtype=np.int64), reqs.cached)
+    pre_reqs = Requests(reqs.arrival_s, reqs.prompt, np.ones(len(reqs), dtype=np.int64),
+                        reqs.cached)
+    pre, dec = _pool_instances(spec, system, wl, d, fw, sched, reqs, pre_reqs,
+                               {} if cache is None else cache)
+    for role, inst in (("prefill", pre), ("decode", dec)):
+        if isinstance(inst, Unfit):
+            return DisaggRun(*head, False, f"{role} pool: {inst.reason}", {}, sched,
+                             inst.memory if role == "prefill" else None,
+                             inst.memory if role == "decode" else None)
+    assert isinstance(pre, Instance) and isinstance(dec, Instance)
+    xfer = kv_transfer(spec, cluster, d, wl.kv_dtype, layerwise)
+    tl = _timeline(spec, d, wl, reqs, pre_reqs, pre, dec, xfer)
+    if isinstance(tl, str):
+        return DisaggRun(*head, False, f"{tl} (memory rule)", {}, sched, pre.pool.other,
+                         dec.pool.other)
+    metrics = _disagg_metrics(tl, reqs, d, load, pre, dec, xfer)
+    return DisaggRun(*head, True, None, metrics, sched, pre.pool.other, dec.pool.other,
+                     xfer.describe(), _disagg_notes(spec, system, wl, d, fw, sched, reqs, pre,
+                                                    dec, xfer),
+                     error_band("serve-offline", fw.name.value, d.devices,
+                                dev.acc.device_class.value), tl.wall_s)
+
+
+def _pool_instances(spec: ModelSpec, system: System, wl: Inference, d: Disaggregation,
+                    fw: FrameworkProfile, sched: SchedulerConfig, reqs: Requests,
+                    pre_reqs: Requests, cache: Instances
+                    ) -> tuple[Instance | Unfit, Instance | Unfit]:
+    """The prefill and the decode instance (or why one does not fit), built once per (pool,
+    tp) in ``cache``."""
     # the decode pool's requests: the prompt in KV but its last token, output - 1 to go
     longest = Requests(reqs.arrival_s, reqs.prompt, np.maximum(reqs.output - 1, 1),
                        np.maximum(reqs.prompt - 1, 0))
@@ -318,25 +344,41 @@ def run_disaggregated(spec: ModelSpec, system: System, wl: Inference, d: Disaggr
             cache[key] = instance(spec, system, wl, Mapping.serving(tp), fw, sched, r)
         return cache[key]
 
-    pre = built("prefill", d.prefill_tp, pre_reqs)
-    dec = built("decode", d.decode_tp, longest)
-    for role, inst in (("prefill", pre), ("decode", dec)):
-        if isinstance(inst, Unfit):
-            return DisaggRun(*head, False, f"{role} pool: {inst.reason}", {}, sched,
-                             inst.memory if role == "prefill" else None,
-                             inst.memory if role == "decode" else None)
-    assert isinstance(pre, Instance) and isinstance(dec, Instance)
+    return built("prefill", d.prefill_tp, pre_reqs), built("decode", d.decode_tp, longest)
+
+
+@dataclass(frozen=True)
+class _Timeline:
+    """One simulated split, per request: the prefill pool's first token (absolute), the KV
+    transfer's bytes and seconds, TTFT with the transfer (absolute), the finish, and whether
+    the request moved to the decode pool (output > 1); the pools' runs and the wall time."""
+
+    first: np.ndarray
+    nbytes: np.ndarray
+    transfer: np.ndarray
+    ttft_abs: np.ndarray
+    finish: np.ndarray
+    moved: np.ndarray
+    pre_sims: list[SimResult]
+    dec_sims: list[SimResult]
+    wall_s: float
+
+
+def _timeline(spec: ModelSpec, d: Disaggregation, wl: Inference, reqs: Requests,
+              pre_reqs: Requests, pre: Instance, dec: Instance, xfer: KvTransfer
+              ) -> _Timeline | str:
+    """Prefill pool, KV transfer, then decode pool, request by request; a pool that cannot
+    hold a request: its reason."""
+    n = len(reqs)
     t0 = time.perf_counter()
     try:
         pre_picks, pre_sims = simulate_pool(pre_reqs, d.prefill_instances, pre)
     except CapacityError as e:
-        return DisaggRun(*head, False, f"prefill pool: {e} (memory rule)", {}, sched,
-                         pre.pool.other, dec.pool.other)
+        return f"prefill pool: {e}"
     first = np.full(n, np.nan)
     for pick, sim in zip(pre_picks, pre_sims, strict=True):
         first[pick] = sim.first_token_s
     # the KV transfer of each request
-    xfer = kv_transfer(spec, cluster, d, wl.kv_dtype, layerwise)
     geo = Geometry.of(spec)
     nbytes = xfer.bytes(geo, reqs.prompt, wl.kv_dtype)
     alone = np.array([pre.cost.cost(p - c, 1, p - c, c + (p - c + 1) / 2, 0, 0)
@@ -354,16 +396,23 @@ def run_disaggregated(spec: ModelSpec, system: System, wl: Inference, d: Disaggr
         try:
             dec_picks, dec_sims = simulate_pool(dec_reqs, d.decode_instances, dec)
         except CapacityError as e:
-            return DisaggRun(*head, False, f"decode pool: {e} (memory rule)", {}, sched,
-                             pre.pool.other, dec.pool.other)
+            return f"decode pool: {e}"
         for pick, sim in zip(dec_picks, dec_sims, strict=True):
             finish[idx[pick]] = sim.finish_s
-    wall = time.perf_counter() - t0
+    return _Timeline(first, nbytes, transfer, ttft_abs, finish, moved, pre_sims, dec_sims,
+                     time.perf_counter() - t0)
+
+
+def _disagg_metrics(tl: _Timeline, reqs: Requests, d: Disaggregation, load: Load,
+                    pre: Instance, dec: Instance, xfer: KvTransfer) -> dict[str, Any]:
+    """The run's figures: the whole stream's (``summarize``), each pool's, the KV transfer's
+    and the TTFT objective's attainment alone."""
+    pre_sims, dec_sims, moved = tl.pre_sims, tl.dec_sims, tl.moved
 
     def cat(sims: list[SimResult], name: str) -> np.ndarray:
         return np.concatenate([getattr(s, name) for s in sims]) if sims else np.zeros(0)
 
-    whole = SimResult(reqs.arrival_s, ttft_abs, finish, reqs.prompt, reqs.output,
+    whole = SimResult(reqs.arrival_s, tl.ttft_abs, tl.finish, reqs.prompt, reqs.output,
                       cat(dec_sims, "step_s"), cat(dec_sims, "step_decodes"),
                       cat(dec_sims, "step_tokens"),
                       sum(s.preemptions for s in (*pre_sims, *dec_sims)),
@@ -383,33 +432,37 @@ def run_disaggregated(spec: ModelSpec, system: System, wl: Inference, d: Disaggr
                 "kv_capacity_tokens": inst.pool.tokens}
 
     metrics["prefill_pool"] = {**pool_figures(pre_sims, pre, d.prefill_mapping),
-                               "ttft_s": distribution(first - reqs.arrival_s)}
+                               "ttft_s": distribution(tl.first - reqs.arrival_s)}
     metrics["decode_pool"] = {**pool_figures(dec_sims, dec, d.decode_mapping),
                               "queue_s": distribution(
                                   np.array([t for s in dec_sims for t in
                                             (s.first_token_s - s.arrival_s)]))}
-    metrics["kv_transfer_s"] = distribution(transfer[moved]) if np.any(moved) else {}
-    metrics["kv_transfer_bytes"] = distribution(nbytes[moved]) if np.any(moved) else {}
+    metrics["kv_transfer_s"] = distribution(tl.transfer[moved]) if np.any(moved) else {}
+    metrics["kv_transfer_bytes"] = distribution(tl.nbytes[moved]) if np.any(moved) else {}
     metrics["kv_bytes_per_token"] = xfer.bytes_per_token
     # the TTFT objective alone: what the prefill pool (and the transfer) let through, whatever
     # the decode pool does (the planner stops adding decode instances there)
     metrics["ttft_slo_attainment"] = float(np.mean(
-        Slo(ttft_s=load.slo.ttft_s).met(ttft_abs - reqs.arrival_s, np.full(n, np.nan))))
-    notes = (*context_notes(spec, int(np.max(reqs.prompt + reqs.output))),
-             f"{d.describe()} on {cluster.name}",
-             xfer.describe(),
-             f"scheduler (both pools): {sched.source}",
-             f"KV pool {pre.pool.tokens:,.0f} tokens per prefill instance, "
-             f"{dec.pool.tokens:,.0f} per decode instance",
-             f"{n:,} requests dealt round-robin to {d.prefill_instances} prefill and "
-             f"{d.decode_instances} decode instances; TTFT counts the KV transfer (the first "
-             "token reaches the user with the decode stream)",
-             "a decode instance recomputes a preempted request's prompt itself (vLLM recompute)",
-             *device_notes(dev, wl.compute_dtype, fw))
-    return DisaggRun(*head, True, None, metrics, sched, pre.pool.other, dec.pool.other,
-                     xfer.describe(), notes,
-                     error_band("serve-offline", fw.name.value, d.devices,
-                                dev.acc.device_class.value), wall)
+        Slo(ttft_s=load.slo.ttft_s).met(tl.ttft_abs - reqs.arrival_s,
+                                        np.full(len(reqs), np.nan))))
+    return metrics
+
+
+def _disagg_notes(spec: ModelSpec, system: System, wl: Inference, d: Disaggregation,
+                  fw: FrameworkProfile, sched: SchedulerConfig, reqs: Requests, pre: Instance,
+                  dec: Instance, xfer: KvTransfer) -> tuple[str, ...]:
+    """What the run assumed: context, layout, transfer, scheduler, pools and device."""
+    return (*context_notes(spec, int(np.max(reqs.prompt + reqs.output))),
+            f"{d.describe()} on {system.cluster.name}",
+            xfer.describe(),
+            f"scheduler (both pools): {sched.source}",
+            f"KV pool {pre.pool.tokens:,.0f} tokens per prefill instance, "
+            f"{dec.pool.tokens:,.0f} per decode instance",
+            f"{len(reqs):,} requests dealt round-robin to {d.prefill_instances} prefill and "
+            f"{d.decode_instances} decode instances; TTFT counts the KV transfer (the first "
+            "token reaches the user with the decode stream)",
+            "a decode instance recomputes a preempted request's prompt itself (vLLM recompute)",
+            *device_notes(system.device, wl.compute_dtype, fw))
 
 
 def with_requests(load: Load, requests: int) -> Load:

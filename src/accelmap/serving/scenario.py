@@ -47,6 +47,7 @@ from accelmap.serving.scheduler import KvBudget, KvPolicy, SchedulerConfig, defa
 from accelmap.serving.simulator import CapacityError, DecodeStep, SimResult, simulate
 from accelmap.serving.speculative import (
     MAX_DRAFT_LEN,
+    Choice,
     DraftMemory,
     Speculation,
     choose,
@@ -353,13 +354,8 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
     and every decode step verifying k + 1 tokens and advancing E of them."""
     cluster, dev = system.cluster, system.device
     head = (spec.id, dev.acc.id, cluster.name, m, fw.name.value, load.scenario)
-    if speculation is not None:
-        bad = [replace(v, sentence=f"draft {speculation.drafter(spec).id}: {v.sentence}")
-               for v in check_serving(speculation.drafter(spec), cluster,
-                                      speculation.draft_mapping(m))]
-        if bad:
-            return ServingRun(*head, False, f"{bad[0].sentence} ({bad[0].rule} rule)", {},
-                              None, None)
+    if speculation is not None and (why := _draft_violation(spec, system, m, speculation)):
+        return ServingRun(*head, False, why, {}, None, None)
     plain = None
     if speculation is not None:
         if m.pp > 1:
@@ -393,35 +389,11 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
         clients = load.clients_per_replica(replicas)
         sim = simulate(reqs, cost, sched, pool.tokens, step, clients)
         if choice is not None and not choice.given:
-            # the table prices one step at the plain run's mean batch; the batch a drafter
-            # leaves room for and its prompt prefills move with k, so the table's best draft
-            # lengths are simulated under the load and the best for the scenario is kept
             assert speculation is not None
-            sims = {choice.chosen.k: sim}
-            for row in sorted((r for r in choice.rows if r.k > 0), key=lambda r: r.tpot_s)[
-                    :SIMULATED_DRAFT_LENS]:
-                if row.k not in sims:
-                    sims[row.k] = simulate(reqs, cost, sched, pool.tokens,
-                                           decode_step(speculation, row.k, dcost), clients)
-            best_k = max(sims, key=lambda k: _scenario_score(sims[k], load))
-            what = "throughput" if load.scenario is Scenario.OFFLINE else "goodput"
-            how = (f"chosen: best {what} of k = {', '.join(str(k) for k in sorted(sims))} "
-                   "simulated under the load")
-            chosen = next(r for r in choice.rows if r.k == best_k)
-            choice = replace(choice, chosen=chosen, how=how, notes=(
-                *choice.notes, f"draft length k={best_k} {how} (the one-step table at the "
-                f"plain run's batch favoured k={choice.chosen.k})"))
-            step = decode_step(speculation, best_k, dcost)
-            sim = sims[best_k]
+            sim, choice = _simulate_draft_lens(sim, choice, speculation, dcost, reqs, cost,
+                                               sched, pool.tokens, clients, load)
         if plain is not None and load.scenario is Scenario.OFFLINE and choice is not None:
-            plain_rate = float(plain.metrics["output_tokens_per_s"]) / replicas
-            spec_rate = _scenario_score(sim, load)[0]
-            if spec_rate < plain_rate:
-                choice = replace(choice, notes=(
-                    *choice.notes, f"warning: with speculation the offline throughput is "
-                    f"{spec_rate * replicas:,.0f} output tokens/s, below plain decoding's "
-                    f"{plain_rate * replicas:,.0f}: the drafter's memory shrinks the batch and "
-                    "its verify pass is compute-bound at this load"))
+            choice = _offline_check(choice, plain, sim, load, replicas)
     except CapacityError as e:
         return ServingRun(*head, False, f"{e} (memory rule)", {}, sched, pool.other)
     wall = time.perf_counter() - t0
@@ -429,21 +401,8 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
     world = int(m.world)
     notes: tuple[str, ...] = ()
     if speculation is not None and choice is not None and plain is not None and dmem:
-        pm = plain.metrics
-        metrics["speculative"] = {
-            "method": speculation.method, "drafter": speculation.drafter(spec).id,
-            **choice.to_dict(),
-            "draft_weights_bytes_per_device": dmem.weights_bytes,
-            "draft_kv_bytes_per_token_per_device": dmem.kv_bytes_per_token,
-            "plain_run": {k: pm[k] for k in (
-                "output_tokens_per_s", "ttft_s", "tpot_s", "goodput_requests_per_s",
-                "slo_attainment", "mean_running", "kv_capacity_tokens")}}
-        c = choice.chosen
-        how = "given" if choice.given else (
-            choice.how or f"chosen at the plain run mean batch {choice.batch:,.1f}")
-        notes = (f"speculative decoding: {speculation.method}, alpha {speculation.accept:g}, "
-                 f"k={c.k} ({how}), E = {c.expected_tokens:.2f} tokens per target step "
-                 "(Leviathan et al. 2023 eq. 1)", *choice.notes)
+        metrics["speculative"], notes = _speculative_figures(speculation, spec, choice, dmem,
+                                                            plain)
     notes = (*notes, *context_notes(spec, int(longest)),
              f"{m.describe_serving()} on {cluster.name}",
              f"scheduler: {sched.source}",
@@ -459,6 +418,77 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
                       error_band("serve-latency", fw.name.value, int(m.devices_per_replica),
                                  dev.acc.device_class.value),
                       wall)
+
+
+def _draft_violation(spec: ModelSpec, system: System, m: Mapping,
+                     speculation: Speculation) -> str | None:
+    """The first serving rule the drafter's own mapping breaks, as the run's reason."""
+    bad = [replace(v, sentence=f"draft {speculation.drafter(spec).id}: {v.sentence}")
+           for v in check_serving(speculation.drafter(spec), system.cluster,
+                                  speculation.draft_mapping(m))]
+    return f"{bad[0].sentence} ({bad[0].rule} rule)" if bad else None
+
+
+def _simulate_draft_lens(sim: SimResult, choice: Choice, speculation: Speculation,
+                         dcost: IterationCost, reqs: Requests, cost: IterationCost,
+                         sched: SchedulerConfig, pool_tokens: float, clients: int | None,
+                         load: Load) -> tuple[SimResult, Choice]:
+    """The table prices one step at the plain run's mean batch; the batch a drafter leaves
+    room for and its prompt prefills move with k, so the table's best draft lengths are
+    simulated under the load and the best for the scenario is kept (``sim``: the table's
+    choice, already simulated)."""
+    sims = {choice.chosen.k: sim}
+    for row in sorted((r for r in choice.rows if r.k > 0), key=lambda r: r.tpot_s)[
+            :SIMULATED_DRAFT_LENS]:
+        if row.k not in sims:
+            sims[row.k] = simulate(reqs, cost, sched, pool_tokens,
+                                   decode_step(speculation, row.k, dcost), clients)
+    best_k = max(sims, key=lambda k: _scenario_score(sims[k], load))
+    what = "throughput" if load.scenario is Scenario.OFFLINE else "goodput"
+    how = (f"chosen: best {what} of k = {', '.join(str(k) for k in sorted(sims))} "
+           "simulated under the load")
+    chosen = next(r for r in choice.rows if r.k == best_k)
+    choice = replace(choice, chosen=chosen, how=how, notes=(
+        *choice.notes, f"draft length k={best_k} {how} (the one-step table at the "
+        f"plain run's batch favoured k={choice.chosen.k})"))
+    return sims[best_k], choice
+
+
+def _offline_check(choice: Choice, plain: ServingRun, sim: SimResult, load: Load,
+                   replicas: int) -> Choice:
+    """Offline: a warning in the choice's notes when speculation lowers the throughput."""
+    plain_rate = float(plain.metrics["output_tokens_per_s"]) / replicas
+    spec_rate = _scenario_score(sim, load)[0]
+    if spec_rate < plain_rate:
+        choice = replace(choice, notes=(
+            *choice.notes, f"warning: with speculation the offline throughput is "
+            f"{spec_rate * replicas:,.0f} output tokens/s, below plain decoding's "
+            f"{plain_rate * replicas:,.0f}: the drafter's memory shrinks the batch and "
+            "its verify pass is compute-bound at this load"))
+    return choice
+
+
+def _speculative_figures(speculation: Speculation, spec: ModelSpec, choice: Choice,
+                         dmem: DraftMemory, plain: ServingRun
+                         ) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The run's ``speculative`` figures (the choice, the drafter's memory, plain decoding's
+    figures) and the notes that say how k was chosen."""
+    pm = plain.metrics
+    figures = {
+        "method": speculation.method, "drafter": speculation.drafter(spec).id,
+        **choice.to_dict(),
+        "draft_weights_bytes_per_device": dmem.weights_bytes,
+        "draft_kv_bytes_per_token_per_device": dmem.kv_bytes_per_token,
+        "plain_run": {k: pm[k] for k in (
+            "output_tokens_per_s", "ttft_s", "tpot_s", "goodput_requests_per_s",
+            "slo_attainment", "mean_running", "kv_capacity_tokens")}}
+    c = choice.chosen
+    how = "given" if choice.given else (
+        choice.how or f"chosen at the plain run mean batch {choice.batch:,.1f}")
+    notes = (f"speculative decoding: {speculation.method}, alpha {speculation.accept:g}, "
+             f"k={c.k} ({how}), E = {c.expected_tokens:.2f} tokens per target step "
+             "(Leviathan et al. 2023 eq. 1)", *choice.notes)
+    return figures, notes
 
 
 def _closed_loop_notes(load: Load, replicas: int) -> tuple[str, ...]:

@@ -92,187 +92,263 @@ class CapacityError(ValueError):
 def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
              kv_capacity_tokens: float, step: DecodeStep = DecodeStep(),
              concurrency: int | None = None) -> SimResult:
-    n = len(req)
-    arrival = req.arrival_s.tolist()
-    released = n
-    if concurrency is not None:  # closed loop: N at t = 0, then one per finish
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-        released = min(concurrency, n)
-        arrival = [0.0] * released + [math.inf] * (n - released)
-    prompt = req.prompt.tolist()
-    output = req.output.tolist()
-    cached = req.cached.tolist()
-    B = sched.block_tokens
-    blocks_cap = math.floor(kv_capacity_tokens / B)
-    half = (B - 1) / 2.0
-    policy = sched.policy
-    chunked = sched.chunked_prefill
-    budget_cap = sched.max_batched_tokens
-    max_seqs = sched.max_seqs
-    g, verify = step.advance, step.verify
-    extra = step.extra_s
+    """Serve ``req`` on one replica, iteration by iteration (module doc): each step admits the
+    arrivals, makes KV room for its decode tokens, schedules prompt chunks and admissions in
+    the token budget, prices the pass with ``cost`` and advances decodes and prompts."""
+    r = _Replica(req, sched, kv_capacity_tokens, step, concurrency)
+    n, waiting, prefilling = r.n, r.waiting, r.prefilling
+    # bound once: the loop runs once per iteration (tens of thousands per simulation)
+    arrive, make_room, prompt_chunks, admit, run_step = (
+        r.arrive, r.make_room, r.prompt_chunks, r.admit, r.run_step)
+    while r.finished < n:
+        if r.nxt < n:
+            arrive()
+        running = r.D + len(prefilling)
+        if running == 0 and not waiting:
+            r.clock = r.arrival[r.nxt]
+            continue
+        preempted_now = make_room()
+        chunks: list[tuple[int, int]] = []  # (request, tokens)
+        budget = prompt_chunks(chunks)
+        admitted = admit(chunks, budget, running, preempted_now) if waiting or r.static else 0
+        if not chunks and r.D == 0:
+            if r.nxt < n and not prefilling:
+                r.clock = max(r.clock, r.arrival[r.nxt])
+                continue
+            raise CapacityError("the scheduler cannot make progress: raise --max-tokens or "
+                                "the KV memory")
+        run_step(chunks, admitted, cost)
+    return SimResult(np.array(r.arrival, dtype=float), np.array(r.first), np.array(r.finish),
+                     req.prompt, req.output, np.array(r.steps_s), np.array(r.steps_d),
+                     np.array(r.steps_t), r.preemptions, r.peak, kv_capacity_tokens, r.busy)
 
-    first = [math.nan] * n
-    finish = [math.nan] * n
-    # per-request state
-    target = prompt[:]  # tokens that must be in KV before decoding (prompt + recomputed output)
-    done_tok = [0] * n  # output tokens already emitted
-    pos = [0] * n  # tokens in KV while prefilling
-    dec_start = [0] * n  # step index at which decoding began
-    ctx0 = [0.0] * n  # context when decoding began
-    version = [0] * n  # bumps on preemption (lazy heap deletion)
-    reserved = [0] * n  # RESERVE: blocks held
 
-    waiting: deque[int] = deque()
-    prefilling: list[int] = []  # admitted, prompt not finished, FCFS
-    running_order: list[int] = []  # admission order (LIFO preemption), lazily cleaned
-    is_running = [False] * n
-    decoding = [False] * n
-    heap: list[tuple[int, int, int]] = []  # (last step, request, version)
-    D = 0  # decoding sequences
-    K = 0.0  # their summed context
-    kv_prefill = 0.0  # tokens held by prefilling requests
-    reserved_blocks = 0
-    static_left = 0  # STATIC: requests of the current batch not finished
-    static_width = 0
+class _Replica:
+    """One replica's scheduler state: per request its target, emitted tokens, KV position,
+    decode start and preemption version; the waiting queue, the prefilling and running lists;
+    the decoding sequences as aggregates (``D`` sequences, ``K`` summed context) with a heap of
+    finish steps; the clock and the per-iteration record."""
 
-    clock = 0.0
-    nxt = 0
-    it = 0
-    finished = 0
-    preemptions = 0
-    peak = 0
-    busy = 0.0
-    steps_s: list[float] = []
-    steps_d: list[int] = []
-    steps_t: list[float] = []
-    watermark = WATERMARK * blocks_cap if policy is KvPolicy.ON_DEMAND else 0.0
+    __slots__ = (
+        "B", "D", "K", "arrival", "blocks_cap", "budget_cap", "busy", "cached", "chunked",
+        "clock", "concurrency", "ctx0", "dec_start", "decoding", "done_tok", "extra", "finish",
+        "finished", "first", "g", "half", "heap", "is_running", "it", "kv_capacity_tokens",
+        "kv_prefill", "max_seqs", "n", "nxt", "output", "peak", "policy", "pos", "preemptions",
+        "prefill_s", "prefilling", "prompt", "released", "reserved", "reserved_blocks",
+        "running_order", "static", "static_left", "static_width", "steps_d", "steps_s", "steps_t",
+        "target", "verify", "version", "waiting", "watermark")
 
-    def used_blocks(extra_tokens: float = 0.0, extra_seqs: int = 0) -> float:
-        seqs = D + len(prefilling) + extra_seqs
-        return (K + kv_prefill + extra_tokens + seqs * half) / B
+    def __init__(self, req: Requests, sched: SchedulerConfig, kv_capacity_tokens: float,
+                 step: DecodeStep, concurrency: int | None) -> None:
+        n = self.n = len(req)
+        self.arrival: list[float] = req.arrival_s.tolist()
+        self.released = n
+        if concurrency is not None:  # closed loop: N at t = 0, then one per finish
+            if concurrency < 1:
+                raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+            self.released = min(concurrency, n)
+            self.arrival = [0.0] * self.released + [math.inf] * (n - self.released)
+        self.prompt: list[int] = req.prompt.tolist()
+        self.output: list[int] = req.output.tolist()
+        self.cached: list[int] = req.cached.tolist()
+        self.kv_capacity_tokens = kv_capacity_tokens
+        self.B = sched.block_tokens
+        self.blocks_cap = math.floor(kv_capacity_tokens / self.B)
+        self.half = (self.B - 1) / 2.0
+        self.policy = sched.policy
+        self.static = self.policy is KvPolicy.STATIC
+        self.chunked = sched.chunked_prefill
+        self.budget_cap = sched.max_batched_tokens
+        self.max_seqs = sched.max_seqs
+        self.g, self.verify = step.advance, step.verify
+        self.extra, self.prefill_s = step.extra_s, step.prefill_s
+        self.first = [math.nan] * n
+        self.finish = [math.nan] * n
+        # per-request state
+        self.target = self.prompt[:]  # tokens that must be in KV before decoding
+        self.done_tok = [0] * n  # output tokens already emitted
+        self.pos = [0] * n  # tokens in KV while prefilling
+        self.dec_start = [0] * n  # step index at which decoding began
+        self.ctx0 = [0.0] * n  # context when decoding began
+        self.version = [0] * n  # bumps on preemption (lazy heap deletion)
+        self.reserved = [0] * n  # RESERVE: blocks held
+        self.waiting: deque[int] = deque()
+        self.prefilling: list[int] = []  # admitted, prompt not finished, FCFS
+        self.running_order: list[int] = []  # admission order (LIFO preemption), lazily cleaned
+        self.is_running = [False] * n
+        self.decoding = [False] * n
+        self.heap: list[tuple[int, int, int]] = []  # (last step, request, version)
+        self.D = 0  # decoding sequences
+        self.K = 0.0  # their summed context
+        self.kv_prefill = 0.0  # tokens held by prefilling requests
+        self.reserved_blocks = 0
+        self.static_left = 0  # STATIC: requests of the current batch not finished
+        self.static_width = 0
+        self.clock = 0.0
+        self.nxt = 0
+        self.it = 0
+        self.finished = 0
+        self.preemptions = 0
+        self.peak = 0
+        self.busy = 0.0
+        self.steps_s: list[float] = []
+        self.steps_d: list[int] = []
+        self.steps_t: list[float] = []
+        self.watermark = (WATERMARK * self.blocks_cap if self.policy is KvPolicy.ON_DEMAND
+                          else 0.0)
 
-    def preempt_one() -> bool:
-        nonlocal D, K, kv_prefill, preemptions
+    def used_blocks(self, extra_tokens: float = 0.0, extra_seqs: int = 0) -> float:
+        seqs = self.D + len(self.prefilling) + extra_seqs
+        return (self.K + self.kv_prefill + extra_tokens + seqs * self.half) / self.B
+
+    def arrive(self) -> None:
+        """Arrivals up to the current time join the waiting queue."""
+        arrival, n, clock, waiting = self.arrival, self.n, self.clock, self.waiting
+        nxt = self.nxt
+        while nxt < n and arrival[nxt] <= clock:
+            waiting.append(nxt)
+            nxt += 1
+        self.nxt = nxt
+
+    def make_room(self) -> bool:
+        """KV for this step's decode tokens: ON_DEMAND preempts until they fit; whether it
+        preempted."""
+        if self.policy is not KvPolicy.ON_DEMAND or not self.D:
+            return False
+        preempted_now = False
+        while self.D and self.used_blocks(self.D * self.g) > self.blocks_cap:
+            if not self.preempt_one():
+                break
+            preempted_now = True
+        return preempted_now
+
+    def preempt_one(self) -> bool:
+        """The most recently admitted running request back to the front of the queue with its
+        prompt and the tokens it had generated (recompute); whether there was one."""
+        running_order, is_running, it, g = self.running_order, self.is_running, self.it, self.g
         while running_order:
             v = running_order.pop()
             if not is_running[v]:
                 continue
             is_running[v] = False
-            if decoding[v]:
-                emitted = done_tok[v] + int(g * (it - dec_start[v]))
-                emitted = min(emitted, output[v] - 1)
-                K -= ctx0[v] + g * (it - dec_start[v])
-                D -= 1
-                decoding[v] = False
-                done_tok[v] = emitted
-                version[v] += 1
+            if self.decoding[v]:
+                emitted = self.done_tok[v] + int(g * (it - self.dec_start[v]))
+                emitted = min(emitted, self.output[v] - 1)
+                self.K -= self.ctx0[v] + g * (it - self.dec_start[v])
+                self.D -= 1
+                self.decoding[v] = False
+                self.done_tok[v] = emitted
+                self.version[v] += 1
             else:
-                kv_prefill -= pos[v]
-                prefilling.remove(v)
-            target[v] = prompt[v] + done_tok[v]
-            pos[v] = 0
-            waiting.appendleft(v)
-            preemptions += 1
+                self.kv_prefill -= self.pos[v]
+                self.prefilling.remove(v)
+            self.target[v] = self.prompt[v] + self.done_tok[v]
+            self.pos[v] = 0
+            self.waiting.appendleft(v)
+            self.preemptions += 1
             return True
         return False
 
-    while finished < n:
-        while nxt < n and arrival[nxt] <= clock:
-            waiting.append(nxt)
-            nxt += 1
-        running = D + len(prefilling)
-        if running == 0 and not waiting:
-            clock = arrival[nxt]
-            continue
-        # -- KV for this step's decode tokens (ON_DEMAND may preempt) --
-        preempted_now = False
-        if policy is KvPolicy.ON_DEMAND:
-            while D and used_blocks(D * g) > blocks_cap:
-                if not preempt_one():
-                    break
-                preempted_now = True
-        budget = budget_cap - D * verify
-        chunks: list[tuple[int, int]] = []  # (request, tokens)
-        # -- prompt chunks of admitted requests --
-        for r in prefilling:
+    def prompt_chunks(self, chunks: list[tuple[int, int]]) -> int:
+        """Prompt chunks of admitted requests into ``chunks``; the token budget left."""
+        policy, D, target, pos = self.policy, self.D, self.target, self.pos
+        budget = self.budget_cap - D * self.verify
+        for r in self.prefilling:
             if budget <= 0:
                 break
             left = target[r] - pos[r]
-            if chunked and policy is not KvPolicy.STATIC:
+            if self.chunked and policy is not KvPolicy.STATIC:
                 take = min(left, budget)
             elif left <= budget or (not chunks and D == 0) or policy is KvPolicy.STATIC:
                 take = left
             else:
                 break
             if policy is KvPolicy.ON_DEMAND and chunks and \
-                    used_blocks(D * g + take) > blocks_cap:
+                    self.used_blocks(D * self.g + take) > self.blocks_cap:
                 break
             if take:
                 chunks.append((r, take))
                 budget -= take
-        # -- admissions --
+        return budget
+
+    def admit(self, chunks: list[tuple[int, int]], budget: int, running: int,
+              preempted_now: bool) -> int:
+        """Waiting requests in arrival order while ``max_seqs``, the budget and the KV pool
+        allow, their first chunks into ``chunks``; how many were admitted. vLLM V1
+        (v1/core/sched/scheduler.py) admits only in a step that preempted nobody: a full pool
+        is not refilled while it is evicting."""
+        static = self.static
+        admit_ok = (not static or (self.D == 0 and not self.prefilling)) and not preempted_now
+        if static and admit_ok and self.waiting:
+            self.static_width = 0
         admitted = 0
-        # vLLM V1 (v1/core/sched/scheduler.py) admits waiting requests only in a step that
-        # preempted nobody: a full pool is not refilled while it is evicting
-        admit_ok = (policy is not KvPolicy.STATIC or (D == 0 and not prefilling)) and \
-            not preempted_now
-        if policy is KvPolicy.STATIC and admit_ok and waiting:
-            static_width = 0
-        while admit_ok and waiting and (budget > 0 or policy is KvPolicy.STATIC) \
-                and D + len(prefilling) < max_seqs:
+        if admit_ok and (budget > 0 or static) and \
+                self.D + len(self.prefilling) < self.max_seqs:
+            admitted = self._admit_waiting(chunks, budget, running)
+        if static and self.static_width and self.static_left == 0:
+            self.static_left = self.static_width
+        return admitted
+
+    def _admit_waiting(self, chunks: list[tuple[int, int]], budget: int, running: int) -> int:
+        """``admit``'s queue walk: each waiting request's first chunk, until a cap or the KV
+        pool stops it (a request no empty pool could hold: ``CapacityError``)."""
+        policy, waiting, B, static = self.policy, self.waiting, self.B, self.static
+        prompt, output, target, pos = self.prompt, self.output, self.target, self.pos
+        admitted = 0
+        while waiting and (budget > 0 or static) \
+                and self.D + len(self.prefilling) < self.max_seqs:
             r = waiting[0]
-            start = cached[r] if pos[r] == 0 and done_tok[r] == 0 else 0
+            start = self.cached[r] if pos[r] == 0 and self.done_tok[r] == 0 else 0
             left = target[r] - start
-            if policy is KvPolicy.STATIC:
+            if static:
                 take = left
-            elif chunked:
+            elif self.chunked:
                 take = min(left, budget)
-            elif left <= budget or (not chunks and D == 0):
+            elif left <= budget or (not chunks and self.D == 0):
                 take = left
             else:
                 break
             if policy is KvPolicy.RESERVE:
                 need = math.ceil((prompt[r] + output[r]) / B)
-                if reserved_blocks + need > blocks_cap:
+                if self.reserved_blocks + need > self.blocks_cap:
                     if running == 0 and not chunks:
-                        raise CapacityError(_too_big(prompt[r] + output[r], kv_capacity_tokens))
+                        raise CapacityError(_too_big(prompt[r] + output[r],
+                                                     self.kv_capacity_tokens))
                     break
-            elif policy is KvPolicy.STATIC:
+            elif static:
                 need = 0
-                if (static_width + 1) * (prompt[r] + output[r]) > kv_capacity_tokens:
-                    if static_width == 0:
-                        raise CapacityError(_too_big(prompt[r] + output[r], kv_capacity_tokens))
+                if (self.static_width + 1) * (prompt[r] + output[r]) > self.kv_capacity_tokens:
+                    if self.static_width == 0:
+                        raise CapacityError(_too_big(prompt[r] + output[r],
+                                                     self.kv_capacity_tokens))
                     break
             else:
                 need = 0
-                if used_blocks(start + take, 1) + watermark > blocks_cap:
-                    if running == 0 and not chunks and D == 0:
-                        raise CapacityError(_too_big(target[r], kv_capacity_tokens))
+                if self.used_blocks(start + take, 1) + self.watermark > self.blocks_cap:
+                    if running == 0 and not chunks and self.D == 0:
+                        raise CapacityError(_too_big(target[r], self.kv_capacity_tokens))
                     break
             waiting.popleft()
             admitted += 1
             pos[r] = start
-            kv_prefill += start
-            reserved[r] = need
-            reserved_blocks += need
-            prefilling.append(r)
-            running_order.append(r)
-            is_running[r] = True
-            static_width += 1
+            self.kv_prefill += start
+            self.reserved[r] = need
+            self.reserved_blocks += need
+            self.prefilling.append(r)
+            self.running_order.append(r)
+            self.is_running[r] = True
+            self.static_width += 1
             if take:
                 chunks.append((r, take))
                 budget -= take
-        if policy is KvPolicy.STATIC and static_width and static_left == 0:
-            static_left = static_width
-        if not chunks and D == 0:
-            if nxt < n and not prefilling:
-                clock = max(clock, arrival[nxt])
-                continue
-            raise CapacityError("the scheduler cannot make progress: raise --max-tokens or "
-                                "the KV memory")
-        # -- price the step --
+        return admitted
+
+    def run_step(self, chunks: list[tuple[int, int]], admitted: int,
+                 cost: IterationCost) -> None:
+        """Price the step (its prompt tokens and their mean context, its decode sequences,
+        ``verify`` tokens each, at their mean context, the drafter's extra), advance the clock,
+        then the decodes and the prompts."""
+        pos, target, verify, D = self.pos, self.target, self.verify, self.D
         tp = 0.0
         ctx_sum = 0.0
         completing = 0
@@ -282,76 +358,85 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
             ctx_sum += take * (s + (take + 1) / 2.0)
             if s + take >= target[r]:
                 completing += 1
-        width = static_width if policy is KvPolicy.STATIC else D
-        decode_ctx = K / D if D else 0.0
+        width = self.static_width if self.static else D
+        decode_ctx = self.K / D if D else 0.0
         tokens = tp + width * verify
         dt = cost.cost(tokens, width * verify + completing, tp, ctx_sum / tp if tp else 0.0,
                        width, decode_ctx + (verify - 1) / 2.0, admitted > 0)
-        if extra is not None and width:
-            dt += extra(width, decode_ctx)
-        if step.prefill_s is not None and tp:
-            dt += step.prefill_s(tp, ctx_sum / tp)
-        clock += dt
-        busy += dt
-        steps_s.append(dt)
-        steps_d.append(D)
-        steps_t.append(tokens)
-        peak = max(peak, D + len(prefilling))
-        # -- decode progress and finishes --
-        K += D * g
+        if self.extra is not None and width:
+            dt += self.extra(width, decode_ctx)
+        if self.prefill_s is not None and tp:
+            dt += self.prefill_s(tp, ctx_sum / tp)
+        self.clock += dt
+        self.busy += dt
+        self.steps_s.append(dt)
+        self.steps_d.append(D)
+        self.steps_t.append(tokens)
+        running = D + len(self.prefilling)
+        if running > self.peak:
+            self.peak = running
+        self.K += D * self.g
+        heap = self.heap
+        if heap and heap[0][0] <= self.it:
+            self.finish_decodes()
+        if chunks:
+            self.advance_prompts(chunks)
+        if self.static and self.static_left <= 0:
+            self.static_width = 0
+            self.static_left = 0
+        self.it += 1
+        if self.K < 0:  # float drift from fractional advances
+            self.K = 0.0
+
+    def done(self, r: int) -> None:
+        """Request ``r`` finished now: the next closed-loop request is sent, its blocks freed."""
+        self.finish[r] = self.clock
+        self.finished += 1
+        if self.released < self.n:
+            self.arrival[self.released] = self.clock
+            self.released += 1
+        self.reserved_blocks -= self.reserved[r]
+        if self.policy is KvPolicy.STATIC:
+            self.static_left -= 1
+
+    def finish_decodes(self) -> None:
+        """Decoding requests whose last step this was leave."""
+        heap, version, decoding, it, g = self.heap, self.version, self.decoding, self.it, self.g
         while heap and heap[0][0] <= it:
             _last, r, ver = heapq.heappop(heap)
             if ver != version[r] or not decoding[r]:
                 continue
             decoding[r] = False
-            is_running[r] = False
-            K -= ctx0[r] + g * (it + 1 - dec_start[r])
-            D -= 1
-            finish[r] = clock
-            finished += 1
-            if released < n:
-                arrival[released] = clock
-                released += 1
-            reserved_blocks -= reserved[r]
-            if policy is KvPolicy.STATIC:
-                static_left -= 1
-        # -- prompt progress: completed prompts emit their first token --
+            self.is_running[r] = False
+            self.K -= self.ctx0[r] + g * (it + 1 - self.dec_start[r])
+            self.D -= 1
+            self.done(r)
+
+    def advance_prompts(self, chunks: list[tuple[int, int]]) -> None:
+        """Prompt progress: completed prompts emit their first token and start decoding (or
+        finish, with one output token)."""
+        pos, target, g = self.pos, self.target, self.g
         for r, take in chunks:
             pos[r] += take
-            kv_prefill += take
+            self.kv_prefill += take
             if pos[r] >= target[r]:
-                prefilling.remove(r)
-                kv_prefill -= pos[r]
-                if math.isnan(first[r]):
-                    first[r] = clock
-                done_tok[r] += 1  # the pass over the prompt samples the next token
-                remaining = output[r] - done_tok[r]
+                self.prefilling.remove(r)
+                self.kv_prefill -= pos[r]
+                if math.isnan(self.first[r]):
+                    self.first[r] = self.clock
+                self.done_tok[r] += 1  # the pass over the prompt samples the next token
+                remaining = self.output[r] - self.done_tok[r]
                 if remaining <= 0:
-                    is_running[r] = False
-                    finish[r] = clock
-                    finished += 1
-                    if released < n:
-                        arrival[released] = clock
-                        released += 1
-                    reserved_blocks -= reserved[r]
-                    if policy is KvPolicy.STATIC:
-                        static_left -= 1
+                    self.is_running[r] = False
+                    self.done(r)
                     continue
-                decoding[r] = True
-                dec_start[r] = it + 1
-                ctx0[r] = float(pos[r] + 1)
-                K += ctx0[r]
-                D += 1
-                heapq.heappush(heap, (it + math.ceil(remaining / g), r, version[r]))
-        if policy is KvPolicy.STATIC and static_left <= 0:
-            static_width = 0
-            static_left = 0
-        it += 1
-        if K < 0:  # float drift from fractional advances
-            K = 0.0
-    return SimResult(np.array(arrival, dtype=float), np.array(first), np.array(finish),
-                     req.prompt, req.output, np.array(steps_s), np.array(steps_d),
-                     np.array(steps_t), preemptions, peak, kv_capacity_tokens, busy)
+                self.decoding[r] = True
+                self.dec_start[r] = self.it + 1
+                self.ctx0[r] = float(pos[r] + 1)
+                self.K += self.ctx0[r]
+                self.D += 1
+                heapq.heappush(self.heap, (self.it + math.ceil(remaining / g), r,
+                                           self.version[r]))
 
 
 def _too_big(tokens: float, capacity: float) -> str:

@@ -173,8 +173,14 @@ def create_app(search_s: float | None = None, max_body: int | None = None,
     _errors(app)
     _pages(app)
 
-    async def job(request: Request, lane: Lane, name: str, payload: Any) -> Any:
-        return await runner.run(lane, name, payload, request.is_disconnected)
+    _info_routes(app, runner, cap, limit, cat)
+    _job_routes(app, runner)
+    _figure_routes(app, runner)
+    return app
+
+
+def _info_routes(app: FastAPI, runner: Runner, cap: float, limit: int, cat: Catalog) -> None:
+    """The version with the app's limits, and the catalog's listing."""
 
     @app.get("/api/version", tags=["catalog"])
     def version() -> dict[str, Any]:
@@ -189,6 +195,13 @@ def create_app(search_s: float | None = None, max_body: int | None = None,
         """Models, accelerators, system presets and exporters (as `models list`, `hw list`,
         `hw systems` and `export --list` print them with --json)."""
         return jobs.catalog_listing(cat)
+
+
+def _job_routes(app: FastAPI, runner: Runner) -> None:
+    """The CLI's commands as JSON endpoints, each a job on the runner's lanes."""
+
+    async def job(request: Request, lane: Lane, name: str, payload: Any) -> Any:
+        return await runner.run(lane, name, payload, request.is_disconnected)
 
     @app.post("/api/estimate", tags=["estimate"])
     async def estimate(form: EstimateForm, request: Request) -> dict[str, Any]:
@@ -221,6 +234,13 @@ def create_app(search_s: float | None = None, max_body: int | None = None,
         return Response(data, media_type="application/zip",
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
+
+def _figure_routes(app: FastAPI, runner: Runner) -> None:
+    """The results with their report's figures, and a saved result as the HTML report."""
+
+    async def job(request: Request, lane: Lane, name: str, payload: Any) -> Any:
+        return await runner.run(lane, name, payload, request.is_disconnected)
+
     @app.post("/api/estimate/figures", tags=["estimate"])
     async def estimate_figures(form: EstimateForm, request: Request) -> dict[str, Any]:
         """The estimate and its report's figures (plotly JSON)."""
@@ -251,8 +271,6 @@ def create_app(search_s: float | None = None, max_body: int | None = None,
         html, name = await job(request, Lane.QUICK, "report", result)
         return HTMLResponse(html,
                             headers={"Content-Disposition": f'attachment; filename="{name}"'})
-
-    return app
 
 
 def _errors(app: FastAPI) -> None:
