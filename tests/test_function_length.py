@@ -13,9 +13,6 @@ LIMIT = 80
 
 # (path under src/accelmap, function): split by their owners this session (issue 25)
 PENDING = frozenset({
-    ("engine/train.py", "compose"),  # the lead's (Mapping ownership, typed compose result)
-    ("engine/profile.py", "layer_profile"),  # the lead's
-    ("search/planner.py", "plan_training"),  # the lead's
     ("api/energy.py", "energy_report"),  # layers25's (modelling out of api/)
 })
 

@@ -60,7 +60,7 @@ def test_roofline_train_table(cli: Run) -> None:
         (("estimate", "llama-2-7b", "--hw", "h100-sxm5-80gb", "--batch", "0"), "--batch"),
         (("estimate", "llama-2-7b", "--hw", "h100-sxm5-80gb", "--weights", "int3"),
          "unknown weight dtype"),
-        (("estimate", "llama-2-7b", "--hw", "h100"), "matches 3 accelerators"),
+        (("estimate", "llama-2-7b", "--hw", "a100"), "matches 3 accelerators"),
         (("estimate", "llama-2-7b", "--hw", "h100-sxm5-80gb", "--train", "--tokens", "lots"),
          "token count"),
         (("estimate", "llama-2-7b", "--hw", "h100-sxm5-80gb", "--train", "--tokens", "-5"),

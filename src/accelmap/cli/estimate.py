@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -109,16 +110,19 @@ def _assumption_line(text: str) -> str:
 def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch: int,
             seq: int, prompt: int, output: int, dtype: str, weights: str, kv: str | None,
             group: int, optimizer: str, recompute: str, flash: bool, tokens: str | None,
-            catalog: Any, profile: CalibrationProfile | None = None, tp: int = 1, pp: int = 1,
-            dp: int | None = None, cp: int = 1, ep: int = 1, zero: int | None = None,
+            catalog: Any, profile: CalibrationProfile | None = None, tp: int | None = None,
+            pp: int | None = None, dp: int | None = None, cp: int = 1, ep: int | None = None,
+            zero: int | None = None,
             micro_batch: int | None = None, vpp: int = 1, schedule: str | None = None,
             sp: bool = True, tp_overlap: bool = False, force_tp: bool = False,
-            replicas: int = 1, split: dict[str, Any] | None = None,
+            replicas: int | None = None, split: dict[str, Any] | None = None,
             devices: int | None = None, finetune: Any = None, sparsity: str = "none",
             moe_weights: str | None = None
-            ) -> tuple[ModelSpec, System, Training | Inference, Mapping]:
+            ) -> tuple[ModelSpec, System, Training | Inference, Mapping | None]:
     """The options as the API's values: model, system, workload and mapping (one device is a
-    one-device system; the same engine serves both)."""
+    one-device system; the same engine serves both). Serving with none of --tp, --pp, --ep,
+    --replicas: no mapping, the engine chooses a layout that holds the model
+    (``engine.layout``)."""
     train_dtype = api.dtype(dtype, "training")  # checked in every mode: a typo is never ignored
     cat = catalog if isinstance(catalog, api.Catalog) else get_catalog(catalog)
     spec = api.load_model(model, cat)
@@ -129,7 +133,8 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
         wl = api.training(batch, seq, train_dtype, optimizer, recompute, flash, tokens,
                           finetune=finetune, sparsity=sparsity)
         return spec, system, wl, api.mapping(
-            system, wl, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
+            system, wl, tp=tp or 1, pp=pp or 1, dp=dp, cp=cp, ep=ep or 1, zero=zero,
+            micro_batch=micro_batch,
             vpp=vpp, schedule=schedule, sequence_parallel=sp, tp_overlap=tp_overlap,
             force_tp=force_tp, **(split or {}))
     if finetune is not None:
@@ -137,9 +142,7 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
     api.context_warnings(spec, prompt=prompt, output=output)  # serving past it: refused
     inf = api.inference(batch, prompt, output, weights, kv, group, flash, sparsity=sparsity,
                         moe_weights=moe_weights)
-    m = api.serving_mapping(tp, pp, ep, replicas)
-    return spec, system, inf, m if m is not None else api.default_serving_layout(
-        spec, system, inf)[0]
+    return spec, system, inf, api.serving_mapping(tp, pp, ep, replicas)
 
 
 ModelOpt = Annotated[str, typer.Argument(help="Model preset, config.json or spec YAML.")]
@@ -152,17 +155,19 @@ DevicesOpt = Annotated[int | None, typer.Option(
     "links).")]
 TrainOpt = Annotated[bool, typer.Option("--train/--serve", help="Training step or serving.")
                      ]
-TpOpt = Annotated[int, typer.Option("--tp", min=1, max=MAX_DEVICES,
-                                    help="Tensor parallel size.")]
-PpOpt = Annotated[int, typer.Option("--pp", min=1, max=MAX_DEVICES,
-                                    help="Pipeline parallel size.")]
+TpOpt = Annotated[int | None, typer.Option(
+    "--tp", min=1, max=MAX_DEVICES,
+    help="Tensor parallel size (default 1; serving on several devices with no --tp, --pp, "
+    "--ep or --replicas: the smallest tp whose replica holds the model, said in the output).")]
+PpOpt = Annotated[int | None, typer.Option("--pp", min=1, max=MAX_DEVICES,
+                                           help="Pipeline parallel size (default 1).")]
 DpOpt = Annotated[int | None, typer.Option("--dp", min=1, max=MAX_DEVICES,
                                            help="Data parallel size (default: "
                                            "what the cluster leaves).")]
 CpOpt = Annotated[int, typer.Option("--cp", min=1, max=MAX_DEVICES,
                                     help="Context parallel size.")]
-EpOpt = Annotated[int, typer.Option("--ep", min=1, max=MAX_DEVICES,
-                                    help="Expert parallel size.")]
+EpOpt = Annotated[int | None, typer.Option("--ep", min=1, max=MAX_DEVICES,
+                                           help="Expert parallel size (default 1).")]
 MicroBatchOpt = Annotated[int | None, typer.Option(
     "--micro-batch", min=1, max=MAX_COUNT,
     help="Sequences per micro-batch (default: 1 on a cluster, the "
@@ -188,7 +193,8 @@ TpOverlapOpt = Annotated[bool, typer.Option("--tp-overlap", help="Overlap TP com
                                             "with GEMMs.")]
 ForceTpOpt = Annotated[bool, typer.Option("--force-tp", help="Allow tp across the scale-up "
                                           "domain.")]
-ReplicasOpt = Annotated[int, typer.Option(min=1, max=MAX_DEVICES, help="Serving replicas.")]
+ReplicasOpt = Annotated[int | None, typer.Option(min=1, max=MAX_DEVICES,
+                                                 help="Serving replicas (default 1).")]
 ScenarioOpt = Annotated[str | None, typer.Option(
     "--scenario", help="Serving scenario: batch (one fixed batch, --batch), offline (every "
     "request queued, the scheduler picks the batch), server (Poisson arrivals at --rate, "
@@ -295,11 +301,11 @@ class EstimateArgs:
     sparsity: str
     imbalance: float
     cluster: str | None
-    tp: int
-    pp: int
+    tp: int | None
+    pp: int | None
     dp: int | None
     cp: int
-    ep: int
+    ep: int | None
     zero: int | None
     micro_batch: int | None
     vpp: int
@@ -311,7 +317,7 @@ class EstimateArgs:
     no_sp: bool
     tp_overlap: bool
     force_tp: bool
-    replicas: int
+    replicas: int | None
     scenario: str | None
     rate: float | None
     concurrency: int | None
@@ -350,13 +356,13 @@ def estimate_cmd(
     optimizer: OptimizerOpt = "adamw", recompute: RecomputeOpt = "none", flash: FlashOpt = True,
     tokens: TokensOpt = None, finetune: FinetuneOpt = "full", lora_rank: LoraRankOpt = None,
     lora_targets: LoraTargetsOpt = None, sparsity: SparsityOpt = "none",
-    imbalance: ImbalanceOpt = 1.0, cluster: ClusterOpt = None, tp: TpOpt = 1, pp: PpOpt = 1,
-    dp: DpOpt = None, cp: CpOpt = 1, ep: EpOpt = 1, zero: ZeroOpt = None,
+    imbalance: ImbalanceOpt = 1.0, cluster: ClusterOpt = None, tp: TpOpt = None, pp: PpOpt = None,
+    dp: DpOpt = None, cp: CpOpt = 1, ep: EpOpt = None, zero: ZeroOpt = None,
     micro_batch: MicroBatchOpt = None, vpp: VppOpt = 1, schedule: ScheduleOpt = None,
     first_stage_layers: FirstStageLayersOpt = None, last_stage_layers: LastStageLayersOpt = None,
     embedding_in_split: EmbeddingInSplitOpt = False, loss_in_split: LossInSplitOpt = False,
     no_sp: NoSpOpt = False, tp_overlap: TpOverlapOpt = False, force_tp: ForceTpOpt = False,
-    replicas: ReplicasOpt = 1, scenario: ScenarioOpt = None, rate: RateOpt = None,
+    replicas: ReplicasOpt = None, scenario: ScenarioOpt = None, rate: RateOpt = None,
     concurrency: ConcurrencyOpt = None, requests: RequestsOpt = None, trace: TraceOpt = None,
     lengths: LengthsOpt = "fixed", spread: SpreadOpt = 0.0, prefix_hit: PrefixHitOpt = 0.0,
     slo_ttft: SloTtftOpt = None, slo_tpot: SloTpotOpt = None, max_seqs: MaxSeqsOpt = None,
@@ -424,12 +430,23 @@ def _estimate(o: EstimateArgs) -> None:
         _check_disaggregate(o, sp, load)
         assert load is not None and not isinstance(wl, api.Training)
         _disaggregated(spec, system, wl, framework, load, o.disaggregate,
-                       o.prefill_tp or o.tp, o.decode_tp or o.tp, o.json_out)
+                       o.prefill_tp or o.tp or 1, o.decode_tp or o.tp or 1, o.json_out)
     elif load is not None:
         assert not isinstance(wl, api.Training)
-        _serving_run(o, spec, system, wl, m, framework, load, sp)
+        _serving_run(o, spec, system, wl, _layout(spec, system, wl, m), framework, load, sp)
     else:
         _batch_estimate(o, spec, system, wl, m, framework, sp)
+
+
+def _layout(spec: ModelSpec, system: System, wl: Inference, m: Mapping | None) -> Mapping:
+    """The mapping given, else the engine's layout that holds the model, said on stderr (a
+    simulated run or a speculative batch takes a mapping; a batch estimate says it itself)."""
+    if m is not None:
+        return m
+    chosen, note = api.default_serving_layout(spec, system, wl)
+    if note:
+        sys.stderr.write(f"note: {note}\n")
+    return chosen
 
 
 def _serving_load(o: EstimateArgs) -> Load | None:
@@ -488,16 +505,17 @@ def _serving_run(o: EstimateArgs, spec: ModelSpec, system: System, wl: Inference
 
 
 def _batch_estimate(o: EstimateArgs, spec: ModelSpec, system: System, wl: Training | Inference,
-                    m: Mapping, framework: str | None, sp: Speculation | None) -> None:
+                    m: Mapping | None, framework: str | None, sp: Speculation | None) -> None:
     """One training step or serving batch with its extras (sensitivity, energy, cost): saved,
     then printed as JSON or tables."""
     est: Estimate
     if sp is not None:
         assert not isinstance(wl, api.Training)
-        est = api.serve_batch(spec, system, wl, m, framework=framework, imbalance=o.imbalance,
-                              speculation=sp)
+        est = api.serve_batch(spec, system, wl, _layout(spec, system, wl, m),
+                              framework=framework, imbalance=o.imbalance, speculation=sp)
     else:
         est = api.estimate(spec, system, wl, m, framework=framework, imbalance=o.imbalance)
+    m = est.mapping  # the layout the engine ran (its own choice where none was given)
     # which resource binds (d ln time / d ln resource), cost and energy: api.estimate_extras
     extras = api.estimate_extras(spec, system, wl, m, est, framework=framework,
                                  imbalance=o.imbalance, catalog=get_catalog(o.catalog),
