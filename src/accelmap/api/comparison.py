@@ -20,7 +20,9 @@ from accelmap.api.parse import batch_tokens, choice, dtype, sequences_per_step
 from accelmap.api.parse import framework as parse_framework
 from accelmap.catalog import Catalog, load_catalog
 from accelmap.cost.calibration import CalibrationProfile
+from accelmap.cost.ownership import breakeven_rows
 from accelmap.errors import InputError
+from accelmap.hardware.cluster import resolve_part as _part
 from accelmap.hardware.schema import Accelerator, DeviceClass
 from accelmap.models.schema import ModelSpec
 from accelmap.search.compare import CompareJob, CompareObjective, compare
@@ -51,22 +53,6 @@ class AcceleratorComparison:
                    {"batch": j.batch, "prompt": j.prompt, "output": j.output})
         return {"model": self.model, "job": job, "seconds": round(self.seconds, 3),
                 "rows": list(self.rows)}
-
-
-def _part(catalog: Catalog, name: str) -> Accelerator:
-    """One part by id or forgiving name; 'H100' means the variant systems are built from when
-    exactly one of the matches has a system preset (as in ``accelmap plan --hw``)."""
-    from accelmap.errors import AmbiguousNameError
-    from accelmap.lookup import resolve
-
-    try:
-        return resolve(name, catalog.accelerators, "accelerator", "accelmap hw list")
-    except AmbiguousNameError as e:
-        built = {p.accelerator for p in catalog.systems.values()}
-        with_preset = [c for c in e.candidates if c in built]
-        if len(with_preset) == 1:
-            return catalog.accelerators[with_preset[0]]
-        raise
 
 
 def _parts(catalog: Catalog, hw: str, device_class: str | None) -> list[Accelerator]:
@@ -165,8 +151,6 @@ def breakevens(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each feasible row with ``breakeven_usd_per_h``: the price per device-hour at which it
     matches the cheapest priced row's $/M tokens (``cost.ownership.breakeven_price``); a part
     without a price quote gets the price it would need."""
-    from accelmap.api.costs import breakeven_rows
-
     return breakeven_rows([r if r.get("feasible") else {**r, "tokens_per_s_per_device": None}
                            for r in rows], "usd_per_mtok", "tokens_per_s_per_device",
                           "price_usd_per_h")

@@ -18,11 +18,13 @@ from accelmap.catalog import Catalog
 from accelmap.cost.ownership import (
     OwnedCost,
     Ownership,
+    as_ownership,
+    breakeven_rows,
     owned_cost,
-    parse_ownership,
     purchase_prices,
     usd_per_million_tokens,
 )
+from accelmap.cost.whatif import WhatIfCatalog
 from accelmap.engine import System
 from accelmap.engine.result import Estimate
 from accelmap.errors import InputError
@@ -33,14 +35,11 @@ __all__ = ["CostReport", "breakeven_rows", "cost_report", "ownership", "plan_mon
            "price_info"]
 
 
+
 def ownership(text: str | Ownership | None) -> Ownership | None:
-    """'purchase=30000,kwh=0.1,pue=1.2,years=5,utilization=0.7' (keys optional) or None."""
-    if text is None or isinstance(text, Ownership):
-        return text
-    try:
-        return parse_ownership(text)
-    except ValueError as e:
-        raise InputError(str(e)) from None
+    """'purchase=30000,kwh=0.1,pue=1.2,years=5,utilization=0.7' (keys optional) or None
+    (``cost.ownership.as_ownership``; ``breakeven_rows`` lives there too)."""
+    return as_ownership(text)
 
 
 def price_info(acc: Accelerator, catalog: Catalog | None = None,
@@ -75,9 +74,7 @@ class CostReport:
 
 
 def _rent_quote(acc: Accelerator, catalog: Catalog | None) -> PriceQuote | None:
-    """The rental quote behind an owned what-if price (api.whatif keeps it), else the price."""
-    from accelmap.api.whatif import WhatIfCatalog
-
+    """The rental quote behind an owned what-if price (cost.whatif keeps it), else the price."""
     if isinstance(catalog, WhatIfCatalog) and acc.id in catalog.rent:
         return catalog.rent[acc.id]
     return acc.price
@@ -91,11 +88,9 @@ def cost_report(est: Estimate, system: System, *, catalog: Catalog | None = None
     device-hours, time and $ for the workload's tokens. Owning: with ``ownership`` (or at the
     defaults, for a part whose purchase price is published), the owned cost per useful
     device-hour and the break-even against the rental quote."""
-    from accelmap.api.whatif import WhatIfCatalog
-
     acc = system.accelerator
     devices = max(int(system.devices), int(est.mapping.world))
-    own = globals()["ownership"](ownership)
+    own = as_ownership(ownership)
     if own is None and isinstance(catalog, WhatIfCatalog):
         own = catalog.whatif.ownership
     notes: list[str] = []
@@ -159,35 +154,14 @@ def cost_report(est: Estimate, system: System, *, catalog: Catalog | None = None
                       owned_d, tuple(notes))
 
 
-def breakeven_rows(rows: list[dict[str, Any]], usd_key: str, tpsd_key: str,
-                   price_key: str | None = None, id_key: str = "accelerator"
-                   ) -> list[dict[str, Any]]:
-    """Each row with ``breakeven_usd_per_h``: the price per device-hour at which it matches the
-    cheapest row's $/M tokens (``usd_key``), from tokens/s per device (``tpsd_key``); the
-    reference's price is ``price_key`` or follows from its $/M tokens. Rows without a speed
-    are left as they are."""
-    from accelmap.cost.ownership import breakeven_price
-
-    priced = [r for r in rows if r.get(usd_key) and r.get(tpsd_key)]
-    if not priced:
-        return rows
-    ref = min(priced, key=lambda r: r[usd_key])
-    ref_price = (ref.get(price_key) if price_key else None) or (
-        ref[usd_key] * ref[tpsd_key] * 3600 / 1e6)
-    return [{**r, "breakeven_usd_per_h": breakeven_price(ref_price, ref[tpsd_key], r[tpsd_key]),
-             "breakeven_vs": ref[id_key]} if r.get(tpsd_key) else r for r in rows]
-
-
 def plan_money(cluster: Any, metrics: dict[str, Any], catalog: Catalog | None = None,
                ownership: str | Ownership | None = None) -> dict[str, Any]:
     """The money of a plan: the price in use with its source, the cluster's $/h, and renting
     vs owning (with ``ownership``, the catalog's --own, or the defaults for a part whose
     purchase price is published): the owned $/useful hour, the break-even utilization and
     months, and the run's $ or $/M tokens at the owned rate."""
-    from accelmap.api.whatif import WhatIfCatalog
-
     acc = cluster.accelerator
-    own = globals()["ownership"](ownership)
+    own = as_ownership(ownership)
     if own is None and isinstance(catalog, WhatIfCatalog):
         own = catalog.whatif.ownership
     price = price_info(acc, catalog)

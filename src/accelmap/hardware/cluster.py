@@ -280,6 +280,23 @@ def of_devices(acc: Accelerator, n: int, cat: Catalog) -> Cluster:
                                   note))
 
 
+def resolve_part(catalog: Catalog, name: str) -> Accelerator:
+    """One part by id or forgiving name; 'H100' means the variant systems are built from when
+    exactly one of the matches has a system preset (``accelmap compare --hw``, ``--set ID:``,
+    ``hw claim``). The cluster's own rule (``_accelerator_for_cluster``, below) counts only
+    multi-device presets and reports the pick."""
+    from accelmap.errors import AmbiguousNameError
+
+    try:
+        return resolve(name, catalog.accelerators, "accelerator", "accelmap hw list")
+    except AmbiguousNameError as e:
+        built = {p.accelerator for p in catalog.systems.values()}
+        with_preset = [c for c in e.candidates if c in built]
+        if len(with_preset) == 1:
+            return catalog.accelerators[with_preset[0]]
+        raise
+
+
 def _accelerator_for_cluster(name: str, cat: Catalog) -> Accelerator:
     """In a cluster, 'H100' means the variant that systems are built from: among ambiguous
     matches, the single one with a multi-device preset wins; otherwise the usual error."""
