@@ -23,7 +23,6 @@ from accelmap.hardware.cluster import Cluster
 from accelmap.models.schema import ModelSpec
 from accelmap.workload import Recompute
 
-
 # the largest micro-batch tried on a weight-streaming wafer: its 40-44 GB of SRAM holds the
 # activations of a few dozen 4k-token sequences under full recompute
 STREAM_MAX_MICRO_BATCH = 256
