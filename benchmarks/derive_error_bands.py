@@ -26,8 +26,9 @@ import yaml
 from accelmap.catalog import load_catalog
 from accelmap.engine.error_band import QUANTILE, key, scale
 from accelmap.validate import predict as pr
-from accelmap.validate.cases import InferenceCase, TrainingCase, read_cases
+from accelmap.validate.cases import InferenceCase, TrainingCase
 from accelmap.validate.outcome import MetricKind
+from accelmap.validate.read import read_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "data" / "reference" / "measurements"

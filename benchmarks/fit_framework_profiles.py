@@ -54,8 +54,9 @@ from accelmap.cost.framework import Framework
 from accelmap.units import DType
 from accelmap.validate import predict as pr
 from accelmap.validate import speculative
-from accelmap.validate.cases import InferenceCase, read_cases
+from accelmap.validate.cases import InferenceCase
 from accelmap.validate.outcome import MetricKind
+from accelmap.validate.read import read_cases
 from accelmap.validate.resolve import inference_framework, inference_precision
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -39,7 +39,8 @@ import yaml
 from accelmap.catalog import load_catalog
 from accelmap.cost import efficiency
 from accelmap.validate import predict as pr
-from accelmap.validate.cases import Case, TrainingCase, read_cases
+from accelmap.validate.cases import Case, TrainingCase
+from accelmap.validate.read import read_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CSV = ROOT / "benchmarks" / "data" / "reference" / "measurements" / "training.csv"

@@ -11,8 +11,8 @@ import statistics
 from pathlib import Path
 
 from accelmap.catalog import load_catalog
-from accelmap.validate.cases import read_cases
 from accelmap.validate.predict import Status, predict_cases
+from accelmap.validate.read import read_cases
 
 TABLE = Path(__file__).resolve().parent / "data" / "megatron_core_h100_table.yaml"
 

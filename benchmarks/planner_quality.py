@@ -25,8 +25,9 @@ from pathlib import Path
 from accelmap.catalog import load_catalog
 from accelmap.search.planner import plan_training
 from accelmap.search.space import TrainingSpace
-from accelmap.validate.cases import TrainingCase, read_cases
+from accelmap.validate.cases import TrainingCase
 from accelmap.validate.multi import plan_training as published_plan
+from accelmap.validate.read import read_cases
 
 DEFAULT = (Path(__file__).resolve().parents[1]
            / "benchmarks/data/reference/measurements/training.csv")

@@ -32,8 +32,9 @@ import numpy as np
 from accelmap.catalog import load_catalog
 from accelmap.engine.result import Estimate
 from accelmap.units import DType
-from accelmap.validate.cases import TrainingCase, read_cases
+from accelmap.validate.cases import TrainingCase
 from accelmap.validate.multi import TrainingPlan, plan_training
+from accelmap.validate.read import read_cases
 
 DEFAULT_CSV = (Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "reference"
                / "measurements" / "training.csv")

@@ -1,111 +1,135 @@
-"""Layers point one way (docs/ARCHITECTURE.md): a module may import only from its own layer or
-the layers below it. The check reads every module's runtime imports with ``ast`` (imports under
-``if TYPE_CHECKING:`` are annotations only and do not count) and fails on the first new upward
-import, naming it. Within a layer, the order of the table below decides too (e.g. measure sits
-below validate: validation compares measurements with predictions, never the other way)."""
+"""Layers point one way (docs/ARCHITECTURE.md): the contract is pyproject.toml's
+``[tool.importlinter]`` and this test runs it with import-linter, the tool CI runs
+(``lint-imports`` in .ci/run). grimp reads every import, those inside functions too; imports under
+``if TYPE_CHECKING:`` are annotations only and do not count. Three contracts:
+
+- ``layers``: a module imports only its own layer and the layers below (within a layer, "|"
+  siblings never import each other);
+- ``faces``: cli/ and web/ import only ``accelmap.api`` (and ``errors``, ``units``' formatting);
+- ``acyclic``: no two modules or packages of one package import each other in a circle.
+
+The tests below also check that the contract covers every module (a new package must be given
+a layer) and that the checker can fail: a cycle through an import inside a function is found."""
 
 from __future__ import annotations
 
-import ast
+import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "accelmap"
+import pytest
 
-# (module prefix, rank): the longest matching prefix decides; lower ranks are lower layers.
-LAYERS: tuple[tuple[str, int], ...] = (
-    # foundation
-    ("accelmap.errors", 0), ("accelmap.units", 0), ("accelmap.cited", 0), ("accelmap.lookup", 0),
-    ("accelmap.cache", 0),  # a pickle of a built value, keyed by the package files
-    ("accelmap.files", 0),  # reading the user's files: UTF-8, bounded size and depth
-    ("accelmap.fanout", 0),  # mapping a pure function in this process or on Ray
-    # what the model, the hardware and the job are
-    ("accelmap.models", 1), ("accelmap.hardware", 1), ("accelmap.workload", 1),
-    ("accelmap.catalog", 2),  # loads both catalogs (models/, hardware/ schemas)
-    ("accelmap.hardware.cluster", 3),  # clusters from catalog presets and shorthands
-    # what one step costs: operators, memory, time
-    ("accelmap.ops", 4), ("accelmap.memory", 5), ("accelmap.cost", 5),
-    # how the work is split and where the axes land
-    ("accelmap.mapping", 6),
-    # the one estimate
-    ("accelmap.engine", 7),
-    # producers and consumers of estimates
-    ("accelmap.measure", 8), ("accelmap.export", 8), ("accelmap.serving", 8),
-    ("accelmap.search", 8),
-    ("accelmap.validate", 9), ("accelmap.report", 9),
-    # the public API and the faces
-    ("accelmap.api", 10), ("accelmap", 10),
-    ("accelmap.cli", 11), ("accelmap.web", 11),
-)
+import accelmap
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "accelmap"
+PYPROJECT = ROOT / "pyproject.toml"
+
+# Packages whose __init__ sits in no layer because their modules sit in two: hardware/ (what a
+# device is, layer "hardware.*"; cluster.py, the systems built from the catalog, above the
+# catalog). Their __init__ must stay empty of imports. The package root re-exports lazily.
+SPLIT_PACKAGES = ("accelmap.hardware",)
+# what cli/ and web/ may import besides their own package
+FACES_MAY_IMPORT = ("accelmap.api", "accelmap.errors", "accelmap.units")
 
 
-def rank(module: str) -> tuple[str, int] | None:
-    best: tuple[str, int] | None = None
-    for prefix, r in LAYERS:
-        if (module == prefix or module.startswith(prefix + ".")) and (
-                best is None or len(prefix) > len(best[0])):
-            best = (prefix, r)
-    return best
+def _config() -> dict[str, Any]:
+    data = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["importlinter"]
+    assert isinstance(data, dict)
+    return data
 
 
-def _runtime_imports(tree: ast.AST) -> list[str]:
-    out: list[str] = []
-
-    class Visitor(ast.NodeVisitor):
-        def visit_If(self, node: ast.If) -> None:
-            t = node.test
-            if (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
-                    isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"):
-                for n in node.orelse:
-                    self.visit(n)
-                return
-            self.generic_visit(node)
-
-        def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-            if node.module and node.module.split(".")[0] == "accelmap":
-                out.append(node.module)
-
-        def visit_Import(self, node: ast.Import) -> None:
-            out.extend(a.name for a in node.names if a.name.split(".")[0] == "accelmap")
-
-    Visitor().visit(tree)
-    return out
+def _contract(cid: str) -> dict[str, Any]:
+    (found,) = [c for c in _config()["contracts"] if c["id"] == cid]
+    return found
 
 
-def modules() -> dict[str, Path]:
-    out = {}
+def layer_modules() -> list[list[str]]:
+    """The layers contract, highest first: the modules of each layer."""
+    return [[m.strip() for m in line.replace(":", "|").split("|")]
+            for line in _contract("layers")["layers"]]
+
+
+def modules() -> list[str]:
+    out = []
     for path in sorted(SRC.rglob("*.py")):
         parts = path.relative_to(SRC.parent).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        out[name] = path
+        out.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
     return out
 
 
-def upward_imports() -> list[str]:
-    bad = []
-    for name, path in modules().items():
-        own = rank(name)
-        assert own is not None, f"{name} is in no layer: add it to LAYERS"
-        for dep in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"))):
-            theirs = rank(dep)
-            if theirs is not None and theirs[1] > own[1]:
-                bad.append(f"{name} (layer {own[0]}) imports {dep} (layer {theirs[0]})")
-    return bad
+def _covered(module: str, prefixes: list[str]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _lint(config: Path, capsys: pytest.CaptureFixture[str]) -> tuple[bool, str]:
+    import importlinter.api  # noqa: F401  (configures import-linter's adapters)
+    from importlinter.application.use_cases import lint_imports
+
+    ok = lint_imports(str(config), cache_dir=None, no_logo=True)
+    return ok, capsys.readouterr().out
+
+
+def test_the_package_checked_is_this_tree() -> None:
+    """grimp finds accelmap on sys.path: it must be this checkout's (run with PYTHONPATH=src or
+    an editable install), not another copy."""
+    assert Path(accelmap.__file__).resolve().parent == SRC, (
+        f"accelmap imports from {accelmap.__file__}; run the tests with PYTHONPATH=src")
 
 
 def test_every_module_has_a_layer() -> None:
-    missing = [m for m in modules() if rank(m) is None]
-    assert not missing
+    prefixes = [m for layer in layer_modules() for m in layer]
+    missing = [m for m in modules()
+               if not _covered(m, prefixes) and m != "accelmap" and m not in SPLIT_PACKAGES]
+    assert missing == [], "add these to a layer of [tool.importlinter] in pyproject.toml"
 
 
-def test_layers_point_one_way() -> None:
-    assert upward_imports() == []
+def test_split_packages_import_nothing() -> None:
+    for pkg in SPLIT_PACKAGES:
+        init = SRC.joinpath(*pkg.split(".")[1:], "__init__.py")
+        assert "import" not in init.read_text(encoding="utf-8"), init
 
 
-def test_the_check_catches_an_upward_import(tmp_path: Path) -> None:
-    """The check itself can fail: an ops module importing the engine is reported."""
-    tree = ast.parse("from accelmap.engine import estimate\nif TYPE_CHECKING:\n"
-                     "    from accelmap.search import planner\n")
-    deps = _runtime_imports(tree)
-    assert deps == ["accelmap.engine"]
-    own, theirs = rank("accelmap.ops.graph"), rank(deps[0])
-    assert own is not None and theirs is not None and theirs[1] > own[1]
+def test_faces_contract_forbids_every_other_package() -> None:
+    """A new package is forbidden to cli/ and web/ as soon as it exists."""
+    faces = _contract("faces")
+    top = {".".join(m.split(".")[:2]) for m in modules() if m != "accelmap"}
+    allowed = {*faces["source_modules"], *FACES_MAY_IMPORT}
+    assert set(faces["forbidden_modules"]) == top - allowed
+
+
+def test_contracts_kept(capsys: pytest.CaptureFixture[str]) -> None:
+    ok, out = _lint(PYPROJECT, capsys)
+    assert ok, out
+
+
+def test_the_check_catches_a_cycle_inside_a_function(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The check can fail: ``low`` importing ``high`` inside a function is an upward import and,
+    with ``high`` importing ``low``, a cycle; the same import under TYPE_CHECKING is neither."""
+    pkg = tmp_path / "layerprobe"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "high.py").write_text("from layerprobe import low\n")
+    (pkg / "low.py").write_text("def f():\n    from layerprobe import high\n    return high\n")
+    (pkg / "typed.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                  "    from layerprobe import high\n")
+    config = tmp_path / "probe.toml"
+    config.write_text('[tool.importlinter]\nroot_package = "layerprobe"\n'
+                      "exclude_type_checking_imports = true\n"
+                      '[[tool.importlinter.contracts]]\nid = "layers"\nname = "layers"\n'
+                      'type = "layers"\nlayers = ["layerprobe.high", '
+                      '"layerprobe.low | layerprobe.typed"]\n'
+                      '[[tool.importlinter.contracts]]\nid = "acyclic"\nname = "acyclic"\n'
+                      'type = "acyclic_siblings"\nancestors = ["layerprobe"]\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        ok, out = _lint(config, capsys)
+    finally:
+        sys.modules.pop("layerprobe", None)
+    assert not ok
+    assert "layerprobe.low -> layerprobe.high (l.2)" in out  # the upward import, in a function
+    assert "No cycles are allowed in layerprobe" in out
+    assert "typed" not in out.split("Broken contracts")[1]

@@ -40,11 +40,15 @@ class UnsupportedModelError(AccelmapError):
     """A Hugging Face config whose ``model_type`` has no mapper (lists the supported ones)."""
 
 
+def clip(text: object, n: int = 80) -> str:
+    """``text`` as a string of at most ``n`` characters, with an ellipsis where it was cut."""
+    s = str(text)
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
 def validation_message(err: Mapping[str, Any]) -> str:
     """One pydantic error (an item of ``ValidationError.errors()``) as a sentence: bounds say
     the value and the limit; the value is clipped, so a 100k-character input is not echoed."""
-    from accelmap.files import clip
-
     kind, ctx, value = err.get("type", ""), err.get("ctx") or {}, err.get("input")
     shown = clip(repr(value), 40)
     if kind == "less_than_equal":

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from accelmap.errors import InputError
+from accelmap.errors import InputError, clip
 
 MiB = 2**20
 MAX_BYTES = 16 * MiB  # a config, spec, catalog entry or plan file is a few kB
@@ -30,12 +30,6 @@ MAX_INT_DIGITS = 30  # an integer longer than this is no size, count or id anyon
 
 _BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
          (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
-
-
-def clip(text: object, n: int = 80) -> str:
-    """``text`` as a string of at most ``n`` characters, with an ellipsis where it was cut."""
-    s = str(text)
-    return s if len(s) <= n else s[: n - 1] + "…"
 
 
 def _size(n: int) -> str:

@@ -24,9 +24,9 @@ from accelmap.export.base import (
     OTHER_KIND_FIELDS,
     PlanJob,
     PlanKind,
-    exporters,
     plan_fields,
 )
+from accelmap.export.registry import exporters
 from accelmap.export.schema import PlanJobSchema
 from accelmap.search.result import (
     OPTIONAL_SERVE_KEYS,

@@ -28,8 +28,9 @@ import yaml
 from accelmap.catalog import Catalog
 from accelmap.errors import InputError
 from accelmap.export import nemo, peft
-from accelmap.export.base import Job, PlanJob, PlanKind, get_exporter
+from accelmap.export.base import Job, PlanJob, PlanKind
 from accelmap.export.formats import deepspeed, launch, maxtext, megatron, torchtitan, torchtune
+from accelmap.export.registry import get_exporter
 from accelmap.mapping.plan import Mapping, Offload, ZeroStage
 from accelmap.units import DType
 from accelmap.workload import Finetune, LoraTarget, Recompute

@@ -35,9 +35,9 @@ from accelmap.export.base import (
     PlanJob,
     PlanKind,
     ServingChoice,
-    exporters,
     load_plan_file,
 )
+from accelmap.export.registry import exporters
 from accelmap.mapping.plan import Mapping, Offload, ZeroStage
 from accelmap.units import DType
 from accelmap.workload import Finetune, LoraTarget, Recompute

@@ -28,8 +28,9 @@ import yaml
 
 from accelmap.catalog import Catalog
 from accelmap.cost.schedules import Schedule
-from accelmap.export.base import PlanJob, PlanKind, ReadBack, ServingChoice, get_exporter
+from accelmap.export.base import PlanJob, PlanKind, ReadBack, ServingChoice
 from accelmap.export.formats import maxtext, sglang, vllm
+from accelmap.export.registry import get_exporter
 from accelmap.mapping.plan import Mapping, Offload, ZeroStage
 from accelmap.units import DType
 from accelmap.workload import Recompute

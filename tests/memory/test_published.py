@@ -20,9 +20,9 @@ from accelmap.models.geometry import Geometry
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Precision, Shape, forward_ops
 from accelmap.units import DType
-from accelmap.validate.cases import read_cases
 from accelmap.validate.outcome import Status
 from accelmap.validate.predict import predict_case
+from accelmap.validate.read import read_cases
 from accelmap.workload import Recompute
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "measurements"

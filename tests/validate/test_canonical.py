@@ -21,8 +21,9 @@ from accelmap.validate.canonical import (
     to_record,
     write_runs,
 )
-from accelmap.validate.cases import CaseFormat, TrainingCase, read_cases
+from accelmap.validate.cases import CaseFormat, TrainingCase
 from accelmap.validate.predict import Status, predict_case, predict_cases
+from accelmap.validate.read import read_cases
 from accelmap.validate.report import summarize
 from accelmap.validate.runs import Family, Metric, TrainingRun, UnreadableRun
 from accelmap.validate.stacks import Stack

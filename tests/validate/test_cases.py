@@ -18,8 +18,8 @@ from accelmap.validate.cases import (
     TrainingCase,
     parse_int,
     parse_number,
-    read_cases,
 )
+from accelmap.validate.read import read_cases
 from accelmap.validate.resolve import (
     inference_framework,
     inference_precision,

@@ -18,7 +18,8 @@ from accelmap.engine import estimate
 from accelmap.hardware.cluster import parse_cluster
 from accelmap.hardware.schema import LinkRole
 from accelmap.mapping.plan import Mapping
-from accelmap.validate.cases import InferenceCase, read_cases
+from accelmap.validate.cases import InferenceCase
+from accelmap.validate.read import read_cases
 from accelmap.workload import Inference
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,9 +18,10 @@ from accelmap.cost.schedules import Schedule
 from accelmap.mapping.plan import ZeroStage
 from accelmap.units import DType
 from accelmap.validate import layout as lay
-from accelmap.validate.cases import Arch, Parallel, TrainingCase, read_cases
+from accelmap.validate.cases import Arch, Parallel, TrainingCase
 from accelmap.validate.multi import NOT_FIT, training_metric
 from accelmap.validate.predict import MetricKind, Status, predict_case, predict_cases
+from accelmap.validate.read import read_cases
 from accelmap.validate.report import summarize
 from accelmap.validate.resolve import resolve_device
 from accelmap.validate.stacks import DEFAULTS, Stack, stack_framework, training_stack

@@ -10,8 +10,8 @@ import yaml
 
 from accelmap.catalog import Catalog
 from accelmap.validate.canonical import read_runs, same_run, write_runs
-from accelmap.validate.cases import read_cases
 from accelmap.validate.predict import Status, predict_cases
+from accelmap.validate.read import read_cases
 from accelmap.validate.runs import TrainingRun, UnreadableRun
 from accelmap.validate.stacks import Stack, recipe_vpp, silent_split
 

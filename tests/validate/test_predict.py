@@ -10,7 +10,7 @@ import pytest
 
 from accelmap.catalog import Catalog
 from accelmap.cost import efficiency
-from accelmap.validate.cases import Arch, Parallel, TrainingCase, read_cases
+from accelmap.validate.cases import Arch, Parallel, TrainingCase
 from accelmap.validate.predict import (
     MetricKind,
     Prediction,
@@ -18,6 +18,7 @@ from accelmap.validate.predict import (
     predict_case,
     predict_cases,
 )
+from accelmap.validate.read import read_cases
 from accelmap.validate.report import compress_ids, summarize
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "measurements"

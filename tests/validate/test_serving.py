@@ -18,8 +18,9 @@ from accelmap.serving.metrics import Slo
 from accelmap.serving.scenario import Load, Scenario, run
 from accelmap.units import DType
 from accelmap.validate.canonical import read_runs, same_run, write_runs
-from accelmap.validate.cases import InferenceCase, read_cases
+from accelmap.validate.cases import InferenceCase
 from accelmap.validate.predict import MetricKind, Status, predict_case
+from accelmap.validate.read import read_cases
 from accelmap.validate.runs import ServingMetric, ServingRun, ServingScenario
 from accelmap.validate.transcribe import is_serving_case, serving_from_case
 

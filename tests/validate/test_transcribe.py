@@ -11,8 +11,9 @@ import pytest
 
 from accelmap.catalog import Catalog
 from accelmap.mapping.plan import ZeroStage
-from accelmap.validate.cases import TrainingCase, read_cases
+from accelmap.validate.cases import TrainingCase
 from accelmap.validate.predict import Status, predict_case
+from accelmap.validate.read import read_cases
 from accelmap.validate.runs import Metric, Problem
 from accelmap.validate.stacks import Stack
 from accelmap.validate.transcribe import from_case, read_framework, read_interleave, read_zero

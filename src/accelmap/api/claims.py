@@ -68,8 +68,8 @@ class ClaimCheck:
 def load_part(hw: str, catalog: Catalog | None = None) -> tuple[Accelerator, hc.Silicon | None]:
     """A catalog part (forgiving name) or an accelerator YAML file; a file may carry a
     ``silicon: {process, node_nm, die_area_mm2}`` block. The catalog's what-ifs apply to both."""
-    from accelmap.api.comparison import _part
-    from accelmap.api.whatif import WhatIfCatalog
+    from accelmap.cost.whatif import WhatIfCatalog
+    from accelmap.hardware.cluster import resolve_accelerator
 
     cat = catalog or load_catalog()
     path = Path(hw).expanduser()
@@ -87,7 +87,7 @@ def load_part(hw: str, catalog: Catalog | None = None) -> tuple[Accelerator, hc.
         if isinstance(cat, WhatIfCatalog):
             acc = hw_whatif.apply(acc, cat.whatif.hardware)
         return acc, si
-    acc = _part(cat, hw)
+    acc = resolve_accelerator(hw, cat)
     return acc, hc.bundled_silicon(acc.id)
 
 

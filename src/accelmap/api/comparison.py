@@ -20,7 +20,9 @@ from accelmap.api.parse import batch_tokens, choice, dtype, sequences_per_step
 from accelmap.api.parse import framework as parse_framework
 from accelmap.catalog import Catalog, load_catalog
 from accelmap.cost.calibration import CalibrationProfile
+from accelmap.cost.ownership import breakeven_rows
 from accelmap.errors import InputError
+from accelmap.hardware.cluster import resolve_accelerator
 from accelmap.hardware.schema import Accelerator, DeviceClass
 from accelmap.models.schema import ModelSpec
 from accelmap.search.compare import CompareJob, CompareObjective, compare
@@ -53,14 +55,6 @@ class AcceleratorComparison:
                 "rows": list(self.rows)}
 
 
-def _part(catalog: Catalog, name: str) -> Accelerator:
-    """One part by id or forgiving name (``hardware.cluster.resolve_accelerator``: the one
-    rule of every command)."""
-    from accelmap.hardware.cluster import resolve_accelerator
-
-    return resolve_accelerator(name, catalog)
-
-
 def _parts(catalog: Catalog, hw: str, device_class: str | None) -> list[Accelerator]:
     text = (hw if hw is not None else "all").strip()
     if not text:
@@ -71,7 +65,7 @@ def _parts(catalog: Catalog, hw: str, device_class: str | None) -> list[Accelera
         names = [h.strip() for h in text.split(",") if h.strip()]
         if not names:
             raise InputError("--hw needs 'all' or a comma list of accelerators")
-        parts = list({p.id: p for p in (_part(catalog, n) for n in names)}.values())
+        parts = list({p.id: p for p in (resolve_accelerator(n, catalog) for n in names)}.values())
     if device_class is not None:
         cls = choice(DeviceClass, device_class, "device class")
         parts = [p for p in parts if p.device_class is cls]
@@ -157,8 +151,6 @@ def breakevens(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each feasible row with ``breakeven_usd_per_h``: the price per device-hour at which it
     matches the cheapest priced row's $/M tokens (``cost.ownership.breakeven_price``); a part
     without a price quote gets the price it would need."""
-    from accelmap.api.costs import breakeven_rows
-
     return breakeven_rows([r if r.get("feasible") else {**r, "tokens_per_s_per_device": None}
                            for r in rows], "usd_per_mtok", "tokens_per_s_per_device",
                           "price_usd_per_h")

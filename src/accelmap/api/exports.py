@@ -15,9 +15,10 @@ from typing import Any
 
 from accelmap.catalog import Catalog, load_catalog
 from accelmap.errors import InputError
-from accelmap.export.base import Exporter, ExportResult, Job, PlanJob, get_exporter
-from accelmap.export.base import exporters as _exporters
+from accelmap.export.base import Exporter, ExportResult, Job, PlanJob
 from accelmap.export.base import load_plan_file as _load_plan_file
+from accelmap.export.registry import exporters as _exporters
+from accelmap.export.registry import get_exporter
 from accelmap.search.result import Plan
 
 __all__ = ["Export", "export_plan", "exporter_row", "list_exporters", "load_plan",

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from accelmap.catalog import Catalog, load_catalog
+from accelmap.cost.whatif import with_model_whatif
 from accelmap.errors import InputError
 from accelmap.models import details
 from accelmap.models.schema import ModelSpec
@@ -19,15 +20,12 @@ def load_model(name_or_path: str, catalog: Catalog | None = None) -> ModelSpec:
     """A preset by (forgiving) name, a file (HF config.json or a ModelSpec YAML), or a Hub repo
     id such as meta-llama/Llama-3.1-8B (needs the ``hf`` extra); with the model what-ifs of a
     catalog made by ``api.apply_whatif`` (``--set vocab_size=50304``)."""
-    from accelmap.api.whatif import with_model_whatif
-
     return with_model_whatif(catalog, _load_model(name_or_path, catalog))
 
 
 def catalog_model(name: str, catalog: Catalog | None = None) -> ModelSpec:
     """A preset of the catalog by (forgiving) name only, never a file or a Hub repo: what a
     caller that must not open paths (the web app) resolves a model with."""
-    from accelmap.api.whatif import with_model_whatif
     from accelmap.lookup import resolve
 
     if not name.strip():

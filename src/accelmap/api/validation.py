@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from accelmap.catalog import Catalog, load_catalog
 from accelmap.validate.cases import Case, CaseFile
-from accelmap.validate.cases import read_cases as _read_cases
 from accelmap.validate.outcome import Prediction
 from accelmap.validate.predict import predict_cases as _predict_cases
+from accelmap.validate.read import read_cases as _read_cases
 from accelmap.validate.report import Summary
 from accelmap.validate.report import compress_ids as _compress_ids
 from accelmap.validate.report import summarize as _summarize

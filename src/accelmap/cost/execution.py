@@ -2,20 +2,21 @@
 on the one roofline (``cost.roofline``). A TPU, an SRAM machine, an FPGA or an edge NPU is not a
 GPU (DESIGN, "Lessons from the first wave"); what differs is named here, once per class:
 
-- **runtime memory**: the CUDA context (``memory.allocator.CUDA_CONTEXT_BYTES``) and the caching
-  allocator's fragmentation exist only where a CUDA/ROCm-style runtime and PyTorch's caching
-  allocator run (GPUs; Jetson, which runs CUDA). XLA assigns every buffer of a compiled program
-  at compile time (XLA docs, "Buffer assignment": ``BufferAssignment`` maps each HLO value to a
-  slice of a preallocated allocation), so a TPU carries neither; a statically scheduled SRAM
-  machine holds only what its compiler placed (Abts et al., "Think Fast: A Tensor Streaming
-  Processor", ISCA 2020, sec. 2-3: no caches, no runtime arbitration, all data movement
-  scheduled by the compiler); an FPGA overlay's weights sit in buffers the host allocates once
-  (Xilinx XRT ``xrt::bo``); llama.cpp's graph allocator sizes its compute buffers once per graph
-  (ggml-alloc ``ggml_gallocr``), and on Apple silicon its Metal backend wraps the mapped model
-  file in Metal buffers without a copy (ggml-metal-device.m ``ggml_metal_buffer_map``:
-  ``newBufferWithBytesNoCopy`` on unified memory), so an Apple GPU carries no CUDA context
-  either. Runtimes whose reserved memory is not published (Gaudi's SynapseAI, AWS Neuron,
-  Tenstorrent) keep the GPU charges: the nearest measured evidence, said in the note.
+- **runtime memory**: the CUDA context (``CUDA_CONTEXT_BYTES``, below; ``memory.allocator`` says why
+  it sits outside the fitted peaks) and the caching allocator's fragmentation exist only where a
+  CUDA/ROCm-style runtime and PyTorch's caching allocator run (GPUs; Jetson, which runs CUDA). XLA
+  assigns every buffer of a compiled program at compile time (XLA docs, "Buffer assignment":
+  ``BufferAssignment`` maps each HLO value to a slice of a preallocated allocation), so a TPU
+  carries neither; a statically scheduled SRAM machine holds only what its compiler placed (Abts et
+  al., "Think Fast: A Tensor Streaming Processor", ISCA 2020, sec. 2-3: no caches, no runtime
+  arbitration, all data movement scheduled by the compiler); an FPGA overlay's weights sit in
+  buffers the host allocates once (Xilinx XRT ``xrt::bo``); llama.cpp's graph allocator sizes its
+  compute buffers once per graph (ggml-alloc ``ggml_gallocr``), and on Apple silicon its Metal
+  backend wraps the mapped model file in Metal buffers without a copy (ggml-metal-device.m
+  ``ggml_metal_buffer_map``: ``newBufferWithBytesNoCopy`` on unified memory), so an Apple GPU
+  carries no CUDA context either. Runtimes whose reserved memory is not published (Gaudi's
+  SynapseAI, AWS Neuron, Tenstorrent) keep the GPU charges: the nearest measured evidence, said in
+  the note.
 - **software profile** (a ``FrameworkProfile``): the stack a class runs by default when no
   ``--framework`` is given: vLLM/Megatron on GPUs, XLA on TPUs, a compiled graph on GPU-like
   ASICs, a compiled dataflow schedule on SRAM machines, an overlay on FPGAs, llama.cpp on CPUs,
@@ -36,7 +37,10 @@ from typing import Any
 
 from accelmap.cost.framework import Framework, class_calibration
 from accelmap.hardware.schema import Accelerator, DeviceClass, LinkRole, MemoryRole
-from accelmap.memory.allocator import CUDA_CONTEXT_BYTES
+
+# The CUDA context outside PyTorch's caching allocator (memory/allocator.py says why it sits
+# outside the fitted peaks).
+CUDA_CONTEXT_BYTES = 287_047_680.0  # pytorch/pytorch#86509, lazy module loading
 
 
 class WeightHome(StrEnum):

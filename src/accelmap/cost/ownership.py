@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from accelmap.errors import InputError
+
 HOURS_PER_YEAR = 8766.0  # 365.25 days
 USD_PER_KWH = 0.08
 USD_PER_KWH_SOURCE = "EIA Electric Power Monthly table 5.6.A: US industrial average 2024, 8.1 c/kWh"
@@ -218,3 +220,31 @@ def parse_ownership(text: str) -> Ownership:
             raise ValueError(f"--own {part!r}: must be a non-negative number")
         args[key] = val
     return Ownership(**args)
+
+
+def as_ownership(text: str | Ownership | None) -> Ownership | None:
+    """'purchase=30000,kwh=0.1,pue=1.2,years=5,utilization=0.7' (keys optional), an Ownership,
+    or None; a malformed text is one InputError line (``api.ownership``)."""
+    if text is None or isinstance(text, Ownership):
+        return text
+    try:
+        return parse_ownership(text)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+
+
+def breakeven_rows(rows: list[dict[str, Any]], usd_key: str, tpsd_key: str,
+                   price_key: str | None = None, id_key: str = "accelerator"
+                   ) -> list[dict[str, Any]]:
+    """Each row with ``breakeven_usd_per_h``: the price per device-hour at which it matches the
+    cheapest row's $/M tokens (``usd_key``), from tokens/s per device (``tpsd_key``); the
+    reference's price is ``price_key`` or follows from its $/M tokens. Rows without a speed
+    are left as they are."""
+    priced = [r for r in rows if r.get(usd_key) and r.get(tpsd_key)]
+    if not priced:
+        return rows
+    ref = min(priced, key=lambda r: r[usd_key])
+    ref_price = (ref.get(price_key) if price_key else None) or (
+        ref[usd_key] * ref[tpsd_key] * 3600 / 1e6)
+    return [{**r, "breakeven_usd_per_h": breakeven_price(ref_price, ref[tpsd_key], r[tpsd_key]),
+             "breakeven_vs": ref[id_key]} if r.get(tpsd_key) else r for r in rows]

@@ -27,9 +27,7 @@ from typing import Any, TypeVar
 
 from accelmap.cost.framework import Framework
 from accelmap.cost.schedules import Schedule
-from accelmap.errors import InputError
-from accelmap.mapping.plan import Mapping, Offload, ZeroStage
-from accelmap.search.result import (
+from accelmap.engine.plan import (
     Plan,
     PlanKind,
     ServingChoice,
@@ -37,6 +35,8 @@ from accelmap.search.result import (
     plan_mapping_dict,
     read_plan_mapping,
 )
+from accelmap.errors import InputError
+from accelmap.mapping.plan import Mapping, Offload, ZeroStage
 from accelmap.units import DType
 from accelmap.workload import Finetune, LoraTarget, Recompute
 
@@ -53,11 +53,10 @@ __all__ = [
     "PlanKind",
     "ReadBack",
     "ServingChoice",
-    "exporters",
-    "get_exporter",
     "load_plan_file",
     "plan_fields",
     "register",
+    "registered",
     "training_mapping",
 ]
 
@@ -278,13 +277,13 @@ OTHER_KIND_FIELDS = {PlanKind.TRAIN: ("prompt_len", "output_len"),
 def plan_fields(kind: PlanKind) -> tuple[str, ...]:
     """Every field of a plan of ``kind`` an exporter must express or list in ``not_exported``
     (tests/export/test_every_field_exported.py checks each exporter against it)."""
-    from accelmap.export.schema import PlanJobSchema
-    from accelmap.search.result import (
+    from accelmap.engine.plan import (
         OPTIONAL_SERVE_KEYS,
         OPTIONAL_TRAIN_KEYS,
         SERVE_MAPPING_KEYS,
         TRAIN_MAPPING_KEYS,
     )
+    from accelmap.export.schema import PlanJobSchema
 
     job = [k for k in PlanJobSchema.model_fields if k not in ("kind", "mapping")]
     mapping = (TRAIN_MAPPING_KEYS + OPTIONAL_TRAIN_KEYS if kind is PlanKind.TRAIN
@@ -379,18 +378,10 @@ def register(exporter: Exporter) -> Exporter:
     return exporter
 
 
-def exporters() -> dict[str, Exporter]:
-    from accelmap.export import formats  # noqa: F401  (registers every exporter)
-
+def registered() -> dict[str, Exporter]:
+    """The exporters registered so far, by name; ``export.registry.exporters`` imports every
+    format first (the formats import this module, so this module never imports them)."""
     return dict(sorted(_REGISTRY.items()))
-
-
-def get_exporter(name: str) -> Exporter:
-    table = exporters()
-    if name not in table:
-        raise InputError(f"unknown export format {name!r}; use one of {', '.join(table)} "
-                         "(accelmap export --list)")
-    return table[name]
 
 
 def load_plan_file(path: Path, index: int = 0) -> PlanJob:

@@ -14,19 +14,18 @@ PyTorch is imported lazily, inside :func:`import_torch`, so ``import accelmap`` 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from accelmap.errors import InputError
+from accelmap.measure.kernel import MEASURE_EXTRA as MEASURE_EXTRA
+from accelmap.measure.kernel import Kernel as Kernel
 from accelmap.units import DType
 
 if TYPE_CHECKING:
     from accelmap.measure.environment import Environment
     from accelmap.measure.torch_backend import TorchBackend
 
-Kernel = Callable[[], object]
 STREAM_KINDS = ("copy", "read", "write")
-MEASURE_EXTRA = "pip install 'accelmap[measure]'"
 TORCH_HINT = f"install it with: {MEASURE_EXTRA} (any recent PyTorch build works)"
 NO_TORCH = "ACCELMAP_NO_TORCH"  # set: behave as if PyTorch were not installed (tests, NumPy runs)
 

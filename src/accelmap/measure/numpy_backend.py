@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from accelmap.errors import InputError
-from accelmap.measure.backends import MEASURE_EXTRA, Kernel
 from accelmap.measure.environment import Environment, collect, host_cpu
+from accelmap.measure.kernel import MEASURE_EXTRA, Kernel
 from accelmap.units import DType
 
 

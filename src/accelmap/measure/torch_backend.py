@@ -15,8 +15,8 @@ from functools import lru_cache
 from typing import Any
 
 from accelmap.errors import InputError
-from accelmap.measure.backends import Kernel
 from accelmap.measure.environment import Environment, collect, host_cpu
+from accelmap.measure.kernel import Kernel
 from accelmap.units import DType
 
 _DEVICE_ERRORS = (RuntimeError, AssertionError, ValueError)  # what torch raises for a bad device

@@ -1,13 +1,13 @@
 """Memory a device spends beyond the tensors: the CUDA context outside PyTorch, and what the
 caching allocator reserves beyond the live tensors, fitted on measured peaks.
 
-- ``CUDA_CONTEXT_BYTES``: the CUDA context (driver state and loaded kernels) sits outside
-  PyTorch's caching allocator, so the measured peaks below cannot see it. PyTorch has loaded
-  kernels lazily since 1.13 (``CUDA_MODULE_LOADING=LAZY``); the pull request that made it the
+- ``CUDA_CONTEXT_BYTES`` (``cost.execution``): the CUDA context (driver state and loaded kernels)
+  sits outside PyTorch's caching allocator, so the measured peaks below cannot see it. PyTorch has
+  loaded kernels lazily since 1.13 (``CUDA_MODULE_LOADING=LAZY``); the pull request that made it the
   default measured a context of 287,047,680 bytes lazy against 666,632,192 eager
-  (pytorch/pytorch#86509; "~300MB" with lazy loading, pytorch/pytorch#107667). cuBLAS
-  workspaces go through the caching allocator and are inside the fit; NCCL's buffers are counted
-  apart (``memory.training.COMM_BUFFER_BYTES``).
+  (pytorch/pytorch#86509; "~300MB" with lazy loading, pytorch/pytorch#107667). cuBLAS workspaces go
+  through the caching allocator and are inside the fit; NCCL's buffers are counted apart
+  (``memory.training.COMM_BUFFER_BYTES``).
 - ``ALLOCATOR_FRAGMENTATION``: what the caching allocator holds beyond the live tensors at the
   peak, reserved - tensors = f x dynamic memory (``DYNAMIC_ITEMS``: activations, logits, the
   full-recompute working layer, ZeRO-3's gathered parameters and unsharded gradients: what is
@@ -28,9 +28,11 @@ caching allocator reserves beyond the live tensors, fitted on measured peaks.
 
 from __future__ import annotations
 
+# the context is the GPU class's runtime memory: defined with the execution model one layer
+# below (cost.execution); the memory tree (budget.py, training.py) reads it from here
+from accelmap.cost.execution import CUDA_CONTEXT_BYTES as CUDA_CONTEXT_BYTES
 from accelmap.units import Num
 
-CUDA_CONTEXT_BYTES = 287_047_680.0  # pytorch/pytorch#86509, lazy module loading
 # Fitted on memory.csv Y0092, Y0094, Y0100, Y0102, Y0104, Y0106 (benchmarks/memory_error.py
 # --fit)
 ALLOCATOR_FRAGMENTATION = 0.2297

@@ -38,7 +38,7 @@ from dataclasses import replace
 from accelmap.errors import InputError
 from accelmap.models.geometry import Geometry
 from accelmap.models.schema import ModelSpec
-from accelmap.ops.graph import ByteKind, Op, Precision, Stage
+from accelmap.ops.op import ByteKind, Op, Precision, Stage
 from accelmap.units import DType
 
 KEPT_PER_GROUP = 2 / 4  # 2:4: half the values are kept

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from accelmap.errors import InputError
-from accelmap.files import MAX_TABLE_BYTES, exists, read_text
+from accelmap.files import MAX_TABLE_BYTES, read_text
 
 if TYPE_CHECKING:
     from accelmap.validate.runs import ServingRun, TrainingRun, UnreadableRun
@@ -294,17 +294,10 @@ def _build(fmt: CaseFormat, r: _Row, path: Path, line: int) -> Case:
     return replace(case, unverified=frozenset(r.unverified), problems=tuple(r.problems))
 
 
-def read_cases(path: str | Path) -> CaseFile:
-    """Read one measurement CSV or run file; its layout comes from the header (YAML: always
-    the canonical run format)."""
-    from accelmap.validate.canonical import YAML_SUFFIXES, read_runs
-
-    path = Path(path)
-    if not exists(path):
-        raise InputError(f"{path}: no such file (pass a measurements CSV, e.g. "
-                         "../shared/reference/measurements/inference.csv, or a run file)")
-    if path.suffix.lower() in YAML_SUFFIXES:
-        return CaseFile(path, CaseFormat.RUNS, read_runs(path))
+def read_table(path: Path) -> CaseFile | None:
+    """One measurement CSV (an existing file, not YAML): its layout comes from the header; None
+    when the header is the canonical run format, which ``canonical.read_runs`` reads
+    (``validate.read.read_cases`` dispatches; this module never imports canonical)."""
     text = read_text(path, "measurements CSV", MAX_TABLE_BYTES)
     reader = csv.DictReader(text.splitlines())
     try:
@@ -313,7 +306,7 @@ def read_cases(path: str | Path) -> CaseFile:
             raise InputError(f"{path}: the file is empty; expected a CSV with a header row")
         fmt = detect_format([c.strip() for c in columns], path)
         if fmt is CaseFormat.RUNS:
-            return CaseFile(path, fmt, read_runs(path))
+            return None
         cases: list[Case] = []
         seen: set[str] = set()
         for raw in reader:

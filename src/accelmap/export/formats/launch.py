@@ -27,6 +27,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
+from accelmap.engine.plan import TRAIN_MAPPING_KEYS
 from accelmap.errors import InputError
 from accelmap.export.base import (
     FRAMEWORK_REASON,
@@ -39,7 +40,6 @@ from accelmap.export.base import (
     register,
 )
 from accelmap.export.lora import adapter_fields, has_adapters
-from accelmap.search.result import TRAIN_MAPPING_KEYS
 
 TORCH_COMMIT = "010929fd3f401c3868310396e6a91ed95aa0305b"
 TORCHRUN_URL = f"https://github.com/pytorch/pytorch/blob/{TORCH_COMMIT}/torch/distributed/run.py"

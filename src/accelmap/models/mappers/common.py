@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from accelmap.errors import InputError
-from accelmap.models.hf import HFConfig
+from accelmap.models.hf_config import HFConfig
 
 _ACTIVATIONS: dict[str, str] = {
     "silu": "silu",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accelmap.models.hf import HFConfig, register
+from accelmap.models.hf_config import HFConfig, register
 from accelmap.models.mappers.common import (
     _bool,
     _int_or_null,
