@@ -39,6 +39,12 @@ TABLE: list[tuple[str, dict[str, Any], list[str]]] = [
      ["estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb", "--tp", "2"]),
     ("estimate", {"model": "llama-3.1-8b", "hw": "h100-sxm5-80gb", "tp": 2, "train": True},
      ["estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb", "--tp", "2", "--train"]),
+    # one typed request (api.EstimateRequest): the web did not refuse serving past the context
+    ("estimate", {"model": "llama-3.1-8b", "hw": "h100-sxm5-80gb", "prompt": 300000},
+     ["estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb", "--prompt", "300000"]),
+    # no layout on 8 devices: the engine's layout that holds the model, in both
+    ("estimate", {"model": "llama-3.1-70b", "cluster": "8xH100", "batch": 8},
+     ["estimate", "llama-3.1-70b", "--cluster", "8xH100", "--batch", "8"]),
     ("estimate", {"model": "llama-3.1-8b", "hw": "h100", "batch": 8},
      ["estimate", "llama-3.1-8b", "--hw", "h100", "--batch", "8"]),
     ("plan", {"model": "llama-3.1-8b", "cluster": "8xH100", "objective": "fastest"},
@@ -92,3 +98,16 @@ def test_cli_and_web_agree(client: TestClient, capsys: pytest.CaptureFixture[str
         assert code == 2, err
         assert 400 <= r.status_code < 500, r.text[:300]
         assert err.strip() == f"error: {r.json()['error']}"
+
+
+def test_every_estimate_form_field_reaches_the_request() -> None:
+    """The web form and the CLI build one EstimateRequest: a form field the request does not
+    know is a field the web would silently drop (moe_imbalance and framework go to the
+    estimate call itself)."""
+    import dataclasses
+
+    from accelmap.web.forms import EstimateForm
+
+    known = {f.name for f in dataclasses.fields(api.EstimateRequest)}
+    extra = set(EstimateForm.model_fields) - known - {"no_sp", "moe_imbalance", "framework"}
+    assert not extra, extra

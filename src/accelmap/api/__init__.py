@@ -203,6 +203,7 @@ if TYPE_CHECKING:
         saved_report_html,
         write_report,
     )
+    from accelmap.api.requests import EstimateRequest, estimate_inputs
     from accelmap.api.serving import (
         Disaggregation,
         DisaggRun,
@@ -311,6 +312,8 @@ _LAZY: dict[str, str] = {
                      "Speculation", "SplitSearch", "disaggregation", "plan_disaggregation",
                      "serve", "serve_batch", "serve_disaggregated", "serving_load",
                      "speculation"), "accelmap.api.serving"),
+    # typed requests shared by the CLI and the web
+    **dict.fromkeys(("EstimateRequest", "estimate_inputs"), "accelmap.api.requests"),
     # reports
     **dict.fromkeys(("Report", "accelmap_version", "check_report_path", "estimate_extras",
                      "estimate_json", "missing_extra", "plan_estimate", "render_report",
@@ -383,6 +386,7 @@ __all__ = [
     "Disaggregation",
     "EnergyReport",
     "Estimate",
+    "EstimateRequest",
     "Export",
     "ExportResult",
     "Exporter",
@@ -461,6 +465,7 @@ __all__ = [
     "energy_report",
     "estimate",
     "estimate_extras",
+    "estimate_inputs",
     "estimate_json",
     "export_plan",
     "exporter_row",

@@ -112,37 +112,22 @@ def _inputs(model: str, hw: str | None, cluster: str | None, train: bool, batch:
             group: int, optimizer: str, recompute: str, flash: bool, tokens: str | None,
             catalog: Any, profile: CalibrationProfile | None = None, tp: int | None = None,
             pp: int | None = None, dp: int | None = None, cp: int = 1, ep: int | None = None,
-            zero: int | None = None,
-            micro_batch: int | None = None, vpp: int = 1, schedule: str | None = None,
-            sp: bool = True, tp_overlap: bool = False, force_tp: bool = False,
-            replicas: int | None = None, split: dict[str, Any] | None = None,
-            devices: int | None = None, finetune: Any = None, sparsity: str = "none",
-            moe_weights: str | None = None
+            zero: int | None = None, micro_batch: int | None = None, vpp: int = 1,
+            schedule: str | None = None, sp: bool = True, tp_overlap: bool = False,
+            force_tp: bool = False, replicas: int | None = None, devices: int | None = None,
+            sparsity: str = "none"
             ) -> tuple[ModelSpec, System, Training | Inference, Mapping | None]:
-    """The options as the API's values: model, system, workload and mapping (one device is a
-    one-device system; the same engine serves both). Serving with none of --tp, --pp, --ep,
-    --replicas: no mapping, the engine chooses a layout that holds the model
-    (``engine.layout``)."""
-    train_dtype = api.dtype(dtype, "training")  # checked in every mode: a typo is never ignored
+    """The shared options of advise, design, sweep and roofline as the API's values, through
+    the one typed request every face builds (``api.estimate_inputs``)."""
     cat = catalog if isinstance(catalog, api.Catalog) else get_catalog(catalog)
-    spec = api.load_model(model, cat)
-    system = api.load_system(hw=hw, cluster=cluster, catalog=cat, profile=profile,
-                             devices=devices)
-    api.check_one_device(system, hw, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, replicas=replicas)
-    if train:
-        wl = api.training(batch, seq, train_dtype, optimizer, recompute, flash, tokens,
-                          finetune=finetune, sparsity=sparsity)
-        return spec, system, wl, api.mapping(
-            system, wl, tp=tp or 1, pp=pp or 1, dp=dp, cp=cp, ep=ep or 1, zero=zero,
-            micro_batch=micro_batch,
-            vpp=vpp, schedule=schedule, sequence_parallel=sp, tp_overlap=tp_overlap,
-            force_tp=force_tp, **(split or {}))
-    if finetune is not None:
-        raise InputError("--finetune lora/qlora is a training workload: add --train")
-    api.context_warnings(spec, prompt=prompt, output=output)  # serving past it: refused
-    inf = api.inference(batch, prompt, output, weights, kv, group, flash, sparsity=sparsity,
-                        moe_weights=moe_weights)
-    return spec, system, inf, api.serving_mapping(tp, pp, ep, replicas)
+    req = api.EstimateRequest(
+        model=model, hw=hw, cluster=cluster, devices=devices, train=train, batch=batch,
+        seq=seq, prompt=prompt, output=output, dtype=dtype, weights=weights, kv=kv,
+        group=group, optimizer=optimizer, recompute=recompute, flash=flash, tokens=tokens,
+        sparsity=sparsity, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero,
+        micro_batch=micro_batch, vpp=vpp, schedule=schedule, sequence_parallel=sp,
+        tp_overlap=tp_overlap, force_tp=force_tp, replicas=replicas)
+    return api.estimate_inputs(req, cat, profile)
 
 
 ModelOpt = Annotated[str, typer.Argument(help="Model preset, config.json or spec YAML.")]
@@ -414,15 +399,9 @@ def _estimate(o: EstimateArgs) -> None:
     framework = api.framework(o.framework, o.train)
     measured = api.measured_device(o.hw, o.profile, o.db, get_catalog(o.catalog))  # --hw local
     load = _serving_load(o)
-    spec, system, wl, m = _inputs(
-        o.model, o.hw, o.cluster, o.train, o.batch, o.seq, o.prompt, o.output, o.dtype,
-        o.weights, o.kv, o.group, o.optimizer, o.recompute, o.flash, o.tokens, measured.catalog,
-        measured.profile, o.tp, o.pp, o.dp, o.cp, o.ep, o.zero, o.micro_batch, o.vpp,
-        o.schedule, not o.no_sp, o.tp_overlap, o.force_tp, o.replicas,
-        {"first_stage_layers": o.first_stage_layers, "last_stage_layers": o.last_stage_layers,
-         "embedding_in_split": o.embedding_in_split, "loss_in_split": o.loss_in_split},
-        o.devices, api.adapters(o.finetune, o.lora_rank, o.lora_targets), o.sparsity,
-        moe_weights=o.moe_weights)
+    # the one typed request the web builds too (api/requests.py)
+    spec, system, wl, m = api.estimate_inputs(api.EstimateRequest.of(o), measured.catalog,
+                                              measured.profile)
     sp = _speculation(o)
     if o.disaggregate is None and (o.prefill_tp is not None or o.decode_tp is not None):
         raise InputError("--prefill-tp and --decode-tp apply to --disaggregate P:D")

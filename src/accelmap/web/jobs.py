@@ -52,27 +52,10 @@ def capped(cap: TimeCap, run: Callable[[], Any]) -> Any:
 def estimate(form: EstimateForm, cat: Catalog) -> tuple[dict[str, Any], Report]:
     """`accelmap estimate --json` of the form, and its report."""
     f = form
-    train_dtype = api.dtype(f.dtype, "training")  # checked in every mode, as the CLI does
-    spec = preset(f.model, cat)
-    system = api.load_system(hw=f.hw, cluster=no_path(f.cluster), catalog=cat,
-                             devices=f.devices)
-    # the CLI's check, so the same input gets the same sentence (issue 25)
-    api.check_one_device(system, f.hw, tp=f.tp, pp=f.pp, dp=f.dp, cp=f.cp, ep=f.ep,
-                         replicas=f.replicas)
-    ft = api.adapters(f.finetune, f.lora_rank, f.lora_targets)
-    if f.train:
-        wl: Any = api.training(f.batch, f.seq, train_dtype, f.optimizer, f.recompute, f.flash,
-                               f.tokens, finetune=ft)
-        m: Any = api.mapping(system, wl, tp=f.tp or 1, pp=f.pp or 1, dp=f.dp, cp=f.cp,
-                             ep=f.ep or 1, zero=f.zero, micro_batch=f.micro_batch, vpp=f.vpp,
-                             schedule=f.schedule, sequence_parallel=not f.no_sp,
-                             tp_overlap=f.tp_overlap, force_tp=f.force_tp)
-    else:
-        if ft is not None:
-            raise InputError("--finetune lora/qlora is a training workload: add --train")
-        wl = api.inference(f.batch, f.prompt, f.output, f.weights, f.kv, f.group, f.flash)
-        # none of tp/pp/ep/replicas given: the engine chooses a layout that holds the model
-        m = api.serving_mapping(f.tp, f.pp, f.ep, f.replicas)
+    preset(f.model, cat)  # a catalog name, never a server path
+    no_path(f.cluster)
+    # the one typed request the CLI builds too (api/requests.py): same input, same answer
+    spec, system, wl, m = api.estimate_inputs(api.EstimateRequest.of(f), cat)
     est = api.estimate(spec, system, wl, m, framework=f.framework, imbalance=f.moe_imbalance)
     m = est.mapping  # the layout the engine ran (its own choice where none was given)
     extras = api.estimate_extras(spec, system, wl, m, est, framework=f.framework,
