@@ -59,14 +59,23 @@ GRAD_REDUCE = {"fp32": DType.FP32, "bf16": DType.BF16}
 ZERO_WORDS = ("0", "1", "2", "3", "fsdp")
 ARCH_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab")
 # Serving frameworks of the run format (cost profile and scheduler defaults, cost/framework.py)
-SERVING_FRAMEWORKS = {"tensorrt-llm": Framework.TENSORRT_LLM, "vllm": Framework.VLLM}
+SERVING_FRAMEWORKS = {"tensorrt-llm": Framework.TENSORRT_LLM, "vllm": Framework.VLLM,
+                      "sglang": Framework.SGLANG}
+# Serving stacks a run may name that bring no cost profile of their own: Dynamo orchestrates an
+# engine (the `engine` field, whose profile is taken); AMD's ATOM has no profile yet, so its
+# rows are read and skipped with that reason (docs/validate-format.md)
+ORCHESTRATORS = ("dynamo",)
+UNPROFILED = ("atom",)
+ENGINES = {k: v for k, v in SERVING_FRAMEWORKS.items()}
 METRIC_WORDS = {m.value: m for m in (*Metric, *ServingMetric)}
 LENGTH_DISTS = ("fixed", "uniform", "lognormal")
 # Fields only a serving run has (a record with any of them, or a serving metric, is one).
 SERVING_FIELDS = ("scenario", "batch", "input_len", "output_len", "length_dist",
                   "length_spread", "requests", "rate", "concurrency", "slo_ttft_ms",
                   "slo_tpot_ms", "slo_percentile", "max_batch", "max_tokens", "kv_fraction",
-                  "kv_precision", "moe_precision")
+                  "kv_precision", "moe_precision", "engine", "dp_attention", "disaggregated",
+                  "prefill_devices", "decode_devices", "prefill_tp", "decode_tp",
+                  "prefill_ep", "decode_ep", "mtp", "acceptance")
 
 Parsed = tuple[Any, str | None]  # (value, None) or (None, "is not ...; write ...")
 
@@ -211,6 +220,8 @@ def _framework(v: Any) -> Parsed:
     version = version.strip()
     if name in SERVING_FRAMEWORKS:
         return (SERVING_FRAMEWORKS[name], version), None
+    if name in ORCHESTRATORS or name in UNPROFILED:  # the engine, or the skip, decides later
+        return (name, version), None
     stack = FRAMEWORK_NAMES.get(name)
     if stack is Stack.OTHER:  # an in-house stack: whatever follows names it
         return (stack, version), None
@@ -325,6 +336,14 @@ FIELDS: dict[str, FieldSpec] = {
                               _PRECISION_WORDS),
     "moe_precision": FieldSpec(_choice("moe_precision", PRECISIONS, _suggest_precision),
                                _PRECISION_WORDS + " (routed experts; default: precision)"),
+    "engine": FieldSpec(_choice("engine", ENGINES, lambda t: None),
+                        " | ".join(ENGINES) + " (the engine under framework: dynamo)"),
+    **{k: FieldSpec(_choice(k, {"true": True, "false": False}, _suggest_flag), "true | false")
+       for k in ("dp_attention", "disaggregated")},
+    **{k: _positive(k) for k in ("prefill_devices", "decode_devices", "prefill_tp",
+                                 "decode_tp", "prefill_ep", "decode_ep", "mtp")},
+    "acceptance": FieldSpec(_fraction("acceptance"),
+                            "fraction in (0, 1]: the draft tokens accepted per drafted"),
     "metric": FieldSpec(_choice("metric", METRIC_WORDS, _suggest_metric),
                         " | ".join(METRIC_WORDS)),
     "value": FieldSpec(_float("value"), "positive number in the metric's unit"),
@@ -388,11 +407,12 @@ def _kinds(values: dict[str, Any], serving: bool) -> list[Problem]:
         out.append(Problem("metric", f"field 'metric': {metric.value!r} is a training metric "
                                      "but the run states serving fields; write metric: one of "
                                      + ", ".join(m.value for m in ServingMetric)))
-    if serving and fw is not None and not isinstance(fw, Framework):
+    plain = type(fw) is str  # dynamo or atom (read as words, not profiles)
+    if serving and fw is not None and not isinstance(fw, Framework) and not plain:
         out.append(Problem("framework", f"field 'framework': {fw.value!r} is a training stack; "
                                         "write framework: "
                                         + _either(SERVING_FRAMEWORKS) + ", then its version"))
-    if not serving and isinstance(fw, Framework):
+    if not serving and (isinstance(fw, Framework) or plain):
         out.append(Problem("framework", f"field 'framework': {fw.value!r} is a serving "
                                         "framework; write scenario: offline, server or batch "
                                         "for a serving run"))
@@ -401,6 +421,8 @@ def _kinds(values: dict[str, Any], serving: bool) -> list[Problem]:
 
 def _serving_run(values: dict[str, Any], rid: str, file: str, line: int) -> ServingRun:
     fw, version = values.pop("framework", (None, ""))
+    if type(fw) is str:  # dynamo or atom: the engine's profile, or a skip (validate/serving.py)
+        values["stack"], fw = fw, values.get("engine")
     arch = Arch(*(values.pop(k, None) for k in ARCH_FIELDS))
     values.pop("id", None)
     for k in ("seq_len", "global_batch", "micro_batch", "grad_accum", "vpp", "zero",

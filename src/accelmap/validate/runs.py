@@ -274,6 +274,20 @@ class ServingRun:
     max_batch: int | None = None  # scheduler cap on running requests (max_batch_size)
     max_tokens: int | None = None  # scheduler cap on tokens per iteration (max_num_tokens)
     kv_fraction: float | None = None  # KV-cache memory fraction (free_gpu_memory_fraction)
+    # issue 22 part 8: what 2025-2026 deployments state, read so that such runs can be written
+    # down; validate/serving.py predicts what it models and skips the rest with its reason
+    stack: str = ""  # dynamo (orchestrating `engine`) or atom (no profile yet); "" otherwise
+    engine: Framework | None = None  # the engine under Dynamo
+    dp_attention: bool | None = None  # attention data-parallel over the expert group
+    disaggregated: bool | None = None  # separate prefill and decode pools
+    prefill_devices: int | None = None
+    decode_devices: int | None = None
+    prefill_tp: int | None = None
+    decode_tp: int | None = None
+    prefill_ep: int | None = None
+    decode_ep: int | None = None
+    mtp: int | None = None  # draft tokens per step (multi-token prediction heads)
+    acceptance: float | None = None  # accepted draft tokens per drafted
     metric: ServingMetric | None = None
     value: float | None = None
     notes: str = ""

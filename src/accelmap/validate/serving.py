@@ -178,6 +178,32 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str]
     return sim if sim is not None else more[-1]
 
 
+def _unmodelled(run: ServingRun) -> list[str]:
+    """What a 2025-2026 run states that the run-file prediction does not model yet: each a
+    reason to skip, so no row is predicted as something it was not (issue 22 part 8)."""
+    out = []
+    if run.stack == "atom":
+        out.append("AMD ATOM has no framework profile yet")
+    if run.stack == "dynamo" and run.engine is None:
+        out.append("framework dynamo needs its engine (engine: tensorrt-llm, sglang or vllm)")
+    if run.engine is not None and run.stack != "dynamo":
+        out.append("engine is stated but the framework is not dynamo")
+    if run.dp_attention:
+        out.append("DP attention (attention data-parallel over the expert group) is not "
+                   "simulated yet")
+    pools = [k for k in ("prefill_devices", "decode_devices", "prefill_tp", "decode_tp",
+                         "prefill_ep", "decode_ep") if getattr(run, k) is not None]
+    if run.disaggregated:
+        out.append("disaggregated runs are not predicted from run files yet (`accelmap "
+                   "estimate --disaggregate P:D` simulates them)")
+    elif pools:
+        out.append(f"{', '.join(pools)} stated without disaggregated: true")
+    if run.mtp is not None or run.acceptance is not None:
+        out.append("MTP / speculative runs are not predicted from run files yet (`accelmap "
+                   "estimate --mtp N --accept A` simulates them)")
+    return out
+
+
 def predict_serving(run: ServingRun, catalog: Catalog, calibrated: frozenset[str]
                     ) -> Prediction:
     """The prediction of a serving run's metric, or the reasons it cannot be made."""
@@ -210,6 +236,10 @@ def predict_serving(run: ServingRun, catalog: Catalog, calibrated: frozenset[str
     if (run.scenario is ServingScenario.SERVER and run.rate is None
             and run.slo_ttft_ms is None and run.slo_tpot_ms is None):
         reasons.append("a server run needs its request rate or its latency limits")
+    reasons += _unmodelled(run)
+    if run.stack == "dynamo" and run.engine is not None:
+        notes.append(f"Dynamo orchestrating {run.engine.value}: the engine's cost profile and "
+                     "scheduler defaults")
     dev = rs.resolve_device(run.accelerator, catalog, memory_gb=run.accelerator_memory_gb)
     model = rs.resolve_model(run.model, run.arch, catalog, None, megatron=False,
                              family=run.family.value if run.family else None)
