@@ -650,8 +650,11 @@ def _lookups() -> list[Case]:
                    "8", expect=OK))
     cases.append(C("cluster=64xH100", "estimate", "llama-3.1-8b", "--cluster", "64xH100",
                    "--tp", "8", expect=OK, says="h100-sxm5-80gb"))
-    for q in ("", ".*", "h100", LONG, "\u041d100-sxm5-80gb", "tpu"):
+    for q in ("", ".*", LONG, "\u041d100-sxm5-80gb", "tpu"):
         cases.append(C(f"est-hw={q[:10]!r}", "estimate", "llama-3.1-8b", "--hw", q))
+    # a model number's variants: the one systems are built of, said (as compare and clusters)
+    cases.append(C("est-hw='h100'", "estimate", "llama-3.1-8b", "--hw", "h100", expect=OK,
+                   says="→ h100-sxm5-80gb"))
     cases.append(C("est-hw=amd-mi300x", "estimate", "llama-3.1-8b", "--hw", "AMD MI300X",
                    expect=OK, says="→ mi300x"))
     cases.append(C("models-show=prefix", "models", "show", "llama-3.1-8", expect=ANY,

@@ -165,9 +165,14 @@ def test_docs_are_served_locally(client: TestClient) -> None:
 
 def test_serving_estimate_says_which_devices_it_uses(client: TestClient) -> None:
     r = client.post("/api/estimate/figures", json={"model": "llama-3.1-8b", "cluster": "8xH100",
-                                                   "batch": 8})
+                                                   "batch": 8, "tp": 1})
     assert r.status_code == 200
     assert any("uses 1 of the 8 devices" in a for a in r.json()["result"]["assumptions"])
+    # no layout given: the engine's, over every device (one replica each: one holds 8B)
+    r = client.post("/api/estimate/figures", json={"model": "llama-3.1-8b", "cluster": "8xH100",
+                                                   "batch": 8})
+    assert r.status_code == 200
+    assert not any("uses 1 of" in a for a in r.json()["result"]["assumptions"])
 
 
 def test_the_cap_reaches_the_multi_accelerator_search() -> None:
@@ -202,6 +207,13 @@ def test_searches_wait_in_their_lane_and_estimates_pass() -> None:
         slow = threading.Thread(target=lambda: out.update(r=c.post("/api/plan", json=SLOW)))
         slow.start()
         try:
+            # the slow search must hold the lane first: wait until its job runs (under load
+            # the thread can start late, and a plan sent first would take the lane instead)
+            runner = c.app.state.runner  # type: ignore[attr-defined]
+            deadline = time.monotonic() + 20
+            while not runner.live and "r" not in out and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert runner.live, ("the slow search never ran", out.get("r"))
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
                 r = c.post("/api/plan", json=PLAN)

@@ -163,6 +163,10 @@ class PlanJob(Job):
         super().__post_init__()
         if not self.mapping.is_scalar:
             raise InputError("a plan to export holds one mapping, not a table of candidates")
+        if self.kind is PlanKind.TRAIN:
+            # an exported training plan states its recompute policy: one left open is none
+            # (the job holds no workload wish to settle it against)
+            object.__setattr__(self, "mapping", self.mapping.with_recompute(None))
         if (self.serving is None) != (self.kind is PlanKind.TRAIN):
             raise InputError(f"a {self.kind.value} plan "
                              + ("needs its serving choices (batch, weight and KV dtype)"

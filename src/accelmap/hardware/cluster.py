@@ -283,13 +283,16 @@ def of_devices(acc: Accelerator, n: int, cat: Catalog) -> Cluster:
 def resolve_accelerator(name: str, cat: Catalog) -> Accelerator:
     """One accelerator by id or forgiving name, the one rule every command uses (estimate
     --hw, compare --hw, plan --hw, a cluster spec): 'H100' means the variant systems are built
-    from -- among ambiguous matches, the single one with a node preset wins, and the note
-    says which; otherwise the usual error listing the ids."""
+    from -- among the variants a model number matches, the single one with a node preset
+    wins, and the note says which; a family word with no model number ('tpu', 'gaudi') names
+    several chips, not variants of one, and stays the usual error listing the ids."""
     from accelmap.errors import AmbiguousNameError
 
     try:
         return resolve(name, cat.accelerators, "accelerator", "accelmap hw list")
     except AmbiguousNameError as e:
+        if not any(ch.isdigit() for ch in name):
+            raise
         with_preset = [c for c in e.candidates if _preset_for(cat.accelerators[c], cat)]
         if len(with_preset) == 1:
             report("accelerator", name, with_preset[0])
