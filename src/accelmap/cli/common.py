@@ -157,6 +157,9 @@ def fmt_count(n: float) -> str:
     return f"{n:g}"
 
 
+# tensor parallelism past the fast links (training: estimate and plan)
+ForceTpOpt = Annotated[bool, typer.Option("--force-tp", help="Allow tp across the scale-up "
+                                          "domain.")]
 # fine-tuning (training: estimate and plan)
 FinetuneOpt = Annotated[str, typer.Option(
     "--finetune", help="Training: full (every weight), lora (frozen base + adapters, Hu et al. "

@@ -21,6 +21,7 @@ from accelmap.cli.common import (
     CatalogOpt,
     DbOpt,
     FinetuneOpt,
+    ForceTpOpt,
     JsonOpt,
     LoraRankOpt,
     LoraTargetsOpt,
@@ -176,8 +177,6 @@ LossInSplitOpt = Annotated[bool, typer.Option(
 NoSpOpt = Annotated[bool, typer.Option("--no-sp", help="Disable sequence parallelism.")]
 TpOverlapOpt = Annotated[bool, typer.Option("--tp-overlap", help="Overlap TP communication "
                                             "with GEMMs.")]
-ForceTpOpt = Annotated[bool, typer.Option("--force-tp", help="Allow tp across the scale-up "
-                                          "domain.")]
 ReplicasOpt = Annotated[int | None, typer.Option(min=1, max=MAX_DEVICES,
                                                  help="Serving replicas (default 1).")]
 ScenarioOpt = Annotated[str | None, typer.Option(

@@ -20,6 +20,7 @@ from accelmap.cli.common import (
     CatalogOpt,
     DbOpt,
     FinetuneOpt,
+    ForceTpOpt,
     JsonOpt,
     LoraRankOpt,
     LoraTargetsOpt,
@@ -131,8 +132,6 @@ OutOpt = Annotated[str, typer.Option("--out", help="Folder for --export files.")
 ForceOpt = Annotated[bool, typer.Option(
     "--force", help="With --export: overwrite files in --out that hold other content.")
 ]
-ForceTpOpt = Annotated[bool, typer.Option("--force-tp", help="Allow tp across the scale-up "
-                                          "domain.")]
 IncludeTightOpt = Annotated[bool, typer.Option(
     "--include-tight", help="Also rank plans within the memory model's error band of "
     "capacity (memory_fit 'tight').")]
