@@ -49,3 +49,14 @@ def test_serving_mapping_left_out_is_none() -> None:
     assert api.serving_mapping(None, None, None, None) is None
     m = api.serving_mapping(tp=2, pp=None, ep=None, replicas=None)
     assert m is not None and (m.tp, m.pp, m.replicas) == (2, 1, 1)
+
+
+@pytest.mark.parametrize("kw", [{"tp": 0}, {"tp": -1}, {"pp": 0}, {"replicas": 0}])
+def test_a_given_zero_is_refused_not_read_as_left_out(kw: dict[str, int]) -> None:
+    """None is "left out" (1, or the engine's layout); a given 0 or -1 is an error, never 1."""
+    from accelmap.errors import InputError
+
+    with pytest.raises(InputError, match=">= 1"):
+        api.serving_mapping(**{"tp": None, "pp": None, "ep": None, "replicas": None, **kw})
+    with pytest.raises(InputError):
+        api.estimate_inputs(api.EstimateRequest(model="llama-3.1-8b", cluster="8xH100", **kw))

@@ -224,7 +224,9 @@ def serving_mapping(tp: int | None = 1, pp: int | None = 1, ep: int | None = 1,
     (``engine.layout.default_serving_layout``) and says which."""
     if tp is None and pp is None and ep is None and replicas is None:
         return None
-    return Mapping.serving(tp or 1, pp or 1, ep or 1, 1 if replicas is None else replicas)
+    def given(v: int | None) -> int:  # left out is 1; a given 0 or -1 reaches the check
+        return 1 if v is None else v
+    return Mapping.serving(given(tp), given(pp), given(ep), given(replicas))
 
 
 # -- roofline -----------------------------------------------------------------------------------

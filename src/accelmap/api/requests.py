@@ -95,6 +95,11 @@ class EstimateRequest:
         return cls(**got)
 
 
+def _one(v: int | None) -> int:
+    """A degree left out is 1; a given 0 or -1 goes on to the Mapping's check, never to 1."""
+    return 1 if v is None else v
+
+
 def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
                     profile: CalibrationProfile | None = None
                     ) -> tuple[ModelSpec, System, Training | Inference, Mapping | None]:
@@ -112,7 +117,7 @@ def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
         wl = training(r.batch, r.seq, train_dtype, r.optimizer, r.recompute, r.flash, r.tokens,
                       finetune=ft, sparsity=r.sparsity)
         return spec, system, wl, mapping(
-            system, wl, tp=r.tp or 1, pp=r.pp or 1, dp=r.dp, cp=r.cp, ep=r.ep or 1,
+            system, wl, tp=_one(r.tp), pp=_one(r.pp), dp=r.dp, cp=r.cp, ep=_one(r.ep),
             zero=r.zero, micro_batch=r.micro_batch, vpp=r.vpp, schedule=r.schedule,
             sequence_parallel=r.sequence_parallel, tp_overlap=r.tp_overlap,
             force_tp=r.force_tp, first_stage_layers=r.first_stage_layers,

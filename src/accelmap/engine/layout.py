@@ -24,26 +24,18 @@ from accelmap.engine.system import System
 from accelmap.hardware.cluster import Cluster
 from accelmap.hardware.schema import Accelerator
 from accelmap.mapping.constraints import check_serving
-from accelmap.mapping.plan import Mapping
+from accelmap.mapping.plan import Mapping, powers_of_two
 from accelmap.models.schema import ModelSpec
 from accelmap.workload import Inference
 
 _HEAD_RULES = ("heads_divisible", "kv_heads")
 
 
-def _powers_of_two(limit: int) -> list[int]:
-    out, v = [], 1
-    while v <= limit:
-        out.append(v)
-        v *= 2
-    return out
-
-
 def tp_options(spec: ModelSpec, cluster: Cluster, n: int) -> list[int]:
     """Tensor-parallel degrees for ``n`` devices of ``cluster`` (module doc), smallest first."""
     own = cluster.accelerator.scale_up_domain
     domain = min(cluster.scale_up_domain, int(own.value)) if own else cluster.scale_up_domain
-    return [t for t in _powers_of_two(min(n, domain))
+    return [t for t in powers_of_two(min(n, domain))
             if not [v for v in check_serving(spec, cluster, Mapping.serving(tp=t))
                     if v.rule in _HEAD_RULES]]
 

@@ -470,6 +470,16 @@ def _is_scalar(v: Any) -> bool:
     return isinstance(v, (int, float, str, type(None))) or np.ndim(v) == 0
 
 
+def powers_of_two(limit: int) -> tuple[int, ...]:
+    """1, 2, 4, ... up to ``limit``: the parallel degrees the searches and the layouts try
+    (tensor, pipeline, expert and micro-batch sizes divide power-of-two device counts)."""
+    out, v = [], 1
+    while v <= limit:
+        out.append(v)
+        v *= 2
+    return tuple(out)
+
+
 def _default_schedule(vpp: Num) -> Schedule:
     """Megatron-LM's schedule for a vpp: interleaved 1F1B with virtual stages, else 1F1B."""
     return Schedule.INTERLEAVED if vpp > 1 else Schedule.ONE_F_ONE_B

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from accelmap.cost.execution import streams_training_weights
 from accelmap.hardware.cluster import Cluster
+from accelmap.mapping.plan import powers_of_two as powers_of_two  # re-exported
 from accelmap.models.schema import ModelSpec
 from accelmap.workload import Recompute
 
@@ -28,12 +29,6 @@ from accelmap.workload import Recompute
 STREAM_MAX_MICRO_BATCH = 256
 
 
-def powers_of_two(limit: int) -> tuple[int, ...]:
-    out, v = [], 1
-    while v <= limit:
-        out.append(v)
-        v *= 2
-    return tuple(out)
 
 
 @dataclass(frozen=True)
