@@ -277,12 +277,12 @@ def part1_energy() -> dict[str, float]:
         e = api.estimate(spec, h, api.inference(batch, 512, 717))
         r = api.energy_report(e, h).to_dict()
         _row(f"Llama 3.1 8B on H100, batch {batch}, 512 + 717 tokens",
-             f"model {r['j_per_token']:.3f} J/token at {r['power_w_per_device']:.0f} W",
-             f"bounds {r['bound_ops_j_per_token']:.3f} (ops) / "
-             f"{r['bound_tdp_j_per_token']:.3f} (TDP) J",
+             f"model {r['energy_j_per_token']:.3f} J/token at {r['power_w_per_device']:.0f} W",
+             f"bounds {r['energy_j_per_token_ops']:.3f} (ops) / "
+             f"{r['energy_j_per_token_tdp']:.3f} (TDP) J",
              "ML.ENERGY measured at batch 64: 0.20 J (vLLM 0.5.4), 0.12 J (0.11.1)"
              if batch == 64 else "")
-        out[f"h100_b{batch}_j"] = r["j_per_token"]
+        out[f"h100_b{batch}_j"] = r["energy_j_per_token"]
     return out
 
 

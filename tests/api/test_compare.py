@@ -10,10 +10,11 @@ import pytest
 from accelmap import api
 from accelmap.api import Catalog
 from accelmap.errors import InputError, NotFoundError
+from accelmap.search.compare import CompareRow
 
 
-def _by_id(cmp: Any) -> dict[str, dict[str, Any]]:
-    return {r["accelerator"]: r for r in cmp.rows}
+def _by_id(cmp: Any) -> dict[str, CompareRow]:
+    return {r.accelerator: r for r in cmp.rows}
 
 
 def test_subset_devices_needed_and_mapping(catalog: Catalog) -> None:
@@ -23,16 +24,16 @@ def test_subset_devices_needed_and_mapping(catalog: Catalog) -> None:
     assert set(rows) == {"h100-sxm5-80gb", "b200", "mi300x"}
     h100 = rows["h100-sxm5-80gb"]
     # 70B in bf16 is ~141 GB: more than one 80 GB H100, one 192 GB MI300X
-    assert h100["feasible"] and h100["devices"] >= 2
-    assert rows["mi300x"]["devices"] == 1
+    assert h100.feasible and h100.devices >= 2
+    assert rows["mi300x"].devices == 1
     for r in cmp.rows:
-        assert r["precision"] == "bf16"
-        assert r["tokens_per_s_per_user"] == pytest.approx(1 / r["tpot_s"])
-        assert r["tokens_per_s_per_device"] == pytest.approx(r["tokens_per_s"] / r["devices"])
-        assert r["mapping"].startswith("tp=")
-        assert r["execution_model"]
+        assert r.precision == "bf16"
+        assert r.tokens_per_s_per_user == pytest.approx(1 / r.tpot_s)
+        assert r.tokens_per_s_per_device == pytest.approx(r.tokens_per_s / r.devices)
+        assert r.mapping.startswith("tp=")
+        assert r.execution_model
     # ranked by tokens per second per user, best first
-    speeds = [r["tokens_per_s_per_user"] for r in cmp.rows]
+    speeds = [r.tokens_per_s_per_user for r in cmp.rows]
     assert speeds == sorted(speeds, reverse=True)
 
 
@@ -42,22 +43,22 @@ def test_money_and_energy_and_their_gaps(catalog: Catalog) -> None:
     h100 = rows["h100-sxm5-80gb"]
     price = catalog.accelerators["h100-sxm5-80gb"].price
     assert price is not None
-    assert h100["usd_per_mtok"] == pytest.approx(
-        h100["devices"] * price.usd_per_hour.value / (h100["tokens_per_s"] * 3600) * 1e6)
-    assert h100["j_per_token"] == pytest.approx(700 * h100["devices"] / h100["tokens_per_s"])
+    assert h100.usd_per_million_tokens == pytest.approx(
+        h100.devices * price.usd_per_hour.value / (h100.tokens_per_s * 3600) * 1e6)
+    assert h100.energy_j_per_token_tdp == pytest.approx(700 * h100.devices / h100.tokens_per_s)
     gaudi = rows["gaudi3"]  # no price quote in the catalog
-    assert gaudi["feasible"] and gaudi["usd_per_mtok"] is None
-    assert any("no price published" in n for n in gaudi["notes"])
+    assert gaudi.feasible and gaudi.usd_per_million_tokens is None
+    assert any("no price published" in n for n in gaudi.notes)
     tpu = rows["tpu-v5e"]  # no TDP in the catalog
-    assert tpu["j_per_token"] is None and any("no TDP" in n for n in tpu["notes"])
+    assert tpu.energy_j_per_token_tdp is None and any("no TDP" in n for n in tpu.notes)
 
 
 def test_fixed_devices(catalog: Catalog) -> None:
     cmp = api.compare_accelerators("llama-3.1-8b", hw="h100-sxm5-80gb,mi300x", devices=8,
                                    batch=8, objective="tokens_per_s", catalog=catalog)
-    assert all(r["devices"] == 8 and r["devices_rule"] == "fixed" for r in cmp.rows)
+    assert all(r.devices == 8 and r.devices_rule == "fixed" for r in cmp.rows)
     # throughput puts every device in its own replica for an 8B model
-    assert all(r["mapping"] == "tp=1 pp=1 x8" for r in cmp.rows)
+    assert all(r.mapping == "tp=1 pp=1 x8" for r in cmp.rows)
 
 
 def test_budget_buys_devices_and_skips_unpriced(catalog: Catalog) -> None:
@@ -65,33 +66,33 @@ def test_budget_buys_devices_and_skips_unpriced(catalog: Catalog) -> None:
                                            budget_usd_h=30, catalog=catalog))
     price = catalog.accelerators["h100-sxm5-80gb"].price
     assert price is not None
-    n = rows["h100-sxm5-80gb"]["devices"]
+    n = rows["h100-sxm5-80gb"].devices
     assert n * price.usd_per_hour.value <= 30 < (n + 8) * price.usd_per_hour.value
-    assert not rows["gaudi3"]["feasible"]
-    assert rows["gaudi3"]["reason"].startswith("not priced")
+    assert not rows["gaudi3"].feasible
+    assert rows["gaudi3"].reason.startswith("not priced")
 
 
 def test_precision_is_shared_and_fallbacks_are_noted(catalog: Catalog) -> None:
     rows = _by_id(api.compare_accelerators("llama-3.1-8b", hw="h100-sxm5-80gb,wse-3,vck5000",
                                            catalog=catalog))
-    assert rows["h100-sxm5-80gb"]["precision"] == "bf16"
-    assert rows["wse-3"]["precision"] == "fp16"  # no bf16 path
-    assert any("bf16 -> fp16" in n for n in rows["wse-3"]["notes"])
-    assert rows["vck5000"]["precision"] == "int8"  # computes int8 only
-    assert any("int8 W8A8" in n for n in rows["vck5000"]["notes"])
+    assert rows["h100-sxm5-80gb"].precision == "bf16"
+    assert rows["wse-3"].precision == "fp16"  # no bf16 path
+    assert any("bf16 -> fp16" in n for n in rows["wse-3"].notes)
+    assert rows["vck5000"].precision == "int8"  # computes int8 only
+    assert any("int8 W8A8" in n for n in rows["vck5000"].notes)
     best = _by_id(api.compare_accelerators("llama-3.1-8b", hw="h100-sxm5-80gb,a100-sxm4-80gb",
                                            best_precision=True, catalog=catalog))
-    assert best["h100-sxm5-80gb"]["precision"] == "fp8"
-    assert best["a100-sxm4-80gb"]["precision"] == "int8"  # no fp8 path on Ampere
+    assert best["h100-sxm5-80gb"].precision == "fp8"
+    assert best["a100-sxm4-80gb"].precision == "int8"  # no fp8 path on Ampere
 
 
 def test_sram_machines_need_many_chips_or_say_why(catalog: Catalog) -> None:
     rows = _by_id(api.compare_accelerators("llama-3.1-70b", hw="wse-2,groq-lpu-v1",
                                            catalog=catalog))
-    assert rows["wse-2"]["feasible"] and rows["wse-2"]["devices"] > 1
+    assert rows["wse-2"].feasible and rows["wse-2"].devices > 1
     groq = rows["groq-lpu-v1"]  # 141 GB of bf16 weights in 230 MB chips, no GPU context
-    assert groq["feasible"] and groq["devices"] > 576
-    assert groq["execution_model"].startswith("sram-dataflow")
+    assert groq.feasible and groq.devices > 576
+    assert groq.execution_model.startswith("sram-dataflow")
 
 
 def test_training_rows(catalog: Catalog) -> None:
@@ -100,10 +101,10 @@ def test_training_rows(catalog: Catalog) -> None:
                                    catalog=catalog)
     rows = _by_id(cmp)
     h100 = rows["h100-sxm5-80gb"]
-    assert h100["feasible"] and 0 < h100["mfu"] < 1 and h100["mapping"].startswith("dp=")
-    assert not rows["vck5000"]["feasible"] and "to train in" in rows["vck5000"]["reason"]
-    assert not rows["coral-edge-tpu"]["feasible"] and rows["coral-edge-tpu"]["reason"]
-    assert cmp.rows[0]["accelerator"] == "h100-sxm5-80gb"
+    assert h100.feasible and 0 < h100.mfu < 1 and h100.mapping.startswith("dp=")
+    assert not rows["vck5000"].feasible and "to train in" in rows["vck5000"].reason
+    assert not rows["coral-edge-tpu"].feasible and rows["coral-edge-tpu"].reason
+    assert cmp.rows[0].accelerator == "h100-sxm5-80gb"
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
@@ -132,11 +133,11 @@ def test_training_rows_of_different_device_counts_rank_per_device(catalog: Catal
     tok/s; the default is per device then, and the total only when the count is fixed."""
     cmp = api.compare_accelerators("gpt3-1.3b", hw="h100-sxm5-80gb,wormhole-n150,tpu-v5e",
                                    train=True, catalog=catalog)
-    feasible = [r for r in cmp.rows if r["feasible"]]
-    assert len({r["devices"] for r in feasible}) > 1
-    per = [r["tokens_per_s_per_device"] for r in feasible]
+    feasible = [r for r in cmp.rows if r.feasible]
+    assert len({r.devices for r in feasible}) > 1
+    per = [r.tokens_per_s_per_device for r in feasible]
     assert per == sorted(per, reverse=True)
     fixed = api.compare_accelerators("gpt3-1.3b", hw="h100-sxm5-80gb,tpu-v5e", train=True,
                                      devices=8, catalog=catalog)
-    totals = [r["tokens_per_s"] for r in fixed.rows if r["feasible"]]
+    totals = [r.tokens_per_s for r in fixed.rows if r.feasible]
     assert totals == sorted(totals, reverse=True)

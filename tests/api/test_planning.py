@@ -118,8 +118,8 @@ def test_compare_hardware_rows_and_pareto(catalog: Catalog) -> None:
     clusters = api.plan_clusters(catalog, hw="h100-sxm5-80gb,a100-sxm4-80gb", devices=8)
     cmp = api.compare_hardware(spec, clusters, api.plan_request(tokens="1T", top=1))
     rows = cmp.rows
-    assert {r["accelerator"] for r in rows} == {c.accelerator.id for c in clusters}
-    speeds = [r["tokens_per_s_per_device"] or 0 for r in rows]
+    assert {r.accelerator for r in rows} == {c.accelerator.id for c in clusters}
+    speeds = [r.figure("tokens_per_s_per_device") or 0 for r in rows]
     assert speeds == sorted(speeds, reverse=True)
     d = cmp.to_dict()
     assert set(d) == {"objective", "ranked_by", "hardware", "pareto"}

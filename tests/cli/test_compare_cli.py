@@ -9,7 +9,8 @@ from typing import Any
 Run = Callable[..., Any]
 
 FIELDS = {"accelerator", "class", "devices", "mapping", "tokens_per_s_per_user",
-          "tokens_per_s", "ttft_s", "tpot_s", "usd_per_mtok", "j_per_token", "notes"}
+          "tokens_per_s", "ttft_s", "tpot_s", "usd_per_million_tokens", "energy_j_per_token_tdp",
+          "notes"}
 CLASSES = {"gpu", "tpu", "asic", "sram-machine", "fpga", "edge-npu", "cpu"}
 
 
@@ -28,7 +29,7 @@ def test_the_issue_command(cli: Run) -> None:
         if row["feasible"]:
             assert row["tokens_per_s"] > 0 and row["tpot_s"] > 0 and row["devices"] >= 1
             assert row["execution_model"]
-        if row["feasible"] and row["usd_per_mtok"] is None:
+        if row["feasible"] and row["usd_per_million_tokens"] is None:
             assert any("price" in n for n in row["notes"])
         # the same precision everywhere unless the row says why not
         assert row["precision"] == "bf16" or any("->" in n for n in row["notes"])

@@ -163,9 +163,9 @@ def test_plan_training_json_contract(cli: Run) -> None:
         assert key in d
     p = d["plans"][0]
     for key in ("mapping", "feasible", "tokens_per_s", "mfu", "step_time_s",
-                "memory_per_device_bytes", "cost_usd", "energy_j"):
+                "memory_per_device_bytes", "cost_to_train_usd", "energy_to_train_j"):
         assert key in p, key
-    assert p["cost_usd"] > 0 and p["time_to_train_s"] > 0
+    assert p["cost_to_train_usd"] > 0 and p["time_to_train_s"] > 0
 
 
 def test_plan_bad_objective(cli: Run) -> None:

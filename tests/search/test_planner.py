@@ -70,7 +70,7 @@ def test_plans_match_estimate_and_beat_a_hand_mapping() -> None:
 
 def test_energy_objective_ranks_by_joules() -> None:
     res = plan_training(L13, C64, 4096, 512, top=5, objective=Objective.ENERGY, explain=False)
-    e = [p.metrics["energy_j_per_token"] for p in res.plans]
+    e = [p.metrics["energy_j_per_token_tdp"] for p in res.plans]
     assert e == sorted(e)
 
 

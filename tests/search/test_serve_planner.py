@@ -43,7 +43,7 @@ def test_plan_fields(small: PlanResult) -> None:
         p.metrics["batch"], p.metrics["weight_dtype"], p.metrics["kv_dtype"])
     assert p.mapping.replicas == p.metrics["replicas"]
     for key in ("tokens_per_s", "tokens_per_s_per_device", "ttft_s", "tpot_s", "batch",
-                "memory_per_device_bytes", "cost_usd_per_million_tokens", "energy_j_per_token",
+                "memory_per_device_bytes", "usd_per_million_tokens", "energy_j_per_token_tdp",
                 "weight_dtype", "kv_dtype"):
         assert key in p.metrics, key
     assert p.mapping.tp * p.mapping.pp * p.mapping.replicas == p.mapping.world == 8
@@ -111,7 +111,7 @@ def test_expert_parallel_is_all_of_a_replica_or_none(catalog: Catalog, node: Clu
 def test_pareto_fronts_are_non_dominated(small: PlanResult) -> None:
     for name, (hi, lo) in {"latency_vs_throughput": ("tokens_per_s", "tpot_s"),
                            "throughput_vs_cost": ("tokens_per_s",
-                                                  "cost_usd_per_million_tokens")}.items():
+                                                  "usd_per_million_tokens")}.items():
         front = small.pareto[name]
         assert front and all("mapping" in p for p in front)
         for a in front:
@@ -126,10 +126,10 @@ def test_cost_objective_ranks_by_dollars_per_token(catalog: Catalog, node: Clust
     r = plan_serving(catalog.models["llama-2-7b"], node, PROMPT, OUTPUT, max_batch=64,
                      objective="cost")
     price = node.accelerator.price.usd_per_hour.value  # type: ignore[union-attr]
-    costs = [p.metrics["cost_usd_per_million_tokens"] for p in r.plans]
+    costs = [p.metrics["usd_per_million_tokens"] for p in r.plans]
     assert costs == sorted(costs)
     p = r.plans[0]
-    assert p.metrics["cost_usd_per_million_tokens"] == pytest.approx(
+    assert p.metrics["usd_per_million_tokens"] == pytest.approx(
         price * 8 / 3600 / p.metrics["tokens_per_s"] * 1e6)
     assert "throughput_vs_cost" in r.pareto and not [n for n in r.notes if "price" in n]
     assert any("--allow-quantization" in n for n in r.notes)  # the formats searched, said
@@ -144,7 +144,7 @@ def test_no_price_falls_back_to_throughput(catalog: Catalog, node: Cluster) -> N
     assert any("price" in n for n in r.notes)
     tps = [p.metrics["tokens_per_s"] for p in r.plans]
     assert tps == sorted(tps, reverse=True) and "throughput_vs_cost" not in r.pareto
-    assert r.plans[0].metrics["cost_usd_per_million_tokens"] is None
+    assert r.plans[0].metrics["usd_per_million_tokens"] is None
 
 
 def test_latency_objective_ranks_by_tpot(catalog: Catalog, node: Cluster) -> None:

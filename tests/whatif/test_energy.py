@@ -41,7 +41,8 @@ def _serve(catalog: Catalog, hw: str, batch: int = 16) -> tuple[Any, Any]:
 def test_modelled_energy_between_its_bounds(catalog: Catalog, hw: str) -> None:
     est, system = _serve(catalog, hw)
     r = api.energy_report(est, system).to_dict()
-    assert r["bound_ops_j_per_token"] < r["j_per_token"] <= r["bound_tdp_j_per_token"] * 1.0001
+    assert (r["energy_j_per_token_ops"] < r["energy_j_per_token"]
+            <= r["energy_j_per_token_tdp"] * 1.0001)
     assert 0 < r["power_w_per_device"] <= r["tdp_w"]
 
 
@@ -65,7 +66,7 @@ def test_training_run_kwh_and_co2(catalog: Catalog) -> None:
     wl = api.training(64, 4096, tokens="1B")
     est = api.estimate(spec, system, wl, api.mapping(system, wl, zero=1, micro_batch=1))
     r = api.energy_report(est, system, pue=1.2, grid_kg_per_kwh=0.5).to_dict()
-    assert r["run_kwh"] == pytest.approx(r["j_per_token"] * 1e9 / 3.6e6 * 1.2, rel=1e-6)
+    assert r["run_kwh"] == pytest.approx(r["energy_j_per_token"] * 1e9 / 3.6e6 * 1.2, rel=1e-6)
     assert r["run_t_co2e"] == pytest.approx(r["run_kwh"] * 0.5 / 1000)
     from accelmap.errors import InputError
 
@@ -78,6 +79,6 @@ def test_cli_energy(cli: Callable[..., Any]) -> None:
             "--grid", "0.05", "--json")
     assert r.code == 0, r.err
     e = json.loads(r.out)["energy"]
-    assert e["tdp_derived"] and e["j_per_token"] > 0 and e["grid_kg_per_kwh"] == 0.05
+    assert e["tdp_derived"] and e["energy_j_per_token"] > 0 and e["grid_kg_per_kwh"] == 0.05
     r = cli("estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb", "--serve")
     assert r.code == 0 and "Energy (modelled" in r.out

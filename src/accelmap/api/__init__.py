@@ -81,6 +81,7 @@ if TYPE_CHECKING:
     from accelmap.api.comparison import (
         AcceleratorComparison,
         CompareObjective,
+        CompareRow,
         compare_accelerators,
     )
     from accelmap.api.costs import (
@@ -177,6 +178,7 @@ if TYPE_CHECKING:
     from accelmap.api.planning import (
         DeadlineSearch,
         HardwareComparison,
+        HardwareRow,
         PlanRequest,
         check_profile,
         compare_hardware,
@@ -190,6 +192,7 @@ if TYPE_CHECKING:
         Report,
         accelmap_version,
         check_report_path,
+        current_keys,
         estimate_extras,
         estimate_json,
         missing_extra,
@@ -289,11 +292,12 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("OverlapPolicy", "System", "default_mapping", "estimate"),
                     "accelmap.engine"),
     # planning
-    **dict.fromkeys(("DeadlineSearch", "HardwareComparison", "PlanRequest", "check_profile",
-                     "compare_hardware", "deadline_search", "plan_clusters", "plan_job",
-                     "plan_request", "run_plan"), "accelmap.api.planning"),
+    **dict.fromkeys(("DeadlineSearch", "HardwareComparison", "HardwareRow", "PlanRequest",
+                     "check_profile", "compare_hardware", "deadline_search", "plan_clusters",
+                     "plan_job", "plan_request", "run_plan"), "accelmap.api.planning"),
     # comparing accelerators
-    **dict.fromkeys(("AcceleratorComparison", "CompareObjective", "compare_accelerators"),
+    **dict.fromkeys(("AcceleratorComparison", "CompareObjective", "CompareRow",
+                     "compare_accelerators"),
                     "accelmap.api.comparison"),
     # exports
     **dict.fromkeys(("Export", "export_plan", "exporter_row", "list_exporters", "load_plan",
@@ -319,7 +323,7 @@ _LAZY: dict[str, str] = {
                      "estimate_json", "missing_extra", "plan_estimate", "render_report",
                      "report_estimate",
                      "report_figures", "report_from_json", "report_of", "report_plan",
-                     "saved_report_html", "write_report"),
+                     "saved_report_html", "write_report", "current_keys"),
                     "accelmap.api.reports"),
     # validation
     **dict.fromkeys(("LocalValidation", "Validation", "compress_ids", "predict_cases",
@@ -375,6 +379,7 @@ __all__ = [
     "ClaimCheck",
     "Cluster",
     "CompareObjective",
+    "CompareRow",
     "Comparison",
     "CostReport",
     "DType",
@@ -393,6 +398,7 @@ __all__ = [
     "FanoutError",
     "GroupStats",
     "HardwareComparison",
+    "HardwareRow",
     "Inference",
     "Job",
     "Load",
@@ -454,6 +460,7 @@ __all__ = [
     "context_warnings",
     "cost_report",
     "count",
+    "current_keys",
     "deadline_search",
     "default_mapping",
     "default_serving_layout",

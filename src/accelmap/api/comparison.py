@@ -6,14 +6,14 @@ the rules).
     from accelmap import api
     cmp = api.compare_accelerators("llama-3.1-70b", batch=1)
     for row in cmp.rows[:5]:
-        print(row["accelerator"], row["devices"], row["mapping"], row["tokens_per_s_per_user"])
+        print(row.accelerator, row.devices, row.mapping, row.tokens_per_s_per_user)
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from accelmap.api.parse import batch_tokens, choice, dtype, sequences_per_step
@@ -25,10 +25,10 @@ from accelmap.errors import InputError
 from accelmap.hardware.cluster import resolve_accelerator
 from accelmap.hardware.schema import Accelerator, DeviceClass
 from accelmap.models.schema import ModelSpec
-from accelmap.search.compare import CompareJob, CompareObjective, compare
+from accelmap.search.compare import CompareJob, CompareObjective, CompareRow, compare
 from accelmap.units import DType
 
-__all__ = ["AcceleratorComparison", "CompareObjective", "compare_accelerators"]
+__all__ = ["AcceleratorComparison", "CompareObjective", "CompareRow", "compare_accelerators"]
 
 # formats --precision takes: 16-bit, fp8 (W8A8), int8/int4 weight-only
 PRECISIONS = (DType.BF16, DType.FP16, DType.FP8, DType.INT8, DType.INT4)
@@ -40,7 +40,7 @@ class AcceleratorComparison:
 
     model: str
     job: CompareJob
-    rows: tuple[dict[str, Any], ...]
+    rows: tuple[CompareRow, ...]
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
@@ -52,7 +52,7 @@ class AcceleratorComparison:
         job.update({"seq": j.seq, "global_batch": j.global_batch} if j.train else
                    {"batch": j.batch, "prompt": j.prompt, "output": j.output})
         return {"model": self.model, "job": job, "seconds": round(self.seconds, 3),
-                "rows": list(self.rows)}
+                "rows": [r.to_dict() for r in self.rows]}
 
 
 def _parts(catalog: Catalog, hw: str, device_class: str | None) -> list[Accelerator]:
@@ -132,7 +132,8 @@ def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str
            else default)
     if train and obj is CompareObjective.TOKENS_PER_S_PER_USER:
         raise InputError("--objective tokens_per_s_per_user is for serving; training ranks by "
-                         "tokens_per_s, tokens_per_s_per_device, usd_per_mtok or j_per_token")
+                         "tokens_per_s, tokens_per_s_per_device, usd_per_million_tokens or "
+                         "energy_j_per_token_tdp")
     gb = (sequences_per_step(global_batch_tokens, seq) if train
           else max(round(batch_tokens(global_batch_tokens) / seq), 1))
     job = CompareJob(train=train, batch=batch, prompt=prompt, output=output, seq=seq,
@@ -147,10 +148,13 @@ def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str
     return AcceleratorComparison(spec.id, job, tuple(breakevens(rows)), seconds)
 
 
-def breakevens(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def breakevens(rows: list[CompareRow]) -> list[CompareRow]:
     """Each feasible row with ``breakeven_usd_per_h``: the price per device-hour at which it
     matches the cheapest priced row's $/M tokens (``cost.ownership.breakeven_price``); a part
     without a price quote gets the price it would need."""
-    return breakeven_rows([r if r.get("feasible") else {**r, "tokens_per_s_per_device": None}
-                           for r in rows], "usd_per_mtok", "tokens_per_s_per_device",
+    even = breakeven_rows([r.to_dict() if r.feasible else
+                           {**r.to_dict(), "tokens_per_s_per_device": None} for r in rows],
+                          "usd_per_million_tokens", "tokens_per_s_per_device",
                           "price_usd_per_h")
+    return [replace(r, breakeven_usd_per_h=e.get("breakeven_usd_per_h"),
+                    breakeven_vs=e.get("breakeven_vs")) for r, e in zip(rows, even, strict=True)]

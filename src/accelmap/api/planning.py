@@ -7,7 +7,7 @@ accelerators, and find the smallest cluster that meets a deadline.
     [cl] = api.plan_clusters(cat, cluster="64xH100")
     req = api.plan_request(train=True, seq=8192, global_batch_tokens="2M", tokens="2T")
     result = api.run_plan(spec, cl, req)
-    print(result.plans[0].metrics["tokens_per_s"])
+    print(result.plans[0].figures.tokens_per_s)
 
 Serving plans run under a scenario: ``offline`` (every request queued, the default without a
 rate), ``server`` (Poisson arrivals at ``rate``, the default with one) or ``batch`` (one fixed
@@ -39,13 +39,13 @@ from accelmap.hardware.cluster import Cluster, parse_cluster
 from accelmap.hardware.listing import unpublished
 from accelmap.models.flops import forward_flops_per_token, training_flops_per_token
 from accelmap.models.schema import ModelSpec
-from accelmap.search.result import Objective, PlanResult, pareto_front
+from accelmap.search.result import Objective, Plan, PlanResult, pareto_front
 from accelmap.serving.metrics import Slo
 from accelmap.serving.scenario import Load, Scenario
 from accelmap.units import Dimension, DType, format_quantity
 from accelmap.workload import Adapters, LoraTarget
 
-__all__ = ["DeadlineSearch", "HardwareComparison", "PlanRequest", "check_profile",
+__all__ = ["DeadlineSearch", "HardwareComparison", "HardwareRow", "PlanRequest", "check_profile",
            "compare_hardware", "deadline_search", "plan_clusters", "plan_job", "plan_request",
            "run_plan"]
 
@@ -334,12 +334,14 @@ def finetune_fields(ad: Adapters | None) -> dict[str, Any]:
 
 # What each objective ranks accelerators by, compared like with like (the same job on each;
 # throughput and goodput per device, so clusters of different sizes compare fairly): the
-# best plan's metric key, whether more is better, and the words the output says.
+# best plan's figure (``engine.plan.PlanFigures``), whether more is better, and the words the
+# output says.
 RANK_BASIS: dict[Objective, tuple[str, bool, str]] = {
     Objective.THROUGHPUT: ("tokens_per_s", True, "tokens/s per device, most first"),
     Objective.TIME: ("time_to_train_s", False, "time to train --tokens, least first"),
-    Objective.COST: ("cost_usd_per_million_tokens", False, "$ per million tokens, least first"),
-    Objective.ENERGY: ("energy_j_per_token", False, "J per token, least first"),
+    Objective.COST: ("usd_per_million_tokens", False, "$ per million tokens, least first"),
+    Objective.ENERGY: ("energy_j_per_token_tdp", False,
+                       "J per token at TDP (the upper bound), least first"),
     Objective.LATENCY: ("tpot_s", False, "time per output token, least first"),
     Objective.GOODPUT: ("goodput_requests_per_s", True,
                         "goodput (requests/s meeting every SLO) per device, most first"),
@@ -347,32 +349,61 @@ RANK_BASIS: dict[Objective, tuple[str, bool, str]] = {
 PER_DEVICE = (Objective.THROUGHPUT, Objective.GOODPUT)
 
 
-def rank_value(row: dict[str, Any], objective: Objective) -> float | None:
-    """The value a comparison row is ranked by under ``objective`` (None: the row has none, a
-    plan that does not fit or a part without a price or TDP)."""
-    plan = row.get("plan")
-    if not plan:
-        return None
-    key = RANK_BASIS[objective][0]
-    metrics = plan  # a plan's dict holds its metrics at the top (search/result.py Plan.to_dict)
-    value = metrics.get(key, metrics.get(key.replace("tpot_s", "tpot_p99_s")))
-    if isinstance(value, dict):  # a simulated distribution: its p99
-        value = value.get("p99")
-    if value is None or not math.isfinite(float(value)):
-        return None
-    return float(value) / row["devices"] if objective in PER_DEVICE else float(value)
+@dataclass(frozen=True)
+class HardwareRow:
+    """One cluster of ``compare_hardware``: its best plan (None: nothing fits) and, where the
+    catalog lacks the price or TDP behind a missing figure, what is not published and why
+    (``hardware.listing.unpublished``). Figures are the plan's, in its vocabulary."""
+
+    accelerator: str
+    cluster: str
+    devices: int
+    plan: Plan | None
+    not_published: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def feasible(self) -> bool:
+        return self.plan is not None
+
+    def figure(self, key: str) -> Any:
+        """The best plan's figure ``key`` (None without a plan or that figure)."""
+        return getattr(self.plan.figures, key, None) if self.plan is not None else None
+
+    def rank_value(self, objective: Objective) -> float | None:
+        """The value this row is ranked by under ``objective`` (None: no plan, or a part
+        without a price or TDP); a simulated TPOT ranks by its p99, the per-device objectives
+        divide by the devices."""
+        key = RANK_BASIS[objective][0]
+        value = self.figure(key)
+        if isinstance(value, dict):  # a simulated distribution: its p99
+            value = self.figure(f"{key.removesuffix('_s')}_p99_s")
+        if value is None or not math.isfinite(float(value)):
+            return None
+        return float(value) / self.devices if objective in PER_DEVICE else float(value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"accelerator": self.accelerator, "cluster": self.cluster,
+                "devices": self.devices, "feasible": self.feasible,
+                "plan": self.plan.to_dict() if self.plan is not None else None,
+                **{k: self.figure(k) for k in ROW_FIGURES},
+                "not_published": self.not_published}
 
 
-def rank_rows(rows: list[dict[str, Any]], objective: Objective) -> list[dict[str, Any]]:
+# the plan figures a comparison row repeats beside its plan
+ROW_FIGURES = ("tokens_per_s_per_device", "usd_per_million_tokens", "energy_j_per_token_tdp",
+               "time_to_train_s")
+
+
+def rank_rows(rows: list[HardwareRow], objective: Objective) -> list[HardwareRow]:
     """Rows by the objective (best first); rows without its value after them, fastest per
     device first; rows that do not fit last."""
     more = RANK_BASIS[objective][1]
 
-    def key(r: dict[str, Any]) -> tuple[int, float]:
-        v = rank_value(r, objective)
+    def key(r: HardwareRow) -> tuple[int, float]:
+        v = r.rank_value(objective)
         if v is not None:
             return (0, -v if more else v)
-        return (1 if r["feasible"] else 2, -(r["tokens_per_s_per_device"] or 0.0))
+        return (1 if r.feasible else 2, -(r.figure("tokens_per_s_per_device") or 0.0))
 
     return sorted(rows, key=key)
 
@@ -382,7 +413,7 @@ class HardwareComparison:
     """The best plan per cluster, ranked by the objective (``RANK_BASIS``, said in
     ``ranked_by``), and the throughput-vs-cost Pareto front of the feasible ones."""
 
-    rows: tuple[dict[str, Any], ...]
+    rows: tuple[HardwareRow, ...]
     objective: Objective = Objective.THROUGHPUT
 
     @property
@@ -391,23 +422,24 @@ class HardwareComparison:
 
     @property
     def pareto(self) -> list[dict[str, Any]]:
-        return pareto_front([{"accelerator": r["accelerator"],
-                              "tokens_per_s_per_device": r["tokens_per_s_per_device"],
-                              "cost_usd_per_million_tokens": r["cost_usd_per_million_tokens"]}
-                             for r in self.rows if r["feasible"]],
+        return pareto_front([{"accelerator": r.accelerator,
+                              "tokens_per_s_per_device": r.figure("tokens_per_s_per_device"),
+                              "usd_per_million_tokens": r.figure("usd_per_million_tokens")}
+                             for r in self.rows if r.feasible],
                             maximize="tokens_per_s_per_device",
-                            minimize="cost_usd_per_million_tokens")
+                            minimize="usd_per_million_tokens")
 
     def to_dict(self) -> dict[str, Any]:
         return {"objective": self.objective.value, "ranked_by": self.ranked_by,
-                "hardware": list(self.rows), "pareto": {"throughput_vs_cost": self.pareto}}
+                "hardware": [r.to_dict() for r in self.rows],
+                "pareto": {"throughput_vs_cost": self.pareto}}
 
 
 def compare_hardware(spec: ModelSpec, clusters: list[Cluster], request: PlanRequest,
                      progress: Progress | None = None, runner: Any = None
                      ) -> HardwareComparison:
     """Plan on each cluster; one row each with its best plan under ``request.objective`` (or
-    ``feasible: False``), the rows ranked by that objective (``rank_rows``); ``progress``
+    no plan), the rows ranked by that objective (``rank_rows``); ``progress``
     counts clusters. ``runner`` (``api.runner``, --ray): one task per cluster or a few, the
     same rows. (``compare_accelerators`` is the fast, same-precision comparison over every
     catalog part.)"""
@@ -425,21 +457,12 @@ def compare_hardware(spec: ModelSpec, clusters: list[Cluster], request: PlanRequ
 
 
 def _hardware_row(ctx: tuple[ModelSpec, PlanRequest], cl: Cluster,
-                  progress: Progress | None = None) -> dict[str, Any]:
+                  progress: Progress | None = None) -> HardwareRow:
     """The best plan on one cluster, as a row of ``compare_hardware``."""
     spec, request = ctx
     res = run_plan(spec, cl, request, progress)
-    best = res.plans[0] if res.plans else None
-    m = best.metrics if best else {}
-    return {"accelerator": cl.accelerator.id, "cluster": cl.name,
-            "devices": cl.devices, "feasible": best is not None,
-            "plan": best.to_dict() if best else None,
-            "tokens_per_s_per_device": m["tokens_per_s_per_device"] if best else None,
-            "cost_usd_per_million_tokens": m.get("cost_usd_per_million_tokens"),
-            "energy_j_per_token": m.get("energy_j_per_token"),
-            "time_to_train_s": m.get("time_to_train_s"),
-            # the price/TDP behind a null cost or energy: "not published" and why
-            "not_published": unpublished(cl.accelerator)}
+    return HardwareRow(cl.accelerator.id, cl.name, cl.devices,
+                       res.plans[0] if res.plans else None, unpublished(cl.accelerator))
 
 
 @dataclass(frozen=True)
@@ -516,7 +539,7 @@ def deadline_search(spec: ModelSpec, base: Cluster, request: PlanRequest,
                      base.origin)
         r = run_plan(spec, cl, request)
         best = r.plans[0] if r.plans else None
-        t = best.metrics.get("time_to_train_s") if best else None
+        t = getattr(best.figures, "time_to_train_s", None) if best else None
         tried.append({"devices": cl.devices, "time_to_train_s": t,
                       "plan": best.to_dict() if best else None})
         if t is not None and t <= seconds:

@@ -277,6 +277,7 @@ def report_from_json(source: str | Path | dict[str, Any],
         kind = kind_of(data)
     except InputError as e:
         raise InputError(f"{where}: {e}") from None
+    data = current_keys(data)
     detail: dict[str, Any] = {}
     simulated = (data.get("search") or {}).get("scenario") in ("offline", "server")
     if kind == "plan" and data.get("plans") and "job" in data and not simulated:
@@ -319,6 +320,33 @@ def check_report_path(path: str | Path, option: str = "--report") -> Path:
 # what a saved result of the right kind but with damaged fields raises while it is read
 _SHAPE_ERRORS = (KeyError, AttributeError, TypeError, ValueError, IndexError)
 _SHAPE_HINT = "give a result that accelmap --json (or the web API) wrote, unchanged"
+
+
+# figure keys of plan, compare and hardware rows saved before one vocabulary (issue 25), read
+# under today's names (cost/per_token.py): a plan row's J/token was the TDP bound then too
+_OLD_KEYS = {"cost_usd_per_million_tokens": "usd_per_million_tokens",
+             "usd_per_mtok": "usd_per_million_tokens",
+             "energy_j_per_token": "energy_j_per_token_tdp",
+             "j_per_token": "energy_j_per_token_tdp"}
+
+
+def current_keys(data: dict[str, Any]) -> dict[str, Any]:
+    """A saved result with its rows' old figure keys renamed (``_OLD_KEYS``); the rest as it
+    was."""
+    def row(r: Any) -> Any:
+        if not isinstance(r, dict):
+            return r
+        out = {_OLD_KEYS.get(k, k): v for k, v in r.items()}
+        if isinstance(out.get("plan"), dict):  # a hardware row's best plan
+            out["plan"] = row(out["plan"])
+        return out
+
+    lists: dict[str, Any] = {k: [row(r) for r in v] for k in ("plans", "rows", "hardware")
+                             if isinstance(v := data.get(k), list)}
+    if isinstance(fronts := data.get("pareto"), dict):
+        lists["pareto"] = {name: [row(p) for p in v] if isinstance(v, list) else v
+                           for name, v in fronts.items()}
+    return {**data, **lists} if lists else data
 
 
 def saved_report_html(source: str | Path | dict[str, Any],

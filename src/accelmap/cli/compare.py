@@ -66,7 +66,8 @@ BudgetOpt = Annotated[float | None, typer.Option(
 ]
 ObjectiveOpt = Annotated[str | None, typer.Option(
     help="tokens_per_s_per_user (serving default), tokens_per_s (training default), "
-    "tokens_per_s_per_device, usd_per_mtok, j_per_token.", show_default=False)]
+    "tokens_per_s_per_device, usd_per_million_tokens, energy_j_per_token_tdp (every device "
+    "at its TDP: the upper bound).", show_default=False)]
 FrameworkOpt = Annotated[str | None, typer.Option(
     help="Software profile: vllm (serving default), tensorrt-llm, sglang; fsdp "
     "(training default), megatron.", show_default=False)]
@@ -97,7 +98,7 @@ def compare_cmd(
     Examples:
       accelmap compare llama-3.1-8b --serve --batch 1 --hw all --json
       accelmap compare llama-3.1-70b --serve --hw all
-      accelmap compare llama-3.1-70b --serve --batch 32 --objective usd_per_mtok
+      accelmap compare llama-3.1-70b --serve --batch 32 --objective usd_per_million_tokens
       accelmap compare llama-3.1-70b --serve --hw H100,MI300X,gaudi3 --devices 8
       accelmap compare llama-3.1-70b --serve --budget-usd-h 50 --objective tokens_per_s
       accelmap compare llama-3.1-8b --serve --class sram-machine --best-precision
@@ -135,7 +136,7 @@ def print_comparison(cmp: AcceleratorComparison, top: int | None = None) -> None
 
     con = console()
     j = cmp.to_dict()["job"]
-    rows = list(cmp.rows)[:top] if top else list(cmp.rows)
+    rows = [r.to_dict() for r in (cmp.rows[:top] if top else cmp.rows)]
     what = (f"training, seq {j['seq']}, {j['global_batch']} sequences per step" if cmp.job.train
             else f"serving, batch {j['batch']} per replica, {j['prompt']} + {j['output']} "
                  "tokens")
@@ -148,7 +149,7 @@ def print_comparison(cmp: AcceleratorComparison, top: int | None = None) -> None
     cols = ["#", "accelerator", "class", "dev", "mapping", "prec",
             *(["tok/s", "tok/s/dev", "MFU", "step"] if train else
               ["tok/s/user", "tok/s", "tok/s/dev", "TTFT", "TPOT"]),
-            "$/M tok", "even $/h", "J/tok", "notes"]
+            "$/M tok", "even $/h", "J/tok TDP", "notes"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("accelerator", "class", "mapping", "prec",
                                                 "notes") else "right")
@@ -173,8 +174,8 @@ def print_comparison(cmp: AcceleratorComparison, top: int | None = None) -> None
                                              if (r["reason"] or "").startswith("not priced")
                                              else " does not run")
         t.add_row(str(i), r["accelerator"], r["class"], _num(r["devices"]),
-                  r["mapping"] or "-", r["precision"], *speed, _num(r["usd_per_mtok"]),
-                  _num(r.get("breakeven_usd_per_h")), _num(r["j_per_token"]), mark)
+                  r["mapping"] or "-", r["precision"], *speed, _num(r["usd_per_million_tokens"]),
+                  _num(r.get("breakeven_usd_per_h")), _num(r["energy_j_per_token_tdp"]), mark)
     con.print(t)
     ref = next((r["breakeven_vs"] for r in rows if r.get("breakeven_vs")), None)
     if ref is not None:

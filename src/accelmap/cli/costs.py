@@ -104,7 +104,7 @@ def print_energy(d: dict[str, Any]) -> None:
     """``api.energy_report(...).to_dict()``: modelled power and energy beside the bounds."""
     from rich.table import Table
 
-    if "j_per_token" not in d:
+    if "energy_j_per_token" not in d:
         return
     t = Table(title="Energy (modelled: ops x pJ/FLOP and pJ/byte, links, static power)")
     t.add_column("figure")
@@ -113,13 +113,13 @@ def print_energy(d: dict[str, Any]) -> None:
     t.add_row("power per device (model) vs TDP",
               f"{d['power_w_model']:,.0f} W of {tdp} ({d['power_over_tdp']:.0%})"
               + (" [red]power-limited[/red]" if d["power_limited"] else ""))
-    if d.get("j_per_token") is not None:
-        t.add_row("energy per token (model)", f"{d['j_per_token']:.3g} J")
-    lo, hi = d.get("bound_ops_j_per_token"), d.get("bound_tdp_j_per_token")
+    if d.get("energy_j_per_token") is not None:
+        t.add_row("energy per token (model)", f"{d['energy_j_per_token']:.3g} J")
+    lo, hi = d.get("energy_j_per_token_ops"), d.get("energy_j_per_token_tdp")
     t.add_row("bounds: ops+bytes only / TDP x time",
               f"{lo:.3g} J / {hi:.3g} J" if lo is not None and hi is not None else "-")
-    if d.get("j_per_step") is not None:
-        t.add_row("energy per step", f"{d['j_per_step'] / 1e3:,.1f} kJ")
+    if d.get("energy_j_per_step") is not None:
+        t.add_row("energy per step", f"{d['energy_j_per_step'] / 1e3:,.1f} kJ")
     if d.get("run_mwh") is not None:
         t.add_row(f"training run (PUE {d['pue']:g})",
                   f"{d['run_mwh']:,.1f} MWh, {d['run_t_co2e']:,.1f} t CO2e at "

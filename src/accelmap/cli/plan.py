@@ -255,8 +255,8 @@ def _show_plan(model: str, cl: Cluster, result: PlanResult, job: Job, cat: Catal
 
 
 # The per-token figure each catalog field feeds: shown as 'not published' when it is missing.
-_NEEDS = {"cost_usd_per_million_tokens": "price_usd_per_hour",
-          "energy_j_per_token": "tdp_w"}
+_NEEDS = {"usd_per_million_tokens": "price_usd_per_hour",
+          "energy_j_per_token_tdp": "tdp_w"}
 
 
 def _missing(key: str | None, missing: dict[str, str]) -> str:
@@ -284,8 +284,8 @@ def print_result(model: str, cl: Cluster, r: PlanResult, train: bool) -> None:
             ("MFU" if train else "TPOT", "mfu" if train else "tpot_s"),
             ("step" if train else "TTFT", "step_time_s" if train else "ttft_s"),
             ("memory/device", "memory_per_device_bytes"),
-            ("$/M tokens", "cost_usd_per_million_tokens"),
-            ("J/token", "energy_j_per_token"))
+            ("$/M tokens", "usd_per_million_tokens"),
+            ("J/token at TDP", "energy_j_per_token_tdp"))
     for label, _ in keys:
         t.add_column(label, justify="left" if label == "mapping" else "right")
     for p in r.plans:
@@ -317,7 +317,8 @@ def print_result(model: str, cl: Cluster, r: PlanResult, train: bool) -> None:
                   highlight=False)
     if best.get("time_to_train_s"):
         con.print(f"time to train: {best['time_to_train_s'] / 86400:,.1f} days"
-                  + (f", cost ${best['cost_usd']:,.0f}" if best.get("cost_usd") else ""))
+                  + (f", cost ${best['cost_to_train_usd']:,.0f}" if best.get("cost_to_train_usd")
+                     else ""))
     for line in r.explanation:
         con.print(f"- {line}", highlight=False)
     for note in r.notes:
@@ -354,13 +355,13 @@ def print_scenario(model: str, cl: Cluster, r: PlanResult) -> None:
                        + (f" ep={d['ep']}" if d["ep"] > 1 else "")
                        + f" x{d['replicas']} {d['weight_dtype']}/{d['kv_dtype']} KV"
                        + f" max_seqs={d['batch']}")
-            cost = m.get("cost_usd_per_million_tokens")
+            cost = m.get("usd_per_million_tokens")
             t.add_row(mapping, f"{m['goodput_requests_per_s']:.2f}", f"{m['slo_attainment']:.0%}",
                       f"{m['tokens_per_s']:,.0f}",
                       f"{fmt(m['ttft_s'].get('p50'), 'time')} / {fmt(m['ttft_p99_s'], 'time')}",
                       f"{fmt(m['tpot_s'].get('p50'), 'time')} / {fmt(m['tpot_p99_s'], 'time')}",
                       f"{m['peak_running']}", f"{m['kv_capacity_tokens']:,.0f}",
-                      f"{cost:.3g}" if cost else _missing("cost_usd_per_million_tokens",
+                      f"{cost:.3g}" if cost else _missing("usd_per_million_tokens",
                                                           api.unpublished(cl.accelerator)))
         con.print(t)
         band = r.plans[0].metrics.get("error_band")
@@ -381,21 +382,21 @@ def _print_comparison(cmp: HardwareComparison, json_out: bool, train: bool = Tru
     from rich.table import Table
 
     t = Table(title=f"Accelerators compared on this job (best plan each, {cmp.ranked_by})")
-    for c in ("accelerator", "devices", "tokens/s/device", "$/M tokens", "even $/h", "J/token",
-              "time to train", "best mapping"):
+    for c in ("accelerator", "devices", "tokens/s/device", "$/M tokens", "even $/h",
+              "J/token at TDP", "time to train", "best mapping"):
         t.add_column(c)
-    rows = api.breakeven_rows(list(cmp.rows), "cost_usd_per_million_tokens",
+    rows = api.breakeven_rows([r.to_dict() for r in cmp.rows], "usd_per_million_tokens",
                               "tokens_per_s_per_device")
     for r in rows:
         p = r["plan"]
         missing = r.get("not_published") or {}
         t.add_row(r["accelerator"], str(r["devices"]),
                   f"{r['tokens_per_s_per_device']:,.1f}" if p else "does not fit",
-                  f"{r['cost_usd_per_million_tokens']:.3g}" if r["cost_usd_per_million_tokens"]
-                  else _missing("cost_usd_per_million_tokens", missing) if p else "-",
+                  f"{r['usd_per_million_tokens']:.3g}" if r["usd_per_million_tokens"]
+                  else _missing("usd_per_million_tokens", missing) if p else "-",
                   f"{r['breakeven_usd_per_h']:.3g}" if r.get("breakeven_usd_per_h") else "-",
-                  f"{r['energy_j_per_token']:.3g}" if r["energy_j_per_token"]
-                  else _missing("energy_j_per_token", missing) if p else "-",
+                  f"{r['energy_j_per_token_tdp']:.3g}" if r["energy_j_per_token_tdp"]
+                  else _missing("energy_j_per_token_tdp", missing) if p else "-",
                   f"{r['time_to_train_s'] / 86400:,.1f} d" if r["time_to_train_s"] else "-",
                   " ".join(f"{k}={v}" for k, v in p["mapping"].items()) if p else "-")
     con = console()

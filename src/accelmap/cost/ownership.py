@@ -187,11 +187,6 @@ def owned_cost(acc_id: str, tdp_w: float | None, own: Ownership) -> OwnedCost:
                      opex, purchase, power, u, sources)
 
 
-def usd_per_million_tokens(price_per_device_hour: float, devices: int,
-                           tokens_per_s: float) -> float:
-    return devices * price_per_device_hour / (tokens_per_s * 3600) * 1e6
-
-
 def breakeven_price(price_a: float, tps_per_device_a: float, tps_per_device_b: float) -> float:
     """The price per device-hour at which B's $/M tokens equals A's."""
     return price_a * tps_per_device_b / tps_per_device_a

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelmap.cost.per_token import tdp_j_per_token
 from accelmap.cost.power import (
     LINK_SOURCE,
     NODE_SOURCE,
@@ -124,8 +125,10 @@ def energy_report(est: Estimate, system: System, *, pue: float = PUE,
         "overhead_x_bare_mac": de.overhead, "node_nm": de.nm, "pue": pue,
         "grid_kg_per_kwh": grid_kg_per_kwh, "grid_source": GRID_SOURCE
         if grid_kg_per_kwh == GRID_KG_PER_KWH and pue == PUE else "given",
-        "bound_tdp_j_per_token": met.get("energy_j_per_token_tdp"),
-        "bound_ops_j_per_token": met.get("energy_j_per_token_ops"),
+        # the two bounds the estimate carries (cost/per_token.py): every device at TDP, and
+        # operator energy alone; energy_j_per_token (below) is the modelled figure between them
+        "energy_j_per_token_tdp": met.get("energy_j_per_token_tdp"),
+        "energy_j_per_token_ops": met.get("energy_j_per_token_ops"),
     }
     figs.update(_per_token(est, total, seconds, tokens, tdp if de.tdp_derived else None, pue,
                            grid_kg_per_kwh))
@@ -169,9 +172,9 @@ def _per_token(est: Estimate, total: float, seconds: float, tokens: float | None
     figs: dict[str, Any] = {}
     if est.phase.value == "train":
         tok = float(met["tokens_per_s"]) * seconds
-        figs.update(j_per_step=total, j_per_token=total / tok)
+        figs.update(energy_j_per_step=total, energy_j_per_token=total / tok)
         if derived_tdp is not None:
-            figs["bound_tdp_j_per_token"] = derived_tdp * world * seconds / tok
+            figs["energy_j_per_token_tdp"] = tdp_j_per_token(derived_tdp, world, tok / seconds)
         ttt = met.get("time_to_train_s")
         if ttt:
             run_j = total / seconds * float(ttt)
@@ -180,10 +183,10 @@ def _per_token(est: Estimate, total: float, seconds: float, tokens: float | None
                         run_device_hours=float(ttt) / 3600 * world)
         return figs
     jt = total / tokens if tokens else None
-    figs.update(j_per_token=jt, j_per_request=total / (tokens / max(
+    figs.update(energy_j_per_token=jt, energy_j_per_request=total / (tokens / max(
         int(getattr(est, "output_len", 1)), 1)) if tokens else None)
     if derived_tdp is not None and tokens:
-        figs["bound_tdp_j_per_token"] = derived_tdp * world * seconds / tokens
+        figs["energy_j_per_token_tdp"] = tdp_j_per_token(derived_tdp, world, tokens / seconds)
     if jt:
         kwh_m = jt * 1e6 / 3.6e6 * pue
         figs.update(kwh_per_million_tokens=kwh_m, kg_co2e_per_million_tokens=kwh_m * grid)

@@ -24,8 +24,8 @@ from accelmap.cost.ownership import (
     as_ownership,
     owned_cost,
     purchase_prices,
-    usd_per_million_tokens,
 )
+from accelmap.cost.per_token import usd_per_million_tokens
 from accelmap.cost.whatif import WhatIfCatalog
 from accelmap.engine.result import Estimate
 from accelmap.engine.system import System

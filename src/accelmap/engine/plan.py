@@ -12,7 +12,7 @@ written by :meth:`Plan.mapping_dict` and read back, strictly, by :func:`read_pla
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import Enum, StrEnum
 from typing import Any, TypeVar
 
@@ -52,19 +52,111 @@ class ServingChoice:
 
 
 @dataclass(frozen=True)
+class PlanFigures:
+    """What every plan row reports, under the keys an estimate uses for the same figure
+    (``engine/result.py``; money and energy as ``cost/per_token.py`` defines them): the
+    throughput of the whole cluster and per device, one device's memory and whether it fits
+    (``memory_fit``: fits / tight), $ per million tokens at the catalog's rent, the TDP bound
+    on J per token, and the expected error of the throughput (``engine/error_band.py``)."""
+
+    tokens_per_s: float
+    tokens_per_s_per_device: float
+    memory_per_device_bytes: float
+    memory_fit: str
+    usd_per_million_tokens: float | None
+    energy_j_per_token_tdp: float | None
+    error_band: dict[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON figures of ``accelmap plan --json`` (numpy values as plain numbers)."""
+        return {f.name: plain(getattr(self, f.name)) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class TrainPlanFigures(PlanFigures):
+    """A training plan: MFU and step time; with tokens to train, the time, rent and TDP-bound
+    energy of the whole run."""
+
+    mfu: float = 0.0
+    step_time_s: float = 0.0
+    time_to_train_s: float | None = None
+    cost_to_train_usd: float | None = None
+    energy_to_train_j: float | None = None
+
+
+@dataclass(frozen=True)
+class ServePlanFigures(PlanFigures):
+    """A serving plan of the batch scenario: one fixed batch per replica, its TTFT and TPOT
+    (``engine/serve.py``), the replicas and the precisions."""
+
+    ttft_s: float = 0.0
+    tpot_s: float = 0.0
+    latency_error_band: dict[str, Any] | None = None
+    batch: int = 1
+    replicas: int = 1
+    memory_capacity_bytes: float = 0.0
+    weight_dtype: str = ""
+    kv_dtype: str = ""
+
+
+@dataclass(frozen=True)
+class ScenarioPlanFigures(PlanFigures):
+    """A serving plan of the offline / server / concurrency scenarios, simulated request by
+    request (``serving/scenario.py``): the latency distributions (p50/p90/p99, seconds) and
+    their p99s, goodput and SLO attainment, the scheduler's caps and what the simulation saw,
+    and the screen that chose it (``search/serve_scenario.py``)."""
+
+    scenario: str = ""
+    total_tokens_per_s: float = 0.0
+    requests_per_s: float = 0.0
+    goodput_requests_per_s: float = 0.0
+    slo_attainment: float = 0.0
+    slo: dict[str, Any] | None = None
+    ttft_s: dict[str, float] | None = None
+    tpot_s: dict[str, float] | None = None
+    itl_s: dict[str, float] | None = None
+    e2e_s: dict[str, float] | None = None
+    ttft_p99_s: float | None = None
+    tpot_p99_s: float | None = None
+    kv_capacity_tokens: float = 0.0
+    peak_running: int = 0
+    mean_running: float = 0.0
+    preemptions: int = 0
+    max_seqs: int = 0
+    max_batched_tokens: int = 0
+    replicas: int = 1
+    memory_capacity_bytes: float = 0.0
+    latency_error_band: dict[str, Any] | None = None
+    simulated_s: float = 0.0
+    weight_dtype: str = ""
+    kv_dtype: str = ""
+    screen_tokens_per_s: float | None = None
+    screen_batch: int | None = None
+    batch_ttft_s: float | None = None
+
+
+AnyPlanFigures = TrainPlanFigures | ServePlanFigures | ScenarioPlanFigures
+
+
+@dataclass(frozen=True)
 class Plan:
     mapping: Mapping
     cluster: str
     accelerator: str
     devices: int
     feasible: bool
-    metrics: dict[str, Any]
+    figures: AnyPlanFigures
     reason: str | None = None
     serving: ServingChoice | None = None  # serving plans only
 
     @property
     def kind(self) -> PlanKind:
         return PlanKind.TRAIN if self.serving is None else PlanKind.SERVE
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The figures by key, as ``accelmap plan --json`` writes them."""
+        return self.figures.to_dict()
 
     def mapping_dict(self) -> dict[str, Any]:
         """The ``mapping`` object of ``accelmap plan --json``."""
@@ -73,8 +165,7 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         return {"mapping": self.mapping_dict(), "cluster": self.cluster,
                 "accelerator": self.accelerator, "devices": self.devices,
-                "feasible": self.feasible, "reason": self.reason,
-                **{k: plain(v) for k, v in self.metrics.items()}}
+                "feasible": self.feasible, "reason": self.reason, **self.metrics}
 
 
 TRAIN_MAPPING_KEYS = ("dp", "tp", "pp", "cp", "ep", "zero", "micro_batch", "vpp", "recompute",

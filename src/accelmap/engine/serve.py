@@ -24,6 +24,7 @@ from accelmap.cost.energy import op_energy_j
 from accelmap.cost.execution import ExecutionModel, execution_model, runtime_items
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.host import HostPass, host_pass
+from accelmap.cost.per_token import tdp_j_per_token
 from accelmap.cost.roofline import Device, OpTime, time_ops, total_time
 from accelmap.engine.error_band import error_band
 from accelmap.engine.result import ServeStep, fits
@@ -109,8 +110,8 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
         # of the datasheet peak; none when the catalog has no peak (a profile's measured one)
         decode_bandwidth_utilization=stream / tpot / dev.acc.memory_bandwidth / dev.fraction
         if dev.acc.memory_bandwidth else None,
-        energy_j_per_token_tdp=tdp * m.devices_per_replica * total / per_replica_tokens
-        if tdp else None,
+        energy_j_per_token_tdp=tdp_j_per_token(tdp, m.devices_per_replica,
+                                               per_replica_tokens / total) if tdp else None,
         energy_j_per_token_ops=ops_energy / per_replica_tokens,
         communication_s={"prefill": pre.comm, "decode_step": dec.comm} if world > 1 else {},
         axes={k: links[k].describe() for k in ("tp", "ep", "pp")} if world > 1 else {},

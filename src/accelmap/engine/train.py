@@ -44,6 +44,7 @@ from accelmap.cost.collectives import Collective
 from accelmap.cost.energy import op_energy_j
 from accelmap.cost.execution import execution_model, external_link_bandwidth, runtime_items
 from accelmap.cost.framework import FrameworkProfile
+from accelmap.cost.per_token import tdp_j_per_token
 from accelmap.cost.roofline import time_ops, total_time
 from accelmap.cost.schedules import (
     Schedule,
@@ -572,7 +573,7 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
         axes={k: d.links[k].describe() for k in ("tp", "cp", "ep", "pp", "dp")}
         if d.links and world > 1 else {},
         overlap_policy=overlap.__dict__,
-        energy_j_per_token_tdp=tdp * world * step / tokens if tdp else None,
+        energy_j_per_token_tdp=tdp_j_per_token(tdp, world, tokens / step) if tdp else None,
         energy_j_per_token_ops=float(d.energy_j_per_step_ops) / tokens,
         error_band=error_band("train", fw.name.value, world, dev.acc.device_class.value),
         time_to_train_s=time_to_train,

@@ -264,12 +264,12 @@ def pipeline(pipe: dict[str, Any]) -> Figure:
 _METRIC = {"tokens_per_s": ("throughput", "tokens/s", ""),
            "tokens_per_s_per_device": ("throughput per device", "tokens/s/device", ""),
            "memory_per_device_bytes": ("memory per device", "GB", "bytes"),
-           "cost_usd_per_million_tokens": ("cost", "$ per million tokens", ""),
+           "usd_per_million_tokens": ("cost", "$ per million tokens", ""),
            "tpot_s": ("time per output token", "ms", "time"),
            "tpot_p99_s": ("TPOT p99", "ms", "time"),
            "step_time_s": ("step time", "s", "time"),
            "ttft_s": ("time to first token", "ms", "time"),
-           "energy_j_per_token": ("energy", "J/token", "")}
+           "energy_j_per_token_tdp": ("energy at TDP", "J/token", "")}
 
 
 def _axis_value(key: str, v: float) -> float:
@@ -319,13 +319,13 @@ def pareto(result: dict[str, Any]) -> list[Figure]:
         nice = name.replace("_vs_", " vs ").replace("_", " ")
         figs.append(_layout(fig, f"Pareto front: {nice} (every point is best in one way)",
                             _label(other), _label(speed)))
-    costed = [p for p in plans if p.get("cost_usd_per_million_tokens")]
+    costed = [p for p in plans if p.get("usd_per_million_tokens")]
     if len(costed) > 1:
         lat = "step_time_s" if "step_time_s" in costed[0] else (
             "tpot_p99_s" if "tpot_p99_s" in costed[0] else "tpot_s")
         fig = go.Figure()
         fig.add_trace(go.Scatter(
-            x=[p["cost_usd_per_million_tokens"] for p in costed],
+            x=[p["usd_per_million_tokens"] for p in costed],
             y=[p["tokens_per_s"] for p in costed], mode="markers", name="ranked plans",
             marker={"size": 11, "color": [_axis_value(lat, p.get(lat) or 0) for p in costed],
                     "colorscale": "Viridis", "showscale": True,
@@ -336,9 +336,9 @@ def pareto(result: dict[str, Any]) -> list[Figure]:
                            "million tokens<extra></extra>")))
         top: dict[str, Any] = costed[0]
         if best is not None and top["mapping"] == best["mapping"]:
-            fig.add_trace(_chosen(top["cost_usd_per_million_tokens"], top["tokens_per_s"], top))
+            fig.add_trace(_chosen(top["usd_per_million_tokens"], top["tokens_per_s"], top))
         figs.append(_layout(fig, "Ranked plans: throughput vs cost, coloured by "
-                                 f"{_METRIC[lat][0]}", _label("cost_usd_per_million_tokens"),
+                                 f"{_METRIC[lat][0]}", _label("usd_per_million_tokens"),
                             _label("tokens_per_s")))
     return figs
 
@@ -376,14 +376,17 @@ def comparison(result: dict[str, Any]) -> list[Figure]:
         fig.update_yaxes(autorange="reversed")
         unit = {"tokens_per_s_per_user": "tokens/s per user", "tokens_per_s": "tokens/s",
                 "tokens_per_s_per_device": "tokens/s per device",
-                "usd_per_mtok": "$ per million tokens", "j_per_token": "J per token"}
+                "usd_per_million_tokens": "$ per million tokens",
+                "energy_j_per_token_tdp": "J per token at TDP"}
         figs.append(_layout(fig, f"Accelerators ranked by {key} ({job.get('kind', '')}, "
                                  f"precision {job.get('precision', '')})", unit.get(key, key),
                             "", height=max(360, 28 * len(ranked) + 120)))
-    priced = [r for r in rows if r.get("usd_per_mtok") and r.get("tokens_per_s_per_device")]
+    priced = [r for r in rows
+              if r.get("usd_per_million_tokens") and r.get("tokens_per_s_per_device")]
     if priced:
         fig = go.Figure(go.Scatter(
-            x=[r["usd_per_mtok"] for r in priced], y=[r["tokens_per_s_per_device"] for r in priced],
+            x=[r["usd_per_million_tokens"] for r in priced],
+            y=[r["tokens_per_s_per_device"] for r in priced],
             mode="markers+text", text=[r["accelerator"] for r in priced],
             textposition="top center", marker={"size": 10, "color": COLORS["compute"]},
             customdata=[_compare_hover(r) for r in priced],
@@ -400,8 +403,9 @@ def _compare_hover(r: dict[str, Any]) -> str:
                           ("tokens_per_s", "tokens/s", ""),
                           ("tokens_per_s_per_device", "tokens/s per device", ""),
                           ("ttft_s", "TTFT", "time"), ("tpot_s", "TPOT", "time"),
-                          ("step_time_s", "step", "time"), ("usd_per_mtok", "$/M tokens", ""),
-                          ("j_per_token", "J/token", ""),
+                          ("step_time_s", "step", "time"),
+                          ("usd_per_million_tokens", "$/M tokens", ""),
+                          ("energy_j_per_token_tdp", "J/token at TDP", ""),
                           ("memory_per_device_bytes", "memory/device", "bytes")):
         v = r.get(k)
         if v is not None:
@@ -420,7 +424,7 @@ def hardware(result: dict[str, Any]) -> list[Figure]:
             orientation="h", marker_color=COLORS["compute"],
             text=[f"<b>{r['accelerator']}</b> x{r['devices']}<br>"
                   f"{_mapping_text(r['plan']['mapping'])}<br>$/M tokens "
-                  f"{r.get('cost_usd_per_million_tokens') or '-'}" for r in rows],
+                  f"{r.get('usd_per_million_tokens') or '-'}" for r in rows],
             textposition="none", hovertemplate="%{text}<br>%{x:,.4g} tokens/s/device"
                                                "<extra></extra>"))
         fig.update_yaxes(autorange="reversed")

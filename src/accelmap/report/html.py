@@ -133,7 +133,7 @@ def plan_table(result: dict[str, Any]) -> str:
     cols = [("mapping", None), ("tokens/s", "tokens_per_s"), ("MFU", "mfu"),
             ("step", "step_time_s"), ("TTFT", "ttft_s"), ("TPOT", "tpot_s"),
             ("memory/device", "memory_per_device_bytes"),
-            ("$/M tokens", "cost_usd_per_million_tokens"), ("J/token", "energy_j_per_token")]
+            ("$/M tokens", "usd_per_million_tokens"), ("J/token at TDP", "energy_j_per_token_tdp")]
     plans = result.get("plans") or []
     cols = [c for c in cols if c[1] is None or any(
         isinstance(p.get(c[1]), int | float) for p in plans)]

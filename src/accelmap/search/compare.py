@@ -25,9 +25,10 @@ Rules (bounded, so all 54 catalog parts take a few seconds):
   computes it, else the other 16-bit format, else int8 (W8A8) where only int8 exists; each
   fallback is noted. ``best_precision``: each part's smallest native matrix format (fp8, else
   int8 W8A8, else 16-bit).
-- **Money and energy**: $/M tokens = N x price per device-hour / tokens per hour (the catalog's
-  price quote); J/token = N x TDP / tokens per second. Missing quotes leave the number empty
-  with a note.
+- **Money and energy**: ``usd_per_million_tokens`` = N x price per device-hour / tokens per
+  hour (the catalog's price quote); ``energy_j_per_token_tdp`` = N x TDP / tokens per second,
+  the upper bound (both ``cost/per_token.py``, the keys every result uses). Missing quotes leave
+  the number empty with a note.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
 
@@ -46,6 +47,7 @@ from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.execution import execution_model as execution_model_of
 from accelmap.cost.execution import streams_training_weights
 from accelmap.cost.framework import Framework, FrameworkProfile
+from accelmap.cost.per_token import per_token, price_per_device_hour, tdp_w
 from accelmap.engine import resolve_framework
 from accelmap.engine.dataflow import dataflow_serve
 from accelmap.engine.layout import fewest_stages, tp_options
@@ -72,17 +74,70 @@ HALF = (DType.BF16, DType.FP16)
 
 
 class CompareObjective(StrEnum):
-    """What ranks the rows (and picks each part's mapping)."""
+    """What ranks the rows (and picks each part's mapping): a figure of ``CompareRow``."""
 
     TOKENS_PER_S_PER_USER = "tokens_per_s_per_user"
     TOKENS_PER_S = "tokens_per_s"
     TOKENS_PER_S_PER_DEVICE = "tokens_per_s_per_device"
-    USD_PER_MTOK = "usd_per_mtok"
-    J_PER_TOKEN = "j_per_token"
+    USD_PER_MILLION_TOKENS = "usd_per_million_tokens"
+    ENERGY_J_PER_TOKEN_TDP = "energy_j_per_token_tdp"
 
     @property
     def higher_is_better(self) -> bool:
         return self.value.startswith("tokens")
+
+    @classmethod
+    def _missing_(cls, value: object) -> CompareObjective | None:
+        """The names before one vocabulary (issue 25) still read: usd_per_mtok, j_per_token."""
+        return {"usd_per_mtok": cls.USD_PER_MILLION_TOKENS,
+                "j_per_token": cls.ENERGY_J_PER_TOKEN_TDP}.get(str(value))
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One part of a comparison: the devices (and the rule that chose them), the best mapping
+    on them, its figures under the keys every result uses (``engine/result.py``,
+    ``cost/per_token.py``), or ``feasible`` False and the ``reason``. Serving rows carry TTFT,
+    TPOT and speed per user, training rows step time and MFU; ``notes`` say every fallback
+    and every missing number's cause."""
+
+    accelerator: str
+    device_class: str  # "class" in JSON
+    precision: str
+    price_usd_per_h: float | None
+    tdp_w: float | None
+    notes: list[str] = field(default_factory=list)  # appended to while the row is built
+    feasible: bool = False
+    reason: str | None = None
+    devices: int | None = None
+    devices_rule: str | None = None
+    cluster: str | None = None
+    mapping: str | None = None
+    tokens_per_s_per_user: float | None = None
+    tokens_per_s: float | None = None
+    tokens_per_s_per_device: float | None = None
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    step_time_s: float | None = None
+    mfu: float | None = None
+    usd_per_million_tokens: float | None = None
+    energy_j_per_token_tdp: float | None = None
+    memory_per_device_bytes: float | None = None
+    execution_model: str | None = None
+    error_band: str | None = None
+    # the price per device-hour at which this part matches the cheapest part's $/M tokens
+    breakeven_usd_per_h: float | None = None
+    breakeven_vs: str | None = None
+
+    def figure(self, objective: CompareObjective) -> float | None:
+        value: float | None = getattr(self, objective.value)
+        return value
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {("class" if f.name == "device_class" else f.name): getattr(self, f.name)
+               for f in fields(self)}
+        out["notes"] = list(self.notes)
+        return out
 
 
 @dataclass(frozen=True)
@@ -284,16 +339,13 @@ def _count(acc: Accelerator, job: CompareJob, counts: list[int],
 
 def _price_energy(acc: Accelerator, n: int, tokens_per_s: float | None,
                   notes: list[str]) -> tuple[float | None, float | None]:
-    usd = j = None
+    """(usd_per_million_tokens, energy_j_per_token_tdp) of ``n`` devices (``cost/per_token.py``),
+    a note for each the catalog cannot give."""
     if acc.price is None:
         notes.append("no price published: $/M tokens not computed")
-    elif tokens_per_s:
-        usd = n * acc.price.usd_per_hour.value / (tokens_per_s * 3600) * 1e6
     if acc.tdp is None:
         notes.append("no TDP published: J/token not computed")
-    elif tokens_per_s:
-        j = n * acc.tdp.value / tokens_per_s
-    return usd, j
+    return per_token(acc, n, tokens_per_s)
 
 
 def _finite(v: Any) -> float | None:
@@ -312,7 +364,7 @@ def _better(job: CompareJob, a: ServeStep, b: ServeStep | None) -> bool:
 
 
 def serve_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
-              ) -> dict[str, Any]:
+              ) -> CompareRow:
     """One part's serving row."""
     ex = execution_model_of(acc)
     fw = resolve_framework(job.framework, ex.serving).for_model(spec, serving=True)
@@ -335,19 +387,19 @@ def serve_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
         reason = (f"does not fit on {counts[-1]} device(s), and the catalog gives {acc.id} no "
                   "link to join more (add a scale-up or scale-out link to its YAML) "
                   "(memory rule)")
-    row["devices_rule"] = rule
+    row = replace(row, devices_rule=rule)
     if n is None:
         if rule == "needed":
             reason = _most_sharded(spec, wl, acc, cat, chunk) or reason
-        return {**row, "reason": reason}
-    row["devices"] = n
+        return replace(row, reason=reason)
+    row = replace(row, devices=n)
     try:
         cl, note = cluster_for(acc, n, cat)
     except AccelmapError as e:
-        return {**row, "reason": f"no cluster of {n} x {acc.id}: {e}"}
+        return replace(row, reason=f"no cluster of {n} x {acc.id}: {e}")
     if note:
         notes.append(note)
-    row["cluster"] = cl.name
+    row = replace(row, cluster=cl.name)
     system = job.system(cl)
     best: ServeStep | None = None
     timeless: list[str] = []
@@ -367,12 +419,12 @@ def serve_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
         elif _better(job, est, best):
             best = est
     if best is None and timeless:
-        return {**row, "reason": f"{', '.join(timeless)} fits in {n} x {acc.id}, but the "
+        return replace(row, reason=f"{', '.join(timeless)} fits in {n} x {acc.id}, but the "
                                  f"catalog gives no link joining those devices ({cl.name}: "
-                                 f"{_tiers(cl)}), so no time can be predicted"}
+                                 f"{_tiers(cl)}), so no time can be predicted")
     if best is None:
-        return {**row, "reason": f"no mapping of {spec.id} fits in {n} x {acc.id} "
-                                 "(memory rule)"}
+        return replace(row, reason=f"no mapping of {spec.id} fits in {n} x {acc.id} "
+                                 "(memory rule)")
     m = best.mapping
     used = n if ex.layer_pipelined else int(m.world)  # a dataflow model spans every chip
     if used < n:
@@ -380,15 +432,15 @@ def serve_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
                      f"{int(m.devices_per_replica)} devices)")
     tps = _finite(best.tokens_per_s)
     usd, j = _price_energy(acc, n, tps, notes)
-    return {**row, "feasible": True, "reason": None,
-            "mapping": f"tp={m.tp} pp={m.pp} x{m.replicas}",
-            "tokens_per_s_per_user": 1.0 / best.tpot_s if best.tpot_s else None,
-            "tokens_per_s": tps, "tokens_per_s_per_device": tps / n if tps else None,
-            "ttft_s": _finite(best.ttft_s), "tpot_s": _finite(best.tpot_s),
-            "usd_per_mtok": usd, "j_per_token": j,
-            "memory_per_device_bytes": float(best.memory.total),
-            "execution_model": f"{ex.name} ({fw.name.value} profile)",
-            "error_band": best.error_band.text if best.error_band else None}
+    return replace(row, feasible=True, reason=None,
+            mapping=f"tp={m.tp} pp={m.pp} x{m.replicas}",
+            tokens_per_s_per_user=1.0 / best.tpot_s if best.tpot_s else None,
+            tokens_per_s=tps, tokens_per_s_per_device=tps / n if tps else None,
+            ttft_s=_finite(best.ttft_s), tpot_s=_finite(best.tpot_s),
+            usd_per_million_tokens=usd, energy_j_per_token_tdp=j,
+            memory_per_device_bytes=float(best.memory.total),
+            execution_model=f"{ex.name} ({fw.name.value} profile)",
+            error_band=best.error_band.text if best.error_band else None)
 
 
 def _tiers(cl: Cluster) -> str:
@@ -414,19 +466,13 @@ def _most_sharded(spec: ModelSpec, wl: Inference, acc: Accelerator, cat: Catalog
             + ", ".join(f"{k} {format_quantity(v, Dimension.BYTES)}" for v, k in top) + ")")
 
 
-def _row(acc: Accelerator, job: CompareJob, dtype: DType, notes: list[str]) -> dict[str, Any]:
-    return {"accelerator": acc.id, "class": acc.device_class.value, "devices": None,
-            "mapping": None, "tokens_per_s_per_user": None, "tokens_per_s": None,
-            "tokens_per_s_per_device": None, "ttft_s": None, "tpot_s": None,
-            "usd_per_mtok": None, "j_per_token": None, "notes": notes, "feasible": False,
-            "reason": None, "precision": dtype.value, "devices_rule": None, "cluster": None,
-            "price_usd_per_h": acc.price.usd_per_hour.value if acc.price else None,
-            "tdp_w": acc.tdp.value if acc.tdp else None, "execution_model": None,
-            "error_band": None}
+def _row(acc: Accelerator, job: CompareJob, dtype: DType, notes: list[str]) -> CompareRow:
+    return CompareRow(acc.id, acc.device_class.value, dtype.value,
+                      price_per_device_hour(acc), tdp_w(acc), notes)
 
 
 def train_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
-              ) -> dict[str, Any]:
+              ) -> CompareRow:
     """One part's training row: ZeRO-3 data parallelism, tp=1, micro-batch 1, full
     recompute."""
     w, _, notes = serving_precision(acc, replace(job, precision=job.precision
@@ -435,9 +481,9 @@ def train_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
     dtype = w if w in (*HALF, DType.FP8) else next((h for h in HALF if _native(acc, h)), w)
     row = _row(acc, job, dtype, notes)
     if dtype not in (*HALF, DType.FP8):
-        return {**row, "reason": f"no 16-bit or fp8 matrix path to train in (the part computes "
+        return replace(row, reason=f"no 16-bit or fp8 matrix path to train in (the part computes "
                                  f"{', '.join(d.value for d in acc.dtypes)})",
-                "notes": [n for n in notes if "W8A8" not in n]}
+                notes=[n for n in notes if "W8A8" not in n])
     wl = Training(batch=job.global_batch, seq_len=job.seq, dtype=dtype,
                   recompute=Recompute.FULL)
     ex = execution_model_of(acc)
@@ -463,27 +509,27 @@ def train_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
     counts = [c for c in grid(acc, cat, True) if c <= job.global_batch]
     n, reason, rule = _count(acc, job, counts, lambda: _smallest(
         counts, lambda c: bool((e := est(c)) is not None and e.feasible)), notes)
-    row["devices_rule"] = rule
+    row = replace(row, devices_rule=rule)
     if n is None:
-        return {**row, "reason": reason}
-    row["devices"] = n
+        return replace(row, reason=reason)
+    row = replace(row, devices=n)
     e = est(n)
     if e is None:
-        return {**row, "reason": f"no training mapping on {n} x {acc.id} (the global batch of "
-                                 f"{job.global_batch} sequences must split over {n})"}
+        return replace(row, reason=f"no training mapping on {n} x {acc.id} (the global batch of "
+                                 f"{job.global_batch} sequences must split over {n})")
     if not e.feasible:
-        return {**row, "reason": e.reason}
+        return replace(row, reason=e.reason)
     try:
         cl, note = cluster_for(acc, n, cat)
-        row["cluster"] = cl.name
+        row = replace(row, cluster=cl.name)
         if note:
             notes.append(note)
     except AccelmapError:
         pass
     tps = _finite(e.tokens_per_s)
     if tps is None:
-        return {**row, "reason": "the engine gives no finite step time (no link between "
-                                 "these devices in the catalog)"}
+        return replace(row, reason="the engine gives no finite step time (no link between "
+                                 "these devices in the catalog)")
     if streaming:
         fetch = (e.communication_s or {}).get("offload", 0.0)
         notes.append(f"one device is a whole wafer system; streaming the weights over its "
@@ -491,16 +537,16 @@ def train_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
                      "(compute runs under it); no published training run of the class checks "
                      "it")
     usd, j = _price_energy(acc, n, tps, notes)
-    return {**row, "feasible": True,
-            "mapping": (f"dp={n} weight-streaming mb={e.mapping.micro_batch} recompute=full"
+    return replace(row, feasible=True,
+            mapping=(f"dp={n} weight-streaming mb={e.mapping.micro_batch} recompute=full"
                         if streaming else f"dp={n} zero={3 if n > 1 else 0} mb=1 "
                                           "recompute=full"),
-            "tokens_per_s": tps, "tokens_per_s_per_device": tps / n,
-            "step_time_s": _finite(e.step_time_s), "mfu": _finite(e.mfu),
-            "usd_per_mtok": usd, "j_per_token": j,
-            "memory_per_device_bytes": float(e.memory.total),
-            "execution_model": f"{ex.name} ({fw.name.value} profile)",
-            "error_band": e.error_band.text if e.error_band else None}
+            tokens_per_s=tps, tokens_per_s_per_device=tps / n,
+            step_time_s=_finite(e.step_time_s), mfu=_finite(e.mfu),
+            usd_per_million_tokens=usd, energy_j_per_token_tdp=j,
+            memory_per_device_bytes=float(e.memory.total),
+            execution_model=f"{ex.name} ({fw.name.value} profile)",
+            error_band=e.error_band.text if e.error_band else None)
 
 
 def _streamed(spec: ModelSpec, system: System, wl: Training, n: int, fw: FrameworkProfile
@@ -525,7 +571,7 @@ def _streamed(spec: ModelSpec, system: System, wl: Training, n: int, fw: Framewo
 
 
 def compare_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
-                ) -> dict[str, Any]:
+                ) -> CompareRow:
     """One part's row; a part the engine cannot predict (no bandwidth in the catalog, no
     cluster) is a row with the reason, not an error."""
     with np.errstate(all="ignore"):
@@ -533,28 +579,28 @@ def compare_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
             return (train_row if job.train else serve_row)(spec, acc, job, cat)
         except AccelmapError as e:
             w, _, notes = serving_precision(acc, job)
-            return {**_row(acc, job, w, notes), "reason": str(e)}
+            return replace(_row(acc, job, w, notes), reason=str(e))
 
 
-def rank_key(job: CompareJob) -> Callable[[dict[str, Any]], tuple[int, float, str]]:
+def rank_key(job: CompareJob) -> Callable[[CompareRow], tuple[int, float, str]]:
     """Feasible rows with the objective's number first (best first), then feasible rows
     without it, then the rest; ties by id."""
     obj = job.objective
 
-    def key(r: dict[str, Any]) -> tuple[int, float, str]:
-        v = r.get(obj.value)
-        if not r["feasible"]:
-            return (2, 0.0, r["accelerator"])
+    def key(r: CompareRow) -> tuple[int, float, str]:
+        v = r.figure(obj)
+        if not r.feasible:
+            return (2, 0.0, r.accelerator)
         if v is None:
-            return (1, 0.0, r["accelerator"])
-        return (0, -v if obj.higher_is_better else v, r["accelerator"])
+            return (1, 0.0, r.accelerator)
+        return (0, -v if obj.higher_is_better else v, r.accelerator)
 
     return key
 
 
 def compare(spec: ModelSpec, parts: list[Accelerator], job: CompareJob, cat: Catalog,
             progress: Progress | None = None, runner: Runner | None = None
-            ) -> tuple[list[dict[str, Any]], float]:
+            ) -> tuple[list[CompareRow], float]:
     """Every part's row, ranked, and the wall time in seconds; ``runner`` (--ray) fans the
     parts out (``accelmap.fanout``, the catalog shipped once): the same rows."""
     t0 = time.perf_counter()
@@ -571,6 +617,6 @@ def compare(spec: ModelSpec, parts: list[Accelerator], job: CompareJob, cat: Cat
 
 
 def _compare_point(ctx: tuple[ModelSpec, CompareJob, Catalog], acc: Accelerator
-                   ) -> dict[str, Any]:
+                   ) -> CompareRow:
     spec, job, cat = ctx
     return compare_row(spec, acc, job, cat)

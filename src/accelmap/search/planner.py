@@ -20,9 +20,11 @@ import numpy as np
 
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.framework import Framework, FrameworkProfile
+from accelmap.cost.per_token import per_token, price_per_device_hour, tdp_w
 from accelmap.cost.schedules import Schedule
 from accelmap.engine import resolve_framework
 from accelmap.engine.error_band import error_band
+from accelmap.engine.plan import TrainPlanFigures
 from accelmap.engine.profile import LayerProfile
 from accelmap.engine.system import System
 from accelmap.engine.train import OverlapPolicy, compose, layer_profile, train_step
@@ -170,8 +172,7 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
                       tokens_to_train=tokens_to_train)
     job = TrainingJob(spec, cluster, global_batch, seq_len)
     overlap = overlap or OverlapPolicy()
-    price = cluster.accelerator.price.usd_per_hour.value if cluster.accelerator.price else None
-    tdp = cluster.accelerator.tdp.value if cluster.accelerator.tdp else None
+    price, tdp = price_per_device_hour(cluster.accelerator), tdp_w(cluster.accelerator)
     tally = _Tally({r.name: 0 for r in TRAINING_RULES} | {"memory": 0, TIGHT_RULE: 0})
     rows: list[dict[str, Any]] = []
     groups = list(itertools.product(space.tp, space.ep, space.cp, space.micro_batch,
@@ -189,11 +190,9 @@ def plan_training(spec: ModelSpec, cluster: Cluster, seq_len: int, global_batch:
     except KeyboardInterrupt:
         interrupted = True
 
-    world = cluster.devices
-    for row in rows:
-        row["energy_j_per_token"] = (tdp * world / row["tokens_per_s"]) if tdp else None
-        row["cost_usd_per_million_tokens"] = (price * world / 3600 / row["tokens_per_s"] * 1e6
-                                              if price else None)
+    for row in rows:  # the one definition of each (cost/per_token.py)
+        row["usd_per_million_tokens"], row["energy_j_per_token_tdp"] = per_token(
+            cluster.accelerator, cluster.devices, row["tokens_per_s"])
     order = _ranked(rows)
     plans = []
     seen: set[tuple[float, float]] = set()
@@ -240,30 +239,20 @@ def _mapping(row: dict[str, Any]) -> dict[str, Any]:
 
 def _plan(row: dict[str, Any], cluster: Cluster, tokens: float, stack: str) -> Plan:
     band = error_band("train", stack, cluster.devices, cluster.accelerator.device_class.value)
-    metrics: dict[str, Any] = {
-        "tokens_per_s": row["tokens_per_s"],
-        "tokens_per_s_per_device": row["tokens_per_s"] / cluster.devices,
-        "mfu": row["mfu"],
-        "step_time_s": row["step_time_s"],
-        "memory_per_device_bytes": row["memory_bytes"],
-        "memory_fit": row["memory_fit"],
-        "cost_usd_per_million_tokens": row["cost_usd_per_million_tokens"],
-        "energy_j_per_token": row["energy_j_per_token"],
-        "error_band": band.to_dict() if band else None,
-    }
-    if tokens:
-        secs = tokens / row["tokens_per_s"]
-        metrics["time_to_train_s"] = secs
-        metrics["cost_usd"] = (row["cost_usd_per_million_tokens"] * tokens / 1e6
-                               if row["cost_usd_per_million_tokens"] is not None else None)
-        metrics["energy_j"] = (row["energy_j_per_token"] * tokens
-                               if row["energy_j_per_token"] is not None else None)
-    else:
-        metrics["cost_usd"] = row["cost_usd_per_million_tokens"]
-        metrics["energy_j"] = row["energy_j_per_token"]
+    usd, joules = row["usd_per_million_tokens"], row["energy_j_per_token_tdp"]
+    figures = TrainPlanFigures(
+        tokens_per_s=row["tokens_per_s"],
+        tokens_per_s_per_device=row["tokens_per_s"] / cluster.devices,
+        memory_per_device_bytes=row["memory_bytes"], memory_fit=row["memory_fit"],
+        usd_per_million_tokens=usd, energy_j_per_token_tdp=joules,
+        error_band=band.to_dict() if band else None,
+        mfu=row["mfu"], step_time_s=row["step_time_s"],
+        time_to_train_s=tokens / row["tokens_per_s"] if tokens else None,
+        cost_to_train_usd=usd * tokens / 1e6 if tokens and usd is not None else None,
+        energy_to_train_j=joules * tokens if tokens and joules is not None else None)
     return Plan(mapping=Mapping.from_dict(row), cluster=cluster.name,
                 accelerator=cluster.accelerator.id, devices=cluster.devices, feasible=True,
-                metrics=metrics)
+                figures=figures)
 
 
 def to_mapping(row: dict[str, Any], force_tp: bool = False) -> Mapping:

@@ -39,7 +39,9 @@ from typing import Any, ClassVar
 
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.framework import Framework, FrameworkProfile
+from accelmap.cost.per_token import per_token, price_per_device_hour, tdp_w
 from accelmap.engine import class_framework, resolve_framework
+from accelmap.engine.plan import PlanFigures, ServePlanFigures
 from accelmap.engine.result import Estimate, ServeStep
 from accelmap.engine.serve import serve_step
 from accelmap.engine.system import System
@@ -76,7 +78,7 @@ class _Point:
     batch: int
     rule: str | None
     reason: str = ""
-    metrics: dict[str, Any] | None = None
+    figures: ServePlanFigures | None = None
     est: Estimate | None = None
 
 
@@ -153,8 +155,8 @@ class _Score:
     ``FIELDS``: objective -> (name, metric key, higher is better); throughput otherwise."""
 
     FIELDS: ClassVar[dict[Objective, tuple[str, str, bool]]] = {
-        Objective.COST: ("cost per token", "cost_usd_per_million_tokens", False),
-        Objective.ENERGY: ("energy per token", "energy_j_per_token", False),
+        Objective.COST: ("cost per token", "usd_per_million_tokens", False),
+        Objective.ENERGY: ("energy per token (TDP bound)", "energy_j_per_token_tdp", False),
         Objective.LATENCY: ("TPOT", "tpot_s", False),
     }
 
@@ -175,12 +177,12 @@ class _Score:
     def base(objective: Objective) -> Objective:
         return objective
 
-    def key(self, m: dict[str, Any]) -> tuple[float, float]:
-        v = float(m[self.field])
-        return (-v if self.higher_better else v, -float(m["tokens_per_s"]))
+    def key(self, f: PlanFigures) -> tuple[float, float]:
+        v = float(getattr(f, self.field))
+        return (-v if self.higher_better else v, -f.tokens_per_s)
 
-    def compare(self, alt: dict[str, Any], best: dict[str, Any]) -> str:
-        a, b = float(alt[self.field]), float(best[self.field])
+    def compare(self, alt: PlanFigures, best: PlanFigures) -> str:
+        a, b = float(getattr(alt, self.field)), float(getattr(best, self.field))
         pct = abs(a - b) / b * 100 if b else 0.0
         worse = a < b if self.higher_better else a > b
         word = ("lower" if self.higher_better else "higher") if worse else (
@@ -213,8 +215,7 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
     start = time.perf_counter()
     obj = Objective(objective)
     acc = cluster.accelerator
-    price = acc.price.usd_per_hour.value if acc.price else None
-    tdp = acc.tdp.value if acc.tdp else None
+    price, tdp = price_per_device_hour(acc), tdp_w(acc)
     score = _Score(obj, price, tdp)
     ws, kvs, notes = _dtypes(cluster, weight_dtypes, kv_dtypes, quantize)
     system = System.of(cluster, profile)  # also checks the profile's device
@@ -224,7 +225,7 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
     half = _half(cluster)
     batches = powers_of_two(max_batch)
     at = _SweepSetting(spec, cluster, system, fw, prompt_len, output_len, half, ttft_s, tpot_s,
-                       include_tight, price, tdp, progress, len(configs) * len(batches))
+                       include_tight, progress, len(configs) * len(batches))
     sw = _Sweep(batches)
     interrupted = False
     try:
@@ -243,7 +244,7 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
     pareto = {"latency_vs_throughput": _front(feasible, "tokens_per_s", "tpot_s")}
     if price is not None:
         pareto["throughput_vs_cost"] = _front(feasible, "tokens_per_s",
-                                              "cost_usd_per_million_tokens")
+                                              "usd_per_million_tokens")
     explanation = _explain(ranked[0], points, best, score, cluster, batches,
                            ttft_s, tpot_s) if ranked else _explain_none(rejected)
     if n_tight:
@@ -256,8 +257,8 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
 @dataclass(frozen=True)
 class _SweepSetting:
     """What every configuration's batch sweep shares: model, cluster as a system, framework,
-    request lengths, 16-bit dtype, TTFT/TPOT targets (s), whether tight points rank, the
-    accelerator's price and TDP, and the progress callback with its total of points."""
+    request lengths, 16-bit dtype, TTFT/TPOT targets (s), whether tight points rank, and the
+    progress callback with its total of points."""
 
     spec: ModelSpec
     cluster: Cluster
@@ -269,8 +270,6 @@ class _SweepSetting:
     ttft_s: float | None
     tpot_s: float | None
     include_tight: bool
-    price: float | None
-    tdp: float | None
     progress: Callable[[int, int], None] | None
     total: int
 
@@ -323,8 +322,8 @@ def _sweep(at: _SweepSetting, sw: _Sweep, config: Config) -> None:
                 sw.rejected[TIGHT_RULE] = sw.rejected.get(TIGHT_RULE, 0) + 1
                 sw.done += 1
                 continue
-        sw.points[config].append(_Point(config, b, None, "", _metrics(
-            est, m, b, w, kv, at.cluster, at.price, at.tdp), est))
+        sw.points[config].append(_Point(config, b, None, "", _figures(
+            est, m, b, w, kv, at.cluster), est))
         sw.done += 1
         if at.progress:
             at.progress(sw.done, at.total)
@@ -340,12 +339,12 @@ def _serving(p: _Point) -> ServingChoice:
 def _plan(p: _Point, cluster: Cluster) -> Plan:
     assert p.est is not None
     return Plan(p.est.mapping, cluster.name, cluster.accelerator.id, cluster.devices, True,
-                {k: v for k, v in _m(p).items() if k != "mapping"}, serving=_serving(p))
+                _m(p), serving=_serving(p))
 
 
-def _m(p: _Point) -> dict[str, Any]:
-    assert p.metrics is not None
-    return p.metrics
+def _m(p: _Point) -> ServePlanFigures:
+    assert p.figures is not None
+    return p.figures
 
 
 def _violation(est: Estimate, ttft: float | None, tpot: float | None) -> tuple[str | None, str]:
@@ -360,35 +359,28 @@ def _violation(est: Estimate, ttft: float | None, tpot: float | None) -> tuple[s
     return None, ""
 
 
-def _metrics(est: Estimate, m: Mapping, batch: int, w: DType, kv: DType, cluster: Cluster,
-             price: float | None, tdp: float | None) -> dict[str, Any]:
-    tps = float(est.metrics["tokens_per_s"])
-    return {
-        "mapping": plan_mapping_dict(m, ServingChoice(batch, w, kv)),
-        "tokens_per_s": tps,
-        "tokens_per_s_per_device": tps / cluster.devices,
-        "ttft_s": float(est.metrics["ttft_s"]),
-        "tpot_s": float(est.metrics["tpot_s"]),
-        "error_band": est.error_band.to_dict() if est.error_band else None,
-        "latency_error_band": (est.latency_error_band.to_dict()
-                               if isinstance(est, ServeStep) and est.latency_error_band
-                               else None),
-        "batch": batch,
-        "replicas": m.replicas,
-        "memory_per_device_bytes": float(est.memory.total),
-        "memory_capacity_bytes": float(est.memory.capacity),
-        "memory_fit": est.memory_fit.value,
-        "cost_usd_per_million_tokens": (price * cluster.devices / 3600 / tps * 1e6
-                                        if price is not None and tps > 0 else None),
-        "energy_j_per_token": tdp * m.world / tps if tdp is not None and tps > 0 else None,
-        "weight_dtype": w.value,
-        "kv_dtype": kv.value,
-    }
+def _figures(est: Estimate, m: Mapping, batch: int, w: DType, kv: DType, cluster: Cluster
+             ) -> ServePlanFigures:
+    assert isinstance(est, ServeStep)
+    tps = float(est.tokens_per_s or 0.0)
+    usd, joules = per_token(cluster.accelerator, cluster.devices, tps)
+    return ServePlanFigures(
+        tokens_per_s=tps, tokens_per_s_per_device=tps / cluster.devices,
+        memory_per_device_bytes=float(est.memory.total), memory_fit=est.memory_fit.value,
+        usd_per_million_tokens=usd, energy_j_per_token_tdp=joules,
+        error_band=est.error_band.to_dict() if est.error_band else None,
+        ttft_s=float(est.ttft_s or 0.0), tpot_s=float(est.tpot_s or 0.0),
+        latency_error_band=(est.latency_error_band.to_dict() if est.latency_error_band
+                            else None),
+        batch=batch, replicas=int(m.replicas), memory_capacity_bytes=float(est.memory.capacity),
+        weight_dtype=w.value, kv_dtype=kv.value)
 
 
 def _front(points: list[_Point], maximize: str, minimize: str) -> list[dict[str, Any]]:
-    rows = [{"mapping": _m(p)["mapping"], maximize: _m(p)[maximize],
-             minimize: _m(p)[minimize]} for p in points]
+    rows = [{"mapping": plan_mapping_dict(p.est.mapping if p.est else Mapping.serving(),
+                                          _serving(p)),
+             maximize: getattr(_m(p), maximize), minimize: getattr(_m(p), minimize)}
+            for p in points]
     return pareto_front(rows, maximize, minimize)
 
 
@@ -403,7 +395,7 @@ def _limits(p: _Point, cluster: Cluster) -> list[str]:
     """What bounds the top plan's decode step and memory (from its own Estimate)."""
     est, m = p.est, _m(p)
     assert est is not None
-    tpot = m["tpot_s"]
+    tpot = m.tpot_s
     dec = est.times.get("decode", [])
     mem_s = sum(float(t.total_s) for t in dec if t.bound == "memory")
     cmp_s = sum(float(t.total_s) for t in dec if t.bound == "compute")
@@ -422,11 +414,11 @@ def _limits(p: _Point, cluster: Cluster) -> list[str]:
                        f"({est.metrics['axes'][axis]})")
     kv_bytes = float(est.memory.items.get("kv_cache", 0.0))
     gb = Dimension.BYTES  # SI bytes, as every memory table prints them
-    out.append(f"memory {format_quantity(m['memory_per_device_bytes'], gb)} of "
-               f"{format_quantity(m['memory_capacity_bytes'], gb)} per device "
+    out.append(f"memory {format_quantity(m.memory_per_device_bytes, gb)} of "
+               f"{format_quantity(m.memory_capacity_bytes, gb)} per device "
                f"(KV cache {format_quantity(kv_bytes, gb)})")
-    out.append(f"TTFT {m['ttft_s'] * 1e3:.0f} ms, TPOT {tpot * 1e3:.1f} ms, "
-               f"{m['tokens_per_s']:,.0f} tokens/s over {m['replicas']} replica(s) on "
+    out.append(f"TTFT {m.ttft_s * 1e3:.0f} ms, TPOT {tpot * 1e3:.1f} ms, "
+               f"{m.tokens_per_s:,.0f} tokens/s over {m.replicas} replica(s) on "
                f"{cluster.devices} devices")
     return out
 

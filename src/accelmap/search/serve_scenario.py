@@ -41,7 +41,9 @@ from typing import Any, ClassVar
 
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.framework import Framework, FrameworkProfile
+from accelmap.cost.per_token import per_token, price_per_device_hour, tdp_w
 from accelmap.engine import class_framework, resolve_framework
+from accelmap.engine.plan import PlanFigures, ScenarioPlanFigures
 from accelmap.engine.serve import serve_step
 from accelmap.engine.system import System
 from accelmap.errors import InputError
@@ -109,8 +111,8 @@ class _SimScore(_Score):
         """Whether the SLO percentiles are a hard constraint (all but goodput)."""
         return self.objective is not Objective.GOODPUT
 
-    def ratio(self, alt: dict[str, Any], best: dict[str, Any]) -> str:
-        a, b = float(alt[self.field]), float(best[self.field])
+    def ratio(self, alt: PlanFigures, best: PlanFigures) -> str:
+        a, b = float(getattr(alt, self.field)), float(getattr(best, self.field))
         if self.higher_better:
             return f"{b / a:.2f}x the {self.name} of" if a > 0 else f"a {self.name} above 0 vs"
         return f"{a / b:.2f}x less {self.name} than" if b > 0 else f"the same {self.name} as"
@@ -140,9 +142,7 @@ def plan_serving_scenario(spec: ModelSpec, cluster: Cluster, prompt_len: int, ou
     obj = Objective(objective) if objective is not None else (
         Objective.GOODPUT if load.scenario is Scenario.SERVER else Objective.THROUGHPUT)
     acc = cluster.accelerator
-    price = acc.price.usd_per_hour.value if acc.price else None
-    tdp = acc.tdp.value if acc.tdp else None
-    score = _SimScore(obj, price, tdp)
+    score = _SimScore(obj, price_per_device_hour(acc), tdp_w(acc))
     ws, kvs, notes = _dtypes(cluster, weight_dtypes, kv_dtypes, quantize)
     system = System.of(cluster, profile)
     fw = resolve_framework(framework, class_framework(system, training=False))
@@ -156,14 +156,14 @@ def plan_serving_scenario(spec: ModelSpec, cluster: Cluster, prompt_len: int, ou
     screen_s = time.perf_counter() - start
     passed, chosen = _shortlist(screens, shortlist)
     t_sim = time.perf_counter()
-    sims, runs, interrupted = _simulate_all(at, chosen, score, price, tdp, notes, progress)
+    sims, runs, interrupted = _simulate_all(at, chosen, score, notes, progress)
     sim_s = time.perf_counter() - t_sim
     rejected = _rule_counts([*screens.values(), *sims.values()])
     ranked = sorted((s for s in sims.values() if s.best is not None),
-                    key=lambda s: score.key(_metrics(s.best, score, cluster, price, tdp)))
-    plans = [_plan(s, screens[s.config], score, cluster, price, tdp) for s in ranked[:top]]
-    rows = [{"mapping": p.mapping_dict(), "tokens_per_s": p.metrics["tokens_per_s"],
-             "tpot_p99_s": p.metrics["tpot_p99_s"]} for p in plans]
+                    key=lambda s: score.key(_metrics(s.best, cluster)))
+    plans = [_plan(s, screens[s.config], cluster) for s in ranked[:top]]
+    rows = [{"mapping": p.mapping_dict(), "tokens_per_s": p.figures.tokens_per_s,
+             "tpot_p99_s": getattr(p.figures, "tpot_p99_s", None)} for p in plans]
     search = {
         "scenario": load.scenario.value,
         "load": _load_dict(load, prompt_len, output_len),
@@ -179,7 +179,7 @@ def plan_serving_scenario(spec: ModelSpec, cluster: Cluster, prompt_len: int, ou
         "simulate_s": sim_s,
     }
     if ranked:
-        explanation = _explain(ranked, sims, screens, score, load, cluster, price, tdp)
+        explanation = _explain(ranked, sims, screens, score, load, cluster)
     else:
         explanation = _explain_none(rejected, score)
     explanation.append(
@@ -297,8 +297,7 @@ def _shortlist_rule(shortlist: int) -> str:
             "shape not among them")
 
 
-def _simulate_all(at: _Setting, chosen: list[_Screen], score: _SimScore, price: float | None,
-                  tdp: float | None, notes: list[str],
+def _simulate_all(at: _Setting, chosen: list[_Screen], score: _SimScore, notes: list[str],
                   progress: Callable[[int, int], None] | None
                   ) -> tuple[dict[Config, _Sim], int, bool]:
     """Step 3: each shortlisted configuration simulated and settled; the simulations, the
@@ -309,7 +308,7 @@ def _simulate_all(at: _Setting, chosen: list[_Screen], score: _SimScore, price: 
         for i, sc in enumerate(chosen):
             sims[sc.config] = _Sim(sc.config, [])
             _simulate(at, sims[sc.config])
-            _settle(sims[sc.config], score, at.load.slo, at.cluster, price, tdp)
+            _settle(sims[sc.config], score, at.load.slo, at.cluster)
             if progress:
                 progress(i + 1, len(chosen))
     except KeyboardInterrupt:
@@ -372,8 +371,7 @@ def _p99(r: ServingRun, key: str) -> float:
     return float(r.metrics[key].get("p99", 0.0))
 
 
-def _settle(sim: _Sim, score: _SimScore, slo: Any, cluster: Cluster, price: float | None,
-            tdp: float | None) -> None:
+def _settle(sim: _Sim, score: _SimScore, slo: Any, cluster: Cluster) -> None:
     """The run a configuration keeps, or the rule that rules it out."""
     ok = [r for r in sim.runs if r.feasible]
     if not ok:
@@ -395,61 +393,49 @@ def _settle(sim: _Sim, score: _SimScore, slo: Any, cluster: Cluster, price: floa
                     f"TTFT p99 {_p99(r, 'ttft_s'):.2f} s exceeds the {slo.ttft_s:g} s SLO")
             return
         ok = meet
-    sim.best = min(ok, key=lambda r: score.key(_metrics(r, score, cluster, price, tdp)))
+    sim.best = min(ok, key=lambda r: score.key(_metrics(r, cluster)))
 
 
-def _metrics(r: ServingRun | None, score: _SimScore, cluster: Cluster, price: float | None,
-             tdp: float | None) -> dict[str, Any]:
+def _metrics(r: ServingRun | None, cluster: Cluster) -> ScenarioPlanFigures:
     """The plan's figures: the scenario's metrics, flattened where the ranking reads them."""
     assert r is not None and r.scheduler is not None and r.memory is not None
     m = r.metrics
     tps = float(m["output_tokens_per_s"])
-    pct = ("p50", "p90", "p99")
-    return {
-        "scenario": r.scenario.value,
-        "tokens_per_s": tps,
-        "tokens_per_s_per_device": tps / cluster.devices,
-        "total_tokens_per_s": float(m["total_tokens_per_s"]),
-        "requests_per_s": float(m["requests_per_s"]),
-        "goodput_requests_per_s": float(m["goodput_requests_per_s"]),
-        "slo_attainment": float(m["slo_attainment"]),
-        "slo": m["slo"],
-        "ttft_s": {k: m["ttft_s"][k] for k in pct if k in m["ttft_s"]},
-        "tpot_s": {k: m["tpot_s"][k] for k in pct if k in m["tpot_s"]},
-        "itl_s": {k: m["itl_s"][k] for k in pct if k in m["itl_s"]},
-        "e2e_s": {k: m["e2e_s"][k] for k in pct if k in m["e2e_s"]},
-        "ttft_p99_s": _p99(r, "ttft_s"),
-        "tpot_p99_s": _p99(r, "tpot_s"),
-        "kv_capacity_tokens": float(m["kv_capacity_tokens"]),
-        "peak_running": int(m["peak_running"]),
-        "mean_running": float(m["mean_running"]),
-        "preemptions": int(m["preemptions"]),
-        "max_seqs": r.scheduler.max_seqs,
-        "max_batched_tokens": r.scheduler.max_batched_tokens,
-        "replicas": int(r.mapping.replicas),
-        "memory_per_device_bytes": float(r.memory.total),
-        "memory_capacity_bytes": float(r.memory.capacity),
-        "cost_usd_per_million_tokens": (price * cluster.devices / 3600 / tps * 1e6
-                                        if price is not None and tps > 0 else None),
-        "energy_j_per_token": (tdp * int(r.mapping.world) / tps
-                               if tdp is not None and tps > 0 else None),
-        "error_band": r.error_band.to_dict() if r.error_band else None,
-        "latency_error_band": (r.latency_error_band.to_dict() if r.latency_error_band
-                               else None),
-        "simulated_s": r.simulated_s,
-    }
+    usd, joules = per_token(cluster.accelerator, cluster.devices, tps)
+
+    def pct(key: str) -> dict[str, float]:
+        return {k: m[key][k] for k in ("p50", "p90", "p99") if k in m[key]}
+
+    return ScenarioPlanFigures(
+        tokens_per_s=tps, tokens_per_s_per_device=tps / cluster.devices,
+        memory_per_device_bytes=float(r.memory.total), memory_fit=r.memory.fit.value,
+        usd_per_million_tokens=usd, energy_j_per_token_tdp=joules,
+        error_band=r.error_band.to_dict() if r.error_band else None,
+        scenario=r.scenario.value, total_tokens_per_s=float(m["total_tokens_per_s"]),
+        requests_per_s=float(m["requests_per_s"]),
+        goodput_requests_per_s=float(m["goodput_requests_per_s"]),
+        slo_attainment=float(m["slo_attainment"]), slo=m["slo"],
+        ttft_s=pct("ttft_s"), tpot_s=pct("tpot_s"), itl_s=pct("itl_s"), e2e_s=pct("e2e_s"),
+        ttft_p99_s=_p99(r, "ttft_s"), tpot_p99_s=_p99(r, "tpot_s"),
+        kv_capacity_tokens=float(m["kv_capacity_tokens"]),
+        peak_running=int(m["peak_running"]), mean_running=float(m["mean_running"]),
+        preemptions=int(m["preemptions"]), max_seqs=r.scheduler.max_seqs,
+        max_batched_tokens=r.scheduler.max_batched_tokens, replicas=int(r.mapping.replicas),
+        memory_capacity_bytes=float(r.memory.capacity),
+        latency_error_band=(r.latency_error_band.to_dict() if r.latency_error_band
+                            else None),
+        simulated_s=r.simulated_s)
 
 
-def _plan(sim: _Sim, sc: _Screen, score: _SimScore, cluster: Cluster, price: float | None,
-          tdp: float | None) -> Plan:
+def _plan(sim: _Sim, sc: _Screen, cluster: Cluster) -> Plan:
     r = sim.best
     assert r is not None and r.scheduler is not None
     _, _, _, w, kv = sim.config
-    metrics = {**_metrics(r, score, cluster, price, tdp), "weight_dtype": w.value,
-               "kv_dtype": kv.value, "screen_tokens_per_s": sc.tokens_per_s,
-               "screen_batch": sc.batch, "batch_ttft_s": sc.batch_ttft_s}
+    figures = replace(_metrics(r, cluster), weight_dtype=w.value, kv_dtype=kv.value,
+                      screen_tokens_per_s=sc.tokens_per_s, screen_batch=sc.batch,
+                      batch_ttft_s=sc.batch_ttft_s)
     choice = ServingChoice(r.scheduler.max_seqs, w, kv, r.scheduler.max_batched_tokens)
-    return Plan(r.mapping, cluster.name, cluster.accelerator.id, cluster.devices, True, metrics,
+    return Plan(r.mapping, cluster.name, cluster.accelerator.id, cluster.devices, True, figures,
                 serving=choice)
 
 
@@ -514,8 +500,7 @@ def _why(best: ServingRun, alt: ServingRun, load: Load) -> str:
 
 
 def _explain(ranked: list[_Sim], sims: dict[Config, _Sim], screens: dict[Config, _Screen],
-             score: _SimScore, load: Load, cluster: Cluster, price: float | None,
-             tdp: float | None) -> list[str]:
+             score: _SimScore, load: Load, cluster: Cluster) -> list[str]:
     top = ranked[0]
     r = top.best
     assert r is not None and r.scheduler is not None
@@ -526,13 +511,13 @@ def _explain(ranked: list[_Sim], sims: dict[Config, _Sim], screens: dict[Config,
     out = [f"best by {score.name} under {_describe(load)}: {_label_run(top)} ({caps})",
            _figures(r)]
 
-    def m(s: _Sim) -> dict[str, Any]:
-        return _metrics(s.best, score, cluster, price, tdp)
+    def m(s: _Sim) -> ScenarioPlanFigures:
+        return _metrics(s.best, cluster)
 
     if len(ranked) > 1:
         alt = ranked[1]
         assert alt.best is not None
-        a, b = float(m(alt)[score.field]), float(m(top)[score.field])
+        a, b = float(getattr(m(alt), score.field)), float(getattr(m(top), score.field))
         big = (b > 1.05 * a) if score.higher_better else (a > 1.05 * b)
         out.append(f"runner-up {_label_run(alt)}: {_versus(m(alt), m(top), score)}"
                    + (f" (the winner has {score.ratio(m(alt), m(top))} it)" if big else "")
@@ -582,7 +567,7 @@ def _same_screen(config: Config, screens: dict[Config, _Screen]) -> list[str]:
 
 
 def _neighbour(c: Config, sims: dict[Config, _Sim], screens: dict[Config, _Screen], top: _Sim,
-               score: _SimScore, m: Callable[[_Sim], dict[str, Any]], load: Load) -> str:
+               score: _SimScore, m: Callable[[_Sim], PlanFigures], load: Load) -> str:
     if c in sims:
         s = sims[c]
         if s.best is None:
@@ -600,8 +585,8 @@ def _neighbour(c: Config, sims: dict[Config, _Sim], screens: dict[Config, _Scree
            "domain; tp x pp <= devices)"
 
 
-def _versus(alt: dict[str, Any], best: dict[str, Any], score: _SimScore) -> str:
-    a, b = float(alt[score.field]), float(best[score.field])
+def _versus(alt: PlanFigures, best: PlanFigures, score: _SimScore) -> str:
+    a, b = float(getattr(alt, score.field)), float(getattr(best, score.field))
     if b == a:
         return f"same {score.name}"
     pct = abs(a - b) / abs(b) * 100 if b else 100.0

@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from accelmap.cost.framework import FrameworkProfile
+from accelmap.cost.per_token import tdp_j_per_token
 from accelmap.engine.result import ServeStep, fits
 from accelmap.engine.serve import serving_memory
 from accelmap.engine.system import System
@@ -335,7 +336,8 @@ def batch_step(est: ServeStep, sp: Speculation, spec: ModelSpec, system: System,
         tokens_per_s=out_tokens / total if wl.output_len else 0.0,
         tokens_per_s_per_device=out_tokens / total / world if wl.output_len else 0.0,
         decode_mfu=None, decode_bandwidth_utilization=None, energy_j_per_token_ops=None,
-        energy_j_per_token_tdp=(tdp * m.devices_per_replica * total / max(b * wl.output_len, 1)
+        energy_j_per_token_tdp=(tdp_j_per_token(tdp, m.devices_per_replica,
+                                                max(b * wl.output_len, 1) / total)
                                 if tdp else None),
         max_batch=None, max_context=None, speculative=info,
         assumptions=(note, *choice.notes, *est.assumptions))

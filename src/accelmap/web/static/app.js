@@ -113,8 +113,8 @@ function planTable(result) {
   const train = "mfu" in plans[0];
   const cols = [["#", null], ["mapping", null], ["tokens/s", "tokens_per_s"],
     train ? ["MFU", "mfu"] : ["TPOT", "tpot_s"], train ? ["step", "step_time_s"] : ["TTFT", "ttft_s"],
-    ["memory/device", "memory_per_device_bytes"], ["$/M tokens", "cost_usd_per_million_tokens"],
-    ["J/token", "energy_j_per_token"]];
+    ["memory/device", "memory_per_device_bytes"], ["$/M tokens", "usd_per_million_tokens"],
+    ["J/token at TDP", "energy_j_per_token_tdp"]];
   const head = "<tr>" + cols.map(([c]) => `<th>${c}</th>`).join("") + "</tr>";
   const rows = plans.map((p, i) => {
     const cells = cols.map(([c, k]) => {
