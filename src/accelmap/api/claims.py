@@ -118,13 +118,13 @@ def _engine(spec: Any, acc: Accelerator, claim: hc.Claim, cat: Catalog,
     claimed = claim.tokens_per_s * {"total": 1, "user": batch, "device": D}[claim.per]
     best, best_batch, band = agg, batch, est.error_band
     if not claim.batch:  # no batch claimed: the engine's best over the batches that fit
-        largest = int(est.metrics.get("max_batch") or batch)
+        largest = int(getattr(est, "max_batch", None) or batch)
         for b in sorted({*(2**i for i in range(1, 21) if 2**i < largest), largest} - {1}):
             e = estimate(spec, system, inference(b, prompt, output, w), m)
             if e.feasible and float(e.tokens_per_s or 0.0) > best:
                 best, best_batch, band = float(e.tokens_per_s or 0.0), b, e.error_band
     return {"feasible": True, "tokens_per_s": agg, "tokens_per_s_per_user": agg / batch,
-            "tpot_s": est.metrics.get("tpot_s"), "ttft_s": est.metrics.get("ttft_s"),
+            "tpot_s": getattr(est, "tpot_s", None), "ttft_s": getattr(est, "ttft_s", None),
             "claim_over_engine": claimed / agg
             if agg else None, "mapping": f"tp={D}" if m is not None else "layer-pipelined",
             "best_tokens_per_s": best, "best_batch": best_batch,

@@ -157,7 +157,7 @@ def _pipeline_detail(est: Estimate, mapping: Mapping) -> tuple[dict[str, Any] | 
         return None, None
     from accelmap.cost.timeline import pipeline_timeline
 
-    m = int(est.metrics.get("micro_batches") or 1)
+    m = int(getattr(est, "micro_batches", None) or 1)
     tree = est.time
     fwd = sum(v for k, v in tree.items() if k.startswith("forward/")) / m
     bwd = sum(v for k, v in tree.items() if k.startswith(("backward/", "recompute/"))) / m

@@ -119,7 +119,7 @@ def design_point(ctx: tuple[Callable[[ModelSpec], Estimate], str, str, float | N
     run, quality, speed, tpot_max_s = ctx
     pc = count_params(spec)
     est = run(spec)
-    tpot = est.metrics.get("tpot_s")
+    tpot = getattr(est, "tpot_s", None)
     ok = bool(est.feasible) and (tpot_max_s is None or (tpot is not None
                                                          and float(tpot) <= tpot_max_s))
     q = float(pc.active if spec.moe else pc.total)
@@ -132,7 +132,7 @@ def design_point(ctx: tuple[Callable[[ModelSpec], Estimate], str, str, float | N
         "top_k": spec.moe.top_k if spec.moe else 0, "params": pc.total,
         "active_params": pc.active, "quality": q, "speed": _speed(est, speed),
         "tpot_s": float(tpot) if tpot is not None else None,
-        "step_time_s": est.metrics.get("step_time_s"), "feasible": bool(est.feasible),
+        "step_time_s": getattr(est, "step_time_s", None), "feasible": bool(est.feasible),
         "meets_target": ok, "reason": est.reason if not est.feasible else (
             None if ok else f"TPOT {float(tpot or 0) * 1e3:.1f} ms over the target"),
     }

@@ -347,14 +347,16 @@ def _m(p: _Point) -> ServePlanFigures:
     return p.figures
 
 
-def _violation(est: Estimate, ttft: float | None, tpot: float | None) -> tuple[str | None, str]:
+def _violation(est: ServeStep, ttft: float | None, tpot: float | None
+               ) -> tuple[str | None, str]:
     if not est.feasible:
-        return str(est.metrics.get("violated_rule", "memory")), est.reason or ""
-    if ttft is not None and est.metrics["ttft_s"] > ttft:
-        return "ttft_target", (f"TTFT {est.metrics['ttft_s'] * 1e3:.0f} ms exceeds the "
+        return str(est.violated_rule or "memory"), est.reason or ""
+    est_ttft, est_tpot = float(est.ttft_s or 0.0), float(est.tpot_s or 0.0)
+    if ttft is not None and est_ttft > ttft:
+        return "ttft_target", (f"TTFT {est_ttft * 1e3:.0f} ms exceeds the "
                                f"{ttft * 1e3:.0f} ms target")
-    if tpot is not None and est.metrics["tpot_s"] > tpot:
-        return "tpot_target", (f"TPOT {est.metrics['tpot_s'] * 1e3:.1f} ms exceeds the "
+    if tpot is not None and est_tpot > tpot:
+        return "tpot_target", (f"TPOT {est_tpot * 1e3:.1f} ms exceeds the "
                                f"{tpot * 1e3:.1f} ms target")
     return None, ""
 
@@ -407,11 +409,12 @@ def _limits(p: _Point, cluster: Cluster) -> list[str]:
            f" GB + KV {streamed[ByteKind.KV_CACHE] / 1e9:.1f} GB per step per device) take "
            f"{mem_s / tpot:.0%} of the {tpot * 1e3:.1f} ms step, compute-bound ones "
            f"{cmp_s / tpot:.0%}" + (f", kernel overheads {over_s / tpot:.0%}" if over_s else "")]
-    comm = est.metrics.get("communication_s", {}).get("decode_step", {})
+    assert isinstance(est, ServeStep)
+    comm = (est.communication_s or {}).get("decode_step", {})
     for axis, what in (("tp", "TP all-reduce"), ("ep", "EP all-to-all"), ("pp", "PP send")):
         if comm.get(axis, 0.0) > 0:
             out.append(f"{what} is {comm[axis] / tpot:.0%} of TPOT "
-                       f"({est.metrics['axes'][axis]})")
+                       f"({(est.axes or {})[axis]})")
     kv_bytes = float(est.memory.items.get("kv_cache", 0.0))
     gb = Dimension.BYTES  # SI bytes, as every memory table prints them
     out.append(f"memory {format_quantity(m.memory_per_device_bytes, gb)} of "

@@ -248,22 +248,22 @@ def _screen(at: _Setting, sc: _Screen) -> int:
         evaluated += 1
         rule, reason = None, ""
         if not est.feasible:
-            rule, reason = str(est.metrics.get("violated_rule", "memory")), est.reason or ""
-        elif slo.tpot_s is not None and est.metrics["tpot_s"] > slo.tpot_s:
-            rule, reason = "tpot_slo", (f"TPOT {est.metrics['tpot_s'] * 1e3:.1f} ms at "
+            rule, reason = str(est.violated_rule or "memory"), est.reason or ""
+        elif slo.tpot_s is not None and float(est.tpot_s or 0.0) > slo.tpot_s:
+            rule, reason = "tpot_slo", (f"TPOT {float(est.tpot_s or 0.0) * 1e3:.1f} ms at "
                                         f"batch {b} exceeds the {slo.tpot_s * 1e3:.0f} ms "
                                         "SLO")
-        elif b == 1 and slo.ttft_s is not None and est.metrics["ttft_s"] > slo.ttft_s:
-            rule, reason = "ttft_slo", (f"a lone request's TTFT {est.metrics['ttft_s']:.2f}"
+        elif b == 1 and slo.ttft_s is not None and float(est.ttft_s or 0.0) > slo.ttft_s:
+            rule, reason = "ttft_slo", (f"a lone request's TTFT {float(est.ttft_s or 0.0):.2f}"
                                         f" s exceeds the {slo.ttft_s:g} s SLO")
         if rule:
             if b == 1:
                 sc.rule, sc.reason = rule, reason
             break
-        tps = float(est.metrics["tokens_per_s"])
+        tps = float(est.tokens_per_s or 0.0)
         if tps > sc.tokens_per_s:
             sc.tokens_per_s, sc.batch = tps, b
-            sc.batch_ttft_s = float(est.metrics["ttft_s"])
+            sc.batch_ttft_s = float(est.ttft_s or 0.0)
     return evaluated
 
 

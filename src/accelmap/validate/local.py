@@ -72,7 +72,7 @@ def local_estimates(spec: Any, s: Any, acc: Accelerator, device_type: str,
     ``device_type`` ('cpu', 'cuda'), and the five predicted figures of its rows."""
     from accelmap.cost.framework import Framework
     from accelmap.cost.framework import profile as framework_profile
-    from accelmap.engine import System, estimate
+    from accelmap.engine import ServeStep, System, TrainStep, estimate
     from accelmap.units import DType
     from accelmap.workload import Inference, Loss, Optimizer, Recompute, Training
 
@@ -93,10 +93,11 @@ def local_estimates(spec: Any, s: Any, acc: Accelerator, device_type: str,
                   weight_dtype=dtype, act_dtype=dtype, kv_dtype=dtype, flash_attention=True,
                   kv_block=1),
         framework=fw)
+    assert isinstance(train, TrainStep) and isinstance(infer, ServeStep)
     predicted = {
-        "train": float(train.metrics["step_time_s"]),
-        "prefill": float(infer.metrics["ttft_s"]),
-        "decode": float(infer.metrics["tpot_s"]),
+        "train": float(train.step_time_s or 0.0),
+        "prefill": float(infer.ttft_s or 0.0),
+        "decode": float(infer.tpot_s or 0.0),
         "train_memory": max(tensor_bytes(train.memory), build_peak_bytes(spec)),
         "inference_memory": max(tensor_bytes(infer.memory), build_peak_bytes(spec)),
     }

@@ -75,7 +75,7 @@ def verified_memory(case: Any) -> float | None:
 
 def breakdown(est: Estimate) -> dict[str, float]:
     """Share of the step per phase (forward, backward, bubble, exposed_comm/tp, ...)."""
-    step = float(est.metrics.get("step_time_s") or 0.0)
+    step = float(getattr(est, "step_time_s", None) or 0.0)
     tree = est.rollup(depth=1)
     tree.update({k: v for k, v in est.rollup(depth=2).items() if k.startswith("exposed_comm/")})
     tree.pop("exposed_comm", None)
