@@ -80,7 +80,7 @@ def part2_h200_as_h100_whatif() -> dict[str, float]:
     spec = api.load_model("llama-2-70b", CAT)
     wi = api.what_if(["h100-sxm5-80gb:memory_bandwidth=4.8TB/s",
                       "h100-sxm5-80gb:memory_capacity=141GB"], catalog=CAT)
-    cat2 = api.apply_whatif(CAT, wi)
+    cat2 = api.whatif.apply_whatif(CAT, wi)
     runs = {}
     for label, cat, hw in (("H100", CAT, "h100-sxm5-80gb"),
                            ("H100 what-if", cat2, "h100-sxm5-80gb"),
@@ -191,7 +191,7 @@ def part5_design() -> dict[str, float]:
 
 def part6_cost() -> dict[str, float]:
     print("\nPart 6: the cost of published training runs; renting vs owning")
-    cat = api.apply_whatif(CAT, api.what_if(["h800-sxm5:price=2USD/h"], catalog=CAT))
+    cat = api.whatif.apply_whatif(CAT, api.what_if(["h800-sxm5:price=2USD/h"], catalog=CAT))
     spec = api.load_model("deepseek-v3", cat)
     s = api.load_system(cluster="2048xh800-sxm5", catalog=cat)
     wl = api.training(15360, 4096, "fp8", recompute="full", tokens="14.8T")

@@ -60,11 +60,11 @@ def test_estimate_training_and_serving(catalog: Catalog) -> None:
     system = api.load_system(hw="a100-sxm4-80gb", catalog=catalog)
     wl = api.training(8, 2048, tokens="300B")
     est = api.estimate(spec, system, wl, api.mapping(system, wl))
-    assert isinstance(est, api.TrainStep) and est.feasible and 0 < est.mfu < 1
+    assert isinstance(est, api.estimates.TrainStep) and est.feasible and 0 < est.mfu < 1
     serve = api.estimate(api.load_model("llama-3.1-8b", catalog),
                          api.load_system(hw="h100-sxm5-80gb", catalog=catalog),
                          api.inference(16, 2048, 256), api.serving_mapping())
-    assert isinstance(serve, api.ServeStep) and serve.ttft_s > 0 and serve.tpot_s > 0
+    assert isinstance(serve, api.estimates.ServeStep) and serve.ttft_s > 0 and serve.tpot_s > 0
 
 
 @pytest.mark.parametrize("phase", ["prefill", "decode"])

@@ -16,7 +16,7 @@ def test_list_exporters_and_rows() -> None:
     found = api.list_exporters()
     names = [e.name for e in found]
     assert names == sorted(names) and {"megatron", "vllm", "deepspeed"} <= set(names)
-    row = api.exporter_row(next(e for e in found if e.name == "vllm"))
+    row = api.exports.exporter_row(next(e for e in found if e.name == "vllm"))
     assert set(row) == {"name", "framework", "version", "url", "plans"}
     assert row["plans"] == ["serve"]
 
@@ -30,7 +30,7 @@ def plan_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     res = api.run_plan(spec, cl, req)
     path = tmp_path_factory.mktemp("plan") / "plan.json"
     path.write_text(json.dumps({"model": spec.id, "cluster": cl.name,
-                                "job": api.plan_job(spec, cl, req).to_dict(),
+                                "job": api.planning.plan_job(spec, cl, req).to_dict(),
                                 **res.to_dict()}), encoding="utf-8")
     return path
 

@@ -54,8 +54,8 @@ def test_find_system(catalog: Catalog) -> None:
 
 def test_find_hardware_accelerator_first_then_system(catalog: Catalog) -> None:
     assert isinstance(api.find_hardware("mi300x", catalog), api.Accelerator)
-    assert isinstance(api.find_hardware("dgx-h100", catalog), api.SystemPreset)
-    assert isinstance(api.find_hardware("tpu-v5p-1024", catalog), api.SystemPreset)
+    assert isinstance(api.find_hardware("dgx-h100", catalog), api.hardware.SystemPreset)
+    assert isinstance(api.find_hardware("tpu-v5p-1024", catalog), api.hardware.SystemPreset)
     # a name an accelerator answers to wins over a preset of the same name
     assert api.find_hardware("gb200-nvl72", catalog).id == "gb200"
     with pytest.raises(NotFoundError, match="unknown accelerator 'zzzqqq'"):
@@ -91,7 +91,7 @@ def test_list_sort_puts_missing_figures_last(catalog: Catalog) -> None:
 
 
 def test_list_default_sort_is_by_class_then_vendor(catalog: Catalog) -> None:
-    order = list(api.DeviceClass)
+    order = list(api.hardware.DeviceClass)
     accs = api.list_accelerators(catalog=catalog)
     keys = [(order.index(a.device_class), a.vendor.lower(), a.id) for a in accs]
     assert keys == sorted(keys)
@@ -110,11 +110,11 @@ def test_list_bad_input(catalog: Catalog, kwargs: dict[str, Any], message: str) 
 def test_sort_keys_are_fields_or_dtypes() -> None:
     dtypes = {d.value for d in api.DType}
     fields = {"id", "name", "class", "vendor", "year", "memory", "bandwidth", "tdp", "price"}
-    assert set(api.SORT_KEYS) == fields | dtypes
+    assert set(api.hardware.SORT_KEYS) == fields | dtypes
 
 
 def test_accelerator_row(catalog: Catalog) -> None:
-    row = api.accelerator_row(catalog.accelerators["h100-sxm5-80gb"])
+    row = api.hardware.accelerator_row(catalog.accelerators["h100-sxm5-80gb"])
     assert list(row) == ["id", "name", "class", "vendor", "release_year", "memory_bytes",
                          "memory_kind", "memory_bandwidth_bytes_per_s", "peak_flops", "tdp_w",
                          "price_usd_per_hour", "not_published"]
@@ -126,34 +126,34 @@ def test_accelerator_row(catalog: Catalog) -> None:
 def test_list_systems_and_rows(catalog: Catalog) -> None:
     systems = api.list_systems(catalog)
     assert [s.id for s in systems] == sorted(catalog.systems)
-    row = api.system_row(catalog.systems["dgx-h100"])
+    row = api.hardware.system_row(catalog.systems["dgx-h100"])
     assert row["devices"] == 8 and row["nodes"] == 1 and row["torus"] is None
     assert row["tiers"][0]["role"] == "scale-up"
-    assert api.system_row(catalog.systems["tpu-v5p-1024"])["torus"]
+    assert api.hardware.system_row(catalog.systems["tpu-v5p-1024"])["torus"]
 
 
 # -- show -----------------------------------------------------------------------------------------
 def test_derived_figures(catalog: Catalog) -> None:
-    h100 = api.derived_figures(catalog.accelerators["h100-sxm5-80gb"])
+    h100 = api.hardware.derived_figures(catalog.accelerators["h100-sxm5-80gb"])
     assert h100.ridge_flop_per_byte[api.DType.BF16] == pytest.approx(989.4e12 / 3.35e12)
     assert h100.bytes_per_flop == pytest.approx(3.35e12 / 989.4e12)
     assert h100.peak_16bit == pytest.approx(989.4e12)
     assert h100.peak_8bit == pytest.approx(1978.9e12) and not h100.peak_8bit_is_integer
-    mi250 = api.derived_figures(catalog.accelerators["mi250x"])  # int8, no fp8
+    mi250 = api.hardware.derived_figures(catalog.accelerators["mi250x"])  # int8, no fp8
     assert mi250.peak_8bit_is_integer and mi250.peak_8bit == mi250.peak_16bit
-    coral = api.derived_figures(catalog.accelerators["coral-edge-tpu"])  # int8 only
+    coral = api.hardware.derived_figures(catalog.accelerators["coral-edge-tpu"])  # int8 only
     assert coral.peak_16bit is None and coral.headline is api.DType.INT8
 
 
 def test_sources(catalog: Catalog) -> None:
     acc = catalog.accelerators["h100-sxm5-80gb"]
-    src = api.sources(acc, catalog)
+    src = api.hardware.sources(acc, catalog)
     assert list(src) == sorted(acc.cited_ids())
     assert src["S11"] is not None and src["S11"]["title"]
 
 
 def test_accelerator_details(catalog: Catalog) -> None:
-    data = api.accelerator_details(catalog.accelerators["h100-sxm5-80gb"], catalog)
+    data = api.hardware.accelerator_details(catalog.accelerators["h100-sxm5-80gb"], catalog)
     assert data["matrix"]["bf16"]["value"] == pytest.approx(989.4e12)
     assert set(data["derived"]) == {"ridge_flop_per_byte", "bytes_per_flop",
                                     "memory_bytes_per_usd_hour", "flops_per_watt"}
@@ -163,35 +163,36 @@ def test_accelerator_details(catalog: Catalog) -> None:
 
 
 def test_system_details(catalog: Catalog) -> None:
-    data = api.system_details(catalog.systems["dgx-h100"], catalog)
+    data = api.hardware.system_details(catalog.systems["dgx-h100"], catalog)
     assert data["devices"] == 8 and data["accelerator"] == "h100-sxm5-80gb"
     assert data["sources"] and all(v for v in data["sources"].values())
 
 
 # -- compare --------------------------------------------------------------------------------------
 def test_compare_defaults_to_the_flagships(catalog: Catalog) -> None:
-    comparison = api.compare(catalog=catalog)
+    comparison = api.compare_specs(catalog=catalog)
     assert [a.id for a in comparison.devices] == [
-        n for n in api.DEFAULT_COMPARE if n in catalog.accelerators]
+        n for n in api.hardware.DEFAULT_COMPARE if n in catalog.accelerators]
     assert comparison.to_dict() == {"devices": list(comparison.rows)}
 
 
 def test_compare_names_and_entries(catalog: Catalog) -> None:
     mi = catalog.accelerators["mi300x"]
-    comparison = api.compare(["h100 sxm", mi, "coral-edge-tpu"], catalog)
+    comparison = api.compare_specs(["h100 sxm", mi, "coral-edge-tpu"], catalog)
     assert [a.id for a in comparison.devices] == ["h100-sxm5-80gb", "mi300x", "coral-edge-tpu"]
     # every dtype any of them has, in DType order
     assert list(comparison.dtypes) == [d for d in api.DType
                                        if any(a.peak(d) for a in comparison.devices)]
     assert api.DType.INT8 in comparison.dtypes
     with pytest.raises(AmbiguousNameError):
-        api.compare(["h100"], catalog)
+        api.compare_specs(["h100"], catalog)
 
 
 def test_compare_row(catalog: Catalog) -> None:
-    row = api.compare_row(catalog.accelerators["h100-sxm5-80gb"])
+    row = api.hardware.spec_row(catalog.accelerators["h100-sxm5-80gb"])
     assert row["headline_dtype"] == "bf16"
     assert row["scale_up_domain"] == 8
     assert row["scale_up_bandwidth_per_direction"] == pytest.approx(450e9)
     assert row["flops_per_watt"] == pytest.approx(989.4e12 / 700)
-    assert list(row)[:12] == list(api.accelerator_row(catalog.accelerators["h100-sxm5-80gb"]))
+    assert list(row)[:12] == list(
+        api.hardware.accelerator_row(catalog.accelerators["h100-sxm5-80gb"]))

@@ -45,27 +45,30 @@ def test_open_store_default_and_missing(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_measurement_kind() -> None:
-    assert api.measurement_kind("MatMul") is Kind.MATMUL
-    assert api.measurement_kind(None) is None and api.measurement_kind(Kind.BANDWIDTH)
+    assert api.measurement.measurement_kind("MatMul") is Kind.MATMUL
+    assert api.measurement.measurement_kind(None) is None
+    assert api.measurement.measurement_kind(Kind.BANDWIDTH)
     with pytest.raises(InputError, match="unknown measurement kind 'flops'; use one of matmul"):
-        api.measurement_kind("flops")
+        api.measurement.measurement_kind("flops")
 
 
 def test_find_run_by_prefix(db: Path) -> None:
     store = api.open_store(db, must_exist=True)
-    assert api.find_run(store, "aaa111") == "aaa111"
-    assert api.find_run(store, "aab") == "aab222"
+    assert api.measurement.find_run(store, "aaa111") == "aaa111"
+    assert api.measurement.find_run(store, "aab") == "aab222"
     with pytest.raises(InputError, match="matches 2 runs"):
-        api.find_run(store, "aa")
+        api.measurement.find_run(store, "aa")
     with pytest.raises(InputError, match=r"no run 'zz'.*recent runs: aaa111, aab222"):
-        api.find_run(store, "zz")
+        api.measurement.find_run(store, "zz")
 
 
 def test_calibrate_and_load_profile(db: Path, catalog: Catalog) -> None:
     store = api.open_store(db)
     with pytest.raises(InputError, match="give --hw ACCELERATOR"):
-        api.calibration_accelerator(None, api.open_store(db.parent / "empty.sqlite"), catalog)
-    assert api.calibration_accelerator(None, store, catalog).id == H100  # the only one stored
+        api.measurement.calibration_accelerator(None, api.open_store(db.parent / "empty.sqlite"),
+                                                catalog)
+    # the only one stored
+    assert api.measurement.calibration_accelerator(None, store, catalog).id == H100
     cal = api.calibrate(store, "h100 sxm5", "lab", catalog)
     assert cal.accelerator.id == H100 and cal.profile.name == "lab"
     assert cal.matmul[DType.BF16].value == 600e12 and cal.bandwidth is not None
@@ -76,16 +79,17 @@ def test_calibrate_and_load_profile(db: Path, catalog: Catalog) -> None:
     assert api.load_profile("lab", db) == cal.profile
     assert api.load_profile(None, db) is None
     with pytest.raises(NotFoundError):
-        api.calibration_accelerator("no-such-chip", store, catalog)
+        api.measurement.calibration_accelerator("no-such-chip", store, catalog)
 
 
 def test_local_accelerator_describes_this_cpu() -> None:
-    acc = api.local_accelerator()
+    acc = api.measurement.local_accelerator()
     assert acc is None or acc.id.startswith("local-")
 
 
 def test_human_bytes() -> None:
-    assert api.human_bytes(1024) == "1K" and api.human_bytes(64 * 2**20) == "64M"
+    assert api.measurement.human_bytes(1024) == "1K"
+    assert api.measurement.human_bytes(64 * 2**20) == "64M"
 
 
 def test_measure_matmul_and_bandwidth_store_a_run(tmp_path: Path, catalog: Catalog) -> None:

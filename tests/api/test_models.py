@@ -33,7 +33,7 @@ def test_load_model_files(catalog: Catalog, tmp_path: Path) -> None:
 def test_write_model_round_trips(catalog: Catalog, tmp_path: Path) -> None:
     spec = api.import_model(str(HF / "mixtral-8x7b-v0.1.json"), "my-mixtral")
     assert spec.id == "my-mixtral" and spec.is_moe
-    out = api.write_model(spec, tmp_path / "deep" / "mix.yaml")
+    out = api.models.write_model(spec, tmp_path / "deep" / "mix.yaml")
     data = yaml.safe_load(out.read_text(encoding="utf-8"))
     assert data["kind"] == "model" and data["id"] == "my-mixtral"
     assert api.load_model(str(out), catalog) == spec
@@ -50,19 +50,19 @@ def test_list_models_sorted_and_filtered(catalog: Catalog) -> None:
 
 
 def test_model_summary(catalog: Catalog) -> None:
-    s = api.model_summary(catalog.models["deepseek-v3"])
+    s = api.models.model_summary(catalog.models["deepseek-v3"])
     assert list(s) == ["id", "name", "family", "params", "active_params", "attention", "moe",
                        "layers", "d_model", "published_params"]
     assert s["moe"] and s["attention"] == "mla" and s["active_params"] < s["params"]
-    assert s["params"] == api.model_summary(catalog.models["deepseek-v3"])["params"]
+    assert s["params"] == api.models.model_summary(catalog.models["deepseek-v3"])["params"]
 
 
 def test_model_details(catalog: Catalog) -> None:
     spec = catalog.models["llama-3.1-8b"]
-    d = api.model_details(spec)
+    d = api.models.model_details(spec)
     assert d["seq_len"] == 4096  # min(max_seq_len, 4096)
-    assert api.model_details(catalog.models["gpt3-125m"])["seq_len"] == 2048
-    d8 = api.model_details(spec, 8192)
+    assert api.models.model_details(catalog.models["gpt3-125m"])["seq_len"] == 2048
+    d8 = api.models.model_details(spec, 8192)
     assert d8["seq_len"] == 8192
     f = d8["flops_per_token"]
     assert f["training"] == pytest.approx(3 * f["forward"])
@@ -74,6 +74,6 @@ def test_model_details(catalog: Catalog) -> None:
 
 
 def test_model_details_layer_groups(catalog: Catalog) -> None:
-    d = api.model_details(catalog.models["deepseek-v3"])
+    d = api.models.model_details(catalog.models["deepseek-v3"])
     kinds = [(g["layers"], g["kind"]) for g in d["layers_detail"]]
     assert kinds[0] == ([0, 2], "dense") and kinds[1][1] == "moe"

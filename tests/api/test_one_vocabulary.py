@@ -80,7 +80,7 @@ def test_plan_compare_and_estimate_agree_on_one_job(catalog: Catalog) -> None:
 def test_a_plan_saved_with_the_old_keys_still_reports(catalog: Catalog) -> None:
     old = json.loads((FIXTURES / "results" / "plan.json").read_text())
     assert "cost_usd_per_million_tokens" in old["plans"][0]  # saved before issue 25
-    now = api.current_keys(old)
+    now = api.reports.current_keys(old)
     assert now["plans"][0]["usd_per_million_tokens"] == old["plans"][0][
         "cost_usd_per_million_tokens"]
     assert now["plans"][0]["energy_j_per_token_tdp"] == old["plans"][0]["energy_j_per_token"]

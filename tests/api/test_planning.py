@@ -85,14 +85,14 @@ def test_plan_clusters(catalog: Catalog) -> None:
 
 def test_check_profile(catalog: Catalog) -> None:
     clusters = api.plan_clusters(catalog, cluster="8xH100")
-    api.check_profile(None, clusters)
+    api.planning.check_profile(None, clusters)
     ok = CalibrationProfile(name="lab", accelerator_id=clusters[0].accelerator.id,
                             matmul_efficiency={}, bandwidth=None, source="test")
-    api.check_profile(ok, clusters)
+    api.planning.check_profile(ok, clusters)
     other = CalibrationProfile(name="cpu", accelerator_id="local-cpu", matmul_efficiency={},
                                bandwidth=None, source="test")
     with pytest.raises(InputError, match="measured on local-cpu, not h100-sxm5-80gb: plan on"):
-        api.check_profile(other, clusters)
+        api.planning.check_profile(other, clusters)
 
 
 def test_run_plan_and_job(catalog: Catalog) -> None:
@@ -103,20 +103,20 @@ def test_run_plan_and_job(catalog: Catalog) -> None:
     res = api.run_plan(spec, cl, req, progress=lambda d, t: calls.append((d, t)))
     assert 0 < len(res.plans) <= 3 and res.feasible >= len(res.plans)
     assert res.plans[0].metrics["time_to_train_s"] > 0
-    job = api.plan_job(spec, cl, req)
+    job = api.planning.plan_job(spec, cl, req)
     assert job.global_batch == 256 and job.seq_len == 4096 and job.devices == 8
     assert job.framework.value == "megatron" and job.kind.value == "train"
-    pj = api.plan_export_job(job, res.plans[0])
+    pj = api.exports.plan_export_job(job, res.plans[0])
     assert pj.mapping_dict()["tp"] == res.plans[0].mapping_dict()["tp"]
     serve = api.plan_request(train=False, prompt=512, output=64, top=2)
     sres = api.run_plan(spec, cl, serve)
-    assert sres.plans and api.plan_job(spec, cl, serve).seq_len == 576
+    assert sres.plans and api.planning.plan_job(spec, cl, serve).seq_len == 576
 
 
 def test_compare_hardware_rows_and_pareto(catalog: Catalog) -> None:
     spec = api.load_model("llama-3.1-8b", catalog)
     clusters = api.plan_clusters(catalog, hw="h100-sxm5-80gb,a100-sxm4-80gb", devices=8)
-    cmp = api.compare_hardware(spec, clusters, api.plan_request(tokens="1T", top=1))
+    cmp = api.compare_clusters(spec, clusters, api.plan_request(tokens="1T", top=1))
     rows = cmp.rows
     assert {r.accelerator for r in rows} == {c.accelerator.id for c in clusters}
     speeds = [r.figure("tokens_per_s_per_device") or 0 for r in rows]
@@ -146,6 +146,6 @@ def test_plan_runs_the_class_stack_like_estimate(catalog: Catalog) -> None:
     tpu = api.load_system(cluster="8xtpu-v5p").cluster
     r = api.plan_request(seq=2048, global_batch_tokens="256K", top=1)
     assert r.framework_for(tpu) == "xla" == class_framework(tpu, training=True).value
-    job = api.plan_job(catalog.models["llama-3.1-8b"], tpu, r)
+    job = api.planning.plan_job(catalog.models["llama-3.1-8b"], tpu, r)
     assert job.framework.value == "xla"
     assert api.plan_request(framework="megatron").framework_for(tpu) == "megatron"

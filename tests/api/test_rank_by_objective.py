@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accelmap.api.planning import RANK_BASIS, HardwareComparison, HardwareRow, rank_rows
+from accelmap.api.planning import RANK_BASIS, ClusterComparison, ClusterRow, rank_rows
 from accelmap.engine.plan import (
     AnyPlanFigures,
     Plan,
@@ -37,13 +37,13 @@ def _figures(kind: str, tps: float, devices: int, usd: float | None, j: float | 
                                tpot_p99_s=tpot)
 
 
-def _row(name: str, devices: int, figures: AnyPlanFigures | None) -> HardwareRow:
+def _row(name: str, devices: int, figures: AnyPlanFigures | None) -> ClusterRow:
     plan = None if figures is None else Plan(Mapping(), "c", name, devices, True, figures)
-    return HardwareRow(name, "c", devices, plan)
+    return ClusterRow(name, "c", devices, plan)
 
 
 @st.composite
-def rows(draw: st.DrawFn) -> list[HardwareRow]:
+def rows(draw: st.DrawFn) -> list[ClusterRow]:
     out = []
     for i in range(draw(st.integers(0, 12))):
         devices = draw(st.sampled_from([1, 8, 32, 64]))
@@ -59,7 +59,7 @@ def rows(draw: st.DrawFn) -> list[HardwareRow]:
 @settings(max_examples=300, deadline=None)
 @given(rows(), st.sampled_from(list(Objective)))
 def test_every_ranked_list_is_sorted_by_its_stated_objective(
-        table: list[HardwareRow], objective: Objective) -> None:
+        table: list[ClusterRow], objective: Objective) -> None:
     ranked = rank_rows(table, objective)
     assert sorted(r.accelerator for r in ranked) == sorted(r.accelerator for r in table)
     values = [r.rank_value(objective) for r in ranked]
@@ -70,7 +70,7 @@ def test_every_ranked_list_is_sorted_by_its_stated_objective(
     tail = ranked[len(scored):]
     fits = [r.feasible for r in tail]
     assert fits == sorted(fits, reverse=True)  # then the rest, the ones that do not fit last
-    cmp = HardwareComparison(tuple(ranked), objective)
+    cmp = ClusterComparison(tuple(ranked), objective)
     assert objective.value in cmp.ranked_by and cmp.to_dict()["objective"] == objective.value
 
 

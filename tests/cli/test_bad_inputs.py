@@ -128,7 +128,7 @@ def test_parsers_return_a_value_or_one_input_error(text: str) -> None:
 
     from accelmap.units import Dimension, parse_quantity
 
-    for parse in (api.duration, api.count, api.batch_tokens):
+    for parse in (api.parse.duration, api.parse.count, api.parse.batch_tokens):
         try:
             value = parse(text)
         except InputError:

@@ -12,11 +12,11 @@ from accelmap.catalog import Catalog
 
 
 def test_unpublished_names_what_is_missing(catalog: Catalog) -> None:
-    v5e = api.unpublished(catalog.accelerators["tpu-v5e"])
+    v5e = api.hardware.unpublished(catalog.accelerators["tpu-v5e"])
     assert set(v5e) == {"tdp_w", "price_usd_per_hour"}
-    assert all(v.startswith(api.NOT_PUBLISHED) and "tpu-v5e" in v for v in v5e.values())
-    assert set(api.unpublished(catalog.accelerators["wse-3"])) == {"price_usd_per_hour"}
-    assert api.unpublished(catalog.accelerators["h100-sxm5-80gb"]) == {}
+    assert all(v.startswith(api.hardware.NOT_PUBLISHED) and "tpu-v5e" in v for v in v5e.values())
+    assert set(api.hardware.unpublished(catalog.accelerators["wse-3"])) == {"price_usd_per_hour"}
+    assert api.hardware.unpublished(catalog.accelerators["h100-sxm5-80gb"]) == {}
 
 
 def test_hw_list(cli: Callable[..., Any]) -> None:

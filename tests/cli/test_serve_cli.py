@@ -9,10 +9,10 @@ from accelmap.cli.app import main
 
 
 def test_missing_extra_names_the_module_and_the_extra() -> None:
-    msg = api.missing_extra("json", "no_such_module_for_accelmap")
+    msg = api.reports.missing_extra("json", "no_such_module_for_accelmap")
     assert msg == ("no_such_module_for_accelmap is not installed: reports and the web app need "
                    "the web extra (pip install 'accelmap[web]')")
-    assert api.missing_extra("json") is None
+    assert api.reports.missing_extra("json") is None
 
 
 def test_serve_without_the_extra_is_one_line(monkeypatch: pytest.MonkeyPatch,

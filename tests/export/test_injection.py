@@ -81,7 +81,8 @@ def _parse(name: str, text: str) -> Any:
 
 
 def _exporters(kind: str) -> list[str]:
-    return [str(e.name) for e in api.list_exporters() if kind in api.exporter_row(e)["plans"]]
+    return [str(e.name) for e in api.list_exporters()
+            if kind in api.exports.exporter_row(e)["plans"]]
 
 
 CASES = [(name, plan, field) for plan in (TRAIN, SERVE) for name in _exporters(plan["kind"])

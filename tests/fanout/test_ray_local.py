@@ -91,8 +91,8 @@ def test_design_compare_plan_validate_are_identical_on_ray(local_ray: Any,
             == _results(api.compare_accelerators("llama-3.1-8b", **kw).to_dict()))
     req = api.plan_request(train=True, seq=1024, global_batch_tokens="64K")
     clusters = api.plan_clusters(catalog, None, "h100-sxm5-80gb,mi300x", 2, True)
-    assert (_results(api.compare_hardware(spec, clusters, req, runner=r).to_dict())
-            == _results(api.compare_hardware(spec, clusters, req).to_dict()))
+    assert (_results(api.compare_clusters(spec, clusters, req, runner=r).to_dict())
+            == _results(api.compare_clusters(spec, clusters, req).to_dict()))
     cases = [REF / "inference.csv", REF / "matmul.csv"]
     assert (api.validate_cases(cases, runner=r).to_dict()
             == api.validate_cases(cases).to_dict())

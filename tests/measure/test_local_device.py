@@ -46,12 +46,12 @@ def db(tmp_path: Path) -> Path:
 
 def test_the_recorded_profile_describes_its_device() -> None:
     prof = recorded()
-    acc = api.profile_device(prof)
+    acc = api.measurement.profile_device(prof)
     assert acc is not None and acc.id == prof.accelerator_id == "local-amd-epyc-1c"
     assert "local" in acc.aliases and str(acc.device_class) == "cpu"
     assert acc.compute_units is not None and acc.compute_units.count.value == 1
     # a catalog device's profile carries no description
-    assert api.profile_device(CalibrationProfile("h", "h100-sxm5-80gb")) is None
+    assert api.measurement.profile_device(CalibrationProfile("h", "h100-sxm5-80gb")) is None
 
 
 def test_cpu_facts_round_trip() -> None:

@@ -26,7 +26,7 @@ def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> Any:
     return json.loads(capsys.readouterr().out)
 
 
-def ids(rep: api.Report) -> list[str]:
+def ids(rep: api.reports.Report) -> list[str]:
     return [name for name, _ in figures(rep)]
 
 
@@ -38,7 +38,7 @@ def self_contained(text: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def pipelined() -> api.Report:
+def pipelined() -> api.reports.Report:
     spec = api.load_model("llama-3.1-70b")
     system = api.load_system(cluster="64xH100")
     wl = api.training(256, 4096, recompute="full")
@@ -47,7 +47,7 @@ def pipelined() -> api.Report:
                                inputs={"tp": 8, "pp": 4})
 
 
-def test_a_pipelined_estimate_has_every_step_picture(pipelined: api.Report) -> None:
+def test_a_pipelined_estimate_has_every_step_picture(pipelined: api.reports.Report) -> None:
     assert ids(pipelined) == ["roofline", "step-time", "memory", "pipeline"]
     pipe = pipelined.detail["pipeline"]
     assert pipe["schedule"] == "interleaved-1f1b" and pipe["pp"] == 4
@@ -60,7 +60,7 @@ def test_a_pipelined_estimate_has_every_step_picture(pipelined: api.Report) -> N
         roof["peak_flops"] / roof["bandwidth_bytes_per_s"])
 
 
-def test_step_groups_sum_to_the_step(pipelined: api.Report) -> None:
+def test_step_groups_sum_to_the_step(pipelined: api.reports.Report) -> None:
     r = pipelined.result
     groups = step_groups(r["time_breakdown_s"])
     assert sum(t for t, _ in groups.values()) == pytest.approx(r["step_time_s"])
@@ -68,11 +68,11 @@ def test_step_groups_sum_to_the_step(pipelined: api.Report) -> None:
             "exposed tp communication"} <= set(groups)
 
 
-def test_html_is_one_offline_file(pipelined: api.Report, tmp_path: Path) -> None:
+def test_html_is_one_offline_file(pipelined: api.reports.Report, tmp_path: Path) -> None:
     out = api.write_report(pipelined, tmp_path / "r.html")
     text = out.read_text(encoding="utf-8")
     self_contained(text)
-    assert pipelined.title in text and f"accelmap {api.accelmap_version()}" in text
+    assert pipelined.title in text and f"accelmap {api.reports.accelmap_version()}" in text
     for title in ("Roofline", "Step time", "Memory per device", "Pipeline timeline"):
         assert title in text
 

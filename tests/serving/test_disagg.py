@@ -29,7 +29,7 @@ def load(rate: float = 10, n: int = 120, ttft: str = "2s", tpot: str = "50ms") -
 def test_kv_transfer_bytes_are_prompt_times_the_whole_models_kv_per_token() -> None:
     # Llama 3.1 8B: 32 layers x (K + V) x 8 KV heads x 128 x 2 bytes (bf16) per token
     per_token = 32 * 2 * 8 * 128 * 2
-    x = kv_transfer(SPEC, NODE.cluster, Disaggregation(1, 2, 1, 4), api.dtype("bf16", "KV"))
+    x = kv_transfer(SPEC, NODE.cluster, Disaggregation(1, 2, 1, 4), api.parse.dtype("bf16", "KV"))
     assert x.bytes_per_token == per_token
     wl = api.inference(1, 1000, 20)
     run = api.serve_disaggregated(SPEC, NODE, wl, Disaggregation(1, 2, 1, 4), load=load(n=40))
@@ -41,8 +41,8 @@ def test_kv_transfer_bytes_are_prompt_times_the_whole_models_kv_per_token() -> N
 def test_pools_in_one_domain_use_nvlink_else_the_scale_out_tier() -> None:
     assert same_domain(TWO.cluster, Disaggregation(2, 2, 2, 2))  # one P + one D per node
     assert not same_domain(TWO.cluster, Disaggregation(1, 8, 1, 8))  # a node each
-    near = kv_transfer(SPEC, TWO.cluster, Disaggregation(2, 2, 2, 2), api.dtype("bf16", "KV"))
-    far = kv_transfer(SPEC, TWO.cluster, Disaggregation(1, 8, 1, 8), api.dtype("bf16", "KV"))
+    near = kv_transfer(SPEC, TWO.cluster, Disaggregation(2, 2, 2, 2), api.parse.dtype("bf16", "KV"))
+    far = kv_transfer(SPEC, TWO.cluster, Disaggregation(1, 8, 1, 8), api.parse.dtype("bf16", "KV"))
     assert near.link.bandwidth > far.link.bandwidth
     nbytes = np.array([1e9])
     assert near.seconds(nbytes, np.zeros(1))[0] < far.seconds(nbytes, np.zeros(1))[0]
@@ -51,7 +51,7 @@ def test_pools_in_one_domain_use_nvlink_else_the_scale_out_tier() -> None:
     assert far.seconds(nbytes, np.array([10.0]))[0] == pytest.approx(whole)
     # layer-wise (LMCache's mode, Splitwise): the pass over the prompt hides all but the last
     # layer's share
-    lw = kv_transfer(SPEC, TWO.cluster, Disaggregation(1, 8, 1, 8), api.dtype("bf16", "KV"),
+    lw = kv_transfer(SPEC, TWO.cluster, Disaggregation(1, 8, 1, 8), api.parse.dtype("bf16", "KV"),
                      layerwise=True)
     assert lw.seconds(nbytes, np.array([10.0]))[0] < whole / 10
 
@@ -61,7 +61,7 @@ def test_issue27_kv_of_a_70b_prompt_is_charged_over_the_real_tier() -> None:
     the nodes each of the prefill instance's devices sends its share over its own NIC: at
     least bytes / (streams x NIC bandwidth), never the 0.1 ms it was charged."""
     spec = api.load_model("llama-3.1-70b")
-    kv = api.dtype("bf16", "KV")
+    kv = api.parse.dtype("bf16", "KV")
     far = kv_transfer(spec, TWO.cluster, Disaggregation(2, 4, 1, 8), kv)
     nbytes = far.bytes(Geometry.of(spec), np.array([2000]), kv)
     assert nbytes[0] == pytest.approx(655.36e6)

@@ -110,7 +110,7 @@ def test_plan_figures_for_the_page(client: TestClient) -> None:
     assert {"roofline", "step-time", "memory", "pareto"} <= set(ids)
     assert all(f["figure"]["data"] and f["title"] for f in body["figures"])
     assert body["result"]["plans"][0]["mapping"]["dp"] >= 1
-    assert body["version"] == api.accelmap_version()
+    assert body["version"] == api.reports.accelmap_version()
 
 
 def test_search_cap_returns_the_best_so_far(client: TestClient) -> None:

@@ -16,7 +16,7 @@ from accelmap.cost import alignment
 def test_alignment_rule_and_vocab_padding_frameworks(catalog: Catalog) -> None:
     spec = api.load_model("gpt2", catalog)
     system = api.load_system(hw="a100-sxm4-80gb", catalog=catalog)
-    padded = api.apply_whatif(catalog, api.what_if(["vocab_size=50304"]))
+    padded = api.whatif.apply_whatif(catalog, api.what_if(["vocab_size=50304"]))
     spec64 = api.load_model("gpt2", padded)
     wl = api.training(12, 1024)
     for fw, faster in (("torch-compile", True), ("megatron", False)):

@@ -53,7 +53,7 @@ def test_a_published_result_is_plausible_and_near_the_engine(catalog: Catalog) -
 
 
 def test_whatif_past_hbm_stacks_is_impossible(catalog: Catalog) -> None:
-    cat = api.apply_whatif(catalog, api.what_if(["memory_bandwidth=20TB/s"]))
+    cat = api.whatif.apply_whatif(catalog, api.what_if(["memory_bandwidth=20TB/s"]))
     r = api.check_claim("h100-sxm5-80gb", catalog=cat)
     assert r.verdict is hc.Verdict.IMPOSSIBLE and r.deciding is not None
     assert r.deciding.name == "hbm3-bandwidth"
@@ -69,7 +69,7 @@ def test_silicon_bounds_from_the_command_line(catalog: Catalog) -> None:
 
 
 def test_sram_past_the_die_is_impossible(catalog: Catalog) -> None:
-    cat = api.apply_whatif(catalog, api.what_if(["sram=10GB"]))
+    cat = api.whatif.apply_whatif(catalog, api.what_if(["sram=10GB"]))
     r = api.check_claim("h100-sxm5-80gb", catalog=cat)
     assert r.verdict is hc.Verdict.IMPOSSIBLE
     assert any(b.name.startswith("sram-density") and b.verdict is hc.Verdict.IMPOSSIBLE

@@ -50,7 +50,7 @@ def test_power_check_flags_a_part_over_its_tdp(catalog: Catalog) -> None:
     """A dense training step on a part whose TDP is cut to 200 W: the model asks for more
     than the TDP (memory traffic on top of the GEMM that pins the TDP), so the report says
     power-limited and takes the energy at the TDP."""
-    cat = api.apply_whatif(catalog, api.what_if(["h100-sxm5-80gb:tdp=200W"]))
+    cat = api.whatif.apply_whatif(catalog, api.what_if(["h100-sxm5-80gb:tdp=200W"]))
     spec = api.load_model("llama-3.2-1b", cat)
     system = api.load_system(hw="h100-sxm5-80gb", catalog=cat)
     est = api.estimate(spec, system, api.training(8, 2048))

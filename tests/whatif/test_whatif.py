@@ -51,7 +51,7 @@ def test_apply_cites_the_change_and_keeps_the_bound_check(catalog: Catalog) -> N
 
 
 def test_catalog_wide_and_targeted(catalog: Catalog) -> None:
-    cat = api.apply_whatif(catalog, api.what_if(["h100:scale_up_bandwidth=900GB/s"],
+    cat = api.whatif.apply_whatif(catalog, api.what_if(["h100:scale_up_bandwidth=900GB/s"],
                                                 catalog=catalog))
     h100 = cat.accelerators["h100-sxm5-80gb"]
     assert w.figure(h100, "scale_up_bandwidth") == pytest.approx(900e9)
@@ -59,16 +59,17 @@ def test_catalog_wide_and_targeted(catalog: Catalog) -> None:
     tier = cat.systems["dgx-h100"].tiers[0]
     assert tier.bandwidth_per_direction.value == pytest.approx(900e9)
     # every part: a factor skips parts that lack the figure
-    cat2 = api.apply_whatif(catalog, api.what_if(["scale_out_bandwidth=x2"]))
+    cat2 = api.whatif.apply_whatif(catalog, api.what_if(["scale_out_bandwidth=x2"]))
     assert len(cat2.accelerators) == len(catalog.accelerators)
 
 
 def test_model_whatif_through_load_model(catalog: Catalog) -> None:
-    cat = api.apply_whatif(catalog, api.what_if(["vocab_size=50304"]))
+    cat = api.whatif.apply_whatif(catalog, api.what_if(["vocab_size=50304"]))
     spec = api.load_model("gpt2", cat)
     assert spec.vocab_size == 50304 and spec.published_params is None
     with pytest.raises(InputError, match="divide"):
-        api.load_model("llama-3.1-8b", api.apply_whatif(catalog, api.what_if(["kv_heads=5"])))
+        api.load_model("llama-3.1-8b",
+                       api.whatif.apply_whatif(catalog, api.what_if(["kv_heads=5"])))
 
 
 def _serve(batch: int, catalog: Catalog) -> tuple[Any, Any, Any, Any]:

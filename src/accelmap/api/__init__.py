@@ -1,8 +1,13 @@
-"""The public Python API: everything the CLI can do, as functions over typed values.
+"""The public Python API, in three levels named for what each thing is.
 
-Names and text are resolved here, with one clear ``InputError`` (or ``NotFoundError``,
-``AmbiguousNameError``) for each mistake, so the CLI, the web app and notebooks only parse
-arguments, call these functions and render what they return.
+1. ``accelmap``, the package root: the quick start (``load_model``, ``load_system``,
+   ``estimate`` and the values they take and return).
+2. ``accelmap.api`` (this module): one function per question a user asks, and the values one
+   builds to ask it. Names and text are resolved here, with one clear ``InputError`` (or
+   ``NotFoundError``, ``AmbiguousNameError``) for each mistake, so the CLI, the web app and
+   notebooks only parse arguments, call these functions and render what they return.
+3. ``accelmap.api.<area>``: everything else of one area: the types of its results, the rows and
+   details the faces render, parsers and constants. Each area's ``__all__`` lists its names.
 
     from accelmap import api
     spec = api.load_model("llama-3.1-70b")
@@ -10,63 +15,43 @@ arguments, call these functions and render what they return.
     wl = api.training(batch=256, seq=8192, recompute="full", tokens="15T")
     est = api.estimate(spec, system, wl, api.mapping(system, wl, tp=8, pp=2, zero=1))
     print(est.step_time_s, est.mfu, est.memory.total)
+    row = api.hardware.accelerator_row(api.find_accelerator("h100"))   # level 3
 
-One module per area, every name re-exported here:
+Level 2, by question:
 
-- ``api.parse``: text to values: ``dtype``, ``choice``, ``count``, ``batch_tokens`` (binary
-  K/M), ``sequences_per_step``, ``duration``, ``phase``, ``framework`` (checked against
-  training or serving); ``on_resolve`` (``accelmap.lookup``): a hook told what each
-  forgiving name resolved to.
-- ``api.hardware``: ``find_accelerator``, ``find_system``, ``find_hardware``,
-  ``list_accelerators`` (filter, sort by one of ``SORT_KEYS``), ``accelerator_row``,
-  ``accelerator_details``, ``derived_figures``, ``sources``, ``compare`` (``Comparison``;
-  ``DEFAULT_COMPARE``), ``compare_row``, ``list_systems``, ``system_row``, ``system_details``.
-- ``api.models``: ``load_model``, ``list_models``, ``model_summary``, ``model_details``,
-  ``context_warnings`` (a sequence past the model's context: serving refused, training warned),
-  ``import_model``, ``write_model``.
-- ``api.estimates``: ``load_system``, ``training``, ``inference``, ``mapping``,
-  ``serving_mapping``, ``default_mapping``, ``estimate`` (``TrainStep`` / ``ServeStep``),
-  ``roofline`` (``Roofline``).
-- ``api.planning``: ``plan_request`` (``PlanRequest``), ``plan_clusters``, ``check_profile``,
-  ``run_plan`` (``PlanResult``), ``plan_job``, ``compare_hardware`` (``HardwareComparison``),
-  ``deadline_search`` (``DeadlineSearch``).
-- ``api.comparison``: ``compare_accelerators`` (``AcceleratorComparison``; ranked by a
-  ``CompareObjective``): every part's devices to hold a model, best mapping, speed, $ and J.
-- ``api.exports``: ``list_exporters``, ``exporter_row``, ``load_plan``, ``plan_export_job``,
-  ``export_plan`` (``Export``).
-- ``api.measurement``: ``open_store`` (``Store``), ``load_profile``, ``measurement_kind``,
-  ``find_run``, ``measure_matmul`` (``MatmulRun``), ``measure_bandwidth`` (``BandwidthRun``),
-  ``measure_overhead`` (``OverheadRun``), ``measure_attention`` (``AttentionRun``),
-  ``measure_collectives``, ``human_bytes``, ``local_accelerator``, ``calibration_accelerator``,
-  ``calibrate`` (``Calibration``), ``measured_device`` (``MeasuredDevice``: ``--hw local`` and
-  the profile it implies), ``profile_device``.
-- ``api.serving``: ``serving_load`` (``Load``: offline / server, rate, trace, lengths, SLOs,
-  scheduler caps), ``serve`` (``ServingRun``: the request-level simulation), ``speculation``
-  (``Speculation``: draft model or MTP heads, alpha, k), ``serve_batch`` (the fixed batch,
-  with speculation), ``disaggregation`` / ``serve_disaggregated`` (``DisaggRun``: prefill and
-  decode pools), ``plan_disaggregation`` (``SplitSearch``: the split for goodput per device).
-- ``api.reports``: ``report_estimate``, ``report_plan``, ``report_of``, ``report_from_json``
-  (``Report``), ``render_report``, ``write_report``, ``check_report_path``,
-  ``report_figures``: a result as one self-contained HTML file of plotly pictures (the
-  ``web`` extra); ``plan_estimate``, ``estimate_json``, ``missing_extra``,
-  ``accelmap_version``.
-- ``api.whatif``: ``what_if`` (``WhatIf``: --set NAME=VALUE, --price), ``apply_whatif``
-  (``WhatIfCatalog``), ``whatif_fields``, ``sensitivity`` (d ln time / d ln resource),
-  ``sweep`` (one or two parameters).
-- ``api.shapes``: ``advise`` (``Advice``: shape issues on the hardware, each costed by
-  the engine), ``design`` (``Design``: shapes under a parameter budget and a hardware
-  target, with the Pareto front of quality proxy vs speed).
-- ``api.energy``: ``energy_report`` (``EnergyReport``: modelled J/token and J/step, power
-  against the TDP, a run's kWh and CO2 at a PUE and grid intensity).
-- ``api.costs``: ``cost_report`` (``CostReport``: price in use with its date and source,
-  $/M tokens at capacity and at a load, a run's time and $, renting vs owning),
-  ``ownership``, ``price_info``.
-- ``api.claims``: ``check_claim`` (``ClaimCheck``: plausible / implausible / impossible with
-  the bound it breaks), ``load_part`` (a catalog part or an accelerator YAML file).
-- ``accelmap.fanout``: ``runner`` (``Runner``: --ray ADDRESS or $ACCELMAP_RAY, else this
-  process; ``Runner.map(fn, items, context)``), ``Progress``, ``FanoutError``.
-- ``api.validation``: ``read_cases``, ``predict_cases``, ``summarize``, ``compress_ids``,
-  ``validate_cases`` (``Validation``), ``validate_local`` (``LocalValidation``).
+- what things are: ``load_catalog``, ``load_model``, ``import_model``, ``list_models``,
+  ``load_system``, ``find_accelerator``, ``find_system``, ``find_hardware``, ``list_accelerators``,
+  ``list_systems``, ``load_part``
+- the job and its split: ``training``, ``inference``, ``adapters``, ``mapping``,
+  ``serving_mapping``, ``default_mapping``, ``default_serving_layout``, ``EstimateRequest``,
+  ``estimate_inputs``, ``PlanRequest``, ``plan_request``, ``plan_clusters``
+- how fast, how big, what it costs: ``estimate``, ``roofline``, ``energy_report``, ``cost_report``
+- the best split: ``run_plan``, ``compare_clusters``, ``deadline_search``
+- which accelerator: ``compare_accelerators``, ``compare_specs``, ``check_claim``
+- serving under load: ``serving_load``, ``serve``, ``serve_batch``, ``speculation``,
+  ``disaggregation``, ``serve_disaggregated``, ``plan_disaggregation``
+- what if: ``what_if``, ``sensitivity``, ``sweep``, ``advise``, ``design``
+- real hardware: ``measure_matmul``, ``measure_bandwidth``, ``measure_overhead``,
+  ``measure_attention``, ``measure_collectives``, ``calibrate``, ``load_profile``,
+  ``measured_device``, ``open_store``
+- checking predictions: ``validate_cases``, ``validate_local``
+- reports and launch files: ``report_estimate``, ``report_plan``, ``report_from_json``,
+  ``saved_report_html``, ``render_report``, ``write_report``, ``load_plan``, ``export_plan``,
+  ``list_exporters``
+- fan-out: ``runner``, ``Runner``, ``Progress``, ``FanoutError``
+- values to ask with: ``Accelerator``, ``CalibrationProfile``, ``Catalog``, ``Cluster``,
+  ``CompareObjective``, ``DType``, ``Disaggregation``, ``Inference``, ``Load``, ``Mapping``,
+  ``ModelSpec``, ``Objective``, ``Phase``, ``Scenario``, ``Slo``, ``Speculation``, ``System``,
+  ``Training``
+
+Three comparisons, three names: ``compare_specs`` puts datasheets side by side (no workload),
+``compare_accelerators`` runs one job on every catalog part by fixed sizing rules (fast),
+``compare_clusters`` searches every mapping on each of a few clusters and ranks their best plans.
+
+The areas (level 3): ``claims``, ``comparison``, ``costs``, ``energy``, ``estimates``, ``exports``,
+``hardware``, ``measurement``, ``models``, ``parse``, ``planning``, ``reports``, ``requests``,
+``serving``, ``shapes``, ``validation``, ``whatif``.
+A name asked of the wrong level says where it lives.
 
 Importing ``accelmap.api`` is cheap: each name loads its module on first use, so a command-line
 tool can import the API at the top and still start fast.
@@ -74,134 +59,76 @@ tool can import the API at the top and still start fast.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from accelmap.api.claims import ClaimCheck, check_claim, load_part
-    from accelmap.api.comparison import (
-        AcceleratorComparison,
-        CompareObjective,
-        CompareRow,
-        compare_accelerators,
+    from accelmap.api import (
+        claims,
+        comparison,
+        costs,
+        energy,
+        estimates,
+        exports,
+        hardware,
+        measurement,
+        models,
+        parse,
+        planning,
+        reports,
+        requests,
+        serving,
+        shapes,
+        validation,
+        whatif,
     )
-    from accelmap.api.costs import (
-        CostReport,
-        breakeven_rows,
-        cost_report,
-        ownership,
-        plan_money,
-        price_info,
-    )
-    from accelmap.api.energy import EnergyReport, energy_report
+    from accelmap.api.claims import check_claim, load_part
+    from accelmap.api.comparison import CompareObjective, compare_accelerators
+    from accelmap.api.costs import cost_report
+    from accelmap.api.energy import energy_report
     from accelmap.api.estimates import (
-        Roofline,
         adapters,
-        check_one_device,
         default_serving_layout,
         inference,
         load_system,
-        lora_targets,
         mapping,
         roofline,
         serving_mapping,
         training,
     )
-    from accelmap.api.exports import (
-        Export,
-        export_plan,
-        exporter_row,
-        list_exporters,
-        load_plan,
-        plan_export_job,
-    )
+    from accelmap.api.exports import export_plan, list_exporters, load_plan
     from accelmap.api.hardware import (
-        Chooser,
-        Comparison,
-        accelerator_details,
-        accelerator_row,
-        compare,
-        compare_row,
-        derived_figures,
+        compare_specs,
         find_accelerator,
         find_hardware,
         find_system,
         list_accelerators,
         list_systems,
-        sources,
-        system_details,
-        system_row,
     )
     from accelmap.api.measurement import (
-        AttentionRun,
-        BandwidthRun,
-        Calibration,
-        MatmulRun,
-        MeasuredDevice,
-        OverheadRun,
         calibrate,
-        calibration_accelerator,
-        find_run,
-        human_bytes,
-        is_local_name,
         load_profile,
-        local_accelerator,
         measure_attention,
         measure_bandwidth,
         measure_collectives,
         measure_matmul,
         measure_overhead,
         measured_device,
-        measurement_kind,
         open_store,
-        profile_device,
     )
-    from accelmap.api.models import (
-        catalog_model,
-        context_warnings,
-        import_model,
-        list_models,
-        load_model,
-        model_details,
-        model_summary,
-        write_model,
-    )
-    from accelmap.api.parse import (
-        batch_tokens,
-        choice,
-        count,
-        dtype,
-        duration,
-        framework,
-        phase,
-        sequences_per_step,
-    )
+    from accelmap.api.models import import_model, list_models, load_model
     from accelmap.api.planning import (
-        DeadlineSearch,
-        HardwareComparison,
-        HardwareRow,
         PlanRequest,
-        check_profile,
-        compare_hardware,
+        compare_clusters,
         deadline_search,
         plan_clusters,
-        plan_job,
         plan_request,
         run_plan,
     )
     from accelmap.api.reports import (
-        Report,
-        accelmap_version,
-        check_report_path,
-        current_keys,
-        estimate_extras,
-        estimate_json,
-        missing_extra,
-        plan_estimate,
         render_report,
         report_estimate,
-        report_figures,
         report_from_json,
-        report_of,
         report_plan,
         saved_report_html,
         write_report,
@@ -209,13 +136,10 @@ if TYPE_CHECKING:
     from accelmap.api.requests import EstimateRequest, estimate_inputs
     from accelmap.api.serving import (
         Disaggregation,
-        DisaggRun,
         Load,
         Scenario,
-        ServingRun,
         Slo,
         Speculation,
-        SplitSearch,
         disaggregation,
         plan_disaggregation,
         serve,
@@ -224,267 +148,182 @@ if TYPE_CHECKING:
         serving_load,
         speculation,
     )
-    from accelmap.api.shapes import Advice, Design, advise, design
-    from accelmap.api.validation import (
-        LocalValidation,
-        Validation,
-        compress_ids,
-        predict_cases,
-        read_cases,
-        summarize,
-        validate_cases,
-        validate_local,
-    )
-    from accelmap.api.whatif import (
-        WhatIf,
-        WhatIfCatalog,
-        apply_whatif,
-        sensitivity,
-        sweep,
-        what_if,
-        whatif_fields,
-    )
+    from accelmap.api.shapes import advise, design
+    from accelmap.api.validation import validate_cases, validate_local
+    from accelmap.api.whatif import sensitivity, sweep, what_if
     from accelmap.catalog import Catalog, load_catalog
     from accelmap.cost.calibration import CalibrationProfile
-    from accelmap.engine import OverlapPolicy, System, default_mapping, estimate
-    from accelmap.engine.result import Estimate, ServeStep, TrainStep
-    from accelmap.export.base import Exporter, ExportResult, Job, PlanJob
+    from accelmap.engine import System, default_mapping, estimate
     from accelmap.fanout import FanoutError, Progress, Runner, runner
     from accelmap.hardware.cluster import Cluster
-    from accelmap.hardware.derived import DerivedFigures
-    from accelmap.hardware.listing import DEFAULT_COMPARE, NOT_PUBLISHED, SORT_KEYS, unpublished
-    from accelmap.hardware.schema import Accelerator, DeviceClass, SystemPreset
-    from accelmap.lookup import on_resolve
+    from accelmap.hardware.schema import Accelerator
     from accelmap.mapping.plan import Mapping
-    from accelmap.measure.store import Store
     from accelmap.models.schema import ModelSpec
-    from accelmap.search.result import Objective, Plan, PlanResult
+    from accelmap.search.result import Objective
     from accelmap.units import DType
-    from accelmap.validate.cases import CaseFile
-    from accelmap.validate.outcome import Prediction, Status
-    from accelmap.validate.report import GroupStats, Summary
     from accelmap.workload import Inference, Phase, Training
 
-# name -> the module that defines it (loaded on first use)
+# the areas of level 3, each a module of this package
+AREAS = ("claims", "comparison", "costs", "energy", "estimates", "exports", "hardware",
+         "measurement", "models", "parse", "planning", "reports", "requests",
+         "serving", "shapes", "validation", "whatif")
+
+# level 2: name -> the module that defines it (loaded on first use)
 _LAZY: dict[str, str] = {
-    # text to values
-    **dict.fromkeys(("batch_tokens", "choice", "count", "dtype", "duration", "framework",
-                     "phase", "sequences_per_step"), "accelmap.api.parse"),
-    # what a forgiving name resolved to (the CLI prints it)
-    "on_resolve": "accelmap.lookup",
-    # hardware
-    **dict.fromkeys(("Chooser", "Comparison", "accelerator_details", "accelerator_row",
-                     "compare", "compare_row", "derived_figures", "find_accelerator",
-                     "find_hardware", "find_system", "list_accelerators", "list_systems",
-                     "sources", "system_details", "system_row"), "accelmap.api.hardware"),
-    **dict.fromkeys(("DEFAULT_COMPARE", "NOT_PUBLISHED", "SORT_KEYS", "unpublished"),
-                    "accelmap.hardware.listing"),
-    # models
-    **dict.fromkeys(("catalog_model", "context_warnings", "import_model", "list_models",
-                     "load_model", "model_details", "model_summary", "write_model"),
-                    "accelmap.api.models"),
-    # estimates
-    **dict.fromkeys(("Roofline", "adapters", "check_one_device", "default_serving_layout",
-                     "inference", "load_system",
-                     "lora_targets",
-                     "mapping", "roofline", "serving_mapping", "training"),
-                    "accelmap.api.estimates"),
-    **dict.fromkeys(("OverlapPolicy", "System", "default_mapping", "estimate"),
-                    "accelmap.engine"),
-    # planning
-    **dict.fromkeys(("DeadlineSearch", "HardwareComparison", "HardwareRow", "PlanRequest",
-                     "check_profile", "compare_hardware", "deadline_search", "plan_clusters",
-                     "plan_job", "plan_request", "run_plan"), "accelmap.api.planning"),
-    # comparing accelerators
-    **dict.fromkeys(("AcceleratorComparison", "CompareObjective", "CompareRow",
-                     "compare_accelerators"),
-                    "accelmap.api.comparison"),
-    # exports
-    **dict.fromkeys(("Export", "export_plan", "exporter_row", "list_exporters", "load_plan",
-                     "plan_export_job"), "accelmap.api.exports"),
-    # measurement
-    **dict.fromkeys(("AttentionRun", "BandwidthRun", "Calibration", "MatmulRun",
-                     "MeasuredDevice", "OverheadRun", "calibrate", "calibration_accelerator",
-                     "find_run", "human_bytes", "is_local_name", "load_profile",
-                     "local_accelerator",
-                     "measure_attention", "measure_bandwidth", "measure_collectives",
-                     "measure_matmul", "measure_overhead", "measured_device",
-                     "measurement_kind", "open_store", "profile_device"),
-                    "accelmap.api.measurement"),
-    # serving scenarios
-    **dict.fromkeys(("DisaggRun", "Disaggregation", "Load", "Scenario", "ServingRun", "Slo",
-                     "Speculation", "SplitSearch", "disaggregation", "plan_disaggregation",
-                     "serve", "serve_batch", "serve_disaggregated", "serving_load",
-                     "speculation"), "accelmap.api.serving"),
-    # typed requests shared by the CLI and the web
-    **dict.fromkeys(("EstimateRequest", "estimate_inputs"), "accelmap.api.requests"),
-    # reports
-    **dict.fromkeys(("Report", "accelmap_version", "check_report_path", "estimate_extras",
-                     "estimate_json", "missing_extra", "plan_estimate", "render_report",
-                     "report_estimate",
-                     "report_figures", "report_from_json", "report_of", "report_plan",
-                     "saved_report_html", "write_report", "current_keys"),
-                    "accelmap.api.reports"),
-    # validation
-    **dict.fromkeys(("LocalValidation", "Validation", "compress_ids", "predict_cases",
-                     "read_cases", "summarize", "validate_cases", "validate_local"),
-                    "accelmap.api.validation"),
-    # model shapes
-    **dict.fromkeys(("Advice", "Design", "advise", "design"), "accelmap.api.shapes"),
-    # energy
-    **dict.fromkeys(("EnergyReport", "energy_report"), "accelmap.api.energy"),
-    # money
-    **dict.fromkeys(("CostReport", "breakeven_rows", "cost_report", "ownership", "plan_money",
-                     "price_info"), "accelmap.api.costs"),
-    # claim checks
-    **dict.fromkeys(("ClaimCheck", "check_claim", "load_part"), "accelmap.api.claims"),
-    # what-ifs, sensitivity and sweeps
-    **dict.fromkeys(("WhatIf", "WhatIfCatalog", "apply_whatif", "sensitivity", "sweep",
-                     "what_if", "whatif_fields"), "accelmap.api.whatif"),
-    # fan-out: a map in this process or on Ray (--ray)
-    **dict.fromkeys(("FanoutError", "Progress", "Runner", "runner"), "accelmap.fanout"),
-    # the typed values these functions take and return
-    **dict.fromkeys(("Catalog", "load_catalog"), "accelmap.catalog"),
+    # what things are
+    "load_catalog": "accelmap.catalog",
+    "load_model": "accelmap.api.models",
+    "import_model": "accelmap.api.models",
+    "list_models": "accelmap.api.models",
+    "load_system": "accelmap.api.estimates",
+    "find_accelerator": "accelmap.api.hardware",
+    "find_system": "accelmap.api.hardware",
+    "find_hardware": "accelmap.api.hardware",
+    "list_accelerators": "accelmap.api.hardware",
+    "list_systems": "accelmap.api.hardware",
+    "load_part": "accelmap.api.claims",
+    # the job and its split
+    "training": "accelmap.api.estimates",
+    "inference": "accelmap.api.estimates",
+    "adapters": "accelmap.api.estimates",
+    "mapping": "accelmap.api.estimates",
+    "serving_mapping": "accelmap.api.estimates",
+    "default_mapping": "accelmap.engine",
+    "default_serving_layout": "accelmap.api.estimates",
+    "EstimateRequest": "accelmap.api.requests",
+    "estimate_inputs": "accelmap.api.requests",
+    "PlanRequest": "accelmap.api.planning",
+    "plan_request": "accelmap.api.planning",
+    "plan_clusters": "accelmap.api.planning",
+    # how fast, how big, what it costs
+    "estimate": "accelmap.engine",
+    "roofline": "accelmap.api.estimates",
+    "energy_report": "accelmap.api.energy",
+    "cost_report": "accelmap.api.costs",
+    # the best split
+    "run_plan": "accelmap.api.planning",
+    "compare_clusters": "accelmap.api.planning",
+    "deadline_search": "accelmap.api.planning",
+    # which accelerator
+    "compare_accelerators": "accelmap.api.comparison",
+    "compare_specs": "accelmap.api.hardware",
+    "check_claim": "accelmap.api.claims",
+    # serving under load
+    "serving_load": "accelmap.api.serving",
+    "serve": "accelmap.api.serving",
+    "serve_batch": "accelmap.api.serving",
+    "speculation": "accelmap.api.serving",
+    "disaggregation": "accelmap.api.serving",
+    "serve_disaggregated": "accelmap.api.serving",
+    "plan_disaggregation": "accelmap.api.serving",
+    # what if
+    "what_if": "accelmap.api.whatif",
+    "sensitivity": "accelmap.api.whatif",
+    "sweep": "accelmap.api.whatif",
+    "advise": "accelmap.api.shapes",
+    "design": "accelmap.api.shapes",
+    # real hardware
+    "measure_matmul": "accelmap.api.measurement",
+    "measure_bandwidth": "accelmap.api.measurement",
+    "measure_overhead": "accelmap.api.measurement",
+    "measure_attention": "accelmap.api.measurement",
+    "measure_collectives": "accelmap.api.measurement",
+    "calibrate": "accelmap.api.measurement",
+    "load_profile": "accelmap.api.measurement",
+    "measured_device": "accelmap.api.measurement",
+    "open_store": "accelmap.api.measurement",
+    # checking predictions
+    "validate_cases": "accelmap.api.validation",
+    "validate_local": "accelmap.api.validation",
+    # reports and launch files
+    "report_estimate": "accelmap.api.reports",
+    "report_plan": "accelmap.api.reports",
+    "report_from_json": "accelmap.api.reports",
+    "saved_report_html": "accelmap.api.reports",
+    "render_report": "accelmap.api.reports",
+    "write_report": "accelmap.api.reports",
+    "load_plan": "accelmap.api.exports",
+    "export_plan": "accelmap.api.exports",
+    "list_exporters": "accelmap.api.exports",
+    # fan-out
+    "runner": "accelmap.fanout",
+    "Runner": "accelmap.fanout",
+    "Progress": "accelmap.fanout",
+    "FanoutError": "accelmap.fanout",
+    # values to ask with
+    "Accelerator": "accelmap.hardware.schema",
     "CalibrationProfile": "accelmap.cost.calibration",
-    **dict.fromkeys(("Estimate", "ServeStep", "TrainStep"), "accelmap.engine.result"),
-    **dict.fromkeys(("ExportResult", "Exporter", "Job", "PlanJob"), "accelmap.export.base"),
+    "Catalog": "accelmap.catalog",
     "Cluster": "accelmap.hardware.cluster",
-    "DerivedFigures": "accelmap.hardware.derived",
-    **dict.fromkeys(("Accelerator", "DeviceClass", "SystemPreset"), "accelmap.hardware.schema"),
-    "Mapping": "accelmap.mapping.plan",
-    "Store": "accelmap.measure.store",
-    **dict.fromkeys(("Objective", "Plan", "PlanResult"), "accelmap.search.result"),
-    "ModelSpec": "accelmap.models.schema",
+    "CompareObjective": "accelmap.api.comparison",
     "DType": "accelmap.units",
-    "CaseFile": "accelmap.validate.cases",
-    **dict.fromkeys(("Prediction", "Status"), "accelmap.validate.outcome"),
-    **dict.fromkeys(("GroupStats", "Summary"), "accelmap.validate.report"),
-    **dict.fromkeys(("Inference", "Phase", "Training"), "accelmap.workload"),
+    "Disaggregation": "accelmap.api.serving",
+    "Inference": "accelmap.workload",
+    "Load": "accelmap.api.serving",
+    "Mapping": "accelmap.mapping.plan",
+    "ModelSpec": "accelmap.models.schema",
+    "Objective": "accelmap.search.result",
+    "Phase": "accelmap.workload",
+    "Scenario": "accelmap.api.serving",
+    "Slo": "accelmap.api.serving",
+    "Speculation": "accelmap.api.serving",
+    "System": "accelmap.engine",
+    "Training": "accelmap.workload",
 }
 
 __all__ = [
-    "DEFAULT_COMPARE",
-    "NOT_PUBLISHED",
-    "SORT_KEYS",
     "Accelerator",
-    "AcceleratorComparison",
-    "Advice",
-    "AttentionRun",
-    "BandwidthRun",
-    "Calibration",
     "CalibrationProfile",
-    "CaseFile",
     "Catalog",
-    "Chooser",
-    "ClaimCheck",
     "Cluster",
     "CompareObjective",
-    "CompareRow",
-    "Comparison",
-    "CostReport",
     "DType",
-    "DeadlineSearch",
-    "DerivedFigures",
-    "Design",
-    "DeviceClass",
-    "DisaggRun",
     "Disaggregation",
-    "EnergyReport",
-    "Estimate",
     "EstimateRequest",
-    "Export",
-    "ExportResult",
-    "Exporter",
     "FanoutError",
-    "GroupStats",
-    "HardwareComparison",
-    "HardwareRow",
     "Inference",
-    "Job",
     "Load",
-    "LocalValidation",
     "Mapping",
-    "MatmulRun",
-    "MeasuredDevice",
     "ModelSpec",
     "Objective",
-    "OverheadRun",
-    "OverlapPolicy",
     "Phase",
-    "Plan",
-    "PlanJob",
     "PlanRequest",
-    "PlanResult",
-    "Prediction",
     "Progress",
-    "Report",
-    "Roofline",
     "Runner",
     "Scenario",
-    "ServeStep",
-    "ServingRun",
     "Slo",
     "Speculation",
-    "SplitSearch",
-    "Status",
-    "Store",
-    "Summary",
     "System",
-    "SystemPreset",
-    "TrainStep",
     "Training",
-    "Validation",
-    "WhatIf",
-    "WhatIfCatalog",
-    "accelerator_details",
-    "accelerator_row",
-    "accelmap_version",
     "adapters",
     "advise",
-    "apply_whatif",
-    "batch_tokens",
-    "breakeven_rows",
     "calibrate",
-    "calibration_accelerator",
-    "catalog_model",
     "check_claim",
-    "check_one_device",
-    "check_profile",
-    "check_report_path",
-    "choice",
-    "compare",
+    "claims",
     "compare_accelerators",
-    "compare_hardware",
-    "compare_row",
-    "compress_ids",
-    "context_warnings",
+    "compare_clusters",
+    "compare_specs",
+    "comparison",
     "cost_report",
-    "count",
-    "current_keys",
+    "costs",
     "deadline_search",
     "default_mapping",
     "default_serving_layout",
-    "derived_figures",
     "design",
     "disaggregation",
-    "dtype",
-    "duration",
+    "energy",
     "energy_report",
     "estimate",
-    "estimate_extras",
     "estimate_inputs",
-    "estimate_json",
+    "estimates",
     "export_plan",
-    "exporter_row",
+    "exports",
     "find_accelerator",
     "find_hardware",
-    "find_run",
     "find_system",
-    "framework",
-    "human_bytes",
+    "hardware",
     "import_model",
     "inference",
-    "is_local_name",
     "list_accelerators",
     "list_exporters",
     "list_models",
@@ -495,8 +334,6 @@ __all__ = [
     "load_plan",
     "load_profile",
     "load_system",
-    "local_accelerator",
-    "lora_targets",
     "mapping",
     "measure_attention",
     "measure_bandwidth",
@@ -504,68 +341,60 @@ __all__ = [
     "measure_matmul",
     "measure_overhead",
     "measured_device",
-    "measurement_kind",
-    "missing_extra",
-    "model_details",
-    "model_summary",
-    "on_resolve",
+    "measurement",
+    "models",
     "open_store",
-    "ownership",
-    "phase",
+    "parse",
     "plan_clusters",
     "plan_disaggregation",
-    "plan_estimate",
-    "plan_export_job",
-    "plan_job",
-    "plan_money",
     "plan_request",
-    "predict_cases",
-    "price_info",
-    "profile_device",
-    "read_cases",
+    "planning",
     "render_report",
     "report_estimate",
-    "report_figures",
     "report_from_json",
-    "report_of",
     "report_plan",
+    "reports",
+    "requests",
     "roofline",
     "run_plan",
     "runner",
     "saved_report_html",
     "sensitivity",
-    "sequences_per_step",
     "serve",
     "serve_batch",
     "serve_disaggregated",
+    "serving",
     "serving_load",
     "serving_mapping",
-    "sources",
+    "shapes",
     "speculation",
-    "summarize",
     "sweep",
-    "system_details",
-    "system_row",
     "training",
-    "unpublished",
     "validate_cases",
     "validate_local",
+    "validation",
     "what_if",
-    "whatif_fields",
-    "write_model",
+    "whatif",
     "write_report",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'accelmap.api' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
+    if name in AREAS:
+        value = importlib.import_module(f"accelmap.api.{name}")
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    else:
+        raise AttributeError(f"module 'accelmap.api' has no attribute {name!r}"
+                             + "".join(f"; it is accelmap.api.{a}.{name}" for a in _home(name)))
     globals()[name] = value  # later lookups skip __getattr__
     return value
+
+
+def _home(name: str) -> list[str]:
+    """The level-3 area(s) that hold ``name``, for the error of a name asked at level 2."""
+    return [a for a in AREAS if name in getattr(importlib.import_module(f"accelmap.api.{a}"),
+                                                "__all__", ())][:1]
 
 
 def __dir__() -> list[str]:

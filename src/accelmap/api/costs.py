@@ -16,8 +16,7 @@ from __future__ import annotations
 from accelmap.cost.ownership import Ownership, as_ownership, breakeven_rows
 from accelmap.engine.money import CostReport, cost_report, plan_money, price_info
 
-__all__ = ["CostReport", "breakeven_rows", "cost_report", "ownership", "plan_money",
-           "price_info"]
+__all__ = ["CostReport", "breakeven_rows", "cost_report", "ownership", "plan_money", "price_info"]
 
 
 def ownership(text: str | Ownership | None) -> Ownership | None:

@@ -8,6 +8,6 @@ a training run); this module re-exports it.
 
 from __future__ import annotations
 
-from accelmap.engine.energy import GRID_KG_PER_KWH, PUE, EnergyReport, energy_report
+from accelmap.engine.energy import EnergyReport, energy_report
 
-__all__ = ["GRID_KG_PER_KWH", "PUE", "EnergyReport", "energy_report"]
+__all__ = ["EnergyReport", "energy_report"]

@@ -19,9 +19,9 @@ from accelmap.cost.calibration import CalibrationProfile
 from accelmap.cost.execution import streams_training_weights
 from accelmap.cost.framework import Framework
 from accelmap.cost.schedules import Schedule
-from accelmap.engine import System, estimate
+from accelmap.engine import OverlapPolicy, System, estimate
 from accelmap.engine.layout import default_serving_layout as _default_layout
-from accelmap.engine.result import Estimate, op_row
+from accelmap.engine.result import Estimate, ServeStep, TrainStep, op_row
 from accelmap.errors import InputError
 from accelmap.hardware.cluster import Cluster, of_devices, parse_cluster, resolve_accelerator
 from accelmap.mapping.plan import Mapping, Offload, ZeroStage
@@ -40,8 +40,9 @@ from accelmap.workload import (
     Training,
 )
 
-__all__ = ["Roofline", "estimate", "inference", "load_system", "mapping", "roofline",
-           "serving_mapping", "training"]
+__all__ = ["Estimate", "OverlapPolicy", "Roofline", "ServeStep", "TrainStep", "adapters",
+           "check_one_device", "default_serving_layout", "inference", "load_system",
+           "lora_targets", "mapping", "roofline", "serving_mapping", "training"]
 
 
 def load_system(hw: str | None = None, cluster: str | Cluster | None = None,

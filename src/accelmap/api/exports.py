@@ -21,8 +21,8 @@ from accelmap.export.registry import exporters as _exporters
 from accelmap.export.registry import get_exporter
 from accelmap.search.result import Plan
 
-__all__ = ["Export", "export_plan", "exporter_row", "list_exporters", "load_plan",
-           "plan_export_job"]
+__all__ = ["Export", "ExportResult", "Exporter", "Job", "PlanJob", "export_plan", "exporter_row",
+           "list_exporters", "load_plan", "plan_export_job"]
 
 
 def list_exporters() -> list[Exporter]:

@@ -25,10 +25,11 @@ from accelmap.hardware.schema import Accelerator, DeviceClass, LinkRole, SystemP
 from accelmap.lookup import Named, find, resolve
 from accelmap.units import Dimension, DType, parse_quantity
 
-__all__ = ["NOT_PUBLISHED", "Chooser", "Comparison", "accelerator_details", "accelerator_row",
-           "compare", "compare_row", "derived_figures", "find_accelerator", "find_hardware",
-           "find_system", "list_accelerators", "list_systems", "sources", "system_details",
-           "system_row", "unpublished"]
+__all__ = ["DEFAULT_COMPARE", "NOT_PUBLISHED", "SORT_KEYS", "Chooser", "DerivedFigures",
+           "DeviceClass", "SpecComparison", "SystemPreset", "accelerator_details",
+           "accelerator_row", "compare_specs", "derived_figures", "find_accelerator",
+           "find_hardware", "find_system", "list_accelerators", "list_systems", "sources",
+           "spec_row", "system_details", "system_row", "unpublished"]
 
 T = TypeVar("T", bound=Named)
 
@@ -187,8 +188,8 @@ def system_details(preset: SystemPreset, catalog: Catalog | None = None) -> dict
     return data
 
 
-# -- compare ------------------------------------------------------------------------------------
-def compare_row(acc: Accelerator) -> dict[str, Any]:
+# -- datasheets side by side (accelmap hw compare); compare_accelerators runs a job on each ------
+def spec_row(acc: Accelerator) -> dict[str, Any]:
     """``accelerator_row`` plus the derived figures and the scale-up network."""
     d = derive(acc)
     row = accelerator_row(acc)
@@ -206,8 +207,8 @@ def compare_row(acc: Accelerator) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """Accelerators side by side: the devices, one ``compare_row`` each, and the dtypes any of
+class SpecComparison:
+    """Accelerators side by side: the devices, one ``spec_row`` each, and the dtypes any of
     them has a peak for (in DType order)."""
 
     devices: tuple[Accelerator, ...]
@@ -218,12 +219,13 @@ class Comparison:
         return {"devices": list(self.rows)}
 
 
-def compare(accelerators: Sequence[Accelerator | str] | None = None,
-            catalog: Catalog | None = None) -> Comparison:
-    """Compare accelerators (entries or names); none given: this generation's flagships
-    (DEFAULT_COMPARE) that the catalog holds."""
+def compare_specs(accelerators: Sequence[Accelerator | str] | None = None,
+                  catalog: Catalog | None = None) -> SpecComparison:
+    """Accelerators' datasheets side by side (entries or names; none given: this generation's
+    flagships, DEFAULT_COMPARE, that the catalog holds): peaks, memory, links and the figures
+    derived from them. No workload runs; ``compare_accelerators`` runs one model on each."""
     cat = _cat(catalog)
     wanted: Iterable[Accelerator | str] = accelerators or [
         n for n in DEFAULT_COMPARE if n in cat.accelerators]
     accs = tuple(a if isinstance(a, Accelerator) else find_accelerator(a, cat) for a in wanted)
-    return Comparison(accs, tuple(compare_row(a) for a in accs), tuple(compared_dtypes(accs)))
+    return SpecComparison(accs, tuple(spec_row(a) for a in accs), tuple(compared_dtypes(accs)))

@@ -35,11 +35,11 @@ from accelmap.measure.store import Store
 from accelmap.units import DType
 
 __all__ = ["AttentionRun", "BandwidthRun", "Calibration", "MatmulRun", "MeasuredDevice",
-           "OverheadRun", "calibrate", "calibration_accelerator", "find_run", "human_bytes",
-           "is_local_name",
-           "load_profile", "local_accelerator", "measure_attention", "measure_bandwidth",
-           "measure_collectives", "measure_matmul", "measure_overhead", "measured_device",
-           "measurement_kind", "open_store", "profile_device"]
+           "OverheadRun", "Store", "calibrate", "calibration_accelerator", "find_run",
+           "human_bytes", "is_local_name", "load_profile", "local_accelerator",
+           "measure_attention", "measure_bandwidth", "measure_collectives", "measure_matmul",
+           "measure_overhead", "measured_device", "measurement_kind", "open_store",
+           "profile_device"]
 
 
 # -- the store ----------------------------------------------------------------------------------

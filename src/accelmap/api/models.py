@@ -12,8 +12,7 @@ from accelmap.models import details
 from accelmap.models.schema import ModelSpec
 
 __all__ = ["catalog_model", "context_warnings", "import_model", "list_models", "load_model",
-           "model_details",
-           "model_summary", "write_model"]
+           "model_details", "model_summary", "write_model"]
 
 
 def load_model(name_or_path: str, catalog: Catalog | None = None) -> ModelSpec:

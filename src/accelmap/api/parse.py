@@ -12,7 +12,11 @@ from enum import Enum
 from typing import TYPE_CHECKING, TypeVar
 
 from accelmap.errors import InputError
+from accelmap.lookup import on_resolve
 from accelmap.units import DType, known_dtype_words, parse_dtype
+
+__all__ = ["batch_tokens", "choice", "count", "dtype", "duration", "framework", "on_resolve",
+           "phase", "sequences_per_step"]
 
 if TYPE_CHECKING:
     from accelmap.workload import Phase

@@ -45,9 +45,9 @@ from accelmap.serving.scenario import Load, Scenario
 from accelmap.units import Dimension, DType, format_quantity
 from accelmap.workload import Adapters, LoraTarget
 
-__all__ = ["DeadlineSearch", "HardwareComparison", "HardwareRow", "PlanRequest", "check_profile",
-           "compare_hardware", "deadline_search", "plan_clusters", "plan_job", "plan_request",
-           "run_plan"]
+__all__ = ["ClusterComparison", "ClusterRow", "DeadlineSearch", "Plan", "PlanRequest",
+           "PlanResult", "check_profile", "compare_clusters", "deadline_search", "plan_clusters",
+           "plan_job", "plan_request", "run_plan"]
 
 Progress = Callable[[int, int], None]
 
@@ -350,8 +350,8 @@ PER_DEVICE = (Objective.THROUGHPUT, Objective.GOODPUT)
 
 
 @dataclass(frozen=True)
-class HardwareRow:
-    """One cluster of ``compare_hardware``: its best plan (None: nothing fits) and, where the
+class ClusterRow:
+    """One cluster of ``compare_clusters``: its best plan (None: nothing fits) and, where the
     catalog lacks the price or TDP behind a missing figure, what is not published and why
     (``hardware.listing.unpublished``). Figures are the plan's, in its vocabulary."""
 
@@ -394,12 +394,12 @@ ROW_FIGURES = ("tokens_per_s_per_device", "usd_per_million_tokens", "energy_j_pe
                "time_to_train_s")
 
 
-def rank_rows(rows: list[HardwareRow], objective: Objective) -> list[HardwareRow]:
+def rank_rows(rows: list[ClusterRow], objective: Objective) -> list[ClusterRow]:
     """Rows by the objective (best first); rows without its value after them, fastest per
     device first; rows that do not fit last."""
     more = RANK_BASIS[objective][1]
 
-    def key(r: HardwareRow) -> tuple[int, float]:
+    def key(r: ClusterRow) -> tuple[int, float]:
         v = r.rank_value(objective)
         if v is not None:
             return (0, -v if more else v)
@@ -409,11 +409,11 @@ def rank_rows(rows: list[HardwareRow], objective: Objective) -> list[HardwareRow
 
 
 @dataclass(frozen=True)
-class HardwareComparison:
+class ClusterComparison:
     """The best plan per cluster, ranked by the objective (``RANK_BASIS``, said in
     ``ranked_by``), and the throughput-vs-cost Pareto front of the feasible ones."""
 
-    rows: tuple[HardwareRow, ...]
+    rows: tuple[ClusterRow, ...]
     objective: Objective = Objective.THROUGHPUT
 
     @property
@@ -435,9 +435,9 @@ class HardwareComparison:
                 "pareto": {"throughput_vs_cost": self.pareto}}
 
 
-def compare_hardware(spec: ModelSpec, clusters: list[Cluster], request: PlanRequest,
+def compare_clusters(spec: ModelSpec, clusters: list[Cluster], request: PlanRequest,
                      progress: Progress | None = None, runner: Any = None
-                     ) -> HardwareComparison:
+                     ) -> ClusterComparison:
     """Plan on each cluster; one row each with its best plan under ``request.objective`` (or
     no plan), the rows ranked by that objective (``rank_rows``); ``progress``
     counts clusters. ``runner`` (``api.runner``, --ray): one task per cluster or a few, the
@@ -453,15 +453,15 @@ def compare_hardware(spec: ModelSpec, clusters: list[Cluster], request: PlanRequ
             # the caller's progress reaches each search, so a time cap stops inside one as well
             inner = (lambda _d, _t, i=i: progress(i, len(clusters))) if progress else None
             rows.append(_hardware_row((spec, request), cl, inner))
-    return HardwareComparison(tuple(rank_rows(rows, request.objective)), request.objective)
+    return ClusterComparison(tuple(rank_rows(rows, request.objective)), request.objective)
 
 
 def _hardware_row(ctx: tuple[ModelSpec, PlanRequest], cl: Cluster,
-                  progress: Progress | None = None) -> HardwareRow:
-    """The best plan on one cluster, as a row of ``compare_hardware``."""
+                  progress: Progress | None = None) -> ClusterRow:
+    """The best plan on one cluster, as a row of ``compare_clusters``."""
     spec, request = ctx
     res = run_plan(spec, cl, request, progress)
-    return HardwareRow(cl.accelerator.id, cl.name, cl.devices,
+    return ClusterRow(cl.accelerator.id, cl.name, cl.devices,
                        res.plans[0] if res.plans else None, unpublished(cl.accelerator))
 
 

@@ -34,21 +34,10 @@ from accelmap.search.result import PlanResult
 from accelmap.units import DType
 from accelmap.workload import Finetune, Inference, Training
 
-__all__ = [
-    "Report",
-    "check_report_path",
-    "estimate_json",
-    "missing_extra",
-    "plan_estimate",
-    "render_report",
-    "report_estimate",
-    "report_figures",
-    "report_from_json",
-    "report_of",
-    "report_plan",
-    "saved_report_html",
-    "write_report",
-]
+__all__ = ["Report", "accelmap_version", "check_report_path", "current_keys", "estimate_extras",
+           "estimate_json", "missing_extra", "plan_estimate", "render_report", "report_estimate",
+           "report_figures", "report_from_json", "report_of", "report_plan", "saved_report_html",
+           "write_report"]
 
 EXTRA_HINT = "pip install 'accelmap[web]'"
 SHOWN_PER_STAGE = 2  # micro-batches per pipeline stage drawn in a timeline

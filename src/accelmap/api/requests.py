@@ -37,6 +37,8 @@ from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
 from accelmap.workload import Inference, Training
 
+__all__ = ["EstimateRequest", "estimate_inputs"]
+
 
 @dataclass(frozen=True)
 class EstimateRequest:

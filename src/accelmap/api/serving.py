@@ -48,9 +48,9 @@ from accelmap.serving.speculative import MAX_DRAFT_LEN, Speculation, batch_step
 from accelmap.serving.split import SplitSearch, search_split
 from accelmap.workload import Inference, Sparsity
 
-__all__ = ["DisaggRun", "Disaggregation", "Load", "Scenario", "ServingRun", "Slo",
-           "Speculation", "SplitSearch", "disaggregation", "plan_disaggregation", "serve",
-           "serve_batch", "serve_disaggregated", "serving_load", "speculation"]
+__all__ = ["DisaggRun", "Disaggregation", "Load", "Scenario", "ServingRun", "Slo", "Speculation",
+           "SplitSearch", "disaggregation", "plan_disaggregation", "serve", "serve_batch",
+           "serve_disaggregated", "serving_load", "speculation"]
 
 
 def serving_load(scenario: str | Scenario = "offline", *, requests: int | None = None,

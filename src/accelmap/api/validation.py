@@ -11,18 +11,19 @@ from typing import TYPE_CHECKING, Any
 
 from accelmap.catalog import Catalog, load_catalog
 from accelmap.validate.cases import Case, CaseFile
-from accelmap.validate.outcome import Prediction
+from accelmap.validate.outcome import Prediction, Status
 from accelmap.validate.predict import predict_cases as _predict_cases
 from accelmap.validate.read import read_cases as _read_cases
-from accelmap.validate.report import Summary
+from accelmap.validate.report import GroupStats, Summary
 from accelmap.validate.report import compress_ids as _compress_ids
 from accelmap.validate.report import summarize as _summarize
 
 if TYPE_CHECKING:
     from accelmap.measure.local_run import LocalRun, LocalSettings
 
-__all__ = ["LocalValidation", "Validation", "compress_ids", "predict_cases", "read_cases",
-           "summarize", "validate_cases", "validate_local"]
+__all__ = ["CaseFile", "GroupStats", "LocalValidation", "Prediction", "Status", "Summary",
+           "Validation", "compress_ids", "predict_cases", "read_cases", "summarize",
+           "validate_cases", "validate_local"]
 
 
 def read_cases(path: str | Path) -> CaseFile:

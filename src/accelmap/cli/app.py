@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
 
         args = bare_ray(lift_whatif(list(sys.argv[1:] if argv is None else argv)))
         first = args[0] if args else None
-        with api.on_resolve(notes):
+        with api.parse.on_resolve(notes):
             result = build_app(first if first in COMMANDS else None)(args=args,
                                                                     standalone_mode=False)
         if isinstance(result, int) and result:

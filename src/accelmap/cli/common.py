@@ -113,7 +113,7 @@ def get_catalog(dirs: list[Path] | None) -> Catalog:
         sys.stderr.write(line + "\n")
     if WHATIF or OWN:
         wi = api.what_if(WHATIF, catalog=cat, own=OWN[-1] if OWN else None)
-        cat = api.apply_whatif(cat, wi)
+        cat = api.whatif.apply_whatif(cat, wi)
         sys.stderr.write(f"what-if: {'; '.join(wi.texts())}\n")
     _CATALOGS[key] = cat
     return cat

@@ -25,7 +25,7 @@ from accelmap.cli.fanout import RayOpt, runner
 from accelmap.cli.plan import _progress
 
 if TYPE_CHECKING:
-    from accelmap.api import AcceleratorComparison
+    from accelmap.api.comparison import AcceleratorComparison
 
 
 ModelOpt = Annotated[str, typer.Argument(help="Model preset, config.json or spec YAML.")]
@@ -107,7 +107,7 @@ def compare_cmd(
     """
     rep.check(report)
     # a measured local device ('local' or its id in --hw) and the profile it implies
-    local = next((h.strip() for h in hw.split(",") if api.is_local_name(h)), None)
+    local = next((h.strip() for h in hw.split(",") if api.measurement.is_local_name(h)), None)
     measured = api.measured_device(local, profile, db, get_catalog(catalog))
     cat = measured.catalog
     with _progress(not ray, "comparing accelerators") as progress:
@@ -117,7 +117,7 @@ def compare_cmd(
             precision=precision, best_precision=best_precision, devices=devices,
             budget_usd_h=budget, objective=objective, framework=framework, catalog=cat,
             progress=progress, profile=measured.profile, runner=runner(ray))
-    rep.save(report, lambda: api.report_of("compare", result.to_dict(), inputs=rep.inputs(),
+    rep.save(report, lambda: api.reports.report_of("compare", result.to_dict(), inputs=rep.inputs(),
                                            command=rep.command()))
     if json_out:
         emit_json(result.to_dict())

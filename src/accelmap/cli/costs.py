@@ -73,7 +73,7 @@ def print_cost(d: dict[str, Any]) -> None:
 
 
 def print_money(d: dict[str, Any]) -> None:
-    """``api.plan_money(...)``: the price in use, the cluster's $/h, renting vs owning."""
+    """``api.costs.plan_money(...)``: the price in use, the cluster's $/h, renting vs owning."""
     con = console()
     con.print(f"price in use: {_quote(d['price'])}"
               + (f"; {d['devices']} devices {_usd(d['usd_per_hour_cluster'], '/h')}"

@@ -37,18 +37,16 @@ from accelmap.errors import InputError
 if TYPE_CHECKING:
     from accelmap.api import (
         CalibrationProfile,
-        DisaggRun,
-        Estimate,
         Inference,
         Load,
         Mapping,
         ModelSpec,
-        ServingRun,
         Speculation,
-        SplitSearch,
         System,
         Training,
     )
+    from accelmap.api.estimates import Estimate
+    from accelmap.api.serving import DisaggRun, ServingRun, SplitSearch
 
 HwOpt = Annotated[str, typer.Option("--hw", help="Accelerator id or name (`accelmap hw list`).")]
 BatchOpt = Annotated[int, typer.Option(min=1, max=MAX_COUNT,
@@ -395,7 +393,7 @@ def _estimate(o: EstimateArgs) -> None:
     """Run what the options ask for: a disaggregated run or split search, a simulated request
     stream, or one batch estimate (with its sensitivity, energy and cost)."""
     rep.check(o.report)
-    framework = api.framework(o.framework, o.train)
+    framework = api.parse.framework(o.framework, o.train)
     measured = api.measured_device(o.hw, o.profile, o.db, get_catalog(o.catalog))  # --hw local
     load = _serving_load(o)
     # the one typed request the web builds too (api/requests.py)
@@ -474,7 +472,7 @@ def _serving_run(o: EstimateArgs, spec: ModelSpec, system: System, wl: Inference
     """A simulated request stream: saved, then printed as JSON or a table."""
     sim = api.serve(spec, system, wl, m, framework=framework, load=load,
                     imbalance=o.imbalance, speculation=sp)
-    rep.save(o.report, lambda: api.report_of("serving", sim.to_dict(), inputs=rep.inputs(),
+    rep.save(o.report, lambda: api.reports.report_of("serving", sim.to_dict(), inputs=rep.inputs(),
                                              command=rep.command()))
     if o.json_out:
         emit_json(sim.to_dict())
@@ -494,17 +492,17 @@ def _batch_estimate(o: EstimateArgs, spec: ModelSpec, system: System, wl: Traini
     else:
         est = api.estimate(spec, system, wl, m, framework=framework, imbalance=o.imbalance)
     m = est.mapping  # the layout the engine ran (its own choice where none was given)
-    # which resource binds (d ln time / d ln resource), cost and energy: api.estimate_extras
-    extras = api.estimate_extras(spec, system, wl, m, est, framework=framework,
+    # which resource binds (d ln time / d ln resource), cost and energy: api.reports.estimate_extras
+    extras = api.reports.estimate_extras(spec, system, wl, m, est, framework=framework,
                                  imbalance=o.imbalance, catalog=get_catalog(o.catalog),
                                  load_tokens_per_s=o.load_tps, pue=o.pue,
                                  grid_kg_per_kwh=o.grid, speculative=sp is not None)
-    missing = api.unpublished(system.accelerator)
+    missing = api.hardware.unpublished(system.accelerator)
     rep.save(o.report, lambda: api.report_estimate(est, system, m, tokens=o.tokens,
                                                    inputs=rep.inputs(), command=rep.command(),
                                                    extras=extras))
     if o.json_out:
-        emit_json(api.estimate_json(est, system, o.tokens, extras))
+        emit_json(api.reports.estimate_json(est, system, o.tokens, extras))
         return
     print_estimate(est, missing, system.cluster.origin if system.devices > 1 else None)
     if extras["sensitivity"] is not None:
@@ -661,7 +659,8 @@ def print_serving_run(run: ServingRun) -> None:
 def print_estimate(est: Estimate, missing: dict[str, str] | None = None,
                    layout: str | None = None) -> None:
     """The estimate as tables; ``missing``: the price/TDP the catalog lacks
-    (``api.unpublished``), shown as 'not published'; ``layout``: how the cluster was built."""
+    (``api.hardware.unpublished``), shown as 'not published'; ``layout``: how the cluster was
+    built."""
     from rich.table import Table
 
     con = console()
@@ -716,7 +715,7 @@ def _train_rows(m: dict[str, Any], band: str,
     if "cost_to_train_usd" in m:
         rows.append(("cost to train", f"${m['cost_to_train_usd']:,.0f}"))
     elif "time_to_train_s" in m and missing and "price_usd_per_hour" in missing:
-        rows.append(("cost to train", f"{api.NOT_PUBLISHED} (no price in the catalog)"))
+        rows.append(("cost to train", f"{api.hardware.NOT_PUBLISHED} (no price in the catalog)"))
     return rows
 
 
@@ -754,7 +753,7 @@ def _energy_rows(m: dict[str, Any], missing: dict[str, str] | None) -> list[tupl
         rows.append(("energy/token at TDP (upper bound)", f"{m['energy_j_per_token_tdp']:.3g} J"))
     elif missing and "tdp_w" in missing:
         rows.append(("energy/token at TDP (upper bound)",
-                     f"{api.NOT_PUBLISHED} (no TDP in the catalog)"))
+                     f"{api.hardware.NOT_PUBLISHED} (no TDP in the catalog)"))
     if m.get("energy_j_per_token_ops") is not None:
         rows.append(("energy/token from ops+bytes (lower bound)",
                      f"{m['energy_j_per_token_ops']:.3g} J"))
@@ -843,8 +842,8 @@ def roofline_cmd(
       accelmap roofline mixtral-8x7b --hw mi300x --phase prefill --prompt 4096 --json
       accelmap roofline llama-3.1-8b --hw h100-sxm5-80gb --phase decode --profile my-h100
     """
-    ph = api.phase(phase)
-    framework = api.framework(framework, ph is api.Phase.TRAIN)
+    ph = api.parse.phase(phase)
+    framework = api.parse.framework(framework, ph is api.Phase.TRAIN)
     measured = api.measured_device(hw, profile, db, get_catalog(catalog))  # --hw local
     spec, system, wl, m = _inputs(model, hw, None, ph is api.Phase.TRAIN, batch, seq, prompt,
                                   output, dtype, weights, kv, group, "adamw", recompute, flash,

@@ -11,7 +11,7 @@ from accelmap import api
 from accelmap.cli.common import MAX_COUNT, CatalogOpt, JsonOpt, console, emit_json, get_catalog
 
 if TYPE_CHECKING:
-    from accelmap.api import ExportResult, PlanJob
+    from accelmap.api.exports import ExportResult, PlanJob
 
 
 def write_export(fmt: str, job: PlanJob, out: Path | str, quiet: bool = False,
@@ -58,7 +58,7 @@ def export_cmd(
 
     if list_:
         found = api.list_exporters()
-        rows = [api.exporter_row(e) for e in found]
+        rows = [api.exports.exporter_row(e) for e in found]
         if json_out:
             emit_json(rows)
             return

@@ -11,7 +11,8 @@ from accelmap import api
 from accelmap.cli.common import CatalogOpt, JsonOpt, console, emit_json, fmt, get_catalog
 
 if TYPE_CHECKING:
-    from accelmap.api import Accelerator, Catalog, Chooser, Comparison, SystemPreset
+    from accelmap.api import Accelerator, Catalog
+    from accelmap.api.hardware import Chooser, SpecComparison, SystemPreset
 
 app = typer.Typer(help="Browse and compare accelerators and system presets.", no_args_is_help=True)
 
@@ -42,7 +43,8 @@ def list_cmd(
     min_memory: Annotated[
         str | None, typer.Option(help="Only devices with at least this memory, e.g. '80GB'.")
     ] = None,
-    sort: Annotated[str, typer.Option(help=f"Sort column: {', '.join(api.SORT_KEYS)}.")] = "class",
+    sort: Annotated[str, typer.Option(
+        help=f"Sort column: {', '.join(api.hardware.SORT_KEYS)}.")] = "class",
     desc: Annotated[bool, typer.Option("--desc", help="Sort descending.")] = False,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
@@ -56,7 +58,7 @@ def list_cmd(
     accs = api.list_accelerators(device_class, vendor, min_memory, sort, desc,
                                  get_catalog(catalog))
     if json_out:
-        emit_json([api.accelerator_row(a) for a in accs])
+        emit_json([api.hardware.accelerator_row(a) for a in accs])
         return
     from rich.table import Table
 
@@ -67,7 +69,7 @@ def list_cmd(
                          ("year", "right")):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for a in accs:
-        d = api.derived_figures(a)
+        d = api.hardware.derived_figures(a)
         table.add_row(
             a.id, a.device_class.value, a.vendor,
             f"{fmt(a.memory_bytes, 'bytes')} {a.device_memory.kind.value}",
@@ -75,8 +77,8 @@ def list_cmd(
             fmt(d.peak_16bit, "flops") if d.peak_16bit
             else f"({d.headline.value if d.headline else '-'})",
             fmt(d.peak_8bit, "flops", integer_ops=d.peak_8bit_is_integer),
-            fmt(a.tdp.value, "power") if a.tdp else api.NOT_PUBLISHED,
-            f"{a.price.usd_per_hour.value:.2f}" if a.price else api.NOT_PUBLISHED,
+            fmt(a.tdp.value, "power") if a.tdp else api.hardware.NOT_PUBLISHED,
+            f"{a.price.usd_per_hour.value:.2f}" if a.price else api.hardware.NOT_PUBLISHED,
             str(a.release_year),
         )
     console().print(table)
@@ -105,7 +107,7 @@ def show_cmd(
 
 def _show_accelerator(cat: Catalog, acc: Accelerator, json_out: bool) -> None:
     if json_out:
-        emit_json(api.accelerator_details(acc, cat))
+        emit_json(api.hardware.accelerator_details(acc, cat))
         return
     from rich.table import Table
 
@@ -148,12 +150,12 @@ def _show_accelerator(cat: Catalog, acc: Accelerator, json_out: bool) -> None:
                       cu.clock.note or "")
         if cu.matrix_tile:
             t.add_row("matrix tile", " x ".join(map(str, cu.matrix_tile)), "per unit", "", "")
-    missing = api.unpublished(acc)
+    missing = api.hardware.unpublished(acc)
     if acc.tdp:
         t.add_row("TDP", acc.tdp.fmt(), acc.tdp.scope.value, ", ".join(acc.tdp.source),
                   acc.tdp.note or "")
     else:
-        t.add_row("TDP", api.NOT_PUBLISHED, "per device", "", missing["tdp_w"])
+        t.add_row("TDP", api.hardware.NOT_PUBLISHED, "per device", "", missing["tdp_w"])
     for link in acc.links:
         bw = link.bandwidth_per_direction
         t.add_row(f"link: {link.name} ({link.role.value})",
@@ -168,12 +170,12 @@ def _show_accelerator(cat: Catalog, acc: Accelerator, json_out: bool) -> None:
                   p.usd_per_hour.scope.value, ", ".join(p.usd_per_hour.source),
                   p.usd_per_hour.note or "")
     else:
-        t.add_row("price", api.NOT_PUBLISHED, "per device-hour", "",
+        t.add_row("price", api.hardware.NOT_PUBLISHED, "per device-hour", "",
                   missing["price_usd_per_hour"])
-    for dtype, ridge in api.derived_figures(acc).ridge_flop_per_byte.items():
+    for dtype, ridge in api.hardware.derived_figures(acc).ridge_flop_per_byte.items():
         t.add_row(f"ridge point {dtype.value}", f"{ridge:.0f} FLOP/B", "derived", "", "")
     con.print(t)
-    _print_plausibility(api.accelerator_details(acc, cat)["plausibility"])
+    _print_plausibility(api.hardware.accelerator_details(acc, cat)["plausibility"])
     _print_doubts_and_sources(cat, acc)
 
 
@@ -195,7 +197,7 @@ def _print_doubts_and_sources(cat: Catalog, entry: Accelerator | SystemPreset) -
         for doubt in entry.doubts:
             con.print(f"  - {doubt}")
     con.print("[bold]Sources[/bold]")
-    for sid, src in api.sources(entry, cat).items():
+    for sid, src in api.hardware.sources(entry, cat).items():
         if src:
             con.print(f"  {sid}: {src['title']}" + (f" <{src['url']}>" if src.get("url") else ""),
                       highlight=False)
@@ -203,7 +205,7 @@ def _print_doubts_and_sources(cat: Catalog, entry: Accelerator | SystemPreset) -
 
 def _show_system(cat: Catalog, sys_: SystemPreset, json_out: bool) -> None:
     if json_out:
-        emit_json(api.system_details(sys_, cat))
+        emit_json(api.hardware.system_details(sys_, cat))
         return
     from rich.table import Table
 
@@ -247,14 +249,14 @@ def compare_cmd(
     cat = get_catalog(catalog)
     choose = _chooser(not json_out)
     accs = [api.find_accelerator(q, cat, choose) for q in names] if names else None
-    comparison = api.compare(accs, cat)
+    comparison = api.compare_specs(accs, cat)
     if json_out:
         emit_json(comparison.to_dict())
         return
     _print_compare(comparison)
 
 
-def _print_compare(comparison: Comparison) -> None:
+def _print_compare(comparison: SpecComparison) -> None:
     from rich.table import Table
 
     accs, rows = comparison.devices, comparison.rows
@@ -280,11 +282,12 @@ def _print_compare(comparison: Comparison) -> None:
     line("scale-up BW / dir", [fmt(r["scale_up_bandwidth_per_direction"] or None, "bandwidth")
                                for r in rows])
     line("scale-up domain", [str(r["scale_up_domain"] or "-") for r in rows])
-    line("TDP", [fmt(r["tdp_w"], "power") if r["tdp_w"] else api.NOT_PUBLISHED for r in rows])
+    line("TDP", [fmt(r["tdp_w"], "power") if r["tdp_w"] else api.hardware.NOT_PUBLISHED
+                 for r in rows])
     line("TFLOP/s per W (16-bit)", [f"{r['flops_per_watt'] / 1e12:.2f}" if r["flops_per_watt"]
                                     else "-" for r in rows])
     line("price $/device-h", [f"{r['price_usd_per_hour']:.2f}" if r["price_usd_per_hour"]
-                              else api.NOT_PUBLISHED for r in rows])
+                              else api.hardware.NOT_PUBLISHED for r in rows])
     line("GB per $/h", [f"{r['memory_bytes_per_usd_hour'] / 1e9:.1f}"
                         if r["memory_bytes_per_usd_hour"] else "-" for r in rows])
     line("TFLOP/s per $/h", [f"{r['flops_per_usd_hour'] / 1e12:.0f}" if r["flops_per_usd_hour"]
@@ -303,7 +306,7 @@ def systems_cmd(catalog: CatalogOpt = None, json_out: JsonOpt = False) -> None:
     """
     systems = api.list_systems(get_catalog(catalog))
     if json_out:
-        emit_json([api.system_row(s) for s in systems])
+        emit_json([api.hardware.system_row(s) for s in systems])
         return
     from rich.table import Table
 

@@ -61,7 +61,8 @@ def render(report: dict[str, Any]) -> None:
                 "spread"):
         t.add_column(col, justify="left" if col in ("op", "type") else "right")
     for r in rows:
-        t.add_row(r["op"], api.human_bytes(r["size_bytes"]), str(r["count"]), r["dtype"],
+        t.add_row(r["op"], api.measurement.human_bytes(r["size_bytes"]), str(r["count"]),
+                  r["dtype"],
                   f"{r['time_s'] * 1e6:,.1f}", f"{r['algbw'] / 1e9:.3f}",
                   f"{r['busbw'] / 1e9:.3f}", f"{r['spread']:.0%}")
     con = console()

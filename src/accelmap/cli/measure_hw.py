@@ -31,7 +31,7 @@ from accelmap.cli.common import (
 from accelmap.cli.plan import _progress
 
 if TYPE_CHECKING:
-    from accelmap.api import BandwidthRun, MatmulRun
+    from accelmap.api.measurement import BandwidthRun, MatmulRun
 
 DeviceOpt = Annotated[str, typer.Option(
     "--device", "-d", help="Torch device: cpu, cuda, cuda:1, mps, xpu ... (cpu also works "

@@ -41,7 +41,7 @@ def list_cmd(kind: KindOpt = None, db: DbOpt = None, json_out: JsonOpt = False) 
     from dataclasses import asdict
 
     store = api.open_store(db)
-    runs = store.runs(api.measurement_kind(kind))
+    runs = store.runs(api.measurement.measurement_kind(kind))
     profiles = store.list_profiles()
     for line in store.damaged_profiles():
         sys.stderr.write(f"warning: {line}\n")
@@ -82,7 +82,7 @@ def show_cmd(
       accelmap measure show 3f2a --json
     """
     store = api.open_store(db, must_exist=True)
-    rid = api.find_run(store, run_id)
+    rid = api.measurement.find_run(store, run_id)
     ms = store.query(run_id=rid)
     if json_out:
         emit_json({"run_id": rid, "store": str(store.path),
@@ -124,7 +124,7 @@ def export_cmd(
       accelmap measure export --out matmul.csv --format csv --kind matmul
     """
     store = api.open_store(db, must_exist=True)
-    n = store.export(out, format, kind=api.measurement_kind(kind))
+    n = store.export(out, format, kind=api.measurement.measurement_kind(kind))
     for line in store.damaged_profiles():
         sys.stderr.write(f"warning: {line} (not exported)\n")
     if json_out:

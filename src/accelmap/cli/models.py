@@ -86,9 +86,9 @@ def show_cmd(
       accelmap models show ./config.json
     """
     spec = api.load_model(name, get_catalog(catalog))
-    for line in api.context_warnings(spec, seq=seq):
+    for line in api.models.context_warnings(spec, seq=seq):
         sys.stderr.write(line + "\n")
-    data = api.model_details(spec, seq)
+    data = api.models.model_details(spec, seq)
     if json_out:
         emit_json(data)
         return
@@ -162,10 +162,10 @@ def import_cmd(
     """
     spec = api.import_model(config, name)
     if out is not None:
-        api.write_model(spec, out)
-    for line in api.context_warnings(spec, seq=seq):
+        api.models.write_model(spec, out)
+    for line in api.models.context_warnings(spec, seq=seq):
         sys.stderr.write(line + "\n")
-    data = api.model_details(spec, seq)
+    data = api.models.model_details(spec, seq)
     if json_out:
         emit_json(data)
         return

@@ -34,16 +34,9 @@ from accelmap.cli.costs import print_money
 from accelmap.cli.fanout import RayOpt, runner
 
 if TYPE_CHECKING:
-    from accelmap.api import (
-        Catalog,
-        Cluster,
-        DeadlineSearch,
-        HardwareComparison,
-        Job,
-        ModelSpec,
-        PlanRequest,
-        PlanResult,
-    )
+    from accelmap.api import Catalog, Cluster, ModelSpec, PlanRequest
+    from accelmap.api.exports import Job
+    from accelmap.api.planning import ClusterComparison, DeadlineSearch, PlanResult
 
 
 @contextmanager
@@ -185,7 +178,7 @@ def plan_cmd(
                            concurrency=concurrency, allow_quantization=allow_quantization)
     clusters = api.plan_clusters(cat, cluster, hw, devices, train)
     cal = measured.profile
-    api.check_profile(cal, clusters)
+    api.planning.check_profile(cal, clusters)
     req = req.with_profile(cal)
     if req.deadline_s is not None:
         _plan_deadline(spec, clusters[0], req, report, json_out)
@@ -201,7 +194,8 @@ def plan_cmd(
         if export and result.plans:
             from accelmap.cli.export import write_export
 
-            write_export(export, api.plan_export_job(job, result.plans[0]), out, quiet=json_out,
+            write_export(export, api.exports.plan_export_job(job, result.plans[0]), out,
+                         quiet=json_out,
                          force=force)
 
 
@@ -210,7 +204,7 @@ def _plan_deadline(spec: ModelSpec, base: Cluster, req: PlanRequest, report: Pat
     """--deadline: the smallest cluster that trains the tokens in time, saved and shown."""
     with _progress(True, "doubling the cluster until the deadline is met") as progress:
         search = api.deadline_search(spec, base, req, progress)
-    rep.save(report, lambda: api.report_of("deadline", search.to_dict(),
+    rep.save(report, lambda: api.reports.report_of("deadline", search.to_dict(),
                                            inputs=rep.inputs(), command=rep.command()))
     _print_deadline(search, json_out)
 
@@ -219,8 +213,8 @@ def _plan_clusters(spec: ModelSpec, clusters: list[Cluster], req: PlanRequest,
                    report: Path | None, json_out: bool, ray: str | None) -> None:
     """Several clusters (--hw any or a list): the best plan on each, compared."""
     with _progress(not ray, f"planning on {len(clusters)} clusters") as progress:
-        cmp = api.compare_hardware(spec, clusters, req, progress, runner(ray))
-    rep.save(report, lambda: api.report_of("hardware", cmp.to_dict(), inputs=rep.inputs(),
+        cmp = api.compare_clusters(spec, clusters, req, progress, runner(ray))
+    rep.save(report, lambda: api.reports.report_of("hardware", cmp.to_dict(), inputs=rep.inputs(),
                                            command=rep.command()))
     _print_comparison(cmp, json_out, req.train)
 
@@ -232,7 +226,7 @@ def _plan_one(spec: ModelSpec, cl: Cluster, req: PlanRequest, report: Path | Non
     with _progress(True, "simulating the shortlisted configurations" if simulated
                    else "searching mappings") as progress:
         result = api.run_plan(spec, cl, req, progress)
-    job = api.plan_job(spec, cl, req)
+    job = api.planning.plan_job(spec, cl, req)
     rep.save(report, lambda: api.report_plan(spec, cl, result, job, profile=req.profile,
                                              inputs=rep.inputs(), command=rep.command(),
                                              catalog=cat))
@@ -242,7 +236,7 @@ def _plan_one(spec: ModelSpec, cl: Cluster, req: PlanRequest, report: Path | Non
 def _show_plan(model: str, cl: Cluster, result: PlanResult, job: Job, cat: Catalog,
                json_out: bool, train: bool, simulated: bool) -> None:
     """One cluster's plans as JSON or tables, with what the best one costs."""
-    money = api.plan_money(cl, result.plans[0].metrics if result.plans else {}, cat)
+    money = api.costs.plan_money(cl, result.plans[0].metrics if result.plans else {}, cat)
     if json_out:
         emit_json({"model": model, "cluster": cl.name, "job": job.to_dict(),
                    **result.to_dict(), "money": money})
@@ -261,7 +255,7 @@ _NEEDS = {"usd_per_million_tokens": "price_usd_per_hour",
 
 def _missing(key: str | None, missing: dict[str, str]) -> str:
     """A blank cell: 'not published' when the catalog lacks the price/TDP it needs, else '-'."""
-    return api.NOT_PUBLISHED if key in _NEEDS and _NEEDS[key] in missing else "-"
+    return api.hardware.NOT_PUBLISHED if key in _NEEDS and _NEEDS[key] in missing else "-"
 
 
 def print_result(model: str, cl: Cluster, r: PlanResult, train: bool) -> None:
@@ -279,7 +273,7 @@ def print_result(model: str, cl: Cluster, r: PlanResult, train: bool) -> None:
         con.print("[red]no feasible mapping[/red]")
         return
     t = Table(title=f"Top plans by {r.objective.value}")
-    missing = api.unpublished(cl.accelerator)
+    missing = api.hardware.unpublished(cl.accelerator)
     keys = (("mapping", None), ("tokens/s", "tokens_per_s"),
             ("MFU" if train else "TPOT", "mfu" if train else "tpot_s"),
             ("step" if train else "TTFT", "step_time_s" if train else "ttft_s"),
@@ -362,7 +356,7 @@ def print_scenario(model: str, cl: Cluster, r: PlanResult) -> None:
                       f"{fmt(m['tpot_s'].get('p50'), 'time')} / {fmt(m['tpot_p99_s'], 'time')}",
                       f"{m['peak_running']}", f"{m['kv_capacity_tokens']:,.0f}",
                       f"{cost:.3g}" if cost else _missing("usd_per_million_tokens",
-                                                          api.unpublished(cl.accelerator)))
+                                                          api.hardware.unpublished(cl.accelerator)))
         con.print(t)
         band = r.plans[0].metrics.get("error_band")
         if band:
@@ -375,7 +369,7 @@ def print_scenario(model: str, cl: Cluster, r: PlanResult) -> None:
         con.print(f"calibration: {r.calibration}", highlight=False)
 
 
-def _print_comparison(cmp: HardwareComparison, json_out: bool, train: bool = True) -> None:
+def _print_comparison(cmp: ClusterComparison, json_out: bool, train: bool = True) -> None:
     if json_out:
         emit_json(cmp.to_dict())
         return
@@ -385,7 +379,7 @@ def _print_comparison(cmp: HardwareComparison, json_out: bool, train: bool = Tru
     for c in ("accelerator", "devices", "tokens/s/device", "$/M tokens", "even $/h",
               "J/token at TDP", "time to train", "best mapping"):
         t.add_column(c)
-    rows = api.breakeven_rows([r.to_dict() for r in cmp.rows], "usd_per_million_tokens",
+    rows = api.costs.breakeven_rows([r.to_dict() for r in cmp.rows], "usd_per_million_tokens",
                               "tokens_per_s_per_device")
     for r in rows:
         p = r["plan"]

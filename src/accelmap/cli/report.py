@@ -13,7 +13,7 @@ import typer
 from accelmap import api
 
 if TYPE_CHECKING:
-    from accelmap.api import Report
+    from accelmap.api.reports import Report
 
 ReportOpt = Annotated[Path | None, typer.Option(
     "--report", help="Also write an HTML report (charts, inputs, version; one offline file; "
@@ -26,7 +26,7 @@ _NOT_INPUTS = {"report", "json_out", "catalog", "db"}
 def check(path: Path | None) -> None:
     """Fail on a bad --report path (or a missing plotly) before any work."""
     if path is not None:
-        api.check_report_path(path)
+        api.reports.check_report_path(path)
 
 
 def _ctx() -> Any:
@@ -87,5 +87,5 @@ def report_cmd(
       accelmap report validate.json --out docs/validation.html
     """
     target = out or source.with_suffix(".html")
-    api.check_report_path(target, "--out")
+    api.reports.check_report_path(target, "--out")
     save(target, lambda: api.saved_report_html(source), "--out")

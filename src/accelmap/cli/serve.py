@@ -35,7 +35,7 @@ def serve_cmd(
       accelmap serve                      # http://127.0.0.1:8000
       accelmap serve --port 8080 --search-s 60
     """
-    missing = api.missing_extra("fastapi", "uvicorn", "plotly", "multipart")
+    missing = api.reports.missing_extra("fastapi", "uvicorn", "plotly", "multipart")
     if missing:
         raise InputError(missing)
     import uvicorn

@@ -26,7 +26,7 @@ from accelmap.cli.validate_local import (
 )
 
 if TYPE_CHECKING:
-    from accelmap.api import GroupStats, Prediction, Summary
+    from accelmap.api.validation import GroupStats, Prediction, Summary
 
 CasesOpt = Annotated[
     list[Path] | None,
@@ -92,7 +92,8 @@ def validate_cmd(cases: CasesOpt = None, json_out: JsonOpt = False,
     with _progress(not ray, "predicting the published rows") as progress:
         # reads every file first
         result = api.validate_cases(cases, progress=progress, runner=runner(ray))
-    rep.save(report, lambda: api.report_of("validate", result.to_dict(), inputs=rep.inputs(),
+    rep.save(report, lambda: api.reports.report_of("validate", result.to_dict(),
+                                                   inputs=rep.inputs(),
                                            command=rep.command()))
     if json_out:
         emit_json(result.to_dict())
@@ -125,8 +126,8 @@ def _pct(v: float | None, signed: bool = False) -> str:
 def _rows_table(path: Path, preds: Sequence[Prediction], show_skipped: bool) -> Any:
     from rich.table import Table
 
-    shown = [p for p in preds if show_skipped or p.status is not api.Status.SKIPPED]
-    n_skip = sum(p.status is api.Status.SKIPPED for p in preds)
+    shown = [p for p in preds if show_skipped or p.status is not api.validation.Status.SKIPPED]
+    n_skip = sum(p.status is api.validation.Status.SKIPPED for p in preds)
     t = Table(title=f"{path.name}: {len(preds)} rows, {len(preds) - n_skip} predicted, "
                     f"{n_skip} skipped", title_justify="left")
     for col in ("row", "model", "accelerator", "metric", "unit", "measured", "predicted",
@@ -135,7 +136,7 @@ def _rows_table(path: Path, preds: Sequence[Prediction], show_skipped: bool) -> 
                      else "left", overflow="fold")
     for p in shown:
         status = p.status.value
-        if p.status is api.Status.SKIPPED:
+        if p.status is api.validation.Status.SKIPPED:
             status = f"skipped: {p.skipped_reason}"
         elif p.fits is False:
             status += ", predicted NOT to fit"
@@ -170,11 +171,12 @@ def _print_summary(con: Any, summary: Summary) -> None:
     con.print(t)
     if summary.calibration_rows:
         con.print("Calibration rows (fitted, not scored): "
-                  + api.compress_ids(summary.calibration_rows))
+                  + api.validation.compress_ids(summary.calibration_rows))
     if summary.not_fitting:
         con.print("[bold]Finding:[/bold] published configurations predicted NOT to fit in "
-                  "memory: " + api.compress_ids(summary.not_fitting))
+                  "memory: " + api.validation.compress_ids(summary.not_fitting))
     if summary.skipped:
         con.print(f"Skipped {sum(len(v) for v in summary.skipped.values())} rows:")
         for reason, ids in summary.skipped.items():
-            con.print(f"  {len(ids):4d}  {reason}: {api.compress_ids(ids)}", soft_wrap=True)
+            con.print(f"  {len(ids):4d}  {reason}: {api.validation.compress_ids(ids)}",
+                      soft_wrap=True)

@@ -28,7 +28,7 @@ from accelmap.cli.fanout import RayOpt, runner
 
 def names_cmd(json_out: JsonOpt = False) -> None:
     """List the names --set and sweep --param take (hardware fields and model dimensions)."""
-    rows = api.whatif_fields()
+    rows = api.whatif.whatif_fields()
     if json_out:
         emit_json(rows)
         return

@@ -219,7 +219,7 @@ def parse_ownership(text: str) -> Ownership:
 
 def as_ownership(text: str | Ownership | None) -> Ownership | None:
     """'purchase=30000,kwh=0.1,pue=1.2,years=5,utilization=0.7' (keys optional), an Ownership,
-    or None; a malformed text is one InputError line (``api.ownership``)."""
+    or None; a malformed text is one InputError line (``api.costs.ownership``)."""
     if text is None or isinstance(text, Ownership):
         return text
     try:

@@ -161,7 +161,7 @@ def create_app(search_s: float | None = None, max_body: int | None = None,
             runner.stop()
             undo()
 
-    app = FastAPI(title="accelmap", version=api.accelmap_version(), docs_url=None,
+    app = FastAPI(title="accelmap", version=api.reports.accelmap_version(), docs_url=None,
                   redoc_url=None, lifespan=lifespan,
                   summary="Map large language models onto accelerators: will it fit, how to "
                   "split it, how fast, at what cost.")

@@ -1,7 +1,7 @@
 """What each endpoint runs: the forms as calls of the public API, the same calls the CLI makes,
 returning the object its ``--json`` prints and the report that draws it. Plain functions, run
 in a capped process per job (``runner``, ``worker``). A web input never opens a server path:
-models are catalog presets (``api.catalog_model``), clusters catalog presets or specs such as
+models are catalog presets (``api.models.catalog_model``), clusters catalog presets or specs such as
 8xH100, never a YAML file."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from accelmap.errors import InputError
 from accelmap.web.forms import CompareForm, EstimateForm, ExportForm, PlanForm
 
 if TYPE_CHECKING:
-    from accelmap.api import Catalog, Report
+    from accelmap.api import Catalog
+    from accelmap.api.reports import Report
 
 
 class TimeCap:
@@ -58,7 +59,7 @@ def estimate(form: EstimateForm, cat: Catalog) -> tuple[dict[str, Any], Report]:
     spec, system, wl, m = api.estimate_inputs(api.EstimateRequest.of(f), cat)
     est = api.estimate(spec, system, wl, m, framework=f.framework, imbalance=f.moe_imbalance)
     m = est.mapping  # the layout the engine ran (its own choice where none was given)
-    extras = api.estimate_extras(spec, system, wl, m, est, framework=f.framework,
+    extras = api.reports.estimate_extras(spec, system, wl, m, est, framework=f.framework,
                                  imbalance=f.moe_imbalance, catalog=cat)
     rep = api.report_estimate(est, system, m, tokens=f.tokens, inputs=_inputs(f),
                               command="POST /api/estimate", extras=extras)
@@ -80,19 +81,19 @@ def plan(form: PlanForm, cat: Catalog, cap_s: float) -> tuple[dict[str, Any], Re
     clusters = api.plan_clusters(cat, no_path(f.cluster), f.hw, f.devices, f.train)
     cap = TimeCap(cap_s)
     if len(clusters) > 1:
-        cmp = capped(cap, lambda: api.compare_hardware(spec, clusters, req, cap))
-        rep = api.report_of("hardware", cmp.to_dict(), inputs=_inputs(f),
+        cmp = capped(cap, lambda: api.compare_clusters(spec, clusters, req, cap))
+        rep = api.reports.report_of("hardware", cmp.to_dict(), inputs=_inputs(f),
                             command="POST /api/plan")
         return rep.result, rep
     cl = clusters[0]
     result = capped(cap, lambda: api.run_plan(spec, cl, req, cap))
     if cap.hit:
         result.notes.append(cap.note())
-    job = api.plan_job(spec, cl, req)
+    job = api.planning.plan_job(spec, cl, req)
     rep = api.report_plan(spec, cl, result, job, inputs=_inputs(f), command="POST /api/plan",
                           catalog=cat)
-    # the CLI's plan --json carries the money block (api.plan_money) after the plan
-    rep.result["money"] = api.plan_money(cl, result.plans[0].metrics if result.plans else {},
+    # the CLI's plan --json carries the money block (api.costs.plan_money) after the plan
+    rep.result["money"] = api.costs.plan_money(cl, result.plans[0].metrics if result.plans else {},
                                          cat)
     return rep.result, rep
 
@@ -108,7 +109,7 @@ def compare(form: CompareForm, cat: Catalog, cap_s: float) -> tuple[dict[str, An
         precision=f.precision, best_precision=f.best_precision, devices=f.devices,
         budget_usd_h=f.budget_usd_h, objective=f.objective, framework=f.framework,
         catalog=cat, progress=cap))
-    rep = api.report_of("compare", result.to_dict(), inputs=_inputs(f),
+    rep = api.reports.report_of("compare", result.to_dict(), inputs=_inputs(f),
                         command="POST /api/compare")
     return rep.result, rep
 
@@ -129,7 +130,7 @@ def validate(files: list[tuple[str, bytes]], cat: Catalog) -> tuple[dict[str, An
             result = api.validate_cases(paths, catalog=cat)
         except InputError as e:  # name the upload, not the temporary folder
             raise InputError(str(e).replace(str(Path(tmp)) + "/", "")) from None
-    rep = api.report_of("validate", result.to_dict(),
+    rep = api.reports.report_of("validate", result.to_dict(),
                         inputs={"cases": [n for n, _ in files]}, command="POST /api/validate")
     return rep.result, rep
 
@@ -148,7 +149,7 @@ def export_zip(form: ExportForm, cat: Catalog) -> tuple[bytes, str]:
             raise InputError(str(e).replace(f"{src}: ", "plan: ")) from None
         kind = job.kind.value
         names = [form.format] if form.format else [
-            e.name for e in api.list_exporters() if kind in api.exporter_row(e)["plans"]]
+            e.name for e in api.list_exporters() if kind in api.exports.exporter_row(e)["plans"]]
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
             skipped: list[str] = []
@@ -186,7 +187,7 @@ def preset(model: str, cat: Catalog) -> Any:
     if any(c in model for c in "/\\\x00") or model.strip().lower().endswith(PATH_SUFFIXES):
         raise InputError("model: the web app takes a catalog preset id (GET /api/catalog lists "
                          "them), not a file path or Hub id (use the CLI for those)")
-    return api.catalog_model(model, cat)
+    return api.models.catalog_model(model, cat)
 
 
 def no_path(cluster: str | None) -> str | None:
@@ -203,9 +204,10 @@ def no_path(cluster: str | None) -> str | None:
 def catalog_listing(cat: Catalog) -> dict[str, Any]:
     """The models, accelerators, system presets and exporters the forms can name."""
     return {"models": api.list_models(catalog=cat),
-            "accelerators": [api.accelerator_row(a) for a in api.list_accelerators(catalog=cat)],
-            "systems": [api.system_row(s) for s in api.list_systems(cat)],
-            "exporters": [api.exporter_row(e) for e in api.list_exporters()]}
+            "accelerators": [api.hardware.accelerator_row(a)
+                             for a in api.list_accelerators(catalog=cat)],
+            "systems": [api.hardware.system_row(s) for s in api.list_systems(cat)],
+            "exporters": [api.exports.exporter_row(e) for e in api.list_exporters()]}
 
 
 def _inputs(form: Any) -> dict[str, Any]:

@@ -40,11 +40,11 @@ def _cap(limits: Limits) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
 
 
-def figured(rep: api.Report) -> dict[str, Any]:
+def figured(rep: api.reports.Report) -> dict[str, Any]:
     """The result and its report's figures (plotly JSON), for the page."""
     return {"result": rep.result, "title": rep.title, "version": rep.version,
             "inputs": rep.inputs, "notes": rep.detail.get("notes") or [],
-            "figures": api.report_figures(rep)}
+            "figures": api.reports.report_figures(rep)}
 
 
 def _report(result: dict[str, Any], cat: api.Catalog, _s: float) -> tuple[str, str]:
