@@ -17,8 +17,9 @@ def test_missing_extra_names_the_module_and_the_extra() -> None:
 
 def test_serve_without_the_extra_is_one_line(monkeypatch: pytest.MonkeyPatch,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(api, "missing_extra", lambda *m: "fastapi is not installed: reports "
-                        "and the web app need the web extra (pip install 'accelmap[web]')")
+    monkeypatch.setattr(api.reports, "missing_extra", lambda *m: "fastapi is not installed: "
+                        "reports and the web app need the web extra (pip install "
+                        "'accelmap[web]')")
     with pytest.raises(SystemExit) as e:
         main(["serve"])
     assert e.value.code == 2

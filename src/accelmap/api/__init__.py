@@ -21,7 +21,7 @@ Level 2, by question:
 
 - what things are: ``load_catalog``, ``load_model``, ``import_model``, ``list_models``,
   ``load_system``, ``find_accelerator``, ``find_system``, ``find_hardware``, ``list_accelerators``,
-  ``list_systems``, ``load_part``
+  ``list_systems``, ``load_part``, ``SORT_KEYS`` (the columns ``list_accelerators`` sorts by)
 - the job and its split: ``training``, ``inference``, ``adapters``, ``mapping``,
   ``serving_mapping``, ``default_mapping``, ``default_serving_layout``, ``EstimateRequest``,
   ``estimate_inputs``, ``PlanRequest``, ``plan_request``, ``plan_clusters``
@@ -156,6 +156,7 @@ if TYPE_CHECKING:
     from accelmap.engine import System, default_mapping, estimate
     from accelmap.fanout import FanoutError, Progress, Runner, runner
     from accelmap.hardware.cluster import Cluster
+    from accelmap.hardware.listing import SORT_KEYS
     from accelmap.hardware.schema import Accelerator
     from accelmap.mapping.plan import Mapping
     from accelmap.models.schema import ModelSpec
@@ -181,6 +182,7 @@ _LAZY: dict[str, str] = {
     "find_hardware": "accelmap.api.hardware",
     "list_accelerators": "accelmap.api.hardware",
     "list_systems": "accelmap.api.hardware",
+    "SORT_KEYS": "accelmap.hardware.listing",
     "load_part": "accelmap.api.claims",
     # the job and its split
     "training": "accelmap.api.estimates",
@@ -272,6 +274,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "SORT_KEYS",
     "Accelerator",
     "CalibrationProfile",
     "Catalog",

@@ -25,7 +25,7 @@ from accelmap.hardware.schema import Accelerator, DeviceClass, LinkRole, SystemP
 from accelmap.lookup import Named, find, resolve
 from accelmap.units import Dimension, DType, parse_quantity
 
-__all__ = ["DEFAULT_COMPARE", "NOT_PUBLISHED", "SORT_KEYS", "Chooser", "DerivedFigures",
+__all__ = ["DEFAULT_COMPARE", "NOT_PUBLISHED", "Chooser", "DerivedFigures",
            "DeviceClass", "SpecComparison", "SystemPreset", "accelerator_details",
            "accelerator_row", "compare_specs", "derived_figures", "find_accelerator",
            "find_hardware", "find_system", "list_accelerators", "list_systems", "sources",

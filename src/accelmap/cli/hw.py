@@ -44,7 +44,7 @@ def list_cmd(
         str | None, typer.Option(help="Only devices with at least this memory, e.g. '80GB'.")
     ] = None,
     sort: Annotated[str, typer.Option(
-        help=f"Sort column: {', '.join(api.hardware.SORT_KEYS)}.")] = "class",
+        help=f"Sort column: {', '.join(api.SORT_KEYS)}.")] = "class",
     desc: Annotated[bool, typer.Option("--desc", help="Sort descending.")] = False,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
