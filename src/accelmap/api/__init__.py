@@ -31,7 +31,11 @@ One module per area, every name re-exported here:
   ``run_plan`` (``PlanResult``), ``plan_job``, ``compare_hardware`` (``HardwareComparison``),
   ``deadline_search`` (``DeadlineSearch``).
 - ``api.comparison``: ``compare_accelerators`` (``AcceleratorComparison``; ranked by a
-  ``CompareObjective``): every part's devices to hold a model, best mapping, speed, $ and J.
+  ``CompareObjective``): every part's devices to hold a model, best mapping, speed, $ and J;
+  its steps ``compare_job`` (``CompareJob``), ``select_parts``, ``compare_parts``.
+- ``api.requests``: the typed requests the CLI and the web both build, field names the CLI's
+  flags: ``EstimateRequest`` (``estimate_inputs``), ``PlanOptions`` (``plan_inputs``: the
+  model, clusters and ``PlanRequest``), ``CompareRequest`` (``compare_inputs``).
 - ``api.exports``: ``list_exporters``, ``exporter_row``, ``load_plan``, ``plan_export_job``,
   ``export_plan`` (``Export``).
 - ``api.measurement``: ``open_store`` (``Store``), ``load_profile``, ``measurement_kind``,
@@ -82,6 +86,9 @@ if TYPE_CHECKING:
         AcceleratorComparison,
         CompareObjective,
         compare_accelerators,
+        compare_job,
+        compare_parts,
+        select_parts,
     )
     from accelmap.api.costs import (
         CostReport,
@@ -203,7 +210,14 @@ if TYPE_CHECKING:
         saved_report_html,
         write_report,
     )
-    from accelmap.api.requests import EstimateRequest, estimate_inputs
+    from accelmap.api.requests import (
+        CompareRequest,
+        EstimateRequest,
+        PlanOptions,
+        compare_inputs,
+        estimate_inputs,
+        plan_inputs,
+    )
     from accelmap.api.serving import (
         Disaggregation,
         DisaggRun,
@@ -293,7 +307,8 @@ _LAZY: dict[str, str] = {
                      "compare_hardware", "deadline_search", "plan_clusters", "plan_job",
                      "plan_request", "run_plan"), "accelmap.api.planning"),
     # comparing accelerators
-    **dict.fromkeys(("AcceleratorComparison", "CompareObjective", "compare_accelerators"),
+    **dict.fromkeys(("AcceleratorComparison", "CompareObjective", "compare_accelerators",
+                     "compare_job", "compare_parts", "select_parts"),
                     "accelmap.api.comparison"),
     # exports
     **dict.fromkeys(("Export", "export_plan", "exporter_row", "list_exporters", "load_plan",
@@ -313,7 +328,8 @@ _LAZY: dict[str, str] = {
                      "serve", "serve_batch", "serve_disaggregated", "serving_load",
                      "speculation"), "accelmap.api.serving"),
     # typed requests shared by the CLI and the web
-    **dict.fromkeys(("EstimateRequest", "estimate_inputs"), "accelmap.api.requests"),
+    **dict.fromkeys(("CompareRequest", "EstimateRequest", "PlanOptions", "compare_inputs",
+                     "estimate_inputs", "plan_inputs"), "accelmap.api.requests"),
     # reports
     **dict.fromkeys(("Report", "accelmap_version", "check_report_path", "estimate_extras",
                      "estimate_json", "missing_extra", "plan_estimate", "render_report",
@@ -375,6 +391,7 @@ __all__ = [
     "ClaimCheck",
     "Cluster",
     "CompareObjective",
+    "CompareRequest",
     "Comparison",
     "CostReport",
     "DType",
@@ -407,6 +424,7 @@ __all__ = [
     "Phase",
     "Plan",
     "PlanJob",
+    "PlanOptions",
     "PlanRequest",
     "PlanResult",
     "Prediction",
@@ -449,6 +467,9 @@ __all__ = [
     "compare",
     "compare_accelerators",
     "compare_hardware",
+    "compare_inputs",
+    "compare_job",
+    "compare_parts",
     "compare_row",
     "compress_ids",
     "context_warnings",
@@ -509,6 +530,7 @@ __all__ = [
     "plan_disaggregation",
     "plan_estimate",
     "plan_export_job",
+    "plan_inputs",
     "plan_job",
     "plan_money",
     "plan_request",
@@ -526,6 +548,7 @@ __all__ = [
     "run_plan",
     "runner",
     "saved_report_html",
+    "select_parts",
     "sensitivity",
     "sequences_per_step",
     "serve",

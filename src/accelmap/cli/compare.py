@@ -79,7 +79,7 @@ def compare_cmd(
     device_class: DeviceClassOpt = None, batch: BatchOpt = 1, prompt: PromptOpt = 2048,
     output: OutputOpt = 256, seq: SeqOpt = 4096, global_batch_tokens: GlobalBatchTokensOpt = "4M",
     precision: PrecisionOpt = None, best_precision: BestPrecisionOpt = False,
-    devices: DevicesOpt = None, budget: BudgetOpt = None, objective: ObjectiveOpt = None,
+    devices: DevicesOpt = None, budget_usd_h: BudgetOpt = None, objective: ObjectiveOpt = None,
     framework: FrameworkOpt = None, top: TopOpt = None, catalog: CatalogOpt = None,
     profile: ProfileOpt = None, db: DbOpt = None, json_out: JsonOpt = False,
     report: rep.ReportOpt = None, ray: RayOpt = None,
@@ -104,18 +104,18 @@ def compare_cmd(
       accelmap compare llama-3.1-8b --train --seq 4096 --global-batch-tokens 1M
       accelmap compare llama-3.2-1b --serve --hw local,xeon-8480plus   # this machine, measured
     """
+    req = api.CompareRequest.of(locals())  # the first statement: locals() is the parameters
     rep.check(report)
     # a measured local device ('local' or its id in --hw) and the profile it implies
     local = next((h.strip() for h in hw.split(",") if api.is_local_name(h)), None)
     measured = api.measured_device(local, profile, db, get_catalog(catalog))
     cat = measured.catalog
+    # the one typed request the web builds too (api/requests.py). CLI-only, as they say where
+    # to run and what to print rather than what to compare: --top, --ray, --report, --profile
+    # and --db (files and stores on this machine), --catalog, --json
+    spec, parts, job = api.compare_inputs(req, cat, measured.profile)
     with _progress(not ray, "comparing accelerators") as progress:
-        result = api.compare_accelerators(
-            model, train=train, hw=hw, device_class=device_class, batch=batch, prompt=prompt,
-            output=output, seq=seq, global_batch_tokens=global_batch_tokens,
-            precision=precision, best_precision=best_precision, devices=devices,
-            budget_usd_h=budget, objective=objective, framework=framework, catalog=cat,
-            progress=progress, profile=measured.profile, runner=runner(ray))
+        result = api.compare_parts(spec, parts, job, cat, progress, runner(ray))
     rep.save(report, lambda: api.report_of("compare", result.to_dict(), inputs=rep.inputs(),
                                            command=rep.command()))
     if json_out:

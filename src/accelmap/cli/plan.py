@@ -172,21 +172,14 @@ def plan_cmd(
       accelmap plan llama-2-70b --cluster 2xH100 --train --finetune qlora --lora-rank 64 \
           --seq 2048 --global-batch-tokens 32K
     """
+    opts = api.PlanOptions.of(locals())  # the first statement: locals() is the parameters
     rep.check(report)
     measured = api.measured_device(hw, profile, db, get_catalog(catalog))  # --hw local
     cat = measured.catalog
-    spec = api.load_model(model, cat)
-    req = api.plan_request(train=train, seq=seq, global_batch_tokens=global_batch_tokens,
-                           tokens=tokens, prompt=prompt, output=output, ttft=ttft, tpot=tpot,
-                           objective=objective, framework=framework, top=top, offload=offload,
-                           force_tp=force_tp, include_tight=include_tight, deadline=deadline,
-                           scenario=scenario, rate=rate, requests=requests, max_seqs=max_seqs,
-                           finetune=api.adapters(finetune, lora_rank, lora_targets),
-                           concurrency=concurrency, allow_quantization=allow_quantization)
-    clusters = api.plan_clusters(cat, cluster, hw, devices, train)
-    cal = measured.profile
-    api.check_profile(cal, clusters)
-    req = req.with_profile(cal)
+    # the one typed request the web builds too (api/requests.py). CLI-only, as they say where
+    # to run and what to write rather than what to plan: --ray, --report, --export, --out,
+    # --force, --profile and --db (files and stores on this machine), --catalog, --json
+    spec, clusters, req = api.plan_inputs(opts, cat, measured.profile)
     if req.deadline_s is not None:
         _plan_deadline(spec, clusters[0], req, report, json_out)
     elif len(clusters) > 1:
