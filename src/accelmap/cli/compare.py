@@ -74,6 +74,13 @@ TopOpt = Annotated[int | None, typer.Option(min=1, max=MAX_COUNT, help="Rows to 
                                             "(default all).", show_default=False)]
 
 
+# The options that are not fields of api.CompareRequest (so not of the web's form): they say
+# where to run and what to print rather than what to compare. --top (rows of the table; the
+# JSON has every row), --ray (a Ray cluster), --report (a file here), --profile/--db (this
+# machine's measurement store), --catalog (a catalog folder), --json (the web always answers JSON).
+CLI_ONLY = frozenset({"top", "ray", "report", "profile", "db", "catalog", "json_out"})
+
+
 def compare_cmd(
     model: ModelOpt, train: TrainOpt = False, hw: HwOpt = "all",
     device_class: DeviceClassOpt = None, batch: BatchOpt = 1, prompt: PromptOpt = 2048,
@@ -110,9 +117,7 @@ def compare_cmd(
     local = next((h.strip() for h in hw.split(",") if api.is_local_name(h)), None)
     measured = api.measured_device(local, profile, db, get_catalog(catalog))
     cat = measured.catalog
-    # the one typed request the web builds too (api/requests.py). CLI-only, as they say where
-    # to run and what to print rather than what to compare: --top, --ray, --report, --profile
-    # and --db (files and stores on this machine), --catalog, --json
+    # the one typed request the web builds too (api/requests.py); the rest is CLI_ONLY
     spec, parts, job = api.compare_inputs(req, cat, measured.profile)
     with _progress(not ray, "comparing accelerators") as progress:
         result = api.compare_parts(spec, parts, job, cat, progress, runner(ray))

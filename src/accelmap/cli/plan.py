@@ -140,6 +140,14 @@ AllowQuantizationOpt = Annotated[bool, typer.Option(
     "cache (default: the model's 16-bit weights and KV only).")]
 
 
+# The options that are not fields of api.PlanOptions (so not of the web's form): they say where
+# to run and what to write or print rather than what to plan. --ray (a Ray cluster), --report,
+# --export/--out/--force (files here), --profile/--db (this machine's measurement store),
+# --catalog (a catalog folder), --json (the output's form; the web always answers JSON).
+CLI_ONLY = frozenset({"ray", "report", "export", "out", "force", "profile", "db", "catalog",
+                      "json_out"})
+
+
 def plan_cmd(
     model: ModelOpt, cluster: ClusterOpt = None, hw: HwOpt = None, devices: DevicesOpt = None,
     train: TrainOpt = True, seq: SeqOpt = 4096, global_batch_tokens: GlobalBatchTokensOpt = "4M",
@@ -176,9 +184,7 @@ def plan_cmd(
     rep.check(report)
     measured = api.measured_device(hw, profile, db, get_catalog(catalog))  # --hw local
     cat = measured.catalog
-    # the one typed request the web builds too (api/requests.py). CLI-only, as they say where
-    # to run and what to write rather than what to plan: --ray, --report, --export, --out,
-    # --force, --profile and --db (files and stores on this machine), --catalog, --json
+    # the one typed request the web builds too (api/requests.py); the rest is CLI_ONLY
     spec, clusters, req = api.plan_inputs(opts, cat, measured.profile)
     if req.deadline_s is not None:
         _plan_deadline(spec, clusters[0], req, report, json_out)
