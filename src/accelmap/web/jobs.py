@@ -11,6 +11,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,10 +71,11 @@ def plan(form: PlanForm, cat: Catalog, cap_s: float) -> tuple[dict[str, Any], Re
     smallest cluster for a deadline), and its report; the search stops at ``cap_s`` seconds
     with the best plans so far."""
     f = form
-    preset(f.model, cat)  # a catalog name, never a server path
+    model = preset(f.model, cat).id  # by its catalog id: no name reaches a server file
     no_path(f.cluster)
     # the one typed request the CLI builds too (api/requests.py): same input, same answer
-    spec, clusters, req = api.plan_inputs(api.PlanOptions.of(f), cat)
+    opts = replace(api.PlanOptions.of(f), model=model)
+    spec, clusters, req = api.plan_inputs(opts, cat)
     cap = TimeCap(cap_s)
     if req.deadline_s is not None:  # the CLI's --deadline: doubling the first cluster
         search = capped(cap, lambda: api.deadline_search(spec, clusters[0], req, cap))
@@ -102,9 +104,10 @@ def compare(form: CompareForm, cat: Catalog, cap_s: float) -> tuple[dict[str, An
     """`accelmap compare --json` of the form, and its report."""
     f = form
     cap = TimeCap(cap_s)
-    preset(f.model, cat)  # a catalog name, never a server path
+    model = preset(f.model, cat).id  # by its catalog id: no name reaches a server file
     # the one typed request the CLI builds too (api/requests.py): same input, same answer
-    spec, parts, job = api.compare_inputs(api.CompareRequest.of(f), cat)
+    req = replace(api.CompareRequest.of(f), model=model)
+    spec, parts, job = api.compare_inputs(req, cat)
     result = capped(cap, lambda: api.compare_parts(spec, parts, job, cat, cap))
     rep = api.report_of("compare", result.to_dict(), inputs=_inputs(f),
                         command="POST /api/compare")
