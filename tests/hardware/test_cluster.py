@@ -180,14 +180,14 @@ def test_one_name_rule_for_every_command(catalog: Catalog) -> None:
     """Issue 25: `compare --hw h100` resolved the name, `estimate --hw h100` called it
     ambiguous (the rule was written twice). One rule: the variant systems are built from."""
     from accelmap import api
-    from accelmap.api.comparison import _parts
+    from accelmap.api.comparison import select_parts
     from accelmap.errors import AmbiguousNameError
     from accelmap.hardware.cluster import resolve_accelerator
 
     chosen = resolve_accelerator("h100", catalog).id
     assert chosen == "h100-sxm5-80gb"
     assert api.load_system(hw="h100", catalog=catalog).accelerator.id == chosen
-    assert [p.id for p in _parts(catalog, "h100", None)] == [chosen]
+    assert [p.id for p in select_parts(catalog, "h100", None)] == [chosen]
     assert parse_cluster("8xh100", catalog).accelerator.id == chosen
     with pytest.raises(AmbiguousNameError):  # no single preset among the matches: asked
         resolve_accelerator("a100", catalog)

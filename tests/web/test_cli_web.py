@@ -4,6 +4,7 @@ sentence, on a small table of estimate, plan and compare inputs."""
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -61,8 +62,86 @@ TABLE: list[tuple[str, dict[str, Any], list[str]]] = [
      ["compare", "llama-3.1-8b", "--devices", "8", "--budget-usd-h", "50"]),
     ("compare", {"model": "llama-3.1-8b", "objective": "cheapest"},
      ["compare", "llama-3.1-8b", "--objective", "cheapest"]),
+    # one typed request per command (api.PlanOptions, api.CompareRequest): the options the web
+    # did not pass before, answered or refused alike
+    *[("plan", {"model": "llama-3.2-1b", **body}, ["plan", "llama-3.2-1b", *args])
+      for body, args in [
+          # --deadline: the web had no such field, then passed none
+          ({"cluster": "1xH100", "deadline": "30d"},
+           ["--cluster", "1xH100", "--deadline", "30d"]),
+          ({"cluster": "1xH100", "train": False, "tokens": "1B", "deadline": "30d"},
+           ["--cluster", "1xH100", "--serve", "--tokens", "1B", "--deadline", "30d"]),
+          ({"cluster": "1xH100", "tokens": "1B", "deadline": "soon"},
+           ["--cluster", "1xH100", "--tokens", "1B", "--deadline", "soon"]),
+          ({"cluster": "8xH100", "tokens": "1T", "deadline": "1s"},
+           ["--cluster", "8xH100", "--tokens", "1T", "--deadline", "1s"]),
+          # --concurrency
+          ({"cluster": "1xH100", "train": False, "concurrency": 4, "requests": 50},
+           ["--cluster", "1xH100", "--serve", "--concurrency", "4", "--requests", "50"]),
+          ({"cluster": "1xH100", "train": False, "concurrency": 0},
+           ["--cluster", "1xH100", "--serve", "--concurrency", "0"]),
+          ({"cluster": "1xH100", "concurrency": 4},
+           ["--cluster", "1xH100", "--train", "--concurrency", "4"]),
+          # --allow-quantization
+          ({"cluster": "1xH100", "train": False, "scenario": "batch",
+            "allow_quantization": True},
+           ["--cluster", "1xH100", "--serve", "--scenario", "batch", "--allow-quantization"]),
+          ({"cluster": "1xH100", "allow_quantization": True},
+           ["--cluster", "1xH100", "--train", "--allow-quantization"]),
+          # a rate of 0: the API's sentence in both (the form's own bound said another)
+          ({"cluster": "1xH100", "train": False, "rate": 0.0},
+           ["--cluster", "1xH100", "--serve", "--rate=0"]),
+          ({"cluster": "1xH100", "train": False, "finetune": "lora"},
+           ["--cluster", "1xH100", "--serve", "--finetune", "lora"]),
+          ({"cluster": "1xH100", "train": False, "scenario": "nope"},
+           ["--cluster", "1xH100", "--serve", "--scenario", "nope"]),
+          # the device class's stack (xla on a TPU slice, PlanRequest.framework_for)
+          ({"cluster": "tpu-v5e-8", "global_batch_tokens": "64K"},
+           ["--cluster", "tpu-v5e-8", "--train", "--global-batch-tokens", "64K"]),
+          # several accelerators: the comparison of their best plans
+          ({"hw": "H100,MI300X", "devices": 1, "train": False, "scenario": "batch"},
+           ["--hw", "H100,MI300X", "--devices", "1", "--serve", "--scenario", "batch"]),
+      ]],
+    ("plan", {"model": "llama-3.1-8b", "cluster": "8xH100", "tokens": "10B",
+              "deadline": "30d"},
+     ["plan", "llama-3.1-8b", "--cluster", "8xH100", "--train", "--tokens", "10B",
+      "--deadline", "30d"]),
+    *[("compare", {"model": "llama-3.1-8b", **body}, ["compare", "llama-3.1-8b", *args])
+      for body, args in [
+          # --class (the form's "class")
+          ({"class": "tpu"}, ["--class", "tpu"]),
+          ({"class": "quantum"}, ["--class", "quantum"]),
+          ({"hw": "tpu-v5e", "class": "gpu"}, ["--hw", "tpu-v5e", "--class", "gpu"]),
+          # --precision, --best-precision
+          ({"hw": "H100,MI300X", "precision": "fp8"},
+           ["--hw", "H100,MI300X", "--precision", "fp8"]),
+          ({"hw": "H100,MI300X", "precision": "fp7"},
+           ["--hw", "H100,MI300X", "--precision", "fp7"]),
+          ({"train": True, "precision": "int4"}, ["--train", "--precision", "int4"]),
+          ({"precision": "fp8", "best_precision": True},
+           ["--precision", "fp8", "--best-precision"]),
+          ({"hw": "H100,MI300X", "best_precision": True},
+           ["--hw", "H100,MI300X", "--best-precision"]),
+          # --budget-usd-h: 0 or less is the API's sentence in both
+          ({"hw": "H100,MI300X", "budget_usd_h": 50.0},
+           ["--hw", "H100,MI300X", "--budget-usd-h", "50"]),
+          ({"hw": "H100,MI300X", "budget_usd_h": 0.0},
+           ["--hw", "H100,MI300X", "--budget-usd-h", "0"]),
+          ({"hw": "H100,MI300X", "budget_usd_h": -5.0},
+           ["--hw", "H100,MI300X", "--budget-usd-h=-5"]),
+          # training, a framework
+          ({"hw": "H100,MI300X", "train": True, "precision": "fp8", "devices": 8},
+           ["--hw", "H100,MI300X", "--train", "--precision", "fp8", "--devices", "8"]),
+          ({"train": True, "global_batch_tokens": "1K"},
+           ["--train", "--global-batch-tokens", "1K"]),
+          ({"framework": "nope"}, ["--framework", "nope"]),
+          ({"hw": "H100,MI300X", "framework": "tensorrt-llm"},
+           ["--hw", "H100,MI300X", "--framework", "tensorrt-llm"]),
+      ]],
 ]
-VOLATILE = ("seconds",)  # wall time of the run
+# wall times of the run (the search's, a simulation's), at any depth, and said in a sentence
+VOLATILE = ("seconds", "screen_s", "simulate_s", "simulated_s")
+WALL_TIME = re.compile(r"\d+(\.\d+)? s\)")
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +161,12 @@ def cli(capsys: pytest.CaptureFixture[str], args: list[str]) -> tuple[int, str, 
 
 
 def stable(obj: Any) -> Any:
-    return {k: v for k, v in obj.items() if k not in VOLATILE} if isinstance(obj, dict) else obj
+    """``obj`` without its wall times: what the same input must give twice."""
+    if isinstance(obj, dict):
+        return {k: stable(v) for k, v in obj.items() if k not in VOLATILE}
+    if isinstance(obj, list):
+        return [stable(v) for v in obj]
+    return WALL_TIME.sub("T s)", obj) if isinstance(obj, str) else obj
 
 
 @pytest.mark.parametrize(("endpoint", "body", "args"), TABLE,
@@ -111,3 +195,65 @@ def test_every_estimate_form_field_reaches_the_request() -> None:
     known = {f.name for f in dataclasses.fields(api.EstimateRequest)}
     extra = set(EstimateForm.model_fields) - known - {"no_sp", "moe_imbalance", "framework"}
     assert not extra, extra
+
+
+@pytest.mark.parametrize(("request_type", "form_name"),
+                         [(api.PlanOptions, "PlanForm"), (api.CompareRequest, "CompareForm")])
+def test_the_web_form_is_the_request(request_type: type, form_name: str) -> None:
+    """The form's fields are the typed request's, no more and no fewer: a field only the form
+    had would be dropped, one only the request had would be an option the web cannot give
+    (the web's plan form lacked deadline, concurrency and allow_quantization)."""
+    import dataclasses
+
+    from accelmap.web import forms
+
+    form = getattr(forms, form_name)
+    assert set(form.model_fields) == {f.name for f in dataclasses.fields(request_type)}
+
+
+@pytest.mark.parametrize(("command", "request_type"),
+                         [("plan", api.PlanOptions), ("compare", api.CompareRequest)])
+def test_every_cli_option_is_in_the_request_or_cli_only(command: str,
+                                                        request_type: type) -> None:
+    """Each of the command's parameters is a field of its typed request (so of the web's form)
+    or named in the module's CLI_ONLY, never silently neither."""
+    import dataclasses
+    import importlib
+    import inspect
+
+    mod = importlib.import_module(f"accelmap.cli.{command}")
+    params = set(inspect.signature(getattr(mod, f"{command}_cmd")).parameters)
+    fields = {f.name for f in dataclasses.fields(request_type)}
+    assert params - mod.CLI_ONLY == fields
+    assert not (mod.CLI_ONLY & fields)
+    assert params >= mod.CLI_ONLY
+
+
+def test_cli_options_and_form_give_equal_requests() -> None:
+    """``.of`` of the CLI's parameters (every option, CLI-only ones included) and of the web's
+    form with the same values are equal requests."""
+    from types import SimpleNamespace
+
+    from accelmap.web.forms import CompareForm, PlanForm
+
+    plan = dict(model="llama-3.1-70b", cluster=None, hw="H100,MI300X", devices=16, train=True,
+                seq=8192, global_batch_tokens="2M", tokens="1T", deadline="30d", prompt=1000,
+                output=100, scenario=None, rate=None, concurrency=None, requests=None,
+                max_seqs=None, ttft=None, tpot=None, objective="cost", top=3,
+                framework="megatron", offload=True, force_tp=True, include_tight=True,
+                allow_quantization=False, finetune="lora", lora_rank=16, lora_targets="qkv")
+    cli_only = dict(ray=None, report=None, export="megatron", out=".", force=False,
+                    profile=None, db=None, catalog=None, json_out=True)
+    from_cli = api.PlanOptions.of({**plan, **cli_only})  # the command's locals()
+    assert from_cli == api.PlanOptions.of(SimpleNamespace(**plan, **cli_only))
+    assert from_cli == api.PlanOptions.of(PlanForm(**plan))
+    assert from_cli == api.PlanOptions(**plan)
+
+    cmp = dict(model="llama-3.1-8b", train=True, hw="all", device_class="gpu", batch=4,
+               prompt=100, output=10, seq=2048, global_batch_tokens="1M", precision="fp8",
+               best_precision=False, devices=None, budget_usd_h=40.0, objective="tokens_per_s",
+               framework="fsdp")
+    from_cli_c = api.CompareRequest.of({**cmp, "top": 5, "ray": None, "json_out": False})
+    body = {("class" if k == "device_class" else k): v for k, v in cmp.items()}
+    assert from_cli_c == api.CompareRequest.of(CompareForm.model_validate(body))
+    assert from_cli_c == api.CompareRequest(**cmp)

@@ -24,10 +24,13 @@ Level 2, by question:
   ``list_systems``, ``load_part``, ``SORT_KEYS`` (the columns ``list_accelerators`` sorts by)
 - the job and its split: ``training``, ``inference``, ``adapters``, ``mapping``,
   ``serving_mapping``, ``default_mapping``, ``default_serving_layout``, ``EstimateRequest``,
-  ``estimate_inputs``, ``PlanRequest``, ``plan_request``, ``plan_clusters``
+  ``estimate_inputs``, ``PlanOptions``, ``plan_inputs``, ``CompareRequest``, ``compare_inputs``
+  (the typed requests the CLI and the web both build, field names the CLI's flags),
+  ``PlanRequest``, ``plan_request``, ``plan_clusters``
 - how fast, how big, what it costs: ``estimate``, ``roofline``, ``energy_report``, ``cost_report``
 - the best split: ``run_plan``, ``compare_clusters``, ``deadline_search``
-- which accelerator: ``compare_accelerators``, ``compare_specs``, ``check_claim``
+- which accelerator: ``compare_accelerators`` (its steps: ``compare_inputs``, ``compare_parts``),
+  ``compare_specs``, ``check_claim``
 - serving under load: ``serving_load``, ``serve``, ``serve_batch``, ``speculation``,
   ``disaggregation``, ``serve_disaggregated``, ``plan_disaggregation``
 - what if: ``what_if``, ``sensitivity``, ``sweep``, ``advise``, ``design``
@@ -83,7 +86,7 @@ if TYPE_CHECKING:
         whatif,
     )
     from accelmap.api.claims import check_claim, load_part
-    from accelmap.api.comparison import CompareObjective, compare_accelerators
+    from accelmap.api.comparison import CompareObjective, compare_accelerators, compare_parts
     from accelmap.api.costs import cost_report
     from accelmap.api.energy import energy_report
     from accelmap.api.estimates import (
@@ -133,7 +136,14 @@ if TYPE_CHECKING:
         saved_report_html,
         write_report,
     )
-    from accelmap.api.requests import EstimateRequest, estimate_inputs
+    from accelmap.api.requests import (
+        CompareRequest,
+        EstimateRequest,
+        PlanOptions,
+        compare_inputs,
+        estimate_inputs,
+        plan_inputs,
+    )
     from accelmap.api.serving import (
         Disaggregation,
         Load,
@@ -197,6 +207,10 @@ _LAZY: dict[str, str] = {
     "PlanRequest": "accelmap.api.planning",
     "plan_request": "accelmap.api.planning",
     "plan_clusters": "accelmap.api.planning",
+    "PlanOptions": "accelmap.api.requests",
+    "plan_inputs": "accelmap.api.requests",
+    "CompareRequest": "accelmap.api.requests",
+    "compare_inputs": "accelmap.api.requests",
     # how fast, how big, what it costs
     "estimate": "accelmap.engine",
     "roofline": "accelmap.api.estimates",
@@ -208,6 +222,7 @@ _LAZY: dict[str, str] = {
     "deadline_search": "accelmap.api.planning",
     # which accelerator
     "compare_accelerators": "accelmap.api.comparison",
+    "compare_parts": "accelmap.api.comparison",
     "compare_specs": "accelmap.api.hardware",
     "check_claim": "accelmap.api.claims",
     # serving under load
@@ -280,6 +295,7 @@ __all__ = [
     "Catalog",
     "Cluster",
     "CompareObjective",
+    "CompareRequest",
     "DType",
     "Disaggregation",
     "EstimateRequest",
@@ -290,6 +306,7 @@ __all__ = [
     "ModelSpec",
     "Objective",
     "Phase",
+    "PlanOptions",
     "PlanRequest",
     "Progress",
     "Runner",
@@ -305,6 +322,8 @@ __all__ = [
     "claims",
     "compare_accelerators",
     "compare_clusters",
+    "compare_inputs",
+    "compare_parts",
     "compare_specs",
     "comparison",
     "cost_report",
@@ -350,6 +369,7 @@ __all__ = [
     "parse",
     "plan_clusters",
     "plan_disaggregation",
+    "plan_inputs",
     "plan_request",
     "planning",
     "render_report",

@@ -28,7 +28,8 @@ from accelmap.models.schema import ModelSpec
 from accelmap.search.compare import CompareJob, CompareObjective, CompareRow, compare
 from accelmap.units import DType
 
-__all__ = ["AcceleratorComparison", "CompareObjective", "CompareRow", "compare_accelerators"]
+__all__ = ["AcceleratorComparison", "CompareObjective", "CompareRow", "compare_accelerators",
+           "compare_job", "compare_parts", "select_parts"]
 
 # formats --precision takes: 16-bit, fp8 (W8A8), int8/int4 weight-only
 PRECISIONS = (DType.BF16, DType.FP16, DType.FP8, DType.INT8, DType.INT4)
@@ -55,7 +56,9 @@ class AcceleratorComparison:
                 "rows": [r.to_dict() for r in self.rows]}
 
 
-def _parts(catalog: Catalog, hw: str, device_class: str | None) -> list[Accelerator]:
+def select_parts(catalog: Catalog, hw: str, device_class: str | None) -> list[Accelerator]:
+    """The parts ``--hw`` names ('all'/'any' or a comma list of forgiving names), of
+    ``device_class`` only where one is given."""
     text = (hw if hw is not None else "all").strip()
     if not text:
         raise InputError("--hw is empty: give all, or accelerator ids separated by commas")
@@ -94,11 +97,30 @@ def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str
     (``CompareObjective``) ranks: default tokens per second per user for serving, tokens per
     second for training. ``profile``: a measured calibration, used for the part it was
     measured on (``api.measured_device`` adds a measured local device to ``catalog``).
-    ``runner`` (``api.runner``, --ray): where the parts are estimated, the same rows."""
+    ``runner`` (``api.runner``, --ray): where the parts are estimated, the same rows.
+
+    The keyword face of ``compare_job`` + ``select_parts`` + ``compare_parts``; the CLI and
+    the web build an ``api.CompareRequest`` instead (``api.compare_inputs``)."""
     from accelmap.api.models import load_model
 
     cat = catalog or load_catalog()
     spec = model if isinstance(model, ModelSpec) else load_model(model, cat)
+    job = compare_job(train=train, batch=batch, prompt=prompt, output=output, seq=seq,
+                      global_batch_tokens=global_batch_tokens, precision=precision,
+                      best_precision=best_precision, devices=devices,
+                      budget_usd_h=budget_usd_h, objective=objective, framework=framework,
+                      profile=profile)
+    return compare_parts(spec, select_parts(cat, hw, device_class), job, cat, progress, runner)
+
+
+def compare_job(*, train: bool = False, batch: int = 1, prompt: int = 2048, output: int = 256,
+                seq: int = 4096, global_batch_tokens: str | float = "4M",
+                precision: str | DType | None = None, best_precision: bool = False,
+                devices: int | None = None, budget_usd_h: float | None = None,
+                objective: str | CompareObjective | None = None, framework: str | None = None,
+                profile: CalibrationProfile | None = None) -> CompareJob:
+    """The job every part runs, from text, every value checked before any part is estimated
+    (``compare_accelerators`` says what each means)."""
     if precision is not None and best_precision:
         raise InputError("give --precision P or --best-precision, not both")
     if devices is not None and budget_usd_h is not None:
@@ -111,16 +133,7 @@ def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str
                     ("--seq", seq)):
         if v < 1:
             raise InputError(f"{name} must be at least 1, got {v}")
-    try:
-        p = dtype(precision, "precision") if precision is not None else DType.BF16
-    except InputError:
-        p = DType.FP64  # not a format compare takes: the message below lists them
-    if p not in PRECISIONS:
-        raise InputError(f"--precision {precision}: use one of "
-                         f"{', '.join(d.value for d in PRECISIONS)}")
-    if train and p in (DType.INT8, DType.INT4):
-        raise InputError(f"--precision {p.value} is a serving format (weight-only); train in "
-                         "bf16, fp16 or fp8")
+    p = _precision(precision, train)
     framework = parse_framework(framework, train)
     # like with like: rows that each take the fewest devices that hold the job differ in device
     # count (1 B200 beside 32 Wormholes), so training ranks them per device; with --devices or
@@ -136,15 +149,37 @@ def compare_accelerators(model: str | ModelSpec, *, train: bool = False, hw: str
                          "energy_j_per_token_tdp")
     gb = (sequences_per_step(global_batch_tokens, seq) if train
           else max(round(batch_tokens(global_batch_tokens) / seq), 1))
-    job = CompareJob(train=train, batch=batch, prompt=prompt, output=output, seq=seq,
-                     global_batch=gb, precision=p, best_precision=best_precision,
-                     devices=devices, budget_usd_h=budget_usd_h, objective=obj,
-                     framework=framework, profile=profile)
     if framework is not None:
         from accelmap.cost.framework import Framework
 
         choice(Framework, framework, "framework")
-    rows, seconds = compare(spec, _parts(cat, hw, device_class), job, cat, progress, runner)
+    return CompareJob(train=train, batch=batch, prompt=prompt, output=output, seq=seq,
+                      global_batch=gb, precision=p, best_precision=best_precision,
+                      devices=devices, budget_usd_h=budget_usd_h, objective=obj,
+                      framework=framework, profile=profile)
+
+
+def _precision(precision: str | DType | None, train: bool) -> DType:
+    """--precision as one of ``PRECISIONS`` (default bf16); int8/int4 serving only."""
+    try:
+        p = dtype(precision, "precision") if precision is not None else DType.BF16
+    except InputError:
+        p = DType.FP64  # not a format compare takes: the message below lists them
+    if p not in PRECISIONS:
+        raise InputError(f"--precision {precision}: use one of "
+                         f"{', '.join(d.value for d in PRECISIONS)}")
+    if train and p in (DType.INT8, DType.INT4):
+        raise InputError(f"--precision {p.value} is a serving format (weight-only); train in "
+                         "bf16, fp16 or fp8")
+    return p
+
+
+def compare_parts(spec: ModelSpec, parts: list[Accelerator], job: CompareJob,
+                  catalog: Catalog, progress: Callable[[int, int], None] | None = None,
+                  runner: Any = None) -> AcceleratorComparison:
+    """Every part of ``parts`` on ``job`` (``search.compare``), ranked, each feasible row with
+    its break-even price (``breakevens``)."""
+    rows, seconds = compare(spec, parts, job, catalog, progress, runner)
     return AcceleratorComparison(spec.id, job, tuple(breakevens(rows)), seconds)
 
 

@@ -11,13 +11,25 @@ Names are resolved, defaults applied and the checks made once, here: the dtype i
 (a typo is never ignored), one device given several-device degrees, serving past the model's
 context, a fine-tune asked of a serving job. A mapping left open (serving with none of tp,
 pp, ep, replicas) is None: the engine then chooses a layout that holds the model.
+
+``plan`` and ``compare`` are built the same way: ``PlanOptions`` (resolved by ``plan_inputs``
+into the model, the clusters and a ``PlanRequest``) and ``CompareRequest`` (resolved by
+``compare_inputs`` into the model, the parts and a ``CompareJob``):
+
+    spec, clusters, req = api.plan_inputs(api.PlanOptions(model="llama-3.1-8b",
+                                                          cluster="8xH100", tokens="1T"))
+    result = api.run_plan(spec, clusters[0], req)
+    spec, parts, job = api.compare_inputs(api.CompareRequest(model="llama-3.1-8b", hw="all"))
+    cmp = api.compare_parts(spec, parts, job, api.load_catalog())
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping as AnyMapping
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from accelmap.api.comparison import compare_job, select_parts
 from accelmap.api.estimates import (
     adapters,
     check_one_device,
@@ -29,15 +41,36 @@ from accelmap.api.estimates import (
 )
 from accelmap.api.models import context_warnings, load_model
 from accelmap.api.parse import dtype
-from accelmap.catalog import Catalog
+from accelmap.api.planning import PlanRequest, check_profile, plan_clusters, plan_request
+from accelmap.catalog import Catalog, load_catalog
 from accelmap.cost.calibration import CalibrationProfile
 from accelmap.engine import System
 from accelmap.errors import InputError
+from accelmap.hardware.cluster import Cluster
+from accelmap.hardware.schema import Accelerator
 from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
+from accelmap.search.compare import CompareJob
 from accelmap.workload import Inference, Training
 
-__all__ = ["EstimateRequest", "estimate_inputs"]
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_R = TypeVar("_R", bound="DataclassInstance")
+
+
+def _of(cls: type[_R], values: Any) -> _R:
+    """``cls`` from the fields of ``values`` it names: a mapping (``locals()``) or an object with
+    attributes (the CLI's parsed options, a web form); a field it lacks keeps its default."""
+    if isinstance(values, AnyMapping):
+        got = {f.name: values[f.name] for f in fields(cls) if f.name in values}
+    else:
+        got = {f.name: getattr(values, f.name) for f in fields(cls) if hasattr(values, f.name)}
+    return cls(**got)
+
+
+__all__ = ["CompareRequest", "EstimateRequest", "PlanOptions", "compare_inputs", "estimate_inputs",
+           "plan_inputs"]
 
 
 @dataclass(frozen=True)
@@ -89,12 +122,10 @@ class EstimateRequest:
     def of(cls, values: Any) -> EstimateRequest:
         """The request from any object with these attributes (the CLI's parsed options, the
         web's form); the CLI's ``--no-sp`` is ``sequence_parallel=False``."""
-        from dataclasses import fields
-
-        got = {f.name: getattr(values, f.name) for f in fields(cls) if hasattr(values, f.name)}
-        if hasattr(values, "no_sp"):
-            got["sequence_parallel"] = not values.no_sp
-        return cls(**got)
+        req = _of(cls, values)
+        no_sp = values.get("no_sp") if isinstance(values, AnyMapping) else getattr(
+            values, "no_sp", None)
+        return req if no_sp is None else replace(req, sequence_parallel=not no_sp)
 
 
 def _one(v: int | None) -> int:
@@ -131,3 +162,122 @@ def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
     inf = inference(r.batch, r.prompt, r.output, r.weights, r.kv, r.group, r.flash,
                     sparsity=r.sparsity, moe_weights=r.moe_weights)
     return spec, system, inf, serving_mapping(r.tp, r.pp, r.ep, r.replicas)
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """One ``accelmap plan`` / ``POST /api/plan`` as given: field names are the CLI's flags,
+    defaults the CLI's, values still text ('4M', '2T', '30d', 'goodput').
+
+    Named Options, not Request: ``api.PlanRequest`` is the *resolved* value the planners read
+    (numbers, enums, the serving load), kept under that name for its callers; this is what the
+    faces hold before anything is resolved, and ``plan_inputs`` turns it into the model, the
+    clusters and that PlanRequest. CLI-only options (--ray, --report, --export, --out, --force,
+    --profile, --db, --catalog, --json) say where and how to run or print, not what to plan,
+    and are not fields."""
+
+    model: str
+    cluster: str | None = None
+    hw: str | None = None
+    devices: int | None = None
+    train: bool = True
+    seq: int = 4096
+    global_batch_tokens: str = "4M"
+    tokens: str | None = None
+    deadline: str | None = None
+    prompt: int = 2048
+    output: int = 256
+    scenario: str | None = None
+    rate: float | None = None
+    concurrency: int | None = None
+    requests: int | None = None
+    max_seqs: int | None = None
+    ttft: str | None = None
+    tpot: str | None = None
+    objective: str | None = None
+    top: int = 10
+    framework: str | None = None
+    offload: bool = False
+    force_tp: bool = False
+    include_tight: bool = False
+    allow_quantization: bool = False
+    finetune: str = "full"
+    lora_rank: int | None = None
+    lora_targets: str | None = None
+
+    @classmethod
+    def of(cls, values: Any) -> PlanOptions:
+        """The options from the CLI's parsed parameters (``locals()``) or the web's form."""
+        return _of(cls, values)
+
+
+def plan_inputs(opts: PlanOptions, catalog: Catalog | None = None,
+                profile: CalibrationProfile | None = None
+                ) -> tuple[ModelSpec, list[Cluster], PlanRequest]:
+    """The planners' inputs for ``opts``: the model, the clusters (``plan_clusters``: one
+    --cluster, or --devices of each --hw) and the resolved ``PlanRequest`` (``plan_request``'s
+    checks, ``profile`` checked against the clusters and attached). The stack stays the one
+    given, else each cluster's device class's (``PlanRequest.framework_for``: XLA on a TPU
+    slice, Megatron-LM/vLLM on GPUs), the rule ``estimate`` uses. Checked in the CLI's order,
+    so the first mistake is the one both faces report."""
+    o = opts
+    cat = catalog or load_catalog()
+    spec = load_model(o.model, cat)
+    req = plan_request(train=o.train, seq=o.seq, global_batch_tokens=o.global_batch_tokens,
+                       tokens=o.tokens, prompt=o.prompt, output=o.output, ttft=o.ttft,
+                       tpot=o.tpot, objective=o.objective, framework=o.framework, top=o.top,
+                       offload=o.offload, force_tp=o.force_tp, include_tight=o.include_tight,
+                       deadline=o.deadline, scenario=o.scenario, rate=o.rate,
+                       requests=o.requests, max_seqs=o.max_seqs,
+                       finetune=adapters(o.finetune, o.lora_rank, o.lora_targets),
+                       concurrency=o.concurrency, allow_quantization=o.allow_quantization)
+    clusters = plan_clusters(cat, o.cluster, o.hw, o.devices, o.train)
+    check_profile(profile, clusters)
+    return spec, clusters, req.with_profile(profile)
+
+
+@dataclass(frozen=True)
+class CompareRequest:
+    """One ``accelmap compare`` / ``POST /api/compare`` as given: field names are the CLI's
+    flags (``--class`` is ``device_class``, ``--budget-usd-h`` ``budget_usd_h``), defaults the
+    CLI's. ``compare_inputs`` resolves it. CLI-only: --top (rows printed), --ray, --report,
+    --profile, --db, --catalog, --json (where and how to run or print)."""
+
+    model: str
+    train: bool = False
+    hw: str = "all"
+    device_class: str | None = None
+    batch: int = 1
+    prompt: int = 2048
+    output: int = 256
+    seq: int = 4096
+    global_batch_tokens: str = "4M"
+    precision: str | None = None
+    best_precision: bool = False
+    devices: int | None = None
+    budget_usd_h: float | None = None
+    objective: str | None = None
+    framework: str | None = None
+
+    @classmethod
+    def of(cls, values: Any) -> CompareRequest:
+        """The request from the CLI's parsed parameters (``locals()``) or the web's form."""
+        return _of(cls, values)
+
+
+def compare_inputs(req: CompareRequest, catalog: Catalog | None = None,
+                   profile: CalibrationProfile | None = None
+                   ) -> tuple[ModelSpec, list[Accelerator], CompareJob]:
+    """The comparison's inputs for ``req``: the model, the parts (``select_parts``: --hw, of
+    --class) and the job every part runs (``compare_job``'s checks; ``profile`` used for the
+    part it was measured on), for ``api.compare_parts``. Each part's stack is its device
+    class's where --framework is not given (``search.compare``)."""
+    r = req
+    cat = catalog or load_catalog()
+    spec = load_model(r.model, cat)
+    job = compare_job(train=r.train, batch=r.batch, prompt=r.prompt, output=r.output,
+                      seq=r.seq, global_batch_tokens=r.global_batch_tokens,
+                      precision=r.precision, best_precision=r.best_precision,
+                      devices=r.devices, budget_usd_h=r.budget_usd_h, objective=r.objective,
+                      framework=r.framework, profile=profile)
+    return spec, select_parts(cat, r.hw, r.device_class), job

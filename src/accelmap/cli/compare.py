@@ -75,12 +75,19 @@ TopOpt = Annotated[int | None, typer.Option(min=1, max=MAX_COUNT, help="Rows to 
                                             "(default all).", show_default=False)]
 
 
+# The options that are not fields of api.CompareRequest (so not of the web's form): they say
+# where to run and what to print rather than what to compare. --top (rows of the table; the
+# JSON has every row), --ray (a Ray cluster), --report (a file here), --profile/--db (this
+# machine's measurement store), --catalog (a catalog folder), --json (the web always answers JSON).
+CLI_ONLY = frozenset({"top", "ray", "report", "profile", "db", "catalog", "json_out"})
+
+
 def compare_cmd(
     model: ModelOpt, train: TrainOpt = False, hw: HwOpt = "all",
     device_class: DeviceClassOpt = None, batch: BatchOpt = 1, prompt: PromptOpt = 2048,
     output: OutputOpt = 256, seq: SeqOpt = 4096, global_batch_tokens: GlobalBatchTokensOpt = "4M",
     precision: PrecisionOpt = None, best_precision: BestPrecisionOpt = False,
-    devices: DevicesOpt = None, budget: BudgetOpt = None, objective: ObjectiveOpt = None,
+    devices: DevicesOpt = None, budget_usd_h: BudgetOpt = None, objective: ObjectiveOpt = None,
     framework: FrameworkOpt = None, top: TopOpt = None, catalog: CatalogOpt = None,
     profile: ProfileOpt = None, db: DbOpt = None, json_out: JsonOpt = False,
     report: rep.ReportOpt = None, ray: RayOpt = None,
@@ -105,18 +112,16 @@ def compare_cmd(
       accelmap compare llama-3.1-8b --train --seq 4096 --global-batch-tokens 1M
       accelmap compare llama-3.2-1b --serve --hw local,xeon-8480plus   # this machine, measured
     """
+    req = api.CompareRequest.of(locals())  # the first statement: locals() is the parameters
     rep.check(report)
     # a measured local device ('local' or its id in --hw) and the profile it implies
     local = next((h.strip() for h in hw.split(",") if api.measurement.is_local_name(h)), None)
     measured = api.measured_device(local, profile, db, get_catalog(catalog))
     cat = measured.catalog
+    # the one typed request the web builds too (api/requests.py); the rest is CLI_ONLY
+    spec, parts, job = api.compare_inputs(req, cat, measured.profile)
     with _progress(not ray, "comparing accelerators") as progress:
-        result = api.compare_accelerators(
-            model, train=train, hw=hw, device_class=device_class, batch=batch, prompt=prompt,
-            output=output, seq=seq, global_batch_tokens=global_batch_tokens,
-            precision=precision, best_precision=best_precision, devices=devices,
-            budget_usd_h=budget, objective=objective, framework=framework, catalog=cat,
-            progress=progress, profile=measured.profile, runner=runner(ray))
+        result = api.compare_parts(spec, parts, job, cat, progress, runner(ray))
     rep.save(report, lambda: api.reports.report_of("compare", result.to_dict(), inputs=rep.inputs(),
                                            command=rep.command()))
     if json_out:

@@ -133,6 +133,14 @@ AllowQuantizationOpt = Annotated[bool, typer.Option(
     "cache (default: the model's 16-bit weights and KV only).")]
 
 
+# The options that are not fields of api.PlanOptions (so not of the web's form): they say where
+# to run and what to write or print rather than what to plan. --ray (a Ray cluster), --report,
+# --export/--out/--force (files here), --profile/--db (this machine's measurement store),
+# --catalog (a catalog folder), --json (the output's form; the web always answers JSON).
+CLI_ONLY = frozenset({"ray", "report", "export", "out", "force", "profile", "db", "catalog",
+                      "json_out"})
+
+
 def plan_cmd(
     model: ModelOpt, cluster: ClusterOpt = None, hw: HwOpt = None, devices: DevicesOpt = None,
     train: TrainOpt = True, seq: SeqOpt = 4096, global_batch_tokens: GlobalBatchTokensOpt = "4M",
@@ -165,21 +173,12 @@ def plan_cmd(
       accelmap plan llama-2-70b --cluster 2xH100 --train --finetune qlora --lora-rank 64 \
           --seq 2048 --global-batch-tokens 32K
     """
+    opts = api.PlanOptions.of(locals())  # the first statement: locals() is the parameters
     rep.check(report)
     measured = api.measured_device(hw, profile, db, get_catalog(catalog))  # --hw local
     cat = measured.catalog
-    spec = api.load_model(model, cat)
-    req = api.plan_request(train=train, seq=seq, global_batch_tokens=global_batch_tokens,
-                           tokens=tokens, prompt=prompt, output=output, ttft=ttft, tpot=tpot,
-                           objective=objective, framework=framework, top=top, offload=offload,
-                           force_tp=force_tp, include_tight=include_tight, deadline=deadline,
-                           scenario=scenario, rate=rate, requests=requests, max_seqs=max_seqs,
-                           finetune=api.adapters(finetune, lora_rank, lora_targets),
-                           concurrency=concurrency, allow_quantization=allow_quantization)
-    clusters = api.plan_clusters(cat, cluster, hw, devices, train)
-    cal = measured.profile
-    api.planning.check_profile(cal, clusters)
-    req = req.with_profile(cal)
+    # the one typed request the web builds too (api/requests.py); the rest is CLI_ONLY
+    spec, clusters, req = api.plan_inputs(opts, cat, measured.profile)
     if req.deadline_s is not None:
         _plan_deadline(spec, clusters[0], req, report, json_out)
     elif len(clusters) > 1:

@@ -71,10 +71,14 @@ class PlanForm(_Form):
     seq: int = Field(4096, ge=1, le=TOKENS)
     global_batch_tokens: str = "4M"
     tokens: str | None = None
+    deadline: str | None = Field(None, description="Smallest cluster that trains tokens "
+                                 "within this time (e.g. 60d).")
     prompt: int = Field(2048, ge=1, le=TOKENS)
     output: int = Field(256, ge=1, le=TOKENS)
     scenario: str | None = None
-    rate: float | None = Field(None, gt=0, le=1e9)
+    # no lower bound here: the API's check gives the CLI's sentence (a rate of 0 or less)
+    rate: float | None = Field(None, le=1e9)
+    concurrency: int | None = None  # checked by the API (serving.scenario.Load), as the CLI's
     requests: int | None = Field(None, ge=1, le=20000)
     max_seqs: int | None = Field(None, ge=1, le=BIG)
     ttft: str | None = None
@@ -85,6 +89,7 @@ class PlanForm(_Form):
     offload: bool = False
     force_tp: bool = False
     include_tight: bool = False
+    allow_quantization: bool = False
     finetune: str = "full"
     lora_rank: int | None = Field(None, ge=1, le=65536)
     lora_targets: str | None = None
@@ -105,7 +110,8 @@ class CompareForm(_Form):
     precision: str | None = None
     best_precision: bool = False
     devices: int | None = Field(None, ge=1, le=BIG)
-    budget_usd_h: float | None = Field(None, gt=0, le=1e9)
+    # no lower bound here: the API's check gives the CLI's sentence (a budget of 0 or less)
+    budget_usd_h: float | None = Field(None, le=1e9)
     objective: str | None = None
     framework: str | None = None
 

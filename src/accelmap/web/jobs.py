@@ -11,6 +11,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,19 +68,21 @@ def estimate(form: EstimateForm, cat: Catalog) -> tuple[dict[str, Any], Report]:
 
 
 def plan(form: PlanForm, cat: Catalog, cap_s: float) -> tuple[dict[str, Any], Report]:
-    """`accelmap plan --json` of the form (a comparison of accelerators for several), and its
-    report; the search stops at ``cap_s`` seconds with the best plans so far."""
+    """`accelmap plan --json` of the form (a comparison of accelerators for several, the
+    smallest cluster for a deadline), and its report; the search stops at ``cap_s`` seconds
+    with the best plans so far."""
     f = form
-    spec = preset(f.model, cat)
-    req = api.plan_request(train=f.train, seq=f.seq, global_batch_tokens=f.global_batch_tokens,
-                           tokens=f.tokens, prompt=f.prompt, output=f.output, ttft=f.ttft,
-                           tpot=f.tpot, objective=f.objective, framework=f.framework,
-                           top=f.top, offload=f.offload, force_tp=f.force_tp,
-                           include_tight=f.include_tight, scenario=f.scenario, rate=f.rate,
-                           requests=f.requests, max_seqs=f.max_seqs,
-                           finetune=api.adapters(f.finetune, f.lora_rank, f.lora_targets))
-    clusters = api.plan_clusters(cat, no_path(f.cluster), f.hw, f.devices, f.train)
+    model = preset(f.model, cat).id  # by its catalog id: no name reaches a server file
+    no_path(f.cluster)
+    # the one typed request the CLI builds too (api/requests.py): same input, same answer
+    opts = replace(api.PlanOptions.of(f), model=model)
+    spec, clusters, req = api.plan_inputs(opts, cat)
     cap = TimeCap(cap_s)
+    if req.deadline_s is not None:  # the CLI's --deadline: doubling the first cluster
+        search = capped(cap, lambda: api.deadline_search(spec, clusters[0], req, cap))
+        rep = api.reports.report_of("deadline", search.to_dict(), inputs=_inputs(f),
+                            command="POST /api/plan")
+        return rep.result, rep
     if len(clusters) > 1:
         cmp = capped(cap, lambda: api.compare_clusters(spec, clusters, req, cap))
         rep = api.reports.report_of("hardware", cmp.to_dict(), inputs=_inputs(f),
@@ -102,13 +105,11 @@ def compare(form: CompareForm, cat: Catalog, cap_s: float) -> tuple[dict[str, An
     """`accelmap compare --json` of the form, and its report."""
     f = form
     cap = TimeCap(cap_s)
-    spec = preset(f.model, cat)
-    result = capped(cap, lambda: api.compare_accelerators(
-        spec, train=f.train, hw=f.hw, device_class=f.device_class, batch=f.batch,
-        prompt=f.prompt, output=f.output, seq=f.seq, global_batch_tokens=f.global_batch_tokens,
-        precision=f.precision, best_precision=f.best_precision, devices=f.devices,
-        budget_usd_h=f.budget_usd_h, objective=f.objective, framework=f.framework,
-        catalog=cat, progress=cap))
+    model = preset(f.model, cat).id  # by its catalog id: no name reaches a server file
+    # the one typed request the CLI builds too (api/requests.py): same input, same answer
+    req = replace(api.CompareRequest.of(f), model=model)
+    spec, parts, job = api.compare_inputs(req, cat)
+    result = capped(cap, lambda: api.compare_parts(spec, parts, job, cat, cap))
     rep = api.reports.report_of("compare", result.to_dict(), inputs=_inputs(f),
                         command="POST /api/compare")
     return rep.result, rep
