@@ -17,7 +17,7 @@ from accelmap.mapping.plan import Mapping
 from accelmap.units import DType
 from accelmap.workload import Inference, Recompute, Training
 
-DATA = Path(__file__).parent / "data" / "class_figures.csv"
+DATA = Path(__file__).resolve().parents[1] / "data" / "class_figures.csv"
 
 
 def predict(row: dict[str, str]) -> tuple[float | None, str]:

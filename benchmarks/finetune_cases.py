@@ -106,7 +106,7 @@ def lora_gpt3() -> None:
 
 def nemo_rows() -> None:
     print("3. NeMo LoRA rows (shared training.csv, model TFLOP/s per GPU)")
-    csv = ROOT / "benchmarks" / "data" / "reference" / "measurements" / "training.csv"
+    csv = ROOT / "data" / "reference" / "measurements" / "training.csv"
     if not csv.exists():
         print(f"   {csv} not found: skipped")
         return

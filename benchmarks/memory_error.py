@@ -53,7 +53,7 @@ from accelmap.memory.training import training_items
 from accelmap.units import DType
 from accelmap.workload import Loss, Recompute, Training
 
-DEFAULT_CSV = (Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "reference"
+DEFAULT_CSV = (Path(__file__).resolve().parents[1] / "data" / "reference"
                / "measurements" / "memory.csv")
 GiB, GB = 2.0**30, 1e9
 MODELS = {"8b": "llama-3.1-8b", "70b": "llama-3.1-70b", "405b": "llama-3.1-405b"}

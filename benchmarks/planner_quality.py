@@ -30,7 +30,7 @@ from accelmap.validate.multi import plan_training as published_plan
 from accelmap.validate.read import read_cases
 
 DEFAULT = (Path(__file__).resolve().parents[1]
-           / "benchmarks/data/reference/measurements/training.csv")
+           / "data/reference/measurements/training.csv")
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """Predicted vs published for the vendor and paper figures of every accelerator class
-(benchmarks/data/vendor_figures.csv; sources and caveats in vendor_figures.md). These rows are a
+(data/vendor_figures.csv; sources and caveats in vendor_figures.md). These rows are a
 check set: nothing is fitted on them.
 
 A row is predicted when its accelerator and model are catalog entries and its metric is a
@@ -17,7 +17,7 @@ a catalog id, a name the catalog's own ids and aliases spell (parenthetical rema
 Tenstorrent system as its Wormhole parts, an Apple chip by its GPU-core bin with the memory the
 row names. Training MFU, ratios and rows with an unknown part or model are listed as skipped with
 the reason. Rows marked in their notes as measured with speculative decoding are skipped; the
-rows a class parameter was fitted on (benchmarks/fit_classes.py) are shown
+rows a class parameter was fitted on (fitters/fit_classes.py) are shown
 as FITTED and left out of the statistics.
 
 Run: python benchmarks/vendor_error.py [--rows]
@@ -38,7 +38,7 @@ from accelmap.catalog import load_catalog
 from accelmap.errors import AccelmapError
 from accelmap.lookup import normalize
 
-DATA = Path(__file__).resolve().parent / "data" / "vendor_figures.csv"
+DATA = Path(__file__).resolve().parents[1] / "data" / "vendor_figures.csv"
 METRICS = {"tokens_per_s_per_user", "latency_per_token_s", "ttft_s", "tokens_per_s_total"}
 
 
