@@ -15,8 +15,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from accelmap.api import validate_cases
-from accelmap.validate.outcome import Status
+from accelmap.api import Status, validate_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK_SET = ROOT / "data" / "concurrency_published.yaml"

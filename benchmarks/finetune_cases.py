@@ -31,9 +31,8 @@ import sys
 from pathlib import Path
 
 from accelmap import api
-from accelmap.catalog import load_catalog
-from accelmap.units import DType
-from accelmap.workload import Adapters, Finetune, LoraTarget, Optimizer, Recompute, Training
+from accelmap.api import DType, Training, load_catalog
+from accelmap.workload import Adapters, Finetune, LoraTarget, Optimizer, Recompute
 
 ROOT = Path(__file__).resolve().parents[1]
 GiB = 2**30

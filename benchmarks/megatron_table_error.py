@@ -10,8 +10,8 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from accelmap.catalog import load_catalog
-from accelmap.validate.predict import Status, predict_cases
+from accelmap.api import Status, load_catalog
+from accelmap.validate.predict import predict_cases
 from accelmap.validate.read import read_cases
 
 TABLE = Path(__file__).resolve().parents[1] / "data" / "megatron_core_h100_table.yaml"

@@ -22,7 +22,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from accelmap.catalog import load_catalog
+from accelmap.api import load_catalog
 from accelmap.search.planner import plan_training
 from accelmap.search.space import TrainingSpace
 from accelmap.validate.cases import TrainingCase

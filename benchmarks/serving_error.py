@@ -22,8 +22,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from accelmap.api import validate_cases
-from accelmap.validate.outcome import Prediction, Status
+from accelmap.api import Prediction, Status, validate_cases
 from accelmap.validate.report import compress_ids, stats, summarize
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from accelmap import api
-from accelmap.catalog import load_catalog
+from accelmap.api import load_catalog
 from accelmap.errors import AccelmapError
 from accelmap.lookup import normalize
 
@@ -184,10 +184,9 @@ def predict_training(row: dict[str, str], cat: api.Catalog) -> tuple[float | Non
     policy): MaxText's default layout, FSDP over every chip (``ici_fsdp_parallelism: -1``),
     tp = pp = 1, at the best of per-device batch 1, 2, 4, 8 and the lightest recompute that
     fits (none, selective, full): the tuned run a published table reports."""
+    from accelmap.api import DType, Mapping, Training
     from accelmap.hardware.cluster import parse_cluster
-    from accelmap.mapping.plan import Mapping
-    from accelmap.units import DType
-    from accelmap.workload import Recompute, Training
+    from accelmap.workload import Recompute
 
     dtype = DType.FP8 if "fp8" in row["precision"].lower() else DType.BF16
     n, seq = _devices(row["devices"]), _int(row["input_len"])

@@ -1,10 +1,13 @@
 """Regenerate src/accelmap/cost/data/achievable_matmul.yaml from the shared measurements.
 
-Reads ../shared/reference/measurements/matmul.csv (maximum achievable matmul FLOPS by shape
+Reads data/reference/measurements/matmul.csv (maximum achievable matmul FLOPS by shape
 sweep, Stas Bekman's ML Engineering table), maps each accelerator name to a catalog id through
 the explicit table in accelmap.validate.names, and writes measured/peak per device and dtype with
 the row ids as sources. The efficiency is taken against *our catalog's* dense peak, so a
 datasheet disagreement shows up instead of cancelling out.
+
+Reads: data/reference/measurements/matmul.csv (or the path given).
+Writes: src/accelmap/cost/data/achievable_matmul.yaml.
 
 Run: python fitters/derive_achievable.py [path/to/matmul.csv]
 """
@@ -17,8 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from accelmap.catalog import load_catalog
-from accelmap.units import DType
+from accelmap.api import DType, load_catalog
 from accelmap.validate.names import MEASURED_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,8 +1,8 @@
 """Regenerate src/accelmap/cost/data/collective_efficiency.yaml from the shared measurements.
 
-Reads ../shared/reference/measurements/collectives.csv (measured nccl-tests / all_reduce_bench
+Reads data/reference/measurements/collectives.csv (measured nccl-tests / all_reduce_bench
 bus bandwidths, Stas Bekman's ML Engineering network chapter) and the few *measured* rows of
-../shared/reference/hardware/network.csv (nccl-tests issues N1-N11), maps each system to catalog
+data/reference/hardware/network.csv (nccl-tests issues N1-N11), maps each system to catalog
 accelerator ids through the explicit tables below, and writes, per row, the achieved fraction of
 the per-direction line rate of *our catalog's* tier (so a datasheet disagreement shows up instead
 of cancelling out):
@@ -27,6 +27,10 @@ then the largest payload (the bandwidth-bound end of the sweep). ``efficiency`` 
 ``link_for_tier`` uses per accelerator and role (all-reduce at the most ranks), ``defaults`` the
 median per topology class for accelerators without a measurement.
 
+Reads: data/reference/measurements/collectives.csv and
+  data/reference/hardware/network.csv (or those under the folder given).
+Writes: src/accelmap/cost/data/collective_efficiency.yaml.
+
 Run: python fitters/derive_collective_efficiency.py [path/to/reference]
 """
 
@@ -42,7 +46,7 @@ from typing import Any
 
 import yaml
 
-from accelmap.catalog import load_catalog
+from accelmap.api import load_catalog
 from accelmap.hardware.schema import LinkRole, Topology
 
 ROOT = Path(__file__).resolve().parents[1]

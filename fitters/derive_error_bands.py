@@ -11,6 +11,10 @@ the rows benchmarks/vendor_error.py predicts, minus those a class parameter was 
 Stack: the framework profile the row was predicted with. Scale: engine.error_band.scale of the
 row's device count.
 
+Reads: data/reference/measurements/training.csv and inference.csv,
+  data/serving_published.csv, data/vendor_figures.csv (through benchmarks/vendor_error.py).
+Writes: src/accelmap/engine/data/error_bands.yaml (with --write; else prints the table).
+
 Run: python fitters/derive_error_bands.py [--write]
 """
 
@@ -23,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from accelmap.catalog import load_catalog
+from accelmap.api import load_catalog
 from accelmap.engine.error_band import QUANTILE, key, scale
 from accelmap.validate import predict as pr
 from accelmap.validate.cases import InferenceCase, TrainingCase

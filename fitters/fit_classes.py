@@ -17,6 +17,9 @@ compare``'s path: the stated or fewest devices, batch 1, the stated precision) w
 and set floor = (1 / published - predicted TPOT) / layers (0 when the model is already slower).
 Every other row of that machine is scored by vendor_error.py, never fitted.
 
+Reads: data/vendor_figures.csv (through benchmarks/vendor_error.py).
+Writes: src/accelmap/cost/data/class_calibration.yaml (with --write; else prints the fit).
+
 Run: python fitters/fit_classes.py [--write]
 """
 
@@ -30,9 +33,8 @@ from unittest import mock
 
 import yaml
 
-from accelmap.catalog import load_catalog
+from accelmap.api import DeviceClass, load_catalog
 from accelmap.cost import execution, framework
-from accelmap.hardware.schema import DeviceClass
 
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = ("optimum-habana", "neuron", "tt-metal")

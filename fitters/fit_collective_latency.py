@@ -28,6 +28,9 @@ measured on H100 in sgl-project/sglang PR #2904 (vLLM's custom all-reduce, witho
 tp 2/4/8, 512 B to 1 MiB). It applies only where a framework profile says the stack runs it
 (``FrameworkProfile.custom_all_reduce``) and only when it is faster than NCCL.
 
+Reads: data/reference/measurements/collectives.csv (or the path given).
+Writes: src/accelmap/cost/data/collective_latency.yaml.
+
 Run: python fitters/fit_collective_latency.py [path/to/collectives.csv]
 """
 
@@ -39,9 +42,13 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from scipy.optimize import least_squares
 
-from accelmap.catalog import load_catalog
+try:
+    from scipy.optimize import least_squares
+except ImportError:  # the fitters' extra (pyproject.toml: fit)
+    raise SystemExit(f"{Path(__file__).name} needs SciPy: pip install 'accelmap[fit]'") from None
+
+from accelmap.api import load_catalog
 from accelmap.cost import collectives as co
 from accelmap.hardware.schema import LinkRole
 

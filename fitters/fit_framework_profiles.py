@@ -31,6 +31,9 @@ the torch.compile fit** (the CUDA-graph decode loop measured by the gpt-fast row
 request overhead is 0 and their quantized kernels keep 1.0; the yaml says so under
 ``not_calibrated``.
 
+Reads: data/reference/measurements/inference.csv (or the path given).
+Writes: src/accelmap/cost/data/framework_calibration.yaml.
+
 Run: python fitters/fit_framework_profiles.py [path/to/inference.csv]
 """
 
@@ -46,12 +49,15 @@ from unittest import mock
 
 import numpy as np
 import yaml
-from scipy.optimize import least_squares
 
-from accelmap.catalog import load_catalog
+try:
+    from scipy.optimize import least_squares
+except ImportError:  # the fitters' extra (pyproject.toml: fit)
+    raise SystemExit(f"{Path(__file__).name} needs SciPy: pip install 'accelmap[fit]'") from None
+
+from accelmap.api import DType, load_catalog
 from accelmap.cost import framework as fwmod
 from accelmap.cost.framework import Framework
-from accelmap.units import DType
 from accelmap.validate import predict as pr
 from accelmap.validate import speculative
 from accelmap.validate.cases import InferenceCase

@@ -21,6 +21,9 @@ row is held out and scored.
 **Objective**: the median absolute log error (robust to the few rows the model cannot explain)
 on the fitting rows, minimized on a grid (0.01 and 0.05 steps) over the two ranges.
 
+Reads: data/reference/measurements/training.csv (or the path given).
+Writes: src/accelmap/cost/data/training_fit.yaml (with --write; else prints the fit).
+
 Run: python fitters/fit_training.py [path/to/training.csv] [--write]
 """
 
@@ -36,7 +39,7 @@ from unittest import mock
 
 import yaml
 
-from accelmap.catalog import load_catalog
+from accelmap.api import load_catalog
 from accelmap.cost import efficiency
 from accelmap.validate import predict as pr
 from accelmap.validate.cases import Case, TrainingCase
