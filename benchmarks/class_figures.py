@@ -9,15 +9,12 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from accelmap.catalog import load_catalog
-from accelmap.engine import estimate
+from accelmap.api import DType, Inference, Mapping, Training, estimate, load_catalog
 from accelmap.errors import InputError
 from accelmap.hardware.cluster import parse_cluster
-from accelmap.mapping.plan import Mapping
-from accelmap.units import DType
-from accelmap.workload import Inference, Recompute, Training
+from accelmap.workload import Recompute
 
-DATA = Path(__file__).parent / "data" / "class_figures.csv"
+DATA = Path(__file__).resolve().parents[1] / "data" / "class_figures.csv"
 
 
 def predict(row: dict[str, str]) -> tuple[float | None, str]:

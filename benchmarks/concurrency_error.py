@@ -1,6 +1,6 @@
 """Prediction error on the published closed-loop concurrency points.
 
-``benchmarks/data/concurrency_published.yaml`` holds points of concurrency sweeps (``vllm bench
+``data/concurrency_published.yaml`` holds points of concurrency sweeps (``vllm bench
 serve --max-concurrency N`` and the like) in the run format (``scenario: concurrency``). Report
 only: nothing is fitted on them. Each row runs through the request-level simulator with N
 closed-loop clients (``validate/serving.py``); rows lacking a fact, or in a 4-bit format the run
@@ -15,11 +15,10 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from accelmap.api import validate_cases
-from accelmap.validate.outcome import Status
+from accelmap.api import Status, validate_cases
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECK_SET = ROOT / "benchmarks" / "data" / "concurrency_published.yaml"
+CHECK_SET = ROOT / "data" / "concurrency_published.yaml"
 
 
 def main(argv: Sequence[str] | None = None) -> None:

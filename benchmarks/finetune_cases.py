@@ -31,9 +31,8 @@ import sys
 from pathlib import Path
 
 from accelmap import api
-from accelmap.catalog import load_catalog
-from accelmap.units import DType
-from accelmap.workload import Adapters, Finetune, LoraTarget, Optimizer, Recompute, Training
+from accelmap.api import DType, Training, load_catalog
+from accelmap.workload import Adapters, Finetune, LoraTarget, Optimizer, Recompute
 
 ROOT = Path(__file__).resolve().parents[1]
 GiB = 2**30
@@ -106,7 +105,7 @@ def lora_gpt3() -> None:
 
 def nemo_rows() -> None:
     print("3. NeMo LoRA rows (shared training.csv, model TFLOP/s per GPU)")
-    csv = ROOT / "benchmarks" / "data" / "reference" / "measurements" / "training.csv"
+    csv = ROOT / "data" / "reference" / "measurements" / "training.csv"
     if not csv.exists():
         print(f"   {csv} not found: skipped")
         return

@@ -9,12 +9,10 @@ Run: PYTHONPATH=src python benchmarks/formats_table.py
 from __future__ import annotations
 
 from accelmap import api
-from accelmap.engine import estimate
+from accelmap.api import DType, Inference, estimate
 from accelmap.errors import InputError
 from accelmap.memory.budget import weight_storage_bytes
 from accelmap.models.geometry import Geometry
-from accelmap.units import DType
-from accelmap.workload import Inference
 
 PARTS = ("h100-sxm5-80gb", "h200-sxm", "b200", "gb200", "b300", "gb300", "mi300x", "mi355x")
 SERVE = ("bf16", "fp8", "nvfp4", "mxfp4", "fp4")

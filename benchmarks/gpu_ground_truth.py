@@ -1,12 +1,12 @@
 """Measured vs predicted for every stored `validate --local` row on a real GPU
-(benchmarks/data/gpu/<run>/: the run's JSON and the measurement store it was calibrated with),
+(data/gpu/<run>/: the run's JSON and the measurement store it was calibrated with),
 predicted today with the GPU's calibration profile and without it (catalog figures and the
 public per-generation defaults of cost/host.py).
 
 Issue 23's bar: within 15 % with the profile, 30 % without. The last column says whether the
 estimate calls the pass host-bound, and why (dispatched ops x seconds per dispatch).
 
-Run: PYTHONPATH=src python benchmarks/gpu_ground_truth.py [benchmarks/data/gpu]
+Run: PYTHONPATH=src python benchmarks/gpu_ground_truth.py [data/gpu]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def _fmt(v: float, unit: str) -> str:
     return f"{v * 1e3:9.2f} ms" if unit == "s" else f"{v / 1e9:9.3f} GB"
 
 
-def main(root: str = "benchmarks/data/gpu") -> int:
+def main(root: str = "data/gpu") -> int:
     misses = 0
     for folder in runs(Path(root)):
         print(f"== {folder.name}")

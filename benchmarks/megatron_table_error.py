@@ -1,6 +1,6 @@
 """Score NVIDIA's H100 Megatron-Core performance table (Megatron-LM README, images/model_table.png:
 nine GPT models, 1.7B-462B, 48 to 6,144 H100) against accelmap's prediction. Nothing is fitted on
-these rows: they check the shared parameters of benchmarks/fit_training.py on runs it never saw.
+these rows: they check the shared parameters of fitters/fit_training.py on runs it never saw.
 
 Run: python benchmarks/megatron_table_error.py
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from accelmap.catalog import load_catalog
-from accelmap.validate.predict import Status, predict_cases
+from accelmap.api import Status, load_catalog
+from accelmap.validate.predict import predict_cases
 from accelmap.validate.read import read_cases
 
-TABLE = Path(__file__).resolve().parent / "data" / "megatron_core_h100_table.yaml"
+TABLE = Path(__file__).resolve().parents[1] / "data" / "megatron_core_h100_table.yaml"
 
 
 def main() -> None:

@@ -41,19 +41,16 @@ from pathlib import Path
 
 import numpy as np
 
-from accelmap.catalog import Catalog, load_catalog
+from accelmap.api import Catalog, DType, Mapping, Training, TrainStep, estimate, load_catalog
 from accelmap.cost.framework import Framework
-from accelmap.engine import estimate
-from accelmap.engine.result import TrainStep
 from accelmap.hardware.cluster import parse_cluster
-from accelmap.mapping.plan import Mapping, ZeroStage, balanced_split, default_schedule
+from accelmap.mapping.plan import ZeroStage, balanced_split, default_schedule
 from accelmap.memory.allocator import DYNAMIC_ITEMS, NON_PYTORCH_ITEMS
 from accelmap.memory.sharding import model_state_bytes
 from accelmap.memory.training import training_items
-from accelmap.units import DType
-from accelmap.workload import Loss, Recompute, Training
+from accelmap.workload import Loss, Recompute
 
-DEFAULT_CSV = (Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "reference"
+DEFAULT_CSV = (Path(__file__).resolve().parents[1] / "data" / "reference"
                / "measurements" / "memory.csv")
 GiB, GB = 2.0**30, 1e9
 MODELS = {"8b": "llama-3.1-8b", "70b": "llama-3.1-70b", "405b": "llama-3.1-405b"}

@@ -22,7 +22,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from accelmap.catalog import load_catalog
+from accelmap.api import load_catalog
 from accelmap.search.planner import plan_training
 from accelmap.search.space import TrainingSpace
 from accelmap.validate.cases import TrainingCase
@@ -30,12 +30,14 @@ from accelmap.validate.multi import plan_training as published_plan
 from accelmap.validate.read import read_cases
 
 DEFAULT = (Path(__file__).resolve().parents[1]
-           / "benchmarks/data/reference/measurements/training.csv")
+           / "data/reference/measurements/training.csv")
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    limit = int(sys.argv[sys.argv.index("--limit") + 1]) if "--limit" in sys.argv else None
+    argv = sys.argv[1:]
+    limit = int(argv[argv.index("--limit") + 1]) if "--limit" in argv else None
+    args = [a for i, a in enumerate(argv)  # the path: not an option, nor --limit's value
+            if not a.startswith("--") and (i == 0 or argv[i - 1] != "--limit")]
     path = Path(args[0]) if args else DEFAULT
     cat = load_catalog()
     cases = [c for c in read_cases(path).cases

@@ -20,14 +20,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core, as the goal says
 
 import numpy as np
 
-from accelmap.catalog import load_catalog
+from accelmap.api import Mapping, OverlapPolicy, System, Training, load_catalog
 from accelmap.cost.framework import profile
-from accelmap.engine import System
-from accelmap.engine.train import OverlapPolicy, compose, layer_profile
+from accelmap.engine.train import compose, layer_profile
 from accelmap.hardware.cluster import parse_cluster
-from accelmap.mapping.plan import Mapping
 from accelmap.search.planner import plan_training
-from accelmap.workload import Recompute, Training
+from accelmap.workload import Recompute
 
 
 def vectorized_rate(n: int = 1_000_000) -> float:

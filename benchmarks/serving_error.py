@@ -1,15 +1,15 @@
 """Prediction error on the serving check set and on the shared inference file.
 
-The check set, ``benchmarks/data/serving_published.csv`` (TensorRT-LLM perf-overview offline
+The check set, ``data/serving_published.csv`` (TensorRT-LLM perf-overview offline
 runs, MLPerf Inference llama2-70b Offline/Server), is for reporting only: nothing is fitted on
 it. Its rows go through the request-level simulator (``validate/serving.py``); the shared
 ``inference.csv`` rows are fixed-batch predictions and are printed for comparison.
 
     PYTHONPATH=src python3 benchmarks/serving_error.py
     PYTHONPATH=src python3 benchmarks/serving_error.py \\
-        --cases benchmarks/data/serving_published.csv \\
+        --cases data/serving_published.csv \\
         --shared ../shared/reference/measurements/inference.csv --rows
-    accelmap validate --cases benchmarks/data/serving_published.csv      # the per-row table
+    accelmap validate --cases data/serving_published.csv      # the per-row table
 
 Prints, per group (kind, source, framework and version): n, median and p90 absolute % error,
 median signed % error (+ = accelmap optimistic), and the skipped rows by reason. Rerun it after
@@ -22,13 +22,12 @@ import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from accelmap.api import validate_cases
-from accelmap.validate.outcome import Prediction, Status
+from accelmap.api import Prediction, Status, validate_cases
 from accelmap.validate.report import compress_ids, stats, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECK_SET = ROOT / "benchmarks" / "data" / "serving_published.csv"
-SHARED = ROOT / "benchmarks" / "data" / "reference" / "measurements" / "inference.csv"
+CHECK_SET = ROOT / "data" / "serving_published.csv"
+SHARED = ROOT / "data" / "reference" / "measurements" / "inference.csv"
 
 
 def _pct(v: float | None, signed: bool = False) -> str:

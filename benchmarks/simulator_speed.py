@@ -21,8 +21,8 @@ import time
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from accelmap import api
+from accelmap.api import Load, Scenario
 from accelmap.serving.requests import LengthDist
-from accelmap.serving.scenario import Load, Scenario
 
 N = 10_000
 CASES = (

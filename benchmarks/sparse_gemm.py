@@ -25,14 +25,13 @@ import sys
 from dataclasses import replace
 
 from accelmap import api
-from accelmap.catalog import load_catalog
+from accelmap.api import DType, load_catalog
 from accelmap.cost.framework import profile
 from accelmap.cost.roofline import Device, time_ops, total_time
 from accelmap.cost.sparsity import dtype_class, fitted, layer_gemms, measured, table
 from accelmap.ops.graph import ByteKind, Op, Precision, Unit
 from accelmap.ops.sparsity import sparse_weights
 from accelmap.ops.training import backward_ops
-from accelmap.units import DType
 from accelmap.workload import Sparsity
 
 PART = {"A100": "a100-sxm4-80gb", "H100": "h100-sxm5-80gb", "B200": "b200",

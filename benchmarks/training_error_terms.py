@@ -29,14 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
-from accelmap.catalog import load_catalog
-from accelmap.engine.result import Estimate
-from accelmap.units import DType
+from accelmap.api import DType, Estimate, load_catalog
 from accelmap.validate.cases import TrainingCase
 from accelmap.validate.multi import TrainingPlan, plan_training
 from accelmap.validate.read import read_cases
 
-DEFAULT_CSV = (Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "reference"
+DEFAULT_CSV = (Path(__file__).resolve().parents[1] / "data" / "reference"
                / "measurements" / "training.csv")
 ATTENTION = ("attention/core", "attention/scores", "attention/softmax", "attention/context")
 

@@ -1,5 +1,5 @@
 """Predicted vs published for the vendor and paper figures of every accelerator class
-(benchmarks/data/vendor_figures.csv; sources and caveats in vendor_figures.md). These rows are a
+(data/vendor_figures.csv; sources and caveats in vendor_figures.md). These rows are a
 check set: nothing is fitted on them.
 
 A row is predicted when its accelerator and model are catalog entries and its metric is a
@@ -17,7 +17,7 @@ a catalog id, a name the catalog's own ids and aliases spell (parenthetical rema
 Tenstorrent system as its Wormhole parts, an Apple chip by its GPU-core bin with the memory the
 row names. Training MFU, ratios and rows with an unknown part or model are listed as skipped with
 the reason. Rows marked in their notes as measured with speculative decoding are skipped; the
-rows a class parameter was fitted on (benchmarks/fit_classes.py) are shown
+rows a class parameter was fitted on (fitters/fit_classes.py) are shown
 as FITTED and left out of the statistics.
 
 Run: python benchmarks/vendor_error.py [--rows]
@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from accelmap import api
-from accelmap.catalog import load_catalog
+from accelmap.api import load_catalog
 from accelmap.errors import AccelmapError
 from accelmap.lookup import normalize
 
-DATA = Path(__file__).resolve().parent / "data" / "vendor_figures.csv"
+DATA = Path(__file__).resolve().parents[1] / "data" / "vendor_figures.csv"
 METRICS = {"tokens_per_s_per_user", "latency_per_token_s", "ttft_s", "tokens_per_s_total"}
 
 
@@ -184,10 +184,9 @@ def predict_training(row: dict[str, str], cat: api.Catalog) -> tuple[float | Non
     policy): MaxText's default layout, FSDP over every chip (``ici_fsdp_parallelism: -1``),
     tp = pp = 1, at the best of per-device batch 1, 2, 4, 8 and the lightest recompute that
     fits (none, selective, full): the tuned run a published table reports."""
+    from accelmap.api import DType, Mapping, Training
     from accelmap.hardware.cluster import parse_cluster
-    from accelmap.mapping.plan import Mapping
-    from accelmap.units import DType
-    from accelmap.workload import Recompute, Training
+    from accelmap.workload import Recompute
 
     dtype = DType.FP8 if "fp8" in row["precision"].lower() else DType.BF16
     n, seq = _devices(row["devices"]), _int(row["input_len"])

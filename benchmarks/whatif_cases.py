@@ -23,7 +23,7 @@ Part 3, claim checks. Published vendor claims through ``check-claim``:
    user on Llama 3.1 8B (Cerebras Inference launch, Aug 2024); Etched's "over 500,000 tokens
    per second running Llama 70B" on one 8-chip Sohu server (FP8, 2048 in / 128 out; June 2024),
    on a spec that grants Sohu the most a 4 nm reticle die could plausibly compute
-   (benchmarks/data/etched-sohu-like.yaml).
+   (data/etched-sohu-like.yaml).
 
 Part 4, shape advice. Karpathy (nanoGPT, Feb 2023): "the most dramatic optimization to nanoGPT
    so far (~25% speedup) is to simply increase vocab size from 50257 to 50304 (nearest
@@ -126,10 +126,10 @@ CLAIMS = (
      "300 tok/s per user on llama-2-70b on 576 chips"),
     ("Cerebras Inference launch, Aug 2024", "wse-3",
      "1800 tok/s per user on llama-3.1-8b"),
-    ("Etched Sohu, June 2024 (output tokens)", str(ROOT / "benchmarks/data/"
+    ("Etched Sohu, June 2024 (output tokens)", str(ROOT / "data/"
                                                     "etched-sohu-like.yaml"),
      "500000 tok/s on llama-3.1-70b with fp8 on 8 chips prompt 2048 output 128"),
-    ("Etched Sohu, June 2024 (input+output)", str(ROOT / "benchmarks/data/"
+    ("Etched Sohu, June 2024 (input+output)", str(ROOT / "data/"
                                                    "etched-sohu-like.yaml"),
      "500000 tok/s (input+output) on llama-3.1-70b with fp8 on 8 chips prompt 2048 "
      "output 128"),

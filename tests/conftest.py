@@ -67,9 +67,9 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
     return run
 
 
-def _load_benchmark(name: str) -> ModuleType:
-    """Import ``benchmarks/<name>.py`` (a script folder, not a package) as module ``name``."""
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+def _load_script(folder: str, name: str) -> ModuleType:
+    """Import ``<folder>/<name>.py`` (a script folder, not a package) as module ``name``."""
+    path = Path(__file__).resolve().parents[1] / folder / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
@@ -80,4 +80,11 @@ def _load_benchmark(name: str) -> ModuleType:
 
 @pytest.fixture(scope="session")
 def load_benchmark() -> Callable[[str], ModuleType]:
-    return _load_benchmark
+    """A script of ``benchmarks/`` (prints figures) by name."""
+    return lambda name: _load_script("benchmarks", name)
+
+
+@pytest.fixture(scope="session")
+def load_fitter() -> Callable[[str], ModuleType]:
+    """A script of ``fitters/`` (writes a bundled data file) by name."""
+    return lambda name: _load_script("fitters", name)

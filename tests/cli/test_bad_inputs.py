@@ -1,4 +1,4 @@
-"""A corpus of bad and odd inputs across every command (benchmarks/bad_inputs.py), each run
+"""A corpus of bad and odd inputs across every command (tests/corpus/bad_inputs.py), each run
 in-process through the real entry point with a time limit: a bad input gets exit 2 and one
 short ``error:`` line (no traceback, no 'internal error', no hang), a valid one exit 0, and
 nothing is silently answered. Plus property tests of the text parsers and the file reader:
@@ -24,7 +24,7 @@ from accelmap.errors import AccelmapError, InputError
 
 
 def _corpus_module() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bad_inputs.py"
+    path = Path(__file__).resolve().parents[2] / "tests" / "corpus" / "bad_inputs.py"
     spec = importlib.util.spec_from_file_location("bad_inputs", path)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)

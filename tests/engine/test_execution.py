@@ -119,7 +119,7 @@ def test_apple_silicon_runs_llama_cpp_over_metal_without_a_cuda_context() -> Non
 
 def test_dataflow_layer_floor_is_fitted_on_a_named_row_and_charged_per_layer() -> None:
     """The per-layer floor of a dataflow pipeline (cost/execution.py layer_floor) comes from
-    benchmarks/fit_classes.py with the row it was fitted on; a machine without a published
+    fitters/fit_classes.py with the row it was fitted on; a machine without a published
     figure is uncalibrated and says its latency is a lower bound; every pass pays L floors."""
     from accelmap import api
     from accelmap.cost.execution import layer_floor
@@ -139,7 +139,7 @@ def test_dataflow_layer_floor_is_fitted_on_a_named_row_and_charged_per_layer() -
 
 def test_gpu_like_asics_run_their_vendor_stack_with_its_fitted_host_time() -> None:
     """Gaudi runs optimum-habana (host time per step fitted on a named published latency,
-    benchmarks/fit_classes.py), AWS parts Neuron, Tenstorrent TT-Metal; an ASIC without a
+    fitters/fit_classes.py), AWS parts Neuron, Tenstorrent TT-Metal; an ASIC without a
     vendor stack keeps the generic compiled graph with its host time uncalibrated."""
     from accelmap.cost.framework import profile
 

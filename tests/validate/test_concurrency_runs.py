@@ -93,7 +93,7 @@ def test_unknown_scenario_word_lists_concurrency(tmp_path: Path) -> None:
 
 
 def test_published_points_file_reads() -> None:
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / \
+    path = Path(__file__).resolve().parents[2] / "data" / \
         "concurrency_published.yaml"
     runs = read_runs(path)
     assert len(runs) >= 10

@@ -1,5 +1,5 @@
-"""The fit of benchmarks/fit_framework_profiles.py (every row of a stack, robust least squares
-on log time) and of benchmarks/fit_collective_latency.py, and what the bundled profiles say."""
+"""The fit of fitters/fit_framework_profiles.py (every row of a stack, robust least squares
+on log time) and of fitters/fit_collective_latency.py, and what the bundled profiles say."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ CAL = ROOT / "src" / "accelmap" / "cost" / "data" / "framework_calibration.yaml"
 
 
 @pytest.fixture(scope="module")
-def fitmod(load_benchmark: Callable[[str], ModuleType]) -> ModuleType:
-    return load_benchmark("fit_framework_profiles")
+def fitmod(load_fitter: Callable[[str], ModuleType]) -> ModuleType:
+    return load_fitter("fit_framework_profiles")
 
 
 def _bounded(entry: dict, fit: ModuleType) -> None:
@@ -111,9 +111,9 @@ def test_70b_tp8_batch1_eager_is_slower_than_graph_stacks(catalog: Catalog) -> N
                                                  framework=bare).metrics["tpot_s"])
 
 
-def test_small_all_reduce_costs_what_was_measured(load_benchmark: Callable[[str], ModuleType],
+def test_small_all_reduce_costs_what_was_measured(load_fitter: Callable[[str], ModuleType],
                                                   catalog: Catalog) -> None:
-    fit = load_benchmark("fit_collective_latency")
+    fit = load_fitter("fit_collective_latency")
     rows = fit.small_rows(fit.DEFAULT_CSV) if fit.DEFAULT_CSV.exists() else []
     fitted = co.measured_latency()["nvswitch_nccl"]
     if rows:  # the shared data is next to the checkout: the rule reproduces the bundled value

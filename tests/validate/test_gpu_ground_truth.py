@@ -1,4 +1,4 @@
-"""The stored GPU ground truth (benchmarks/data/gpu/): every validate --local row re-predicted
+"""The stored GPU ground truth (data/gpu/): every validate --local row re-predicted
 with today's model, within issue 23's tolerances (15 % with the GPU's profile, 30 % without).
 CI has no GPU: the rows are the stored measurements of a real one."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from accelmap.validate.gpu_truth import runs, truth_rows
 
-ROOT = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "gpu"
+ROOT = Path(__file__).resolve().parents[2] / "data" / "gpu"
 ROWS = [r for f in runs(ROOT) for r in truth_rows(f)]
 # Known short: the eager decode step is host-bound, and the measured seconds per dispatch of
 # the profile's micro transformer (9.07 us) is below what the 1B model's decode step costs per

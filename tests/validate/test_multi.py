@@ -1,6 +1,6 @@
 """Multi-device rows through the distributed engine: cluster and mapping from the row, the
 stack's defaults, the A100 40GB variant by memory column, sanity bands, not-fit flags, the
-fitting split of benchmarks/fit_training.py."""
+fitting split of fitters/fit_training.py."""
 
 from __future__ import annotations
 
@@ -187,8 +187,8 @@ def test_stacks_and_metrics() -> None:
 
 
 @pytest.fixture(scope="module")
-def fit(load_benchmark: Callable[[str], ModuleType]) -> ModuleType:
-    return load_benchmark("fit_training")
+def fit(load_fitter: Callable[[str], ModuleType]) -> ModuleType:
+    return load_fitter("fit_training")
 
 
 def test_fitting_split_and_grid(fit: ModuleType) -> None:

@@ -14,7 +14,7 @@ from accelmap.catalog import Catalog
 from accelmap.errors import InputError
 from accelmap.hardware import claims as hc
 
-SOHU = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "etched-sohu-like.yaml"
+SOHU = Path(__file__).resolve().parents[2] / "data" / "etched-sohu-like.yaml"
 
 
 def test_parse_claim_forms() -> None:

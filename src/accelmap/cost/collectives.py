@@ -71,7 +71,7 @@ SIMPLE_STEP_LATENCY_S = {"nvlink": 5.7e-6, "pcie": 5.7e-6, "net": 6.6e-6}
 SIMPLE_BASE_LATENCY_S = 8.4e-6
 
 _DATA = "cost/data/collective_efficiency.yaml"
-# Small-message latency fitted on the shared rows (benchmarks/fit_collective_latency.py): NCCL's
+# Small-message latency fitted on the shared rows (fitters/fit_collective_latency.py): NCCL's
 # LL per-step latency on NVSwitch tiers, and the custom one-shot all-reduce of serving stacks.
 _LATENCY_DATA = "cost/data/collective_latency.yaml"
 
@@ -362,14 +362,14 @@ def _two_tier(kind: Collective, s: Num, ni: Num, inner: Link, no: Num, outer: Li
 @functools.lru_cache(maxsize=1)
 def measured_efficiency() -> dict[str, Any]:
     """The bundled table derived from shared collectives.csv / network.csv (see the script
-    benchmarks/derive_collective_efficiency.py)."""
+    fitters/derive_collective_efficiency.py)."""
     path = Path(str(resources.files("accelmap").joinpath(_DATA)))
     return dict(yaml.safe_load(path.read_text()) or {})
 
 
 @functools.lru_cache(maxsize=1)
 def measured_latency() -> dict[str, Any]:
-    """The small-message latencies fitted by benchmarks/fit_collective_latency.py."""
+    """The small-message latencies fitted by fitters/fit_collective_latency.py."""
     path = Path(str(resources.files("accelmap").joinpath(_LATENCY_DATA)))
     return dict(yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
 

@@ -53,7 +53,7 @@ SPLIT_K_MIN = 256  # do not split k below 256 per split (keeps each split a full
 @lru_cache(maxsize=1)
 def training_fit() -> dict[str, Any]:
     """The few physical parameters fitted once on all shared training rows
-    (benchmarks/fit_training.py writes cost/data/training_fit.yaml with the rows it used)."""
+    (fitters/fit_training.py writes cost/data/training_fit.yaml with the rows it used)."""
     path = Path(str(resources.files("accelmap").joinpath("cost/data/training_fit.yaml")))
     return dict(yaml.safe_load(path.read_text()) or {})
 

@@ -206,7 +206,7 @@ def runtime_items(items: dict[str, Any], model: ExecutionModel) -> dict[str, Any
 # and none of those per-hop latencies is published (Abts et al. ISCA 2022 give only a "< 3 us"
 # system bound; Cerebras publishes no fabric latency). One floor per machine, seconds per layer
 # per forward pass, is fitted on the machine's first published per-user figure and scored on the
-# others (benchmarks/fit_classes.py; cost/data/class_calibration.yaml).
+# others (fitters/fit_classes.py; cost/data/class_calibration.yaml).
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ per-case constants.
   ``collectives.custom_all_reduce()``.
 
 The CUDA-graph stacks' figures are fitted jointly on every shared inference row of the stack by
-``benchmarks/fit_framework_profiles.py`` (rule in its docstring; ``data/framework_calibration.yaml``
+``fitters/fit_framework_profiles.py`` (rule in its docstring; ``data/framework_calibration.yaml``
 names the rows, the leave-one-out error and what was not calibrated). vLLM and SGLang have no
 shared rows: their figures are borrowed from the fitted CUDA-graph stack and say so.
 - ``dispatches``: eager PyTorch on a CPU (``eager-cpu``, ``cost/eager_cpu.py``) pays the host's
@@ -266,7 +266,7 @@ _COMPILED: dict[Framework, tuple[bool, str]] = {
 
 @lru_cache(maxsize=1)
 def _class_calibration() -> dict[str, Any]:
-    """cost/data/class_calibration.yaml (benchmarks/fit_classes.py): dataflow floors and the
+    """cost/data/class_calibration.yaml (fitters/fit_classes.py): dataflow floors and the
     vendor stacks' host time per step."""
     path = Path(str(resources.files("accelmap").joinpath("cost/data/class_calibration.yaml")))
     return dict(yaml.safe_load(path.read_text()) or {}) if path.exists() else {}

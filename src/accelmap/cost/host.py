@@ -49,11 +49,11 @@ class Launch(StrEnum):
 # Seconds per dispatched aten op in eager PyTorch on a GPU's host, used where no profile has
 # `measure overhead`'s figure. Hopper hosts: 9.07 us per dispatched op in a decode step (forward)
 # and 18.8 us per op of backward + fused AdamW, measured by `accelmap measure overhead` on one
-# H200 SXM with PyTorch 2.11 (benchmarks/data/gpu/h200-sxm-2026-11/measure_log.txt); within the
+# H200 SXM with PyTorch 2.11 (data/gpu/h200-sxm-2026-11/measure_log.txt); within the
 # "~5-25 us of CPU-side work per op" of jiahuanglin.xyz (gpu_kernel_serving, lesson 18).
 DEFAULT_DISPATCH_S = {"forward": 9.07e-6, "backward": 18.81e-6}
 DISPATCH_SOURCE = ("eager dispatch 9.07 us forward / 18.8 us backward per aten op (measure "
-                   "overhead on an H200 host, benchmarks/data/gpu; ~5-25 us per op, "
+                   "overhead on an H200 host, data/gpu; ~5-25 us per op, "
                    "jiahuanglin.xyz lesson 18)")
 # Device-side cost per kernel node of a replayed CUDA graph: "~1-2 us" of launch latency per
 # kernel is what graphs remove from the host and leave on the device; cloudai.pt measured a

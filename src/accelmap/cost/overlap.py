@@ -8,7 +8,7 @@
    the resulting slow-down of overlapped compute; Megatron-LM's userbuffers give its TP overlap
    a fixed 1-16 SMs for the same reason. The engine stretches compute by ``CONTENTION`` seconds
    per second of communication it hides: one value for every stack and device, fitted once on
-   the shared training rows (benchmarks/fit_training.py).
+   the shared training rows (fitters/fit_training.py).
 
 2. **Per-layer prefetch (ZeRO-3 / FSDP).** Parameters are gathered one wrapped unit (a layer) at
    a time, the next unit's all-gather running during the current unit's compute (PyTorch FSDP
@@ -35,7 +35,7 @@ from accelmap.units import Num
 
 def contention() -> float:
     """Seconds of compute added per second of communication hidden behind it, fitted on the
-    shared training rows (benchmarks/fit_training.py writes cost/data/training_fit.yaml with
+    shared training rows (fitters/fit_training.py writes cost/data/training_fit.yaml with
     the value and the rows)."""
     from accelmap.cost.efficiency import training_fit
 

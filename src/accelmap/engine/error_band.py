@@ -1,7 +1,7 @@
 """The expected error of an estimate, learned from validation residuals of similar published
 runs (DESIGN: "every estimate states its expected error").
 
-``benchmarks/derive_error_bands.py`` predicts every shared published run that was not used to
+``fitters/derive_error_bands.py`` predicts every shared published run that was not used to
 fit a parameter, and records per group of similar runs the 80th percentile of the absolute
 error and how many runs it rests on (``engine/data/error_bands.yaml``). A group is (phase,
 stack, scale). A band comes only from runs like the one estimated -- same device class (the

@@ -45,7 +45,7 @@ def device_dtype(device_type: str) -> DType:
     """The dtype `measure attention` measures in by default: what the device trains and serves
     in. On a GPU bf16, where PyTorch's SDPA takes the flash kernel (FlashAttention-2 supports
     fp16/bf16 only: Dao 2023, its README; in fp32 SDPA falls back to the memory-efficient
-    kernel, as on the H200 of benchmarks/data/gpu); on a CPU fp32."""
+    kernel, as on the H200 of data/gpu); on a CPU fp32."""
     return DType.FP32 if device_type == "cpu" else DType.BF16
 
 

@@ -411,7 +411,7 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
              f"{len(reqs):,} requests simulated on one replica of {replicas}",
              *_closed_loop_notes(load, replicas),
              *device_notes(dev, wl.compute_dtype, fw))
-    # the throughput band comes from the offline check set (benchmarks/data: out-of-sample
+    # the throughput band: the offline check set (data/serving_published.csv: out-of-sample
     # residuals of the same simulator); no published server run is scored yet
     return ServingRun(*head, True, None, metrics, sched, pool.other, notes,
                       error_band("serve-offline", fw.name.value, world, dev.acc.device_class.value),

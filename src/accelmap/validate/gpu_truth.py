@@ -1,4 +1,4 @@
-"""GPU ground truth kept in the repository (``benchmarks/data/gpu/<run>/``): what
+"""GPU ground truth kept in the repository (``data/gpu/<run>/``): what
 ``accelmap validate --local --json`` measured on a real GPU, next to the measurement store the
 run was calibrated with, re-predicted with today's model, with the GPU's profile and without it.
 

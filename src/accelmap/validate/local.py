@@ -153,7 +153,7 @@ def build_peak_bytes(spec: Any, bytes_per_param: int = BUILD_BYTES_PER_PARAM) ->
     it. The cast to bf16 afterwards goes parameter by parameter (``nn.Module._apply``), so it
     never holds more. On the H200 run of llama-3.2-1b this is 4 x 1,235,814,400 + 4 x 128,256
     x 2,048 = 5,993,930,752 B: the inference peak measured there to the byte (the inference
-    phases themselves need ~3.1 GB; benchmarks/data/gpu)."""
+    phases themselves need ~3.1 GB; data/gpu)."""
     from accelmap.models.params import count_params
 
     extra = spec.vocab_size * spec.d_model if spec.tied_embeddings else 0

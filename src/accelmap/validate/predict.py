@@ -66,7 +66,7 @@ def calibration_rows() -> frozenset[str]:
     data = yaml.safe_load(calibration_file().read_text()) or {}
     rows = {str(r) for entry in data.values() if isinstance(entry, dict)
             for r in entry.get("calibrated_on") or ()}
-    rows |= {str(r) for r in training_fit().get("fitted_on") or ()}  # benchmarks/fit_training.py
+    rows |= {str(r) for r in training_fit().get("fitted_on") or ()}  # fitters/fit_training.py
     return frozenset(rows | BANDWIDTH_CALIBRATION_ROWS)
 
 

@@ -10,14 +10,17 @@ src/accelmap/cost/data/class_calibration.yaml:
   time (0 when the model is already slower).
 
 Rule (documented, one parameter per machine, never per row): for each SRAM machine of the
-catalog, take the **first** row of benchmarks/data/vendor_figures.csv (file order) that gives
+catalog, take the **first** row of data/vendor_figures.csv (file order) that gives
 its per-user decode rate (``tokens_per_s_per_user``) for a catalog model, not measured with
 speculative decoding; predict it exactly as benchmarks/vendor_error.py does (``accelmap
 compare``'s path: the stated or fewest devices, batch 1, the stated precision) with no floor,
 and set floor = (1 / published - predicted TPOT) / layers (0 when the model is already slower).
 Every other row of that machine is scored by vendor_error.py, never fitted.
 
-Run: python benchmarks/fit_classes.py [--write]
+Reads: data/vendor_figures.csv (through benchmarks/vendor_error.py).
+Writes: src/accelmap/cost/data/class_calibration.yaml (with --write; else prints the fit).
+
+Run: python fitters/fit_classes.py [--write]
 """
 
 from __future__ import annotations
@@ -30,15 +33,14 @@ from unittest import mock
 
 import yaml
 
-from accelmap.catalog import load_catalog
+from accelmap.api import DeviceClass, load_catalog
 from accelmap.cost import execution, framework
-from accelmap.hardware.schema import DeviceClass
 
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = ("optimum-habana", "neuron", "tt-metal")
 OUT = ROOT / "src" / "accelmap" / "cost" / "data" / "class_calibration.yaml"
-HEADER = ("# Per-class parameters fitted on published vendor figures: benchmarks/fit_classes.py\n"
-          "# (rules in its docstring; data benchmarks/data/vendor_figures.csv). dataflow: per-\n"
+HEADER = ("# Per-class parameters fitted on published vendor figures: fitters/fit_classes.py\n"
+          "# (rules in its docstring; rows of data/vendor_figures.csv). dataflow: per-\n"
           "# layer floor of each SRAM machine, s per layer per pass; stacks: host time per step\n"
           "# of each ASIC vendor stack, s. fitted_on names the row; benchmarks/vendor_error.py\n"
           "# scores every other row.\n")
@@ -78,7 +80,7 @@ def fit_stacks(cat: object, ve: object, rows: list[dict[str, str]]) -> dict[str,
                 out[stack] = {"step_overhead_s": float(f"{step:.5g}"), "fitted_on": row["row_id"],
                               "source": f"fitted on {row['row_id']} ({row['accelerator']}, "
                                         f"{row['model']}: {row['value']} {row['unit']}; rule: "
-                                        "benchmarks/fit_classes.py)"}
+                                        "fitters/fit_classes.py)"}
                 print(f"{stack}: host time per step {step * 1e3:.3g} ms from {row['row_id']} "
                       f"({how})")
     for s in STACKS:
@@ -119,7 +121,7 @@ def main() -> None:
                     "source": (f"fitted on {row['row_id']} ({row['model']}, "
                                f"{float(row['value']):g} tokens/s per user; rule: first "
                                "published per-user figure of the machine, "
-                               "benchmarks/fit_classes.py)")}
+                               "fitters/fit_classes.py)")}
                 print(f"{acc.id}: floor {floor * 1e6:.3g} us per layer from {row['row_id']} "
                       f"({row['model']}: published {row['value']} tok/s, roofline "
                       f"{value:.4g}; {how})")

@@ -5,13 +5,17 @@ absolute error per group to src/accelmap/engine/data/error_bands.yaml (engine/er
 Phases: ``train`` (training rows), ``serve-latency`` (TTFT and decode-time rows),
 ``serve-throughput`` (fixed-batch serving throughput rows), ``serve-offline`` /
 ``serve-server`` (request-level scenario rows of the check set
-benchmarks/data/serving_published.csv: no parameter is fitted on them, so their residuals are
-out-of-sample); and the non-GPU classes' vendor figures (benchmarks/data/vendor_figures.csv,
+data/serving_published.csv: no parameter is fitted on them, so their residuals are
+out-of-sample); and the non-GPU classes' vendor figures (data/vendor_figures.csv,
 the rows benchmarks/vendor_error.py predicts, minus those a class parameter was fitted on).
 Stack: the framework profile the row was predicted with. Scale: engine.error_band.scale of the
 row's device count.
 
-Run: python benchmarks/derive_error_bands.py [--write]
+Reads: data/reference/measurements/training.csv and inference.csv,
+  data/serving_published.csv, data/vendor_figures.csv (through benchmarks/vendor_error.py).
+Writes: src/accelmap/engine/data/error_bands.yaml (with --write; else prints the table).
+
+Run: python fitters/derive_error_bands.py [--write]
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from accelmap.catalog import load_catalog
+from accelmap.api import load_catalog
 from accelmap.engine.error_band import QUANTILE, key, scale
 from accelmap.validate import predict as pr
 from accelmap.validate.cases import InferenceCase, TrainingCase
@@ -31,13 +35,13 @@ from accelmap.validate.outcome import MetricKind
 from accelmap.validate.read import read_cases
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "benchmarks" / "data" / "reference" / "measurements"
+DATA = ROOT / "data" / "reference" / "measurements"
 OUT = ROOT / "src" / "accelmap" / "engine" / "data" / "error_bands.yaml"
 PHASE = {MetricKind.TRAINING: "train", MetricKind.TTFT: "serve-latency",
          MetricKind.DECODE: "serve-latency", MetricKind.THROUGHPUT: "serve-throughput",
          MetricKind.OFFLINE: "serve-offline", MetricKind.SERVER: "serve-server",
          MetricKind.LATENCY: "serve-latency"}
-CHECK_SET = ROOT / "benchmarks" / "data" / "serving_published.csv"
+CHECK_SET = ROOT / "data" / "serving_published.csv"
 
 
 def vendor_residuals() -> list[tuple[str, str, int, float]]:
@@ -105,7 +109,7 @@ def main() -> None:
         print(f"{k:55s} p80 {g['pct']:6.1f} %  ({g['runs']} runs)")
     if "--write" in sys.argv:
         OUT.parent.mkdir(parents=True, exist_ok=True)
-        OUT.write_text("# Written by benchmarks/derive_error_bands.py from held-out validation "
+        OUT.write_text("# Written by fitters/derive_error_bands.py from held-out validation "
                        "residuals\n# (rows no parameter was fitted on). p80 of |error| per "
                        "group of similar runs.\n"
                        + yaml.safe_dump({"quantile": QUANTILE, "groups": table},

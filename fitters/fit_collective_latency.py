@@ -17,7 +17,7 @@ tiers (``link_for_tier``), while NCCL's tuner still chooses the algorithm with i
 (``Link.tuner_latency_s``: at 8 ranks it picks the ring over NVLS for small buffers, as the
 H200 rows say). Training is insensitive (its collectives are megabytes: training.csv median and
 p90 unchanged). Held-out check on the TP decode rows of inference.csv (gpt-fast, tp 2/4/8,
-benchmarks/fit_framework_profiles.py): this per-step form gives a leave-one-out median of
+fitters/fit_framework_profiles.py): this per-step form gives a leave-one-out median of
 10.4 %; a per-call constant (the same 44 us at every rank count) gives 16.7 %.
 
 Custom one-shot all-reduce (vLLM ``csrc/custom_all_reduce.cuh``, PR #2192; TensorRT-LLM
@@ -28,7 +28,10 @@ measured on H100 in sgl-project/sglang PR #2904 (vLLM's custom all-reduce, witho
 tp 2/4/8, 512 B to 1 MiB). It applies only where a framework profile says the stack runs it
 (``FrameworkProfile.custom_all_reduce``) and only when it is faster than NCCL.
 
-Run: python benchmarks/fit_collective_latency.py [path/to/collectives.csv]
+Reads: data/reference/measurements/collectives.csv (or the path given).
+Writes: src/accelmap/cost/data/collective_latency.yaml.
+
+Run: python fitters/fit_collective_latency.py [path/to/collectives.csv]
 """
 
 from __future__ import annotations
@@ -39,9 +42,13 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from scipy.optimize import least_squares
 
-from accelmap.catalog import load_catalog
+try:
+    from scipy.optimize import least_squares
+except ImportError:  # the fitters' extra (pyproject.toml: fit)
+    raise SystemExit(f"{Path(__file__).name} needs SciPy: pip install 'accelmap[fit]'") from None
+
+from accelmap.api import load_catalog
 from accelmap.cost import collectives as co
 from accelmap.hardware.schema import LinkRole
 
@@ -49,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import derive_collective_efficiency as dce
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CSV = ROOT / "benchmarks" / "data" / "reference" / "measurements" / "collectives.csv"
+DEFAULT_CSV = ROOT / "data" / "reference" / "measurements" / "collectives.csv"
 OUT = ROOT / "src" / "accelmap" / "cost" / "data" / "collective_latency.yaml"
 MAX_PAYLOAD = 128 * 2**10
 # sgl-project/sglang PR #2904 (H100, without CUDA graph), vLLM custom all-reduce latency in ms
@@ -59,7 +66,7 @@ CUSTOM_SOURCE = ("sgl-project/sglang PR #2904 'optimize custom allreduce kernel'
 CUSTOM_MS = {512: (0.0095, 0.0091, 0.0101), 4096: (0.0088, 0.0085, 0.0093),
              32768: (0.0087, 0.0092, 0.0118), 262144: (0.0129, 0.0206, 0.0241),
              524288: (0.0177, 0.0269, 0.0304), 1048576: (0.0266, 0.0402, 0.0450)}
-HEADER = ("# Small-message all-reduce latency: benchmarks/fit_collective_latency.py (rule in its\n"
+HEADER = ("# Small-message all-reduce latency: fitters/fit_collective_latency.py (rule in its\n"
           "# docstring). Do not edit by hand.\n")
 
 

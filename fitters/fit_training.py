@@ -21,7 +21,10 @@ row is held out and scored.
 **Objective**: the median absolute log error (robust to the few rows the model cannot explain)
 on the fitting rows, minimized on a grid (0.01 and 0.05 steps) over the two ranges.
 
-Run: python benchmarks/fit_training.py [path/to/training.csv] [--write]
+Reads: data/reference/measurements/training.csv (or the path given).
+Writes: src/accelmap/cost/data/training_fit.yaml (with --write; else prints the fit).
+
+Run: python fitters/fit_training.py [path/to/training.csv] [--write]
 """
 
 from __future__ import annotations
@@ -36,14 +39,14 @@ from unittest import mock
 
 import yaml
 
-from accelmap.catalog import load_catalog
+from accelmap.api import load_catalog
 from accelmap.cost import efficiency
 from accelmap.validate import predict as pr
 from accelmap.validate.cases import Case, TrainingCase
 from accelmap.validate.read import read_cases
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CSV = ROOT / "benchmarks" / "data" / "reference" / "measurements" / "training.csv"
+DEFAULT_CSV = ROOT / "data" / "reference" / "measurements" / "training.csv"
 OUT = ROOT / "src" / "accelmap" / "cost" / "data" / "training_fit.yaml"
 SPLIT = "row_id number divisible by 4 (one multi-device training row in four)"
 RANGES = {"sustained_gemm_fraction": (0.5, 1.0, 0.01), "contention": (0.0, 0.6, 0.05)}
@@ -131,7 +134,7 @@ def main() -> None:
     out["objective"] = f"median |log(predicted / measured)| = {err:.4f} on the fitting rows"
     out["held_out"] = held_stats
     if "--write" in sys.argv:
-        header = ("# Written by benchmarks/fit_training.py: the few physical parameters fitted "
+        header = ("# Written by fitters/fit_training.py: the few physical parameters fitted "
                   "once on all shared\n# training rows together (every stack and device), "
                   "never per stack, device or row.\n")
         OUT.write_text(header + yaml.safe_dump(out, sort_keys=False, width=100))

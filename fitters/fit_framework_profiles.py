@@ -31,7 +31,10 @@ the torch.compile fit** (the CUDA-graph decode loop measured by the gpt-fast row
 request overhead is 0 and their quantized kernels keep 1.0; the yaml says so under
 ``not_calibrated``.
 
-Run: python benchmarks/fit_framework_profiles.py [path/to/inference.csv]
+Reads: data/reference/measurements/inference.csv (or the path given).
+Writes: src/accelmap/cost/data/framework_calibration.yaml.
+
+Run: python fitters/fit_framework_profiles.py [path/to/inference.csv]
 """
 
 from __future__ import annotations
@@ -46,12 +49,15 @@ from unittest import mock
 
 import numpy as np
 import yaml
-from scipy.optimize import least_squares
 
-from accelmap.catalog import load_catalog
+try:
+    from scipy.optimize import least_squares
+except ImportError:  # the fitters' extra (pyproject.toml: fit)
+    raise SystemExit(f"{Path(__file__).name} needs SciPy: pip install 'accelmap[fit]'") from None
+
+from accelmap.api import DType, load_catalog
 from accelmap.cost import framework as fwmod
 from accelmap.cost.framework import Framework
-from accelmap.units import DType
 from accelmap.validate import predict as pr
 from accelmap.validate import speculative
 from accelmap.validate.cases import InferenceCase
@@ -60,15 +66,15 @@ from accelmap.validate.read import read_cases
 from accelmap.validate.resolve import inference_framework, inference_precision
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CSV = ROOT / "benchmarks" / "data" / "reference" / "measurements" / "inference.csv"
+DEFAULT_CSV = ROOT / "data" / "reference" / "measurements" / "inference.csv"
 OUT = ROOT / "src" / "accelmap" / "cost" / "data" / "framework_calibration.yaml"
 FITTED_STACKS = (Framework.TENSORRT_LLM, Framework.TORCH_COMPILE)
 BORROWERS = (Framework.VLLM, Framework.SGLANG)
 LENDER = Framework.TORCH_COMPILE
 LOSS_SCALE = 0.1  # soft-L1 scale on log(time ratio): ~10 %
 RULE = ("rule: robust least squares on log time over every row of the stack in inference.csv "
-        "(benchmarks/fit_framework_profiles.py)")
-HEADER = ("# Serving framework profiles: benchmarks/fit_framework_profiles.py (" + RULE + ").\n"
+        "(fitters/fit_framework_profiles.py)")
+HEADER = ("# Serving framework profiles: fitters/fit_framework_profiles.py (" + RULE + ").\n"
           "# fitted_on lists the rows each figure was fitted on (all rows of the stack, so none\n"
           "# is marked 'calibration'); leave_one_out is the error of each row predicted by a fit\n"
           "# without it; not_calibrated says which figures no row fixed, and what they are.\n")
