@@ -15,7 +15,8 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from accelmap.api import Status, validate_cases
+from accelmap.api import validate_cases
+from accelmap.api.validation import Status
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK_SET = ROOT / "data" / "concurrency_published.yaml"

@@ -10,7 +10,8 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from accelmap.api import Status, load_catalog
+from accelmap.api import load_catalog
+from accelmap.api.validation import Status
 from accelmap.validate.predict import predict_cases
 from accelmap.validate.read import read_cases
 

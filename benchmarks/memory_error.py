@@ -41,7 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-from accelmap.api import Catalog, DType, Mapping, Training, TrainStep, estimate, load_catalog
+from accelmap.api import Catalog, DType, Mapping, Training, estimate, load_catalog
+from accelmap.api.estimates import TrainStep
 from accelmap.cost.framework import Framework
 from accelmap.hardware.cluster import parse_cluster
 from accelmap.mapping.plan import ZeroStage, balanced_split, default_schedule

@@ -20,7 +20,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core, as the goal says
 
 import numpy as np
 
-from accelmap.api import Mapping, OverlapPolicy, System, Training, load_catalog
+from accelmap.api import Mapping, System, Training, load_catalog
+from accelmap.api.estimates import OverlapPolicy
 from accelmap.cost.framework import profile
 from accelmap.engine.train import compose, layer_profile
 from accelmap.hardware.cluster import parse_cluster

@@ -22,7 +22,8 @@ import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from accelmap.api import Prediction, Status, validate_cases
+from accelmap.api import validate_cases
+from accelmap.api.validation import Prediction, Status
 from accelmap.validate.report import compress_ids, stats, summarize
 
 ROOT = Path(__file__).resolve().parents[1]

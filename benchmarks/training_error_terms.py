@@ -29,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from accelmap.api import DType, Estimate, load_catalog
+from accelmap.api import DType, load_catalog
+from accelmap.api.estimates import Estimate
 from accelmap.validate.cases import TrainingCase
 from accelmap.validate.multi import TrainingPlan, plan_training
 from accelmap.validate.read import read_cases

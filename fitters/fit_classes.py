@@ -33,7 +33,8 @@ from unittest import mock
 
 import yaml
 
-from accelmap.api import DeviceClass, load_catalog
+from accelmap.api import load_catalog
+from accelmap.api.hardware import DeviceClass
 from accelmap.cost import execution, framework
 
 ROOT = Path(__file__).resolve().parents[1]
