@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from accelmap.errors import InputError
 from accelmap.units import DType
@@ -195,6 +196,17 @@ class Training:
         _positive("seq_len", self.seq_len)
         if not (math.isfinite(self.tokens_to_train) and 0 <= self.tokens_to_train <= 1e18):
             raise InputError(f"tokens to train must be 0 to 1e18, got {self.tokens_to_train}")
+
+    @classmethod
+    def fine_tune(cls, batch: int, seq_len: int, adapters: Adapters | None,
+                  dtype: DType = DType.BF16, **fields: Any) -> Training:
+        """A training job with ``adapters`` (None: every weight trains). QLoRA keeps its
+        adapters, and so their gradients, in 16 bits with no fp32 master copy (qlora.py casts
+        the LoRA modules to bf16 under --bf16); its paged 32-bit AdamW states stay fp32."""
+        if adapters is not None and adapters.quantized_base:
+            store = dtype if dtype.bytes >= 2 else DType.BF16
+            fields = {"master_dtype": store, "grad_dtype": store, **fields}
+        return cls(batch=batch, seq_len=seq_len, dtype=dtype, adapters=adapters, **fields)
 
     @property
     def finetune(self) -> Finetune:

@@ -81,23 +81,13 @@ def training(batch: int, seq: int, dtype_: str | DType = "bf16", optimizer: str 
              sparsity: str | Sparsity = "none") -> Training:
     """A training job: ``batch`` sequences of ``seq`` tokens per optimizer step; ``finetune``
     the LoRA/QLoRA adapters of a parameter-efficient fine-tune (``adapters``); ``sparsity``
-    "2:4" runs the forward and dgrad GEMMs on 2:4-sparse weights (cost/sparsity.py). QLoRA keeps
-    its adapters, and so their gradients, in 16 bits with no fp32 master copy (qlora.py casts
-    the LoRA modules to bf16 under --bf16) and its paged 32-bit AdamW states in fp32."""
-    wdt = dtype(dtype_, "training")
-    if finetune is not None and finetune.quantized_base:
-        store = wdt if wdt.bytes >= 2 else DType.BF16
-        return Training(batch=batch, seq_len=seq, dtype=wdt, master_dtype=store,
-                        grad_dtype=store, optimizer=choice(Optimizer, optimizer, "optimizer"),
-                        recompute=choice(Recompute, recompute, "recompute policy"),
-                        flash_attention=flash,
-                        tokens_to_train=_tokens(tokens), adapters=finetune,
-                        sparsity=choice(Sparsity, sparsity, "sparsity"))
-    return Training(batch=batch, seq_len=seq, dtype=wdt,
-                    optimizer=choice(Optimizer, optimizer, "optimizer"),
-                    recompute=choice(Recompute, recompute, "recompute policy"),
-                    flash_attention=flash, tokens_to_train=_tokens(tokens),
-                    adapters=finetune, sparsity=choice(Sparsity, sparsity, "sparsity"))
+    "2:4" runs the forward and dgrad GEMMs on 2:4-sparse weights (cost/sparsity.py); QLoRA's
+    dtypes as ``Training.fine_tune`` sets them."""
+    return Training.fine_tune(batch, seq, finetune, dtype(dtype_, "training"),
+                              optimizer=choice(Optimizer, optimizer, "optimizer"),
+                              recompute=choice(Recompute, recompute, "recompute policy"),
+                              flash_attention=flash, tokens_to_train=_tokens(tokens),
+                              sparsity=choice(Sparsity, sparsity, "sparsity"))
 
 
 # named target sets for ``--lora-targets`` (besides a comma list of q, k, v, o, gate, up,
