@@ -67,10 +67,10 @@ def test_compare_gives_a_wafer_a_streaming_mapping(catalog: Catalog) -> None:
     spec = catalog.models["llama-3.1-8b"]
     job = CompareJob(train=True, global_batch=256, seq=4096)
     row = train_row(spec, catalog.accelerators["wse-3"], job, catalog)
-    assert row["feasible"] and "weight-streaming" in row["mapping"]
-    assert "zero=3" not in row["mapping"]
+    assert row.feasible and "weight-streaming" in row.mapping
+    assert "zero=3" not in row.mapping
     # micro-batch 1 (what the GPU rule used) streams the weights per sequence: the search
     # picks a larger one, which is faster
-    mb1 = estimate(spec, System.of(parse_cluster(f"{row['devices']}xwse-3", catalog)), WL,
-                   _streamed(row["devices"], 1))
-    assert row["step_time_s"] < (mb1.step_time_s or 0)
+    mb1 = estimate(spec, System.of(parse_cluster(f"{row.devices}xwse-3", catalog)), WL,
+                   _streamed(row.devices, 1))
+    assert row.step_time_s < (mb1.step_time_s or 0)

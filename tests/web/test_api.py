@@ -198,6 +198,18 @@ def test_concurrent_requests(client: TestClient) -> None:
     assert out == [200] * 8
 
 
+def test_frontier(client: TestClient) -> None:
+    body = {"model": "llama-3.1-8b", "cluster": "2xh100-sxm5-80gb", "isl": 256, "osl": 32,
+            "concurrency": "2,16"}
+    r = client.post("/api/frontier", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["frontier"][0]["front"]
+    fig = client.post("/api/frontier/figures", json=body)
+    assert fig.status_code == 200 and fig.json()["figures"]
+    bad = client.post("/api/frontier", json={**body, "concurrency": "0"})
+    assert bad.status_code == 400 and "--concurrency" in bad.json()["error"]
+
+
 def test_compare(client: TestClient) -> None:
     r = client.post("/api/compare", json={"model": "llama-3.1-8b", "hw": "H100,MI300X",
                                           "class": "gpu"})

@@ -62,6 +62,15 @@ TABLE: list[tuple[str, dict[str, Any], list[str]]] = [
      ["compare", "llama-3.1-8b", "--devices", "8", "--budget-usd-h", "50"]),
     ("compare", {"model": "llama-3.1-8b", "objective": "cheapest"},
      ["compare", "llama-3.1-8b", "--objective", "cheapest"]),
+    # the serving frontier (issue 22 part 6): answered or refused alike
+    ("frontier", {"model": "llama-3.1-8b", "cluster": "2xh100-sxm5-80gb", "isl": 256, "osl": 32,
+                  "concurrency": "2,16"},
+     ["frontier", "llama-3.1-8b", "--cluster", "2xh100-sxm5-80gb", "--isl", "256", "--osl",
+      "32", "--concurrency", "2,16"]),
+    ("frontier", {"model": "llama-3.1-8b", "cluster": "2xh100-sxm5-80gb", "concurrency": "0"},
+     ["frontier", "llama-3.1-8b", "--cluster", "2xh100-sxm5-80gb", "--concurrency", "0"]),
+    ("frontier", {"model": "llama-3.1-8b", "cluster": "2xh100-sxm5-80gb", "weights": "fp5"},
+     ["frontier", "llama-3.1-8b", "--cluster", "2xh100-sxm5-80gb", "--weights", "fp5"]),
     # one typed request per command (api.PlanOptions, api.CompareRequest): the options the web
     # did not pass before, answered or refused alike
     *[("plan", {"model": "llama-3.2-1b", **body}, ["plan", "llama-3.2-1b", *args])

@@ -32,7 +32,8 @@ Level 2, by question:
 - which accelerator: ``compare_accelerators`` (its steps: ``compare_inputs``, ``compare_parts``),
   ``compare_specs``, ``check_claim``
 - serving under load: ``serving_load``, ``serve``, ``serve_batch``, ``speculation``,
-  ``disaggregation``, ``serve_disaggregated``, ``plan_disaggregation``
+  ``disaggregation``, ``serve_disaggregated``, ``plan_disaggregation``, ``frontier`` (tokens/s per
+  device against tokens/s per user, over concurrency and layouts)
 - what if: ``what_if``, ``sensitivity``, ``sweep``, ``advise``, ``design``
 - real hardware: ``measure_matmul``, ``measure_bandwidth``, ``measure_overhead``,
   ``measure_attention``, ``measure_collectives``, ``calibrate``, ``load_profile``,
@@ -52,8 +53,8 @@ Three comparisons, three names: ``compare_specs`` puts datasheets side by side (
 ``compare_clusters`` searches every mapping on each of a few clusters and ranks their best plans.
 
 The areas (level 3): ``claims``, ``comparison``, ``costs``, ``energy``, ``estimates``, ``exports``,
-``hardware``, ``measurement``, ``models``, ``parse``, ``planning``, ``reports``, ``requests``,
-``serving``, ``shapes``, ``validation``, ``whatif``.
+``frontiers``, ``hardware``, ``measurement``, ``models``, ``parse``, ``planning``, ``reports``,
+``requests``, ``serving``, ``shapes``, ``validation``, ``whatif``.
 A name asked of the wrong level says where it lives.
 
 Importing ``accelmap.api`` is cheap: each name loads its module on first use, so a command-line
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
         energy,
         estimates,
         exports,
+        frontiers,
         hardware,
         measurement,
         models,
@@ -100,6 +102,7 @@ if TYPE_CHECKING:
         training,
     )
     from accelmap.api.exports import export_plan, list_exporters, load_plan
+    from accelmap.api.frontiers import frontier
     from accelmap.api.hardware import (
         compare_specs,
         find_accelerator,
@@ -175,7 +178,8 @@ if TYPE_CHECKING:
     from accelmap.workload import Inference, Phase, Training
 
 # the areas of level 3, each a module of this package
-AREAS = ("claims", "comparison", "costs", "energy", "estimates", "exports", "hardware",
+AREAS = ("claims", "comparison", "costs", "energy", "estimates", "exports", "frontiers",
+         "hardware",
          "measurement", "models", "parse", "planning", "reports", "requests",
          "serving", "shapes", "validation", "whatif")
 
@@ -233,6 +237,7 @@ _LAZY: dict[str, str] = {
     "disaggregation": "accelmap.api.serving",
     "serve_disaggregated": "accelmap.api.serving",
     "plan_disaggregation": "accelmap.api.serving",
+    "frontier": "accelmap.api.frontiers",
     # what if
     "what_if": "accelmap.api.whatif",
     "sensitivity": "accelmap.api.whatif",
@@ -343,6 +348,8 @@ __all__ = [
     "find_accelerator",
     "find_hardware",
     "find_system",
+    "frontier",
+    "frontiers",
     "hardware",
     "import_model",
     "inference",

@@ -91,6 +91,7 @@ COMMANDS: dict[str, Callable[[typer.Typer, str], None]] = {
     "roofline": _command("estimate", "roofline_cmd"),
     "plan": _command("plan", "plan_cmd"),
     "compare": _command("compare", "compare_cmd"),
+    "frontier": _command("frontier", "frontier_cmd"),
     "export": _command("export", "export_cmd"),
     "report": _command("report", "report_cmd"),
     "serve": _command("serve", "serve_cmd"),

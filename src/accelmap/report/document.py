@@ -17,6 +17,7 @@ KINDS = {
     "validate": "accelmap validate --cases",
     "roofline": "accelmap roofline",
     "serving": "accelmap estimate --scenario offline/server",
+    "frontier": "accelmap frontier",
 }
 
 
@@ -27,6 +28,8 @@ def kind_of(data: Any) -> str:
             return "plan"
         if "hardware" in data and "pareto" in data:
             return "hardware"
+        if "frontier" in data and "concurrency" in data:
+            return "frontier"
         if "tried" in data and "deadline_s" in data:
             return "deadline"
         if "rows" in data and "summary" in data:
@@ -75,7 +78,8 @@ class Report:
         what = {"estimate": "estimate", "plan": "plan", "hardware": "accelerators compared",
                 "deadline": "smallest cluster for a deadline", "compare": "accelerators compared",
                 "validate": "validation: predicted vs measured", "roofline": "roofline",
-                "serving": "serving simulation"}[self.kind]
+                "serving": "serving simulation",
+                "frontier": "throughput vs interactivity"}[self.kind]
         head = " on ".join(x for x in (str(model), str(where)) if x)
         return f"accelmap {what}" + (f": {head}" if head else "")
 

@@ -530,6 +530,34 @@ def serving(result: dict[str, Any]) -> Figure:
                    barmode="group", yaxis_type="log")
 
 
+def frontier(result: dict[str, Any]) -> Figure | None:
+    """``accelmap frontier``: each accelerator's points (faint) and its Pareto front (a line),
+    output tokens/s per device against tokens/s per user, both on log axes."""
+    curves = [c for c in result.get("frontier") or [] if c.get("points")]
+    if not curves:
+        return None
+    fig = go.Figure()
+    for i, c in enumerate(curves):
+        color = PALETTE[i % len(PALETTE)]
+        name = str(c.get("accelerator"))
+        for pts, front in ((c["points"], False), (c.get("front") or [], True)):
+            fig.add_trace(go.Scatter(
+                x=[p["tokens_per_s_per_user"] for p in pts],
+                y=[p["tokens_per_s_per_device"] for p in pts],
+                mode="lines+markers" if front else "markers", name=name,
+                legendgroup=name, showlegend=front,
+                marker={"color": color, "size": 8 if front else 5,
+                        "opacity": 1.0 if front else 0.35},
+                text=[f"<b>{name}</b> {p['layout']}, {p['concurrency']:,} clients<br>"
+                      f"$/M tokens {p.get('usd_per_million_tokens') or '-'}" for p in pts],
+                hovertemplate="%{text}<br>%{x:,.4g} tok/s/user, %{y:,.4g} tok/s/device"
+                              "<extra></extra>"))
+    return _layout(fig, f"Throughput vs interactivity: {result.get('model')}, "
+                        f"{result.get('isl')} in / {result.get('osl')} out, "
+                        f"{result.get('weights')}", "tokens/s per user (log)",
+                   "output tokens/s per device (log)", xaxis_type="log", yaxis_type="log")
+
+
 # -- which pictures a report holds --------------------------------------------------------------
 
 
@@ -572,4 +600,6 @@ def figures(report: Report) -> list[tuple[str, Figure]]:
         add("validation", lambda: validation(r))
     elif report.kind == "serving":
         add("serving", lambda: serving(r))
+    elif report.kind == "frontier":
+        add("frontier", lambda: frontier(r))
     return out

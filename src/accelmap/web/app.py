@@ -40,7 +40,7 @@ from starlette.exceptions import HTTPException
 from accelmap import api
 from accelmap.errors import AccelmapError
 from accelmap.web import jobs
-from accelmap.web.forms import CompareForm, EstimateForm, ExportForm, PlanForm
+from accelmap.web.forms import CompareForm, EstimateForm, ExportForm, FrontierForm, PlanForm
 from accelmap.web.guard import Guard, Headers
 from accelmap.web.runner import Busy, Gone, Internal, Lane, Pool, Runner, Stopping, on_signals
 
@@ -219,6 +219,11 @@ def _job_routes(app: FastAPI, runner: Runner) -> None:
         """`accelmap compare --json`: every accelerator on one model."""
         return await job(request, Lane.SEARCH, "compare", form)
 
+    @app.post("/api/frontier", tags=["frontier"])
+    async def frontier(form: FrontierForm, request: Request) -> dict[str, Any]:
+        """`accelmap frontier --json`: tokens/s per device against tokens/s per user."""
+        return await job(request, Lane.SEARCH, "frontier", form)
+
     @app.post("/api/validate", tags=["validate"])
     async def validate(request: Request, cases: list[UploadFile] = File(...)
                        ) -> dict[str, Any]:
@@ -257,6 +262,11 @@ def _figure_routes(app: FastAPI, runner: Runner) -> None:
         """The comparison and its report's figures (plotly JSON)."""
         return await job(
             request, Lane.SEARCH, "compare/figures", form)
+
+    @app.post("/api/frontier/figures", tags=["frontier"])
+    async def frontier_figures(form: FrontierForm, request: Request) -> dict[str, Any]:
+        """The frontier and its report's figures (plotly JSON)."""
+        return await job(request, Lane.SEARCH, "frontier/figures", form)
 
     @app.post("/api/validate/figures", tags=["validate"])
     async def validate_figures(request: Request, cases: list[UploadFile] = File(...)

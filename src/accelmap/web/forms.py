@@ -116,6 +116,23 @@ class CompareForm(_Form):
     framework: str | None = None
 
 
+class FrontierForm(_Form):
+    """`accelmap frontier`: tokens/s per device against tokens/s per user, per accelerator."""
+
+    model: str
+    hw: str | None = None
+    cluster: str | None = None
+    devices: int | None = Field(None, ge=1, le=BIG)
+    isl: int = Field(1024, ge=1, le=TOKENS)
+    osl: int = Field(1024, ge=1, le=TOKENS)
+    weights: str = "bf16"
+    moe_weights: str | None = None
+    kv: str | None = None
+    # no bounds here: the API's check gives the CLI's sentence
+    concurrency: str | None = None
+    framework: str | None = None
+
+
 class ExportForm(_Form):
     """`accelmap export`: a plan as launch files, all in one zip. ``plan`` is what
     `accelmap plan --json` (or POST /api/plan) returned; ``format`` one exporter, or every

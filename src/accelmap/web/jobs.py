@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from accelmap import api
 from accelmap.errors import InputError
-from accelmap.web.forms import CompareForm, EstimateForm, ExportForm, PlanForm
+from accelmap.web.forms import CompareForm, EstimateForm, ExportForm, FrontierForm, PlanForm
 
 if TYPE_CHECKING:
     from accelmap.api import Catalog
@@ -112,6 +112,21 @@ def compare(form: CompareForm, cat: Catalog, cap_s: float) -> tuple[dict[str, An
     result = capped(cap, lambda: api.compare_parts(spec, parts, job, cat, cap))
     rep = api.reports.report_of("compare", result.to_dict(), inputs=_inputs(f),
                         command="POST /api/compare")
+    return rep.result, rep
+
+
+def frontier(form: FrontierForm, cat: Catalog, cap_s: float) -> tuple[dict[str, Any], Report]:
+    """`accelmap frontier --json` of the form, and its report; the sweep stops at ``cap_s``
+    seconds between accelerators."""
+    f = form
+    cap = TimeCap(cap_s)
+    model = preset(f.model, cat).id  # by its catalog id: no name reaches a server file
+    result = capped(cap, lambda: api.frontier(
+        model, hw=f.hw, cluster=no_path(f.cluster), devices=f.devices, isl=f.isl, osl=f.osl,
+        weights=f.weights, moe_weights=f.moe_weights, kv=f.kv, framework=f.framework,
+        concurrency=f.concurrency, catalog=cat, progress=cap))
+    rep = api.reports.report_of("frontier", result.to_dict(), inputs=_inputs(f),
+                                command="POST /api/frontier")
     return rep.result, rep
 
 

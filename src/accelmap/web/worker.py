@@ -58,6 +58,8 @@ JOBS: dict[str, Callable[[Any, api.Catalog, float], Any]] = {
     "plan/figures": lambda f, cat, s: figured(jobs.plan(f, cat, s)[1]),
     "compare": lambda f, cat, s: jobs.compare(f, cat, s)[0],
     "compare/figures": lambda f, cat, s: figured(jobs.compare(f, cat, s)[1]),
+    "frontier": lambda f, cat, s: jobs.frontier(f, cat, s)[0],
+    "frontier/figures": lambda f, cat, s: figured(jobs.frontier(f, cat, s)[1]),
     "validate": lambda f, cat, s: jobs.validate(f, cat)[0],
     "validate/figures": lambda f, cat, s: figured(jobs.validate(f, cat)[1]),
     "export": lambda f, cat, s: jobs.export_zip(f, cat),
