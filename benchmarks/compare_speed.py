@@ -31,8 +31,8 @@ def main() -> None:
         t = time.perf_counter()
         cmp = api.compare_accelerators(catalog=cat, **kw)  # type: ignore[arg-type]
         wall = time.perf_counter() - t
-        ok = [r for r in cmp.rows if r["feasible"]]
-        classes = sorted({r["class"] for r in ok})
+        ok = [r for r in cmp.rows if r.feasible]
+        classes = sorted({r.device_class for r in ok})
         print(f"{label:42} {len(cmp.rows)} parts, {len(ok)} feasible, "
               f"{len(classes)} classes feasible, {wall:.2f} s")
 

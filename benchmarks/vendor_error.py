@@ -255,7 +255,7 @@ def predict(row: dict[str, str], cat: api.Catalog) -> tuple[float | None, str]:
                 precision=precision, devices=devices, catalog=cat)
         except AccelmapError as e:
             return None, f"not predicted: {e}"
-        r = cmp.rows[0]
+        r = cmp.rows[0].to_dict()
         if r["feasible"] or "memory" not in str(r["reason"]):
             break
     if not r["feasible"]:
