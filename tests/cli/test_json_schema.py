@@ -53,6 +53,8 @@ COMMANDS: dict[str, list[str]] = {
     "plan-serve": ["plan", "llama-3.2-1b", "--cluster", "8xH100", "--serve", "--prompt", "512",
                    "--output", "64", "--top", "2", "--json"],
     "compare": ["compare", "llama-3.2-1b", "--class", "tpu", "--top", "3", "--json"],
+    "frontier": ["frontier", "llama-3.2-1b", "--cluster", "2xh100-sxm5-80gb", "--isl", "256",
+                 "--osl", "32", "--concurrency", "2,8", "--json"],
     "export": ["export", "deepspeed", "--from", PLAN, "--out", OUT, "--json"],
     "export-list": ["export", "--list", "--json"],
     "validate": ["validate", "--cases", CASES, "--json"],
