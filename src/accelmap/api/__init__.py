@@ -31,9 +31,9 @@ Level 2, by question:
 - the best split: ``run_plan``, ``compare_clusters``, ``deadline_search``
 - which accelerator: ``compare_accelerators`` (its steps: ``compare_inputs``, ``compare_parts``),
   ``compare_specs``, ``check_claim``
-- serving under load: ``serving_load``, ``serve``, ``serve_batch``, ``speculation``,
-  ``disaggregation``, ``serve_disaggregated``, ``plan_disaggregation``, ``frontier`` (tokens/s per
-  device against tokens/s per user, over concurrency and layouts)
+- serving under load: ``serving_load``, ``scenario_layout``, ``serve``, ``serve_batch``,
+  ``speculation``, ``disaggregation``, ``serve_disaggregated``, ``plan_disaggregation``,
+  ``frontier`` (tokens/s per device against tokens/s per user, over concurrency and layouts)
 - what if: ``what_if``, ``sensitivity``, ``sweep``, ``advise``, ``design``
 - real hardware: ``measure_matmul``, ``measure_bandwidth``, ``measure_overhead``,
   ``measure_attention``, ``measure_collectives``, ``calibrate``, ``load_profile``,
@@ -155,6 +155,7 @@ if TYPE_CHECKING:
         Speculation,
         disaggregation,
         plan_disaggregation,
+        scenario_layout,
         serve,
         serve_batch,
         serve_disaggregated,
@@ -237,6 +238,7 @@ _LAZY: dict[str, str] = {
     "disaggregation": "accelmap.api.serving",
     "serve_disaggregated": "accelmap.api.serving",
     "plan_disaggregation": "accelmap.api.serving",
+    "scenario_layout": "accelmap.api.serving",
     "frontier": "accelmap.api.frontiers",
     # what if
     "what_if": "accelmap.api.whatif",
@@ -389,6 +391,7 @@ __all__ = [
     "run_plan",
     "runner",
     "saved_report_html",
+    "scenario_layout",
     "sensitivity",
     "serve",
     "serve_batch",

@@ -41,6 +41,7 @@ from accelmap.files import is_file
 from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
 from accelmap.serving.disagg import Disaggregation, DisaggRun, check, run_disaggregated
+from accelmap.serving.layout import scenario_layout as _scenario_layout
 from accelmap.serving.metrics import Slo
 from accelmap.serving.requests import LengthDist
 from accelmap.serving.scenario import Load, Scenario, ServingRun, run
@@ -49,8 +50,8 @@ from accelmap.serving.split import SplitSearch, search_split
 from accelmap.workload import Inference, Sparsity
 
 __all__ = ["DisaggRun", "Disaggregation", "Load", "Scenario", "ServingRun", "Slo", "Speculation",
-           "SplitSearch", "disaggregation", "plan_disaggregation", "serve", "serve_batch",
-           "serve_disaggregated", "serving_load", "speculation"]
+           "SplitSearch", "disaggregation", "plan_disaggregation", "scenario_layout", "serve",
+           "serve_batch", "serve_disaggregated", "serving_load", "speculation"]
 
 
 def serving_load(scenario: str | Scenario = "offline", *, requests: int | None = None,
@@ -77,6 +78,15 @@ def serving_load(scenario: str | Scenario = "offline", *, requests: int | None =
     return Load(sc, requests, rate, path, choice(LengthDist, lengths, "length distribution"),
                 spread, prefix_hit, slo, seed, max_seqs, max_tokens, chunked_prefill,
                 concurrency=concurrency)
+
+
+def scenario_layout(model: ModelSpec, system: System, workload: Inference, load: Load,
+                    framework: Framework | str | FrameworkProfile | None = None
+                    ) -> tuple[Mapping, str | None]:
+    """The layout of a simulated run when none is given, and why (``serving.layout``): the
+    smallest whose KV pool under the stack's memory rule holds the clients' context."""
+    fw = resolve_framework(framework, class_framework(system, training=False))
+    return _scenario_layout(model, system, workload, fw, load)
 
 
 def serve(model: ModelSpec, system: System, workload: Inference, mapping: Mapping, *,

@@ -409,17 +409,21 @@ def _estimate(o: EstimateArgs) -> None:
                        o.prefill_tp or o.tp or 1, o.decode_tp or o.tp or 1, o.json_out)
     elif load is not None:
         assert not isinstance(wl, api.Training)
-        _serving_run(o, spec, system, wl, _layout(spec, system, wl, m), framework, load, sp)
+        _serving_run(o, spec, system, wl, _layout(spec, system, wl, m, framework, load),
+                     framework, load, sp)
     else:
         _batch_estimate(o, spec, system, wl, m, framework, sp)
 
 
-def _layout(spec: ModelSpec, system: System, wl: Inference, m: Mapping | None) -> Mapping:
-    """The mapping given, else the engine's layout that holds the model, said on stderr (a
-    simulated run or a speculative batch takes a mapping; a batch estimate says it itself)."""
+def _layout(spec: ModelSpec, system: System, wl: Inference, m: Mapping | None,
+            framework: str | None = None, load: Load | None = None) -> Mapping:
+    """The mapping given, else the layout that holds the model, said on stderr (a simulated
+    run or a speculative batch takes a mapping; a batch estimate says it itself): for a
+    simulated ``load``, one whose KV pool under the stack's memory rule holds its clients."""
     if m is not None:
         return m
-    chosen, note = api.default_serving_layout(spec, system, wl)
+    chosen, note = (api.scenario_layout(spec, system, wl, load, framework) if load is not None
+                    else api.default_serving_layout(spec, system, wl))
     if note:
         sys.stderr.write(f"note: {note}\n")
     return chosen
