@@ -21,7 +21,7 @@ Run = Callable[..., Any]
 
 
 def _p(dev: float, user: float) -> FrontierPoint:
-    return FrontierPoint("tp=1 x1", 1, 1, 1, 1, dev, user, None, None, None, None)
+    return FrontierPoint("tp=1 x1", 1, 1, 1, 1, 0, dev, user, None, None, None, None)
 
 
 @given(st.lists(st.tuples(st.floats(1, 1e4), st.floats(1, 1e3)), min_size=1, max_size=30))
@@ -60,6 +60,30 @@ def test_a_sweep_trades_interactivity_for_throughput(catalog: Catalog) -> None:
     d = f.to_dict()
     assert d["frontier"][0]["front"] and d["concurrency"] == [2, 8, 32]
     assert any("not swept" in n for n in d["notes"])
+
+
+def test_a_drafter_adds_speculative_points(catalog: Catalog) -> None:
+    plain = api.frontier("llama-3.1-8b", cluster="2xH100", isl=512, osl=64, concurrency="2,8",
+                         catalog=catalog)
+    spec = api.frontier("llama-3.1-8b", cluster="2xH100", isl=512, osl=64, concurrency="2,8",
+                        mtp=1, accept=0.8, draft_len=2, catalog=catalog)
+    [p], [s] = plain.curves, spec.curves
+    assert {q.draft_len for q in p.points} == {0}
+    assert {q.draft_len for q in s.points} == {0, 2}
+    assert len(s.points) == 2 * len(p.points)
+    # at a high acceptance the drafted points are more interactive at the same clients
+    best = {(q.layout, q.concurrency): q.tokens_per_s_per_user for q in p.points}
+    for q in s.points:
+        if q.draft_len:
+            base = q.layout.removesuffix(" spec k=2")
+            assert q.tokens_per_s_per_user > best[(base, q.concurrency)]
+
+
+@pytest.mark.parametrize(("kw", "words"), [({"accept": 0.8}, "--mtp N or --draft"),
+                                           ({"mtp": 1}, "--accept")])
+def test_a_drafter_needs_both_halves(catalog: Catalog, kw: dict[str, Any], words: str) -> None:
+    with pytest.raises(InputError, match=words):
+        api.frontier("llama-3.1-8b", cluster="2xH100", catalog=catalog, **kw)
 
 
 @pytest.mark.parametrize("bad", ["0", "-4", "x", "1,,y", ""])

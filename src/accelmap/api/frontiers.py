@@ -18,6 +18,7 @@ from accelmap.api.estimates import inference
 from accelmap.api.models import context_warnings, load_model
 from accelmap.api.parse import framework as parse_framework
 from accelmap.api.planning import plan_clusters
+from accelmap.api.serving import speculation
 from accelmap.catalog import Catalog, load_catalog
 from accelmap.errors import InputError
 from accelmap.models.schema import ModelSpec
@@ -59,12 +60,16 @@ def frontier(model: str | ModelSpec, *, hw: str | None = None, cluster: str | No
              devices: int | None = None, isl: int = 1024, osl: int = 1024,
              weights: str = "bf16", moe_weights: str | None = None, kv: str | None = None,
              framework: str | None = None, concurrency: str | Sequence[int] | None = None,
+             mtp: int | None = None, draft: str | None = None, accept: float | None = None,
+             draft_len: int | str | None = "auto",
              catalog: Catalog | None = None, runner: Any = None,
              progress: Progress | None = None) -> Frontier:
     """The frontier of ``model`` on each accelerator of ``hw`` ('a,b', or 'any': every part
     with a system preset; ``devices`` each, default 8) or on one ``cluster``, for requests of
-    ``isl`` prompt and ``osl`` output tokens at the given precisions. Every value is checked
-    before any simulation: one clear InputError for each mistake."""
+    ``isl`` prompt and ``osl`` output tokens at the given precisions; with ``mtp`` head layers
+    or a ``draft`` model and the acceptance rate ``accept`` (``api.speculation``), every layout
+    also with speculative decoding. Every value is checked before any simulation: one clear
+    InputError for each mistake."""
     cat = catalog or load_catalog()
     spec = model if isinstance(model, ModelSpec) else load_model(model, cat)
     for name, v in (("--isl", isl), ("--osl", osl)):
@@ -74,6 +79,11 @@ def frontier(model: str | ModelSpec, *, hw: str | None = None, cluster: str | No
     context_warnings(spec, prompt=isl, output=osl)  # serving past the context: refused
     conc = concurrencies(concurrency)
     fw = parse_framework(framework, False)
+    sp = (speculation(accept, draft=draft, mtp=mtp, draft_len=draft_len, catalog=cat)
+          if mtp is not None or draft is not None else None)
+    if sp is None and accept is not None:
+        raise InputError("--accept is the acceptance rate of a drafter: add --mtp N or "
+                         "--draft MODEL")
     clusters = plan_clusters(cat, cluster, hw, devices, train=False)
     return _frontier(spec, clusters, wl, framework=fw, concurrency=conc, weights=weights,
-                     runner=runner, progress=progress)
+                     speculation=sp, runner=runner, progress=progress)

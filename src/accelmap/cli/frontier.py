@@ -48,6 +48,18 @@ KvOpt = Annotated[str | None, typer.Option(
 ConcurrencyOpt = Annotated[str | None, typer.Option(
     "--concurrency", help="Closed-loop clients to sweep, a comma list (default "
     "1,2,4,...,512).", show_default=False)]
+MtpOpt = Annotated[int | None, typer.Option(
+    "--mtp", help="Also sweep speculative decoding with N MTP head layers (DeepSeek's; needs "
+    "--accept).", show_default=False)]
+DraftOpt = Annotated[str | None, typer.Option(
+    "--draft", help="Also sweep speculative decoding with this draft model (needs --accept).",
+    show_default=False)]
+AcceptOpt = Annotated[float | None, typer.Option(
+    "--accept", help="The drafter's acceptance rate alpha in [0, 1), as measured on your "
+    "traffic (DeepSeek-V3 reports 0.85-0.90 for its MTP token).", show_default=False)]
+DraftLenOpt = Annotated[str, typer.Option(
+    "--draft-len", help="Draft tokens per step, or 'auto' (chosen per point from the "
+    "simulated step costs).")]
 FrameworkOpt = Annotated[str | None, typer.Option(
     help="Serving stack: vllm, sglang, tensorrt-llm, ... (default: the device class's).",
     show_default=False)]
@@ -60,6 +72,8 @@ def frontier_cmd(
     model: ModelOpt, hw: HwOpt = None, cluster: ClusterOpt = None, devices: DevicesOpt = None,
     isl: IslOpt = 1024, osl: OslOpt = 1024, weights: WeightsOpt = "bf16",
     moe_weights: MoeWeightsOpt = None, kv: KvOpt = None, concurrency: ConcurrencyOpt = None,
+    mtp: MtpOpt = None, draft: DraftOpt = None, accept: AcceptOpt = None,
+    draft_len: DraftLenOpt = "auto",
     framework: FrameworkOpt = None, catalog: CatalogOpt = None, json_out: JsonOpt = False,
     report: rep.ReportOpt = None, ray: RayOpt = None,
 ) -> None:
@@ -73,6 +87,7 @@ def frontier_cmd(
       accelmap frontier deepseek-r1 --hw b200,h200-sxm,mi355x --isl 1024 --osl 1024 --weights fp4
       accelmap frontier llama-3.1-70b --hw h100,h200-sxm --weights fp8 --concurrency 1,16,128
       accelmap frontier gpt-oss-120b --cluster 8xB200 --weights mxfp4 --json
+      accelmap frontier deepseek-r1 --hw b200 --weights fp4 --mtp 1 --accept 0.85 --draft-len 1
       accelmap frontier llama-3.1-8b --hw any --report frontier.html
     """
     rep.check(report)
@@ -80,7 +95,8 @@ def frontier_cmd(
     with _progress(not (json_out or ray), "simulating concurrency sweeps") as progress:
         result = api.frontier(model, hw=hw, cluster=cluster, devices=devices, isl=isl, osl=osl,
                               weights=weights, moe_weights=moe_weights, kv=kv,
-                              framework=framework, concurrency=concurrency, catalog=cat,
+                              framework=framework, concurrency=concurrency, mtp=mtp,
+                              draft=draft, accept=accept, draft_len=draft_len, catalog=cat,
                               runner=runner(ray), progress=progress)
     rep.save(report, lambda: api.reports.report_of("frontier", result.to_dict(),
                                                    inputs=rep.inputs(), command=rep.command()))

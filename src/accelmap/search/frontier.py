@@ -11,10 +11,12 @@ at least as good on both and better on one.
 
 Layouts swept: every tensor-parallel degree inside the scale-up domain that the heads allow
 (``engine.layout.tp_options``), replicas filling the devices; for an MoE model also experts
-sharded over the same group (ep = tp). A layout runs the concurrencies that give each replica
-the same whole number of clients (fewer clients than replicas would leave replicas idle). Not
-swept yet, and said in the notes: pipeline stages,
-DP attention, disaggregated prefill/decode pools and MTP (issue 22 parts 3-4).
+sharded over the same group (ep = tp); with a drafter (``speculation``: MTP heads or a draft
+model, at the acceptance rate the user gives), every layout also with speculative decoding, its
+draft length chosen per point (``serving.speculative``). A layout runs the concurrencies that
+give each replica the same whole number of clients (fewer clients than replicas would leave
+replicas idle). Not swept yet, and said in the notes: pipeline stages, DP attention and
+disaggregated prefill/decode pools (issue 22 parts 3-4).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from accelmap.hardware.cluster import Cluster
 from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
 from accelmap.serving.scenario import MAX_CONCURRENCY, Load, Scenario, ServingRun, run
+from accelmap.serving.speculative import Speculation
 from accelmap.workload import Inference
 
 Progress = Callable[[int, int], None]
@@ -49,8 +52,8 @@ DEFAULT_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 REQUESTS_PER_CLIENT = 4
 MIN_REQUESTS = 64
 MAX_REQUESTS = 2048
-NOT_SWEPT = ("pipeline stages, DP attention, disaggregated prefill/decode pools and MTP are "
-             "not swept yet (issue 22)")
+NOT_SWEPT = ("pipeline stages, DP attention and disaggregated prefill/decode pools are not "
+             "swept yet (issue 22); speculative decoding only with --mtp/--accept")
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,7 @@ class FrontierPoint:
     ep: int
     replicas: int
     concurrency: int
+    draft_len: int  # draft tokens per step of speculative decoding (0: plain decoding)
     tokens_per_s_per_device: float
     tokens_per_s_per_user: float
     ttft_p50_s: float | None
@@ -139,18 +143,20 @@ def layouts(spec: ModelSpec, cluster: Cluster) -> list[Mapping]:
     return out
 
 
-def _label(m: Mapping) -> str:
-    return f"tp={m.tp}" + (f" ep={m.ep}" if m.ep > 1 else "") + f" x{m.replicas}"
+def _label(m: Mapping, draft_len: int = 0) -> str:
+    return (f"tp={m.tp}" + (f" ep={m.ep}" if m.ep > 1 else "") + f" x{m.replicas}"
+            + (f" spec k={draft_len}" if draft_len else ""))
 
 
 def _point(r: ServingRun, m: Mapping, c: int, cluster: Cluster) -> FrontierPoint | None:
     met = r.metrics
+    k = int((met.get("speculative") or {}).get("draft_len") or 0)
     per_user = met.get("tokens_per_s_per_user")
     out_tps = met.get("output_tokens_per_s")
     if not per_user or not out_tps or not math.isfinite(float(per_user)):
         return None
     usd, joules = per_token(cluster.accelerator, cluster.devices, float(out_tps))
-    return FrontierPoint(_label(m), int(m.tp), int(m.ep), int(m.replicas), c,
+    return FrontierPoint(_label(m, k), int(m.tp), int(m.ep), int(m.replicas), c, k,
                          float(out_tps) / cluster.devices, float(per_user),
                          (met.get("ttft_s") or {}).get("p50"),
                          (met.get("tpot_s") or {}).get("p50"), usd, joules)
@@ -166,10 +172,14 @@ def on_front(points: Sequence[FrontierPoint]) -> list[bool]:
                     for q in points) for p in points]
 
 
-def curve(ctx: tuple[ModelSpec, Inference, FrameworkProfile | str | None, tuple[int, ...]],
-          cluster: Cluster, progress: Progress | None = None) -> FrontierCurve:
-    """One accelerator's sweep: every layout at every concurrency, simulated."""
-    spec, wl, framework, concurrency = ctx
+Context = tuple[ModelSpec, Inference, FrameworkProfile | str | None, tuple[int, ...],
+                Speculation | None]
+
+
+def curve(ctx: Context, cluster: Cluster, progress: Progress | None = None) -> FrontierCurve:
+    """One accelerator's sweep: every layout at every concurrency (and with the drafter, if
+    one is given), simulated."""
+    spec, wl, framework, concurrency, speculation = ctx
     system = System.of(cluster)
     fw = resolve_framework(framework, class_framework(system, training=False))
     points: list[FrontierPoint] = []
@@ -179,22 +189,8 @@ def curve(ctx: tuple[ModelSpec, Inference, FrameworkProfile | str | None, tuple[
         skipped.append(f"no tensor-parallel degree fits the heads of {spec.id} within the "
                        f"scale-up domain of {cluster.name}")
     for i, m in enumerate(maps):
-        # fewer clients than replicas leaves replicas idle, and the scenario splits clients
-        # evenly over replicas: a layout's points start at one client per replica
-        for c in (c for c in concurrency if c % int(m.replicas) == 0):
-            load = Load(Scenario.CONCURRENCY, concurrency=c,
-                        requests=min(max(REQUESTS_PER_CLIENT * c, MIN_REQUESTS), MAX_REQUESTS))
-            try:
-                r = run(spec, system, wl, m, fw, load)
-            except AccelmapError as e:
-                skipped.append(f"{_label(m)}: {e}")
-                break
-            if not r.feasible:
-                skipped.append(f"{_label(m)}: {r.reason}")
-                break  # the layout's memory does not depend on the clients
-            p = _point(r, m, c, cluster)
-            if p is not None:
-                points.append(p)
+        for sp in (None, speculation) if speculation is not None else (None,):
+            points += _sweep(spec, system, wl, m, fw, concurrency, sp, skipped)
         if progress:
             progress(i + 1, len(maps))
     flags = on_front(points)
@@ -204,17 +200,44 @@ def curve(ctx: tuple[ModelSpec, Inference, FrameworkProfile | str | None, tuple[
                          tuple(skipped))
 
 
+def _sweep(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: FrameworkProfile,
+           concurrency: tuple[int, ...], sp: Speculation | None, skipped: list[str]
+           ) -> list[FrontierPoint]:
+    """One layout (with the drafter or without) at every concurrency; why it cannot run is
+    added to ``skipped``."""
+    out: list[FrontierPoint] = []
+    what = _label(m) + (f" with {sp.method}" if sp is not None else "")
+    # fewer clients than replicas leaves replicas idle, and the scenario splits clients evenly
+    # over replicas: a layout's points start at one client per replica
+    for c in (c for c in concurrency if c % int(m.replicas) == 0):
+        load = Load(Scenario.CONCURRENCY, concurrency=c,
+                    requests=min(max(REQUESTS_PER_CLIENT * c, MIN_REQUESTS), MAX_REQUESTS))
+        try:
+            r = run(spec, system, wl, m, fw, load, speculation=sp)
+        except AccelmapError as e:
+            skipped.append(f"{what}: {e}")
+            break
+        if not r.feasible:
+            skipped.append(f"{what}: {r.reason}")
+            break  # the layout's memory does not depend on the clients
+        p = _point(r, m, c, system.cluster)
+        if p is not None:
+            out.append(p)
+    return out
+
+
 def frontier(spec: ModelSpec, clusters: Sequence[Cluster], wl: Inference, *,
              framework: FrameworkProfile | str | None = None,
              concurrency: Sequence[int] = DEFAULT_CONCURRENCY, weights: str = "",
-             runner: Runner | None = None, progress: Progress | None = None) -> Frontier:
+             speculation: Speculation | None = None, runner: Runner | None = None,
+             progress: Progress | None = None) -> Frontier:
     """The frontier on each cluster (module doc); ``runner`` (--ray) fans the clusters out,
     the same curves; ``progress`` counts clusters."""
     if wl.output_len < 1:
         raise InputError("the frontier plots generated tokens: give --osl 1 or more")
     conc = check_concurrency(concurrency)
     t0 = time.perf_counter()
-    ctx = (spec, wl, framework, conc)
+    ctx: Context = (spec, wl, framework, conc, speculation)
     if runner is not None and runner.distributed:
         curves = runner.map(curve, list(clusters), ctx, "clusters")
     else:

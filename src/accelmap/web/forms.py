@@ -130,6 +130,10 @@ class FrontierForm(_Form):
     kv: str | None = None
     # no bounds here: the API's check gives the CLI's sentence
     concurrency: str | None = None
+    mtp: int | None = None
+    draft: str | None = None
+    accept: float | None = None
+    draft_len: str = "auto"
     framework: str | None = None
 
 

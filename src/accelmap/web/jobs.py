@@ -124,7 +124,9 @@ def frontier(form: FrontierForm, cat: Catalog, cap_s: float) -> tuple[dict[str, 
     result = capped(cap, lambda: api.frontier(
         model, hw=f.hw, cluster=no_path(f.cluster), devices=f.devices, isl=f.isl, osl=f.osl,
         weights=f.weights, moe_weights=f.moe_weights, kv=f.kv, framework=f.framework,
-        concurrency=f.concurrency, catalog=cat, progress=cap))
+        concurrency=f.concurrency, mtp=f.mtp, accept=f.accept, draft_len=f.draft_len,
+        catalog=cat, progress=cap,
+        draft=preset(f.draft, cat).id if f.draft else None))
     rep = api.reports.report_of("frontier", result.to_dict(), inputs=_inputs(f),
                                 command="POST /api/frontier")
     return rep.result, rep
