@@ -83,6 +83,24 @@ def test_plan_in_the_page(live_server: str, browser: Any,
     assert shot.stat().st_size > 10_000
 
 
+def test_frontier_in_the_page(live_server: str, browser: Any) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(live_server + "/")
+    page.wait_for_selector("body[data-state=ready]", timeout=15_000)
+    page.fill("#model", "llama-3.1-8b")
+    page.fill("#cluster", "2xH100")
+    page.select_option("#mode", "serve")
+    page.fill("#prompt", "256")
+    page.fill("#output", "32")
+    page.click("#run-frontier")
+    page.wait_for_selector("body[data-state=done]", timeout=60_000)
+    assert "points on the front" in page.inner_text("#summary")
+    page.wait_for_selector("#charts .chart .main-svg", timeout=15_000)
+    assert page.is_hidden("#error") and not errors, errors
+
+
 def test_bad_input_shows_the_cli_sentence(live_server: str, browser: Any) -> None:
     page = browser.new_page()
     page.goto(live_server + "/")

@@ -6,8 +6,11 @@ let last = null; // the last result (a plan or estimate --json object) and its k
 
 function fields(kind) {
   const train = $("mode").value === "train";
-  const body = { model: $("model").value.trim(), cluster: $("cluster").value.trim(), train };
   const num = (id) => Number($(id).value);
+  if (kind === "frontier") // serving only: the prompt and output lengths of the form
+    return { model: $("model").value.trim(), cluster: $("cluster").value.trim(),
+      isl: num("prompt"), osl: num("output") };
+  const body = { model: $("model").value.trim(), cluster: $("cluster").value.trim(), train };
   if (kind === "plan") {
     if (train) {
       body.seq = num("seq");
@@ -136,7 +139,18 @@ function planTable(result) {
 function summary(kind, data) {
   const r = data.result;
   const lines = [];
-  if (kind === "plan") {
+  if (kind === "frontier") {
+    for (const c of r.frontier || []) {
+      const f = c.front || [];
+      lines.push(f.length ? `${c.cluster}: ${f.length} of ${c.points.length} points on the ` +
+        `front, from ${f[0].tokens_per_s_per_user.toFixed(0)} tokens/s per user at ` +
+        `${f[0].tokens_per_s_per_device.toFixed(0)} per device to ` +
+        `${f[f.length - 1].tokens_per_s_per_user.toFixed(0)} at ` +
+        `${f[f.length - 1].tokens_per_s_per_device.toFixed(0)}` :
+        `${c.cluster}: no layout runs: ${(c.skipped || []).join("; ")}`);
+    }
+    (r.notes || []).forEach((x) => lines.push(x));
+  } else if (kind === "plan") {
     lines.push(`${r.evaluated.toLocaleString("en")} mappings evaluated, ` +
       `${r.feasible.toLocaleString("en")} feasible, ${r.seconds.toFixed(2)} s` +
       (r.interrupted ? " (stopped early: best so far)" : ""));
@@ -172,7 +186,8 @@ async function run(kind) {
   showError("");
   const buttons = document.querySelectorAll("button");
   buttons.forEach((b) => (b.disabled = true));
-  $("status").textContent = kind === "plan" ? "searching every mapping…" : "estimating…";
+  $("status").textContent = kind === "plan" ? "searching every mapping…" :
+    kind === "frontier" ? "simulating concurrency sweeps…" : "estimating…";
   const t0 = performance.now();
   try {
     const data = await (await post(`/api/${kind}/figures`, fields(kind))).json();
@@ -223,6 +238,7 @@ async function init() {
   });
   $("job").addEventListener("submit", (e) => { e.preventDefault(); run("plan"); });
   $("run-estimate").addEventListener("click", () => run("estimate"));
+  $("run-frontier").addEventListener("click", () => run("frontier"));
   $("download-report").addEventListener("click", () =>
     last && download("/api/report", last.result, `${last.kind}-report.html`));
   $("download-export").addEventListener("click", () => {
