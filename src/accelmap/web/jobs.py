@@ -54,10 +54,11 @@ def capped(cap: TimeCap, run: Callable[[], Any]) -> Any:
 def estimate(form: EstimateForm, cat: Catalog) -> tuple[dict[str, Any], Report]:
     """`accelmap estimate --json` of the form, and its report."""
     f = form
-    preset(f.model, cat)  # a catalog name, never a server path
+    model = preset(f.model, cat).id  # by its catalog id: no name reaches a server file
     no_path(f.cluster)
     # the one typed request the CLI builds too (api/requests.py): same input, same answer
-    spec, system, wl, m = api.estimate_inputs(api.EstimateRequest.of(f), cat)
+    spec, system, wl, m = api.estimate_inputs(replace(api.EstimateRequest.of(f), model=model),
+                                              cat)
     est = api.estimate(spec, system, wl, m, framework=f.framework, imbalance=f.moe_imbalance)
     m = est.mapping  # the layout the engine ran (its own choice where none was given)
     extras = api.reports.estimate_extras(spec, system, wl, m, est, framework=f.framework,
