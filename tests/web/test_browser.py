@@ -50,15 +50,21 @@ def browser() -> Iterator[Any]:
             b.close()
 
 
-def test_plan_in_the_page(live_server: str, browser: Any,
-                          capsys: pytest.CaptureFixture[str]) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    shot = ARTIFACTS / "web-plan.png"
+def _ready_page(browser: Any, live_server: str) -> tuple[Any, list[str]]:
+    """A page at the app, its catalog loaded, and the list its script errors go to."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(live_server + "/")
     page.wait_for_selector("body[data-state=ready]", timeout=15_000)
+    return page, errors
+
+
+def test_plan_in_the_page(live_server: str, browser: Any,
+                          capsys: pytest.CaptureFixture[str]) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "web-plan.png"
+    page, errors = _ready_page(browser, live_server)
     page.fill("#model", "llama-3.1-8b")
     page.fill("#cluster", "8xH100")
     page.fill("#global_batch_tokens", "1M")
@@ -84,11 +90,7 @@ def test_plan_in_the_page(live_server: str, browser: Any,
 
 
 def test_frontier_in_the_page(live_server: str, browser: Any) -> None:
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(live_server + "/")
-    page.wait_for_selector("body[data-state=ready]", timeout=15_000)
+    page, errors = _ready_page(browser, live_server)
     page.fill("#model", "llama-3.1-8b")
     page.fill("#cluster", "2xH100")
     page.select_option("#mode", "serve")
