@@ -164,7 +164,12 @@ LONG = "a" * 300  # longer than a file name may be (ENAMETOOLONG)
     ["models", "import", "binary"],
     ["export", "vllm", "--from", "binary"],
     ["hw", "list", "--catalog", "catalog"],  # holds a YAML file that is not UTF-8
-], ids=lambda a: " ".join(x[:12] for x in a))
+    # an argument that is not UTF-8 (a lone surrogate, PEP 383) in the error sentence
+    ["advise", "llama-3.2-1b", "--hw=llama-3.2-1b", "\udcff"],
+    ["report", "llama-3.2-1b", "--out=\udcff"],
+    ["hw", "compare", "llama-3.2-1b", "--catalog=\udcff"],
+    ["export", "llama-3.2-1b", "--from=\udcff"],
+], ids=lambda a: ascii(" ".join(x[:12] for x in a)).strip("'"))
 def test_found_by_the_fuzz(argv: list[str], cli: Callable[..., Any], scratch: Path) -> None:
     """Each was an internal error: a path too long for the file system, a file that is not
     UTF-8 text."""

@@ -172,7 +172,9 @@ def one_line(message: str) -> str:
             return m.group(0)
         return q + _clip(inner, ECHO) + q
 
-    text = " ".join(str(message).split())
+    # an argument that was not valid UTF-8 reaches Python as lone surrogates (PEP 383); written
+    # as escapes, so the sentence prints on any stream (a strict one raised while printing it)
+    text = " ".join(str(message).encode("utf-8", "backslashreplace").decode("utf-8").split())
     text = _QUOTED.sub(quoted, text)
     text = _RUN.sub(lambda m: _clip(m.group(0), 2 * ECHO), text)
     return _clip(text, MAX_MESSAGE)
