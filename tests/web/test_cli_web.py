@@ -62,6 +62,11 @@ TABLE: list[tuple[str, dict[str, Any], list[str]]] = [
      ["compare", "llama-3.1-8b", "--devices", "8", "--budget-usd-h", "50"]),
     ("compare", {"model": "llama-3.1-8b", "objective": "cheapest"},
      ["compare", "llama-3.1-8b", "--objective", "cheapest"]),
+    # a layout the model's shape refuses (issue 22): one line in both, not a "cannot run" row
+    ("estimate", {"model": "deepseek-r1", "cluster": "8xb200", "weights": "fp4", "tp": 8,
+                  "ep": 3},
+     ["estimate", "deepseek-r1", "--cluster", "8xb200", "--weights", "fp4", "--tp", "8",
+      "--ep", "3"]),
     # the serving frontier (issue 22 part 6): answered or refused alike
     ("frontier", {"model": "llama-3.1-8b", "cluster": "2xh100-sxm5-80gb", "isl": 256, "osl": 32,
                   "concurrency": "2,16"},

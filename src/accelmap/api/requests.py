@@ -48,6 +48,7 @@ from accelmap.engine import System
 from accelmap.errors import InputError
 from accelmap.hardware.cluster import Cluster
 from accelmap.hardware.schema import Accelerator
+from accelmap.mapping.constraints import check_serving
 from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
 from accelmap.search.compare import CompareJob
@@ -161,7 +162,32 @@ def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
     context_warnings(spec, prompt=r.prompt, output=r.output)  # serving past it: refused
     inf = inference(r.batch, r.prompt, r.output, r.weights, r.kv, r.group, r.flash,
                     sparsity=r.sparsity, moe_weights=r.moe_weights)
-    return spec, system, inf, serving_mapping(r.tp, r.pp, r.ep, r.replicas)
+    m = serving_mapping(r.tp, r.pp, r.ep, r.replicas)
+    if m is not None:
+        refuse_shape(spec, system, m)
+    return spec, system, inf, m
+
+
+# Rules a given serving layout breaks by the model's shape, whatever the hardware: refused as
+# input (one line, exit 2), like an unreadable degree; the others (memory, the scale-up domain,
+# the device count) are results that say why the layout cannot run there.
+SHAPE_RULES = ("heads_divisible", "kv_heads", "layers_over_stages", "experts_divisible",
+               "ep_within_tp")
+
+
+def refuse_shape(spec: ModelSpec, system: System, m: Mapping) -> None:
+    """An InputError naming the first shape rule ``m`` breaks on ``spec`` and the flag to
+    change (``SHAPE_RULES``)."""
+    bad = [v for v in check_serving(spec, system.cluster, m) if v.rule in SHAPE_RULES]
+    if not bad:
+        return
+    v = bad[0]
+    fix = {"experts_divisible": (f"give --ep dividing the {spec.moe.num_experts} experts"
+                                 if spec.moe else "--ep is for MoE models: drop it"),
+           "ep_within_tp": "give --ep dividing --tp (expert parallelism splits the tp group)",
+           "layers_over_stages": f"give --pp of at most {spec.n_layers}",
+           }.get(v.rule, f"give --tp dividing the {spec.n_heads} attention heads")
+    raise InputError(f"{v.sentence} ({v.rule} rule): {fix}")
 
 
 @dataclass(frozen=True)
