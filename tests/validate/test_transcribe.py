@@ -11,9 +11,11 @@ import pytest
 
 from accelmap.catalog import Catalog
 from accelmap.mapping.plan import ZeroStage
+from accelmap.units import DType
 from accelmap.validate.cases import TrainingCase
 from accelmap.validate.predict import Status, predict_case
 from accelmap.validate.read import read_cases
+from accelmap.validate.resolve import inference_precision
 from accelmap.validate.runs import Metric, Problem
 from accelmap.validate.stacks import Stack
 from accelmap.validate.transcribe import from_case, read_framework, read_interleave, read_zero
@@ -120,3 +122,20 @@ def test_shared_rows_read_as_before(catalog: Catalog) -> None:
     t392 = from_case(cases["T0392"])
     assert t392.compile and t392.shard_group == 32 and t392.zero is ZeroStage.PARAMETERS
     assert t392.metric is Metric.TOKENS_PER_S_PER_DEVICE
+
+
+@pytest.mark.parametrize(("weights", "kv", "want_w", "want_kv"), [
+    ("FP4", "FP8", DType.FP4, DType.FP8),        # NVIDIA MLPerf v5.1 "precision: fp4"
+    ("MXFP4", "FP8", DType.MXFP4, DType.FP8),    # AMD MLPerf v5.1 open, W MXFP4 A MXFP4
+    ("NVFP4", "FP8?", DType.NVFP4, DType.FP8),
+    ("FP8", "FP8?", DType.FP8, DType.FP8),
+])
+def test_four_bit_precision_words(weights: str, kv: str, want_w: DType, want_kv: DType) -> None:
+    prec = inference_precision(weights, kv, 8192)
+    assert not isinstance(prec, str)
+    assert (prec.weight, prec.act, prec.kv) == (want_w, want_w, want_kv)
+
+
+def test_unknown_precision_word_is_a_reason() -> None:
+    assert inference_precision("FP5", "FP8", 8192) == "precision 'FP5' is not understood"
+    assert isinstance(inference_precision("fp4x", "", 8192), str)  # a word, not a prefix

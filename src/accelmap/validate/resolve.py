@@ -294,11 +294,15 @@ class InferencePrecision:
     notes: tuple[str, ...]
 
 
-_DTYPE_WORDS = {"fp8": DType.FP8, "fp16": DType.FP16, "bf16": DType.BF16, "fp32": DType.FP32}
+# the run format's precision words (docs/validate-format.md, canonical.PRECISIONS) that a
+# transcription's precision column writes: the 4-bit block formats as the source names them
+# (NVIDIA MLPerf "fp4", AMD "MXFP4"); fp4 is the part's native 4-bit format (engine/formats.py)
+_DTYPE_WORDS = {"fp8": DType.FP8, "fp16": DType.FP16, "bf16": DType.BF16, "fp32": DType.FP32,
+                "nvfp4": DType.NVFP4, "mxfp4": DType.MXFP4, "fp4": DType.FP4}
 
 
 def _dtype_word(text: str) -> DType | None:
-    m = re.match(r"\s*(fp8|fp16|bf16|fp32)\b", text.lower())
+    m = re.match(r"\s*(nvfp4|mxfp4|fp4|fp8|fp16|bf16|fp32)\b", text.lower())
     return _DTYPE_WORDS[m.group(1)] if m else None
 
 
