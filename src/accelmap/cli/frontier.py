@@ -130,6 +130,11 @@ def print_frontier(f: Frontier) -> None:
         con.print(t)
         if not c.points:
             con.print(f"[red]{c.accelerator}: no layout runs this model[/red]", highlight=False)
+        bands = c.error_bands
+        if c.front:
+            con.print("  expected error: " + ("; ".join(bands) if bands else
+                      "no error band (too few similar published runs of this class and "
+                      "stack)"), highlight=False, soft_wrap=True)
         for s in c.skipped:
             con.print(f"  not run: {s}", highlight=False, soft_wrap=True)
     for n in f.notes:

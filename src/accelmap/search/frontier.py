@@ -73,6 +73,10 @@ class FrontierPoint:
     tpot_p50_s: float | None
     usd_per_million_tokens: float | None
     energy_j_per_token_tdp: float | None
+    # expected error of the throughput and of the latencies, from validation residuals of
+    # similar published runs (engine/error_band.py); None: too few such runs
+    error_band: str | None = None
+    latency_error_band: str | None = None
     on_front: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,6 +93,12 @@ class FrontierCurve:
     devices: int
     points: tuple[FrontierPoint, ...]
     skipped: tuple[str, ...] = ()
+
+    @property
+    def error_bands(self) -> list[str]:
+        """The expected errors its front's figures carry (throughput, then latency)."""
+        return sorted({b for p in self.front for b in (p.error_band, p.latency_error_band)
+                       if b})
 
     @property
     def front(self) -> list[FrontierPoint]:
@@ -159,7 +169,9 @@ def _point(r: ServingRun, m: Mapping, c: int, cluster: Cluster) -> FrontierPoint
     return FrontierPoint(_label(m, k), int(m.tp), int(m.ep), int(m.replicas), c, k,
                          float(out_tps) / cluster.devices, float(per_user),
                          (met.get("ttft_s") or {}).get("p50"),
-                         (met.get("tpot_s") or {}).get("p50"), usd, joules)
+                         (met.get("tpot_s") or {}).get("p50"), usd, joules,
+                         r.error_band.text if r.error_band else None,
+                         r.latency_error_band.text if r.latency_error_band else None)
 
 
 def on_front(points: Sequence[FrontierPoint]) -> list[bool]:
