@@ -23,15 +23,20 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 KEYS = ("usd_per_million_tokens", "energy_j_per_token_tdp")
 
 
+def test_the_definitions_by_hand() -> None:
+    # 8 devices at $2/h make 1,000 tokens/s: 3.6 M tokens for $16 an hour, $4.44 per million;
+    # at 700 W each they draw 5,600 J per second, 5.6 J per token
+    assert usd_per_million_tokens(2.0, 8, 1000.0) == pytest.approx(16 / 3.6)
+    assert tdp_j_per_token(700.0, 8, 1000.0) == pytest.approx(5.6)
+
+
 @given(st.floats(0.01, 100.0), st.integers(1, 100_000), st.floats(1e-3, 1e9))
-def test_the_definitions(price: float, devices: int, tps: float) -> None:
-    # one device-hour at `price` makes 3600 x tps / devices tokens
-    assert usd_per_million_tokens(price, devices, tps) == pytest.approx(
-        price * devices / (3600 * tps) * 1e6)
-    assert tdp_j_per_token(700.0, devices, tps) * tps == pytest.approx(700.0 * devices)
-    # doubling the devices at the same total speed doubles both
+def test_twice_the_devices_at_the_same_speed_cost_twice(price: float, devices: int,
+                                                        tps: float) -> None:
     assert usd_per_million_tokens(price, 2 * devices, tps) == pytest.approx(
         2 * usd_per_million_tokens(price, devices, tps))
+    assert tdp_j_per_token(700.0, devices, 2 * tps) == pytest.approx(
+        tdp_j_per_token(700.0, devices, tps) / 2)
 
 
 def test_every_row_type_uses_the_same_keys() -> None:
