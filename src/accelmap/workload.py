@@ -66,6 +66,10 @@ class Recompute(StrEnum):
     NONE = "none"
     SELECTIVE = "selective"  # Korthikanti et al. 2022 sec. 5: recompute attention core only
     FULL = "full"  # keep each layer's input, recompute the whole layer in backward
+    # torchtitan's per-op selective checkpointing (``selective_ac_option = "op"``): keep the
+    # outputs of attention and of every other nn.Linear of a block, recompute the rest
+    # (ops/training.py ``per_op_split``)
+    PER_OP = "per-op"
 
 
 class Finetune(StrEnum):

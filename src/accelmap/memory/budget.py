@@ -57,6 +57,7 @@ from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Op
 from accelmap.ops.sparsity import compressed_bytes_per_param, sparse_params
+from accelmap.ops.training import per_op_split
 from accelmap.units import DType, Num
 from accelmap.workload import Inference, Optimizer, Recompute, Sparsity, Training
 
@@ -259,6 +260,12 @@ def activation_bytes(ops: list[Op], recompute: Recompute, model: ModelSpec | Geo
         one_layer = sum(o.saved for o in layer_ops) if working_set else 0.0
         geo = Geometry.of(model)
         return geo.n_layers * tokens * geo.d_model * act_bytes + one_layer + other
+    if recompute is Recompute.PER_OP:  # the kept op outputs + each block's checkpointed input
+        geo = Geometry.of(model)
+        kept, _ = per_op_split(layer_ops, act_bytes)
+        # as under full recompute, one block's activations live again while it re-runs
+        one_layer = sum(o.saved for o in layer_ops) if working_set else 0.0
+        return geo.n_layers * tokens * geo.d_model * act_bytes + kept + one_layer + other
     if recompute is Recompute.SELECTIVE:  # keep Q, K, V; drop the s x s tensors (sec. 5)
         return sum((o.saved - o.selective_dropped) * o.count for o in layer_ops) + other
     return sum(o.saved * o.count for o in layer_ops) + other

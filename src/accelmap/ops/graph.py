@@ -283,8 +283,9 @@ def _attention(geo: Geometry, g: Group, s: Shape, p: Precision, flash: bool) -> 
     else:
         hd, kv = geo.head_dim, geo.kv_heads
         q, k, v = (g.tensor(x) for x in ("wq", "wk", "wv"))
-        ops.append(_gemm("layers/attention/qkv", T, q.cols + k.cols + v.cols, q.rows, p, n,
-                         saved_rows=s.outside_tokens))
+        ops.append(replace(_gemm("layers/attention/qkv", T, q.cols + k.cols + v.cols, q.rows,
+                                 p, n, saved_rows=s.outside_tokens),
+                           parts=(q.cols, k.cols, v.cols)))
         rope_elems = T * (h + kv) * hd * geo.rope_fraction
     if geo.rope:
         ops.append(_vector("layers/attention/rope", rope_elems, ROPE_FLOPS, p, n))
@@ -318,6 +319,8 @@ def _mlp(geo: Geometry, g: Group, s: Shape, p: Precision, prefix: str, key: str,
                weight_bytes=wc * d * up_width * p.wbytes,
                saved_rows=s.outside_tokens if prefix == "layers/mlp" else None,
                rows_per_weight=tokens)
+    if geo.gated:  # w1 (gate) then w3 (up), as a PyTorch SwiGLU block calls them
+        up = replace(up, parts=(hidden, hidden))
     # activation input (2 x hidden for gated: gate and up halves) is kept for backward, and its
     # output is the input of the down projection (saved by that GEMM).
     act = _vector(f"{prefix}/act", tokens * copies * hidden, ACT_FLOPS, p, count,

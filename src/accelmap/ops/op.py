@@ -59,6 +59,9 @@ class Op:
     # vector-unit work of converting weight-only weights inside the GEMM (W4A16), overlapped
     # with its loads and tensor-core work (cost/roofline.py)
     dequant_flops: Num = 0.0
+    # the output widths of the separate nn.Linear layers one fused GEMM stands for, in the
+    # order a PyTorch model calls them (wq, wk, wv; w1, w3): per-op checkpointing counts them
+    parts: tuple[Num, ...] | None = None
 
     @property
     def total_bytes(self) -> Num:

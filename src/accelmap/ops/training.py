@@ -80,9 +80,62 @@ def backward_ops(forward: list[Op], grad_dtype: DType) -> list[Op]:
     return out
 
 
+# routed experts run as one grouped GEMM (``torch._grouped_mm``), which is not ``aten.mm``
+_GROUPED = "/experts/"
+
+
+def _scaled(op: Op, share: float) -> Op:
+    """The part ``share`` of a (fused) GEMM's output columns, as a recompute op."""
+    gemm = None if op.gemm is None else (op.gemm[0], op.gemm[1] * share, op.gemm[2])
+    return replace(op, name=f"{op.name}/recompute", stage=Stage.RECOMPUTE, saved=0.0,
+                   model_flops=0.0, flops=op.flops * share, gemm=gemm, parts=None,
+                   bytes={k: v * share for k, v in op.bytes.items()},
+                   dequant_flops=op.dequant_flops * share)
+
+
+def per_op_split(forward: list[Op], act_bytes: float) -> tuple[float, list[Op]]:
+    """torchtitan's per-op selective activation checkpointing (``selective_ac_option = "op"``,
+    the llama3 train configs' default; ``_apply_op_sac`` and ``_save_list`` in torchtitan's
+    activation-checkpoint code): inside each transformer block the outputs of SDPA and of the
+    odd-numbered ``aten.mm`` calls (the block's 1st, 3rd, ... nn.Linear: wq, wv, w1, w2 in a
+    Llama block) are kept; every other op -- the even-numbered linears (wk, wo, w3), norms,
+    RoPE, activation functions, grouped expert GEMMs -- re-runs in the backward. Returns the
+    bytes the layer ops keep (summed over their layers; each block's checkpointed input is not
+    included) and the recompute ops."""
+    kept, ops = 0.0, []
+    layer_ops = [o for o in forward if o.name.startswith("layers/")]
+    first = layer_ops[0].name if layer_ops else ""
+    count = 0
+    for o in layer_ops:
+        if o.name == first:
+            count = 0  # a new block (layer group): torchtitan's counter is per block
+        if o.attention_core:
+            if o.name.endswith("core"):  # SDPA's output O, [tokens, heads x head_dim]
+                out = next((x for x in layer_ops if x.name.endswith("attention/out")), None)
+                if out is not None and out.gemm is not None:
+                    kept += out.gemm[0] * out.gemm[2] * act_bytes * o.count
+            continue
+        if o.gemm is None or _GROUPED in o.name:
+            ops.append(_scaled(o, 1.0))
+            continue
+        widths = o.parts or (o.gemm[1],)
+        recomputed = 0.0
+        for w in widths:
+            count += 1
+            if count % 2:  # odd: kept
+                kept += o.gemm[0] * w * act_bytes * o.count
+            else:
+                recomputed += w
+        if recomputed:
+            ops.append(_scaled(o, recomputed / sum(widths)))
+    return kept, ops
+
+
 def recompute_ops(forward: list[Op], policy: Recompute, flash: bool) -> list[Op]:
     if policy is Recompute.NONE:
         return []
+    if policy is Recompute.PER_OP:
+        return per_op_split(forward, 0.0)[1]
     if policy is Recompute.SELECTIVE:
         if flash:
             return []  # already recomputed inside the flash backward kernel

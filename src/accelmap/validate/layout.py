@@ -161,10 +161,18 @@ def zero_stage(text: str, dp: int, per_node: int, d: StackDefaults,
     return run_zero(run, dp, per_node, d, notes)
 
 
+def as_stack(stated: Recompute, d: StackDefaults, notes: list[str]) -> Recompute:
+    """A stated policy in the stack's own meaning: torchtitan's "selective" is per-op."""
+    if stated is Recompute.SELECTIVE and d.selective is not stated:
+        notes.append(f"recompute selective: {d.selective.value} in this stack ({d.source})")
+        return d.selective
+    return stated
+
+
 def recompute(text: str, d: StackDefaults, notes: list[str]) -> Recompute:
     stated = parse_recompute(text)
     if stated is not None:
-        return stated
+        return as_stack(stated, d, notes)
     notes.append(f"recompute {'not stated' if not text else repr(text)}: {d.recompute.value} "
                  f"({d.source})")
     return d.recompute
@@ -220,6 +228,10 @@ def run_mapping(run: TrainingRun, cluster: Cluster, d: StackDefaults,
     if isinstance(deg, str):
         return deg
     zero, group = run_zero(run, deg.dp, per_node, d, notes)
+    if zero is ZeroStage.PARAMETERS and deg.pp > 1 and d.zero_with_pp is not None:
+        zero = d.zero_with_pp
+        notes.append(f"FSDP with pp={deg.pp}: parameters gathered once a step and gradients "
+                     f"reduced on the last micro-batch (ZeRO-{int(zero)}'s traffic; {d.source})")
     vpp = run_vpp(run, deg.pp, d, spec, notes)
     if isinstance(vpp, str):
         return vpp
@@ -233,7 +245,7 @@ def run_mapping(run: TrainingRun, cluster: Cluster, d: StackDefaults,
     if deg.tp > 1:
         notes.append(f"sequence parallel {'on' if sp else 'off'}, TP comm overlap "
                      f"{'on' if tp_overlap else 'off'} ({d.source})")
-    policy = run.recompute
+    policy = None if run.recompute is None else as_stack(run.recompute, d, notes)
     if policy is None:
         policy = d.recompute
         notes.append(f"recompute not stated: {policy.value} ({d.source})")

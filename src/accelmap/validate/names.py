@@ -58,7 +58,8 @@ MEASURED_NAMES: dict[str, MeasuredDevice] = {
     "NVIDIA GB200 SXM": MeasuredDevice("gb200"),
     "NVIDIA GH200 SXM": MeasuredDevice("gh200"),
     "NVIDIA H100 (HBM2e 96GB variant, 500W power limit; Grand Teton)": MeasuredDevice(
-        None, note="96GB HBM2e H100 variant is not in the catalog"),
+        "h100-sxm5-96gb-hbm2e", note="Grand Teton H100: tensor peaks uncertain +-8.4 % (between "
+        "H100 NVL and SXM, torchtitan's benchmark notes)"),
     "NVIDIA H100 SXM": MeasuredDevice("h100-sxm5-80gb"),
     "NVIDIA H100 SXM (DGX-H100)": MeasuredDevice("h100-sxm5-80gb"),
     "NVIDIA H100 SXM 80GB (HBM3)": MeasuredDevice("h100-sxm5-80gb"),

@@ -350,6 +350,8 @@ def parse_recompute(text: str) -> Recompute | None:
     t = text.lower().strip()
     if "?" in t:
         return None
+    if "per-op" in t or "per op" in t or t == "op":  # torchtitan's selective_ac_option "op"
+        return Recompute.PER_OP
     if "selective" in t:
         return Recompute.SELECTIVE
     if "full" in t:

@@ -64,7 +64,9 @@ Megatron-LM ``1.x`` (2020), ``2.x`` (2021), ``3.x`` (2022) and Megatron-Core ``0
   ``activation_checkpointing`` as the row states (True = full: Composer checkpoints whole
   blocks); Composer mixed precision ``DEFAULT`` reduces gradients in fp32, ``PURE`` in bf16
   (Composer docs, FSDP mixed_precision); eager PyTorch without torch.compile.
-- **torchtitan** (``train_configs/llama3_8b.toml``): ``activation_checkpoint.mode = "selective"``,
+- **torchtitan** (``train_configs/llama3_8b.toml``): ``activation_checkpoint.mode = "selective"``
+  with ``selective_ac_option = "op"``, so its "selective" is the per-op policy
+  (``Recompute.PER_OP``, ops/training.py), not Korthikanti et al.'s,
   FSDP2 over the data-parallel ranks, no gradient accumulation (local batch = micro-batch);
   ``torch.compile`` only where the row says so (then the torch-compile profile: Inductor fusion).
 - **other** (an in-house stack whose code is not public: Meta's Llama 3 stack, Google's
@@ -134,6 +136,15 @@ class StackDefaults:
     attention: AttentionKernel = AttentionKernel.FA2  # kernel generation (cost/attention.py)
     optimizer: OptimizerStorage = OptimizerStorage()
     loss: Loss = Loss.FUSED
+    # what the stack's "selective" activation checkpointing is: Korthikanti et al.'s (Megatron,
+    # NeMo), or torchtitan's per-op policy
+    selective: Recompute = Recompute.SELECTIVE
+    # FSDP (ZeRO-3) under pipeline parallelism as the stack runs it: torchtitan keeps the
+    # gathered parameters across the micro-batches (``reshard_after_forward = not pp_enabled``,
+    # ``apply_fsdp`` in models/llama3/infra/parallelize.py) and PyTorch's pipeline stages sync
+    # gradients on the last micro-batch only (``backward_maybe_with_nosync``), which is ZeRO-2's
+    # traffic: one parameter all-gather and one gradient reduce-scatter per step
+    zero_with_pp: ZeroStage | None = None
     # a GPT run built from its dimensions that leaves these out (the release's example scripts)
     seq_len: int | None = None
     vocab: int | None = None
@@ -192,7 +203,9 @@ _LLM_FOUNDRY = replace(
     "(flash-attn 2), FULL_SHARD", release="llm-foundry 0.4+ (2024)",
     attention=AttentionKernel.FA2)
 _TORCHTITAN = StackDefaults(
-    Stack.TORCHTITAN, Framework.FSDP, recompute=_SEL, flash_attention=True,
+    Stack.TORCHTITAN, Framework.FSDP, recompute=Recompute.PER_OP, selective=Recompute.PER_OP,
+    zero_with_pp=ZeroStage.GRADIENTS,
+    flash_attention=True,
     sequence_parallel=True, zero=ZeroStage.PARAMETERS, micro_batch=1, tp_comm_overlap=False,
     dropout=False, grad_dtype=DType.FP32,
     source="torchtitan defaults: llama3 train_configs, selective AC, FSDP2",

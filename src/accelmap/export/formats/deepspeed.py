@@ -106,8 +106,8 @@ def _config(job: PlanJob, spec: Any) -> tuple[dict[str, Any], list[str]]:
             "synchronize_checkpoint_boundary": False,
             "profile": False,
         }
-    elif m.recompute is Recompute.SELECTIVE:
-        unsupported.append("recompute=selective: DeepSpeed's activation_checkpointing "
+    elif m.recompute in (Recompute.SELECTIVE, Recompute.PER_OP):
+        unsupported.append(f"recompute={m.policy.value}: DeepSpeed's activation_checkpointing "
                            "checkpoints whole functions the model wraps; attention-only "
                            "(selective) recompute has to be written in the model code")
     if tp > 1:

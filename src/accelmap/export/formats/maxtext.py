@@ -120,6 +120,9 @@ MODEL_NAMES: dict[str, str] = {
 REMAT = {Recompute.NONE: "minimal_with_context", Recompute.SELECTIVE: "minimal",
          Recompute.FULL: "full"}
 REMAT_BACK = {v: k for k, v in REMAT.items()}
+# torchtitan's per-op policy has no MaxText remat policy (those save named tensors): the
+# nearest, "minimal", keeps every matmul output
+REMAT[Recompute.PER_OP] = "minimal"
 DTYPES = {DType.BF16: "bfloat16", DType.FP16: "float16", DType.FP32: "float32",
           DType.FP8: "bfloat16"}
 def slice_size(job: PlanJob, unsupported: list[str]) -> tuple[str, int]:
@@ -223,6 +226,9 @@ def overrides(job: PlanJob, spec: Any) -> tuple[dict[str, Any], list[str]]:
     elif m.interleaved:
         unsupported.append(f"vpp={m.virtual_stages}: virtual stages need pp > 1")
     out["remat_policy"] = REMAT[m.policy]
+    if m.policy is Recompute.PER_OP:
+        unsupported.append("recompute=per-op: torchtitan's per-op checkpointing is no MaxText "
+                           "remat policy; exported as minimal (every matmul output kept)")
     out["optimizer_memory_host_offload"] = bool(m.offloads_optimizer)
     out["parameter_memory_host_offload"] = bool(m.offloads_params)
     if has_adapters(job):

@@ -167,8 +167,13 @@ def _parallel_flags(job: PlanJob, n_layers: int) -> tuple[list[Flag], list[str]]
                   # _add_checkpointing_args; validate_args: "Megatron FSDP only supports
                   # fsdp_dtensor checkpoint format"
                   ("--ckpt-format", "fsdp_dtensor")]
-    if m.policy is not Recompute.NONE:
-        flags.append(("--recompute-granularity", m.policy.value))  # _add_training_args
+    if m.policy is Recompute.PER_OP:
+        unsupported.append("recompute=per-op: torchtitan's per-op checkpointing is no Megatron "
+                           "option (selective recomputes the attention core, full each layer); "
+                           "exported as selective")
+    if m.policy is not Recompute.NONE:  # _add_training_args
+        flags.append(("--recompute-granularity",
+                      "selective" if m.policy is Recompute.PER_OP else m.policy.value))
     if m.recompute is Recompute.FULL:
         # _add_training_args: recompute each layer's input (uniform chunks of one layer)
         flags += [("--recompute-method", "uniform"), ("--recompute-num-layers", "1")]

@@ -181,7 +181,11 @@ def _sections(job: PlanJob, spec: ModelSpec) -> tuple[dict[str, dict[str, Any]],
     elif m.tp_comm_overlap:
         unsupported.append("tp_comm_overlap=True: async tensor parallelism needs "
                            "tensor_parallel_degree > 1")
-    recompute = m.policy.value
+    # torchtitan's "selective" with option "op" is the per-op policy (Recompute.PER_OP)
+    recompute = "selective" if m.policy is Recompute.PER_OP else m.policy.value
+    if m.policy is Recompute.SELECTIVE:
+        unsupported.append("recompute=selective: torchtitan has no attention-only recompute; "
+                           "exported as its per-op selective checkpointing (recompute=per-op)")
     return {
         "job": {"description": f"accelmap plan for {job.model} on {job.nodes} x "
                                f"{job.devices_per_node} {job.accelerator}"},  # Job
@@ -190,9 +194,19 @@ def _sections(job: PlanJob, spec: ModelSpec) -> tuple[dict[str, dict[str, Any]],
         "parallelism": parallelism,
         # ActivationCheckpoint.mode none|selective|full; "op" = per-op selective AC
         "activation_checkpoint": ({"mode": recompute, "selective_ac_option": "op"}
-                                  if m.recompute is Recompute.SELECTIVE
+                                  if m.policy in (Recompute.SELECTIVE, Recompute.PER_OP)
                                   else {"mode": recompute}),
     }, unsupported
+
+
+def _read_recompute(ac: dict[str, Any]) -> Recompute:
+    """ActivationCheckpoint back: "selective" with option "op" is the per-op policy (an integer
+    option, every n-th layer, is not a policy accelmap models: read as full)."""
+    mode = str(ac.get("mode", "selective"))
+    if mode != "selective":
+        return Recompute(mode)
+    return Recompute.PER_OP if str(ac.get("selective_ac_option", "op")) == "op" \
+        else Recompute.FULL
 
 
 def export(job: PlanJob, spec: ModelSpec) -> ExportResult:
@@ -236,7 +250,7 @@ def read_back(files: dict[str, str]) -> ReadBack:
         micro_batch=int(par["pipeline_parallel_microbatch_size"] if pp > 1
                         else training["local_batch_size"]),
         virtual_stages=len(parts) // pp if parts else 1,
-        recompute=cfg.get("activation_checkpoint", {}).get("mode", Recompute.SELECTIVE),
+        recompute=_read_recompute(cfg.get("activation_checkpoint", {})),
         offload_optimizer=offload, offload_params=offload)
     if par.get("enable_async_tensor_parallel"):
         mapping = mapping.with_(tp_comm_overlap=True)

@@ -148,8 +148,8 @@ def overrides(job: PlanJob) -> tuple[dict[str, Any], list[str]]:
     if job.dtype not in DTYPES:
         unsupported.append(f"dtype={job.dtype.value}: the recipe trains in bf16 or fp32 "
                            "(no fp16, no FP8); exported as bf16")
-    if m.recompute is Recompute.SELECTIVE:
-        unsupported.append("recompute=selective: torchtune checkpoints whole layers "
+    if m.recompute in (Recompute.SELECTIVE, Recompute.PER_OP):
+        unsupported.append(f"recompute={m.policy.value}: torchtune checkpoints whole layers "
                            "(enable_activation_checkpointing); exported as full recompute")
     if recipe == DISTRIBUTED:
         if m.zero in (ZeroStage.NONE, ZeroStage.OPTIMIZER):
