@@ -127,7 +127,8 @@ class LocalValidation:
 def validate_local(model: str, device: str | None = None, *, steps: int = 5, warmup: int = 2,
                    batch: int = 4, seq: int = 256, decode_tokens: int = 32, scale: str = "auto",
                    dtype: str | None = None, profile: str | None = None, hw: str | None = None,
-                   db: str | Path | None = None, catalog: Catalog | None = None
+                   db: str | Path | None = None, catalog: Catalog | None = None,
+                   impl: str = "accelmap", compiled_decode: bool = False
                    ) -> LocalValidation:
     """Build ``model`` in PyTorch (random weights; presets above 50 M parameters scaled down
     unless ``scale`` is 'full'), time training steps, prefill and decode on ``device``
@@ -149,7 +150,8 @@ def validate_local(model: str, device: str | None = None, *, steps: int = 5, war
     settings = LocalSettings(device=dev, dtype=dtype or ("bf16" if dev.startswith("cuda")
                                                          else "fp32"),
                              batch=batch, seq=seq, steps=steps, warmup=warmup,
-                             decode_tokens=decode_tokens)
+                             decode_tokens=decode_tokens, impl=impl,
+                             compiled_decode=compiled_decode)
     store = Store(db)
     prof = profile_for(profile, store)
     chosen = ""

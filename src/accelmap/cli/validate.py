@@ -14,10 +14,12 @@ from accelmap.cli.common import DbOpt, JsonOpt, ProfileOpt, console, emit_json
 from accelmap.cli.fanout import RayOpt
 from accelmap.cli.validate_local import (
     BatchOpt,
+    CompiledOpt,
     DecodeOpt,
     DeviceOpt,
     DtypeOpt,
     HwOpt,
+    ImplOpt,
     LocalOpt,
     ScaleOpt,
     SeqOpt,
@@ -52,6 +54,7 @@ EXAMPLES = (
     "Local ground truth (needs PyTorch: pip install 'accelmap[measure]'):\n\n"
     "  accelmap validate --local gpt3-125m --scale tiny --steps 5 --batch 4 --seq 256\n\n"
     "  accelmap validate --local llama-3.1-8b --device cuda --profile my-h100 --json\n\n"
+    "  accelmap validate --local llama-3.2-1b --device cuda --impl hf --compiled-decode\n\n"
     "builds the model in PyTorch from its spec (random weights, no downloads; presets above "
     "50 M parameters are scaled down unless --scale full), times training steps "
     "(forward+backward+AdamW), prefill and decode with a KV cache on the device, measures peak "
@@ -66,7 +69,8 @@ def validate_cmd(cases: CasesOpt = None, json_out: JsonOpt = False,
                  batch: BatchOpt = 4, seq: SeqOpt = 256, decode_tokens: DecodeOpt = 32,
                  scale: ScaleOpt = "auto", dtype: DtypeOpt = None, profile: ProfileOpt = None,
                  hw: HwOpt = None, db: DbOpt = None, report: rep.ReportOpt = None,
-                 ray: RayOpt = None) -> None:
+                 ray: RayOpt = None, impl: ImplOpt = "accelmap",
+                 compiled_decode: CompiledOpt = False) -> None:
     """Compare predictions with published measurements (--cases) or a run here (--local)."""
     from accelmap.errors import InputError
 
@@ -80,7 +84,7 @@ def validate_cmd(cases: CasesOpt = None, json_out: JsonOpt = False,
         from accelmap.cli.validate_local import validate_local
 
         validate_local(local, device, steps, warmup, batch, seq, decode_tokens, scale, dtype,
-                       profile, hw, db, json_out)
+                       profile, hw, db, json_out, impl, compiled_decode)
         return
     if not cases:
         raise InputError("no measurements given: pass --cases FILE.csv (repeatable), e.g. "

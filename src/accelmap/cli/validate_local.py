@@ -34,6 +34,12 @@ ScaleOpt = Annotated[str, typer.Option(
 DtypeOpt = Annotated[str | None, typer.Option(
     "--dtype", help="--local: fp32, bf16 or fp16 (default: bf16 on GPUs, fp32 on CPUs).",
     show_default=False)]
+ImplOpt = Annotated[str, typer.Option(
+    "--impl", help="--local: whose model runs: accelmap (the project's PyTorch model) or hf "
+    "(Hugging Face transformers from the preset's config, random weights; needs the hf extra).")]
+CompiledOpt = Annotated[bool, typer.Option(
+    "--compiled-decode", help="--local --impl hf: also time decode over a StaticCache under "
+    "torch.compile(mode='reduce-overhead') (compiles first: minutes on a CPU).")]
 HwOpt = Annotated[str | None, typer.Option(
     "--hw", help="--local: catalog accelerator to predict with (default: from the device name "
     "for GPUs, the local CPU description for CPUs; 'local' = the device of the newest local "
@@ -44,10 +50,11 @@ HwOpt = Annotated[str | None, typer.Option(
 def validate_local(model: str, device: str | None, steps: int, warmup: int, batch: int,
                    seq: int, decode_tokens: int, scale: str, dtype: str | None,
                    profile: str | None, hw: str | None, db: Path | None,
-                   json_out: bool) -> None:
+                   json_out: bool, impl: str = "accelmap", compiled_decode: bool = False) -> None:
     result = api.validate_local(model, device, steps=steps, warmup=warmup, batch=batch, seq=seq,
                                 decode_tokens=decode_tokens, scale=scale, dtype=dtype,
-                                profile=profile, hw=hw, db=db)
+                                profile=profile, hw=hw, db=db, impl=impl,
+                                compiled_decode=compiled_decode)
     if json_out:
         emit_json(result.to_dict())
         return
@@ -65,7 +72,8 @@ def render(rows: list[Any], run: Any, run_id: str, db: str) -> None:
 
     s = run.settings
     con = console()
-    con.print(f"Local run: {run.spec.id} on {run.device}, {s.dtype}, batch {s.batch}, seq "
+    con.print(f"Local run ({s.impl}): {run.spec.id} on {run.device}, {s.dtype}, batch "
+              f"{s.batch}, seq "
               f"{s.seq}, {s.decode_tokens} decode tokens, median of {s.steps} after "
               f"{s.warmup} warm-up", soft_wrap=True)
     t = Table()

@@ -50,6 +50,10 @@ if TYPE_CHECKING:
     from accelmap.measure.torch_backend import TorchBackend
 
 SCALES = ("auto", "tiny", "small", "full")
+IMPLS = ("accelmap", "hf")
+# torch.compile(mode="reduce-overhead") compiles on the first call and records its CUDA graph on
+# a later one: untimed decode steps before the compiled loop is timed
+COMPILED_WARMUP_STEPS = 3
 AUTO_FULL_MAX_PARAMS = 50e6  # `auto` keeps presets up to this size, shrinks the rest to tiny
 
 
@@ -130,6 +134,11 @@ class LocalSettings:
     steps: int = 5
     warmup: int = 2
     decode_tokens: int = 16
+    # whose model runs: "accelmap" (measure/torch_model.py) or "hf" (Hugging Face transformers,
+    # measure/hf_model.py)
+    impl: str = "accelmap"
+    # --impl hf: also time decode over a StaticCache under torch.compile(mode="reduce-overhead")
+    compiled_decode: bool = False
 
     def __post_init__(self) -> None:
         for name in ("batch", "seq", "steps", "decode_tokens"):
@@ -139,6 +148,11 @@ class LocalSettings:
             raise InputError("--warmup must be zero or more")
         if self.dtype not in ("fp32", "bf16", "fp16"):
             raise InputError(f"unknown dtype {self.dtype!r}; use fp32, bf16 or fp16")
+        if self.impl not in IMPLS:
+            raise InputError(f"unknown --impl {self.impl!r}; use {' or '.join(IMPLS)}")
+        if self.compiled_decode and self.impl != "hf":
+            raise InputError("--compiled-decode times transformers' StaticCache + torch.compile "
+                             "loop: give it with --impl hf")
 
 
 @dataclass(frozen=True)
@@ -170,6 +184,7 @@ class LocalRun:
     threads: int
     load: Load | None = None  # other processes' CPU use during the timed passes
     notes: tuple[str, ...] = field(default=())
+    decode_compiled: PhaseResult | None = None  # --impl hf --compiled-decode
 
     @property
     def device(self) -> str:
@@ -215,12 +230,17 @@ def run_local(spec: ModelSpec, settings: LocalSettings, scale: str = "auto") -> 
     """Build the (scaled) model on the device and time training, prefill and decode."""
     from accelmap.measure.peak_memory import PeakMemory
 
-    missing = not_built(spec)
+    missing = not_built(spec) if settings.impl == "accelmap" else None
     if missing:
         raise InputError(f"validate --local cannot run {spec.id}: the reference PyTorch model "
                          f"does not build {missing}; pick a model without it")
     be = torch_backend(settings.device, "validate --local")
     built, note = scale_spec(spec, scale)
+    if settings.impl == "hf":
+        from accelmap.measure import hf_model
+
+        hf_model.hf_config(built)  # refuse an unbuildable shape before any run
+        note = f"{note}; {hf_model.describe(built)}"
     _check_fits(built, be.environment().memory_bytes, scale)
     s = settings
     if s.seq + s.decode_tokens > built.max_seq_len:
@@ -243,6 +263,7 @@ def run_local(spec: ModelSpec, settings: LocalSettings, scale: str = "auto") -> 
     meter = LoadMeter()
     params, train, _ = _train(be, built, s, None, meter)
     prefill, decode, _ = _infer(be, built, s, None, meter)
+    compiled = _infer(be, built, s, None, meter, compiled=True)[1] if s.compiled_decode else None
     env = be.environment()
     load = meter.load()
     return LocalRun(spec=built, scale_note=note, settings=s, environment=env,
@@ -250,7 +271,7 @@ def run_local(spec: ModelSpec, settings: LocalSettings, scale: str = "auto") -> 
                     train_peak_bytes=train_peak, inference_peak_bytes=infer_peak,
                     memory_method=mem.method,
                     threads=0 if env.device_type == "cuda" else env.threads or 0,
-                    load=load,
+                    load=load, decode_compiled=compiled,
                     notes=(note, f"{params:,} parameters in the PyTorch model",
                            *((f"load: {load.sentence(env.compute_units)}",) if load else ())))
 
@@ -267,11 +288,12 @@ def _half(torch: Any, s: LocalSettings) -> Any:
 
 def _train(be: TorchBackend, spec: ModelSpec, s: LocalSettings, mem: PeakMemory | None,
            meter: LoadMeter | None = None) -> tuple[int, PhaseResult, int | None]:
-    from accelmap.measure.torch_model import build, parameter_count
+    from accelmap.measure.torch_model import parameter_count
 
     torch = be.torch
     tokens = _tokens(be, spec, s)
     half = _half(torch, s)
+    build, forward = _impl(s)
     if mem is not None:
         mem.start()
     model = build(spec, be.dev, torch.float32)
@@ -281,7 +303,7 @@ def _train(be: TorchBackend, spec: ModelSpec, s: LocalSettings, mem: PeakMemory 
     def loss_of() -> Any:  # the logits are not kept past the loss (one fp32 buffer, as estimated)
         with torch.autocast(be.dev.type, dtype=half or torch.float32,
                             enabled=half is not None):
-            logits = model(x)
+            logits = forward(model, x)
         return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), y.flatten())
 
     def step() -> None:
@@ -298,6 +320,39 @@ def _train(be: TorchBackend, spec: ModelSpec, s: LocalSettings, mem: PeakMemory 
     return parameter_count(model), PhaseResult(times), peak
 
 
+def _impl(s: LocalSettings) -> tuple[Callable[..., Any], Callable[[Any, Any], Any]]:
+    """The model builder and its logits call of ``s.impl``."""
+    if s.impl == "hf":
+        from accelmap.measure import hf_model
+
+        return hf_model.build, hf_model.logits
+    from accelmap.measure.torch_model import build
+
+    return build, lambda model, x: model(x)
+
+
+def _loop(spec: ModelSpec, model: Any, prompt: Any, s: LocalSettings, dtype: Any, dev: Any,
+          compiled: bool) -> Any:
+    """The prefill + decode loop of ``s.impl`` (hf_model.Loop)."""
+    from accelmap.measure import hf_model
+
+    total = s.seq + s.decode_tokens
+    if s.impl == "hf":
+        return (hf_model.static_loop if compiled else hf_model.eager_loop)(model, prompt, total)
+    from accelmap.measure.torch_model import KVCache
+
+    cache = KVCache.empty(spec, s.batch, total, dtype, dev)
+    state: dict[str, Any] = {}
+
+    def prefill() -> None:
+        state["next"] = model(prompt, 0, cache, last_only=True)[:, -1].argmax(-1, keepdim=True)
+
+    def step(pos: int) -> None:
+        state["next"] = model(state["next"], pos, cache)[:, -1].argmax(-1, keepdim=True)
+
+    return hf_model.Loop(prefill, step, state)
+
+
 def _adamw(torch: Any, model: Any) -> Any:
     """Fused AdamW where this PyTorch has it for the device (CPU since 2.4): one kernel over all
     parameters and no parameter-sized temporaries, as Megatron's fused Adam; the foreach
@@ -310,32 +365,28 @@ def _adamw(torch: Any, model: Any) -> Any:
 
 
 def _infer(be: TorchBackend, spec: ModelSpec, s: LocalSettings, mem: PeakMemory | None,
-           meter: LoadMeter | None = None) -> tuple[PhaseResult, PhaseResult, int | None]:
-    from accelmap.measure.torch_model import KVCache, build
-
+           meter: LoadMeter | None = None, compiled: bool = False
+           ) -> tuple[PhaseResult, PhaseResult, int | None]:
     torch, sync = be.torch, be.synchronize
     prompt = _tokens(be, spec, s)[:, :s.seq]
     dtype = _half(torch, s) or torch.float32
+    build, _ = _impl(s)
     if mem is not None:
         mem.start()
     model = build(spec, be.dev, dtype).eval()
-    cache = KVCache.empty(spec, s.batch, s.seq + s.decode_tokens, dtype, be.dev)
-    state: dict[str, Any] = {}
-
-    def prefill() -> None:
-        state["next"] = model(prompt, 0, cache, last_only=True)[:, -1].argmax(-1, keepdim=True)
+    loop = _loop(spec, model, prompt, s, dtype, be.dev, compiled)
+    prefill = loop.prefill
 
     def decode_at(pos: int) -> Callable[[], None]:
-        def step() -> None:
-            state["next"] = model(state["next"], pos, cache)[:, -1].argmax(-1, keepdim=True)
-        return step
+        return lambda: loop.step(pos)
 
     pre: list[float] = []
     dec: list[float] = []
+    warm_steps = COMPILED_WARMUP_STEPS if compiled else 2
     with torch.inference_mode():
-        for _ in range(s.warmup):
+        for _ in range(max(s.warmup, 1 if compiled else 0)):
             prefill()
-            for i in range(min(2, s.decode_tokens)):
+            for i in range(min(warm_steps, s.decode_tokens)):
                 decode_at(s.seq + i)()
         with meter or contextlib.nullcontext():
             for _ in range(s.steps):
@@ -349,14 +400,17 @@ def measurements(run: LocalRun, accelerator_id: str | None,
                  predicted: dict[str, float]) -> list[Measurement]:
     """Kind.LOCAL_RUN rows for the store: one per phase time, one per peak memory."""
     s = run.settings
-    base = {"model": run.spec.id, "batch": s.batch, "seq": s.seq, "steps": s.steps,
+    base = {"model": run.spec.id, "impl": s.impl, "batch": s.batch, "seq": s.seq, "steps": s.steps,
             "warmup": s.warmup, "decode_tokens": s.decode_tokens, "params": run.params,
             "scale": run.scale_note, "threads": run.threads, "memory": run.memory_method,
             "others_busy_cores": run.load.others_cores if run.load else None}
     env = run.environment.compared_with(accelerator_id)
     out = []
     label = f"{run.spec.id} b{s.batch} s{s.seq}"
-    for phase, res in (("train", run.train), ("prefill", run.prefill), ("decode", run.decode)):
+    phases = [("train", run.train), ("prefill", run.prefill), ("decode", run.decode)]
+    if run.decode_compiled is not None:
+        phases.append(("decode_compiled", run.decode_compiled))
+    for phase, res in phases:
         out.append(Measurement(
             kind=Kind.LOCAL_RUN, environment=env, dtype=s.dtype, label=f"{phase} {label}",
             value=res.median, unit="s", median=res.median, spread=res.spread,

@@ -107,6 +107,8 @@ def local_estimates(spec: Any, s: Any, acc: Accelerator, device_type: str,
 def predict_local(run: LocalRun, acc: Accelerator, fraction: float = 1.0,
                   profile: CalibrationProfile | None = None,
                   how: str = "") -> LocalComparison:
+    from accelmap.cost.framework import Framework
+
     train, infer, predicted, (dev, fw) = local_estimates(
         run.spec, run.settings, acc, run.environment.device_type, fraction, profile)
     notes = (*run.notes, f"device {run.device}" + (f", {run.threads} threads"
@@ -138,7 +140,37 @@ def predict_local(run: LocalRun, acc: Accelerator, fraction: float = 1.0,
         _memory_row("local/inference/memory", run.inference_peak_bytes,
                     predicted["inference_memory"], bool(infer.memory.fits), base),
     ]
+    if run.decode_compiled is not None:
+        predicted["decode_compiled"] = compiled_tpot(run.spec, run.settings, dev)
+        rows.insert(4, Prediction(
+            row_id="local/decode/compiled", metric="tpot_s", unit="s", kind=MetricKind.DECODE,
+            measured=run.decode_compiled.median, predicted=predicted["decode_compiled"],
+            fits=bool(infer.memory.fits),
+            **{**base, "framework": Framework.TORCH_COMPILE.value,
+               "notes": (*notes, "compiled decode: torch.compile(mode='reduce-overhead') over a "
+                         "StaticCache, predicted with the torch-compile profile (fused kernels, "
+                         "one CUDA-graph replay per step) at the cache's padded length")}))
     return LocalComparison(rows, predicted, train, infer)
+
+
+def compiled_tpot(spec: Any, s: Any, dev: Any) -> float:
+    """TPOT of a graph-captured decode over a static cache: every step attends over the cache's
+    whole padded length (``seq + decode_tokens``: transformers' StaticCache masks, it does not
+    shorten), so the step is evaluated there, with the torch-compile profile."""
+    from accelmap.cost.framework import Framework
+    from accelmap.cost.framework import profile as framework_profile
+    from accelmap.engine import ServeStep, System, estimate
+    from accelmap.units import DType
+    from accelmap.workload import Inference
+
+    dtype = DType(s.dtype)
+    est = estimate(spec, System.on(dev),
+                   Inference(batch=s.batch, prompt_len=s.seq + s.decode_tokens, output_len=1,
+                             weight_dtype=dtype, act_dtype=dtype, kv_dtype=dtype,
+                             flash_attention=True, kv_block=1),
+                   framework=framework_profile(Framework.TORCH_COMPILE))
+    assert isinstance(est, ServeStep)
+    return float(est.tpot_s or 0.0)
 
 
 # The reference model is built in fp32 on the device and then cast (``measure/torch_model.py``
