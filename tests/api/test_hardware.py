@@ -20,7 +20,8 @@ def test_find_accelerator_forgiving(catalog: Catalog) -> None:
 def test_find_ambiguous_lists_candidates(catalog: Catalog) -> None:
     with pytest.raises(AmbiguousNameError) as e:
         api.find_accelerator("h100", catalog)
-    assert e.value.candidates == ["h100-nvl", "h100-pcie-80gb", "h100-sxm5-80gb"]
+    assert e.value.candidates == ["h100-nvl", "h100-pcie-80gb", "h100-sxm5-80gb",
+                                  "h100-sxm5-96gb-hbm2e"]
 
 
 def test_find_chooser_picks_among_entries(catalog: Catalog) -> None:
@@ -28,16 +29,17 @@ def test_find_chooser_picks_among_entries(catalog: Catalog) -> None:
 
     def choose(query: str, what: str, entries: list[Any]) -> Any:
         seen.append((query, what, [e.id for e in entries]))
-        return entries[-1]
+        return entries[2]
 
     assert api.find_accelerator("h100", catalog, choose).id == "h100-sxm5-80gb"
-    assert seen == [("h100", "accelerator", ["h100-nvl", "h100-pcie-80gb", "h100-sxm5-80gb"])]
+    assert seen == [("h100", "accelerator", ["h100-nvl", "h100-pcie-80gb", "h100-sxm5-80gb",
+                                             "h100-sxm5-96gb-hbm2e"])]
     assert api.find_accelerator("mi300x", catalog, choose).id == "mi300x"
     assert len(seen) == 1  # a unique name never asks
 
 
 def test_find_chooser_declining_keeps_the_error(catalog: Catalog) -> None:
-    with pytest.raises(AmbiguousNameError, match="matches 3 accelerators"):
+    with pytest.raises(AmbiguousNameError, match="matches 4 accelerators"):
         api.find_accelerator("h100", catalog, lambda q, w, entries: None)
 
 

@@ -218,7 +218,7 @@ def test_ambiguous_name_choice_out_of_range(cli: Run, monkeypatch: pytest.Monkey
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
     monkeypatch.setattr(typer, "prompt", lambda text, type: 9)
     line = one_line_error(cli("hw", "show", "h100"))
-    assert "choose a number from 1 to 3" in line
+    assert "choose a number from 1 to 4" in line
 
 
 def test_ambiguous_name_never_asks_for_json(cli: Run, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -230,7 +230,7 @@ def test_ambiguous_name_never_asks_for_json(cli: Run, monkeypatch: pytest.Monkey
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
     monkeypatch.setattr(typer, "prompt", lambda *a, **k: pytest.fail("asked"))
     line = one_line_error(cli("hw", "show", "h100", "--json"))
-    assert "matches 3 accelerators" in line
+    assert "matches 4 accelerators" in line
 
 
 TOO_GOOD = """\

@@ -108,7 +108,7 @@ def test_unreadable_records_say_which_field_and_how() -> None:
     expect = [
         "field 'framework': 'Megatron-LM (Jan 2021)' is not a framework name and version; "
         "write framework: megatron-lm and year: 2021",
-        "write precision: fp16", "write recompute: selective",
+        "write precision: fp16", "write recompute: per-op",
         "field 'tp': '? (MP=2)' is not a whole number >= 1; write tp: a whole number >= 1, "
         "or leave it out when not stated",
         "field 'value' is missing; write value: the measured number",

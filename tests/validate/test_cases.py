@@ -132,8 +132,10 @@ def test_device_names_resolve_with_fraction(catalog: Catalog) -> None:
     assert gcd.value.acc.id == "mi250x" and gcd.value.fraction == 0.5
     assert resolve_device("NVIDIA A100 (80GB?)", catalog).value.acc.id == "a100-sxm4-80gb"
     assert "not in the catalog" in str(resolve_device("Mystery GPU", catalog).reason)
-    grand_teton = "NVIDIA H100 (HBM2e 96GB variant, 500W power limit; Grand Teton)"
-    assert "no catalog entry" in str(resolve_device(grand_teton, catalog).reason)
+    grand_teton = resolve_device(
+        "NVIDIA H100 (HBM2e 96GB variant, 500W power limit; Grand Teton)", catalog)
+    assert grand_teton.value.acc.id == "h100-sxm5-96gb-hbm2e"
+    assert any("uncertain" in n for n in grand_teton.notes)
 
 
 def test_model_names_resolve_to_presets(catalog: Catalog) -> None:

@@ -155,7 +155,7 @@ def test_unreadable_layouts_are_skipped_with_reason(catalog: Catalog,
                                          arch=Arch(24, 2560, 20, 20, 10240, 51200)),
                        catalog, NONE)  # 20 heads do not split over tp=8
     assert odd.status is Status.SKIPPED and "rejects the mapping" in str(odd.skipped_reason)
-    no_dims = predict_case(training["T0317"], catalog, NONE)
+    no_dims = predict_case(dataclasses.replace(training["T0317"], model="GPT3-7.5T"), catalog, NONE)
     assert "no catalog preset" in str(no_dims.skipped_reason)
 
 

@@ -37,9 +37,10 @@ def test_llama_spellings_are_the_preset_not_a_gpt_build(catalog: Catalog, name: 
 
 
 def test_numbers_must_match_whole(catalog: Catalog) -> None:
-    # the catalog's word lookup alone finds gpt3-175b for 'GPT3-5B' ('5b' inside '175b')
-    assert catalog_matches("GPT3-5B", catalog.models) == []
-    assert resolve_model("GPT3-5B", Arch(), catalog, None, megatron=True).value is None
+    # the catalog's word lookup alone finds gpt3-175b for 'GPT3-75B' ('75b' inside '175b')
+    assert catalog_matches("GPT3-75B", catalog.models) == []
+    assert resolve_model("GPT3-75B", Arch(), catalog, None, megatron=True).value is None
+    assert [e.id for e in catalog_matches("GPT3-5B", catalog.models)] == ["gpt3-5b"]
     assert [e.id for e in catalog_matches("NVIDIA B200 SXM", catalog.accelerators)] == ["b200"]
 
 
@@ -47,7 +48,7 @@ def test_unknown_and_ambiguous_names_say_what_to_write(catalog: Catalog) -> None
     typo = resolve_device("H100-SXM9-80GB", catalog)
     assert "not in the catalog; did you mean" in str(typo.reason)
     several = resolve_device("H100", catalog)
-    assert "matches 3 catalog entries" in str(several.reason) and "write one id" in str(
+    assert "matches 4 catalog entries" in str(several.reason) and "write one id" in str(
         several.reason)
     model = resolve_model("Llama 70B", Arch(), catalog, None, megatron=False)
     assert "llama-2-70b, llama-3.1-70b" in str(model.reason)
