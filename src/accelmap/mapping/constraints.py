@@ -313,9 +313,10 @@ def check_serving(spec: ModelSpec, cluster: Cluster, m: Mapping) -> list[Violati
 
 def _dp_attention(spec: ModelSpec, m: Mapping) -> list[Violation]:
     """DP attention's rules as the frameworks state them: SGLang's ``--enable-dp-attention``
-    is for MoE models (DeepSeek, Qwen-MoE; server_arguments: dp_size must divide tp_size and
-    be > 1 to mean anything), TensorRT-LLM's ``enable_attention_dp`` likewise pairs it with
-    MoE expert/tensor parallelism; over a group of one device it is plain serving."""
+    is for MoE models ("Currently DeepSeek-V2 and Qwen 2/3 MoE models are supported"; "The dp
+    size should be equal to the tp size": python/sglang/srt/arg_groups/fields/parallel.py),
+    TensorRT-LLM's ``enable_attention_dp`` likewise pairs it with MoE expert/tensor
+    parallelism; over a group of one device it is plain serving."""
     if not m.dp_attention:
         return []
     out = []

@@ -38,9 +38,14 @@ as tp/ep say, on the tokens gathered from all G devices. This is SGLang's
 LMSYS blog 2024-12-04 "SGLang v0.4: ... Data Parallelism Attention for DeepSeek Models"; LMSYS
 blog 2025-05-05 "Deploying DeepSeek with PD Disaggregation and Large-scale Expert Parallelism
 on 96 H100 GPUs"), TensorRT-LLM's ``enable_attention_dp`` and vLLM's ``--data-parallel-size``
-with ``--enable-expert-parallel`` (attention tp 1 in each data-parallel rank). A bool rather
-than a degree: TensorRT-LLM's switch and the run format's ``dp_attention`` are all-or-nothing,
-and SGLang's DeepSeek recipes set dp = tp; an attention-tp between 1 and tp is not modelled.
+with ``--enable-expert-parallel`` (attention tp 1 in each data-parallel rank). SGLang's flag
+says it in one line: "Enabling data parallelism for attention and tensor parallelism for FFN.
+The dp size should be equal to the tp size. Currently DeepSeek-V2 and Qwen 2/3 MoE models are
+supported." (``enable_dp_attention``, python/sglang/srt/arg_groups/fields/parallel.py, read at
+commit 00ac7105); the dense MLP and the LM head stay split over the whole tp group unless
+``--enable-dense-mlp-attn-tp`` / ``--enable-dp-lm-head`` (not modelled). A bool rather than a
+degree: dp = tp is SGLang's rule, TensorRT-LLM's switch and the run format's ``dp_attention``
+are all-or-nothing; an attention-tp between 1 and tp is not modelled.
 
 Degrees may be ints (one mapping) or numpy arrays of equal shape (the planner's candidates):
 every derived property is array-friendly, so constraints, composition and the planner take the

@@ -288,8 +288,8 @@ def scheduler_for(system: System, fw: FrameworkProfile, load: Load,
     """The framework's documented scheduler for the scenario, with the user's caps. Under DP
     attention (``m.dp_attention``) each of the G ranks runs its own scheduler with the
     framework's caps, so the simulated replica (the group) schedules G times them; a cap the
-    user gives is the group's (SGLang divides a given ``--max-running-requests`` by the dp
-    size under DP attention: managers/tp_worker.py)."""
+    user gives is the group's (SGLang divides a given ``--max-running-requests`` by the
+    attention-DP size, ``attn_dp_size``: export/formats/sglang.py)."""
     base = defaults(fw.name, offline=load.scenario is Scenario.OFFLINE,
                     device_bytes=system.memory_bytes)
     g = 1 if m is None else int(m.attention_dp)
