@@ -45,7 +45,7 @@ def test_layouts_shard_experts_for_moe_only(catalog: Catalog) -> None:
     assert {int(m.ep) for m in moe} > {1}
     # DP attention (issue 22 part 3): MoE only, experts over the whole group
     assert not any(m.dp_attention for m in dense)
-    assert {int(m.tp) for m in moe if m.dp_attention} == {int(m.tp) for m in moe if m.tp > 1}
+    assert {int(m.tp) for m in moe if m.dp_attention} == {max(int(m.tp) for m in moe)}
     assert all(m.ep == m.tp for m in moe if m.dp_attention)
     assert all(int(m.tp) * int(m.replicas) == 8 for m in dense + moe)
 

@@ -11,8 +11,10 @@ at least as good on both and better on one.
 
 Layouts swept: every tensor-parallel degree inside the scale-up domain that the heads allow
 (``engine.layout.tp_options``), replicas filling the devices; for an MoE model also experts
-sharded over the same group (ep = tp), and that layout with DP attention (attention
-data-parallel over the group, SGLang ``--enable-dp-attention``: ``Mapping.dp_attention``);
+sharded over the same group (ep = tp), and at the widest tp that layout with DP attention
+(attention data-parallel over the group, SGLang ``--enable-dp-attention``:
+``Mapping.dp_attention``; the published DP-attention deployments span the node, dp = tp = 8,
+and one DP-attention layout per part keeps ``--hw any`` near its time goal);
 with a drafter (``speculation``: MTP heads or a draft
 model, at the acceptance rate the user gives), every layout also with speculative decoding, its
 draft length chosen per point (``serving.speculative``). A layout runs the concurrencies that
@@ -150,12 +152,14 @@ def layouts(spec: ModelSpec, cluster: Cluster) -> list[Mapping]:
     """The layouts swept on ``cluster`` (module doc): every tp the heads and the scale-up
     domain allow, replicas filling the devices; ep = tp too for an MoE model."""
     out = []
-    for tp in tp_options(spec, cluster, cluster.devices):
+    tps = tp_options(spec, cluster, cluster.devices)
+    for tp in tps:
         eps = (1, tp) if spec.is_moe and tp > 1 else (1,)
         out += [Mapping.serving(tp=tp, ep=ep, replicas=cluster.devices // tp) for ep in eps]
-        if spec.is_moe and tp > 1:
-            out.append(Mapping.serving(tp=tp, ep=tp, replicas=cluster.devices // tp,
-                                       dp_attention=True))
+    if spec.is_moe and tps and tps[-1] > 1:  # DP attention over the widest group
+        tp = tps[-1]
+        out.append(Mapping.serving(tp=tp, ep=tp, replicas=cluster.devices // tp,
+                                   dp_attention=True))
     return out
 
 
