@@ -243,3 +243,18 @@ def test_serving_batch_that_cannot_fit_has_a_reason_not_figures(cli: Run) -> Non
     text = cli("estimate", "llama-3.1-8b", "--hw", "tpu-v5e", "--serve").out
     assert "does not fit" in text and "TPOT" not in text and "tight" not in text
     assert "no batch fits" in text
+
+
+def test_dp_attention_on_a_dense_model_is_one_line(cli: Run) -> None:
+    """Issue 22 part 3: DP attention is for MoE models; a dense one is refused in one line
+    that names the rule and the flag to drop."""
+    r = cli("estimate", "llama-3.1-8b", "--cluster", "2xH100", "--serve", "--tp", "2",
+            "--dp-attention")
+    assert r.code == 2 and r.err.count("\n") == 1 and r.err.startswith("error:")
+    assert "dp_attention_moe" in r.err and "--dp-attention" in r.err
+
+
+def test_dp_attention_estimate_says_its_layout(cli: Run) -> None:
+    d = j(cli("estimate", "qwen3-30b-a3b", "--cluster", "2xH100", "--serve", "--tp", "2",
+              "--ep", "2", "--dp-attention", "--batch", "16", "--json"))
+    assert d["feasible"] and any("dp-attention" in a for a in d["assumptions"])

@@ -53,6 +53,7 @@ SGLANG_FLAGS = {
     "--model-path", "--context-length", "--dtype", "--quantization", "--kv-cache-dtype",
     "--tp-size", "--pp-size", "--dp-size", "--ep-size", "--nnodes", "--node-rank",
     "--dist-init-addr", "--max-running-requests", "--chunked-prefill-size", "--host", "--port",
+    "--enable-dp-attention",  # fields/parallel.py (repository, commit 00ac7105)
 }
 SGLANG_CHOICES = {
     "--dtype": {"auto", "half", "float16", "bfloat16", "float", "float32"},
@@ -81,10 +82,11 @@ MAXTEXT_REMAT = {"minimal_with_context", "minimal", "save_dot_with_context_excep
 def serve_job(model: str, nodes: int = 1, per_node: int = 8, *, tp: int = 1, pp: int = 1,
               ep: int = 1, replicas: int = 1, batch: int = 64,
               weight_dtype: DType = DType.BF16, kv_dtype: DType = DType.BF16,
-              max_tokens: int | None = None) -> PlanJob:
+              max_tokens: int | None = None, dp_attention: bool = False) -> PlanJob:
     return PlanJob(kind=PlanKind.SERVE, model=model, accelerator="h100-sxm5-80gb",
                    devices_per_node=per_node, nodes=nodes,
-                   mapping=Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=replicas),
+                   mapping=Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=replicas,
+                                           dp_attention=dp_attention),
                    serving=ServingChoice(batch, weight_dtype, kv_dtype, max_tokens),
                    seq_len=2304,
                    prompt_len=2048, output_len=256)
@@ -106,7 +108,8 @@ def plan_values(job: PlanJob | ReadBack) -> dict[str, Any]:
     m, s = job.mapping, job.serving
     assert m is not None
     if s is not None:
-        return {"tp": m.tp, "pp": m.pp, "ep": m.ep, "replicas": m.replicas, "batch": s.batch,
+        return {"tp": m.tp, "pp": m.pp, "ep": m.ep, "replicas": m.replicas,
+                "dp_attention": m.dp_attention, "batch": s.batch,
                 "weight_dtype": s.weight_dtype, "kv_dtype": s.kv_dtype,
                 "max_batched_tokens": s.max_tokens}
     return {"dp": m.dp, "tp": m.tp, "pp": m.pp, "cp": m.cp, "ep": m.ep, "zero": m.zero,
@@ -126,6 +129,10 @@ SERVE_PLANS = {
     "8b-fp16": serve_job("llama-3.1-8b", tp=2, replicas=4, batch=32, weight_dtype=DType.FP16,
                          kv_dtype=DType.FP16),
     # a plan of the offline/server scenarios: the scheduler caps it was simulated under
+    # DP attention (issue 22 part 3): SGLang writes it, vLLM's exporter says it cannot
+    "deepseek-dp-attention": serve_job("deepseek-v3", tp=8, ep=8, batch=512,
+                                       weight_dtype=DType.FP8, kv_dtype=DType.FP8,
+                                       dp_attention=True),
     "70b-scheduler-caps": serve_job("llama-3.1-70b", tp=4, replicas=2, batch=1024,
                                     weight_dtype=DType.FP8, kv_dtype=DType.FP8,
                                     max_tokens=8192),
@@ -133,6 +140,7 @@ SERVE_PLANS = {
 # plan -> (exporter -> the mapping fields it must name in `unsupported`)
 EXPECTED_UNSUPPORTED = {
     "mixtral-ep-in-tp": {"vllm": {"ep"}, "sglang": set()},
+    "deepseek-dp-attention": {"vllm": {"dp_attention"}, "sglang": set()},
     "70b-int4": {"vllm": {"weight_dtype"}, "sglang": {"weight_dtype"}},
 }
 
@@ -233,6 +241,18 @@ def test_sglang_one_server_per_node(catalog: Catalog) -> None:
     assert [c["--dp-size"] for c in cmds] == ["8", "8"]
     back = sglang.EXPORTER.read_back(r.files).mapping
     assert back is not None and back.replicas == 16
+
+
+def test_sglang_dp_attention(catalog: Catalog) -> None:
+    """--dp-size is the attention-DP size under --enable-dp-attention: one replica per
+    server, and two DP-attention replicas on one node are said, not merged."""
+    job = SERVE_PLANS["deepseek-dp-attention"]
+    r = sglang.EXPORTER.export(job, catalog.models[job.model])
+    [c] = [flag_values(t) for t in serve_commands(r.files["serve.sh"], "launch_server")]
+    assert c["--dp-size"] == c["--tp-size"] == "8" and "--enable-dp-attention" in c
+    two = serve_job("deepseek-v3", tp=4, ep=4, replicas=2, dp_attention=True)
+    r = sglang.EXPORTER.export(two, catalog.models[two.model])
+    assert any(u.startswith("replicas=2") for u in r.unsupported)
 
 
 def test_unknown_hf_model_and_long_context(catalog: Catalog) -> None:

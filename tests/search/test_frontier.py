@@ -43,6 +43,10 @@ def test_layouts_shard_experts_for_moe_only(catalog: Catalog) -> None:
     moe = layouts(api.load_model("mixtral-8x7b", catalog), cl)
     assert {int(m.ep) for m in dense} == {1}
     assert {int(m.ep) for m in moe} > {1}
+    # DP attention (issue 22 part 3): MoE only, experts over the whole group
+    assert not any(m.dp_attention for m in dense)
+    assert {int(m.tp) for m in moe if m.dp_attention} == {max(int(m.tp) for m in moe)}
+    assert all(m.ep == m.tp for m in moe if m.dp_attention)
     assert all(int(m.tp) * int(m.replicas) == 8 for m in dense + moe)
 
 

@@ -58,7 +58,7 @@ def test_predicted_stacks(tmp_path: Path, extra: str, framework: Framework) -> N
     ("framework: atom", "ATOM has no framework profile"),
     ("framework: dynamo 0.3", "needs its engine"),
     ("framework: vllm\nengine: sglang", "not dynamo"),
-    ("framework: sglang\ndp_attention: true", "DP attention"),
+    ("framework: sglang\ndp_attention: true", "dp_attention_moe rule"),  # llama: dense
     ("framework: sglang\ndisaggregated: true\nprefill_devices: 1\ndecode_devices: 1",
      "disaggregated runs are not predicted"),
     ("framework: sglang\nprefill_tp: 2", "without disaggregated: true"),
@@ -69,6 +69,22 @@ def test_unmodelled_facts_are_clear_skips(tmp_path: Path, extra: str, reason: st
     assert isinstance(run, ServingRun)
     (p,) = validate_cases([_runs(tmp_path, extra)]).predictions
     assert p.status is not Status.OK and reason in (p.skipped_reason or ""), p.skipped_reason
+
+
+def test_dp_attention_rows_are_predicted(tmp_path: Path) -> None:
+    """An MoE run with DP attention over its tp group is simulated (issue 22 part 3), and
+    differs from the same run with attention split by tp."""
+    moe = ("model: qwen3-30b-a3b\ndevices: 2\ntp: 2\nep: 2\nframework: sglang\n"
+           "dp_attention: {}")
+    got = []
+    for flag in ("true", "false"):
+        path = _runs(tmp_path, moe.format(flag)).read_text().replace(
+            "  model: llama-3.1-8b\n", "").replace("  devices: 1\n", "")
+        (tmp_path / "runs.yaml").write_text(path)
+        (p,) = validate_cases([tmp_path / "runs.yaml"]).predictions
+        assert p.status is Status.OK, p.skipped_reason
+        got.append(p.predicted)
+    assert got[0] != got[1]
 
 
 def test_plain_dp_attention_false_is_predicted(tmp_path: Path) -> None:

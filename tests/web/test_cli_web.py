@@ -67,6 +67,9 @@ TABLE: list[tuple[str, dict[str, Any], list[str]]] = [
                   "ep": 3},
      ["estimate", "deepseek-r1", "--cluster", "8xb200", "--weights", "fp4", "--tp", "8",
       "--ep", "3"]),
+    # DP attention on a dense model (issue 22 part 3): one line in both, naming the flag
+    ("estimate", {"model": "llama-3.1-8b", "cluster": "2xH100", "tp": 2, "dp_attention": True},
+     ["estimate", "llama-3.1-8b", "--cluster", "2xH100", "--tp", "2", "--dp-attention"]),
     # the serving frontier (issue 22 part 6): answered or refused alike
     ("frontier", {"model": "llama-3.1-8b", "cluster": "2xh100-sxm5-80gb", "isl": 256, "osl": 32,
                   "concurrency": "2,16"},

@@ -209,15 +209,21 @@ def default_serving_layout(model: ModelSpec, system: System, workload: Inference
 
 
 def serving_mapping(tp: int | None = 1, pp: int | None = 1, ep: int | None = 1,
-                    replicas: int | None = 1) -> Mapping | None:
-    """``replicas`` copies of tp x pp devices (vLLM expert parallelism splits tp). All four
-    left out (None): no mapping, so ``estimate`` chooses a layout that holds the model
-    (``engine.layout.default_serving_layout``) and says which."""
+                    replicas: int | None = 1, dp_attention: bool = False) -> Mapping | None:
+    """``replicas`` copies of tp x pp devices (vLLM expert parallelism splits tp;
+    ``dp_attention``: attention data-parallel over the tp group). All four left out (None): no
+    mapping, so ``estimate`` chooses a layout that holds the model
+    (``engine.layout.default_serving_layout``) and says which; DP attention needs its group
+    given (--tp)."""
     if tp is None and pp is None and ep is None and replicas is None:
+        if dp_attention:
+            raise InputError("--dp-attention runs attention data-parallel over the --tp group: "
+                             "give --tp (e.g. --tp 8 --ep 8 --dp-attention)")
         return None
     def given(v: int | None) -> int:  # left out is 1; a given 0 or -1 reaches the check
         return 1 if v is None else v
-    return Mapping.serving(given(tp), given(pp), given(ep), given(replicas))
+    return Mapping.serving(given(tp), given(pp), given(ep), given(replicas),
+                           dp_attention=dp_attention)
 
 
 # -- roofline -----------------------------------------------------------------------------------

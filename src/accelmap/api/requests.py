@@ -118,6 +118,7 @@ class EstimateRequest:
     last_stage_layers: int | None = None
     embedding_in_split: bool = False
     loss_in_split: bool = False
+    dp_attention: bool = False
 
     @classmethod
     def of(cls, values: Any) -> EstimateRequest:
@@ -147,6 +148,9 @@ def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
     check_one_device(system, r.hw, tp=r.tp, pp=r.pp, dp=r.dp, cp=r.cp, ep=r.ep,
                      replicas=r.replicas)
     ft = adapters(r.finetune, r.lora_rank, r.lora_targets)
+    if r.train and r.dp_attention:
+        raise InputError("--dp-attention is a serving layout (attention data-parallel over the "
+                         "--tp group): use it with --serve")
     if r.train:
         wl = training(r.batch, r.seq, train_dtype, r.optimizer, r.recompute, r.flash, r.tokens,
                       finetune=ft, sparsity=r.sparsity)
@@ -162,7 +166,7 @@ def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
     context_warnings(spec, prompt=r.prompt, output=r.output)  # serving past it: refused
     inf = inference(r.batch, r.prompt, r.output, r.weights, r.kv, r.group, r.flash,
                     sparsity=r.sparsity, moe_weights=r.moe_weights)
-    m = serving_mapping(r.tp, r.pp, r.ep, r.replicas)
+    m = serving_mapping(r.tp, r.pp, r.ep, r.replicas, dp_attention=r.dp_attention)
     if m is not None:
         refuse_shape(spec, system, m)
     return spec, system, inf, m
@@ -172,7 +176,7 @@ def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
 # input (one line, exit 2), like an unreadable degree; the others (memory, the scale-up domain,
 # the device count) are results that say why the layout cannot run there.
 SHAPE_RULES = ("heads_divisible", "kv_heads", "layers_over_stages", "experts_divisible",
-               "ep_within_tp")
+               "ep_within_tp", "dp_attention_moe", "dp_attention_group")
 
 
 def refuse_shape(spec: ModelSpec, system: System, m: Mapping) -> None:
@@ -186,6 +190,9 @@ def refuse_shape(spec: ModelSpec, system: System, m: Mapping) -> None:
                                  if spec.moe else "--ep is for MoE models: drop it"),
            "ep_within_tp": "give --ep dividing --tp (expert parallelism splits the tp group)",
            "layers_over_stages": f"give --pp of at most {spec.n_layers}",
+           "dp_attention_moe": "drop --dp-attention (dense models split attention by --tp)",
+           "dp_attention_group": "give --tp of 2 or more with --dp-attention (the devices "
+                                 "that run attention on their own requests)",
            }.get(v.rule, f"give --tp dividing the {spec.n_heads} attention heads")
     raise InputError(f"{v.sentence} ({v.rule} rule): {fix}")
 

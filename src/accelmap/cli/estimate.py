@@ -177,6 +177,11 @@ TpOverlapOpt = Annotated[bool, typer.Option("--tp-overlap", help="Overlap TP com
                                             "with GEMMs.")]
 ReplicasOpt = Annotated[int | None, typer.Option(min=1, max=MAX_DEVICES,
                                                  help="Serving replicas (default 1).")]
+DpAttentionOpt = Annotated[bool, typer.Option(
+    "--dp-attention", help="Serving a MoE model: attention data-parallel over the --tp group "
+    "(SGLang --enable-dp-attention, TensorRT-LLM enable_attention_dp): each device holds the "
+    "whole attention weights and only its own requests' KV cache; with --ep, experts split "
+    "over the group.")]
 ScenarioOpt = Annotated[str | None, typer.Option(
     "--scenario", help="Serving scenario: batch (one fixed batch, --batch), offline (every "
     "request queued, the scheduler picks the batch), server (Poisson arrivals at --rate, "
@@ -300,6 +305,7 @@ class EstimateArgs:
     tp_overlap: bool
     force_tp: bool
     replicas: int | None
+    dp_attention: bool
     scenario: str | None
     rate: float | None
     concurrency: int | None
@@ -344,7 +350,8 @@ def estimate_cmd(
     first_stage_layers: FirstStageLayersOpt = None, last_stage_layers: LastStageLayersOpt = None,
     embedding_in_split: EmbeddingInSplitOpt = False, loss_in_split: LossInSplitOpt = False,
     no_sp: NoSpOpt = False, tp_overlap: TpOverlapOpt = False, force_tp: ForceTpOpt = False,
-    replicas: ReplicasOpt = None, scenario: ScenarioOpt = None, rate: RateOpt = None,
+    replicas: ReplicasOpt = None, dp_attention: DpAttentionOpt = False,
+    scenario: ScenarioOpt = None, rate: RateOpt = None,
     concurrency: ConcurrencyOpt = None, requests: RequestsOpt = None, trace: TraceOpt = None,
     lengths: LengthsOpt = "fixed", spread: SpreadOpt = 0.0, prefix_hit: PrefixHitOpt = 0.0,
     slo_ttft: SloTtftOpt = None, slo_tpot: SloTpotOpt = None, max_seqs: MaxSeqsOpt = None,
@@ -385,6 +392,8 @@ def estimate_cmd(
           --decode-tp 8
       accelmap estimate llama-3.1-70b --cluster 2xdgx-h100 --serve --rate 8 --prompt 2000 \
           --output 300 --slo-ttft 2s --slo-tpot 50ms --disaggregate auto
+      accelmap estimate deepseek-r1 --cluster 1x8xh200 --serve --weights fp8 --tp 8 --ep 8 \
+          --dp-attention --batch 256 --prompt 2000 --output 500
     """
     _estimate(EstimateArgs(**locals()))  # the first statement: locals() is the parameters
 
@@ -463,6 +472,9 @@ def _check_disaggregate(o: EstimateArgs, sp: Speculation | None, load: Load | No
     if sp is not None:
         raise InputError("speculative decoding (--draft/--mtp) is not modelled with "
                          "--disaggregate: leave one of them out")
+    if o.dp_attention:
+        raise InputError("--dp-attention is not modelled with --disaggregate yet: leave one "
+                         "of them out")
     if load is None:
         raise InputError("--disaggregate needs a request stream: --serve --scenario server "
                          "--rate R (not the batch scenario, nor --train)")

@@ -9,6 +9,18 @@ pipeline). Tensor parallelism adds 2 all-reduces of the layer's activations per 
 expert parallelism adds dispatch and combine all-to-alls per MoE layer; pipeline stages pass
 activations once per pass. Memory per device: its share of the weights and of the KV cache
 (KV heads split over tp, replicated when tp exceeds them).
+
+Attention data parallelism (``Mapping.dp_attention``; SGLang ``--enable-dp-attention``, LMSYS
+blog 2024-12-04 "SGLang v0.4", sec. "Data Parallelism Attention for DeepSeek Models"): each of
+the G = tp devices of the group runs attention for its own requests with the whole attention
+weights (``rank_geometry``) and holds only their KV cache, so MLA's one latent KV head is no
+longer held G times and the group's KV capacity is G times one device's; the dense FFN, the
+experts and the LM head stay split over the group and run on all G devices' tokens, gathered
+before them and scattered after (one all-gather and one reduce-scatter per layer, in place of
+tensor parallelism's two all-reduces and of the experts' all-to-alls: ``serving_comm``).
+Assumed: the requests are spread evenly over the G ranks (SGLang's scheduler dispatches them
+round-robin or to the shortest queue); a fixed batch B puts ceil(B/G) on the busiest rank,
+which sets the step (``attention_share``); expert load imbalance is ``imbalance`` as before.
 """
 
 from __future__ import annotations
@@ -39,7 +51,12 @@ from accelmap.hardware.schema import LinkRole
 from accelmap.mapping.constraints import check_serving
 from accelmap.mapping.placement import place_axes
 from accelmap.mapping.plan import Mapping
-from accelmap.memory.budget import MemoryBudget, inference_memory, weight_bytes_per_param
+from accelmap.memory.budget import (
+    MemoryBudget,
+    inference_memory,
+    kv_cache_bytes,
+    weight_bytes_per_param,
+)
 from accelmap.models.flops import forward_flops_per_token
 from accelmap.models.geometry import Geometry
 from accelmap.models.params import count_params
@@ -67,7 +84,8 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     feasible, reason = fits(memory)
     lim = (_limits(spec, wl, m, system.memory_bytes, fw.prefill_chunk_tokens, runtime)
            if limits else None)
-    pre_shape, dec_shape = inference_shapes(spec, wl)
+    pre_shape, dec_shape = (replace(sh, attention_share=attention_share(m, wl.batch))
+                            for sh in inference_shapes(spec, wl))
     pre, dec = _replica_passes(spec, system, wl, m, fw, imbalance, pre_shape, dec_shape)
     links = serving_links(cluster, m, fw)
     a = wl.act_dtype.bytes
@@ -154,7 +172,7 @@ def _replica_passes(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     """The prefill and one decode step of the tensor/expert-sharded graph: a lone batch visits
     the stages one after the other, so its latency is the whole sharded graph."""
     dev = system.device
-    shard = Geometry.of(spec).shard(m.tp, m.ep, etp=m.expert_tp)
+    shard = rank_geometry(spec, m)
     p = inference_precision(wl)
     pre = time_ops(forward_ops(shard, pre_shape, p, wl.flash_attention, imbalance), dev, fw)
     dec_ops = forward_ops(shard, dec_shape, p, wl.flash_attention, imbalance)
@@ -162,6 +180,21 @@ def _replica_passes(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
         dec_ops = kv_per_query_head(dec_ops, shard, p)
     dec = time_ops(dec_ops, dev, fw)
     return _Pass(pre), _Pass(dec)
+
+
+def rank_geometry(spec: ModelSpec, m: Mapping) -> Geometry:
+    """One serving rank's share of the model: tensor/expert split as ``m`` says, the attention
+    heads split by ``m.attention_tp`` (whole on every rank under DP attention)."""
+    return Geometry.of(spec).shard(m.tp, m.ep, etp=m.expert_tp, attention_tp=m.attention_tp)
+
+
+def attention_share(m: Mapping, batch: int) -> float | None:
+    """Under DP attention, the share of a ``batch`` of requests whose attention the busiest of
+    the G ranks runs: ceil(batch / G) / batch (requests are whole; the module doc's
+    assumption); None without DP attention."""
+    if not m.dp_attention or batch < 1:
+        return None
+    return math.ceil(batch / int(m.attention_dp)) / batch
 
 
 def serving_links(cluster: Any, m: Mapping, fw: FrameworkProfile | None = None
@@ -186,8 +219,18 @@ def serving_comm(spec: ModelSpec, links: dict[str, Any], m: Mapping, tokens: Any
                  act_bytes: float) -> dict[str, Any]:
     """Communication of one forward pass over ``tokens`` tokens (scalar or array), seconds per
     axis: 2 all-reduces of the activations per layer under tp (Shoeybi et al. 2019 sec. 3),
-    dispatch + combine all-to-alls per MoE layer under ep, one send per stage boundary."""
+    dispatch + combine all-to-alls per MoE layer under ep, one send per stage boundary.
+    Under DP attention (module doc), per layer one all-gather of the group's T tokens to the
+    FFN or experts and one reduce-scatter back (SGLang v0.4's DP attention; the ``tp`` key,
+    on the same links), and no separate expert all-to-all: every rank's local experts see the
+    gathered tokens. DeepEP's all-to-all dispatch/combine mode is not modelled."""
     d = spec.d_model
+    if m.dp_attention:
+        size = tokens * d * act_bytes  # the gathered activations (nccl-tests' size)
+        pp = (m.pp - 1) * links["pp"].time(Collective.SEND_RECV, size / m.attention_dp)
+        return {"tp": spec.n_layers * (links["tp"].time(Collective.ALL_GATHER, size)
+                                       + links["tp"].time(Collective.REDUCE_SCATTER, size)),
+                "pp": pp, "ep": 0.0 * tokens}
     out = {"tp": 2 * spec.n_layers * links["tp"].time(Collective.ALL_REDUCE,
                                                       tokens * d * act_bytes),
            "pp": (m.pp - 1) * links["pp"].time(Collective.SEND_RECV, tokens * d * act_bytes)}
@@ -212,11 +255,16 @@ def serving_memory(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
                    chunk: int | None, tokens: Any = None,
                    runtime: ExecutionModel | None = None, unfused: bool = False) -> MemoryBudget:
     """One device's share: the sharded model's weights and KV over ceil(L/pp) layers;
-    ``unfused``: the stack keeps elementwise outputs next to their inputs (eager)."""
-    shard = Geometry.of(spec).shard(m.tp, m.ep, etp=m.expert_tp)
-    stage = shard.first_layers(math.ceil(spec.n_layers / m.pp))
+    ``unfused``: the stack keeps elementwise outputs next to their inputs (eager). Under DP
+    attention the attention weights are whole and the KV cache is the busiest rank's own
+    ceil(B/G) requests' (module doc)."""
+    stage = rank_geometry(spec, m).first_layers(math.ceil(spec.n_layers / m.pp))
     budget = inference_memory(stage, wl, capacity, tokens=tokens, prefill_chunk=chunk,
                               unfused=unfused)
+    if m.dp_attention:
+        own = math.ceil(wl.batch / int(m.attention_dp))
+        seq = wl.prompt_len + wl.output_len if tokens is None else tokens
+        budget.items["kv_cache"] = kv_cache_bytes(stage, own, seq, wl.kv_dtype, wl.kv_block)
     if runtime is not None:  # the class's runtime (cost/execution.py), else the GPU's
         budget = replace(budget, items=runtime_items(budget.items, runtime))
     if m.pp > 1:  # the embedding and head sit on the end stages; charge one of them

@@ -285,13 +285,15 @@ def check_serving(spec: ModelSpec, cluster: Cluster, m: Mapping) -> list[Violati
         out.append(Violation("world_size", f"{m.replicas} replicas x tp={m.tp} x pp={m.pp} need "
                                            f"{m.world} devices; the cluster has "
                                            f"{cluster.devices}"))
-    if spec.n_heads % m.tp:
+    atp = m.attention_tp  # 1 under DP attention: the heads are not split
+    if spec.n_heads % atp:
         out.append(Violation("heads_divisible", f"{spec.n_heads} heads do not split over "
                                                 f"tp={m.tp}"))
     kv = spec.kv_heads
-    if spec.mla is None and kv % m.tp and m.tp % kv:
+    if spec.mla is None and kv % atp and atp % kv:
         out.append(Violation("kv_heads", f"{kv} KV heads can be neither split nor replicated "
                                          f"over tp={m.tp}"))
+    out += _dp_attention(spec, m)
     if m.pp > spec.n_layers:
         out.append(Violation("layers_over_stages", f"pp={m.pp} for {spec.n_layers} layers"))
     if m.ep > 1 and (spec.moe is None or spec.moe.num_experts % m.ep):
@@ -306,4 +308,22 @@ def check_serving(spec: ModelSpec, cluster: Cluster, m: Mapping) -> list[Violati
         out.append(Violation("tp_in_scale_up", f"tp={m.tp} crosses the "
                                                f"{cluster.scale_up_domain}-device scale-up "
                                                "domain"))
+    return out
+
+
+def _dp_attention(spec: ModelSpec, m: Mapping) -> list[Violation]:
+    """DP attention's rules as the frameworks state them: SGLang's ``--enable-dp-attention``
+    is for MoE models ("Currently DeepSeek-V2 and Qwen 2/3 MoE models are supported"; "The dp
+    size should be equal to the tp size": python/sglang/srt/arg_groups/fields/parallel.py),
+    TensorRT-LLM's ``enable_attention_dp`` likewise pairs it with MoE expert/tensor
+    parallelism; over a group of one device it is plain serving."""
+    if not m.dp_attention:
+        return []
+    out = []
+    if spec.moe is None:
+        out.append(Violation("dp_attention_moe", f"DP attention is for MoE models; {spec.id} "
+                                                  "is dense"))
+    if m.tp < 2:
+        out.append(Violation("dp_attention_group", f"DP attention runs over the tp group, and "
+                                                    f"tp={m.tp} is one device"))
     return out

@@ -29,6 +29,24 @@ Serving: the same degrees; dp counts replicas, each of tp x pp devices. vLLM's e
 parallelism (``--enable-expert-parallel``) splits the tensor-parallel group itself: ep divides
 tp and each expert is tensor-parallel over etp = tp / ep ranks (``Mapping.serving``).
 
+Attention data parallelism (``dp_attention``, serving MoE models only): the tp group of G = tp
+devices runs the attention block data-parallel -- each device holds the whole attention
+weights and only its own requests' KV cache, and runs attention over its own 1/G of the
+batch -- while the rest of the layer (dense FFN, experts, LM head) stays split over the group
+as tp/ep say, on the tokens gathered from all G devices. This is SGLang's
+``--enable-dp-attention`` with ``--dp-size`` = ``--tp-size`` (SGLang docs, "DeepSeek Usage";
+LMSYS blog 2024-12-04 "SGLang v0.4: ... Data Parallelism Attention for DeepSeek Models"; LMSYS
+blog 2025-05-05 "Deploying DeepSeek with PD Disaggregation and Large-scale Expert Parallelism
+on 96 H100 GPUs"), TensorRT-LLM's ``enable_attention_dp`` and vLLM's ``--data-parallel-size``
+with ``--enable-expert-parallel`` (attention tp 1 in each data-parallel rank). SGLang's flag
+says it in one line: "Enabling data parallelism for attention and tensor parallelism for FFN.
+The dp size should be equal to the tp size. Currently DeepSeek-V2 and Qwen 2/3 MoE models are
+supported." (``enable_dp_attention``, python/sglang/srt/arg_groups/fields/parallel.py, read at
+commit 00ac7105); the dense MLP and the LM head stay split over the whole tp group unless
+``--enable-dense-mlp-attn-tp`` / ``--enable-dp-lm-head`` (not modelled). A bool rather than a
+degree: dp = tp is SGLang's rule, TensorRT-LLM's switch and the run format's ``dp_attention``
+are all-or-nothing; an attention-tp between 1 and tp is not modelled.
+
 Degrees may be ints (one mapping) or numpy arrays of equal shape (the planner's candidates):
 every derived property is array-friendly, so constraints, composition and the planner take the
 same value.
@@ -109,6 +127,8 @@ class Mapping:
     last_stage_layers: Num | None = None  # --decoder-last-pipeline-num-layers
     embedding_in_split: Num = False  # --account-for-embedding-in-pipeline-split
     loss_in_split: Num = False  # --account-for-loss-in-pipeline-split
+    # serving: attention data-parallel over the tp group (module doc; ``attention_tp``)
+    dp_attention: Num = False
 
     def __post_init__(self) -> None:
         # the schedule left open is Megatron-LM's for the vpp, in one place (_default_schedule)
@@ -138,7 +158,7 @@ class Mapping:
                 raise InputError(f"{name}={v!r}: a pipeline stage holds a whole number >= 1 of "
                                  "layers (Megatron-LM refuses 0); leave it out for an even split")
             object.__setattr__(self, name, int(v))
-        for name in ("embedding_in_split", "loss_in_split"):
+        for name in ("embedding_in_split", "loss_in_split", "dp_attention"):
             object.__setattr__(self, name, bool(getattr(self, name)))
         try:
             object.__setattr__(self, "schedule", Schedule(str(self.schedule)))
@@ -200,14 +220,14 @@ class Mapping:
 
     @classmethod
     def serving(cls, tp: int = 1, pp: int = 1, ep: int = 1, replicas: int | None = 1,
-                world: int | None = None) -> Mapping:
+                world: int | None = None, dp_attention: bool = False) -> Mapping:
         """A serving mapping: ``replicas`` copies of tp x pp devices (``replicas=None``: as many
         as fit in ``world`` devices); vLLM expert parallelism splits the tensor-parallel group
-        (etp = tp / ep)."""
+        (etp = tp / ep); ``dp_attention``: attention data-parallel over the tp group."""
         if replicas is None:
             replicas = max((world or 1) // (tp * pp), 1)
         return cls(dp=replicas, tp=tp, pp=pp, ep=ep, etp=max(tp // max(ep, 1), 1),
-                   sequence_parallel=False)
+                   sequence_parallel=False, dp_attention=dp_attention)
 
     # -- derived once -----------------------------------------------------------------------
     @property
@@ -226,6 +246,20 @@ class Mapping:
     @property
     def devices_per_replica(self) -> Num:
         return self.tp * self.pp * self.cp
+
+    @property
+    def attention_tp(self) -> Num:
+        """Ranks one attention block is split over: tp, or 1 under DP attention (each device
+        runs its own requests' attention with the whole attention weights; SGLang's
+        attn_tp_size = tp_size / dp_size)."""
+        return np.where(self.dp_attention, 1, self.tp) if np.ndim(self.dp_attention) else (
+            1 if self.dp_attention else self.tp)
+
+    @property
+    def attention_dp(self) -> Num:
+        """Devices of a replica's tp group that run attention on different requests: G = tp
+        under DP attention, else 1."""
+        return self.tp // self.attention_tp
 
     @property
     def expert_tp(self) -> Num:
@@ -365,7 +399,8 @@ class Mapping:
         return " ".join(parts)
 
     def describe_serving(self) -> str:
-        return f"tp={self.tp} pp={self.pp} ep={self.ep} x {self.replicas} replicas"
+        dpa = " dp-attention" if self.dp_attention else ""
+        return f"tp={self.tp} pp={self.pp} ep={self.ep}{dpa} x {self.replicas} replicas"
 
     def to_dict(self) -> dict[str, Any]:
         """The training plan's ``mapping`` object (``accelmap plan --json``)."""
@@ -429,7 +464,8 @@ class Mapping:
         return out
 
     def to_serving_dict(self) -> dict[str, Any]:
-        return {"tp": self.tp, "pp": self.pp, "ep": self.ep, "replicas": self.replicas}
+        out = {"tp": self.tp, "pp": self.pp, "ep": self.ep, "replicas": self.replicas}
+        return out | ({"dp_attention": True} if self.dp_attention else {})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Mapping:
@@ -437,7 +473,8 @@ class Mapping:
         try:
             if "replicas" in data:
                 return cls.serving(int(data.get("tp", 1)), int(data.get("pp", 1)),
-                                   int(data.get("ep", 1)), int(data["replicas"]))
+                                   int(data.get("ep", 1)), int(data["replicas"]),
+                                   dp_attention=bool(data.get("dp_attention", False)))
             vpp = int(data.get("vpp", data.get("virtual_stages", 1)))
             off = Offload.CPU if data.get("offload") else Offload.NONE
             return cls(dp=int(data.get("dp", 1)), tp=int(data.get("tp", 1)),

@@ -186,20 +186,25 @@ class Geometry:
                    expert_ffn=moe.expert_ffn_dim if moe else 0,
                    shared_ffn=moe.shared_ffn if moe else 0)
 
-    def shard(self, tp: int = 1, ep: int = 1, etp: int | None = None) -> Geometry:
+    def shard(self, tp: int = 1, ep: int = 1, etp: int | None = None,
+              attention_tp: int | None = None) -> Geometry:
         """One rank's share under tensor parallelism ``tp``, expert parallelism ``ep`` and
         expert tensor parallelism ``etp`` (default tp, Megatron-Core training; tp/ep for vLLM
-        serving). Widths are floored at 1, vocabulary rows padded up (ceil(V/tp))."""
+        serving). Widths are floored at 1, vocabulary rows padded up (ceil(V/tp)).
+        ``attention_tp`` (default tp) splits the attention heads alone: 1 under DP attention
+        (``mapping.plan.Mapping.attention_tp``), where each rank holds the whole attention
+        weights and every KV head while the FFN, experts and vocabulary stay split by tp."""
         if (self.tp, self.ep, self.etp) != (1, 1, 1):
             raise ValueError("shard the whole model's geometry, not a share of it")
         etp = tp if etp is None else etp
+        atp = tp if attention_tp is None else attention_tp
         m = self.model
-        heads = m.n_heads // tp
+        heads = m.n_heads // atp
         moe = m.moe
         return replace(
             self, heads=heads,
             # MLA has no KV heads to split (the latent is replicated): n_kv_heads as given
-            kv_heads=(m.n_kv_heads or heads) if m.mla else max(m.kv_heads // tp, 1),
+            kv_heads=(m.n_kv_heads or heads) if m.mla else max(m.kv_heads // atp, 1),
             ffn=max(m.ffn_dim // tp, 1), vocab=math.ceil(m.vocab_size / tp),
             experts=max(moe.num_experts // ep, 1) if moe else 0,
             expert_ffn=max(moe.expert_ffn_dim // etp, 1) if moe else 0,

@@ -81,10 +81,25 @@ class Shape:
     # with sequence parallelism (Korthikanti et al. 2022 sec. 4.2.2), T without; None = tokens.
     sp_tokens: Num | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    # DP attention (mapping.plan.Mapping.dp_attention): the share of the step's tokens and
+    # sequences whose attention this rank runs (its own requests, 1/G of the tp group's, or
+    # ceil(B/G)/B on the busiest rank); None = all. The rest of the layer sees all tokens.
+    attention_share: Num | None = None
 
     @property
     def outside_tokens(self) -> Num:
         return self.tokens if self.sp_tokens is None else self.sp_tokens
+
+    def for_attention(self) -> Shape:
+        """The shape the attention block (its norm, projections and core) runs on this rank:
+        under DP attention only its own requests' tokens, sequences and cached keys."""
+        f = self.attention_share
+        if f is None:
+            return self
+        return replace(self, tokens=self.tokens * f, kv_tokens=self.kv_tokens * f,
+                       sequences=self.sequences * f,
+                       sp_tokens=None if self.sp_tokens is None else self.sp_tokens * f,
+                       attention_share=None)
 
 
 def causal_shape_context(model: ModelSpec | Geometry, seq_len: Num, flash: bool
@@ -366,10 +381,11 @@ def forward_ops(model: Geometry | ModelSpec, s: Shape, p: Precision, flash: bool
         name="embedding", unit=Unit.VECTOR, dtype=p.act, flops=0.0,
         bytes={ByteKind.WEIGHTS: T * d * p.act.bytes, ByteKind.ACTIVATIONS: T * d * p.act.bytes},
     )]
+    sa = s.for_attention()  # DP attention: this rank's own requests only
     for g in geo.groups:
         n = g.count
-        ops.append(_norm("layers/attention/norm", geo, s, p, n))
-        ops += _attention(geo, g, s, p, flash)
+        ops.append(_norm("layers/attention/norm", geo, sa, p, n))
+        ops += _attention(geo, g, sa, p, flash)
         ops.append(_vector("layers/residual", s.outside_tokens * d, 1.0, p, 2 * n))
         ops.append(_norm("layers/mlp/norm", geo, s, p, n))
         if g.moe:

@@ -11,12 +11,16 @@ at least as good on both and better on one.
 
 Layouts swept: every tensor-parallel degree inside the scale-up domain that the heads allow
 (``engine.layout.tp_options``), replicas filling the devices; for an MoE model also experts
-sharded over the same group (ep = tp); with a drafter (``speculation``: MTP heads or a draft
+sharded over the same group (ep = tp), and at the widest tp that layout with DP attention
+(attention data-parallel over the group, SGLang ``--enable-dp-attention``:
+``Mapping.dp_attention``; the published DP-attention deployments span the node, dp = tp = 8,
+and one DP-attention layout per part keeps ``--hw any`` near its time goal);
+with a drafter (``speculation``: MTP heads or a draft
 model, at the acceptance rate the user gives), every layout also with speculative decoding, its
 draft length chosen per point (``serving.speculative``). A layout runs the concurrencies that
 give each replica the same whole number of clients (fewer clients than replicas would leave
-replicas idle). Not swept yet, and said in the notes: pipeline stages, DP attention and
-disaggregated prefill/decode pools (issue 22 parts 3-4).
+replicas idle). Not swept yet, and said in the notes: pipeline stages and disaggregated
+prefill/decode pools (issue 22 part 4).
 """
 
 from __future__ import annotations
@@ -52,8 +56,8 @@ DEFAULT_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 REQUESTS_PER_CLIENT = 4
 MIN_REQUESTS = 64
 MAX_REQUESTS = 2048
-NOT_SWEPT = ("pipeline stages, DP attention and disaggregated prefill/decode pools are not "
-             "swept yet (issue 22); speculative decoding only with --mtp/--accept")
+NOT_SWEPT = ("pipeline stages and disaggregated prefill/decode pools are not swept yet "
+             "(issue 22); speculative decoding only with --mtp/--accept")
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,7 @@ class FrontierPoint:
     error_band: str | None = None
     latency_error_band: str | None = None
     on_front: bool = False
+    dp_attention: bool = False  # attention data-parallel over the tp group
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -147,14 +152,20 @@ def layouts(spec: ModelSpec, cluster: Cluster) -> list[Mapping]:
     """The layouts swept on ``cluster`` (module doc): every tp the heads and the scale-up
     domain allow, replicas filling the devices; ep = tp too for an MoE model."""
     out = []
-    for tp in tp_options(spec, cluster, cluster.devices):
+    tps = tp_options(spec, cluster, cluster.devices)
+    for tp in tps:
         eps = (1, tp) if spec.is_moe and tp > 1 else (1,)
         out += [Mapping.serving(tp=tp, ep=ep, replicas=cluster.devices // tp) for ep in eps]
+    if spec.is_moe and tps and tps[-1] > 1:  # DP attention over the widest group
+        tp = tps[-1]
+        out.append(Mapping.serving(tp=tp, ep=tp, replicas=cluster.devices // tp,
+                                   dp_attention=True))
     return out
 
 
 def _label(m: Mapping, draft_len: int = 0) -> str:
-    return (f"tp={m.tp}" + (f" ep={m.ep}" if m.ep > 1 else "") + f" x{m.replicas}"
+    return (f"tp={m.tp}" + (f" ep={m.ep}" if m.ep > 1 else "")
+            + (" dp-attn" if m.dp_attention else "") + f" x{m.replicas}"
             + (f" spec k={draft_len}" if draft_len else ""))
 
 
@@ -171,7 +182,8 @@ def _point(r: ServingRun, m: Mapping, c: int, cluster: Cluster) -> FrontierPoint
                          (met.get("ttft_s") or {}).get("p50"),
                          (met.get("tpot_s") or {}).get("p50"), usd, joules,
                          r.error_band.text if r.error_band else None,
-                         r.latency_error_band.text if r.latency_error_band else None)
+                         r.latency_error_band.text if r.latency_error_band else None,
+                         dp_attention=bool(m.dp_attention))
 
 
 def on_front(points: Sequence[FrontierPoint]) -> list[bool]:

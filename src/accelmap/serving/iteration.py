@@ -20,24 +20,28 @@ et al. MLSys 2024 sec. 4, splits the cost the same way):
   graph launch).
 
 Pipeline stages run one after the other within an iteration (as in ``engine.serve``).
+
+Under DP attention (``Mapping.dp_attention``) the replica is the group of G ranks: the
+token-wise operators outside attention see all T tokens (gathered), the attention block of each
+rank its own T / G tokens and D / G decode sequences with the whole heads (``Shape.
+attention_share`` = 1 / G: the requests balanced over the ranks, ``engine.serve``'s module doc).
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.roofline import time_ops
-from accelmap.engine.serve import serving_comm, serving_links
+from accelmap.engine.serve import rank_geometry, serving_comm, serving_links
 from accelmap.engine.shapes import inference_precision
 from accelmap.engine.system import System
 from accelmap.mapping.plan import Mapping
-from accelmap.models.geometry import Geometry
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Shape, forward_ops, kv_per_query_head
 from accelmap.workload import Inference
@@ -104,11 +108,13 @@ class IterationCost:
                  max_context: float, imbalance: float = 1.0) -> None:
         self.fw = fw
         dev = system.device
-        shard = Geometry.of(spec).shard(m.tp, m.ep, etp=m.expert_tp)
+        shard = rank_geometry(spec, m)
         p = inference_precision(wl)
         flash = wl.flash_attention
+        share = 1.0 / float(m.attention_dp) if m.dp_attention else None
 
         def timed(shape: Shape) -> list[Any]:
+            shape = replace(shape, attention_share=share)
             ops = forward_ops(shard, shape, p, flash, imbalance)
             if shape.decode and fw.decode_kv_per_query_head:
                 ops = kv_per_query_head(ops, shard, p)

@@ -31,14 +31,13 @@ from accelmap.cost.execution import execution_model
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.engine.error_band import ErrorBand, error_band
 from accelmap.engine.formats import resolve_inference
-from accelmap.engine.serve import serving_memory
+from accelmap.engine.serve import rank_geometry, serving_memory
 from accelmap.engine.shapes import context_notes, device_notes
 from accelmap.engine.system import System
 from accelmap.errors import InputError
 from accelmap.mapping.constraints import check_serving
 from accelmap.mapping.plan import Mapping
 from accelmap.memory.budget import MemoryBudget, kv_cache_bytes
-from accelmap.models.geometry import Geometry
 from accelmap.models.schema import ModelSpec
 from accelmap.serving.iteration import IterationCost
 from accelmap.serving.metrics import Slo, summarize
@@ -147,10 +146,17 @@ class KvPool:
     pool_bytes: float
     bytes_per_token: float
     other: MemoryBudget  # weights, activations, runtime (kv_cache item = the pool)
+    # devices of a replica whose pools hold different requests: G under DP attention (each
+    # holds only its own requests' KV), 1 where every device holds a share of every token
+    ranks: int = 1
 
     @property
     def tokens(self) -> float:
-        return self.pool_bytes / self.bytes_per_token if self.bytes_per_token else math.inf
+        """Tokens of KV the replica holds: one device's pool, times the DP-attention ranks
+        (balanced over them: a request's KV sits on one rank, fragmentation across ranks
+        is not modelled)."""
+        return (self.ranks * self.pool_bytes / self.bytes_per_token if self.bytes_per_token
+                else math.inf)
 
 
 def kv_pool(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
@@ -171,13 +177,13 @@ def kv_pool(spec: ModelSpec, wl: Inference, m: Mapping, capacity: float,
         pool = sched.memory_fraction * capacity - other
     else:
         pool = sched.memory_fraction * (capacity - other)
-    stage = Geometry.of(spec).shard(m.tp, m.ep, etp=m.expert_tp).first_layers(
-        math.ceil(spec.n_layers / m.pp))
+    stage = rank_geometry(spec, m).first_layers(math.ceil(spec.n_layers / m.pp))
     per_token = float(kv_cache_bytes(stage, 1, 1, wl.kv_dtype, 1))
     if draft is not None:
         per_token += draft.kv_bytes_per_token
     items["kv_cache"] = max(pool, 0.0)
-    return KvPool(max(pool, 0.0), per_token, MemoryBudget(items=items, capacity=capacity))
+    return KvPool(max(pool, 0.0), per_token, MemoryBudget(items=items, capacity=capacity),
+                  ranks=int(m.attention_dp))
 
 
 @dataclass(frozen=True)
@@ -215,7 +221,8 @@ class ServingRun:
             "system": self.system,
             "framework": self.framework,
             "mapping": {"tp": int(self.mapping.tp), "pp": int(self.mapping.pp),
-                        "ep": int(self.mapping.ep), "replicas": int(self.mapping.replicas)},
+                        "ep": int(self.mapping.ep), "replicas": int(self.mapping.replicas),
+                        **({"dp_attention": True} if self.mapping.dp_attention else {})},
             "feasible": self.feasible,
             "reason": self.reason,
             **self.metrics,
@@ -276,11 +283,22 @@ class Unfit:
     memory: MemoryBudget | None = None
 
 
-def scheduler_for(system: System, fw: FrameworkProfile, load: Load) -> SchedulerConfig:
-    """The framework's documented scheduler for the scenario, with the user's caps."""
-    return defaults(fw.name, offline=load.scenario is Scenario.OFFLINE,
-                    device_bytes=system.memory_bytes).with_caps(
-        load.max_seqs, load.max_tokens, load.chunked_prefill, load.kv_fraction)
+def scheduler_for(system: System, fw: FrameworkProfile, load: Load,
+                  m: Mapping | None = None) -> SchedulerConfig:
+    """The framework's documented scheduler for the scenario, with the user's caps. Under DP
+    attention (``m.dp_attention``) each of the G ranks runs its own scheduler with the
+    framework's caps, so the simulated replica (the group) schedules G times them; a cap the
+    user gives is the group's (SGLang divides a given ``--max-running-requests`` by the
+    attention-DP size, ``attn_dp_size``: export/formats/sglang.py)."""
+    base = defaults(fw.name, offline=load.scenario is Scenario.OFFLINE,
+                    device_bytes=system.memory_bytes)
+    g = 1 if m is None else int(m.attention_dp)
+    if g > 1:
+        base = replace(base, max_seqs=base.max_seqs * g,
+                       max_batched_tokens=base.max_batched_tokens * g,
+                       source=f"{base.source}; x{g} DP-attention ranks")
+    return base.with_caps(load.max_seqs, load.max_tokens, load.chunked_prefill,
+                          load.kv_fraction)
 
 
 def instance(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: FrameworkProfile,
@@ -365,7 +383,7 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
         if not plain.feasible:
             return plain
     replicas = int(m.replicas)
-    sched = scheduler_for(system, fw, load)
+    sched = scheduler_for(system, fw, load, m)
     reqs = requests_for(load, wl, replicas)
     dmem = None if speculation is None else draft_memory(speculation, spec, wl, m)
     verify = step.verify if speculation is None else (

@@ -53,12 +53,11 @@ import numpy as np
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.per_token import tdp_j_per_token
 from accelmap.engine.result import ServeStep, fits
-from accelmap.engine.serve import serving_memory
+from accelmap.engine.serve import rank_geometry, serving_memory
 from accelmap.engine.system import System
 from accelmap.errors import InputError
 from accelmap.mapping.plan import Mapping
 from accelmap.memory.budget import MemoryBudget, kv_cache_bytes, weight_bytes_per_param
-from accelmap.models.geometry import Geometry
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 from accelmap.serving.iteration import IterationCost
@@ -133,8 +132,8 @@ class Speculation:
 
     def draft_mapping(self, m: Mapping) -> Mapping:
         """The drafter runs on the target's tensor-parallel group (a dense draft without
-        expert parallelism)."""
-        if self.draft is not None and self.draft.moe is None and m.ep > 1:
+        expert parallelism or DP attention, which are for MoE models)."""
+        if self.draft is not None and self.draft.moe is None and (m.ep > 1 or m.dp_attention):
             return Mapping.serving(int(m.tp), int(m.pp), 1, int(m.replicas))
         return m
 
@@ -153,8 +152,7 @@ def draft_memory(sp: Speculation, target: ModelSpec, wl: Inference, m: Mapping) 
     2d x d projection per layer (DeepSeek-V3 sec. 2.2's M_k, EAGLE's FC layer)."""
     d = sp.drafter(target)
     dm = sp.draft_mapping(m)
-    stage = Geometry.of(d).shard(dm.tp, dm.ep, etp=dm.expert_tp).first_layers(
-        math.ceil(d.n_layers / dm.pp))
+    stage = rank_geometry(d, dm).first_layers(math.ceil(d.n_layers / dm.pp))
     per_token = float(kv_cache_bytes(stage, 1, 1, wl.kv_dtype, 1))
     w = float(serving_memory(d, replace(wl, batch=1, prompt_len=1), dm, math.inf, None,
                              tokens=0).items["weights"])

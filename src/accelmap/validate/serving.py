@@ -112,7 +112,9 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str]
     tp, pp, ep, dp = run.tp or 1, run.pp or 1, run.ep or 1, run.dp or 1
     from accelmap.mapping.plan import Mapping
 
-    m = Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=dp)
+    # dp_attention: the tp group runs attention data-parallel (SGLang --tp 8 --dp 8
+    # --enable-dp-attention is tp: 8 with dp_attention: true; dp stays the engine instances)
+    m = Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=dp, dp_attention=bool(run.dp_attention))
     fw = framework_profile(run.framework or Framework.EAGER)
     weight = run.precision
     assert weight is not None
@@ -188,9 +190,6 @@ def _unmodelled(run: ServingRun) -> list[str]:
         out.append("framework dynamo needs its engine (engine: tensorrt-llm, sglang or vllm)")
     if run.engine is not None and run.stack != "dynamo":
         out.append("engine is stated but the framework is not dynamo")
-    if run.dp_attention:
-        out.append("DP attention (attention data-parallel over the expert group) is not "
-                   "simulated yet")
     pools = [k for k in ("prefill_devices", "decode_devices", "prefill_tp", "decode_tp",
                          "prefill_ep", "decode_ep") if getattr(run, k) is not None]
     if run.disaggregated:

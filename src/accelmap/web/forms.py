@@ -58,6 +58,8 @@ class EstimateForm(_Form):
     tp_overlap: bool = False
     force_tp: bool = False
     replicas: int | None = Field(None, ge=1, le=BIG)
+    dp_attention: bool = Field(False, description="Serving a MoE model: attention "
+                               "data-parallel over the tp group (SGLang --enable-dp-attention).")
 
 
 class PlanForm(_Form):

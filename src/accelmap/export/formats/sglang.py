@@ -22,7 +22,12 @@ Mapping (plan field -> SGLang):
 - ep: ``--ep-size``; the expert group lives inside the tp group (``moe_tp_size = tp_size //
   moe_ep_size // moe_dp_size``, ``model_runner_components/moe_ep_setup.py``), as in the plan.
 - batch: ``--max-running-requests`` (each replica's scheduler gets it; the code divides it only by
-  ``attn_dp_size``, which stays 1 here).
+  ``attn_dp_size``, 1 here unless DP attention).
+- dp_attention: ``--enable-dp-attention`` with ``--dp-size`` = tp ("Enabling data parallelism
+  for attention and tensor parallelism for FFN. The dp size should be equal to the tp size":
+  ``enable_dp_attention`` in ``fields/parallel.py``, read in the repository at commit 00ac7105,
+  not re-read in the 0.5.23 wheel). ``--dp-size`` then counts attention ranks, not replicas,
+  so one server holds one replica: several replicas on a node are refused (``unsupported``).
 - max_batched_tokens (offline/server scenario plans): ``--chunked-prefill-size``
   (``fields/schedule.py``: "The maximum number of tokens in a chunk for the chunked prefill";
   read in the repository's fields/schedule.py, not re-read in the 0.5.23 wheel).
@@ -78,6 +83,9 @@ def export(job: PlanJob, spec: Any) -> ExportResult:
     flags = [f"--tp-size {tp}", f"--pp-size {pp}"]
     if ep > 1:
         flags.append(f"--ep-size {ep}")
+    dpa = bool(m.dp_attention)
+    if dpa:  # --dp-size is then the attention-DP size, = tp (module doc)
+        flags += [f"--dp-size {tp}", "--enable-dp-attention"]
     flags.append(f"--max-running-requests {choice.batch}")
     if choice.max_tokens is not None:
         flags.append(f"--chunked-prefill-size {choice.max_tokens}")
@@ -94,7 +102,13 @@ def export(job: PlanJob, spec: Any) -> ExportResult:
     local = [s for s in slots if s.nnodes == 1]
     for node in sorted({s.node for s in local}):
         here = [s for s in local if s.node == node]
-        dp = f" --dp-size {len(here)}" if len(here) > 1 else ""
+        dp = f" --dp-size {len(here)}" if len(here) > 1 and not dpa else ""
+        if dpa and len(here) > 1:
+            unsupported.append(f"replicas={m.replicas}: with --enable-dp-attention --dp-size "
+                               f"counts attention ranks, so one server runs one replica; "
+                               f"{len(here)} on node {node} need a server each (own port and "
+                               "GPUs); exported as one")
+            here = here[:1]
         by_node[node] = [f"# replicas {here[0].replica}-{here[-1].replica}",
                          f"{base} {' '.join(flags)}{dp} &"]
     for s in (s for s in slots if s.nnodes > 1):
@@ -119,12 +133,14 @@ def read_back(files: dict[str, str]) -> ReadBack:
     if not cmds:
         return ReadBack()
     c = cmds[0]
+    dpa = "--enable-dp-attention" in c
+    heads = [x for x in cmds if x.get("--node-rank", "0") == "0"]
     mapping = Mapping.serving(
         tp=int(c.get("--tp-size", "1")), pp=int(c.get("--pp-size", "1")),
         ep=int(c.get("--ep-size", "1")),
-        # --dp-size replicas per head server (node rank 0)
-        replicas=sum(int(x.get("--dp-size", "1")) for x in cmds
-                     if x.get("--node-rank", "0") == "0"))
+        # --dp-size replicas per head server (node rank 0); under DP attention one each
+        replicas=len(heads) if dpa else sum(int(x.get("--dp-size", "1")) for x in heads),
+        dp_attention=dpa)
     return ReadBack(mapping, serving_choice(c, "--max-running-requests",
                                           "--chunked-prefill-size"))
 

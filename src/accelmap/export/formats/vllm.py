@@ -253,6 +253,11 @@ def export(job: PlanJob, spec: Any) -> ExportResult:
         unsupported.append(f"ep={ep}: vLLM's --enable-expert-parallel spreads experts over the "
                            f"whole tensor-parallel group (ep = tp = {tp}); an expert group "
                            "smaller than tp is not expressible; exported without it")
+    if m.dp_attention:
+        unsupported.append(f"dp_attention=True: vLLM runs attention data-parallel with "
+                           f"--data-parallel-size {tp} --tensor-parallel-size 1 "
+                           "--enable-expert-parallel, one engine per data-parallel rank, which "
+                           "this exporter does not write; exported with attention split by tp")
     flags.append(f"--max-num-seqs {choice.batch}")
     if choice.max_tokens is not None:
         flags.append(f"--max-num-batched-tokens {choice.max_tokens}")
