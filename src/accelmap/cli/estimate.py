@@ -244,6 +244,14 @@ PrefillTpOpt = Annotated[int | None, typer.Option(
 DecodeTpOpt = Annotated[int | None, typer.Option(
     "--decode-tp", min=1, max=MAX_DEVICES,
     help="Devices per decode instance (default: --tp).")]
+PrefillEpOpt = Annotated[int | None, typer.Option(
+    "--prefill-ep", min=1, max=MAX_DEVICES,
+    help="Expert parallelism inside each prefill instance, dividing --prefill-tp and the "
+    "experts (default: --ep).")]
+DecodeEpOpt = Annotated[int | None, typer.Option(
+    "--decode-ep", min=1, max=MAX_DEVICES,
+    help="Expert parallelism inside each decode instance, dividing --decode-tp and the "
+    "experts (default: --ep).")]
 PueOpt = Annotated[float, typer.Option(
     "--pue", help="Facility PUE for kWh and CO2 (default 1.1, as the LLaMA paper).")]
 GridOpt = Annotated[float, typer.Option(
@@ -320,6 +328,8 @@ class EstimateArgs:
     disaggregate: str | None
     prefill_tp: int | None
     decode_tp: int | None
+    prefill_ep: int | None
+    decode_ep: int | None
     pue: float
     grid: float
     load_tps: float | None
@@ -350,7 +360,8 @@ def estimate_cmd(
     slo_ttft: SloTtftOpt = None, slo_tpot: SloTpotOpt = None, max_seqs: MaxSeqsOpt = None,
     max_tokens: MaxTokensOpt = None, seed: SeedOpt = 0, draft: DraftOpt = None, mtp: MtpOpt = None,
     accept: AcceptOpt = None, draft_len: DraftLenOpt = "auto", disaggregate: DisaggregateOpt = None,
-    prefill_tp: PrefillTpOpt = None, decode_tp: DecodeTpOpt = None, pue: PueOpt = 1.1,
+    prefill_tp: PrefillTpOpt = None, decode_tp: DecodeTpOpt = None,
+    prefill_ep: PrefillEpOpt = None, decode_ep: DecodeEpOpt = None, pue: PueOpt = 1.1,
     grid: GridOpt = 0.385, load_tps: LoadTpsOpt = None, profile: ProfileOpt = None,
     db: DbOpt = None, catalog: CatalogOpt = None, json_out: JsonOpt = False,
     report: rep.ReportOpt = None,
@@ -400,13 +411,16 @@ def _estimate(o: EstimateArgs) -> None:
     spec, system, wl, m = api.estimate_inputs(api.EstimateRequest.of(o), measured.catalog,
                                               measured.profile)
     sp = _speculation(o)
-    if o.disaggregate is None and (o.prefill_tp is not None or o.decode_tp is not None):
-        raise InputError("--prefill-tp and --decode-tp apply to --disaggregate P:D")
+    pools = (o.prefill_tp, o.decode_tp, o.prefill_ep, o.decode_ep)
+    if o.disaggregate is None and any(v is not None for v in pools):
+        raise InputError("--prefill-tp, --decode-tp, --prefill-ep and --decode-ep apply to "
+                         "--disaggregate P:D")
     if o.disaggregate is not None:
         _check_disaggregate(o, sp, load)
         assert load is not None and not isinstance(wl, api.Training)
         _disaggregated(spec, system, wl, framework, load, o.disaggregate,
-                       o.prefill_tp or o.tp or 1, o.decode_tp or o.tp or 1, o.json_out)
+                       (o.prefill_tp or o.tp or 1, o.decode_tp or o.tp or 1,
+                        o.prefill_ep or o.ep or 1, o.decode_ep or o.ep or 1), o.json_out)
     elif load is not None:
         assert not isinstance(wl, api.Training)
         _serving_run(o, spec, system, wl, _layout(spec, system, wl, m, framework, load),
@@ -520,8 +534,9 @@ SHOWN = 20  # candidates listed in the terminal (the JSON has all of them)
 
 
 def _disaggregated(spec: ModelSpec, system: System, wl: Inference, framework: str | None,
-                   load: Any, text: str, prefill_tp: int, decode_tp: int,
+                   load: Any, text: str, pools: tuple[int, int, int, int],
                    json_out: bool) -> None:
+    """--disaggregate P:D (``pools``: prefill tp, decode tp, prefill ep, decode ep) or auto."""
     if text.strip().lower() == "auto":
         search = api.plan_disaggregation(spec, system, wl, framework=framework, load=load)
         if json_out:
@@ -529,7 +544,9 @@ def _disaggregated(spec: ModelSpec, system: System, wl: Inference, framework: st
         else:
             print_split_search(search)
         return
-    split = api.disaggregation(text, prefill_tp=prefill_tp, decode_tp=decode_tp)
+    p_tp, d_tp, p_ep, d_ep = pools
+    split = api.disaggregation(text, prefill_tp=p_tp, decode_tp=d_tp, prefill_ep=p_ep,
+                               decode_ep=d_ep)
     run = api.serve_disaggregated(spec, system, wl, split, framework=framework, load=load)
     if json_out:
         emit_json(run.to_dict())

@@ -21,6 +21,7 @@ from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
 from accelmap.serving.metrics import PERCENTILES, Slo
 from accelmap.serving.scenario import Load, Scenario, ServingRun, run
+from accelmap.serving.speculative import Speculation
 from accelmap.workload import Inference
 
 BISECTION_STEPS = 12  # rate resolution: offline requests/s / 2**12, well under 0.1 %
@@ -52,15 +53,18 @@ def meets(metrics: dict[str, object], slo: Slo, percentile: int = 99) -> bool:
 
 def max_rate(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
              fw: FrameworkProfile, load: Load, slo: Slo, percentile: int = 99,
-             steps: int = BISECTION_STEPS) -> Capacity:
+             steps: int = BISECTION_STEPS, speculation: Speculation | None = None
+             ) -> Capacity:
     """Bisect on the Poisson rate (see the module docstring); ``load`` gives the requests,
-    lengths, seed and scheduler caps (its scenario and rate are replaced)."""
+    lengths, seed and scheduler caps (its scenario and rate are replaced); ``speculation``:
+    every trial with that drafter (``scenario.run``)."""
     if percentile not in PERCENTILES:
         raise InputError(f"latency constraints are checked at p{'/p'.join(map(str, PERCENTILES))}"
                          f", not p{percentile}")
     if slo.ttft_s is None and slo.tpot_s is None:
         raise InputError("a highest-rate search needs a TTFT or TPOT limit")
-    offline = run(spec, system, wl, m, fw, replace(load, scenario=Scenario.OFFLINE, rate=None))
+    offline = run(spec, system, wl, m, fw, replace(load, scenario=Scenario.OFFLINE, rate=None),
+                  speculation=speculation)
     if not offline.feasible:
         return Capacity(None, None, offline, ())
     lo, hi = 0.0, float(offline.metrics["requests_per_s"])
@@ -68,7 +72,8 @@ def max_rate(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     tried: list[tuple[float, bool]] = []
     for _ in range(steps):
         mid = (lo + hi) / 2
-        r = run(spec, system, wl, m, fw, replace(load, scenario=Scenario.SERVER, rate=mid))
+        r = run(spec, system, wl, m, fw, replace(load, scenario=Scenario.SERVER, rate=mid),
+                speculation=speculation)
         ok = r.feasible and meets(r.metrics, slo, percentile)
         tried.append((mid, ok))
         if ok:

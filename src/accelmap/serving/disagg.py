@@ -60,22 +60,30 @@ from accelmap.workload import Inference
 class Disaggregation:
     """A prefill pool of ``prefill_instances`` x ``prefill_tp`` devices and a decode pool of
     ``decode_instances`` x ``decode_tp`` devices on the same cluster (each instance one
-    tensor-parallel group, no pipeline)."""
+    tensor-parallel group, no pipeline). ``prefill_ep`` / ``decode_ep``: expert parallelism
+    inside each pool's instances, as an aggregated serving layout has it (``Mapping.serving``:
+    vLLM expert parallelism splits the tensor-parallel group, so ep divides tp and the experts,
+    ``mapping.constraints.check_serving``'s experts_divisible and ep_within_tp rules); 1: the
+    experts are tensor-parallel like the rest."""
 
     prefill_instances: int
     prefill_tp: int
     decode_instances: int
     decode_tp: int
+    prefill_ep: int = 1
+    decode_ep: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("prefill_instances", "prefill_tp", "decode_instances", "decode_tp"):
+        for name in ("prefill_instances", "prefill_tp", "decode_instances", "decode_tp",
+                     "prefill_ep", "decode_ep"):
             v = getattr(self, name)
             if not isinstance(v, int | np.integer) or v < 1:
                 raise InputError(f"disaggregation: {name.replace('_', ' ')} must be a whole "
                                  f"number >= 1, got {v!r}")
 
     @classmethod
-    def parse(cls, text: str, prefill_tp: int = 1, decode_tp: int = 1) -> Disaggregation:
+    def parse(cls, text: str, prefill_tp: int = 1, decode_tp: int = 1, prefill_ep: int = 1,
+              decode_ep: int = 1) -> Disaggregation:
         """``P:D``: P prefill instances and D decode instances (devices = instances x tp)."""
         parts = text.split(":")
         try:
@@ -85,7 +93,21 @@ class Disaggregation:
         if p < 1 or d < 1:
             raise InputError(f"--disaggregate takes P:D, prefill and decode instances (e.g. "
                              f"2:2), or auto; got {text!r}")
-        return cls(p, prefill_tp, d, decode_tp)
+        return cls(p, prefill_tp, d, decode_tp, prefill_ep, decode_ep)
+
+    @classmethod
+    def of_pools(cls, prefill_devices: int, decode_devices: int, prefill_tp: int,
+                 decode_tp: int, prefill_ep: int = 1, decode_ep: int = 1) -> Disaggregation:
+        """The split from each pool's device count and tp (a run file's ``prefill_devices`` /
+        ``prefill_tp`` instances, ...); a pool its tp does not divide is an InputError."""
+        for role, devices, tp in (("prefill", prefill_devices, prefill_tp),
+                                  ("decode", decode_devices, decode_tp)):
+            if devices % tp:
+                raise InputError(f"{role}_devices {devices} is not a whole number of "
+                                 f"{role}_tp={tp} instances: give {role}_devices as "
+                                 f"instances x {role}_tp")
+        return cls(prefill_devices // prefill_tp, prefill_tp, decode_devices // decode_tp,
+                   decode_tp, prefill_ep, decode_ep)
 
     @property
     def prefill_devices(self) -> int:
@@ -101,21 +123,27 @@ class Disaggregation:
 
     @property
     def prefill_mapping(self) -> Mapping:
-        return Mapping.serving(self.prefill_tp, replicas=self.prefill_instances)
+        return Mapping.serving(self.prefill_tp, ep=self.prefill_ep,
+                               replicas=self.prefill_instances)
 
     @property
     def decode_mapping(self) -> Mapping:
-        return Mapping.serving(self.decode_tp, replicas=self.decode_instances)
+        return Mapping.serving(self.decode_tp, ep=self.decode_ep, replicas=self.decode_instances)
 
     def describe(self) -> str:
-        return (f"prefill {self.prefill_instances} x tp={self.prefill_tp} + decode "
-                f"{self.decode_instances} x tp={self.decode_tp} ({self.devices} devices)")
+        def pool(n: int, tp: int, ep: int) -> str:
+            return f"{n} x tp={tp}" + (f" ep={ep}" if ep > 1 else "")
+
+        return (f"prefill {pool(self.prefill_instances, self.prefill_tp, self.prefill_ep)} + "
+                f"decode {pool(self.decode_instances, self.decode_tp, self.decode_ep)} "
+                f"({self.devices} devices)")
 
     def to_dict(self) -> dict[str, int]:
         return {"prefill_instances": self.prefill_instances, "prefill_tp": self.prefill_tp,
-                "prefill_devices": self.prefill_devices,
+                "prefill_ep": self.prefill_ep, "prefill_devices": self.prefill_devices,
                 "decode_instances": self.decode_instances, "decode_tp": self.decode_tp,
-                "decode_devices": self.decode_devices, "devices": self.devices}
+                "decode_ep": self.decode_ep, "decode_devices": self.decode_devices,
+                "devices": self.devices}
 
 
 def check(spec: ModelSpec, cluster: Cluster, d: Disaggregation) -> list[str]:
@@ -125,7 +153,7 @@ def check(spec: ModelSpec, cluster: Cluster, d: Disaggregation) -> list[str]:
         out.append(f"the pools need {d.prefill_devices} prefill + {d.decode_devices} decode = "
                    f"{d.devices} devices; {cluster.name} has {cluster.devices}")
     for role, m in (("prefill", d.prefill_mapping), ("decode", d.decode_mapping)):
-        one = Mapping.serving(int(m.tp))
+        one = Mapping.serving(int(m.tp), ep=int(m.ep))  # one instance: the pool's world below
         out += [f"{role} pool: {v.sentence} ({v.rule} rule)"
                 for v in check_serving(spec, cluster, one)]
     return out
@@ -284,14 +312,14 @@ def simulate_pool(reqs: Requests, instances: int, inst: Instance) -> tuple[list[
     return picks, sims
 
 
-Instances = dict[tuple[str, int], Instance | Unfit]
+Instances = dict[tuple[str, int, int], Instance | Unfit]
 
 
 def run_disaggregated(spec: ModelSpec, system: System, wl: Inference, d: Disaggregation,
                       fw: FrameworkProfile, load: Load, *, layerwise: bool = False,
                       cache: Instances | None = None) -> DisaggRun:
     """Simulate ``load`` on the prefill and decode pools of ``d`` (``cache``: instances
-    already built for this load, keyed by (pool, tp); the planner shares it)."""
+    already built for this load, keyed by (pool, tp, ep); the planner shares it)."""
     cluster, dev = system.cluster, system.device
     head = (spec.id, dev.acc.id, cluster.name, d, fw.name.value, load.scenario)
     if load.scenario is Scenario.BATCH:
@@ -333,18 +361,21 @@ def _pool_instances(spec: ModelSpec, system: System, wl: Inference, d: Disaggreg
                     pre_reqs: Requests, cache: Instances
                     ) -> tuple[Instance | Unfit, Instance | Unfit]:
     """The prefill and the decode instance (or why one does not fit), built once per (pool,
-    tp) in ``cache``."""
+    tp, ep) in ``cache``: each an aggregated serving instance of that tp and ep
+    (``scenario.instance``, the path ``scenario.run`` takes), so its step times and memory are
+    the engine's for that layout."""
     # the decode pool's requests: the prompt in KV but its last token, output - 1 to go
     longest = Requests(reqs.arrival_s, reqs.prompt, np.maximum(reqs.output - 1, 1),
                        np.maximum(reqs.prompt - 1, 0))
 
-    def built(role: str, tp: int, r: Requests) -> Instance | Unfit:
-        key = (role, tp)
+    def built(role: str, tp: int, ep: int, r: Requests) -> Instance | Unfit:
+        key = (role, tp, ep)
         if key not in cache:
-            cache[key] = instance(spec, system, wl, Mapping.serving(tp), fw, sched, r)
+            cache[key] = instance(spec, system, wl, Mapping.serving(tp, ep=ep), fw, sched, r)
         return cache[key]
 
-    return built("prefill", d.prefill_tp, pre_reqs), built("decode", d.decode_tp, longest)
+    return (built("prefill", d.prefill_tp, d.prefill_ep, pre_reqs),
+            built("decode", d.decode_tp, d.decode_ep, longest))
 
 
 @dataclass(frozen=True)
@@ -423,7 +454,8 @@ def _disagg_metrics(tl: _Timeline, reqs: Requests, d: Disaggregation, load: Load
     metrics.pop("busy_fraction")
 
     def pool_figures(sims: list[SimResult], inst: Instance, m: Mapping) -> dict[str, Any]:
-        return {"instances": int(m.replicas), "tp": int(m.tp), "devices": int(m.world),
+        return {"instances": int(m.replicas), "tp": int(m.tp), "ep": int(m.ep),
+                "devices": int(m.world),
                 "busy_fraction": (sum(s.busy_s for s in sims) / (int(m.replicas) * span)
                                   if span else 0.0),
                 "iterations": int(sum(len(s.step_s) for s in sims)),
