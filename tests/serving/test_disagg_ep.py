@@ -1,0 +1,98 @@
+"""Expert parallelism per pool of a disaggregated layout (issue 22 part 4): each pool's
+instances are aggregated serving instances of their tp and ep (same memory, same shape rules),
+the KV moves over the real tier, and a bad ep is one line, exit 2."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from accelmap import api
+from accelmap.errors import InputError
+from accelmap.serving.disagg import Disaggregation, check, kv_transfer, same_domain
+
+Run = Callable[..., Any]
+MOE = api.load_model("qwen3-30b-a3b")  # 128 experts
+NODE = api.load_system(cluster="dgx-h100")
+
+
+def test_ep_defaults_to_one_and_is_checked() -> None:
+    d = Disaggregation(2, 2, 1, 4)
+    assert (d.prefill_ep, d.decode_ep) == (1, 1)
+    assert int(Disaggregation(2, 2, 1, 4, 2, 4).decode_mapping.ep) == 4
+    assert int(Disaggregation(2, 2, 1, 4, 2, 4).decode_mapping.expert_tp) == 1  # tp / ep
+    with pytest.raises(InputError, match="prefill ep"):
+        Disaggregation(1, 2, 1, 2, 0, 1)
+    split = Disaggregation.parse("3:1", 2, 8, 2, 8)
+    assert split.to_dict()["prefill_ep"] == 2 and split.to_dict()["decode_ep"] == 8
+    assert "decode 1 x tp=8 ep=8" in split.describe()
+
+
+def test_of_pools_counts_instances() -> None:
+    assert Disaggregation.of_pools(8, 16, 4, 8, 4, 8) == Disaggregation(2, 4, 2, 8, 4, 8)
+    with pytest.raises(InputError, match="decode_devices 12 is not a whole number"):
+        Disaggregation.of_pools(8, 12, 4, 8)
+
+
+def test_pool_rules_are_one_instances_serving_rules() -> None:
+    """check() names the pool and the rule an aggregated layout of that tp/ep breaks."""
+    assert check(MOE, NODE.cluster, Disaggregation(2, 2, 1, 4, 2, 4)) == []
+    why = check(MOE, NODE.cluster, Disaggregation(1, 4, 1, 4, 1, 3))[0]  # ep 3 of tp 4
+    assert why.startswith("decode pool:") and "experts_divisible" in why
+    (why,) = check(MOE, NODE.cluster, Disaggregation(1, 2, 1, 4, 4, 1))
+    assert why.startswith("prefill pool:") and "ep_within_tp" in why
+
+
+def test_each_pool_is_the_aggregated_layout_of_its_tp_and_ep() -> None:
+    """The decode pool's memory per device is that of a colocated tp=4 ep=4 run of the same
+    load (the same engine path), and ep moves the decode step time."""
+    wl = api.inference(1, 1000, 100)
+    load = api.serving_load("offline", requests=40)
+    ep4 = api.serve_disaggregated(MOE, NODE, wl, Disaggregation(2, 2, 1, 4, 2, 4), load=load)
+    ep1 = api.serve_disaggregated(MOE, NODE, wl, Disaggregation(2, 2, 1, 4, 2, 1), load=load)
+    agg = api.serve(MOE, NODE, wl, api.serving_mapping(4, 1, 4, 1), load=load)
+    assert ep4.feasible and ep1.feasible and agg.memory is not None
+    assert ep4.decode_memory is not None
+    assert dict(ep4.decode_memory.items) == pytest.approx(dict(agg.memory.items))
+    assert ep4.metrics["decode_pool"]["ep"] == 4 and ep4.metrics["prefill_pool"]["ep"] == 2
+    assert ep4.metrics["tpot_s"]["p50"] != ep1.metrics["tpot_s"]["p50"]
+
+
+def test_kv_moves_over_nvlink_in_an_nvl72_rack_and_over_nics_across_nodes() -> None:
+    spec = api.load_model("deepseek-v3")
+    fp8 = api.parse.dtype("fp8", "KV")
+    rack = api.load_system(cluster="gb200-nvl72").cluster
+    wide = Disaggregation(2, 8, 4, 8, 8, 8)  # 48 GPUs in one 72-GPU NVLink domain
+    assert same_domain(rack, wide)
+    assert "NVLink" in kv_transfer(spec, rack, wide, fp8).link.name
+    two = api.load_system(cluster="2xdgx-h100").cluster
+    far = kv_transfer(spec, two, Disaggregation(1, 8, 1, 8, 8, 8), fp8)
+    assert not far.same_domain and "InfiniBand" in far.link.name
+
+
+ARGS = ("estimate", "deepseek-v3", "--cluster", "2xdgx-h100", "--serve", "--weights", "fp8",
+        "--scenario", "server", "--rate", "2", "--requests", "20", "--disaggregate", "1:1",
+        "--prefill-tp", "8", "--decode-tp", "8")
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    (("--prefill-ep", "3"), "prefill pool: ep=3 does not split the experts (experts_divisible "
+                            "rule): give --prefill-ep dividing the 256 experts"),
+    (("--decode-ep", "16"), "decode pool: ep=16 must divide tp=8 (serving) (ep_within_tp rule): "
+                            "give --decode-ep dividing --decode-tp"),
+])
+def test_bad_pool_ep_is_one_line_exit_2(cli: Run, extra: tuple[str, ...], says: str) -> None:
+    r = cli(*ARGS, *extra)
+    assert r.code == 2
+    assert r.err.strip().splitlines() == [f"error: {says} (expert parallelism splits the tp "
+                                           "group)" if "ep_within_tp" in says
+                                           else f"error: {says}"]
+
+
+def test_pool_ep_needs_disaggregate(cli: Run) -> None:
+    r = cli("estimate", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--serve", "--rate", "2",
+            "--decode-ep", "2")
+    assert r.code == 2 and "--disaggregate" in r.err
+    assert len(r.err.strip().splitlines()) == 1
