@@ -96,3 +96,60 @@ def test_pool_ep_needs_disaggregate(cli: Run) -> None:
             "--decode-ep", "2")
     assert r.code == 2 and "--disaggregate" in r.err
     assert len(r.err.strip().splitlines()) == 1
+
+
+# --- closed-loop clients on the two pools --------------------------------------------------
+
+SPLIT = Disaggregation(2, 2, 1, 4, 2, 4)
+WL = api.inference(1, 1000, 100)
+
+
+def _loop(clients: int, requests: int) -> api.DisaggRun:
+    load = api.serving_load("concurrency", concurrency=clients, requests=requests)
+    return api.serve_disaggregated(MOE, NODE, WL, SPLIT, load=load)
+
+
+def test_one_client_sends_each_request_alone() -> None:
+    """One client: every request runs alone, so its end-to-end time is that of a run of one
+    request, and the run lasts n of them."""
+    alone = api.serve_disaggregated(MOE, NODE, WL, SPLIT,
+                                    load=api.serving_load("offline", requests=1))
+    one = _loop(1, 5)
+    e2e = alone.metrics["e2e_s"]["p50"]
+    assert one.metrics["e2e_s"]["p50"] == pytest.approx(e2e, rel=1e-9)
+    assert one.metrics["e2e_s"]["p99"] == pytest.approx(e2e, rel=1e-9)
+    assert one.metrics["output_tokens_per_s"] == pytest.approx(100 / e2e, rel=1e-6)
+    assert any("closed loop: 1 clients" in a for a in one.assumptions)
+
+
+def test_more_clients_than_requests_is_the_offline_run() -> None:
+    """Clients >= requests: every request is sent at t = 0, as offline."""
+    off = api.serve_disaggregated(MOE, NODE, WL, SPLIT,
+                                  load=api.serving_load("offline", requests=12))
+    assert _loop(16, 12).metrics["output_tokens_per_s"] == pytest.approx(
+        off.metrics["output_tokens_per_s"], rel=1e-12)
+
+
+def test_closed_loop_is_its_own_fixed_point() -> None:
+    """Request c + k is sent at the k-th finish, the first c at t = 0; more clients give more
+    throughput and a longer TPOT."""
+    from accelmap.cost.framework import Framework
+    from accelmap.cost.framework import profile as framework_profile
+    from accelmap.serving import disagg
+
+    load = api.serving_load("concurrency", concurrency=4, requests=24)
+    cache: disagg.Instances = {}
+    fw = framework_profile(Framework.VLLM)
+    run = disagg.run_disaggregated(MOE, NODE, WL, SPLIT, fw, load, cache=cache)
+    assert run.feasible and run.metrics["requests"] == 24
+    pre, dec = cache[("prefill", 2, 2)], cache[("decode", 4, 4)]
+    assert isinstance(pre, disagg.Instance) and isinstance(dec, disagg.Instance)
+    xfer = kv_transfer(MOE, NODE.cluster, SPLIT, WL.kv_dtype)
+    got = disagg.closed_loop(MOE, SPLIT, WL, disagg.all_requests(load, WL), pre, dec, xfer, 4)
+    assert not isinstance(got, str)
+    tl, sent, rounds = got
+    assert rounds > 1 and list(sent.arrival_s[:4]) == [0.0] * 4
+    assert list(sent.arrival_s[4:]) == sorted(tl.finish)[:20]
+    more = _loop(16, 96)
+    assert more.metrics["output_tokens_per_s"] > run.metrics["output_tokens_per_s"]
+    assert more.metrics["tpot_s"]["p50"] > run.metrics["tpot_s"]["p50"]

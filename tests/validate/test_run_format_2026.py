@@ -62,8 +62,6 @@ def test_predicted_stacks(tmp_path: Path, extra: str, framework: Framework) -> N
     ("framework: sglang\ndp_attention: true", "DP attention"),
     ("framework: sglang\ndisaggregated: true\nprefill_devices: 1\ndecode_devices: 1",
      "needs its pools: prefill_tp, decode_tp not stated"),
-    ("framework: sglang\ndisaggregated: true\nprefill_devices: 1\ndecode_devices: 1\n"
-     "prefill_tp: 1\ndecode_tp: 1", "closed-loop concurrency on disaggregated pools"),
     ("framework: sglang\nprefill_tp: 2", "without disaggregated: true"),
     ("framework: sglang\nmtp: 3", "without acceptance"),
     ("framework: sglang\nacceptance: 0.7", "without mtp"),

@@ -167,6 +167,21 @@ def test_disaggregated_row_is_the_estimate_clis_run(tmp_path: Path, cli: Run) ->
     assert any("KV transfer inside one scale-up domain" in n for n in p.notes)
 
 
+def test_disaggregated_concurrency_row_is_the_estimate_clis_closed_loop(tmp_path: Path,
+                                                                      cli: Run) -> None:
+    text = DISAGG.replace("scenario: offline", "scenario: concurrency\n  concurrency: 8")
+    (p,) = validate_cases([_file(tmp_path, text.replace("requests: 60", "requests: 40"))]
+                          ).predictions
+    assert p.status is Status.OK, p.skipped_reason
+    r = cli("estimate", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--serve", "--scenario",
+            "concurrency", "--concurrency", "8", "--requests", "40", "--prompt", "1000",
+            "--output", "100", "--framework", "vllm", "--disaggregate", "2:1", "--prefill-tp",
+            "2", "--prefill-ep", "2", "--decode-tp", "4", "--decode-ep", "4", "--json")
+    assert r.code == 0, r.err
+    assert p.predicted == pytest.approx(json.loads(r.out)["output_tokens_per_s_per_device"],
+                                        rel=1e-9)
+
+
 def test_mtp_row_is_the_estimate_clis_speculative_run(tmp_path: Path, cli: Run) -> None:
     (p,) = validate_cases([_file(tmp_path, MTP)]).predictions
     assert p.status is Status.OK, p.skipped_reason

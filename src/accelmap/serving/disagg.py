@@ -17,6 +17,15 @@ Requests are dealt round-robin to the instances of each pool (a load balancer sp
 stream evenly, as ``scenario.requests_for`` does for replicas); the decode pool is dealt in the
 order the KV arrives. The first token reaches the user with the decode stream, so TTFT counts
 the transfer (a request of one output token needs no transfer: its TTFT is the prefill's).
+
+Closed-loop concurrency (N clients, each sending its next request when its previous one
+finishes, as ``scenario`` runs colocated replicas): the send times depend on the finishes of both
+pools, so the pools are simulated with the send times of the previous round until they settle
+(``closed_loop``): the first N requests are sent at t = 0, and request N + k at the k-th finish.
+The simulation up to a time T depends only on the requests sent before T, and every request
+takes at least the shortest end-to-end latency d > 0, so each round makes the timeline exact
+over at least d more seconds: the rounds reach the closed loop's own timeline exactly (to the
+last bit, checked) after about (the run's span) / d rounds, about the requests per client.
 """
 
 from __future__ import annotations
@@ -41,9 +50,10 @@ from accelmap.memory.budget import MemoryBudget, kv_cache_bytes
 from accelmap.models.geometry import Geometry
 from accelmap.models.schema import ModelSpec
 from accelmap.serving.metrics import Slo, distribution, summarize
-from accelmap.serving.requests import Requests, make, read_trace
+from accelmap.serving.requests import MAX_REQUESTS, Requests, make, read_trace
 from accelmap.serving.scenario import (
     DEFAULT_REQUESTS,
+    REQUESTS_PER_CLIENT,
     Instance,
     Load,
     Scenario,
@@ -291,9 +301,15 @@ class DisaggRun:
 
 
 def all_requests(load: Load, wl: Inference) -> Requests:
-    """The whole request stream of the scenario (every instance's share together)."""
+    """The whole request stream of the scenario (every instance's share together; closed
+    loop: ``REQUESTS_PER_CLIENT`` per client unless the count is given, all sent at t = 0
+    until ``closed_loop`` sets their send times)."""
     if load.trace is not None:
         return read_trace(load.trace, load.prefix_hit)
+    if load.concurrency is not None and load.requests is None:
+        n = min(max(REQUESTS_PER_CLIENT * load.concurrency, 1), MAX_REQUESTS)
+        return make(n, wl.prompt_len, max(wl.output_len, 1), dist=load.dist,
+                    spread=load.spread, prefix_hit=load.prefix_hit, seed=load.seed)
     return make(load.requests or DEFAULT_REQUESTS, wl.prompt_len, max(wl.output_len, 1),
                 rate=load.rate, dist=load.dist, spread=load.spread,
                 prefix_hit=load.prefix_hit, seed=load.seed)
@@ -325,16 +341,15 @@ def run_disaggregated(spec: ModelSpec, system: System, wl: Inference, d: Disaggr
     if load.scenario is Scenario.BATCH:
         raise InputError("disaggregated serving needs a request stream: use --scenario "
                          "server (or offline), not batch")
-    if load.scenario is Scenario.CONCURRENCY:
-        raise InputError("closed-loop concurrency is simulated on colocated replicas; with "
-                         "--disaggregate use --scenario server --rate R (or offline)")
+    if load.scenario is Scenario.CONCURRENCY and load.trace is not None:
+        raise InputError("closed-loop concurrency sends requests as earlier ones finish: give "
+                         "--concurrency N without --trace")
     bad = check(spec, cluster, d)
     if bad:
         return DisaggRun(*head, False, bad[0], {})
     sched = scheduler_for(system, fw, load)
     reqs = all_requests(load, wl)
-    pre_reqs = Requests(reqs.arrival_s, reqs.prompt, np.ones(len(reqs), dtype=np.int64),
-                        reqs.cached)
+    pre_reqs = _prefill_requests(reqs)
     pre, dec = _pool_instances(spec, system, wl, d, fw, sched, reqs, pre_reqs,
                                {} if cache is None else cache)
     for role, inst in (("prefill", pre), ("decode", dec)):
@@ -344,14 +359,24 @@ def run_disaggregated(spec: ModelSpec, system: System, wl: Inference, d: Disaggr
                              inst.memory if role == "decode" else None)
     assert isinstance(pre, Instance) and isinstance(dec, Instance)
     xfer = kv_transfer(spec, cluster, d, wl.kv_dtype, layerwise)
-    tl = _timeline(spec, d, wl, reqs, pre_reqs, pre, dec, xfer)
+    loop: tuple[str, ...] = ()
+    if load.concurrency is not None:
+        settled = closed_loop(spec, d, wl, reqs, pre, dec, xfer, load.concurrency)
+        tl = settled if isinstance(settled, str) else settled[0]
+        if not isinstance(settled, str):
+            reqs, rounds = settled[1], settled[2]
+            loop = (f"closed loop: {load.concurrency:,} clients over both pools, each sending "
+                    f"its next request when the previous one finishes (settled in {rounds} "
+                    "rounds of the two pools' simulation)",)
+    else:
+        tl = _timeline(spec, d, wl, reqs, pre_reqs, pre, dec, xfer)
     if isinstance(tl, str):
-        return DisaggRun(*head, False, f"{tl} (memory rule)", {}, sched, pre.pool.other,
-                         dec.pool.other)
+        why = tl if tl.startswith("the closed loop") else f"{tl} (memory rule)"
+        return DisaggRun(*head, False, why, {}, sched, pre.pool.other, dec.pool.other)
     metrics = _disagg_metrics(tl, reqs, d, load, pre, dec, xfer)
     return DisaggRun(*head, True, None, metrics, sched, pre.pool.other, dec.pool.other,
-                     xfer.describe(), _disagg_notes(spec, system, wl, d, fw, sched, reqs, pre,
-                                                    dec, xfer),
+                     xfer.describe(), (*_disagg_notes(spec, system, wl, d, fw, sched, reqs, pre,
+                                                      dec, xfer), *loop),
                      error_band("serve-offline", fw.name.value, d.devices,
                                 dev.acc.device_class.value), tl.wall_s)
 
@@ -376,6 +401,37 @@ def _pool_instances(spec: ModelSpec, system: System, wl: Inference, d: Disaggreg
 
     return (built("prefill", d.prefill_tp, d.prefill_ep, pre_reqs),
             built("decode", d.decode_tp, d.decode_ep, longest))
+
+
+def _prefill_requests(reqs: Requests) -> Requests:
+    """What the prefill pool serves: each request with one output token."""
+    return Requests(reqs.arrival_s, reqs.prompt, np.ones(len(reqs), dtype=np.int64),
+                    reqs.cached)
+
+
+MAX_LOOP_ROUNDS = 400  # past this the closed loop is said not to settle (a result, not a hang)
+
+
+def closed_loop(spec: ModelSpec, d: Disaggregation, wl: Inference, reqs: Requests,
+                pre: Instance, dec: Instance, xfer: KvTransfer, clients: int
+                ) -> tuple[_Timeline, Requests, int] | str:
+    """``clients`` closed-loop clients on the two pools (module docstring): the timeline, the
+    requests with their send times and the rounds it took; or why it cannot run."""
+    n = len(reqs)
+    sent = np.zeros(n)
+    for rounds in range(1, MAX_LOOP_ROUNDS + 1):
+        cur = Requests(sent, reqs.prompt, reqs.output, reqs.cached)
+        tl = _timeline(spec, d, wl, cur, _prefill_requests(cur), pre, dec, xfer)
+        if isinstance(tl, str):
+            return tl
+        nxt = np.zeros(n)
+        if n > clients:  # request clients + k is sent at the k-th finish
+            nxt[clients:] = np.sort(tl.finish)[:n - clients]
+        if np.array_equal(nxt, sent):
+            return tl, cur, rounds
+        sent = nxt
+    return (f"the closed loop of {clients:,} clients did not settle in {MAX_LOOP_ROUNDS} rounds "
+            "of the pools' simulation")
 
 
 @dataclass(frozen=True)
@@ -507,6 +563,7 @@ __all__ = [
     "Disaggregation",
     "KvTransfer",
     "check",
+    "closed_loop",
     "kv_transfer",
     "run_disaggregated",
     "same_domain",

@@ -5,9 +5,10 @@ prefill instances of ``prefill_tp`` devices with expert parallelism ``prefill_ep
 (1 when not stated, as the colocated rows read a missing ``ep``), the same for decode, the KV
 of each prompt sent between them over the cluster's real tier.
 
-What the simulator runs: the offline scenario (every request queued at once) and the server
-scenario at a stated rate. A run at a closed-loop concurrency, a highest-rate search under
-latency limits, or with MTP on the pools is not simulated on disaggregated pools: a clear skip.
+What the simulator runs: the offline scenario (every request queued at once), the server
+scenario at a stated rate and closed-loop concurrency (N clients over both pools,
+``serving.disagg.closed_loop``). A highest-rate search under latency limits, or MTP on the
+pools, is not simulated on disaggregated pools: a clear skip.
 """
 
 from __future__ import annotations
@@ -45,9 +46,6 @@ def split_of(run: ServingRun) -> Disaggregation | list[str]:
 def unsimulated(run: ServingRun) -> list[str]:
     """What a disaggregated run asks that the disaggregated simulator does not run."""
     out = []
-    if run.scenario is ServingScenario.CONCURRENCY:
-        out.append("closed-loop concurrency on disaggregated pools is not simulated yet (the "
-                   "offline and server-at-a-rate scenarios are)")
     if (run.scenario is ServingScenario.SERVER and run.rate is None
             and (run.slo_ttft_ms is not None or run.slo_tpot_ms is not None)):
         out.append("the highest rate under latency limits is not searched on disaggregated "

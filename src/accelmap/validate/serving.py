@@ -54,6 +54,9 @@ SERVER_REQUESTS_PER_REPLICA = 2000  # per trial rate: p99 from ~20 requests abov
 MAX_REQUESTS_PER_REPLICA = 50_000  # offline runs longer than this are simulated this long
 NOT_SERVED = "published configuration predicted NOT to serve"
 
+_SCENARIO = {ServingScenario.OFFLINE: Scenario.OFFLINE, ServingScenario.SERVER: Scenario.SERVER,
+             ServingScenario.CONCURRENCY: Scenario.CONCURRENCY,
+             ServingScenario.BATCH: Scenario.BATCH}
 _cache: dict[tuple[Any, ...], tuple[SimRun | DisaggRun | None, list[str]]] = {}
 
 
@@ -151,8 +154,7 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str],
         sim = None
     elif split is not None:
         sim = run_disaggregated(spec, system, wl, split, fw, replace(
-            load, scenario=Scenario.SERVER if run.rate is not None else Scenario.OFFLINE,
-            rate=run.rate))
+            load, scenario=_SCENARIO[run.scenario], rate=run.rate, concurrency=run.concurrency))
     else:
         sim = _colocated(run, spec, system, wl, m, fw, load, more, sp)
     if sim is not None and not sim.feasible:
