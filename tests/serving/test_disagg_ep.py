@@ -145,7 +145,8 @@ def test_closed_loop_is_its_own_fixed_point() -> None:
     pre, dec = cache[("prefill", 2, 2)], cache[("decode", 4, 4)]
     assert isinstance(pre, disagg.Instance) and isinstance(dec, disagg.Instance)
     xfer = kv_transfer(MOE, NODE.cluster, SPLIT, WL.kv_dtype)
-    got = disagg.closed_loop(MOE, SPLIT, WL, disagg.all_requests(load, WL), pre, dec, xfer, 4)
+    got = disagg.closed_loop(MOE, SPLIT, WL, disagg.all_requests(load, WL),
+                             disagg.Pools(pre, dec), xfer, 4)
     assert not isinstance(got, str)
     tl, sent, rounds = got
     assert rounds > 1 and list(sent.arrival_s[:4]) == [0.0] * 4
@@ -153,3 +154,35 @@ def test_closed_loop_is_its_own_fixed_point() -> None:
     more = _loop(16, 96)
     assert more.metrics["output_tokens_per_s"] > run.metrics["output_tokens_per_s"]
     assert more.metrics["tpot_s"]["p50"] > run.metrics["tpot_s"]["p50"]
+
+
+# --- speculative decoding on both pools ----------------------------------------------------
+
+def test_mtp_on_both_pools() -> None:
+    """The drafter's weights sit in both pools, the prefill pool also prefills it, and at one
+    client the decode pool's TPOT drops by about E (memory-bound decode)."""
+    sp = api.speculation(0.8, mtp=1, draft_len=2)
+    load = api.serving_load("concurrency", concurrency=1, requests=4)
+    plain = _loop(1, 4)
+    spec_run = api.serve_disaggregated(MOE, NODE, WL, SPLIT, load=load, speculation=sp)
+    assert spec_run.feasible, spec_run.reason
+    assert spec_run.prefill_memory is not None and plain.prefill_memory is not None
+    for pool in (spec_run.prefill_memory, spec_run.decode_memory):
+        assert pool is not None and pool.items["draft_weights"] > 0
+    assert "draft_weights" not in plain.prefill_memory.items
+    assert spec_run.metrics["ttft_s"]["p50"] > plain.metrics["ttft_s"]["p50"]
+    e = spec_run.metrics["speculative"]["expected_tokens_per_step"]
+    assert e == pytest.approx(1 + 0.8 + 0.8 ** 2)  # Leviathan et al. eq. 1, k = 2
+    speedup = plain.metrics["tpot_s"]["p50"] / spec_run.metrics["tpot_s"]["p50"]
+    assert 1.0 < speedup < e
+    with pytest.raises(InputError, match="--draft-len"):
+        api.serve_disaggregated(MOE, NODE, WL, SPLIT, load=load,
+                                speculation=api.speculation(0.8, mtp=1))
+
+
+def test_speculation_with_the_split_search_is_refused(cli: Run) -> None:
+    r = cli("estimate", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--serve", "--rate", "2",
+            "--slo-ttft", "2s", "--slo-tpot", "50ms", "--disaggregate", "auto", "--mtp", "1",
+            "--accept", "0.7", "--draft-len", "2")
+    assert r.code == 2 and "P:D split and --draft-len" in r.err
+    assert len(r.err.strip().splitlines()) == 1

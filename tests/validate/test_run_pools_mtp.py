@@ -201,8 +201,17 @@ def test_mtp_row_is_the_estimate_clis_speculative_run(tmp_path: Path, cli: Run) 
     assert plain.predicted is not None and p.predicted > plain.predicted
 
 
-def test_mtp_on_disaggregated_pools_is_a_clear_skip(tmp_path: Path) -> None:
+def test_mtp_on_disaggregated_pools_is_the_estimate_clis_run(tmp_path: Path, cli: Run) -> None:
     path = _file(tmp_path, DISAGG + "  mtp: 2\n  acceptance: 0.6\n")
     (p,) = validate_cases([path]).predictions
-    assert p.status is Status.SKIPPED
-    assert "MTP on disaggregated pools" in (p.skipped_reason or "")
+    assert p.status is Status.OK, p.skipped_reason
+    r = cli("estimate", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--serve", "--scenario",
+            "offline", "--requests", "60", "--prompt", "1000", "--output", "100",
+            "--framework", "vllm", "--disaggregate", "2:1", "--prefill-tp", "2",
+            "--prefill-ep", "2", "--decode-tp", "4", "--decode-ep", "4", "--mtp", "1",
+            "--accept", repr(alpha_of_share(0.6, 2)), "--draft-len", "2", "--json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert p.predicted == pytest.approx(d["output_tokens_per_s_per_device"], rel=1e-9)
+    # E = 1 + k x share = 1 + 2 x 0.6
+    assert d["speculative"]["expected_tokens_per_step"] == pytest.approx(2.2, rel=1e-9)

@@ -184,11 +184,13 @@ def _disagg_load(load: Load | None) -> Load:
 def serve_disaggregated(model: ModelSpec, system: System, workload: Inference,
                         split: Disaggregation, *,
                         framework: Framework | str | FrameworkProfile | None = None,
-                        load: Load | None = None, layerwise: bool = False) -> DisaggRun:
+                        load: Load | None = None, layerwise: bool = False,
+                        speculation: Speculation | None = None) -> DisaggRun:
     """Simulate ``load`` on a prefill pool and a decode pool (``split``) of ``system``; a
     layout the cluster or the model cannot take is an InputError, a pool without memory for
     its KV is a result with ``feasible=False``. Each pool's instance is checked by the shape
-    rules of an aggregated layout (``requests.refuse_shape``), naming the pool's flag."""
+    rules of an aggregated layout (``requests.refuse_shape``), naming the pool's flag.
+    ``speculation`` (with a given draft length): the drafter on both pools."""
     refuse_shape(model, system, Mapping.serving(split.prefill_tp, ep=split.prefill_ep), "prefill")
     refuse_shape(model, system, Mapping.serving(split.decode_tp, ep=split.decode_ep), "decode")
     bad = check(model, system.cluster, split)
@@ -197,7 +199,7 @@ def serve_disaggregated(model: ModelSpec, system: System, workload: Inference,
                          f"{bad[0]}")
     fw = resolve_framework(framework, class_framework(system, training=False))
     return run_disaggregated(model, system, workload, split, fw, _disagg_load(load),
-                             layerwise=layerwise)
+                             layerwise=layerwise, speculation=speculation)
 
 
 def plan_disaggregation(model: ModelSpec, system: System, workload: Inference, *,

@@ -420,7 +420,7 @@ def _estimate(o: EstimateArgs) -> None:
         assert load is not None and not isinstance(wl, api.Training)
         _disaggregated(spec, system, wl, framework, load, o.disaggregate,
                        (o.prefill_tp or o.tp or 1, o.decode_tp or o.tp or 1,
-                        o.prefill_ep or o.ep or 1, o.decode_ep or o.ep or 1), o.json_out)
+                        o.prefill_ep or o.ep or 1, o.decode_ep or o.ep or 1), o.json_out, sp)
     elif load is not None:
         assert not isinstance(wl, api.Training)
         _serving_run(o, spec, system, wl, _layout(spec, system, wl, m, framework, load),
@@ -473,10 +473,12 @@ def _speculation(o: EstimateArgs) -> Speculation | None:
 
 
 def _check_disaggregate(o: EstimateArgs, sp: Speculation | None, load: Load | None) -> None:
-    """--disaggregate runs a request stream, without speculation or --report."""
-    if sp is not None:
-        raise InputError("speculative decoding (--draft/--mtp) is not modelled with "
-                         "--disaggregate: leave one of them out")
+    """--disaggregate runs a request stream, without --report; speculation with a given
+    draft length on a P:D split (not in the split search)."""
+    if sp is not None and o.disaggregate is not None and \
+            (o.disaggregate.strip().lower() == "auto" or sp.draft_len is None):
+        raise InputError("speculative decoding (--draft/--mtp) with --disaggregate takes a "
+                         "P:D split and --draft-len K (not auto)")
     if load is None:
         raise InputError("--disaggregate needs a request stream: --serve --scenario server "
                          "--rate R (not the batch scenario, nor --train)")
@@ -535,7 +537,7 @@ SHOWN = 20  # candidates listed in the terminal (the JSON has all of them)
 
 def _disaggregated(spec: ModelSpec, system: System, wl: Inference, framework: str | None,
                    load: Any, text: str, pools: tuple[int, int, int, int],
-                   json_out: bool) -> None:
+                   json_out: bool, sp: Speculation | None = None) -> None:
     """--disaggregate P:D (``pools``: prefill tp, decode tp, prefill ep, decode ep) or auto."""
     if text.strip().lower() == "auto":
         search = api.plan_disaggregation(spec, system, wl, framework=framework, load=load)
@@ -547,7 +549,8 @@ def _disaggregated(spec: ModelSpec, system: System, wl: Inference, framework: st
     p_tp, d_tp, p_ep, d_ep = pools
     split = api.disaggregation(text, prefill_tp=p_tp, decode_tp=d_tp, prefill_ep=p_ep,
                                decode_ep=d_ep)
-    run = api.serve_disaggregated(spec, system, wl, split, framework=framework, load=load)
+    run = api.serve_disaggregated(spec, system, wl, split, framework=framework, load=load,
+                                  speculation=sp)
     if json_out:
         emit_json(run.to_dict())
     else:

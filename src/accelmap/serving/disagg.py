@@ -31,7 +31,7 @@ last bit, checked) after about (the run's span) / d rounds, about the requests p
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -49,6 +49,7 @@ from accelmap.mapping.plan import Mapping
 from accelmap.memory.budget import MemoryBudget, kv_cache_bytes
 from accelmap.models.geometry import Geometry
 from accelmap.models.schema import ModelSpec
+from accelmap.serving import disagg_spec
 from accelmap.serving.metrics import Slo, distribution, summarize
 from accelmap.serving.requests import MAX_REQUESTS, Requests, make, read_trace
 from accelmap.serving.scenario import (
@@ -62,7 +63,8 @@ from accelmap.serving.scenario import (
     scheduler_for,
 )
 from accelmap.serving.scheduler import SchedulerConfig
-from accelmap.serving.simulator import CapacityError, SimResult, simulate
+from accelmap.serving.simulator import CapacityError, DecodeStep, SimResult, simulate
+from accelmap.serving.speculative import Speculation
 from accelmap.workload import Inference
 
 
@@ -315,27 +317,41 @@ def all_requests(load: Load, wl: Inference) -> Requests:
                 prefix_hit=load.prefix_hit, seed=load.seed)
 
 
-def simulate_pool(reqs: Requests, instances: int, inst: Instance) -> tuple[list[np.ndarray],
-                                                                  list[SimResult]]:
-    """Deal ``reqs`` round-robin over ``instances`` and simulate each one."""
+def simulate_pool(reqs: Requests, instances: int, inst: Instance,
+                  step: DecodeStep = DecodeStep()) -> tuple[list[np.ndarray], list[SimResult]]:
+    """Deal ``reqs`` round-robin over ``instances`` and simulate each one (``step``: what a
+    decode step does, speculative or plain)."""
     picks, sims = [], []
     for i in range(min(instances, len(reqs))):
         pick = np.arange(i, len(reqs), instances)
         sub = Requests(reqs.arrival_s[pick], reqs.prompt[pick], reqs.output[pick],
                        reqs.cached[pick])
         picks.append(pick)
-        sims.append(simulate(sub, inst.cost, inst.scheduler, inst.pool.tokens))
+        sims.append(simulate(sub, inst.cost, inst.scheduler, inst.pool.tokens, step))
     return picks, sims
 
 
 Instances = dict[tuple[str, int, int], Instance | Unfit]
 
 
+@dataclass(frozen=True)
+class Pools:
+    """The prefill and decode instances a split runs, and the step each pool's iterations
+    take (plain decoding, or speculative: ``disagg_spec``)."""
+
+    pre: Instance
+    dec: Instance
+    pre_step: DecodeStep = field(default_factory=DecodeStep)
+    dec_step: DecodeStep = field(default_factory=DecodeStep)
+
+
 def run_disaggregated(spec: ModelSpec, system: System, wl: Inference, d: Disaggregation,
                       fw: FrameworkProfile, load: Load, *, layerwise: bool = False,
-                      cache: Instances | None = None) -> DisaggRun:
+                      cache: Instances | None = None,
+                      speculation: Speculation | None = None) -> DisaggRun:
     """Simulate ``load`` on the prefill and decode pools of ``d`` (``cache``: instances
-    already built for this load, keyed by (pool, tp, ep); the planner shares it)."""
+    already built for this load, keyed by (pool, tp, ep); the planner shares it;
+    ``speculation``: a drafter on both pools, ``disagg_spec``)."""
     cluster, dev = system.cluster, system.device
     head = (spec.id, dev.acc.id, cluster.name, d, fw.name.value, load.scenario)
     if load.scenario is Scenario.BATCH:
@@ -349,36 +365,69 @@ def run_disaggregated(spec: ModelSpec, system: System, wl: Inference, d: Disaggr
         return DisaggRun(*head, False, bad[0], {})
     sched = scheduler_for(system, fw, load)
     reqs = all_requests(load, wl)
-    pre_reqs = _prefill_requests(reqs)
-    pre, dec = _pool_instances(spec, system, wl, d, fw, sched, reqs, pre_reqs,
-                               {} if cache is None else cache)
-    for role, inst in (("prefill", pre), ("decode", dec)):
-        if isinstance(inst, Unfit):
-            return DisaggRun(*head, False, f"{role} pool: {inst.reason}", {}, sched,
-                             inst.memory if role == "prefill" else None,
-                             inst.memory if role == "decode" else None)
-    assert isinstance(pre, Instance) and isinstance(dec, Instance)
+    built = _pools(spec, system, wl, d, fw, sched, reqs, speculation,
+                   {} if cache is None else cache)
+    if isinstance(built, tuple):
+        role, inst = built
+        return DisaggRun(*head, False, f"{role} pool: {inst.reason}", {}, sched,
+                         inst.memory if role == "prefill" else None,
+                         inst.memory if role == "decode" else None)
+    pools = built
     xfer = kv_transfer(spec, cluster, d, wl.kv_dtype, layerwise)
-    loop: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
     if load.concurrency is not None:
-        settled = closed_loop(spec, d, wl, reqs, pre, dec, xfer, load.concurrency)
+        settled = closed_loop(spec, d, wl, reqs, pools, xfer, load.concurrency)
         tl = settled if isinstance(settled, str) else settled[0]
         if not isinstance(settled, str):
             reqs, rounds = settled[1], settled[2]
-            loop = (f"closed loop: {load.concurrency:,} clients over both pools, each sending "
-                    f"its next request when the previous one finishes (settled in {rounds} "
-                    "rounds of the two pools' simulation)",)
+            notes = (f"closed loop: {load.concurrency:,} clients over both pools, each sending "
+                     f"its next request when the previous one finishes (settled in {rounds} "
+                     "rounds of the two pools' simulation)",)
     else:
-        tl = _timeline(spec, d, wl, reqs, pre_reqs, pre, dec, xfer)
+        tl = _timeline(spec, d, wl, reqs, _prefill_requests(reqs), pools, xfer)
+    pre, dec = pools.pre, pools.dec
     if isinstance(tl, str):
         why = tl if tl.startswith("the closed loop") else f"{tl} (memory rule)"
         return DisaggRun(*head, False, why, {}, sched, pre.pool.other, dec.pool.other)
     metrics = _disagg_metrics(tl, reqs, d, load, pre, dec, xfer)
+    if speculation is not None:
+        metrics["speculative"], note = disagg_spec.figures(speculation, spec)
+        notes = (note, *notes)
     return DisaggRun(*head, True, None, metrics, sched, pre.pool.other, dec.pool.other,
                      xfer.describe(), (*_disagg_notes(spec, system, wl, d, fw, sched, reqs, pre,
-                                                      dec, xfer), *loop),
+                                                      dec, xfer), *notes),
                      error_band("serve-offline", fw.name.value, d.devices,
                                 dev.acc.device_class.value), tl.wall_s)
+
+
+def _decode_requests(reqs: Requests) -> Requests:
+    """What the decode pool's tables are sized for: the prompt in KV but its last token,
+    output - 1 to go."""
+    return Requests(reqs.arrival_s, reqs.prompt, np.maximum(reqs.output - 1, 1),
+                    np.maximum(reqs.prompt - 1, 0))
+
+
+def _pools(spec: ModelSpec, system: System, wl: Inference, d: Disaggregation,
+           fw: FrameworkProfile, sched: SchedulerConfig, reqs: Requests,
+           speculation: Speculation | None, cache: Instances
+           ) -> Pools | tuple[str, Unfit]:
+    """Both pools' instances and steps, or the pool that does not fit and why."""
+    pre_reqs = _prefill_requests(reqs)
+    if speculation is None:
+        pre, dec = _pool_instances(spec, system, wl, d, fw, sched, reqs, pre_reqs, cache)
+        steps = (DecodeStep(), DecodeStep())
+    else:
+        p, q = (disagg_spec.speculative_pool(spec, system, wl, Mapping.serving(tp, ep=ep), fw,
+                                             sched, r, speculation, decode)
+                for tp, ep, r, decode in ((d.prefill_tp, d.prefill_ep, pre_reqs, False),
+                                          (d.decode_tp, d.decode_ep, _decode_requests(reqs),
+                                           True)))
+        pre, dec, steps = p.instance, q.instance, (p.step, q.step)
+    for role, inst in (("prefill", pre), ("decode", dec)):
+        if isinstance(inst, Unfit):
+            return role, inst
+    assert isinstance(pre, Instance) and isinstance(dec, Instance)
+    return Pools(pre, dec, *steps)
 
 
 def _pool_instances(spec: ModelSpec, system: System, wl: Inference, d: Disaggregation,
@@ -389,10 +438,6 @@ def _pool_instances(spec: ModelSpec, system: System, wl: Inference, d: Disaggreg
     tp, ep) in ``cache``: each an aggregated serving instance of that tp and ep
     (``scenario.instance``, the path ``scenario.run`` takes), so its step times and memory are
     the engine's for that layout."""
-    # the decode pool's requests: the prompt in KV but its last token, output - 1 to go
-    longest = Requests(reqs.arrival_s, reqs.prompt, np.maximum(reqs.output - 1, 1),
-                       np.maximum(reqs.prompt - 1, 0))
-
     def built(role: str, tp: int, ep: int, r: Requests) -> Instance | Unfit:
         key = (role, tp, ep)
         if key not in cache:
@@ -400,7 +445,7 @@ def _pool_instances(spec: ModelSpec, system: System, wl: Inference, d: Disaggreg
         return cache[key]
 
     return (built("prefill", d.prefill_tp, d.prefill_ep, pre_reqs),
-            built("decode", d.decode_tp, d.decode_ep, longest))
+            built("decode", d.decode_tp, d.decode_ep, _decode_requests(reqs)))
 
 
 def _prefill_requests(reqs: Requests) -> Requests:
@@ -413,7 +458,7 @@ MAX_LOOP_ROUNDS = 400  # past this the closed loop is said not to settle (a resu
 
 
 def closed_loop(spec: ModelSpec, d: Disaggregation, wl: Inference, reqs: Requests,
-                pre: Instance, dec: Instance, xfer: KvTransfer, clients: int
+                pools: Pools, xfer: KvTransfer, clients: int
                 ) -> tuple[_Timeline, Requests, int] | str:
     """``clients`` closed-loop clients on the two pools (module docstring): the timeline, the
     requests with their send times and the rounds it took; or why it cannot run."""
@@ -421,7 +466,7 @@ def closed_loop(spec: ModelSpec, d: Disaggregation, wl: Inference, reqs: Request
     sent = np.zeros(n)
     for rounds in range(1, MAX_LOOP_ROUNDS + 1):
         cur = Requests(sent, reqs.prompt, reqs.output, reqs.cached)
-        tl = _timeline(spec, d, wl, cur, _prefill_requests(cur), pre, dec, xfer)
+        tl = _timeline(spec, d, wl, cur, _prefill_requests(cur), pools, xfer)
         if isinstance(tl, str):
             return tl
         nxt = np.zeros(n)
@@ -452,14 +497,14 @@ class _Timeline:
 
 
 def _timeline(spec: ModelSpec, d: Disaggregation, wl: Inference, reqs: Requests,
-              pre_reqs: Requests, pre: Instance, dec: Instance, xfer: KvTransfer
-              ) -> _Timeline | str:
+              pre_reqs: Requests, pools: Pools, xfer: KvTransfer) -> _Timeline | str:
     """Prefill pool, KV transfer, then decode pool, request by request; a pool that cannot
     hold a request: its reason."""
     n = len(reqs)
+    pre = pools.pre
     t0 = time.perf_counter()
     try:
-        pre_picks, pre_sims = simulate_pool(pre_reqs, d.prefill_instances, pre)
+        pre_picks, pre_sims = simulate_pool(pre_reqs, d.prefill_instances, pre, pools.pre_step)
     except CapacityError as e:
         return f"prefill pool: {e}"
     first = np.full(n, np.nan)
@@ -481,7 +526,8 @@ def _timeline(spec: ModelSpec, d: Disaggregation, wl: Inference, reqs: Requests,
         dec_reqs = Requests(ttft_abs[idx], reqs.prompt[idx], reqs.output[idx] - 1,
                             reqs.prompt[idx] - 1)
         try:
-            dec_picks, dec_sims = simulate_pool(dec_reqs, d.decode_instances, dec)
+            dec_picks, dec_sims = simulate_pool(dec_reqs, d.decode_instances, pools.dec,
+                                                pools.dec_step)
         except CapacityError as e:
             return f"decode pool: {e}"
         for pick, sim in zip(dec_picks, dec_sims, strict=True):
@@ -562,6 +608,7 @@ __all__ = [
     "DisaggRun",
     "Disaggregation",
     "KvTransfer",
+    "Pools",
     "check",
     "closed_loop",
     "kv_transfer",

@@ -7,8 +7,9 @@ of each prompt sent between them over the cluster's real tier.
 
 What the simulator runs: the offline scenario (every request queued at once), the server
 scenario at a stated rate and closed-loop concurrency (N clients over both pools,
-``serving.disagg.closed_loop``). A highest-rate search under latency limits, or MTP on the
-pools, is not simulated on disaggregated pools: a clear skip.
+``serving.disagg.closed_loop``), with MTP on both pools when the run states it
+(``serving.disagg_spec``). A highest-rate search under latency limits is not simulated on
+disaggregated pools: a clear skip.
 """
 
 from __future__ import annotations
@@ -50,8 +51,6 @@ def unsimulated(run: ServingRun) -> list[str]:
             and (run.slo_ttft_ms is not None or run.slo_tpot_ms is not None)):
         out.append("the highest rate under latency limits is not searched on disaggregated "
                    "pools yet (a server run at a stated rate is simulated)")
-    if run.mtp is not None or run.acceptance is not None:
-        out.append("MTP on disaggregated pools is not simulated yet")
     return out
 
 

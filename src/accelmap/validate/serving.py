@@ -154,7 +154,8 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str],
         sim = None
     elif split is not None:
         sim = run_disaggregated(spec, system, wl, split, fw, replace(
-            load, scenario=_SCENARIO[run.scenario], rate=run.rate, concurrency=run.concurrency))
+            load, scenario=_SCENARIO[run.scenario], rate=run.rate, concurrency=run.concurrency),
+            speculation=sp)
     else:
         sim = _colocated(run, spec, system, wl, m, fw, load, more, sp)
     if sim is not None and not sim.feasible:
