@@ -186,3 +186,21 @@ def test_speculation_with_the_split_search_is_refused(cli: Run) -> None:
             "--accept", "0.7", "--draft-len", "2")
     assert r.code == 2 and "P:D split and --draft-len" in r.err
     assert len(r.err.strip().splitlines()) == 1
+
+
+def test_highest_rate_on_pools_meets_the_limit_and_the_next_rate_does_not() -> None:
+    from accelmap.cost.framework import Framework
+    from accelmap.cost.framework import profile as framework_profile
+    from accelmap.serving.capacity import max_rate_split, meets
+    from accelmap.serving.metrics import Slo
+
+    low = _loop(1, 4).metrics["tpot_s"]["p99"]
+    slo = Slo(None, 1.5 * low)  # reachable at a low rate, broken at saturation
+    load = api.serving_load("server", rate=1, requests=60)
+    cap = max_rate_split(MOE, NODE, WL, SPLIT, framework_profile(Framework.VLLM), load, slo,
+                         steps=8)
+    assert cap.rate is not None and cap.run is not None and cap.run.feasible
+    assert meets(cap.run.metrics, slo)
+    failed = [r for r, ok in cap.tried if not ok]
+    assert failed and min(failed) > cap.rate
+    assert cap.rate < cap.offline.metrics["requests_per_s"]

@@ -215,3 +215,10 @@ def test_mtp_on_disaggregated_pools_is_the_estimate_clis_run(tmp_path: Path, cli
     assert p.predicted == pytest.approx(d["output_tokens_per_s_per_device"], rel=1e-9)
     # E = 1 + k x share = 1 + 2 x 0.6
     assert d["speculative"]["expected_tokens_per_step"] == pytest.approx(2.2, rel=1e-9)
+
+
+def test_disaggregated_server_row_at_its_latency_limit_is_predicted(tmp_path: Path) -> None:
+    text = DISAGG.replace("scenario: offline", "scenario: server\n  slo_tpot_ms: 40")
+    (p,) = validate_cases([_file(tmp_path, text)]).predictions
+    assert p.status is Status.OK, p.skipped_reason
+    assert any(n.startswith("highest Poisson rate meeting TPOT p99 <= 40 ms") for n in p.notes)

@@ -6,17 +6,17 @@ prefill instances of ``prefill_tp`` devices with expert parallelism ``prefill_ep
 of each prompt sent between them over the cluster's real tier.
 
 What the simulator runs: the offline scenario (every request queued at once), the server
-scenario at a stated rate and closed-loop concurrency (N clients over both pools,
+scenario at a stated rate or at the highest rate meeting its latency limits
+(``serving.capacity.max_rate_split``) and closed-loop concurrency (N clients over both pools,
 ``serving.disagg.closed_loop``), with MTP on both pools when the run states it
-(``serving.disagg_spec``). A highest-rate search under latency limits is not simulated on
-disaggregated pools: a clear skip.
+(``serving.disagg_spec``).
 """
 
 from __future__ import annotations
 
 from accelmap.errors import InputError
 from accelmap.serving.disagg import Disaggregation
-from accelmap.validate.runs import ServingRun, ServingScenario
+from accelmap.validate.runs import ServingRun
 
 POOL_FIELDS = ("prefill_devices", "decode_devices", "prefill_tp", "decode_tp")
 
@@ -44,14 +44,4 @@ def split_of(run: ServingRun) -> Disaggregation | list[str]:
     return out or split
 
 
-def unsimulated(run: ServingRun) -> list[str]:
-    """What a disaggregated run asks that the disaggregated simulator does not run."""
-    out = []
-    if (run.scenario is ServingScenario.SERVER and run.rate is None
-            and (run.slo_ttft_ms is not None or run.slo_tpot_ms is not None)):
-        out.append("the highest rate under latency limits is not searched on disaggregated "
-                   "pools yet (a server run at a stated rate is simulated)")
-    return out
-
-
-__all__ = ["POOL_FIELDS", "split_of", "unsimulated"]
+__all__ = ["POOL_FIELDS", "split_of"]

@@ -33,7 +33,7 @@ from accelmap.cost.framework import profile as framework_profile
 from accelmap.engine import System
 from accelmap.engine.formats import resolve_inference
 from accelmap.errors import InputError
-from accelmap.serving.capacity import max_rate
+from accelmap.serving.capacity import Capacity, RunT, max_rate, max_rate_split
 from accelmap.serving.disagg import Disaggregation, DisaggRun, run_disaggregated
 from accelmap.serving.metrics import Slo
 from accelmap.serving.requests import LengthDist
@@ -46,7 +46,7 @@ from accelmap.validate import layout as lay
 from accelmap.validate import resolve as rs
 from accelmap.validate.mtp import speculation_of
 from accelmap.validate.outcome import MetricKind, Prediction, done, skip
-from accelmap.validate.pools import split_of, unsimulated
+from accelmap.validate.pools import split_of
 from accelmap.validate.runs import ServingMetric, ServingRun, ServingScenario
 from accelmap.workload import Inference
 
@@ -153,9 +153,7 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str],
         more.append(sp)
         sim = None
     elif split is not None:
-        sim = run_disaggregated(spec, system, wl, split, fw, replace(
-            load, scenario=_SCENARIO[run.scenario], rate=run.rate, concurrency=run.concurrency),
-            speculation=sp)
+        sim = _disaggregated(run, spec, system, wl, split, fw, load, more, sp)
     else:
         sim = _colocated(run, spec, system, wl, m, fw, load, more, sp)
     if sim is not None and not sim.feasible:
@@ -187,10 +185,34 @@ def _colocated(run: ServingRun, spec: Any, system: System, wl: Inference, m: Any
     if run.rate is not None:
         return simulate(spec, system, wl, m, fw,
                         replace(load, scenario=Scenario.SERVER, rate=run.rate), speculation=sp)
-    slo = Slo(None if run.slo_ttft_ms is None else run.slo_ttft_ms / 1e3,
-              None if run.slo_tpot_ms is None else run.slo_tpot_ms / 1e3)
+    slo, q = _limits(run)
+    return _highest(run, max_rate(spec, system, wl, m, fw, load, slo, q, speculation=sp), more)
+
+
+def _disaggregated(run: ServingRun, spec: Any, system: System, wl: Inference,
+                   split: Disaggregation, fw: FrameworkProfile, load: Load, more: list[str],
+                   sp: Speculation | None) -> DisaggRun | None:
+    """``_colocated`` on the prefill and decode pools of ``split``."""
+    assert run.scenario is not None
+    if run.scenario is ServingScenario.SERVER and run.rate is None:
+        slo, q = _limits(run)
+        return _highest(run, max_rate_split(spec, system, wl, split, fw, load, slo, q,
+                                            speculation=sp), more)
+    return run_disaggregated(spec, system, wl, split, fw, replace(
+        load, scenario=_SCENARIO[run.scenario], rate=run.rate, concurrency=run.concurrency),
+        speculation=sp)
+
+
+def _limits(run: ServingRun) -> tuple[Slo, int]:
+    """A server run's latency limits and the percentile they hold at (default p99)."""
+    return (Slo(None if run.slo_ttft_ms is None else run.slo_ttft_ms / 1e3,
+                None if run.slo_tpot_ms is None else run.slo_tpot_ms / 1e3),
+            int(run.slo_percentile or 99))
+
+
+def _highest(run: ServingRun, cap: Capacity[RunT], more: list[str]) -> RunT | None:
+    """The run at the highest rate meeting the limits, said in ``more`` (None: no rate)."""
     q = int(run.slo_percentile or 99)
-    cap = max_rate(spec, system, wl, m, fw, load, slo, q, speculation=sp)
     limits = ", ".join(f"{w} p{q} <= {v:g} ms" for w, v in
                        (("TTFT", run.slo_ttft_ms), ("TPOT", run.slo_tpot_ms)) if v)
     if cap.rate is None:
@@ -218,9 +240,7 @@ def _unmodelled(run: ServingRun) -> list[str]:
                    "simulated yet")
     pools = [k for k in ("prefill_devices", "decode_devices", "prefill_tp", "decode_tp",
                          "prefill_ep", "decode_ep") if getattr(run, k) is not None]
-    if run.disaggregated:
-        out += unsimulated(run)
-    elif pools:
+    if pools and not run.disaggregated:
         out.append(f"{', '.join(pools)} stated without disaggregated: true")
     return out
 
