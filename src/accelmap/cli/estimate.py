@@ -237,7 +237,8 @@ DisaggregateOpt = Annotated[str | None, typer.Option(
     "--disaggregate", help="Disaggregated prefill/decode: P:D = P prefill instances of "
     "--prefill-tp devices and D decode instances of --decode-tp devices (devices = "
     "instances x tp); auto = search the split with the most goodput per device and "
-    "compare it with colocated layouts (needs --rate and an SLO).")]
+    "compare it with colocated layouts (needs --rate and an SLO). With --mtp/--draft on a "
+    "P:D split, the drafter runs on both pools at --draft-len K.")]
 PrefillTpOpt = Annotated[int | None, typer.Option(
     "--prefill-tp", min=1, max=MAX_DEVICES,
     help="Devices per prefill instance (default: --tp).")]
@@ -595,6 +596,10 @@ def print_disagg_run(run: DisaggRun) -> None:
         p = m[pool]
         t.add_row(f"{pool.replace('_', ' ')}: busy / iterations / preemptions",
                   f"{p['busy_fraction']:.0%} / {p['iterations']:,} / {p['preemptions']:,}")
+    if m.get("speculative"):
+        s = m["speculative"]
+        t.add_row("speculative: draft tokens k / tokens per decode step E",
+                  f"{s['draft_len']} / {s['expected_tokens_per_step']:.2f}")
     con.print(t)
     for a in run.assumptions:
         con.print(_assumption_line(a), highlight=False)
