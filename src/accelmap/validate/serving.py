@@ -245,6 +245,24 @@ def _unmodelled(run: ServingRun) -> list[str]:
     return out
 
 
+def _layout(run: ServingRun, reasons: list[str]) -> tuple[int | None, Disaggregation | None]:
+    """The run's device count and, when disaggregated, its pools; what is wrong with them is
+    appended to ``reasons``."""
+    if run.disaggregated:
+        split = split_of(run)
+        if isinstance(split, list):
+            reasons += split
+            return run.device_count, None
+        return split.devices, split
+    devices = run.device_count
+    if devices is None:
+        reasons.append("device count not stated")
+    elif (run.tp or 1) * (run.pp or 1) * (run.dp or 1) != devices:
+        reasons.append(f"tp x pp x dp = {(run.tp or 1) * (run.pp or 1) * (run.dp or 1)} but "
+                       f"the run used {devices} devices")
+    return devices, None
+
+
 def predict_serving(run: ServingRun, catalog: Catalog, calibrated: frozenset[str]
                     ) -> Prediction:
     """The prediction of a serving run's metric, or the reasons it cannot be made."""
@@ -264,20 +282,7 @@ def predict_serving(run: ServingRun, catalog: Catalog, calibrated: frozenset[str
         reasons.append("output length not stated")
     if run.precision is None and not run.problems:
         reasons.append("precision not stated")
-    devices = run.device_count
-    split = split_of(run) if run.disaggregated else None
-    if isinstance(split, list):
-        reasons += split
-        split = None
-    elif split is not None:
-        devices = split.devices
-    if run.disaggregated:
-        pass  # the pools' devices, checked by split_of
-    elif devices is None:
-        reasons.append("device count not stated")
-    elif (run.tp or 1) * (run.pp or 1) * (run.dp or 1) != devices:
-        reasons.append(f"tp x pp x dp = {(run.tp or 1) * (run.pp or 1) * (run.dp or 1)} but "
-                       f"the run used {devices} devices")
+    devices, split = _layout(run, reasons)
     if run.scenario is ServingScenario.CONCURRENCY and run.concurrency is None:
         reasons.append("a concurrency run needs its number of clients (concurrency)")
     if run.concurrency is not None and run.scenario is not ServingScenario.CONCURRENCY:
