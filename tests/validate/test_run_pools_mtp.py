@@ -125,6 +125,7 @@ def test_split_of_reads_instances_from_devices_and_tp(tmp_path: Path) -> None:
     (("prefill_tp", "decode_devices"), "decode_devices, prefill_tp not stated"),
     (("prefill_devices: 4", "prefill_devices: 5"), "prefill_devices 5 is not a whole number"),
     (("devices: 8", "devices: 16"), "the run used 16 devices"),
+    (("  prefill_ep: 2", "  prefill_ep: 2\n  dp_attention: true"), "DP attention inside"),
 ])
 def test_split_of_bad_pools_are_reasons(tmp_path: Path, edit: tuple[str, str],
                                         says: str) -> None:

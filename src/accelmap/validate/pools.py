@@ -41,6 +41,8 @@ def split_of(run: ServingRun) -> Disaggregation | list[str]:
                    f"{run.devices} devices")
     if (run.pp or 1) > 1:
         out.append("pipeline stages in disaggregated pools are not modelled")
+    if run.dp_attention:  # the pools are tensor-parallel instances (Mapping.serving)
+        out.append("DP attention inside disaggregated pools is not simulated yet")
     return out or split
 
 
