@@ -89,11 +89,14 @@ def base_of(run: ServingRun) -> Prediction:
                       framework=f"{fw} {run.version}".strip() if fw else None)
 
 
-def _requests(run: ServingRun, replicas: int, notes: list[str]) -> int | None:
+def _requests(run: ServingRun, replicas: int, notes: list[str], unit: str = "replica"
+              ) -> int | None:
+    """The requests simulated (``replicas``: engine instances, or a disaggregated run's larger
+    pool's, ``unit`` naming them)."""
     if run.scenario is ServingScenario.SERVER:
         n = SERVER_REQUESTS_PER_REPLICA * replicas
         notes.append(f"server trials of {n:,} Poisson requests ({SERVER_REQUESTS_PER_REPLICA:,} "
-                     "per replica), seed 0")
+                     f"per {unit}), seed 0")
         return n
     if run.scenario is ServingScenario.CONCURRENCY and run.requests is None:
         from accelmap.serving.scenario import REQUESTS_PER_CLIENT
@@ -144,7 +147,8 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str],
                         (("max_batch_size", run.max_batch), ("max_num_tokens", run.max_tokens),
                          ("KV memory fraction", run.kv_fraction)) if v is not None]
     replicas = dp if split is None else max(split.prefill_instances, split.decode_instances)
-    load = Load(Scenario.OFFLINE, requests=_requests(run, replicas, more),
+    unit = "replica" if split is None else "instance of the larger pool"
+    load = Load(Scenario.OFFLINE, requests=_requests(run, replicas, more, unit),
                 dist=LengthDist(run.length_dist or "fixed"), spread=run.length_spread or 0.0,
                 max_seqs=run.max_batch, max_tokens=run.max_tokens, kv_fraction=run.kv_fraction)
     sp = speculation_of(run, spec, more)
