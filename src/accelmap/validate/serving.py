@@ -15,7 +15,12 @@ inference layout's serving rows (``transcribe.serving_from_case``). Its predicti
 - server at a stated rate: Poisson arrivals at that rate; server with latency limits and no
   rate (MLPerf Server): the highest rate meeting them (``serving/capacity.py``), with
   :data:`SERVER_REQUESTS_PER_REPLICA` requests per replica per trial; throughput and latency
-  percentiles are read from the run at that rate.
+  percentiles are read from the run at that rate;
+- disaggregated (``disaggregated: true``): the same scenarios on its prefill and decode pools
+  (``validate/pools.py``, ``serving/disagg.py``), the KV sent over the cluster's real tier;
+- MTP (``mtp``, ``acceptance``): speculative decoding with the model's MTP module at the
+  stated draft length, the acceptance share turned into Leviathan et al.'s per-token alpha
+  (``validate/mtp.py``), colocated or on both disaggregated pools.
 
 Simulations are shared between rows of the same run (MLPerf prints throughput, TTFT p99 and
 TPOT p99 of one run as three rows).
