@@ -8,6 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelmap import api
 from accelmap.errors import InputError
@@ -34,6 +36,15 @@ def test_of_pools_counts_instances() -> None:
     assert Disaggregation.of_pools(8, 16, 4, 8, 4, 8) == Disaggregation(2, 4, 2, 8, 4, 8)
     with pytest.raises(InputError, match="decode_devices 12 is not a whole number"):
         Disaggregation.of_pools(8, 12, 4, 8)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 64), st.integers(1, 16), st.integers(1, 64), st.integers(1, 16))
+def test_of_pools_round_trips_the_device_counts(p: int, tp_p: int, d: int, tp_d: int) -> None:
+    split = Disaggregation.of_pools(p * tp_p, d * tp_d, tp_p, tp_d)
+    assert (split.prefill_instances, split.decode_instances) == (p, d)
+    assert split.devices == p * tp_p + d * tp_d
+    assert int(split.prefill_mapping.world) == split.prefill_devices
 
 
 def test_pool_rules_are_one_instances_serving_rules() -> None:
