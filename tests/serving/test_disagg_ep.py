@@ -4,6 +4,7 @@ the KV moves over the real tier, and a bad ep is one line, exit 2."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -215,3 +216,14 @@ def test_highest_rate_on_pools_meets_the_limit_and_the_next_rate_does_not() -> N
     failed = [r for r, ok in cap.tried if not ok]
     assert failed and min(failed) > cap.rate
     assert cap.rate < cap.offline.metrics["requests_per_s"]
+
+
+def test_ep_is_the_pools_default(cli: Run) -> None:
+    """--ep (like --tp) is the pools' default, checked per pool, not as a colocated layout."""
+    r = cli("estimate", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--serve", "--scenario",
+            "offline", "--requests", "20", "--prompt", "500", "--output", "20",
+            "--disaggregate", "1:1", "--prefill-tp", "4", "--decode-tp", "4", "--ep", "4",
+            "--json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)["disaggregation"]
+    assert (d["prefill_ep"], d["decode_ep"]) == (4, 4)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -408,9 +408,12 @@ def _estimate(o: EstimateArgs) -> None:
     framework = api.parse.framework(o.framework, o.train)
     measured = api.measured_device(o.hw, o.profile, o.db, get_catalog(o.catalog))  # --hw local
     load = _serving_load(o)
-    # the one typed request the web builds too (api/requests.py)
-    spec, system, wl, m = api.estimate_inputs(api.EstimateRequest.of(o), measured.catalog,
-                                              measured.profile)
+    # the one typed request the web builds too (api/requests.py); a disaggregated run has no
+    # colocated layout: --tp and --ep are its pools' defaults, checked per pool
+    req = api.EstimateRequest.of(o)
+    if o.disaggregate is not None:
+        req = replace(req, tp=None, ep=None)
+    spec, system, wl, m = api.estimate_inputs(req, measured.catalog, measured.profile)
     sp = _speculation(o)
     pools = (o.prefill_tp, o.decode_tp, o.prefill_ep, o.decode_ep)
     if o.disaggregate is None and any(v is not None for v in pools):
