@@ -303,6 +303,10 @@ def make_files(d: Path) -> None:
       "devices: .nan, precision: bf16, seq_len: 4096, global_batch: 8, metric: mfu, "
       "value: 40}\n")
     w("val/txt.txt", "hello\n")
+    # issue 22: a disaggregated run without its pools (one clear skip naming the fields)
+    w("val/disagg-no-pools.yaml", "- {id: R1, source: t, accelerator: h100-sxm5-80gb, model: "
+      "llama-3.1-8b, devices: 8, precision: bf16, scenario: offline, input_len: 100, "
+      "output_len: 10, disaggregated: true, metric: output_tokens_per_s, value: 100}\n")
     # measurement layouts (the published-case CSVs): one row changed in one column
     for layout, column, values in (("inference", "metric_value", ("-5", "1e400", "nan", "0")),
                                    ("inference", "num_devices", ("0", "-1", "1e400", "2.5")),
@@ -546,6 +550,8 @@ def _files() -> list[Case]:
             cases.append(C(f"validate:{layout}:{column}={v}", "validate", "--cases",
                            f"{{d}}/val/{layout}-{column}-{v}.csv", expect=ANY,
                            says="1 skipped"))
+    cases.append(C("validate:disagg-no-pools", "validate", "--cases",
+                   "{d}/val/disagg-no-pools.yaml", expect=ANY, says="1 skipped"))
     cases.append(C("validate:ok", "validate", "--cases", "{d}/val/ok.csv", expect=OK))
     cases.append(C("validate:ok.yaml", "validate", "--cases", "{d}/val/ok.yaml", expect=OK))
     cases.append(C("validate:txt", "validate", "--cases", "{d}/val/txt.txt"))
@@ -861,6 +867,12 @@ def _more() -> list[Case]:
         C("estimate=disagg-odd-tp", "estimate", "llama-3.1-8b", "--cluster", "dgx-h100",
           "--scenario", "server", "--rate", "2", "--requests", "50", "--disaggregate", "1:1",
           "--prefill-tp", "3", "--decode-tp", "3", expect=ANY),
+        C("estimate=disagg-ep-not-dividing-experts", "estimate", "deepseek-v3", "--cluster",
+          "2xdgx-h100", "--weights", "fp8", "--scenario", "server", "--rate", "2",
+          "--requests", "20", "--disaggregate", "1:1", "--prefill-tp", "8", "--decode-tp", "8",
+          "--prefill-ep", "3"),
+        C("estimate=decode-ep-alone", "estimate", "qwen3-30b-a3b", "--hw", "h100-sxm5-80gb",
+          "--serve", "--decode-ep", "2"),
         C("estimate=disagg-too-big", "estimate", "llama-3.1-8b", "--cluster", "dgx-h100",
           "--scenario", "server", "--rate", "2", "--requests", "50", "--disaggregate", "8:8",
           "--prefill-tp", "8", "--decode-tp", "8", expect=ANY),

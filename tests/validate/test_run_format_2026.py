@@ -1,7 +1,8 @@
 """The run format's 2025-2026 fields (issue 22 part 8): SGLang, Dynamo (with its engine) and
 ATOM; dp_attention; disaggregated pools; MTP and acceptance. Each reads; what the run-file
-prediction models is predicted (SGLang, Dynamo's engine), the rest is a clear skip with its
-reason, so no row is predicted as something it was not."""
+prediction models is predicted (SGLang, Dynamo's engine, disaggregated pools and MTP:
+tests/validate/test_run_pools_mtp.py), the rest is a clear skip with its reason, so no row is
+predicted as something it was not."""
 
 from __future__ import annotations
 
@@ -60,9 +61,10 @@ def test_predicted_stacks(tmp_path: Path, extra: str, framework: Framework) -> N
     ("framework: vllm\nengine: sglang", "not dynamo"),
     ("framework: sglang\ndp_attention: true", "dp_attention_moe rule"),  # llama: dense
     ("framework: sglang\ndisaggregated: true\nprefill_devices: 1\ndecode_devices: 1",
-     "disaggregated runs are not predicted"),
+     "needs its pools: prefill_tp, decode_tp not stated"),
     ("framework: sglang\nprefill_tp: 2", "without disaggregated: true"),
-    ("framework: sglang\nmtp: 3\nacceptance: 0.7", "MTP / speculative"),
+    ("framework: sglang\nmtp: 3", "without acceptance"),
+    ("framework: sglang\nacceptance: 0.7", "without mtp"),
 ])
 def test_unmodelled_facts_are_clear_skips(tmp_path: Path, extra: str, reason: str) -> None:
     (run,) = read_runs(_runs(tmp_path, extra))

@@ -179,22 +179,25 @@ SHAPE_RULES = ("heads_divisible", "kv_heads", "layers_over_stages", "experts_div
                "ep_within_tp", "dp_attention_moe", "dp_attention_group")
 
 
-def refuse_shape(spec: ModelSpec, system: System, m: Mapping) -> None:
+def refuse_shape(spec: ModelSpec, system: System, m: Mapping, pool: str = "") -> None:
     """An InputError naming the first shape rule ``m`` breaks on ``spec`` and the flag to
-    change (``SHAPE_RULES``)."""
+    change (``SHAPE_RULES``); ``pool`` ("prefill", "decode"): ``m`` is one instance of that
+    pool of a disaggregated layout, whose flags are --prefill-tp, --prefill-ep, ..."""
     bad = [v for v in check_serving(spec, system.cluster, m) if v.rule in SHAPE_RULES]
     if not bad:
         return
     v = bad[0]
-    fix = {"experts_divisible": (f"give --ep dividing the {spec.moe.num_experts} experts"
-                                 if spec.moe else "--ep is for MoE models: drop it"),
-           "ep_within_tp": "give --ep dividing --tp (expert parallelism splits the tp group)",
+    tp, ep = (f"--{pool}-tp", f"--{pool}-ep") if pool else ("--tp", "--ep")
+    fix = {"experts_divisible": (f"give {ep} dividing the {spec.moe.num_experts} experts"
+                                 if spec.moe else f"{ep} is for MoE models: drop it"),
+           "ep_within_tp": f"give {ep} dividing {tp} (expert parallelism splits the tp group)",
            "layers_over_stages": f"give --pp of at most {spec.n_layers}",
            "dp_attention_moe": "drop --dp-attention (dense models split attention by --tp)",
-           "dp_attention_group": "give --tp of 2 or more with --dp-attention (the devices "
+           "dp_attention_group": f"give {tp} of 2 or more with --dp-attention (the devices "
                                  "that run attention on their own requests)",
-           }.get(v.rule, f"give --tp dividing the {spec.n_heads} attention heads")
-    raise InputError(f"{v.sentence} ({v.rule} rule): {fix}")
+           }.get(v.rule, f"give {tp} dividing the {spec.n_heads} attention heads")
+    where = f"{pool} pool: " if pool else ""
+    raise InputError(f"{where}{v.sentence} ({v.rule} rule): {fix}")
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from accelmap.api.parse import choice, duration
+from accelmap.api.requests import refuse_shape
 from accelmap.catalog import Catalog
 from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.engine import System, class_framework, estimate, resolve_framework, sparsity
@@ -165,10 +166,12 @@ def speculation(accept: float | str | None, *, draft: str | ModelSpec | None = N
     return Speculation(alpha, k, spec, int(mtp or 0))
 
 
-def disaggregation(text: str, *, prefill_tp: int = 1, decode_tp: int = 1) -> Disaggregation:
+def disaggregation(text: str, *, prefill_tp: int = 1, decode_tp: int = 1, prefill_ep: int = 1,
+                   decode_ep: int = 1) -> Disaggregation:
     """``P:D``: P prefill instances of ``prefill_tp`` devices and D decode instances of
-    ``decode_tp`` devices."""
-    return Disaggregation.parse(text, prefill_tp, decode_tp)
+    ``decode_tp`` devices, with ``prefill_ep`` / ``decode_ep`` expert parallelism inside each
+    instance (ep divides tp and the experts, as in an aggregated layout)."""
+    return Disaggregation.parse(text, prefill_tp, decode_tp, prefill_ep, decode_ep)
 
 
 def _disagg_load(load: Load | None) -> Load:
@@ -181,17 +184,22 @@ def _disagg_load(load: Load | None) -> Load:
 def serve_disaggregated(model: ModelSpec, system: System, workload: Inference,
                         split: Disaggregation, *,
                         framework: Framework | str | FrameworkProfile | None = None,
-                        load: Load | None = None, layerwise: bool = False) -> DisaggRun:
+                        load: Load | None = None, layerwise: bool = False,
+                        speculation: Speculation | None = None) -> DisaggRun:
     """Simulate ``load`` on a prefill pool and a decode pool (``split``) of ``system``; a
     layout the cluster or the model cannot take is an InputError, a pool without memory for
-    its KV is a result with ``feasible=False``."""
+    its KV is a result with ``feasible=False``. Each pool's instance is checked by the shape
+    rules of an aggregated layout (``requests.refuse_shape``), naming the pool's flag.
+    ``speculation`` (with a given draft length): the drafter on both pools."""
+    refuse_shape(model, system, Mapping.serving(split.prefill_tp, ep=split.prefill_ep), "prefill")
+    refuse_shape(model, system, Mapping.serving(split.decode_tp, ep=split.decode_ep), "decode")
     bad = check(model, system.cluster, split)
     if bad:
         raise InputError(f"--disaggregate {split.prefill_instances}:{split.decode_instances}: "
                          f"{bad[0]}")
     fw = resolve_framework(framework, class_framework(system, training=False))
     return run_disaggregated(model, system, workload, split, fw, _disagg_load(load),
-                             layerwise=layerwise)
+                             layerwise=layerwise, speculation=speculation)
 
 
 def plan_disaggregation(model: ModelSpec, system: System, workload: Inference, *,

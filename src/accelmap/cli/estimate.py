@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -242,13 +242,22 @@ DisaggregateOpt = Annotated[str | None, typer.Option(
     "--disaggregate", help="Disaggregated prefill/decode: P:D = P prefill instances of "
     "--prefill-tp devices and D decode instances of --decode-tp devices (devices = "
     "instances x tp); auto = search the split with the most goodput per device and "
-    "compare it with colocated layouts (needs --rate and an SLO).")]
+    "compare it with colocated layouts (needs --rate and an SLO). With --mtp/--draft on a "
+    "P:D split, the drafter runs on both pools at --draft-len K.")]
 PrefillTpOpt = Annotated[int | None, typer.Option(
     "--prefill-tp", min=1, max=MAX_DEVICES,
     help="Devices per prefill instance (default: --tp).")]
 DecodeTpOpt = Annotated[int | None, typer.Option(
     "--decode-tp", min=1, max=MAX_DEVICES,
     help="Devices per decode instance (default: --tp).")]
+PrefillEpOpt = Annotated[int | None, typer.Option(
+    "--prefill-ep", min=1, max=MAX_DEVICES,
+    help="Expert parallelism inside each prefill instance, dividing --prefill-tp and the "
+    "experts (default: --ep).")]
+DecodeEpOpt = Annotated[int | None, typer.Option(
+    "--decode-ep", min=1, max=MAX_DEVICES,
+    help="Expert parallelism inside each decode instance, dividing --decode-tp and the "
+    "experts (default: --ep).")]
 PueOpt = Annotated[float, typer.Option(
     "--pue", help="Facility PUE for kWh and CO2 (default 1.1, as the LLaMA paper).")]
 GridOpt = Annotated[float, typer.Option(
@@ -326,6 +335,8 @@ class EstimateArgs:
     disaggregate: str | None
     prefill_tp: int | None
     decode_tp: int | None
+    prefill_ep: int | None
+    decode_ep: int | None
     pue: float
     grid: float
     load_tps: float | None
@@ -357,7 +368,8 @@ def estimate_cmd(
     slo_ttft: SloTtftOpt = None, slo_tpot: SloTpotOpt = None, max_seqs: MaxSeqsOpt = None,
     max_tokens: MaxTokensOpt = None, seed: SeedOpt = 0, draft: DraftOpt = None, mtp: MtpOpt = None,
     accept: AcceptOpt = None, draft_len: DraftLenOpt = "auto", disaggregate: DisaggregateOpt = None,
-    prefill_tp: PrefillTpOpt = None, decode_tp: DecodeTpOpt = None, pue: PueOpt = 1.1,
+    prefill_tp: PrefillTpOpt = None, decode_tp: DecodeTpOpt = None,
+    prefill_ep: PrefillEpOpt = None, decode_ep: DecodeEpOpt = None, pue: PueOpt = 1.1,
     grid: GridOpt = 0.385, load_tps: LoadTpsOpt = None, profile: ProfileOpt = None,
     db: DbOpt = None, catalog: CatalogOpt = None, json_out: JsonOpt = False,
     report: rep.ReportOpt = None,
@@ -405,17 +417,23 @@ def _estimate(o: EstimateArgs) -> None:
     framework = api.parse.framework(o.framework, o.train)
     measured = api.measured_device(o.hw, o.profile, o.db, get_catalog(o.catalog))  # --hw local
     load = _serving_load(o)
-    # the one typed request the web builds too (api/requests.py)
-    spec, system, wl, m = api.estimate_inputs(api.EstimateRequest.of(o), measured.catalog,
-                                              measured.profile)
+    # the one typed request the web builds too (api/requests.py); a disaggregated run has no
+    # colocated layout: --tp and --ep are its pools' defaults, checked per pool
+    req = api.EstimateRequest.of(o)
+    if o.disaggregate is not None:
+        req = replace(req, tp=None, ep=None)
+    spec, system, wl, m = api.estimate_inputs(req, measured.catalog, measured.profile)
     sp = _speculation(o)
-    if o.disaggregate is None and (o.prefill_tp is not None or o.decode_tp is not None):
-        raise InputError("--prefill-tp and --decode-tp apply to --disaggregate P:D")
+    pools = (o.prefill_tp, o.decode_tp, o.prefill_ep, o.decode_ep)
+    if o.disaggregate is None and any(v is not None for v in pools):
+        raise InputError("--prefill-tp, --decode-tp, --prefill-ep and --decode-ep apply to "
+                         "--disaggregate P:D")
     if o.disaggregate is not None:
         _check_disaggregate(o, sp, load)
         assert load is not None and not isinstance(wl, api.Training)
         _disaggregated(spec, system, wl, framework, load, o.disaggregate,
-                       o.prefill_tp or o.tp or 1, o.decode_tp or o.tp or 1, o.json_out)
+                       (o.prefill_tp or o.tp or 1, o.decode_tp or o.tp or 1,
+                        o.prefill_ep or o.ep or 1, o.decode_ep or o.ep or 1), o.json_out, sp)
     elif load is not None:
         assert not isinstance(wl, api.Training)
         _serving_run(o, spec, system, wl, _layout(spec, system, wl, m, framework, load),
@@ -468,10 +486,12 @@ def _speculation(o: EstimateArgs) -> Speculation | None:
 
 
 def _check_disaggregate(o: EstimateArgs, sp: Speculation | None, load: Load | None) -> None:
-    """--disaggregate runs a request stream, without speculation or --report."""
-    if sp is not None:
-        raise InputError("speculative decoding (--draft/--mtp) is not modelled with "
-                         "--disaggregate: leave one of them out")
+    """--disaggregate runs a request stream, without --report; speculation with a given
+    draft length on a P:D split (not in the split search)."""
+    if sp is not None and o.disaggregate is not None and \
+            (o.disaggregate.strip().lower() == "auto" or sp.draft_len is None):
+        raise InputError("speculative decoding (--draft/--mtp) with --disaggregate takes a "
+                         "P:D split and --draft-len K (not auto)")
     if o.dp_attention:
         raise InputError("--dp-attention is not modelled with --disaggregate yet: leave one "
                          "of them out")
@@ -532,8 +552,9 @@ SHOWN = 20  # candidates listed in the terminal (the JSON has all of them)
 
 
 def _disaggregated(spec: ModelSpec, system: System, wl: Inference, framework: str | None,
-                   load: Any, text: str, prefill_tp: int, decode_tp: int,
-                   json_out: bool) -> None:
+                   load: Any, text: str, pools: tuple[int, int, int, int],
+                   json_out: bool, sp: Speculation | None = None) -> None:
+    """--disaggregate P:D (``pools``: prefill tp, decode tp, prefill ep, decode ep) or auto."""
     if text.strip().lower() == "auto":
         search = api.plan_disaggregation(spec, system, wl, framework=framework, load=load)
         if json_out:
@@ -541,8 +562,11 @@ def _disaggregated(spec: ModelSpec, system: System, wl: Inference, framework: st
         else:
             print_split_search(search)
         return
-    split = api.disaggregation(text, prefill_tp=prefill_tp, decode_tp=decode_tp)
-    run = api.serve_disaggregated(spec, system, wl, split, framework=framework, load=load)
+    p_tp, d_tp, p_ep, d_ep = pools
+    split = api.disaggregation(text, prefill_tp=p_tp, decode_tp=d_tp, prefill_ep=p_ep,
+                               decode_ep=d_ep)
+    run = api.serve_disaggregated(spec, system, wl, split, framework=framework, load=load,
+                                  speculation=sp)
     if json_out:
         emit_json(run.to_dict())
     else:
@@ -587,6 +611,10 @@ def print_disagg_run(run: DisaggRun) -> None:
         p = m[pool]
         t.add_row(f"{pool.replace('_', ' ')}: busy / iterations / preemptions",
                   f"{p['busy_fraction']:.0%} / {p['iterations']:,} / {p['preemptions']:,}")
+    if m.get("speculative"):
+        s = m["speculative"]
+        t.add_row("speculative: draft tokens k / tokens per decode step E",
+                  f"{s['draft_len']} / {s['expected_tokens_per_step']:.2f}")
     con.print(t)
     for a in run.assumptions:
         con.print(_assumption_line(a), highlight=False)

@@ -17,12 +17,21 @@ Requests are dealt round-robin to the instances of each pool (a load balancer sp
 stream evenly, as ``scenario.requests_for`` does for replicas); the decode pool is dealt in the
 order the KV arrives. The first token reaches the user with the decode stream, so TTFT counts
 the transfer (a request of one output token needs no transfer: its TTFT is the prefill's).
+
+Closed-loop concurrency (N clients, each sending its next request when its previous one
+finishes, as ``scenario`` runs colocated replicas): the send times depend on the finishes of both
+pools, so the pools are simulated with the send times of the previous round until they settle
+(``closed_loop``): the first N requests are sent at t = 0, and request N + k at the k-th finish.
+The simulation up to a time T depends only on the requests sent before T, and every request
+takes at least the shortest end-to-end latency d > 0, so each round makes the timeline exact
+over at least d more seconds: the rounds reach the closed loop's own timeline exactly (to the
+last bit, checked) after about (the run's span) / d rounds, about the requests per client.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -40,10 +49,12 @@ from accelmap.mapping.plan import Mapping
 from accelmap.memory.budget import MemoryBudget, kv_cache_bytes
 from accelmap.models.geometry import Geometry
 from accelmap.models.schema import ModelSpec
+from accelmap.serving import disagg_spec
 from accelmap.serving.metrics import Slo, distribution, summarize
-from accelmap.serving.requests import Requests, make, read_trace
+from accelmap.serving.requests import MAX_REQUESTS, Requests, make, read_trace
 from accelmap.serving.scenario import (
     DEFAULT_REQUESTS,
+    REQUESTS_PER_CLIENT,
     Instance,
     Load,
     Scenario,
@@ -52,7 +63,8 @@ from accelmap.serving.scenario import (
     scheduler_for,
 )
 from accelmap.serving.scheduler import SchedulerConfig
-from accelmap.serving.simulator import CapacityError, SimResult, simulate
+from accelmap.serving.simulator import CapacityError, DecodeStep, SimResult, simulate
+from accelmap.serving.speculative import Speculation
 from accelmap.workload import Inference
 
 
@@ -60,22 +72,30 @@ from accelmap.workload import Inference
 class Disaggregation:
     """A prefill pool of ``prefill_instances`` x ``prefill_tp`` devices and a decode pool of
     ``decode_instances`` x ``decode_tp`` devices on the same cluster (each instance one
-    tensor-parallel group, no pipeline)."""
+    tensor-parallel group, no pipeline). ``prefill_ep`` / ``decode_ep``: expert parallelism
+    inside each pool's instances, as an aggregated serving layout has it (``Mapping.serving``:
+    vLLM expert parallelism splits the tensor-parallel group, so ep divides tp and the experts,
+    ``mapping.constraints.check_serving``'s experts_divisible and ep_within_tp rules); 1: the
+    experts are tensor-parallel like the rest."""
 
     prefill_instances: int
     prefill_tp: int
     decode_instances: int
     decode_tp: int
+    prefill_ep: int = 1
+    decode_ep: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("prefill_instances", "prefill_tp", "decode_instances", "decode_tp"):
+        for name in ("prefill_instances", "prefill_tp", "decode_instances", "decode_tp",
+                     "prefill_ep", "decode_ep"):
             v = getattr(self, name)
             if not isinstance(v, int | np.integer) or v < 1:
                 raise InputError(f"disaggregation: {name.replace('_', ' ')} must be a whole "
                                  f"number >= 1, got {v!r}")
 
     @classmethod
-    def parse(cls, text: str, prefill_tp: int = 1, decode_tp: int = 1) -> Disaggregation:
+    def parse(cls, text: str, prefill_tp: int = 1, decode_tp: int = 1, prefill_ep: int = 1,
+              decode_ep: int = 1) -> Disaggregation:
         """``P:D``: P prefill instances and D decode instances (devices = instances x tp)."""
         parts = text.split(":")
         try:
@@ -85,7 +105,21 @@ class Disaggregation:
         if p < 1 or d < 1:
             raise InputError(f"--disaggregate takes P:D, prefill and decode instances (e.g. "
                              f"2:2), or auto; got {text!r}")
-        return cls(p, prefill_tp, d, decode_tp)
+        return cls(p, prefill_tp, d, decode_tp, prefill_ep, decode_ep)
+
+    @classmethod
+    def of_pools(cls, prefill_devices: int, decode_devices: int, prefill_tp: int,
+                 decode_tp: int, prefill_ep: int = 1, decode_ep: int = 1) -> Disaggregation:
+        """The split from each pool's device count and tp (a run file's ``prefill_devices`` /
+        ``prefill_tp`` instances, ...); a pool its tp does not divide is an InputError."""
+        for role, devices, tp in (("prefill", prefill_devices, prefill_tp),
+                                  ("decode", decode_devices, decode_tp)):
+            if devices % tp:
+                raise InputError(f"{role}_devices {devices} is not a whole number of "
+                                 f"{role}_tp={tp} instances: give {role}_devices as "
+                                 f"instances x {role}_tp")
+        return cls(prefill_devices // prefill_tp, prefill_tp, decode_devices // decode_tp,
+                   decode_tp, prefill_ep, decode_ep)
 
     @property
     def prefill_devices(self) -> int:
@@ -101,21 +135,27 @@ class Disaggregation:
 
     @property
     def prefill_mapping(self) -> Mapping:
-        return Mapping.serving(self.prefill_tp, replicas=self.prefill_instances)
+        return Mapping.serving(self.prefill_tp, ep=self.prefill_ep,
+                               replicas=self.prefill_instances)
 
     @property
     def decode_mapping(self) -> Mapping:
-        return Mapping.serving(self.decode_tp, replicas=self.decode_instances)
+        return Mapping.serving(self.decode_tp, ep=self.decode_ep, replicas=self.decode_instances)
 
     def describe(self) -> str:
-        return (f"prefill {self.prefill_instances} x tp={self.prefill_tp} + decode "
-                f"{self.decode_instances} x tp={self.decode_tp} ({self.devices} devices)")
+        def pool(n: int, tp: int, ep: int) -> str:
+            return f"{n} x tp={tp}" + (f" ep={ep}" if ep > 1 else "")
+
+        return (f"prefill {pool(self.prefill_instances, self.prefill_tp, self.prefill_ep)} + "
+                f"decode {pool(self.decode_instances, self.decode_tp, self.decode_ep)} "
+                f"({self.devices} devices)")
 
     def to_dict(self) -> dict[str, int]:
         return {"prefill_instances": self.prefill_instances, "prefill_tp": self.prefill_tp,
-                "prefill_devices": self.prefill_devices,
+                "prefill_ep": self.prefill_ep, "prefill_devices": self.prefill_devices,
                 "decode_instances": self.decode_instances, "decode_tp": self.decode_tp,
-                "decode_devices": self.decode_devices, "devices": self.devices}
+                "decode_ep": self.decode_ep, "decode_devices": self.decode_devices,
+                "devices": self.devices}
 
 
 def check(spec: ModelSpec, cluster: Cluster, d: Disaggregation) -> list[str]:
@@ -125,7 +165,7 @@ def check(spec: ModelSpec, cluster: Cluster, d: Disaggregation) -> list[str]:
         out.append(f"the pools need {d.prefill_devices} prefill + {d.decode_devices} decode = "
                    f"{d.devices} devices; {cluster.name} has {cluster.devices}")
     for role, m in (("prefill", d.prefill_mapping), ("decode", d.decode_mapping)):
-        one = Mapping.serving(int(m.tp))
+        one = Mapping.serving(int(m.tp), ep=int(m.ep))  # one instance: the pool's world below
         out += [f"{role} pool: {v.sentence} ({v.rule} rule)"
                 for v in check_serving(spec, cluster, one)]
     return out
@@ -263,69 +303,131 @@ class DisaggRun:
 
 
 def all_requests(load: Load, wl: Inference) -> Requests:
-    """The whole request stream of the scenario (every instance's share together)."""
+    """The whole request stream of the scenario (every instance's share together; closed
+    loop: ``REQUESTS_PER_CLIENT`` per client unless the count is given, all sent at t = 0
+    until ``closed_loop`` sets their send times)."""
     if load.trace is not None:
         return read_trace(load.trace, load.prefix_hit)
+    if load.concurrency is not None and load.requests is None:
+        n = min(max(REQUESTS_PER_CLIENT * load.concurrency, 1), MAX_REQUESTS)
+        return make(n, wl.prompt_len, max(wl.output_len, 1), dist=load.dist,
+                    spread=load.spread, prefix_hit=load.prefix_hit, seed=load.seed)
     return make(load.requests or DEFAULT_REQUESTS, wl.prompt_len, max(wl.output_len, 1),
                 rate=load.rate, dist=load.dist, spread=load.spread,
                 prefix_hit=load.prefix_hit, seed=load.seed)
 
 
-def simulate_pool(reqs: Requests, instances: int, inst: Instance) -> tuple[list[np.ndarray],
-                                                                  list[SimResult]]:
-    """Deal ``reqs`` round-robin over ``instances`` and simulate each one."""
+def simulate_pool(reqs: Requests, instances: int, inst: Instance,
+                  step: DecodeStep = DecodeStep()) -> tuple[list[np.ndarray], list[SimResult]]:
+    """Deal ``reqs`` round-robin over ``instances`` and simulate each one (``step``: what a
+    decode step does, speculative or plain)."""
     picks, sims = [], []
     for i in range(min(instances, len(reqs))):
         pick = np.arange(i, len(reqs), instances)
         sub = Requests(reqs.arrival_s[pick], reqs.prompt[pick], reqs.output[pick],
                        reqs.cached[pick])
         picks.append(pick)
-        sims.append(simulate(sub, inst.cost, inst.scheduler, inst.pool.tokens))
+        sims.append(simulate(sub, inst.cost, inst.scheduler, inst.pool.tokens, step))
     return picks, sims
 
 
-Instances = dict[tuple[str, int], Instance | Unfit]
+Instances = dict[tuple[str, int, int], Instance | Unfit]
+
+
+@dataclass(frozen=True)
+class Pools:
+    """The prefill and decode instances a split runs, and the step each pool's iterations
+    take (plain decoding, or speculative: ``disagg_spec``)."""
+
+    pre: Instance
+    dec: Instance
+    pre_step: DecodeStep = field(default_factory=DecodeStep)
+    dec_step: DecodeStep = field(default_factory=DecodeStep)
 
 
 def run_disaggregated(spec: ModelSpec, system: System, wl: Inference, d: Disaggregation,
                       fw: FrameworkProfile, load: Load, *, layerwise: bool = False,
-                      cache: Instances | None = None) -> DisaggRun:
+                      cache: Instances | None = None,
+                      speculation: Speculation | None = None) -> DisaggRun:
     """Simulate ``load`` on the prefill and decode pools of ``d`` (``cache``: instances
-    already built for this load, keyed by (pool, tp); the planner shares it)."""
+    already built for this load, keyed by (pool, tp, ep); the planner shares it;
+    ``speculation``: a drafter on both pools, ``disagg_spec``)."""
     cluster, dev = system.cluster, system.device
     head = (spec.id, dev.acc.id, cluster.name, d, fw.name.value, load.scenario)
     if load.scenario is Scenario.BATCH:
         raise InputError("disaggregated serving needs a request stream: use --scenario "
                          "server (or offline), not batch")
-    if load.scenario is Scenario.CONCURRENCY:
-        raise InputError("closed-loop concurrency is simulated on colocated replicas; with "
-                         "--disaggregate use --scenario server --rate R (or offline)")
+    if load.scenario is Scenario.CONCURRENCY and load.trace is not None:
+        raise InputError("closed-loop concurrency sends requests as earlier ones finish: give "
+                         "--concurrency N without --trace")
     bad = check(spec, cluster, d)
     if bad:
         return DisaggRun(*head, False, bad[0], {})
     sched = scheduler_for(system, fw, load)
     reqs = all_requests(load, wl)
-    pre_reqs = Requests(reqs.arrival_s, reqs.prompt, np.ones(len(reqs), dtype=np.int64),
-                        reqs.cached)
-    pre, dec = _pool_instances(spec, system, wl, d, fw, sched, reqs, pre_reqs,
-                               {} if cache is None else cache)
-    for role, inst in (("prefill", pre), ("decode", dec)):
-        if isinstance(inst, Unfit):
-            return DisaggRun(*head, False, f"{role} pool: {inst.reason}", {}, sched,
-                             inst.memory if role == "prefill" else None,
-                             inst.memory if role == "decode" else None)
-    assert isinstance(pre, Instance) and isinstance(dec, Instance)
+    built = _pools(spec, system, wl, d, fw, sched, reqs, speculation,
+                   {} if cache is None else cache)
+    if isinstance(built, tuple):
+        role, inst = built
+        return DisaggRun(*head, False, f"{role} pool: {inst.reason}", {}, sched,
+                         inst.memory if role == "prefill" else None,
+                         inst.memory if role == "decode" else None)
+    pools = built
     xfer = kv_transfer(spec, cluster, d, wl.kv_dtype, layerwise)
-    tl = _timeline(spec, d, wl, reqs, pre_reqs, pre, dec, xfer)
+    notes: tuple[str, ...] = ()
+    if load.concurrency is not None:
+        settled = closed_loop(spec, d, wl, reqs, pools, xfer, load.concurrency)
+        tl = settled if isinstance(settled, str) else settled[0]
+        if not isinstance(settled, str):
+            reqs, rounds = settled[1], settled[2]
+            notes = (f"closed loop: {load.concurrency:,} clients over both pools, each sending "
+                     f"its next request when the previous one finishes (settled in {rounds} "
+                     "rounds of the two pools' simulation)",)
+    else:
+        tl = _timeline(spec, d, wl, reqs, _prefill_requests(reqs), pools, xfer)
+    pre, dec = pools.pre, pools.dec
     if isinstance(tl, str):
-        return DisaggRun(*head, False, f"{tl} (memory rule)", {}, sched, pre.pool.other,
-                         dec.pool.other)
+        why = tl if tl.startswith("the closed loop") else f"{tl} (memory rule)"
+        return DisaggRun(*head, False, why, {}, sched, pre.pool.other, dec.pool.other)
     metrics = _disagg_metrics(tl, reqs, d, load, pre, dec, xfer)
+    if speculation is not None:
+        metrics["speculative"], note = disagg_spec.figures(speculation, spec)
+        notes = (note, *notes)
     return DisaggRun(*head, True, None, metrics, sched, pre.pool.other, dec.pool.other,
-                     xfer.describe(), _disagg_notes(spec, system, wl, d, fw, sched, reqs, pre,
-                                                    dec, xfer),
+                     xfer.describe(), (*_disagg_notes(spec, system, wl, d, fw, sched, reqs, pre,
+                                                      dec, xfer), *notes),
                      error_band("serve-offline", fw.name.value, d.devices,
                                 dev.acc.device_class.value), tl.wall_s)
+
+
+def _decode_requests(reqs: Requests) -> Requests:
+    """What the decode pool's tables are sized for: the prompt in KV but its last token,
+    output - 1 to go."""
+    return Requests(reqs.arrival_s, reqs.prompt, np.maximum(reqs.output - 1, 1),
+                    np.maximum(reqs.prompt - 1, 0))
+
+
+def _pools(spec: ModelSpec, system: System, wl: Inference, d: Disaggregation,
+           fw: FrameworkProfile, sched: SchedulerConfig, reqs: Requests,
+           speculation: Speculation | None, cache: Instances
+           ) -> Pools | tuple[str, Unfit]:
+    """Both pools' instances and steps, or the pool that does not fit and why."""
+    pre_reqs = _prefill_requests(reqs)
+    if speculation is None:
+        pre, dec = _pool_instances(spec, system, wl, d, fw, sched, reqs, pre_reqs, cache)
+        steps = (DecodeStep(), DecodeStep())
+    else:
+        p, q = (disagg_spec.speculative_pool(spec, system, wl, Mapping.serving(tp, ep=ep), fw,
+                                             sched, r, speculation, decode)
+                for tp, ep, r, decode in ((d.prefill_tp, d.prefill_ep, pre_reqs, False),
+                                          (d.decode_tp, d.decode_ep, _decode_requests(reqs),
+                                           True)))
+        pre, dec, steps = p.instance, q.instance, (p.step, q.step)
+    for role, inst in (("prefill", pre), ("decode", dec)):
+        if isinstance(inst, Unfit):
+            return role, inst
+    assert isinstance(pre, Instance) and isinstance(dec, Instance)
+    return Pools(pre, dec, *steps)
 
 
 def _pool_instances(spec: ModelSpec, system: System, wl: Inference, d: Disaggregation,
@@ -333,18 +435,48 @@ def _pool_instances(spec: ModelSpec, system: System, wl: Inference, d: Disaggreg
                     pre_reqs: Requests, cache: Instances
                     ) -> tuple[Instance | Unfit, Instance | Unfit]:
     """The prefill and the decode instance (or why one does not fit), built once per (pool,
-    tp) in ``cache``."""
-    # the decode pool's requests: the prompt in KV but its last token, output - 1 to go
-    longest = Requests(reqs.arrival_s, reqs.prompt, np.maximum(reqs.output - 1, 1),
-                       np.maximum(reqs.prompt - 1, 0))
-
-    def built(role: str, tp: int, r: Requests) -> Instance | Unfit:
-        key = (role, tp)
+    tp, ep) in ``cache``: each an aggregated serving instance of that tp and ep
+    (``scenario.instance``, the path ``scenario.run`` takes), so its step times and memory are
+    the engine's for that layout."""
+    def built(role: str, tp: int, ep: int, r: Requests) -> Instance | Unfit:
+        key = (role, tp, ep)
         if key not in cache:
-            cache[key] = instance(spec, system, wl, Mapping.serving(tp), fw, sched, r)
+            cache[key] = instance(spec, system, wl, Mapping.serving(tp, ep=ep), fw, sched, r)
         return cache[key]
 
-    return built("prefill", d.prefill_tp, pre_reqs), built("decode", d.decode_tp, longest)
+    return (built("prefill", d.prefill_tp, d.prefill_ep, pre_reqs),
+            built("decode", d.decode_tp, d.decode_ep, _decode_requests(reqs)))
+
+
+def _prefill_requests(reqs: Requests) -> Requests:
+    """What the prefill pool serves: each request with one output token."""
+    return Requests(reqs.arrival_s, reqs.prompt, np.ones(len(reqs), dtype=np.int64),
+                    reqs.cached)
+
+
+MAX_LOOP_ROUNDS = 400  # past this the closed loop is said not to settle (a result, not a hang)
+
+
+def closed_loop(spec: ModelSpec, d: Disaggregation, wl: Inference, reqs: Requests,
+                pools: Pools, xfer: KvTransfer, clients: int
+                ) -> tuple[_Timeline, Requests, int] | str:
+    """``clients`` closed-loop clients on the two pools (module docstring): the timeline, the
+    requests with their send times and the rounds it took; or why it cannot run."""
+    n = len(reqs)
+    sent = np.zeros(n)
+    for rounds in range(1, MAX_LOOP_ROUNDS + 1):
+        cur = Requests(sent, reqs.prompt, reqs.output, reqs.cached)
+        tl = _timeline(spec, d, wl, cur, _prefill_requests(cur), pools, xfer)
+        if isinstance(tl, str):
+            return tl
+        nxt = np.zeros(n)
+        if n > clients:  # request clients + k is sent at the k-th finish
+            nxt[clients:] = np.sort(tl.finish)[:n - clients]
+        if np.array_equal(nxt, sent):
+            return tl, cur, rounds
+        sent = nxt
+    return (f"the closed loop of {clients:,} clients did not settle in {MAX_LOOP_ROUNDS} rounds "
+            "of the pools' simulation")
 
 
 @dataclass(frozen=True)
@@ -365,14 +497,14 @@ class _Timeline:
 
 
 def _timeline(spec: ModelSpec, d: Disaggregation, wl: Inference, reqs: Requests,
-              pre_reqs: Requests, pre: Instance, dec: Instance, xfer: KvTransfer
-              ) -> _Timeline | str:
+              pre_reqs: Requests, pools: Pools, xfer: KvTransfer) -> _Timeline | str:
     """Prefill pool, KV transfer, then decode pool, request by request; a pool that cannot
     hold a request: its reason."""
     n = len(reqs)
+    pre = pools.pre
     t0 = time.perf_counter()
     try:
-        pre_picks, pre_sims = simulate_pool(pre_reqs, d.prefill_instances, pre)
+        pre_picks, pre_sims = simulate_pool(pre_reqs, d.prefill_instances, pre, pools.pre_step)
     except CapacityError as e:
         return f"prefill pool: {e}"
     first = np.full(n, np.nan)
@@ -394,7 +526,8 @@ def _timeline(spec: ModelSpec, d: Disaggregation, wl: Inference, reqs: Requests,
         dec_reqs = Requests(ttft_abs[idx], reqs.prompt[idx], reqs.output[idx] - 1,
                             reqs.prompt[idx] - 1)
         try:
-            dec_picks, dec_sims = simulate_pool(dec_reqs, d.decode_instances, dec)
+            dec_picks, dec_sims = simulate_pool(dec_reqs, d.decode_instances, pools.dec,
+                                                pools.dec_step)
         except CapacityError as e:
             return f"decode pool: {e}"
         for pick, sim in zip(dec_picks, dec_sims, strict=True):
@@ -423,7 +556,8 @@ def _disagg_metrics(tl: _Timeline, reqs: Requests, d: Disaggregation, load: Load
     metrics.pop("busy_fraction")
 
     def pool_figures(sims: list[SimResult], inst: Instance, m: Mapping) -> dict[str, Any]:
-        return {"instances": int(m.replicas), "tp": int(m.tp), "devices": int(m.world),
+        return {"instances": int(m.replicas), "tp": int(m.tp), "ep": int(m.ep),
+                "devices": int(m.world),
                 "busy_fraction": (sum(s.busy_s for s in sims) / (int(m.replicas) * span)
                                   if span else 0.0),
                 "iterations": int(sum(len(s.step_s) for s in sims)),
@@ -474,7 +608,9 @@ __all__ = [
     "DisaggRun",
     "Disaggregation",
     "KvTransfer",
+    "Pools",
     "check",
+    "closed_loop",
     "kv_transfer",
     "run_disaggregated",
     "same_domain",

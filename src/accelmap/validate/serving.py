@@ -15,7 +15,12 @@ inference layout's serving rows (``transcribe.serving_from_case``). Its predicti
 - server at a stated rate: Poisson arrivals at that rate; server with latency limits and no
   rate (MLPerf Server): the highest rate meeting them (``serving/capacity.py``), with
   :data:`SERVER_REQUESTS_PER_REPLICA` requests per replica per trial; throughput and latency
-  percentiles are read from the run at that rate.
+  percentiles are read from the run at that rate;
+- disaggregated (``disaggregated: true``): the same scenarios on its prefill and decode pools
+  (``validate/pools.py``, ``serving/disagg.py``), the KV sent over the cluster's real tier;
+- MTP (``mtp``, ``acceptance``): speculative decoding with the model's MTP module at the
+  stated draft length, the acceptance share turned into Leviathan et al.'s per-token alpha
+  (``validate/mtp.py``), colocated or on both disaggregated pools.
 
 Simulations are shared between rows of the same run (MLPerf prints throughput, TTFT p99 and
 TPOT p99 of one run as three rows).
@@ -28,21 +33,25 @@ from dataclasses import replace
 from typing import Any
 
 from accelmap.catalog import Catalog
-from accelmap.cost.framework import Framework
+from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.cost.framework import profile as framework_profile
 from accelmap.engine import System
 from accelmap.engine.formats import resolve_inference
 from accelmap.errors import InputError
-from accelmap.serving.capacity import max_rate
+from accelmap.serving.capacity import Capacity, RunT, max_rate, max_rate_split
+from accelmap.serving.disagg import Disaggregation, DisaggRun, run_disaggregated
 from accelmap.serving.metrics import Slo
 from accelmap.serving.requests import LengthDist
 from accelmap.serving.scenario import Load, Scenario
 from accelmap.serving.scenario import ServingRun as SimRun
 from accelmap.serving.scenario import run as simulate
+from accelmap.serving.speculative import Speculation
 from accelmap.units import DType
 from accelmap.validate import layout as lay
 from accelmap.validate import resolve as rs
+from accelmap.validate.mtp import speculation_of
 from accelmap.validate.outcome import MetricKind, Prediction, done, skip
+from accelmap.validate.pools import split_of
 from accelmap.validate.runs import ServingMetric, ServingRun, ServingScenario
 from accelmap.workload import Inference
 
@@ -50,7 +59,10 @@ SERVER_REQUESTS_PER_REPLICA = 2000  # per trial rate: p99 from ~20 requests abov
 MAX_REQUESTS_PER_REPLICA = 50_000  # offline runs longer than this are simulated this long
 NOT_SERVED = "published configuration predicted NOT to serve"
 
-_cache: dict[tuple[Any, ...], tuple[SimRun | None, list[str]]] = {}
+_SCENARIO = {ServingScenario.OFFLINE: Scenario.OFFLINE, ServingScenario.SERVER: Scenario.SERVER,
+             ServingScenario.CONCURRENCY: Scenario.CONCURRENCY,
+             ServingScenario.BATCH: Scenario.BATCH}
+_cache: dict[tuple[Any, ...], tuple[SimRun | DisaggRun | None, list[str]]] = {}
 
 
 def kind_of(run: ServingRun) -> MetricKind:
@@ -82,11 +94,14 @@ def base_of(run: ServingRun) -> Prediction:
                       framework=f"{fw} {run.version}".strip() if fw else None)
 
 
-def _requests(run: ServingRun, replicas: int, notes: list[str]) -> int | None:
+def _requests(run: ServingRun, replicas: int, notes: list[str], unit: str = "replica"
+              ) -> int | None:
+    """The requests simulated (``replicas``: engine instances, or a disaggregated run's larger
+    pool's, ``unit`` naming them)."""
     if run.scenario is ServingScenario.SERVER:
         n = SERVER_REQUESTS_PER_REPLICA * replicas
         notes.append(f"server trials of {n:,} Poisson requests ({SERVER_REQUESTS_PER_REPLICA:,} "
-                     "per replica), seed 0")
+                     f"per {unit}), seed 0")
         return n
     if run.scenario is ServingScenario.CONCURRENCY and run.requests is None:
         from accelmap.serving.scenario import REQUESTS_PER_CLIENT
@@ -104,10 +119,10 @@ def _requests(run: ServingRun, replicas: int, notes: list[str]) -> int | None:
     return min(run.requests, cap)
 
 
-def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str]
-                 ) -> SimRun | str:
+def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str],
+                 split: Disaggregation | None = None) -> SimRun | DisaggRun | str:
     """The simulation the run's metric is read from (shared by rows of the same run), or why
-    there is none."""
+    there is none: on ``split``'s prefill and decode pools when the run is disaggregated."""
     assert run.input_len and run.output_len and run.scenario
     tp, pp, ep, dp = run.tp or 1, run.pp or 1, run.ep or 1, run.dp or 1
     from accelmap.mapping.plan import Mapping
@@ -138,46 +153,87 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str]
     more: list[str] = [f"stated {k} {v:g} overrides the framework's default" for k, v in
                         (("max_batch_size", run.max_batch), ("max_num_tokens", run.max_tokens),
                          ("KV memory fraction", run.kv_fraction)) if v is not None]
-    load = Load(Scenario.OFFLINE, requests=_requests(run, dp, more),
+    replicas = dp if split is None else max(split.prefill_instances, split.decode_instances)
+    unit = "replica" if split is None else "instance of the larger pool"
+    load = Load(Scenario.OFFLINE, requests=_requests(run, replicas, more, unit),
                 dist=LengthDist(run.length_dist or "fixed"), spread=run.length_spread or 0.0,
                 max_seqs=run.max_batch, max_tokens=run.max_tokens, kv_fraction=run.kv_fraction)
-    sim: SimRun | None
-    if run.scenario is ServingScenario.OFFLINE:
-        sim = simulate(spec, system, wl, m, fw, load)
-    elif run.scenario is ServingScenario.CONCURRENCY:
-        sim = simulate(spec, system, wl, m, fw, replace(
-            load, scenario=Scenario.CONCURRENCY, concurrency=run.concurrency))
-    elif run.rate is not None:
-        sim = simulate(spec, system, wl, m, fw,
-                       replace(load, scenario=Scenario.SERVER, rate=run.rate))
+    sp = speculation_of(run, spec, more)
+    sim: SimRun | DisaggRun | None
+    if isinstance(sp, str):
+        more.append(sp)
+        sim = None
+    elif split is not None:
+        sim = _disaggregated(run, spec, system, wl, split, fw, load, more, sp)
     else:
-        slo = Slo(None if run.slo_ttft_ms is None else run.slo_ttft_ms / 1e3,
-                  None if run.slo_tpot_ms is None else run.slo_tpot_ms / 1e3)
-        q = int(run.slo_percentile or 99)
-        cap = max_rate(spec, system, wl, m, fw, load, slo, q)
-        sim = cap.run
-        limits = ", ".join(f"{w} p{q} <= {v:g} ms" for w, v in
-                           (("TTFT", run.slo_ttft_ms), ("TPOT", run.slo_tpot_ms)) if v)
-        if cap.rate is None:
-            why = cap.offline.reason or f"no rate meets {limits}"
-            more.append(f"{NOT_SERVED}: {why}")
-            sim = None
-        else:
-            more.append(f"highest Poisson rate meeting {limits}: {cap.rate:.3g} requests/s "
-                        f"(offline {cap.offline.metrics['requests_per_s']:.3g}; "
-                        f"{len(cap.tried)} bisection steps)")
+        sim = _colocated(run, spec, system, wl, m, fw, load, more, sp)
     if sim is not None and not sim.feasible:
         more.append(f"{NOT_SERVED}: {sim.reason}")
         sim = None
     elif sim is not None:
         more += [a for a in sim.assumptions
                  if a.startswith(("scheduler", "KV pool", "closed loop", "mixed recipe",
-                                  "KV cache in")) or " weights (" in a]
+                                  "KV cache in", "KV transfer", "speculative")) or
+                 " weights (" in a]
         more.append(f"mean running {sim.metrics['mean_running']:.0f}, peak "
-                    f"{sim.metrics['peak_running']} requests per replica")
+                    f"{sim.metrics['peak_running']} requests per "
+                    + ("decode instance" if split is not None else "replica"))
     _cache[key] = (sim, more)
     notes += more
     return sim if sim is not None else more[-1]
+
+
+def _colocated(run: ServingRun, spec: Any, system: System, wl: Inference, m: Any,
+               fw: FrameworkProfile, load: Load, more: list[str], sp: Speculation | None
+               ) -> SimRun | None:
+    """The run on ``m``'s replicas in its scenario (with ``sp``'s drafter when it states MTP);
+    None when no rate meets its latency limits (the reason appended to ``more``)."""
+    if run.scenario is ServingScenario.OFFLINE:
+        return simulate(spec, system, wl, m, fw, load, speculation=sp)
+    if run.scenario is ServingScenario.CONCURRENCY:
+        return simulate(spec, system, wl, m, fw, replace(
+            load, scenario=Scenario.CONCURRENCY, concurrency=run.concurrency), speculation=sp)
+    if run.rate is not None:
+        return simulate(spec, system, wl, m, fw,
+                        replace(load, scenario=Scenario.SERVER, rate=run.rate), speculation=sp)
+    slo, q = _limits(run)
+    return _highest(run, max_rate(spec, system, wl, m, fw, load, slo, q, speculation=sp), more)
+
+
+def _disaggregated(run: ServingRun, spec: Any, system: System, wl: Inference,
+                   split: Disaggregation, fw: FrameworkProfile, load: Load, more: list[str],
+                   sp: Speculation | None) -> DisaggRun | None:
+    """``_colocated`` on the prefill and decode pools of ``split``."""
+    assert run.scenario is not None
+    if run.scenario is ServingScenario.SERVER and run.rate is None:
+        slo, q = _limits(run)
+        return _highest(run, max_rate_split(spec, system, wl, split, fw, load, slo, q,
+                                            speculation=sp), more)
+    return run_disaggregated(spec, system, wl, split, fw, replace(
+        load, scenario=_SCENARIO[run.scenario], rate=run.rate, concurrency=run.concurrency),
+        speculation=sp)
+
+
+def _limits(run: ServingRun) -> tuple[Slo, int]:
+    """A server run's latency limits and the percentile they hold at (default p99)."""
+    return (Slo(None if run.slo_ttft_ms is None else run.slo_ttft_ms / 1e3,
+                None if run.slo_tpot_ms is None else run.slo_tpot_ms / 1e3),
+            int(run.slo_percentile or 99))
+
+
+def _highest(run: ServingRun, cap: Capacity[RunT], more: list[str]) -> RunT | None:
+    """The run at the highest rate meeting the limits, said in ``more`` (None: no rate)."""
+    q = int(run.slo_percentile or 99)
+    limits = ", ".join(f"{w} p{q} <= {v:g} ms" for w, v in
+                       (("TTFT", run.slo_ttft_ms), ("TPOT", run.slo_tpot_ms)) if v)
+    if cap.rate is None:
+        why = cap.offline.reason or f"no rate meets {limits}"
+        more.append(f"{NOT_SERVED}: {why}")
+        return None
+    more.append(f"highest Poisson rate meeting {limits}: {cap.rate:.3g} requests/s "
+                f"(offline {cap.offline.metrics['requests_per_s']:.3g}; "
+                f"{len(cap.tried)} bisection steps)")
+    return cap.run
 
 
 def _unmodelled(run: ServingRun) -> list[str]:
@@ -192,15 +248,27 @@ def _unmodelled(run: ServingRun) -> list[str]:
         out.append("engine is stated but the framework is not dynamo")
     pools = [k for k in ("prefill_devices", "decode_devices", "prefill_tp", "decode_tp",
                          "prefill_ep", "decode_ep") if getattr(run, k) is not None]
-    if run.disaggregated:
-        out.append("disaggregated runs are not predicted from run files yet (`accelmap "
-                   "estimate --disaggregate P:D` simulates them)")
-    elif pools:
+    if pools and not run.disaggregated:
         out.append(f"{', '.join(pools)} stated without disaggregated: true")
-    if run.mtp is not None or run.acceptance is not None:
-        out.append("MTP / speculative runs are not predicted from run files yet (`accelmap "
-                   "estimate --mtp N --accept A` simulates them)")
     return out
+
+
+def _layout(run: ServingRun, reasons: list[str]) -> tuple[int | None, Disaggregation | None]:
+    """The run's device count and, when disaggregated, its pools; what is wrong with them is
+    appended to ``reasons``."""
+    if run.disaggregated:
+        split = split_of(run)
+        if isinstance(split, list):
+            reasons += split
+            return run.device_count, None
+        return split.devices, split
+    devices = run.device_count
+    if devices is None:
+        reasons.append("device count not stated")
+    elif (run.tp or 1) * (run.pp or 1) * (run.dp or 1) != devices:
+        reasons.append(f"tp x pp x dp = {(run.tp or 1) * (run.pp or 1) * (run.dp or 1)} but "
+                       f"the run used {devices} devices")
+    return devices, None
 
 
 def predict_serving(run: ServingRun, catalog: Catalog, calibrated: frozenset[str]
@@ -222,12 +290,7 @@ def predict_serving(run: ServingRun, catalog: Catalog, calibrated: frozenset[str
         reasons.append("output length not stated")
     if run.precision is None and not run.problems:
         reasons.append("precision not stated")
-    devices = run.device_count
-    if devices is None:
-        reasons.append("device count not stated")
-    elif (run.tp or 1) * (run.pp or 1) * (run.dp or 1) != devices:
-        reasons.append(f"tp x pp x dp = {(run.tp or 1) * (run.pp or 1) * (run.dp or 1)} but "
-                       f"the run used {devices} devices")
+    devices, split = _layout(run, reasons)
     if run.scenario is ServingScenario.CONCURRENCY and run.concurrency is None:
         reasons.append("a concurrency run needs its number of clients (concurrency)")
     if run.concurrency is not None and run.scenario is not ServingScenario.CONCURRENCY:
@@ -259,9 +322,12 @@ def predict_serving(run: ServingRun, catalog: Catalog, calibrated: frozenset[str
         if cluster.value is None:
             return skip(base, [cluster.reason or "cluster"], notes)
         system = System(cluster.value, device)
-    notes.append(f"tp={run.tp or 1} pp={run.pp or 1}"
-                 + (f" x {run.dp} replicas" if (run.dp or 1) > 1 else ""))
-    sim = simulate_run(run, system, spec, notes)
+    if split is not None:
+        notes.append(f"disaggregated: {split.describe()}")
+    else:
+        notes.append(f"tp={run.tp or 1} pp={run.pp or 1}"
+                     + (f" x {run.dp} replicas" if (run.dp or 1) > 1 else ""))
+    sim = simulate_run(run, system, spec, notes, split)
     if isinstance(sim, str):
         return skip(base, [sim], notes)
     assert run.metric is not None
