@@ -87,7 +87,7 @@ def sequences_per_step(global_batch_tokens: str | float, seq: int) -> int:
 
 
 # Stacks that only serve (inference engines) and only train; the others do both.
-SERVING_STACKS = ("tensorrt-llm", "vllm", "sglang", "llama.cpp")
+SERVING_STACKS = ("tensorrt-llm", "tensorrt-llm-1", "vllm", "sglang", "llama.cpp")
 TRAINING_STACKS = ("megatron", "fsdp")
 
 
