@@ -104,3 +104,17 @@ def test_a_release_1x_run_is_predicted_with_the_1x_profile(
         vserving.predict_serving(run, load_catalog(), frozenset())
         assert seen and seen[-1] is want
     vserving._cache.clear()
+
+
+def test_error_bands_group_runs_by_the_profile_they_ran_with(
+        load_fitter: Callable[[str], ModuleType]) -> None:
+    """The engine looks a band up by the profile's name; a row's "framework version" text is
+    read the same way (release after the name), other text stays as it is."""
+    bands = load_fitter("derive_error_bands")
+    assert bands.profile_stack("tensorrt-llm 1.0") == "tensorrt-llm-1"
+    assert bands.profile_stack("tensorrt-llm 1.1.0rc1") == "tensorrt-llm-1"
+    assert bands.profile_stack("tensorrt-llm 0.17") == "tensorrt-llm"
+    assert bands.profile_stack("tensorrt-llm") == "tensorrt-llm"
+    assert bands.profile_stack("vllm 0.9.1") == "vllm"
+    assert bands.profile_stack("megatron") == "megatron"
+    assert bands.profile_stack("Megatron-LM (Jan 2021)") == "Megatron-LM (Jan 2021)"
