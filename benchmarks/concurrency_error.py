@@ -2,7 +2,9 @@
 
 ``data/concurrency_published.yaml`` holds points of concurrency sweeps (``vllm bench
 serve --max-concurrency N`` and the like) in the run format (``scenario: concurrency``). Report
-only: nothing is fitted on them. Each row runs through the request-level simulator with N
+only, but for three in four (by id) of the TensorRT-LLM >= 1.0 runs, which the tensorrt-llm-1
+profile's figures were fitted on (``fitters/fit_trtllm1_profile.py``): the "fit" group splits the
+scored rows into those and the rest. Each row runs through the request-level simulator with N
 closed-loop clients (``validate/serving.py``); rows lacking a fact, or in a 4-bit format the run
 format cannot express yet, are listed as skipped with their reason.
 
@@ -22,6 +24,14 @@ ROOT = Path(__file__).resolve().parents[1]
 CHECK_SET = ROOT / "data" / "concurrency_published.yaml"
 
 
+def fitted_rows() -> set[str]:
+    """Ids the bundled tensorrt-llm-1 profile was fitted on (framework_calibration.yaml)."""
+    from accelmap.cost.framework import Framework, _calibration
+
+    entry = _calibration().get(Framework.TENSORRT_LLM_1.value) or {}
+    return {i for ids in (entry.get("fitted_on") or {}).values() for i in ids}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     import sys
 
@@ -36,6 +46,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     table(f"{args.cases.name} (abs % error; signed + = optimistic)", preds, {
         "metric": lambda p: p.metric or None,
         "source": lambda p: (p.source or "").split(",")[0] or None,
+        "fit": lambda p: ("fitted (tensorrt-llm-1)" if p.row_id in fitted_rows()
+                          else "not fitted on"),
     })
     if args.rows:
         for p in preds:

@@ -8,11 +8,16 @@ Phases: ``train`` (training rows), ``serve-latency`` (TTFT and decode-time rows)
 data/serving_published.csv: no parameter is fitted on them, so their residuals are
 out-of-sample); and the non-GPU classes' vendor figures (data/vendor_figures.csv,
 the rows benchmarks/vendor_error.py predicts, minus those a class parameter was fitted on).
-Stack: the framework profile the row was predicted with. Scale: engine.error_band.scale of the
-row's device count.
+Also the offline runs of data/concurrency_published.yaml that no parameter was fitted on (every
+run there but the ones fitters/fit_trtllm1_profile.py fitted the tensorrt-llm-1 profile on).
+Stack: the framework profile the row was predicted with, by the name the engine looks its band
+up by (``tensorrt-llm`` for a v0.x run, ``tensorrt-llm-1`` for TensorRT-LLM >= 1.0:
+cost/framework.py ``release_stack``), not the row's "framework version" text. Scale:
+engine.error_band.scale of the row's device count.
 
 Reads: data/reference/measurements/training.csv and inference.csv,
-  data/serving_published.csv, data/vendor_figures.csv (through benchmarks/vendor_error.py).
+  data/serving_published.csv, data/concurrency_published.yaml, data/vendor_figures.csv (through
+  benchmarks/vendor_error.py), the tensorrt-llm-1 fitted rows in framework_calibration.yaml.
 Writes: src/accelmap/engine/data/error_bands.yaml (with --write; else prints the table).
 
 Run: python fitters/derive_error_bands.py [--write]
@@ -33,6 +38,7 @@ from accelmap.validate import predict as pr
 from accelmap.validate.cases import InferenceCase, TrainingCase
 from accelmap.validate.outcome import MetricKind
 from accelmap.validate.read import read_cases
+from accelmap.validate.runs import ServingRun
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "reference" / "measurements"
@@ -42,6 +48,27 @@ PHASE = {MetricKind.TRAINING: "train", MetricKind.TTFT: "serve-latency",
          MetricKind.OFFLINE: "serve-offline", MetricKind.SERVER: "serve-server",
          MetricKind.LATENCY: "serve-latency"}
 CHECK_SET = ROOT / "data" / "serving_published.csv"
+RUNS = ROOT / "data" / "concurrency_published.yaml"
+
+
+def profile_stack(framework: str) -> str:
+    """The profile name a prediction's "framework version" text ran with ("tensorrt-llm 1.0"
+    -> "tensorrt-llm-1", "tensorrt-llm 0.17" -> "tensorrt-llm"); other text unchanged."""
+    from accelmap.cost.framework import Framework, release_stack
+
+    name, _, version = framework.partition(" ")
+    try:
+        return release_stack(Framework(name), version).value
+    except ValueError:
+        return framework
+
+
+def fitted_runs() -> set[str]:
+    """Ids of the runs a bundled parameter was fitted on (the tensorrt-llm-1 profile's)."""
+    from accelmap.cost.framework import Framework, _calibration
+
+    fitted = (_calibration().get(Framework.TENSORRT_LLM_1.value) or {}).get("fitted_on") or {}
+    return {i for ids in fitted.values() for i in ids}
 
 
 def vendor_residuals() -> list[tuple[str, str, int, float]]:
@@ -84,16 +111,22 @@ def residuals() -> dict[str, list[float]]:
         sc = f"{scale(devices)} devices"
         for k in (key(phase, stack, sc), key(phase, stack)):
             groups[k].append(err)
-    for path in (DATA / "training.csv", DATA / "inference.csv", CHECK_SET):
+    skip = fitted_runs()
+    for path in (DATA / "training.csv", DATA / "inference.csv", CHECK_SET, RUNS):
         for case in read_cases(path).cases:
-            if not isinstance(case, TrainingCase | InferenceCase):
+            if isinstance(case, ServingRun):
+                if case.id in skip or case.device_count is None:
+                    continue
+                devices = int(case.device_count)
+            elif isinstance(case, TrainingCase | InferenceCase):
+                devices = int(case.parallel.devices or 1)
+            else:
                 continue
             p = pr.predict_case(case, catalog, calibrated)
             if p.status is not pr.Status.OK or p.abs_pct_error is None or p.kind not in PHASE:
                 continue
             phase = PHASE[p.kind]
-            stack = p.framework or "unknown"
-            devices = int(case.parallel.devices or 1)
+            stack = profile_stack(p.framework or "unknown")
             sc = f"{scale(devices)} devices"
             for k in (key(phase, stack, sc), key(phase, stack), key(phase, sc), key(phase),
                       "all"):

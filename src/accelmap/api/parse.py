@@ -87,7 +87,7 @@ def sequences_per_step(global_batch_tokens: str | float, seq: int) -> int:
 
 
 # Stacks that only serve (inference engines) and only train; the others do both.
-SERVING_STACKS = ("tensorrt-llm", "vllm", "sglang", "llama.cpp")
+SERVING_STACKS = ("tensorrt-llm", "tensorrt-llm-1", "vllm", "sglang", "llama.cpp")
 TRAINING_STACKS = ("megatron", "fsdp")
 
 
@@ -99,10 +99,15 @@ def framework(text: str | None, train: bool) -> str | None:
         return None
     from accelmap.cost.framework import Framework
 
-    fw = choice(Framework, text.strip(), "framework")
     wrong = SERVING_STACKS if train else TRAINING_STACKS
+    ok = [f.value for f in Framework if f.value not in wrong]
+    try:  # an unknown name lists only the stacks this job takes (one line, under 300 chars)
+        fw = Framework(text.strip().lower())
+    except ValueError:
+        raise InputError(f"unknown framework {text.strip()!r}; "
+                         f"{'training' if train else 'serving'} takes one of "
+                         f"{', '.join(ok)}") from None
     if fw.value in wrong:
-        ok = [f.value for f in Framework if f.value not in wrong]
         raise InputError(f"--framework {fw.value} is a {'serving' if train else 'training'} "
                          f"stack; {'training' if train else 'serving'} takes one of "
                          f"{', '.join(ok)}")

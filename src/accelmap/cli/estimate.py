@@ -73,8 +73,8 @@ MoeWeightsOpt = Annotated[str | None, typer.Option(
 GroupOpt = Annotated[int, typer.Option(min=1, max=MAX_COUNT,
                                        help="Weights per scale for int8/int4.")]
 FrameworkOpt = Annotated[str | None, typer.Option(
-    help="eager, torch-compile, tensorrt-llm, vllm, megatron, fsdp (default: megatron for "
-         "training, vllm for serving).")]
+    help="eager, torch-compile, tensorrt-llm (v0.x engines), tensorrt-llm-1 (1.x, PyTorch "
+         "backend), vllm, megatron, fsdp (default: megatron for training, vllm for serving).")]
 OptimizerOpt = Annotated[str, typer.Option(help="adamw, sgd, lion, adafactor.")]
 RecomputeOpt = Annotated[str, typer.Option(help="none, selective, full.")]
 FlashOpt = Annotated[bool, typer.Option("--flash/--no-flash", help="Flash attention.")]

@@ -10,7 +10,11 @@ per-case constants.
 - ``request_overhead_s``: host work once per request batch before its first token (runtime
   setup, buffer allocation), paid in TTFT only.
 - ``quantized_weight_efficiency`` (how much of the 16-bit streaming bandwidth a weight-only
-  INT8/INT4 kernel reaches).
+  INT8/INT4 kernel reaches; for the 4-bit float formats, how much a block-scaled FP4 GEMM or
+  MoE kernel of the stack reaches where it is bandwidth-bound: public B200 measurements put
+  them well below 16-bit kernels, e.g. an NVFP4 GEMM at M=1 1.78 of 8 TB/s where fp16 reaches
+  5-6 (FlashInfer issue #1732) and an NVFP4 grouped GEMM at m=16 about 3-4 TB/s where MXFP8
+  nears 6 (CUTLASS issue #2266)).
 - ``custom_all_reduce``: the stack runs its own one-shot all-reduce kernel for small tensor-parallel
   messages where it beats NCCL (vLLM ``csrc/custom_all_reduce.cuh``, PR #2192; TensorRT-LLM
   ``cpp/tensorrt_llm/kernels/customAllReduceKernels.cu``; SGLang's port of both); its latency is
@@ -31,6 +35,7 @@ shared rows: their figures are borrowed from the fitted CUDA-graph stack and say
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -74,6 +79,11 @@ class Framework(StrEnum):
     EAGER_CPU = "eager-cpu"  # eager PyTorch on a CPU: host dispatch in series (cost/eager_cpu.py)
     TORCH_COMPILE = "torch-compile"  # gpt-fast: Inductor fusion + CUDA graphs
     TENSORRT_LLM = "tensorrt-llm"
+    # TensorRT-LLM 1.x: the PyTorch-backend executor (the default backend from 1.0: Python
+    # scheduler with the overlap scheduler, CUDA graphs of the decode batch, FlashInfer/CUTLASS
+    # kernels), its own host figures fitted on 2025 rows (fitters/fit_trtllm1_profile.py); the
+    # plain name keeps the TensorRT-engine releases' (v0.x) fit
+    TENSORRT_LLM_1 = "tensorrt-llm-1"
     VLLM = "vllm"
     SGLANG = "sglang"
     MEGATRON = "megatron"
@@ -94,14 +104,30 @@ class Framework(StrEnum):
 # activations scales with it): TensorRT-LLM ``max_num_tokens`` default 8192 (TensorRT-LLM docs,
 # "Best practices for tuning"), vLLM ``max_num_batched_tokens`` 8192 with chunked prefill (vLLM
 # docs, "Optimization and tuning").
-PREFILL_CHUNK: dict[Framework, int] = {Framework.TENSORRT_LLM: 8192, Framework.VLLM: 8192,
+PREFILL_CHUNK: dict[Framework, int] = {Framework.TENSORRT_LLM: 8192,
+                                       Framework.TENSORRT_LLM_1: 8192, Framework.VLLM: 8192,
                                        # SGLang ``chunked_prefill_size`` 8192 (server_args.py
                                        # default on large GPUs)
                                        Framework.SGLANG: 8192}
 # Stacks that run a custom one-shot all-reduce for small tensor-parallel messages (see above).
-CUSTOM_ALL_REDUCE = (Framework.TENSORRT_LLM, Framework.VLLM, Framework.SGLANG)
+CUSTOM_ALL_REDUCE = (Framework.TENSORRT_LLM, Framework.TENSORRT_LLM_1, Framework.VLLM,
+                     Framework.SGLANG)
 # Stacks that replay CUDA graphs and fuse elementwise ops: their figures come from the fit.
-GRAPH_STACKS = (Framework.TENSORRT_LLM, Framework.TORCH_COMPILE, Framework.VLLM, Framework.SGLANG)
+GRAPH_STACKS = (Framework.TENSORRT_LLM, Framework.TENSORRT_LLM_1, Framework.TORCH_COMPILE,
+                Framework.VLLM, Framework.SGLANG)
+# TensorRT-LLM releases from this one on run the 1.x profile (the PyTorch backend became the
+# default in 1.0: TensorRT-LLM 1.0 release notes)
+TRTLLM_PYTORCH_FROM = (1, 0)
+
+
+def release_stack(fw: Framework, version: str) -> Framework:
+    """The profile of ``fw`` at release ``version`` ("1.1.0rc1", "v0.17", as written after the
+    stack's name): TensorRT-LLM 1.0 and later is ``tensorrt-llm-1``; any other stack, or no
+    version, stays as it is."""
+    m = re.match(r"\s*v?(\d+)\.(\d+)", version or "")
+    if fw is Framework.TENSORRT_LLM and m and (int(m[1]), int(m[2])) >= TRTLLM_PYTORCH_FROM:
+        return Framework.TENSORRT_LLM_1
+    return fw
 
 
 @dataclass(frozen=True)

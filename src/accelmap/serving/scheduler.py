@@ -103,7 +103,7 @@ def defaults(fw: Framework, *, offline: bool, device_bytes: float) -> SchedulerC
             KvBudget.OF_TOTAL, 0.9,
             source="vLLM V1 defaults (engine/arg_utils.py by usage context and device memory; "
                    "block_size 16, gpu_memory_utilization 0.9, recompute preemption)")
-    if fw is Framework.TENSORRT_LLM:
+    if fw in (Framework.TENSORRT_LLM, Framework.TENSORRT_LLM_1):
         # BuildConfig defaults max_batch_size 2048, max_num_tokens 8192 (TensorRT-LLM >= 0.11,
         # "Best practices for tuning the performance"); KvCacheConfig tokens_per_block 32,
         # free_gpu_memory_fraction 0.9; trtllm-bench enables chunked context.

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from accelmap.catalog import Catalog
-from accelmap.cost.framework import Framework, FrameworkProfile
+from accelmap.cost.framework import Framework, FrameworkProfile, release_stack
 from accelmap.cost.framework import profile as framework_profile
 from accelmap.cost.roofline import Device
 from accelmap.hardware.schema import Accelerator
@@ -269,7 +269,8 @@ _VERSION = re.compile(r"v?(\d+)\.(\d+)")
 
 def inference_profile(text: str) -> tuple[FrameworkProfile, list[str]]:
     """The row's framework as a profile with its release's named features, and notes."""
-    fw = inference_framework(text)
+    after = re.search(r"tensorrt-llm[\s:/-]*(v?\d+\.\d+)", text.lower())
+    fw = release_stack(inference_framework(text), after.group(1) if after else "")
     prof = framework_profile(fw)
     if fw is Framework.TENSORRT_LLM and (m := _VERSION.search(text.lower())):
         version = (int(m.group(1)), int(m.group(2)))

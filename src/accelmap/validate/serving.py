@@ -33,7 +33,7 @@ from dataclasses import replace
 from typing import Any
 
 from accelmap.catalog import Catalog
-from accelmap.cost.framework import Framework, FrameworkProfile
+from accelmap.cost.framework import Framework, FrameworkProfile, release_stack
 from accelmap.cost.framework import profile as framework_profile
 from accelmap.engine import System
 from accelmap.engine.formats import resolve_inference
@@ -130,7 +130,9 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str],
     # dp_attention: the tp group runs attention data-parallel (SGLang --tp 8 --dp 8
     # --enable-dp-attention is tp: 8 with dp_attention: true; dp stays the engine instances)
     m = Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=dp, dp_attention=bool(run.dp_attention))
-    fw = framework_profile(run.framework or Framework.EAGER)
+    # the release picks the profile (TensorRT-LLM 1.x runs the PyTorch-backend profile)
+    fw = framework_profile(release_stack(run.framework, run.version) if run.framework
+                           else Framework.EAGER)
     weight = run.precision
     assert weight is not None
     # activations: fp8 with fp8 weights (W8A8), else 16 bits (4-bit GEMMs quantize their inputs
