@@ -252,7 +252,10 @@ def slug(r: dict[str, Any]) -> str:
             f"{spec}-{r['isl'] // 1024}k{r['osl'] // 1024}k")
 
 
-def convert(rows: Sequence[dict[str, Any]]) -> tuple[list[tuple[dict[str, Any], list[dict[str, Any]]]], Counter[str]]:
+Record = dict[str, Any]
+
+
+def convert(rows: Sequence[Record]) -> tuple[list[tuple[Record, list[Record]]], Counter[str]]:
     """(configuration record, its point records) per configuration, and the not-written
     reasons with their counts (fixture rows)."""
     groups: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
