@@ -50,7 +50,8 @@ RANGE_RATIO = 0.8  # --random-range-ratio (benchmark-tmpl.yml default)
 PROMPTS_PER_CLIENT = 10  # --num-prompts $((CONC * 10))
 
 # InferenceX hardware ids -> catalog ids. The dashboard's h100/h200 runners are SXM parts
-# (configs/runners.yaml: DGX/HGX nodes). Ids not here have no catalog part: not written.
+# (configs/runners.yaml: CoreWeave "h100-cw" and DGX Cloud "h100-dgxc" pools; DGX H100 is
+# the SXM5 80 GB part). Ids not here (e.g. rtx6000pro) have no catalog part: not written.
 HARDWARE = {"b200": "b200", "b300": "b300", "gb200": "gb200", "gb300": "gb300",
             "h100": "h100-sxm5-80gb", "h200": "h200-sxm", "mi300x": "mi300x",
             "mi325x": "mi325x", "mi355x": "mi355x"}
