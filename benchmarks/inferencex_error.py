@@ -1,0 +1,128 @@
+"""Prediction error on SemiAnalysis InferenceX concurrency sweeps (data/inferencex_published.yaml).
+
+The file (written by ``data/inferencex/convert.py`` from the InferenceX dashboard's API
+snapshot) holds closed-loop concurrency points of DeepSeek-R1 on B200, B300, GB200, GB300,
+H100, H200, MI300X, MI325X and MI355X in FP4 and FP8, in the run format. Report only: nothing
+is fitted on it. Prints median / p90 absolute % error and the median signed % error (+ = accelmap
+optimistic) per accelerator, model, precision, framework and metric, then the skip reasons
+with their counts.
+
+    PYTHONPATH=src python3 benchmarks/inferencex_error.py [--sample N] [--seed S] [--rows]
+
+``--sample N`` predicts a fixed random sample of N records (seeded) instead of all of them.
+The whole file (975 records, 342 predicted, the rest skipped) takes about two minutes on the
+project's 2-core machine (0.12 s per record).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from accelmap.api import validate_cases
+from accelmap.api.validation import Prediction, Status
+from accelmap.validate.report import stats
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECK_SET = ROOT / "data" / "inferencex_published.yaml"
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    """The file's records with YAML merge keys resolved."""
+    data = yaml.safe_load(path.read_text())
+    return list(data["runs"] if isinstance(data, dict) else data)
+
+
+def precision_word(rec: dict[str, Any]) -> str:
+    moe = rec.get("moe_precision")
+    return f"{rec.get('precision')}+{moe} experts" if moe else str(rec.get("precision"))
+
+
+def framework_word(rec: dict[str, Any]) -> str:
+    fw = str(rec.get("framework", "")).split(" ")[0]
+    return f"{fw}/{rec['engine']}" if rec.get("engine") else fw
+
+
+def _pct(v: float | None, signed: bool = False) -> str:
+    return "-" if v is None else (f"{v:+7.1f}" if signed else f"{v:7.1f}")
+
+
+def table(title: str, preds: Sequence[Prediction], groups: dict[str, Any]) -> None:
+    """n, median and p90 absolute % error and median signed % error per group (the columns of
+    serving_error.py), the skipped rows counted apart."""
+    print(f"\n{title}")
+    print(f"  {'group':<46}{'n':>5}{'median':>9}{'p90':>9}{'signed':>9}")
+    for label, key in groups.items():
+        for name in sorted({k for p in preds if p.status is Status.OK and (k := key(p))}):
+            s = stats(p for p in preds if key(p) == name)
+            print(f"  {label + ': ' + name:<46}{s.n:>5}{_pct(s.median_abs_pct_error):>9}"
+                  f"{_pct(s.p90_abs_pct_error):>9}{_pct(s.median_signed_pct_error, True):>9}")
+    s = stats(preds)
+    print(f"  {'all scored rows':<46}{s.n:>5}{_pct(s.median_abs_pct_error):>9}"
+          f"{_pct(s.p90_abs_pct_error):>9}{_pct(s.median_signed_pct_error, True):>9}")
+
+
+def reasons(preds: Sequence[Prediction]) -> Counter[str]:
+    """Skip reasons, each clause of a reason counted apart, numbers written N."""
+    out: Counter[str] = Counter()
+    for p in preds:
+        if p.status is not Status.OK:
+            for clause in (p.skipped_reason or "no reason given").split("; "):
+                out[re.sub(r"\d+", "N", clause.split(" (`")[0])] += 1
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", type=Path, default=CHECK_SET)
+    ap.add_argument("--sample", type=int, default=0, help="predict N records drawn at random")
+    ap.add_argument("--seed", type=int, default=0, help="seed of --sample")
+    ap.add_argument("--rows", action="store_true", help="print every scored row too")
+    args = ap.parse_args(argv)
+    recs = records(args.cases)
+    by_id = {r["id"]: r for r in recs}
+    path = args.cases
+    if 0 < args.sample < len(recs):
+        recs = random.Random(args.seed).sample(recs, args.sample)
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as tmp:
+            yaml.safe_dump(recs, tmp, sort_keys=False)
+        path = Path(tmp.name)
+    t0 = time.perf_counter()
+    preds: list[Prediction] = list(validate_cases([path]).predictions)
+    took = time.perf_counter() - t0
+
+    def field(fn: Any) -> Any:
+        return lambda p: fn(by_id[p.row_id]) if p.row_id in by_id else None
+
+    table(f"{args.cases.name}: {len(preds)} records (abs % error; signed + = optimistic)", preds, {
+        "accelerator": field(lambda r: r["accelerator"]),
+        "model": field(lambda r: r["model"]),
+        "precision": field(precision_word),
+        "framework": field(framework_word),
+        "metric": lambda p: p.metric or None,
+        "accelerator x metric": field(lambda r: f"{r['accelerator']} {r['metric']}"),
+    })
+    ok = sum(p.status is Status.OK for p in preds)
+    print(f"\nscored {ok} of {len(preds)}; {len(preds) - ok} skipped, with these reasons "
+          "(a record may have several):")
+    for why, n in reasons(preds).most_common():
+        print(f"  {n:5d}  {why}")
+    print(f"\npredicted in {took:.1f} s ({took / max(len(preds), 1):.2f} s per record)")
+    if args.rows:
+        for p in preds:
+            if p.status is Status.OK and p.predicted is not None and p.measured is not None:
+                print(f"  {p.row_id:<64} {p.metric:<32} measured {p.measured:>10.1f} "
+                      f"predicted {p.predicted:>10.1f} {p.signed_pct_error:+7.1f} %")
+
+
+if __name__ == "__main__":
+    main()
