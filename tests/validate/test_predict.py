@@ -48,7 +48,8 @@ def test_metric_kinds_and_gpt_fast_default_output(catalog: Catalog) -> None:
 
 def test_unknown_rows_skipped_with_reason(catalog: Catalog) -> None:
     t = rows("training.csv")
-    mystery = predict_case(dataclasses.replace(t["T0368"], accelerator="Mystery GPU"), catalog, NONE)
+    mystery = predict_case(dataclasses.replace(t["T0368"], accelerator="Mystery GPU"), catalog,
+                           NONE)
     assert "not in the catalog" in str(mystery.skipped_reason)
     assert "seq_len not stated" in str(predict_case(t["T0059"], catalog, NONE).skipped_reason)
 
