@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import random
 import re
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -28,8 +27,10 @@ from typing import Any
 
 import yaml
 
-from accelmap.api import validate_cases
+from accelmap.api import load_catalog
 from accelmap.api.validation import Prediction, Status
+from accelmap.validate.predict import predict_cases
+from accelmap.validate.read import read_cases
 from accelmap.validate.report import stats
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,14 +91,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = ap.parse_args(argv)
     recs = records(args.cases)
     by_id = {r["id"]: r for r in recs}
-    path = args.cases
-    if 0 < args.sample < len(recs):
-        recs = random.Random(args.seed).sample(recs, args.sample)
-        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as tmp:
-            yaml.safe_dump(recs, tmp, sort_keys=False)
-        path = Path(tmp.name)
+    cases = list(read_cases(args.cases).cases)
+    if 0 < args.sample < len(cases):  # the sample is drawn in memory: nothing is written
+        cases = random.Random(args.seed).sample(cases, args.sample)
     t0 = time.perf_counter()
-    preds: list[Prediction] = list(validate_cases([path]).predictions)
+    preds: list[Prediction] = predict_cases(cases, load_catalog(), frozenset())
     took = time.perf_counter() - t0
 
     def field(fn: Any) -> Any:

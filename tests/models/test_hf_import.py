@@ -386,3 +386,21 @@ def test_every_class_default_taken_is_said() -> None:
     assert said and "max_position_embeddings=2048" in said[0]
     full = spec_from_hf_dict(json.loads((FIXTURES / "llama-2-7b.json").read_text()), "c.json")
     assert not any("max_position_embeddings" in n for n in full.notes)
+
+
+def test_unreachable_hub_fails_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No DNS for the Hub: one line at once, not huggingface_hub's five retries (~25 s)."""
+    import socket
+
+    pytest.importorskip("huggingface_hub")
+    from accelmap.errors import AccelmapError
+    from accelmap.models import hf
+
+    def no_dns(*args: object, **kwargs: object) -> None:
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with pytest.raises(AccelmapError, match="cannot be reached") as e:
+        hf.load_hf_config("no-such-owner/no-such-model")
+    assert "\n" not in str(e.value)

@@ -132,6 +132,26 @@ def load_hf_config(path_or_repo: str, name: str | None = None) -> ModelSpec:
                      "(owner/name)")
 
 
+def _check_reachable(repo_id: str) -> None:
+    """Fail at once when the Hub's host does not even resolve (offline, no DNS): huggingface_hub
+    2.x retries a failed request five times with backoff (about 25 s) before it gives up."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if getattr(constants, "HF_HUB_OFFLINE", False):
+        return  # the hub answers from its cache or says it is offline, at once
+    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError:
+        raise AccelmapError(
+            f"could not download config.json of {repo_id!r}: {host} cannot be reached (no "
+            "network?); pass a local config.json, or set HF_ENDPOINT to a reachable mirror"
+        ) from None
+
+
 def _download_config(repo_id: str) -> dict[str, Any]:
     try:
         from huggingface_hub import hf_hub_download
@@ -140,6 +160,7 @@ def _download_config(repo_id: str) -> dict[str, Any]:
             f"to import {repo_id!r} by repo id, install the 'hf' extra "
             "(pip install 'accelmap[hf]'), or download its config.json and pass the file"
         ) from None
+    _check_reachable(repo_id)
     try:
         local = hf_hub_download(repo_id, "config.json")  # JSON only: no remote code is run
     except Exception as e:  # network, auth, missing repo: all are user-facing
