@@ -143,8 +143,9 @@ class _Pass:
         host["dispatch_wait"] = max(hp.host_s - hp.device_s, 0.0) if hp else 0.0
         seconds = (max(float(total_time(self.ops)), hp.host_s if hp else 0.0)
                    + sum(comm.values()) + fw.step_overhead_s)
-        if first:
-            seconds += fw.request_overhead_s
+        if first:  # the front end's latency (cost/framework.py) only delays the first token
+            seconds += fw.request_overhead_s + fw.request_latency_s
+            host["request_latency"] = fw.request_latency_s
         return replace(self, comm=comm, host=host, hp=hp, seconds=seconds)
 
 

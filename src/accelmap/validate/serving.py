@@ -113,7 +113,7 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str]
     from accelmap.mapping.plan import Mapping
 
     m = Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=dp)
-    fw = framework_profile(run.framework or Framework.EAGER)
+    fw = framework_profile(run.framework or Framework.EAGER, system.device.acc.vendor)
     weight = run.precision
     assert weight is not None
     # activations: fp8 with fp8 weights (W8A8), else 16 bits (4-bit GEMMs quantize their inputs
