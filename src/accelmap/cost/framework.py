@@ -157,6 +157,14 @@ class FrameworkProfile:
     # under autocast with fp32 parameters; None = the ops' own dtype)
     passes: Mapping[str, Any] | None = None
     stream_dtype: DType | None = None
+    # the platform block of the calibration the figures came from ("rocm"), None: the stack's
+    # own figures; the error bands of a platform are its own (engine/error_band.py)
+    platform: str | None = None
+
+    @property
+    def band_stack(self) -> str:
+        """The stack's name in engine/data/error_bands.yaml: ``sglang`` or ``sglang rocm``."""
+        return self.name.value if self.platform is None else f"{self.name.value} {self.platform}"
 
     def for_model(self, spec: Any, serving: bool = False) -> FrameworkProfile:
         """This profile with the dispatch table of ``spec``'s implementation (eager stacks with a
@@ -183,15 +191,16 @@ def platform_of(vendor: str | None) -> str:
     return "rocm" if vendor is not None and vendor.strip() == AMD_VENDOR else "cuda"
 
 
-def _platform_calibration(fw: Framework, vendor: str | None) -> dict[str, Any]:
-    """The stack's calibration entry with its platform block (``rocm``) laid over it."""
+def _platform_calibration(fw: Framework, vendor: str | None) -> tuple[dict[str, Any], str | None]:
+    """The stack's calibration entry with its platform block (``rocm``) laid over it, and the
+    platform whose block was used (None: none was)."""
     cal: dict[str, Any] = dict(_calibration().get(fw.value, {}))
     block = cal.pop("rocm", None)
     if platform_of(vendor) == "rocm" and isinstance(block, dict):
-        cal = {**cal, **block,
-               "not_calibrated": {**(cal.get("not_calibrated") or {}),
-                                  **(block.get("not_calibrated") or {})}}
-    return cal
+        return {**cal, **block,
+                "not_calibrated": {**(cal.get("not_calibrated") or {}),
+                                   **(block.get("not_calibrated") or {})}}, "rocm"
+    return cal, None
 
 
 def profile(name: Framework | str, vendor: str | None = None) -> FrameworkProfile:
@@ -228,7 +237,7 @@ def profile(name: Framework | str, vendor: str | None = None) -> FrameworkProfil
                                 not_calibrated=eager_gaps, launch=Launch.EAGER)
     if fw in COMPILED_STACKS:
         return _compiled(fw)
-    cal = _platform_calibration(fw, vendor)
+    cal, plat = _platform_calibration(fw, vendor)
     if fw is Framework.FSDP:
         # Eager PyTorch under FSDP: every op a launch of its own, no elementwise fusion (that
         # needs torch.compile, a separate profile); parameter all-gathers are prefetched, which
@@ -251,6 +260,7 @@ def profile(name: Framework | str, vendor: str | None = None) -> FrameworkProfil
         step_overhead_s=float(cal.get("step_overhead_s", 0.0)),
         request_overhead_s=float(cal.get("request_overhead_s", 0.0)),
         request_latency_s=float(cal.get("request_latency_s", 0.0)),
+        platform=plat,
         custom_all_reduce=fw in CUSTOM_ALL_REDUCE,
         not_calibrated={**missing, **{str(k): str(v) for k, v in
                                       (cal.get("not_calibrated") or {}).items()}},
