@@ -35,7 +35,10 @@ Each is fitted by robust least squares (``scipy.optimize.least_squares``, soft-L
 see the latency), then the latency at the fitted step; the engine re-predicts the fit set at
 the result (in-sample error) and every held-out record before (the profile as it was) and after.
 
-Run: PYTHONPATH=src python fitters/fit_sglang_profile.py [--dry-run]
+Reads: data/inferencex_published.yaml and the bundled framework_calibration.yaml.
+Writes: src/accelmap/cost/data/framework_calibration.yaml (SGLang's block only).
+
+Run: python fitters/fit_sglang_profile.py [--dry-run]   (PYTHONPATH=src from the root)
 """
 
 from __future__ import annotations
