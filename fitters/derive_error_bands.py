@@ -9,11 +9,17 @@ data/serving_published.csv: no parameter is fitted on them, so their residuals a
 out-of-sample); and the non-GPU classes' vendor figures (data/vendor_figures.csv,
 the rows benchmarks/vendor_error.py predicts, minus those a class parameter was fitted on).
 Also the offline runs of data/concurrency_published.yaml that no parameter was fitted on (every
-run there but the ones fitters/fit_trtllm1_profile.py fitted the tensorrt-llm-1 profile on).
+run there but the ones fitters/fit_trtllm1_profile.py fitted the tensorrt-llm-1 profile on);
+and SGLang's held-out InferenceX concurrency sweeps (fitters/fit_sglang_profile.py: the three
+configurations in four its profile was not fitted on), stack ``sglang`` on CUDA GPUs and
+``sglang rocm`` on AMD ones, in their own groups only (phase, stack, scale) and (phase, stack):
+throughput rows as ``serve-offline`` and ``serve-throughput`` (a closed loop at concurrency N
+is a batch of N in steady state; SGLang has no published fixed-batch row), per-user rate and
+TTFT rows as ``serve-latency``.
 Stack: the framework profile the row was predicted with, by the name the engine looks its band
 up by (``tensorrt-llm`` for a v0.x run, ``tensorrt-llm-1`` for TensorRT-LLM >= 1.0:
-cost/framework.py ``release_stack``), not the row's "framework version" text. Scale:
-engine.error_band.scale of the row's device count.
+cost/framework.py ``release_stack``; ``sglang rocm`` on AMD: ``FrameworkProfile.band_stack``),
+not the row's "framework version" text. Scale: engine.error_band.scale of the row's device count.
 
 Reads: data/reference/measurements/training.csv and inference.csv,
   data/serving_published.csv, data/concurrency_published.yaml, data/vendor_figures.csv (through
@@ -103,11 +109,30 @@ def vendor_residuals() -> list[tuple[str, str, int, float]]:
     return out
 
 
+def sglang_residuals() -> list[tuple[str, str, int, float]]:
+    """(stack, phase, devices, abs % error) of SGLang's held-out InferenceX records (module
+    doc), predicted with the calibration as written."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fit_sglang_profile", ROOT / "fitters" /
+                                                  "fit_sglang_profile.py")
+    assert spec and spec.loader
+    fs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fs)
+    out = []
+    for metric, plat, devices, err in fs.held_out_residuals():
+        stack = "sglang" if plat == "cuda" else f"sglang {plat}"
+        phases = (("serve-latency",) if metric in ("ttft_p50_ms", "tokens_per_s_per_user")
+                  else ("serve-offline", "serve-throughput"))
+        out += [(stack, phase, devices, err) for phase in phases]
+    return out
+
+
 def residuals() -> dict[str, list[float]]:
     catalog = load_catalog()
     calibrated = pr.calibration_rows()
     groups: dict[str, list[float]] = defaultdict(list)
-    for stack, phase, devices, err in vendor_residuals():
+    for stack, phase, devices, err in vendor_residuals() + sglang_residuals():
         sc = f"{scale(devices)} devices"
         for k in (key(phase, stack, sc), key(phase, stack)):
             groups[k].append(err)

@@ -86,7 +86,8 @@ def scenario_layout(model: ModelSpec, system: System, workload: Inference, load:
                     ) -> tuple[Mapping, str | None]:
     """The layout of a simulated run when none is given, and why (``serving.layout``): the
     smallest whose KV pool under the stack's memory rule holds the clients' context."""
-    fw = resolve_framework(framework, class_framework(system, training=False))
+    fw = resolve_framework(framework, class_framework(system, training=False),
+                           system.accelerator.vendor)
     return _scenario_layout(model, system, workload, fw, load)
 
 
@@ -96,7 +97,8 @@ def serve(model: ModelSpec, system: System, workload: Inference, mapping: Mappin
           speculation: Speculation | None = None) -> ServingRun:
     """Simulate ``load`` (default: offline) on ``mapping``; ``workload`` gives the precisions and
     the mean prompt/output lengths (its batch is ignored: the scheduler picks it)."""
-    fw = resolve_framework(framework, class_framework(system, training=False))
+    fw = resolve_framework(framework, class_framework(system, training=False),
+                           system.accelerator.vendor)
     if workload.sparsity is Sparsity.NONE:
         return run(model, system, workload, mapping, fw, load or Load(), imbalance=imbalance,
                    speculation=speculation)
@@ -130,7 +132,8 @@ def serve_batch(model: ModelSpec, system: System, workload: Inference, mapping: 
     if speculation is None:
         return est  # type: ignore[return-value]
     assert isinstance(est, ServeStep)
-    fw = resolve_framework(framework, class_framework(system, training=False))
+    fw = resolve_framework(framework, class_framework(system, training=False),
+                           system.accelerator.vendor)
     return batch_step(est, speculation, model, system, workload, mapping, fw, imbalance)
 
 
@@ -197,7 +200,8 @@ def serve_disaggregated(model: ModelSpec, system: System, workload: Inference,
     if bad:
         raise InputError(f"--disaggregate {split.prefill_instances}:{split.decode_instances}: "
                          f"{bad[0]}")
-    fw = resolve_framework(framework, class_framework(system, training=False))
+    fw = resolve_framework(framework, class_framework(system, training=False),
+                           system.accelerator.vendor)
     return run_disaggregated(model, system, workload, split, fw, _disagg_load(load),
                              layerwise=layerwise, speculation=speculation)
 
@@ -209,6 +213,7 @@ def plan_disaggregation(model: ModelSpec, system: System, workload: Inference, *
     """The split of ``system`` between prefill and decode (and the colocated layouts) with the
     most goodput per device at the load's rate and SLOs, among the layouts meeting the SLOs for
     ``attainment`` of the requests (DistServe's 90 % example), with every candidate tried."""
-    fw = resolve_framework(framework, class_framework(system, training=False))
+    fw = resolve_framework(framework, class_framework(system, training=False),
+                           system.accelerator.vendor)
     return search_split(model, system, workload, fw, _disagg_load(load), layerwise=layerwise,
                         attainment=attainment)

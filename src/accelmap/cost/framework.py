@@ -9,6 +9,16 @@ per-case constants.
   the graph, the host-device sync; paid once per prefill and once per decode step.
 - ``request_overhead_s``: host work once per request batch before its first token (runtime
   setup, buffer allocation), paid in TTFT only.
+- ``request_latency_s``: latency on a request's own path that the serving loop does not wait
+  for: the HTTP front end, tokenization and the hand-off to the scheduler before the request
+  can join a batch, and the detokenization and streaming of its tokens back. SGLang runs these
+  in separate processes (``TokenizerManager`` and ``DetokenizerManager``, talking to the
+  ``Scheduler`` over ZMQ; sgl-project/sglang ``python/sglang/srt/managers/``), so they delay
+  what a client sees (TTFT and end-to-end latency) without occupying the device.
+- platform blocks: a stack's entry in framework_calibration.yaml may hold a ``rocm`` block that
+  overrides its figures on AMD GPUs (``profile(name, vendor)``): the same framework runs other
+  kernels (AITER / Triton on ROCm instead of FlashInfer, DeepGEMM, CUTLASS on CUDA) and HIP
+  graphs instead of CUDA graphs, so its host and kernel figures are fitted apart.
 - ``quantized_weight_efficiency`` (how much of the 16-bit streaming bandwidth a weight-only
   INT8/INT4 kernel reaches; for the 4-bit float formats, how much a block-scaled FP4 GEMM or
   MoE kernel of the stack reaches where it is bandwidth-bound: public B200 measurements put
@@ -147,6 +157,9 @@ class FrameworkProfile:
     # host work per forward pass (prefill or decode step) and per request batch (TTFT only)
     step_overhead_s: float = 0.0
     request_overhead_s: float = 0.0
+    # TTFT and end-to-end latency a client sees beyond the serving loop (front end,
+    # tokenizer/detokenizer processes); it occupies no device time (see the module doc)
+    request_latency_s: float = 0.0
     custom_all_reduce: bool = False
     # Decode attention of a grouped-query model with an 8-bit KV cache streams (and dequantizes)
     # the group's K/V once per *query* head: TensorRT-LLM before 0.7, whose masked-MHA kernel
@@ -170,6 +183,14 @@ class FrameworkProfile:
     # under autocast with fp32 parameters; None = the ops' own dtype)
     passes: Mapping[str, Any] | None = None
     stream_dtype: DType | None = None
+    # the platform block of the calibration the figures came from ("rocm"), None: the stack's
+    # own figures; the error bands of a platform are its own (engine/error_band.py)
+    platform: str | None = None
+
+    @property
+    def band_stack(self) -> str:
+        """The stack's name in engine/data/error_bands.yaml: ``sglang`` or ``sglang rocm``."""
+        return self.name.value if self.platform is None else f"{self.name.value} {self.platform}"
 
     def for_model(self, spec: Any, serving: bool = False) -> FrameworkProfile:
         """This profile with the dispatch table of ``spec``'s implementation (eager stacks with a
@@ -188,7 +209,29 @@ def _calibration() -> dict[str, dict[str, object]]:
     return dict(yaml.safe_load(path.read_text()) or {})
 
 
-def profile(name: Framework | str) -> FrameworkProfile:
+AMD_VENDOR = "AMD"  # the catalog's ``vendor`` of AMD GPUs (hardware/data/accelerators)
+
+
+def platform_of(vendor: str | None) -> str:
+    """The software platform a GPU of ``vendor`` runs: ``rocm`` for AMD, else ``cuda``."""
+    return "rocm" if vendor is not None and vendor.strip() == AMD_VENDOR else "cuda"
+
+
+def _platform_calibration(fw: Framework, vendor: str | None) -> tuple[dict[str, Any], str | None]:
+    """The stack's calibration entry with its platform block (``rocm``) laid over it, and the
+    platform whose block was used (None: none was)."""
+    cal: dict[str, Any] = dict(_calibration().get(fw.value, {}))
+    block = cal.pop("rocm", None)
+    if platform_of(vendor) == "rocm" and isinstance(block, dict):
+        return {**cal, **block,
+                "not_calibrated": {**(cal.get("not_calibrated") or {}),
+                                   **(block.get("not_calibrated") or {})}}, "rocm"
+    return cal, None
+
+
+def profile(name: Framework | str, vendor: str | None = None) -> FrameworkProfile:
+    """The stack's profile; ``vendor`` (the accelerator's catalog vendor) picks a platform
+    block of the calibration where the stack has one (module doc)."""
     try:
         fw = Framework(name)
     except ValueError:
@@ -220,7 +263,7 @@ def profile(name: Framework | str) -> FrameworkProfile:
                                 not_calibrated=eager_gaps, launch=Launch.EAGER)
     if fw in COMPILED_STACKS:
         return _compiled(fw)
-    cal: dict[str, Any] = _calibration().get(fw.value, {})
+    cal, plat = _platform_calibration(fw, vendor)
     if fw is Framework.FSDP:
         # Eager PyTorch under FSDP: every op a launch of its own, no elementwise fusion (that
         # needs torch.compile, a separate profile); parameter all-gathers are prefetched, which
@@ -242,6 +285,8 @@ def profile(name: Framework | str) -> FrameworkProfile:
         prefill_chunk_tokens=PREFILL_CHUNK.get(fw),
         step_overhead_s=float(cal.get("step_overhead_s", 0.0)),
         request_overhead_s=float(cal.get("request_overhead_s", 0.0)),
+        request_latency_s=float(cal.get("request_latency_s", 0.0)),
+        platform=plat,
         custom_all_reduce=fw in CUSTOM_ALL_REDUCE,
         not_calibrated={**missing, **{str(k): str(v) for k, v in
                                       (cal.get("not_calibrated") or {}).items()}},

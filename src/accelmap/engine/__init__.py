@@ -123,7 +123,8 @@ def _estimate(model: ModelSpec, sys_: System, workload: Training | Inference, m:
     if isinstance(workload, Training):
         fw = resolve_framework(framework, ex.training).for_model(model)
         return train_step(model, sys_, workload, m, fw, overlap, imbalance)
-    fw = resolve_framework(framework, ex.serving).for_model(model, serving=True)
+    fw = resolve_framework(framework, ex.serving, sys_.accelerator.vendor).for_model(
+        model, serving=True)
     if ex.layer_pipelined:
         return dataflow_serve(model, sys_, workload, m, fw, imbalance)
     return serve_step(model, sys_, workload, m, fw, imbalance)
@@ -137,11 +138,12 @@ def class_framework(where: System | Cluster | Accelerator, training: bool) -> Fr
 
 
 def resolve_framework(framework: Framework | str | FrameworkProfile | None,
-             default: Framework) -> FrameworkProfile:
-    """A framework name (or None: the default) as its profile; a profile as it is."""
+             default: Framework, vendor: str | None = None) -> FrameworkProfile:
+    """A framework name (or None: the default) as its profile on a GPU of ``vendor`` (the
+    stack's platform block, cost/framework.py); a profile as it is."""
     if isinstance(framework, FrameworkProfile):
         return framework
-    return framework_profile(framework or default)
+    return framework_profile(framework or default, vendor)
 
 
 def _check_imbalance(model: ModelSpec, imbalance: float) -> None:

@@ -116,9 +116,9 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
                      *device_notes(dev, wl.compute_dtype, fw),
                      *(hp.sentence(what) for what, hp in (("prefill", pre.hp),
                                                           ("decode step", dec.hp)) if hp)),
-        error_band=error_band("serve-throughput", fw.name.value, world,
+        error_band=error_band("serve-throughput", fw.band_stack, world,
                               dev.acc.device_class.value),
-        latency_error_band=error_band("serve-latency", fw.name.value, m.devices_per_replica,
+        latency_error_band=error_band("serve-latency", fw.band_stack, m.devices_per_replica,
                                       dev.acc.device_class.value),
         output_len=wl.output_len, ttft_s=ttft, tpot_s=tpot, total_time_s=total,
         tokens_per_s=out_tokens / total if wl.output_len else 0.0,
@@ -161,8 +161,9 @@ class _Pass:
         host["dispatch_wait"] = max(hp.host_s - hp.device_s, 0.0) if hp else 0.0
         seconds = (max(float(total_time(self.ops)), hp.host_s if hp else 0.0)
                    + sum(comm.values()) + fw.step_overhead_s)
-        if first:
-            seconds += fw.request_overhead_s
+        if first:  # the front end's latency (cost/framework.py) only delays the first token
+            seconds += fw.request_overhead_s + fw.request_latency_s
+            host["request_latency"] = fw.request_latency_s
         return replace(self, comm=comm, host=host, hp=hp, seconds=seconds)
 
 

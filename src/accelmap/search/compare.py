@@ -367,7 +367,8 @@ def serve_row(spec: ModelSpec, acc: Accelerator, job: CompareJob, cat: Catalog
               ) -> CompareRow:
     """One part's serving row."""
     ex = execution_model_of(acc)
-    fw = resolve_framework(job.framework, ex.serving).for_model(spec, serving=True)
+    fw = resolve_framework(job.framework, ex.serving, acc.vendor).for_model(
+        spec, serving=True)
     chunk = fw.prefill_chunk_tokens
     wl, notes = _serving_workload(acc, job)
     row = _row(acc, job, wl.weight_dtype, notes)

@@ -205,7 +205,8 @@ def curve(ctx: Context, cluster: Cluster, progress: Progress | None = None) -> F
     one is given), simulated."""
     spec, wl, framework, concurrency, speculation = ctx
     system = System.of(cluster)
-    fw = resolve_framework(framework, class_framework(system, training=False))
+    fw = resolve_framework(framework, class_framework(system, training=False),
+                           system.accelerator.vendor)
     points: list[FrontierPoint] = []
     skipped: list[str] = []
     maps = layouts(spec, cluster)

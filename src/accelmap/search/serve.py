@@ -220,7 +220,7 @@ def plan_serving(spec: ModelSpec, cluster: Cluster, prompt_len: int, output_len:
     ws, kvs, notes = _dtypes(cluster, weight_dtypes, kv_dtypes, quantize)
     system = System.of(cluster, profile)  # also checks the profile's device
     calibration = system.device.calibration
-    fw = resolve_framework(framework, class_framework(system, training=False))
+    fw = resolve_framework(framework, class_framework(system, training=False), acc.vendor)
     configs = _configs(spec, cluster, ws, kvs)
     half = _half(cluster)
     batches = powers_of_two(max_batch)

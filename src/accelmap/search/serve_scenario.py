@@ -145,7 +145,8 @@ def plan_serving_scenario(spec: ModelSpec, cluster: Cluster, prompt_len: int, ou
     score = _SimScore(obj, price_per_device_hour(acc), tdp_w(acc))
     ws, kvs, notes = _dtypes(cluster, weight_dtypes, kv_dtypes, quantize)
     system = System.of(cluster, profile)
-    fw = resolve_framework(framework, class_framework(system, training=False))
+    fw = resolve_framework(framework, class_framework(system, training=False),
+                           system.accelerator.vendor)
     half = _half(cluster)
     configs = _configs(spec, cluster, ws, kvs)
     sched = defaults(fw.name, offline=load.scenario is Scenario.OFFLINE,

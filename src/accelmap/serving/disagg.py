@@ -396,7 +396,7 @@ def run_disaggregated(spec: ModelSpec, system: System, wl: Inference, d: Disaggr
     return DisaggRun(*head, True, None, metrics, sched, pre.pool.other, dec.pool.other,
                      xfer.describe(), (*_disagg_notes(spec, system, wl, d, fw, sched, reqs, pre,
                                                       dec, xfer), *notes),
-                     error_band("serve-offline", fw.name.value, d.devices,
+                     error_band("serve-offline", fw.band_stack, d.devices,
                                 dev.acc.device_class.value), tl.wall_s)
 
 

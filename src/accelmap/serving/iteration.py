@@ -139,6 +139,8 @@ class IterationCost:
         self.prefill_slope, self.prefill_fixed = self._linear_in_count(timed, c_grid, False)
         self.step_overhead_s = float(fw.step_overhead_s)
         self.request_overhead_s = float(fw.request_overhead_s)
+        # outside the loop: added to what the client sees by the simulator, never to a step
+        self.request_latency_s = float(fw.request_latency_s)
 
     @staticmethod
     def _linear_in_count(timed: Any, c: np.ndarray, decode: bool) -> tuple[Curve, Curve]:

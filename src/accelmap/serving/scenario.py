@@ -432,8 +432,8 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
     # the throughput band: the offline check set (data/serving_published.csv: out-of-sample
     # residuals of the same simulator); no published server run is scored yet
     return ServingRun(*head, True, None, metrics, sched, pool.other, notes,
-                      error_band("serve-offline", fw.name.value, world, dev.acc.device_class.value),
-                      error_band("serve-latency", fw.name.value, int(m.devices_per_replica),
+                      error_band("serve-offline", fw.band_stack, world, dev.acc.device_class.value),
+                      error_band("serve-latency", fw.band_stack, int(m.devices_per_replica),
                                  dev.acc.device_class.value),
                       wall)
 

@@ -130,9 +130,10 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str],
     # dp_attention: the tp group runs attention data-parallel (SGLang --tp 8 --dp 8
     # --enable-dp-attention is tp: 8 with dp_attention: true; dp stays the engine instances)
     m = Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=dp, dp_attention=bool(run.dp_attention))
-    # the release picks the profile (TensorRT-LLM 1.x runs the PyTorch-backend profile)
+    # the release picks the profile (TensorRT-LLM 1.x runs the PyTorch-backend profile), the
+    # accelerator's vendor its platform block (SGLang on ROCm)
     fw = framework_profile(release_stack(run.framework, run.version) if run.framework
-                           else Framework.EAGER)
+                           else Framework.EAGER, system.device.acc.vendor)
     weight = run.precision
     assert weight is not None
     # activations: fp8 with fp8 weights (W8A8), else 16 bits (4-bit GEMMs quantize their inputs

@@ -1,0 +1,105 @@
+"""SGLang's profile (fitters/fit_sglang_profile.py): the split rule, the additive fit, the
+yaml block it writes, the platform (ROCm) block and the front-end latency it adds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accelmap.cost import framework as fwmod
+from accelmap.cost.framework import Framework, platform_of, profile
+
+ROOT = Path(__file__).resolve().parents[2]
+CAL = ROOT / "src" / "accelmap" / "cost" / "data" / "framework_calibration.yaml"
+
+
+@pytest.fixture(scope="module")
+def fs(load_fitter: Callable[[str], ModuleType]) -> ModuleType:
+    return load_fitter("fit_sglang_profile")
+
+
+REC = {"accelerator": "b200", "precision": "fp8", "moe_precision": None, "input_len": 922,
+       "output_len": 922, "tp": 8, "ep": None, "dp_attention": False, "disaggregated": None,
+       "mtp": None}
+
+
+def test_split_is_by_configuration_only(fs: ModuleType) -> None:
+    # every concurrency and metric of a configuration falls on the same side
+    a = {**REC, "concurrency": 4, "metric": "ttft_p50_ms", "value": 100.0, "id": "x"}
+    b = {**REC, "concurrency": 64, "metric": "tokens_per_s_per_user", "value": 9.0, "id": "y"}
+    assert fs.config_key(a) == fs.config_key(b)
+    assert fs.in_fit_set(a) == fs.in_fit_set(b)
+    assert fs.config_key({**REC, "tp": 4}) != fs.config_key(REC)
+
+
+def test_split_holds_out_most_configurations(fs: ModuleType) -> None:
+    keys = {fs.config_key(r): fs.in_fit_set(r) for r in fs.sglang_records()}
+    share = sum(keys.values()) / len(keys)
+    assert len(keys) > 40 and 0.1 < share < 0.4  # one in four, by hash
+
+
+def test_additive_fit_by_hand(fs: ModuleType) -> None:
+    # predicted 1 s and 2 s, measured 1.5 s and 2.5 s: 0.5 s more makes both exact
+    assert fs.fit_additive([(1.0, 1.5), (2.0, 2.5)], 0.0, 1.0) == pytest.approx(0.5, abs=1e-6)
+    # bounded: it cannot go below 0 when the predictions are already too slow
+    assert fs.fit_additive([(2.0, 1.0), (3.0, 2.0)], 0.0, 1.0) == pytest.approx(0.0, abs=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(x=st.floats(1e-4, 0.5), base=st.lists(st.floats(1e-3, 2.0), min_size=3, max_size=8))
+def test_additive_fit_recovers_a_shift(fs: ModuleType, x: float, base: list[float]) -> None:
+    assert fs.fit_additive([(b, b + x) for b in base], 0.0, 1.0) == pytest.approx(x, rel=1e-3)
+
+
+def test_block_replacement_keeps_the_other_stacks(fs: ModuleType) -> None:
+    text = ("# head\ntensorrt-llm:\n  step_overhead_s: 1.0\n  fitted_on:\n  - I1\n"
+            "sglang:\n  step_overhead_s: 0.5\n  not_calibrated:\n    a: b\nvllm:\n  x: 1\n")
+    out = fs.replace_block(text, "sglang:\n  step_overhead_s: 2.0\n")
+    assert out == ("# head\ntensorrt-llm:\n  step_overhead_s: 1.0\n  fitted_on:\n  - I1\n"
+                   "sglang:\n  step_overhead_s: 2.0\nvllm:\n  x: 1\n")
+    assert fs.replace_block("vllm:\n  x: 1\n", "sglang:\n  y: 2\n") == (
+        "vllm:\n  x: 1\nsglang:\n  y: 2\n")
+
+
+TABLE = {"sglang": {"kernel_overhead_s": 0.0, "step_overhead_s": 2e-3,
+                    "request_latency_s": 0.15, "source": "cuda fit",
+                    "rocm": {"step_overhead_s": 5e-3, "request_latency_s": 0.08,
+                             "source": "rocm fit"}},
+         "tensorrt-llm": {"step_overhead_s": 7e-4, "request_overhead_s": 2e-3}}
+
+
+def test_platform_block_by_vendor(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fwmod, "_calibration", lambda: TABLE)
+    assert platform_of("AMD") == "rocm" and platform_of("NVIDIA") == "cuda"
+    assert platform_of("AMD (Xilinx)") == "cuda" and platform_of(None) == "cuda"
+    amd, nv, plain = profile("sglang", "AMD"), profile("sglang", "NVIDIA"), profile("sglang")
+    assert (amd.step_overhead_s, amd.request_latency_s, amd.overhead_source) == (
+        5e-3, 0.08, "rocm fit")
+    assert (nv.step_overhead_s, nv.request_latency_s) == (2e-3, 0.15) == (
+        plain.step_overhead_s, plain.request_latency_s)
+    assert amd.band_stack == "sglang rocm" and nv.band_stack == "sglang"
+    # a stack without a ROCm block is the same on every vendor
+    assert profile("tensorrt-llm", "AMD") == profile("tensorrt-llm", "NVIDIA")
+
+
+def test_bundled_sglang_profile_is_fitted_and_physical(fs: ModuleType) -> None:
+    entry = yaml.safe_load(CAL.read_text())["sglang"]
+    for plat, block in (("cuda", entry), ("rocm", entry["rocm"])):
+        assert "fitted on" in block["source"] and "split rule" in block["source"], plat
+        lo, hi = fs.BOUNDS["step_overhead_s"]
+        assert lo <= block["step_overhead_s"] <= hi
+        lo, hi = fs.BOUNDS["request_latency_s"]
+        assert lo <= block["request_latency_s"] <= hi
+        fitted = set(block["fitted_on"]["step_overhead_s"])
+        held = {fs.config_key(r) for r in fs.sglang_records() if not fs.in_fit_set(r)}
+        assert fitted and not fitted & held  # nothing held out was fitted on
+        assert block["held_out"]["after"]["rows"] >= 50
+    amd = profile(Framework.SGLANG, "AMD")
+    assert amd.platform == "rocm" and amd.step_overhead_s == entry["rocm"]["step_overhead_s"]
+    assert "request_overhead_s" in profile(Framework.SGLANG).not_calibrated
