@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import random
 import re
+import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -31,7 +32,6 @@ from accelmap.api import load_catalog
 from accelmap.api.validation import Prediction, Status
 from accelmap.validate.predict import predict_cases
 from accelmap.validate.read import read_cases
-from accelmap.validate.report import stats
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK_SET = ROOT / "data" / "inferencex_published.yaml"
@@ -51,25 +51,6 @@ def precision_word(rec: dict[str, Any]) -> str:
 def framework_word(rec: dict[str, Any]) -> str:
     fw = str(rec.get("framework", "")).split(" ")[0]
     return f"{fw}/{rec['engine']}" if rec.get("engine") else fw
-
-
-def _pct(v: float | None, signed: bool = False) -> str:
-    return "-" if v is None else (f"{v:+7.1f}" if signed else f"{v:7.1f}")
-
-
-def table(title: str, preds: Sequence[Prediction], groups: dict[str, Any]) -> None:
-    """n, median and p90 absolute % error and median signed % error per group (the columns of
-    serving_error.py), the skipped rows counted apart."""
-    print(f"\n{title}")
-    print(f"  {'group':<46}{'n':>5}{'median':>9}{'p90':>9}{'signed':>9}")
-    for label, key in groups.items():
-        for name in sorted({k for p in preds if p.status is Status.OK and (k := key(p))}):
-            s = stats(p for p in preds if key(p) == name)
-            print(f"  {label + ': ' + name:<46}{s.n:>5}{_pct(s.median_abs_pct_error):>9}"
-                  f"{_pct(s.p90_abs_pct_error):>9}{_pct(s.median_signed_pct_error, True):>9}")
-    s = stats(preds)
-    print(f"  {'all scored rows':<46}{s.n:>5}{_pct(s.median_abs_pct_error):>9}"
-          f"{_pct(s.p90_abs_pct_error):>9}{_pct(s.median_signed_pct_error, True):>9}")
 
 
 def reasons(preds: Sequence[Prediction]) -> Counter[str]:
@@ -101,6 +82,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     def field(fn: Any) -> Any:
         return lambda p: fn(by_id[p.row_id]) if p.row_id in by_id else None
 
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from serving_error import table  # the same per-group table as the serving check set
+
     table(f"{args.cases.name}: {len(preds)} records (abs % error; signed + = optimistic)", preds, {
         "accelerator": field(lambda r: r["accelerator"]),
         "model": field(lambda r: r["model"]),
@@ -108,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "framework": field(framework_word),
         "metric": lambda p: p.metric or None,
         "accelerator x metric": field(lambda r: f"{r['accelerator']} {r['metric']}"),
-    })
+    }, skipped=False)
     ok = sum(p.status is Status.OK for p in preds)
     print(f"\nscored {ok} of {len(preds)}; {len(preds) - ok} skipped, with these reasons "
           "(a record may have several):")

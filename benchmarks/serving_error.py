@@ -36,7 +36,7 @@ def _pct(v: float | None, signed: bool = False) -> str:
 
 
 def table(title: str, preds: Sequence[Prediction],
-          groups: dict[str, Callable[[Prediction], str | None]]) -> None:
+          groups: dict[str, Callable[[Prediction], str | None]], skipped: bool = True) -> None:
     print(f"\n{title}")
     print(f"  {'group':<46}{'n':>5}{'median':>9}{'p90':>9}{'signed':>9}")
     for label, key in groups.items():
@@ -48,7 +48,7 @@ def table(title: str, preds: Sequence[Prediction],
     s = stats(preds)
     print(f"  {'all scored rows':<46}{s.n:>5}{_pct(s.median_abs_pct_error):>9}"
           f"{_pct(s.p90_abs_pct_error):>9}{_pct(s.median_signed_pct_error, True):>9}")
-    for reason, ids in summarize(list(preds)).skipped.items():
+    for reason, ids in summarize(list(preds)).skipped.items() if skipped else ():
         print(f"  skipped {len(ids)}: {reason}: {compress_ids(ids)}")
 
 
