@@ -89,9 +89,9 @@ def test_a_release_1x_run_is_predicted_with_the_1x_profile(
     seen: list[Framework] = []
     real = vserving.framework_profile
 
-    def spy(name: Framework | str) -> Any:
+    def spy(name: Framework | str, vendor: str | None = None) -> Any:
         seen.append(Framework(name))
-        return real(name)
+        return real(name, vendor)
 
     monkeypatch.setattr(vserving, "framework_profile", spy)
     vserving._cache.clear()
