@@ -106,12 +106,13 @@ def per_op_split(forward: list[Op], act_bytes: float) -> tuple[float, list[Op]]:
     layer_ops = [o for o in forward if o.name.startswith("layers/")]
     first = layer_ops[0].name if layer_ops else ""
     count = 0
-    for o in layer_ops:
+    for i, o in enumerate(layer_ops):
         if o.name == first:
             count = 0  # a new block (layer group): torchtitan's counter is per block
         if o.attention_core:
-            if o.name.endswith("core"):  # SDPA's output O, [tokens, heads x head_dim]
-                out = next((x for x in layer_ops if x.name.endswith("attention/out")), None)
+            if o.name.endswith("core"):  # SDPA's output O: the input of this block's out proj.
+                out = next((x for x in layer_ops[i + 1:] if x.name.endswith("attention/out")),
+                           None)
                 if out is not None and out.gemm is not None:
                     kept += out.gemm[0] * out.gemm[2] * act_bytes * o.count
             continue
