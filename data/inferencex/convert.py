@@ -173,7 +173,9 @@ def lengths(nominal: int) -> tuple[int, float]:
 
 def layout(r: dict[str, Any]) -> dict[str, Any]:
     """Devices and parallel layout. Aggregated rows: the engine's tp is its GPU count (the
-    fixture's num_*_gpu there is tp x ep, not GPUs: per-GPU throughput divides by tp)."""
+    fixture's num_*_gpu there is tp x ep, not GPUs: per-GPU throughput divides by tp).
+    Disaggregated rows: each pool's devices, tp, ep and DP attention as the fixture states
+    them (a recipe may run DP attention in one pool only)."""
     if not r["disagg"]:
         out: dict[str, Any] = {"devices": r["decode_tp"], "tp": r["decode_tp"]}
         if r["decode_ep"] > 1:
@@ -181,11 +183,12 @@ def layout(r: dict[str, Any]) -> dict[str, Any]:
         out["dp_attention"] = bool(r["decode_dp_attention"])
         return out
     return {"devices": r["num_prefill_gpu"] + r["num_decode_gpu"],
-            "dp_attention": bool(r["prefill_dp_attention"] or r["decode_dp_attention"]),
             "disaggregated": True,
             "prefill_devices": r["num_prefill_gpu"], "decode_devices": r["num_decode_gpu"],
             "prefill_tp": r["prefill_tp"], "decode_tp": r["decode_tp"],
-            "prefill_ep": r["prefill_ep"], "decode_ep": r["decode_ep"]}
+            "prefill_ep": r["prefill_ep"], "decode_ep": r["decode_ep"],
+            "prefill_dp_attention": bool(r["prefill_dp_attention"]),
+            "decode_dp_attention": bool(r["decode_dp_attention"])}
 
 
 def base_record(r: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:

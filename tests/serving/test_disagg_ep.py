@@ -154,7 +154,7 @@ def test_closed_loop_is_its_own_fixed_point() -> None:
     fw = framework_profile(Framework.VLLM)
     run = disagg.run_disaggregated(MOE, NODE, WL, SPLIT, fw, load, cache=cache)
     assert run.feasible and run.metrics["requests"] == 24
-    pre, dec = cache[("prefill", 2, 2)], cache[("decode", 4, 4)]
+    pre, dec = cache[("prefill", 2, 2, False)], cache[("decode", 4, 4, False)]
     assert isinstance(pre, disagg.Instance) and isinstance(dec, disagg.Instance)
     xfer = kv_transfer(MOE, NODE.cluster, SPLIT, WL.kv_dtype)
     got = disagg.closed_loop(MOE, SPLIT, WL, disagg.all_requests(load, WL),
@@ -227,3 +227,69 @@ def test_ep_is_the_pools_default(cli: Run) -> None:
     assert r.code == 0, r.err
     d = json.loads(r.out)["disaggregation"]
     assert (d["prefill_ep"], d["decode_ep"]) == (4, 4)
+
+
+# --- DP attention inside a pool ------------------------------------------------------------
+
+DSV3 = api.load_model("deepseek-v3")  # MLA: under tp the latent KV is whole on every rank
+
+
+def test_dp_attention_is_per_pool() -> None:
+    d = Disaggregation(1, 8, 1, 8, 8, 8, decode_dp_attention=True)
+    assert bool(d.decode_mapping.dp_attention) and not bool(d.prefill_mapping.dp_attention)
+    assert int(d.decode_mapping.attention_dp) == 8 and int(d.decode_mapping.attention_tp) == 1
+    assert d.to_dict()["decode_dp_attention"] is True and "prefill_dp_attention" not in d.to_dict()
+    assert "decode 1 x tp=8 ep=8 dp-attention" in d.describe()
+    assert Disaggregation.of_pools(8, 8, 8, 8, 8, 8, True, False).prefill_dp_attention
+
+
+def test_dp_attention_pool_rules() -> None:
+    """A dense model cannot run DP attention in a pool; under it the heads are not split, so
+    a tp the heads do not divide is no longer refused there (check_serving's rules)."""
+    dense = api.load_model("llama-3.1-8b")
+    (why,) = check(dense, NODE.cluster, Disaggregation(1, 4, 1, 4, decode_dp_attention=True))
+    assert why.startswith("decode pool:") and "dp_attention_moe" in why
+    spec = api.load_model("qwen3-30b-a3b")  # 32 query heads, 128 experts
+    assert any("heads_divisible" in w for w in check(spec, NODE.cluster,
+                                                     Disaggregation(1, 2, 1, 6, 1, 2)))
+    assert not any("heads_divisible" in w for w in check(
+        spec, NODE.cluster, Disaggregation(1, 2, 1, 6, 1, 2, decode_dp_attention=True)))
+
+
+def test_dp_attention_pool_holds_its_kv_once_and_sends_it_from_one_rank() -> None:
+    """MLA's latent KV is whole on every tp rank; DP attention keeps each request on one rank,
+    so the decode instance holds about G = 8 times the tokens, its scheduler runs 8 ranks'
+    caps, and a request's KV leaves from, or lands on, one device."""
+    wl = api.inference(1, 1000, 100, kv="fp8", weights="fp8")
+    load = api.serving_load("offline", requests=64)
+    tp = api.serve_disaggregated(DSV3, api.load_system(cluster="2xdgx-h200"), wl,
+                                 Disaggregation(1, 8, 1, 8, 8, 8), load=load)
+    dpa = api.serve_disaggregated(DSV3, api.load_system(cluster="2xdgx-h200"), wl,
+                                  Disaggregation(1, 8, 1, 8, 8, 8, decode_dp_attention=True),
+                                  load=load)
+    assert tp.feasible and dpa.feasible, (tp.reason, dpa.reason)
+    ratio = dpa.metrics["decode_pool"]["kv_capacity_tokens"] / \
+        tp.metrics["decode_pool"]["kv_capacity_tokens"]
+    # x8 ranks, less the memory of the attention weights each rank now holds whole (MLA's
+    # ~11.4 B attention parameters, 11.4 GB in fp8 per device instead of 1.4 GB under tp=8)
+    assert 5.0 < ratio < 8.0
+    assert tp.metrics["prefill_pool"]["kv_capacity_tokens"] == \
+        dpa.metrics["prefill_pool"]["kv_capacity_tokens"]
+    assert any("decode pool" in a and "x8 DP-attention ranks" in a for a in dpa.assumptions)
+    fp8 = api.parse.dtype("fp8", "KV")
+    two = api.load_system(cluster="2xdgx-h200").cluster
+    assert kv_transfer(DSV3, two, Disaggregation(1, 8, 1, 8, 8, 8), fp8).streams == 8
+    assert kv_transfer(DSV3, two, Disaggregation(1, 8, 1, 8, 8, 8, True), fp8).streams == 1
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    (("--decode-dp-attention",), "drop --disaggregate"),
+    (("--disaggregate", "auto", "--dp-attention"), "split search"),
+])
+def test_pool_dp_attention_flags_are_checked(cli: Run, extra: tuple[str, ...], says: str
+                                            ) -> None:
+    base = ("estimate", "deepseek-v3", "--cluster", "2xdgx-h100", "--serve", "--weights",
+            "fp8", "--rate", "2", "--requests", "20")
+    r = cli(*base, *extra)
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+    assert (says in r.err) if says != "drop --disaggregate" else ("--disaggregate P:D" in r.err)

@@ -97,7 +97,9 @@ def test_disaggregated_row_keeps_its_pools(convert: ModuleType) -> None:
     assert (base["devices"], base["prefill_devices"], base["decode_devices"]) == (36, 4, 32)
     assert (base["prefill_tp"], base["prefill_ep"], base["decode_tp"], base["decode_ep"]) \
         == (4, 4, 8, 8)
-    assert base["disaggregated"] is True and base["dp_attention"] is True
+    assert base["disaggregated"] is True and "dp_attention" not in base
+    # DP attention per pool, as the fixture states it (here the prefill pool only)
+    assert (base["prefill_dp_attention"], base["decode_dp_attention"]) == (True, False)
     assert (base["precision"], base["moe_precision"]) == ("fp8", "nvfp4")
     assert "tp" not in base and "kv_precision" not in base
     # tput_per_gpu is prompt + output tokens over all GPUs of both pools

@@ -125,7 +125,6 @@ def test_split_of_reads_instances_from_devices_and_tp(tmp_path: Path) -> None:
     (("prefill_tp", "decode_devices"), "decode_devices, prefill_tp not stated"),
     (("prefill_devices: 4", "prefill_devices: 5"), "prefill_devices 5 is not a whole number"),
     (("devices: 8", "devices: 16"), "the run used 16 devices"),
-    (("  prefill_ep: 2", "  prefill_ep: 2\n  dp_attention: true"), "DP attention inside"),
 ])
 def test_split_of_bad_pools_are_reasons(tmp_path: Path, edit: tuple[str, str],
                                         says: str) -> None:
@@ -152,6 +151,28 @@ def test_a_disaggregated_run_without_pools_is_one_clear_skip(tmp_path: Path, cli
     assert r.code == 0 and "1 skipped" in r.out
 
 
+@pytest.mark.parametrize(("extra", "pools"), [
+    ("  dp_attention: true", (True, True)),
+    ("  decode_dp_attention: true", (False, True)),
+    ("  dp_attention: true\n  prefill_dp_attention: false", (False, True)),
+])
+def test_split_of_reads_dp_attention_per_pool(tmp_path: Path, extra: str,
+                                              pools: tuple[bool, bool]) -> None:
+    """dp_attention: true is both pools'; prefill_/decode_dp_attention set one pool."""
+    text = DISAGG.replace("  prefill_ep: 2", f"  prefill_ep: 2\n{extra}")
+    split = split_of(_run(_file(tmp_path, text)))
+    assert isinstance(split, Disaggregation), split
+    assert (split.prefill_dp_attention, split.decode_dp_attention) == pools
+    assert bool(split.decode_mapping.dp_attention) is pools[1]
+
+
+def test_pool_dp_attention_without_disaggregated_is_a_skip(tmp_path: Path) -> None:
+    text = DISAGG.replace("  disaggregated: true\n", "").replace(
+        "  prefill_ep: 2", "  prefill_ep: 2\n  decode_dp_attention: true")
+    (p,) = validate_cases([_file(tmp_path, text)]).predictions
+    assert p.status is Status.SKIPPED and "decode_dp_attention" in str(p.skipped_reason)
+
+
 # --- predicted as the estimate CLI predicts the same layout --------------------------------
 
 def test_disaggregated_row_is_the_estimate_clis_run(tmp_path: Path, cli: Run) -> None:
@@ -166,6 +187,22 @@ def test_disaggregated_row_is_the_estimate_clis_run(tmp_path: Path, cli: Run) ->
     assert d["disaggregation"]["prefill_ep"] == 2 and d["decode_pool"]["ep"] == 4
     assert p.predicted == pytest.approx(d["output_tokens_per_s_per_device"], rel=1e-9)
     assert any("KV transfer inside one scale-up domain" in n for n in p.notes)
+
+
+def test_dp_attention_pools_row_is_the_estimate_clis_run(tmp_path: Path, cli: Run) -> None:
+    text = DISAGG.replace("  prefill_ep: 2", "  prefill_ep: 2\n  decode_dp_attention: true")
+    (p,) = validate_cases([_file(tmp_path, text)]).predictions
+    assert p.status is Status.OK, p.skipped_reason
+    r = cli("estimate", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--serve", "--scenario",
+            "offline", "--requests", "60", "--prompt", "1000", "--output", "100",
+            "--framework", "vllm", "--disaggregate", "2:1", "--prefill-tp", "2",
+            "--prefill-ep", "2", "--decode-tp", "4", "--decode-ep", "4",
+            "--decode-dp-attention", "--json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert d["disaggregation"]["decode_dp_attention"] is True
+    assert "prefill_dp_attention" not in d["disaggregation"]
+    assert p.predicted == pytest.approx(d["output_tokens_per_s_per_device"], rel=1e-9)
 
 
 def test_disaggregated_concurrency_row_is_the_estimate_clis_closed_loop(tmp_path: Path,

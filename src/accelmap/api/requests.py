@@ -187,13 +187,14 @@ def refuse_shape(spec: ModelSpec, system: System, m: Mapping, pool: str = "") ->
     if not bad:
         return
     v = bad[0]
-    tp, ep = (f"--{pool}-tp", f"--{pool}-ep") if pool else ("--tp", "--ep")
+    tp, ep, dpa = ((f"--{pool}-tp", f"--{pool}-ep", f"--{pool}-dp-attention") if pool
+                   else ("--tp", "--ep", "--dp-attention"))
     fix = {"experts_divisible": (f"give {ep} dividing the {spec.moe.num_experts} experts"
                                  if spec.moe else f"{ep} is for MoE models: drop it"),
            "ep_within_tp": f"give {ep} dividing {tp} (expert parallelism splits the tp group)",
            "layers_over_stages": f"give --pp of at most {spec.n_layers}",
-           "dp_attention_moe": "drop --dp-attention (dense models split attention by --tp)",
-           "dp_attention_group": f"give {tp} of 2 or more with --dp-attention (the devices "
+           "dp_attention_moe": f"drop {dpa} (dense models split attention by {tp})",
+           "dp_attention_group": f"give {tp} of 2 or more with {dpa} (the devices "
                                  "that run attention on their own requests)",
            }.get(v.rule, f"give {tp} dividing the {spec.n_heads} attention heads")
     where = f"{pool} pool: " if pool else ""

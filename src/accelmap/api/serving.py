@@ -170,11 +170,15 @@ def speculation(accept: float | str | None, *, draft: str | ModelSpec | None = N
 
 
 def disaggregation(text: str, *, prefill_tp: int = 1, decode_tp: int = 1, prefill_ep: int = 1,
-                   decode_ep: int = 1) -> Disaggregation:
+                   decode_ep: int = 1, prefill_dp_attention: bool = False,
+                   decode_dp_attention: bool = False) -> Disaggregation:
     """``P:D``: P prefill instances of ``prefill_tp`` devices and D decode instances of
     ``decode_tp`` devices, with ``prefill_ep`` / ``decode_ep`` expert parallelism inside each
-    instance (ep divides tp and the experts, as in an aggregated layout)."""
-    return Disaggregation.parse(text, prefill_tp, decode_tp, prefill_ep, decode_ep)
+    instance (ep divides tp and the experts, as in an aggregated layout) and, per pool,
+    attention data-parallel over the instance's tp group (MoE models)."""
+    return replace(Disaggregation.parse(text, prefill_tp, decode_tp, prefill_ep, decode_ep),
+                   prefill_dp_attention=prefill_dp_attention,
+                   decode_dp_attention=decode_dp_attention)
 
 
 def _disagg_load(load: Load | None) -> Load:
@@ -194,8 +198,8 @@ def serve_disaggregated(model: ModelSpec, system: System, workload: Inference,
     its KV is a result with ``feasible=False``. Each pool's instance is checked by the shape
     rules of an aggregated layout (``requests.refuse_shape``), naming the pool's flag.
     ``speculation`` (with a given draft length): the drafter on both pools."""
-    refuse_shape(model, system, Mapping.serving(split.prefill_tp, ep=split.prefill_ep), "prefill")
-    refuse_shape(model, system, Mapping.serving(split.decode_tp, ep=split.decode_ep), "decode")
+    for role in ("prefill", "decode"):
+        refuse_shape(model, system, split.instance_mapping(role), role)
     bad = check(model, system.cluster, split)
     if bad:
         raise InputError(f"--disaggregate {split.prefill_instances}:{split.decode_instances}: "

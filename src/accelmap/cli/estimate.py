@@ -258,6 +258,12 @@ DecodeEpOpt = Annotated[int | None, typer.Option(
     "--decode-ep", min=1, max=MAX_DEVICES,
     help="Expert parallelism inside each decode instance, dividing --decode-tp and the "
     "experts (default: --ep).")]
+PrefillDpaOpt = Annotated[bool, typer.Option(
+    "--prefill-dp-attention", help="Attention data-parallel over each prefill instance's "
+    "--prefill-tp group (MoE models; default: --dp-attention).")]
+DecodeDpaOpt = Annotated[bool, typer.Option(
+    "--decode-dp-attention", help="Attention data-parallel over each decode instance's "
+    "--decode-tp group (MoE models; default: --dp-attention).")]
 PueOpt = Annotated[float, typer.Option(
     "--pue", help="Facility PUE for kWh and CO2 (default 1.1, as the LLaMA paper).")]
 GridOpt = Annotated[float, typer.Option(
@@ -337,6 +343,8 @@ class EstimateArgs:
     decode_tp: int | None
     prefill_ep: int | None
     decode_ep: int | None
+    prefill_dp_attention: bool
+    decode_dp_attention: bool
     pue: float
     grid: float
     load_tps: float | None
@@ -369,7 +377,9 @@ def estimate_cmd(
     max_tokens: MaxTokensOpt = None, seed: SeedOpt = 0, draft: DraftOpt = None, mtp: MtpOpt = None,
     accept: AcceptOpt = None, draft_len: DraftLenOpt = "auto", disaggregate: DisaggregateOpt = None,
     prefill_tp: PrefillTpOpt = None, decode_tp: DecodeTpOpt = None,
-    prefill_ep: PrefillEpOpt = None, decode_ep: DecodeEpOpt = None, pue: PueOpt = 1.1,
+    prefill_ep: PrefillEpOpt = None, decode_ep: DecodeEpOpt = None,
+    prefill_dp_attention: PrefillDpaOpt = False, decode_dp_attention: DecodeDpaOpt = False,
+    pue: PueOpt = 1.1,
     grid: GridOpt = 0.385, load_tps: LoadTpsOpt = None, profile: ProfileOpt = None,
     db: DbOpt = None, catalog: CatalogOpt = None, json_out: JsonOpt = False,
     report: rep.ReportOpt = None,
@@ -406,6 +416,8 @@ def estimate_cmd(
           --output 300 --slo-ttft 2s --slo-tpot 50ms --disaggregate auto
       accelmap estimate deepseek-r1 --cluster 1x8xh200 --serve --weights fp8 --tp 8 --ep 8 \
           --dp-attention --batch 256 --prompt 2000 --output 500
+      accelmap estimate deepseek-r1 --cluster 4x8xh200 --serve --weights fp8 --concurrency 512 \
+          --prompt 1024 --output 1024 --disaggregate 1:3 --tp 8 --ep 8 --dp-attention
     """
     _estimate(EstimateArgs(**locals()))  # the first statement: locals() is the parameters
 
@@ -421,19 +433,22 @@ def _estimate(o: EstimateArgs) -> None:
     # colocated layout: --tp and --ep are its pools' defaults, checked per pool
     req = api.EstimateRequest.of(o)
     if o.disaggregate is not None:
-        req = replace(req, tp=None, ep=None)
+        req = replace(req, tp=None, ep=None, dp_attention=False)
     spec, system, wl, m = api.estimate_inputs(req, measured.catalog, measured.profile)
     sp = _speculation(o)
     pools = (o.prefill_tp, o.decode_tp, o.prefill_ep, o.decode_ep)
-    if o.disaggregate is None and any(v is not None for v in pools):
-        raise InputError("--prefill-tp, --decode-tp, --prefill-ep and --decode-ep apply to "
-                         "--disaggregate P:D")
+    if o.disaggregate is None and (any(v is not None for v in pools)
+                                   or o.prefill_dp_attention or o.decode_dp_attention):
+        raise InputError("--prefill-tp, --decode-tp, --prefill-ep, --decode-ep and "
+                         "--prefill/--decode-dp-attention apply to --disaggregate P:D")
     if o.disaggregate is not None:
         _check_disaggregate(o, sp, load)
         assert load is not None and not isinstance(wl, api.Training)
         _disaggregated(spec, system, wl, framework, load, o.disaggregate,
                        (o.prefill_tp or o.tp or 1, o.decode_tp or o.tp or 1,
-                        o.prefill_ep or o.ep or 1, o.decode_ep or o.ep or 1), o.json_out, sp)
+                        o.prefill_ep or o.ep or 1, o.decode_ep or o.ep or 1),
+                       (o.prefill_dp_attention or o.dp_attention,
+                        o.decode_dp_attention or o.dp_attention), o.json_out, sp)
     elif load is not None:
         assert not isinstance(wl, api.Training)
         _serving_run(o, spec, system, wl, _layout(spec, system, wl, m, framework, load),
@@ -492,9 +507,10 @@ def _check_disaggregate(o: EstimateArgs, sp: Speculation | None, load: Load | No
             (o.disaggregate.strip().lower() == "auto" or sp.draft_len is None):
         raise InputError("speculative decoding (--draft/--mtp) with --disaggregate takes a "
                          "P:D split and --draft-len K (not auto)")
-    if o.dp_attention:
-        raise InputError("--dp-attention is not modelled with --disaggregate yet: leave one "
-                         "of them out")
+    dpa = o.dp_attention or o.prefill_dp_attention or o.decode_dp_attention
+    if dpa and (o.disaggregate or "").strip().lower() == "auto":
+        raise InputError("the split search (--disaggregate auto) runs tensor-parallel pools: "
+                         "give a P:D split with --dp-attention, or drop --dp-attention")
     if load is None:
         raise InputError("--disaggregate needs a request stream: --serve --scenario server "
                          "--rate R (not the batch scenario, nor --train)")
@@ -553,8 +569,9 @@ SHOWN = 20  # candidates listed in the terminal (the JSON has all of them)
 
 def _disaggregated(spec: ModelSpec, system: System, wl: Inference, framework: str | None,
                    load: Any, text: str, pools: tuple[int, int, int, int],
-                   json_out: bool, sp: Speculation | None = None) -> None:
-    """--disaggregate P:D (``pools``: prefill tp, decode tp, prefill ep, decode ep) or auto."""
+                   dpa: tuple[bool, bool], json_out: bool, sp: Speculation | None = None) -> None:
+    """--disaggregate P:D (``pools``: prefill tp, decode tp, prefill ep, decode ep; ``dpa``:
+    DP attention in the prefill and in the decode pool) or auto."""
     if text.strip().lower() == "auto":
         search = api.plan_disaggregation(spec, system, wl, framework=framework, load=load)
         if json_out:
@@ -564,7 +581,8 @@ def _disaggregated(spec: ModelSpec, system: System, wl: Inference, framework: st
         return
     p_tp, d_tp, p_ep, d_ep = pools
     split = api.disaggregation(text, prefill_tp=p_tp, decode_tp=d_tp, prefill_ep=p_ep,
-                               decode_ep=d_ep)
+                               decode_ep=d_ep, prefill_dp_attention=dpa[0],
+                               decode_dp_attention=dpa[1])
     run = api.serve_disaggregated(spec, system, wl, split, framework=framework, load=load,
                                   speculation=sp)
     if json_out:

@@ -76,7 +76,13 @@ class Disaggregation:
     inside each pool's instances, as an aggregated serving layout has it (``Mapping.serving``:
     vLLM expert parallelism splits the tensor-parallel group, so ep divides tp and the experts,
     ``mapping.constraints.check_serving``'s experts_divisible and ep_within_tp rules); 1: the
-    experts are tensor-parallel like the rest."""
+    experts are tensor-parallel like the rest. ``prefill_dp_attention`` /
+    ``decode_dp_attention``: that pool's instances run attention data-parallel over their tp
+    group (``Mapping.dp_attention``; SGLang's PD disaggregation takes ``--enable-dp-attention``
+    per server, so a deployment may use it in one pool only: LMSYS, "Deploying DeepSeek with PD
+    Disaggregation and Large-Scale Expert Parallelism on 96 H100 GPUs", 2025-05-05, runs both
+    pools with it; InferenceX's disaggregated SGLang and TensorRT-LLM recipes set it per
+    pool)."""
 
     prefill_instances: int
     prefill_tp: int
@@ -84,6 +90,8 @@ class Disaggregation:
     decode_tp: int
     prefill_ep: int = 1
     decode_ep: int = 1
+    prefill_dp_attention: bool = False
+    decode_dp_attention: bool = False
 
     def __post_init__(self) -> None:
         for name in ("prefill_instances", "prefill_tp", "decode_instances", "decode_tp",
@@ -109,7 +117,9 @@ class Disaggregation:
 
     @classmethod
     def of_pools(cls, prefill_devices: int, decode_devices: int, prefill_tp: int,
-                 decode_tp: int, prefill_ep: int = 1, decode_ep: int = 1) -> Disaggregation:
+                 decode_tp: int, prefill_ep: int = 1, decode_ep: int = 1,
+                 prefill_dp_attention: bool = False, decode_dp_attention: bool = False
+                 ) -> Disaggregation:
         """The split from each pool's device count and tp (a run file's ``prefill_devices`` /
         ``prefill_tp`` instances, ...); a pool its tp does not divide is an InputError."""
         for role, devices, tp in (("prefill", prefill_devices, prefill_tp),
@@ -119,7 +129,7 @@ class Disaggregation:
                                  f"{role}_tp={tp} instances: give {role}_devices as "
                                  f"instances x {role}_tp")
         return cls(prefill_devices // prefill_tp, prefill_tp, decode_devices // decode_tp,
-                   decode_tp, prefill_ep, decode_ep)
+                   decode_tp, prefill_ep, decode_ep, prefill_dp_attention, decode_dp_attention)
 
     @property
     def prefill_devices(self) -> int:
@@ -136,26 +146,46 @@ class Disaggregation:
     @property
     def prefill_mapping(self) -> Mapping:
         return Mapping.serving(self.prefill_tp, ep=self.prefill_ep,
-                               replicas=self.prefill_instances)
+                               replicas=self.prefill_instances,
+                               dp_attention=self.prefill_dp_attention)
 
     @property
     def decode_mapping(self) -> Mapping:
-        return Mapping.serving(self.decode_tp, ep=self.decode_ep, replicas=self.decode_instances)
+        return Mapping.serving(self.decode_tp, ep=self.decode_ep, replicas=self.decode_instances,
+                               dp_attention=self.decode_dp_attention)
+
+    def instance_mapping(self, role: str) -> Mapping:
+        """One instance of the ``role`` pool ("prefill" or "decode"): its tp, ep and DP
+        attention, one replica."""
+        m = self.prefill_mapping if role == "prefill" else self.decode_mapping
+        return Mapping.serving(int(m.tp), ep=int(m.ep), dp_attention=bool(m.dp_attention))
+
+    @property
+    def kv_on_one_rank(self) -> bool:
+        """Whether a request's KV lives on one device of a pool: under DP attention each rank
+        holds only its own requests' KV (``Mapping.dp_attention``), so the prompt's KV leaves
+        from, or lands on, that one device."""
+        return self.prefill_dp_attention or self.decode_dp_attention
 
     def describe(self) -> str:
-        def pool(n: int, tp: int, ep: int) -> str:
-            return f"{n} x tp={tp}" + (f" ep={ep}" if ep > 1 else "")
+        def pool(n: int, tp: int, ep: int, dpa: bool) -> str:
+            return (f"{n} x tp={tp}" + (f" ep={ep}" if ep > 1 else "")
+                    + (" dp-attention" if dpa else ""))
 
-        return (f"prefill {pool(self.prefill_instances, self.prefill_tp, self.prefill_ep)} + "
-                f"decode {pool(self.decode_instances, self.decode_tp, self.decode_ep)} "
-                f"({self.devices} devices)")
+        pre = pool(self.prefill_instances, self.prefill_tp, self.prefill_ep,
+                   self.prefill_dp_attention)
+        dec = pool(self.decode_instances, self.decode_tp, self.decode_ep,
+                   self.decode_dp_attention)
+        return f"prefill {pre} + decode {dec} ({self.devices} devices)"
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, int | bool]:
         return {"prefill_instances": self.prefill_instances, "prefill_tp": self.prefill_tp,
                 "prefill_ep": self.prefill_ep, "prefill_devices": self.prefill_devices,
                 "decode_instances": self.decode_instances, "decode_tp": self.decode_tp,
                 "decode_ep": self.decode_ep, "decode_devices": self.decode_devices,
-                "devices": self.devices}
+                "devices": self.devices,
+                **({"prefill_dp_attention": True} if self.prefill_dp_attention else {}),
+                **({"decode_dp_attention": True} if self.decode_dp_attention else {})}
 
 
 def check(spec: ModelSpec, cluster: Cluster, d: Disaggregation) -> list[str]:
@@ -164,8 +194,8 @@ def check(spec: ModelSpec, cluster: Cluster, d: Disaggregation) -> list[str]:
     if d.devices > cluster.devices:
         out.append(f"the pools need {d.prefill_devices} prefill + {d.decode_devices} decode = "
                    f"{d.devices} devices; {cluster.name} has {cluster.devices}")
-    for role, m in (("prefill", d.prefill_mapping), ("decode", d.decode_mapping)):
-        one = Mapping.serving(int(m.tp), ep=int(m.ep))  # one instance: the pool's world below
+    for role in ("prefill", "decode"):
+        one = d.instance_mapping(role)  # one instance: the pool's world is checked above
         out += [f"{role} pool: {v.sentence} ({v.rule} rule)"
                 for v in check_serving(spec, cluster, one)]
     return out
@@ -196,7 +226,9 @@ class KvTransfer:
     blocks: sliding-window layers keep their window), once, whatever the tp of either side.
     Streams: each of the min(tp_prefill, tp_decode) devices of the smaller side moves its share
     over its own link (NVLink port, or its own NIC in a rail-optimized fabric), as one
-    point-to-point send (``collective_time(SEND_RECV)``: latency + bytes / bandwidth).
+    point-to-point send (``collective_time(SEND_RECV)``: latency + bytes / bandwidth). Where
+    either pool runs DP attention the request's KV sits on one rank of that pool
+    (``Disaggregation.kv_on_one_rank``), so one device's link carries it all.
 
     The tier is the cluster's (``pair_link``): the scale-up links (NVLink, an NVL72 rack) when
     the pools that exchange KV share a scale-up domain, else each device's RDMA NIC of the
@@ -246,7 +278,8 @@ def kv_transfer(spec: ModelSpec, cluster: Cluster, d: Disaggregation, kv_dtype: 
                 layerwise: bool = False) -> KvTransfer:
     geo = Geometry.of(spec)
     near = same_domain(cluster, d)
-    return KvTransfer(pair_link(cluster, near), near, min(d.prefill_tp, d.decode_tp),
+    streams = 1 if d.kv_on_one_rank else min(d.prefill_tp, d.decode_tp)
+    return KvTransfer(pair_link(cluster, near), near, streams,
                       float(kv_cache_bytes(geo, 1, 1, kv_dtype, 1)), geo.n_layers, layerwise)
 
 
@@ -331,7 +364,7 @@ def simulate_pool(reqs: Requests, instances: int, inst: Instance,
     return picks, sims
 
 
-Instances = dict[tuple[str, int, int], Instance | Unfit]
+Instances = dict[tuple[str, int, int, bool], Instance | Unfit]
 
 
 @dataclass(frozen=True)
@@ -350,7 +383,7 @@ def run_disaggregated(spec: ModelSpec, system: System, wl: Inference, d: Disaggr
                       cache: Instances | None = None,
                       speculation: Speculation | None = None) -> DisaggRun:
     """Simulate ``load`` on the prefill and decode pools of ``d`` (``cache``: instances
-    already built for this load, keyed by (pool, tp, ep); the planner shares it;
+    already built for this load, keyed by (pool, tp, ep, DP attention); the planner shares it;
     ``speculation``: a drafter on both pools, ``disagg_spec``)."""
     cluster, dev = system.cluster, system.device
     head = (spec.id, dev.acc.id, cluster.name, d, fw.name.value, load.scenario)
@@ -363,9 +396,9 @@ def run_disaggregated(spec: ModelSpec, system: System, wl: Inference, d: Disaggr
     bad = check(spec, cluster, d)
     if bad:
         return DisaggRun(*head, False, bad[0], {})
-    sched = scheduler_for(system, fw, load)
+    sched = pool_scheduler(system, fw, load, d, "decode")
     reqs = all_requests(load, wl)
-    built = _pools(spec, system, wl, d, fw, sched, reqs, speculation,
+    built = _pools(spec, system, wl, d, fw, load, reqs, speculation,
                    {} if cache is None else cache)
     if isinstance(built, tuple):
         role, inst = built
@@ -408,20 +441,23 @@ def _decode_requests(reqs: Requests) -> Requests:
 
 
 def _pools(spec: ModelSpec, system: System, wl: Inference, d: Disaggregation,
-           fw: FrameworkProfile, sched: SchedulerConfig, reqs: Requests,
+           fw: FrameworkProfile, load: Load, reqs: Requests,
            speculation: Speculation | None, cache: Instances
            ) -> Pools | tuple[str, Unfit]:
-    """Both pools' instances and steps, or the pool that does not fit and why."""
+    """Both pools' instances and steps, or the pool that does not fit and why. Each pool runs
+    the framework's scheduler for its own instance (``scheduler_for``: G times the caps under
+    DP attention)."""
     pre_reqs = _prefill_requests(reqs)
+    roles = (("prefill", pre_reqs, False), ("decode", _decode_requests(reqs), True))
     if speculation is None:
-        pre, dec = _pool_instances(spec, system, wl, d, fw, sched, reqs, pre_reqs, cache)
+        pre, dec = (_pool_instance(spec, system, wl, d, fw, load, role, r, cache)
+                    for role, r, _ in roles)
         steps = (DecodeStep(), DecodeStep())
     else:
-        p, q = (disagg_spec.speculative_pool(spec, system, wl, Mapping.serving(tp, ep=ep), fw,
-                                             sched, r, speculation, decode)
-                for tp, ep, r, decode in ((d.prefill_tp, d.prefill_ep, pre_reqs, False),
-                                          (d.decode_tp, d.decode_ep, _decode_requests(reqs),
-                                           True)))
+        p, q = (disagg_spec.speculative_pool(spec, system, wl, d.instance_mapping(role), fw,
+                                             pool_scheduler(system, fw, load, d, role), r,
+                                             speculation, decode)
+                for role, r, decode in roles)
         pre, dec, steps = p.instance, q.instance, (p.step, q.step)
     for role, inst in (("prefill", pre), ("decode", dec)):
         if isinstance(inst, Unfit):
@@ -430,22 +466,25 @@ def _pools(spec: ModelSpec, system: System, wl: Inference, d: Disaggregation,
     return Pools(pre, dec, *steps)
 
 
-def _pool_instances(spec: ModelSpec, system: System, wl: Inference, d: Disaggregation,
-                    fw: FrameworkProfile, sched: SchedulerConfig, reqs: Requests,
-                    pre_reqs: Requests, cache: Instances
-                    ) -> tuple[Instance | Unfit, Instance | Unfit]:
-    """The prefill and the decode instance (or why one does not fit), built once per (pool,
-    tp, ep) in ``cache``: each an aggregated serving instance of that tp and ep
+def pool_scheduler(system: System, fw: FrameworkProfile, load: Load, d: Disaggregation,
+                   role: str) -> SchedulerConfig:
+    """The scheduler one instance of the ``role`` pool runs."""
+    return scheduler_for(system, fw, load, d.instance_mapping(role))
+
+
+def _pool_instance(spec: ModelSpec, system: System, wl: Inference, d: Disaggregation,
+                   fw: FrameworkProfile, load: Load, role: str, reqs: Requests,
+                   cache: Instances) -> Instance | Unfit:
+    """The ``role`` pool's instance (or why it does not fit), built once per (pool, tp, ep,
+    DP attention) in ``cache``: an aggregated serving instance of that layout
     (``scenario.instance``, the path ``scenario.run`` takes), so its step times and memory are
     the engine's for that layout."""
-    def built(role: str, tp: int, ep: int, r: Requests) -> Instance | Unfit:
-        key = (role, tp, ep)
-        if key not in cache:
-            cache[key] = instance(spec, system, wl, Mapping.serving(tp, ep=ep), fw, sched, r)
-        return cache[key]
-
-    return (built("prefill", d.prefill_tp, d.prefill_ep, pre_reqs),
-            built("decode", d.decode_tp, d.decode_ep, _decode_requests(reqs)))
+    m = d.instance_mapping(role)
+    key = (role, int(m.tp), int(m.ep), bool(m.dp_attention))
+    if key not in cache:
+        cache[key] = instance(spec, system, wl, m, fw, pool_scheduler(system, fw, load, d, role),
+                              reqs)
+    return cache[key]
 
 
 def _prefill_requests(reqs: Requests) -> Requests:
@@ -589,7 +628,10 @@ def _disagg_notes(spec: ModelSpec, system: System, wl: Inference, d: Disaggregat
     return (*context_notes(spec, int(np.max(reqs.prompt + reqs.output))),
             f"{d.describe()} on {system.cluster.name}",
             xfer.describe(),
-            f"scheduler (both pools): {sched.source}",
+            *((f"scheduler (both pools): {sched.source}",)
+              if pre.scheduler == dec.scheduler else
+              (f"scheduler, prefill pool: {pre.scheduler.source}",
+               f"scheduler, decode pool: {dec.scheduler.source}")),
             f"KV pool {pre.pool.tokens:,.0f} tokens per prefill instance, "
             f"{dec.pool.tokens:,.0f} per decode instance",
             f"{len(reqs):,} requests dealt round-robin to {d.prefill_instances} prefill and "

@@ -75,7 +75,8 @@ SERVING_FIELDS = ("scenario", "batch", "input_len", "output_len", "length_dist",
                   "slo_tpot_ms", "slo_percentile", "max_batch", "max_tokens", "kv_fraction",
                   "kv_precision", "moe_precision", "engine", "dp_attention", "disaggregated",
                   "prefill_devices", "decode_devices", "prefill_tp", "decode_tp",
-                  "prefill_ep", "decode_ep", "mtp", "acceptance")
+                  "prefill_ep", "decode_ep", "prefill_dp_attention", "decode_dp_attention",
+                  "mtp", "acceptance")
 
 Parsed = tuple[Any, str | None]  # (value, None) or (None, "is not ...; write ...")
 
@@ -339,7 +340,8 @@ FIELDS: dict[str, FieldSpec] = {
     "engine": FieldSpec(_choice("engine", ENGINES, lambda t: None),
                         " | ".join(ENGINES) + " (the engine under framework: dynamo)"),
     **{k: FieldSpec(_choice(k, {"true": True, "false": False}, _suggest_flag), "true | false")
-       for k in ("dp_attention", "disaggregated")},
+       for k in ("dp_attention", "disaggregated", "prefill_dp_attention",
+                 "decode_dp_attention")},
     **{k: _positive(k) for k in ("prefill_devices", "decode_devices", "prefill_tp",
                                  "decode_tp", "prefill_ep", "decode_ep", "mtp")},
     "acceptance": FieldSpec(_fraction("acceptance"),

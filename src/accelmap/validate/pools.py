@@ -1,9 +1,11 @@
 """Disaggregated runs of the run format (``disaggregated: true`` with ``prefill_devices``,
-``decode_devices``, ``prefill_tp``, ``decode_tp``, ``prefill_ep``, ``decode_ep``), predicted
-through the disaggregated simulator (``serving/disagg.py``): ``prefill_devices / prefill_tp``
-prefill instances of ``prefill_tp`` devices with expert parallelism ``prefill_ep`` inside each
-(1 when not stated, as the colocated rows read a missing ``ep``), the same for decode, the KV
-of each prompt sent between them over the cluster's real tier.
+``decode_devices``, ``prefill_tp``, ``decode_tp``, ``prefill_ep``, ``decode_ep``,
+``prefill_dp_attention``, ``decode_dp_attention``), predicted through the disaggregated
+simulator (``serving/disagg.py``): ``prefill_devices / prefill_tp`` prefill instances of
+``prefill_tp`` devices with expert parallelism ``prefill_ep`` inside each (1 when not stated,
+as the colocated rows read a missing ``ep``) and attention data-parallel over the instance
+when ``prefill_dp_attention`` (default: the run's ``dp_attention``), the same for decode, the
+KV of each prompt sent between them over the cluster's real tier.
 
 What the simulator runs: the offline scenario (every request queued at once), the server
 scenario at a stated rate or at the highest rate meeting its latency limits
@@ -30,9 +32,12 @@ def split_of(run: ServingRun) -> Disaggregation | list[str]:
                 "(prefill_devices = prefill instances x prefill_tp, the same for decode)"]
     assert run.prefill_devices and run.decode_devices and run.prefill_tp and run.decode_tp
     try:
-        split = Disaggregation.of_pools(run.prefill_devices, run.decode_devices,
-                                        run.prefill_tp, run.decode_tp, run.prefill_ep or 1,
-                                        run.decode_ep or 1)
+        both = bool(run.dp_attention)
+        split = Disaggregation.of_pools(
+            run.prefill_devices, run.decode_devices, run.prefill_tp, run.decode_tp,
+            run.prefill_ep or 1, run.decode_ep or 1,
+            both if run.prefill_dp_attention is None else run.prefill_dp_attention,
+            both if run.decode_dp_attention is None else run.decode_dp_attention)
     except InputError as e:
         return [str(e)]
     out: list[str] = []
@@ -41,8 +46,6 @@ def split_of(run: ServingRun) -> Disaggregation | list[str]:
                    f"{run.devices} devices")
     if (run.pp or 1) > 1:
         out.append("pipeline stages in disaggregated pools are not modelled")
-    if run.dp_attention:  # the pools are tensor-parallel instances (Mapping.serving)
-        out.append("DP attention inside disaggregated pools is not simulated yet")
     return out or split
 
 

@@ -286,6 +286,9 @@ class ServingRun:
     decode_tp: int | None = None
     prefill_ep: int | None = None
     decode_ep: int | None = None
+    # DP attention in one pool of a disaggregated run (default: dp_attention)
+    prefill_dp_attention: bool | None = None
+    decode_dp_attention: bool | None = None
     mtp: int | None = None  # draft tokens per step (multi-token prediction heads)
     acceptance: float | None = None  # accepted draft tokens per drafted
     metric: ServingMetric | None = None

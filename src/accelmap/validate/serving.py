@@ -250,7 +250,8 @@ def _unmodelled(run: ServingRun) -> list[str]:
     if run.engine is not None and run.stack != "dynamo":
         out.append("engine is stated but the framework is not dynamo")
     pools = [k for k in ("prefill_devices", "decode_devices", "prefill_tp", "decode_tp",
-                         "prefill_ep", "decode_ep") if getattr(run, k) is not None]
+                         "prefill_ep", "decode_ep", "prefill_dp_attention",
+                         "decode_dp_attention") if getattr(run, k) is not None]
     if pools and not run.disaggregated:
         out.append(f"{', '.join(pools)} stated without disaggregated: true")
     return out
