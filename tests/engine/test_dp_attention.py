@@ -171,3 +171,23 @@ def test_mla_kv_per_device_never_exceeds_tp(batch: int, tp: int, model: str) -> 
     d = _items(Mapping.serving(tp=tp, ep=tp, dp_attention=True), wl, spec)["kv_cache"]
     assert d <= t
     assert d == pytest.approx(t * math.ceil(batch / tp) / batch)
+
+
+def test_wide_ep_under_dp_attention_may_cross_nodes() -> None:
+    """DP attention with ep = tp splits no GEMM over the group (attention per device, experts
+    whole), so the group may span nodes, its token gathers priced on the tiers it crosses;
+    tensor-split experts (ep < tp) or plain tp still may not."""
+    two = parse_cluster("2x8xh200-sxm", CAT)
+    rules = [v.rule for v in check_serving(DS, two, Mapping.serving(16, ep=16,
+                                                                    dp_attention=True))]
+    assert "tp_in_scale_up" not in rules
+    for m in (Mapping.serving(16, ep=8, dp_attention=True), Mapping.serving(16, ep=16)):
+        assert "tp_in_scale_up" in [v.rule for v in check_serving(DS, two, m)]
+    one = estimate(DS, System.of(NODE), WL,
+                   Mapping.serving(8, ep=8, dp_attention=True))
+    wide = estimate(DS, System.of(two), WL, Mapping.serving(16, ep=16, dp_attention=True))
+    assert one.feasible and wide.feasible
+    # the same tokens gathered over 16 ranks across InfiniBand cost more than over 8 on NVLink
+    assert wide.axes is not None and "InfiniBand" in wide.axes["tp"]
+    assert wide.communication_s is not None and one.communication_s is not None
+    assert wide.communication_s["decode_step"]["tp"] > one.communication_s["decode_step"]["tp"]

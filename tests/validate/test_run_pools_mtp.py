@@ -260,3 +260,18 @@ def test_disaggregated_server_row_at_its_latency_limit_is_predicted(tmp_path: Pa
     (p,) = validate_cases([_file(tmp_path, text)]).predictions
     assert p.status is Status.OK, p.skipped_reason
     assert any(n.startswith("highest Poisson rate meeting TPOT p99 <= 40 ms") for n in p.notes)
+
+
+def test_pools_that_do_not_fill_nodes_keep_their_nodes_links(tmp_path: Path) -> None:
+    """4 prefill + 8 decode B200 (12 of two 8-GPU nodes): each instance runs on one node, so
+    the decode instance of tp 8 keeps its node's NVLink (not the 4-device domains a training
+    job of 12 devices on nodes of 8 is given)."""
+    text = (DISAGG.replace("accelerator: h100-sxm5-80gb", "accelerator: b200")
+            .replace("devices: 8", "devices: 12").replace("prefill_tp: 2", "prefill_tp: 4")
+            .replace("prefill_ep: 2", "prefill_ep: 4").replace("decode_devices: 4",
+                                                                "decode_devices: 8")
+            .replace("decode_tp: 4", "decode_tp: 8").replace("decode_ep: 4", "decode_ep: 8"))
+    (p,) = validate_cases([_file(tmp_path, text)]).predictions
+    assert p.status is Status.OK, p.skipped_reason
+    assert any("take 2 nodes of 8" in n and "4 devices of the last node idle" in n
+               for n in p.notes), p.notes

@@ -304,7 +304,14 @@ def check_serving(spec: ModelSpec, cluster: Cluster, m: Mapping) -> list[Violati
     if m.ep > 1 and m.tp % m.ep:
         # vLLM expert parallelism splits the tensor-parallel group: ep must divide tp
         out.append(Violation("ep_within_tp", f"ep={m.ep} must divide tp={m.tp} (serving)"))
-    if m.tp > cluster.scale_up_domain:
+    # Under DP attention with ep = tp (wide expert parallelism) no GEMM is split over the
+    # group: attention runs per device, each expert whole on one device, and the group only
+    # gathers and scatters tokens, which crosses nodes over RDMA as the published wide-EP
+    # deployments do (LMSYS, "Deploying DeepSeek with PD Disaggregation and Large-Scale Expert
+    # Parallelism on 96 H100 GPUs", 2025-05-05: DP attention and EP over 2-12 nodes); those
+    # collectives are priced on the tiers the group spans (engine/serve.py serving_links).
+    wide_ep = bool(m.dp_attention) and m.ep == m.tp
+    if m.tp > cluster.scale_up_domain and not wide_ep:
         out.append(Violation("tp_in_scale_up", f"tp={m.tp} crosses the "
                                                f"{cluster.scale_up_domain}-device scale-up "
                                                "domain"))

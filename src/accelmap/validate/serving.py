@@ -38,6 +38,7 @@ from accelmap.cost.framework import profile as framework_profile
 from accelmap.engine import System
 from accelmap.engine.formats import resolve_inference
 from accelmap.errors import InputError
+from accelmap.hardware.schema import Accelerator
 from accelmap.serving.capacity import Capacity, RunT, max_rate, max_rate_split
 from accelmap.serving.disagg import Disaggregation, DisaggRun, run_disaggregated
 from accelmap.serving.metrics import Slo
@@ -239,6 +240,27 @@ def _highest(run: ServingRun, cap: Capacity[RunT], more: list[str]) -> RunT | No
     return cap.run
 
 
+def _pool_nodes(acc: Accelerator, devices: int, split: Disaggregation | None, catalog: Catalog,
+                notes: list[str]) -> int:
+    """The devices of the cluster a run is laid out on. A disaggregated run whose pools do
+    not fill whole nodes (4 prefill + 40 decode B200 on nodes of 8) places each instance on
+    one node, as the serving stacks launch a worker per node (Dynamo's and SGLang's PD
+    launchers take whole nodes per worker group): the cluster is the nodes the pools occupy,
+    the rest of the last node idle, so an instance keeps the scale-up links of its node (a
+    job of a partial node otherwise gets equal smaller domains, ``layout.build_cluster``).
+    Throughput per device still divides by the pools' devices."""
+    preset = lay.node_preset(acc, catalog)
+    node = preset.devices_per_node if preset else lay.DEFAULT_NODE
+    if split is None or devices % node == 0 or devices < node:
+        return devices
+    if max(split.prefill_tp, split.decode_tp) > node:
+        return devices
+    whole = -(-devices // node) * node
+    notes.append(f"the pools' {devices} devices take {whole // node} nodes of {node} (one "
+                 f"instance per node; {whole - devices} devices of the last node idle)")
+    return whole
+
+
 def _unmodelled(run: ServingRun) -> list[str]:
     """What a 2025-2026 run states that the run-file prediction does not model yet: each a
     reason to skip, so no row is predicted as something it was not (issue 22 part 8)."""
@@ -321,7 +343,8 @@ def predict_serving(run: ServingRun, catalog: Catalog, calibrated: frozenset[str
     else:
         if device.fraction != 1.0:
             return skip(base, ["multi-device runs of part of a device are not modelled"], notes)
-        cluster = lay.build_cluster(device.acc, devices, run.nodes, catalog)
+        cluster = lay.build_cluster(device.acc, _pool_nodes(device.acc, devices, split, catalog,
+                                                            notes), run.nodes, catalog)
         notes += cluster.notes
         if cluster.value is None:
             return skip(base, [cluster.reason or "cluster"], notes)
