@@ -89,8 +89,16 @@ class _NoAliases(yaml.SafeDumper):
 
 
 def config_key(rec: dict[str, Any]) -> str:
-    """The configuration a record belongs to (all its concurrencies and metrics share it)."""
-    return "|".join(str(rec.get(k)) for k in KEY_FIELDS)
+    """The configuration a record belongs to (all its concurrencies and metrics share it). A
+    disaggregated record states DP attention per pool (``prefill_/decode_dp_attention``); its
+    key reads them as the one ``dp_attention`` the file wrote before it did (either pool), so
+    that no configuration changed sides when the pools' flags were split."""
+    def value(k: str) -> Any:
+        if k == "dp_attention" and "dp_attention" not in rec and rec.get("disaggregated"):
+            return bool(rec.get("prefill_dp_attention") or rec.get("decode_dp_attention"))
+        return rec.get(k)
+
+    return "|".join(str(value(k)) for k in KEY_FIELDS)
 
 
 def in_fit_set(rec: dict[str, Any]) -> bool:
