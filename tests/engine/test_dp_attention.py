@@ -15,7 +15,8 @@ from accelmap.catalog import load_catalog
 from accelmap.cost.framework import Framework
 from accelmap.cost.framework import profile as framework_profile
 from accelmap.engine import estimate
-from accelmap.engine.serve import rank_geometry, serving_memory
+from accelmap.cost.collectives import Collective
+from accelmap.engine.serve import rank_geometry, serving_links, serving_memory
 from accelmap.engine.system import System
 from accelmap.errors import InputError
 from accelmap.hardware.cluster import parse_cluster
@@ -110,7 +111,8 @@ def test_busiest_rank_sets_the_step() -> None:
 def test_gather_and_scatter_replace_all_to_all() -> None:
     dp = estimate(DS, NODE, WL, DPA).metrics["communication_s"]["decode_step"]
     tp = estimate(DS, NODE, WL, TP).metrics["communication_s"]["decode_step"]
-    assert dp["tp"] > 0 and dp["ep"] == 0 and tp["ep"] > 0
+    assert dp["tp"] > 0 and dp["ep"] == 0 and tp["ep"] == 0
+    assert dp["tp"] != tp["tp"]  # gather + scatter of the group's tokens, not 2 all-reduces
     bigger = Inference(batch=512, prompt_len=1024, output_len=128, weight_dtype=DType.FP8,
                        act_dtype=DType.BF16)
     more = estimate(DS, NODE, bigger, DPA).metrics["communication_s"]["decode_step"]
@@ -191,3 +193,17 @@ def test_wide_ep_under_dp_attention_may_cross_nodes() -> None:
     assert wide.axes is not None and "InfiniBand" in wide.axes["tp"]
     assert wide.communication_s is not None and one.communication_s is not None
     assert wide.communication_s["decode_step"]["tp"] > one.communication_s["decode_step"]["tp"]
+
+
+def test_experts_inside_the_tp_group_add_no_all_to_all() -> None:
+    """Under tp the group's ranks hold the same tokens after the attention all-reduce: each
+    runs its own experts and the MoE output is the layer's second all-reduce, so splitting
+    the experts (ep = 8) or the expert GEMMs (ep = 1) costs the same communication: 2
+    all-reduces of the tokens' activations per layer (engine/serve.py serving_comm)."""
+    ep8, ep1 = (estimate(DS, NODE, WL, m).metrics["communication_s"]
+                for m in (TP, Mapping.serving(tp=8)))
+    assert ep8 == ep1
+    assert ep8["decode_step"]["ep"] == 0 and ep8["prefill"]["ep"] == 0
+    links = serving_links(NODE, TP, framework_profile(Framework.VLLM))  # the GPU default
+    one = links["tp"].time(Collective.ALL_REDUCE, WL.batch * DS.d_model * 2)  # bf16 tokens
+    assert ep8["decode_step"]["tp"] == pytest.approx(2 * DS.n_layers * one)

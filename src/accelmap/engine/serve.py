@@ -220,7 +220,13 @@ def serving_comm(spec: ModelSpec, links: dict[str, Any], m: Mapping, tokens: Any
                  act_bytes: float) -> dict[str, Any]:
     """Communication of one forward pass over ``tokens`` tokens (scalar or array), seconds per
     axis: 2 all-reduces of the activations per layer under tp (Shoeybi et al. 2019 sec. 3),
-    dispatch + combine all-to-alls per MoE layer under ep, one send per stage boundary.
+    one send per stage boundary. Expert parallelism inside the tp group adds no all-to-all:
+    after the attention block's all-reduce every rank of the group holds the same tokens, runs
+    them through its own experts (whole under ep = tp, tensor-split under ep < tp) and the
+    MoE block's output is the second all-reduce of the layer (vLLM's FusedMoE reduces its
+    results over the tensor-parallel group; its all-to-all backends serve data-parallel
+    attention with EP, ``docs/design/moe_kernel_features.md``; SGLang's EP MoE and
+    TensorRT-LLM's TP-attention + EP-MoE likewise reduce). The ``ep`` key stays, zero.
     Under DP attention (module doc), per layer one all-gather of the group's T tokens to the
     FFN or experts and one reduce-scatter back (SGLang v0.4's DP attention; the ``tp`` key,
     on the same links), and no separate expert all-to-all: every rank's local experts see the
@@ -232,13 +238,10 @@ def serving_comm(spec: ModelSpec, links: dict[str, Any], m: Mapping, tokens: Any
         return {"tp": spec.n_layers * (links["tp"].time(Collective.ALL_GATHER, size)
                                        + links["tp"].time(Collective.REDUCE_SCATTER, size)),
                 "pp": pp, "ep": 0.0 * tokens}
-    out = {"tp": 2 * spec.n_layers * links["tp"].time(Collective.ALL_REDUCE,
-                                                      tokens * d * act_bytes),
-           "pp": (m.pp - 1) * links["pp"].time(Collective.SEND_RECV, tokens * d * act_bytes)}
-    out["ep"] = (2 * spec.n_moe_layers * links["ep"].time(
-        Collective.ALL_TO_ALL, tokens * spec.moe.top_k * d * act_bytes)
-        if spec.moe else 0.0 * tokens)
-    return out
+    return {"tp": 2 * spec.n_layers * links["tp"].time(Collective.ALL_REDUCE,
+                                                       tokens * d * act_bytes),
+            "pp": (m.pp - 1) * links["pp"].time(Collective.SEND_RECV, tokens * d * act_bytes),
+            "ep": 0.0 * tokens}
 
 
 def _tree(phase: str, times: list[OpTime], comm: dict[str, float],
