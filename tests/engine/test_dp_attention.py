@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from accelmap import api
 from accelmap.catalog import load_catalog
+from accelmap.cost.collectives import Collective
 from accelmap.cost.framework import Framework
 from accelmap.cost.framework import profile as framework_profile
 from accelmap.engine import estimate
-from accelmap.cost.collectives import Collective
 from accelmap.engine.serve import rank_geometry, serving_links, serving_memory
 from accelmap.engine.system import System
 from accelmap.errors import InputError
