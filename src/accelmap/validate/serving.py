@@ -243,12 +243,12 @@ def _highest(run: ServingRun, cap: Capacity[RunT], more: list[str]) -> RunT | No
 def _pool_nodes(acc: Accelerator, devices: int, split: Disaggregation | None, catalog: Catalog,
                 notes: list[str]) -> int:
     """The devices of the cluster a run is laid out on. A disaggregated run whose pools do
-    not fill whole nodes (4 prefill + 40 decode B200 on nodes of 8) places each instance on
-    one node, as the serving stacks launch a worker per node (Dynamo's and SGLang's PD
-    launchers take whole nodes per worker group): the cluster is the nodes the pools occupy,
-    the rest of the last node idle, so an instance keeps the scale-up links of its node (a
-    job of a partial node otherwise gets equal smaller domains, ``layout.build_cluster``).
-    Throughput per device still divides by the pools' devices."""
+    not fill whole nodes (4 prefill + 40 decode B200 on nodes of 8) runs each instance of at
+    most a node's devices inside one node, where its tensor- and expert-parallel collectives
+    have the scale-up links (a deployment would not split a tp=8 instance over two hosts'
+    NICs): the cluster is the nodes the pools occupy, the rest of the last node idle (a
+    training job of a partial node gets equal smaller domains instead,
+    ``layout.build_cluster``). Throughput per device still divides by the pools' devices."""
     preset = lay.node_preset(acc, catalog)
     node = preset.devices_per_node if preset else lay.DEFAULT_NODE
     if split is None or devices % node == 0 or devices < node:
