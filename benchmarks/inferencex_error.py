@@ -2,16 +2,19 @@
 
 The file (written by ``data/inferencex/convert.py`` from the InferenceX dashboard's API
 snapshot) holds closed-loop concurrency points of DeepSeek-R1 on B200, B300, GB200, GB300,
-H100, H200, MI300X, MI325X and MI355X in FP4 and FP8, in the run format. Report only: nothing
-is fitted on it. Prints median / p90 absolute % error and the median signed % error (+ = accelmap
-optimistic) per accelerator, model, precision, framework and metric, then the skip reasons
-with their counts.
+H100, H200, MI300X, MI325X and MI355X in FP4 and FP8, in the run format. Nothing is fitted on
+it but SGLang's profile (fitters/fit_sglang_profile.py: one SGLang configuration in four, by a
+hash fixed in advance; that fitter reports the held-out rest). Prints median / p90 absolute %
+error and the median signed % error (+ = accelmap optimistic) per accelerator, model,
+precision, framework and metric, then the skip reasons with their counts.
 
     PYTHONPATH=src python3 benchmarks/inferencex_error.py [--sample N] [--seed S] [--rows]
 
 ``--sample N`` predicts a fixed random sample of N records (seeded) instead of all of them.
-The whole file (975 records, 342 predicted, the rest skipped) takes about two minutes on the
-project's 2-core machine (0.12 s per record).
+Since the disaggregated records with DP attention are predicted (closed loops of up to 16,384
+clients over both pools, simulated until the pools settle), the whole file takes over an hour
+on the project's 2-core machine; ``--sample 120`` about 20 minutes. A progress line goes to
+stderr every 30 s.
 """
 
 from __future__ import annotations
@@ -63,6 +66,25 @@ def reasons(preds: Sequence[Prediction]) -> Counter[str]:
     return out
 
 
+PROGRESS_S = 30.0  # seconds between progress lines on stderr
+
+
+def predict_all(cases: Sequence[Any]) -> list[Prediction]:
+    """Every record's prediction, with a progress line on stderr every ``PROGRESS_S`` seconds
+    (a disaggregated closed loop of thousands of clients takes minutes; the records of one
+    point share its simulation through the validator's cache)."""
+    catalog, out = load_catalog(), []
+    t0 = last = time.perf_counter()
+    for i, case in enumerate(cases, 1):
+        out += predict_cases([case], catalog, frozenset())
+        now = time.perf_counter()
+        if now - last >= PROGRESS_S or i == len(cases):
+            print(f"  {i}/{len(cases)} records predicted in {now - t0:.0f} s", file=sys.stderr,
+                  flush=True)
+            last = now
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", type=Path, default=CHECK_SET)
@@ -76,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if 0 < args.sample < len(cases):  # the sample is drawn in memory: nothing is written
         cases = random.Random(args.seed).sample(cases, args.sample)
     t0 = time.perf_counter()
-    preds: list[Prediction] = predict_cases(cases, load_catalog(), frozenset())
+    preds = predict_all(cases)
     took = time.perf_counter() - t0
 
     def field(fn: Any) -> Any:
