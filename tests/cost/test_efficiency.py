@@ -60,3 +60,17 @@ def test_fp4_best_shape_with_waves_stays_near_the_mid_size_measurement(catalog: 
     modelled = matmul_efficiency(b200, DType.NVFP4).value * wave
     assert modelled == pytest.approx(0.4406, abs=5e-4)
     assert 3370.4 / 9000 <= modelled <= 1.18 * 3370.4 / 9000
+
+
+def test_every_hopper_board_takes_flashattention2s_hopper_plateau(catalog: Catalog) -> None:
+    """Grand Teton's 96 GB HBM2e H100 is a GH100 like the SXM: FlashAttention-2's Hopper
+    plateau (37 % of peak, FA3 paper Fig. 7), not the GEMM-relative rule that gave it ~67 %."""
+    from accelmap.cost.attention import attention_plateau, generation
+
+    acc = catalog.accelerators
+    for part in ("h100-sxm5-96gb-hbm2e", "h100-sxm5-80gb", "h200-sxm", "h20", "gh200"):
+        assert generation(acc[part]) == "hopper"
+        assert attention_plateau(acc[part]) == attention_plateau(acc["h100-sxm5-80gb"])
+    assert generation(acc["a100-sxm4-80gb"]) == "ampere"
+    for part in ("a10", "rtx-3090", "b200", "mi300x"):  # not measured: the GEMM-relative rule
+        assert attention_plateau(acc[part]) is None

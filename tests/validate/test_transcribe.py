@@ -124,6 +124,25 @@ def test_shared_rows_read_as_before(catalog: Catalog) -> None:
     assert t392.metric is Metric.TOKENS_PER_S_PER_DEVICE
 
 
+def test_torchtitan_local_batch_gives_the_global_batch(tmp_path: Path) -> None:
+    """torchtitan's Table 6 rows state "? (local batch size 8)" in the micro-batch cell and no
+    global batch: 8 sequences per data-parallel rank, so 8 x dp (context-parallel ranks share
+    them). It was read as no batch at all: 1 micro-batch under pp=8, an 85 % bubble."""
+    shared = FIX.parents[1] / "data" / "reference" / "measurements" / "training.csv"
+    lines = shared.read_text().splitlines()
+    rows = tmp_path / "training.csv"
+    picked = [x for x in lines if x.startswith(("T0374,", "T0377,"))]
+    rows.write_text("\n".join([lines[0], *picked]))
+    cases = {c.row_id: c for c in read_cases(rows).cases}
+    t377 = cases["T0377"]  # dp 4, cp 2
+    assert t377.micro_batch is None and t377.local_batch == 8
+    run = from_case(t377)
+    assert run.global_batch == 32 and run.micro_batch is None
+    assert any("local batch size 8 x dp 4 = 32" in n for n in run.reading_notes)
+    t374 = from_case(cases["T0374"])  # its global batch is stated (256 = 32 x 8): kept
+    assert t374.global_batch == 256 and not any("local batch" in n for n in t374.reading_notes)
+
+
 @pytest.mark.parametrize(("weights", "kv", "want_w", "want_kv"), [
     ("FP4", "FP8", DType.FP4, DType.FP8),        # NVIDIA MLPerf v5.1 "precision: fp4"
     ("MXFP4", "FP8", DType.MXFP4, DType.FP8),    # AMD MLPerf v5.1 open, W MXFP4 A MXFP4

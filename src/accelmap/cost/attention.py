@@ -27,10 +27,14 @@ Kernel generations are a named feature of a software stack (``FrameworkProfile.a
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from accelmap.units import Num
+
+if TYPE_CHECKING:
+    from accelmap.hardware.schema import Accelerator
 
 HALF_EFFICIENCY_KEYS = 300.0  # fit to Shah et al. 2024 Fig. 7 (FA2, H100, hd 128)
 FA1_OVER_FA2 = 0.5  # Dao 2023: FlashAttention-2 is ~2x FlashAttention(-1)
@@ -48,16 +52,24 @@ FA2_PLATEAU: dict[str, tuple[float, str]] = {
     "hopper": (370 / 989.4, "FlashAttention-2 on H100, Shah et al. 2024 Fig. 7"),
 }
 
-GENERATION = {
-    **dict.fromkeys(("a100-sxm4-40gb", "a100-sxm4-80gb", "a100-pcie-80gb"), "ampere"),
-    **dict.fromkeys(("h100-sxm5-80gb", "h100-pcie-80gb", "h100-nvl", "h800-sxm5", "h20",
-                     "h200-sxm", "gh200"), "hopper"),
-}
+# FlashAttention-2's Ampere figure is the A100's (GA100); the GA102/GA10B parts (A10, RTX 3090,
+# Jetson Orin) have other SMs and shared memory and keep the GEMM-relative rule.
+AMPERE_GA100 = frozenset(("a100-sxm4-40gb", "a100-sxm4-80gb", "a100-pcie-80gb"))
 
 
-def attention_plateau(accelerator_id: str) -> tuple[float, str] | None:
+def generation(acc: Accelerator) -> str | None:
+    """The generation whose FlashAttention-2 plateau applies to this part, if one does. Every
+    Hopper part is a GH100 die (H100 SXM/PCIe/NVL, H800, H20, H200, GH200 and boards such as
+    Grand Teton's 96 GB HBM2e H100), named by its catalog architecture."""
+    if acc.id in AMPERE_GA100:
+        return "ampere"
+    sparse = acc.sparsity_2_4
+    return "hopper" if sparse is not None and sparse.architecture == "hopper" else None
+
+
+def attention_plateau(acc: Accelerator) -> tuple[float, str] | None:
     """Plateau fraction of dense 16-bit peak for this device's generation, if measured."""
-    gen = GENERATION.get(accelerator_id)
+    gen = generation(acc)
     return FA2_PLATEAU[gen] if gen else None
 
 

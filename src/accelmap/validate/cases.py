@@ -155,6 +155,9 @@ class TrainingCase(_Base):
     seq_len: int | None = None
     micro_batch: int | None = None
     global_batch_seqs: int | None = None
+    # torchtitan's ``local_batch_size`` (sequences per data-parallel rank in a step), when the
+    # micro-batch cell states it instead of a micro-batch: "? (local batch size 8)"
+    local_batch: int | None = None
     grad_accum: int | None = None
     recompute: str = ""
     precision: str = ""
@@ -257,6 +260,14 @@ class _Row:
                         i("num_nodes"))
 
 
+_LOCAL_BATCH = re.compile(r"local batch size\s*(\d+)", re.I)
+
+
+def _local_batch(text: str) -> int | None:
+    m = _LOCAL_BATCH.search(text)
+    return int(m.group(1)) if m else None
+
+
 def _build(fmt: CaseFormat, r: _Row, path: Path, line: int) -> Case:
     base: dict[str, Any] = {"row_id": r.text("row_id"), "file": path.name, "line": line,
             "source": r.text("source_key") or path.stem, "accelerator": r.text("accelerator"),
@@ -278,7 +289,8 @@ def _build(fmt: CaseFormat, r: _Row, path: Path, line: int) -> Case:
             parallel=r.parallel(), seq_len=r.integer("seq_len"),
             micro_batch=r.integer("micro_batch"),
             global_batch_seqs=r.integer("global_batch_seqs"), grad_accum=r.integer("grad_accum"),
-            recompute=r.text("recompute"), precision=r.text("precision"),
+            local_batch=_local_batch(r.text("micro_batch")), recompute=r.text("recompute"),
+            precision=r.text("precision"),
             framework=r.text("framework"),
             achieved_tflops_per_device=r.num("achieved_tflops_per_device"),
             tflops_definition=r.text("tflops_definition"),

@@ -193,6 +193,13 @@ def from_case(case: TrainingCase) -> TrainingRun:
     grad = DType.BF16 if "pure" in case.precision.lower() else None
     p = case.parallel
     fw = case.framework.lower()
+    global_batch = case.global_batch_seqs
+    if global_batch is None and case.local_batch is not None and p.dp is not None:
+        # torchtitan's local batch is per data-parallel rank (context-parallel ranks share it):
+        # global = local x dp (``training.local_batch_size``, torchtitan/config/job_config.py)
+        global_batch = case.local_batch * p.dp
+        notes.append(f"global batch not stated: local batch size {case.local_batch} x dp "
+                     f"{p.dp} = {global_batch} sequences")
     return TrainingRun(
         id=case.row_id, file=case.file, line=case.line, source=case.source,
         accelerator=case.accelerator,
@@ -206,7 +213,7 @@ def from_case(case: TrainingCase) -> TrainingRun:
         tp_comm_overlap=True if "async" in fw else None, compile="compile" in fw,
         precision=precision, grad_reduce=grad, framework=stack, version=version,
         year=text_year or case.year, seq_len=case.seq_len,
-        global_batch=case.global_batch_seqs, micro_batch=case.micro_batch,
+        global_batch=global_batch, micro_batch=case.micro_batch,
         grad_accum=case.grad_accum, metric=metric, value=value, notes=case.notes_text,
         reading_notes=tuple(notes), problems=tuple(problems))
 
