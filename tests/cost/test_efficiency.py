@@ -74,3 +74,15 @@ def test_every_hopper_board_takes_flashattention2s_hopper_plateau(catalog: Catal
     assert generation(acc["a100-sxm4-80gb"]) == "ampere"
     for part in ("a10", "rtx-3090", "b200", "mi300x"):  # not measured: the GEMM-relative rule
         assert attention_plateau(acc[part]) is None
+
+
+def test_flashattention2_backward_runs_at_its_own_hopper_plateau(catalog: Catalog) -> None:
+    """FA3 paper, backward speed (H100 SXM5, head dim 128): FlashAttention-2's backward peaks at
+    322 TFLOP/s where its forward reaches 370; Ampere has no separate figure (the same)."""
+    from accelmap.cost.attention import attention_plateau
+
+    h100, a100 = catalog.accelerators["h100-sxm5-80gb"], catalog.accelerators["a100-sxm4-80gb"]
+    fwd, bwd = attention_plateau(h100), attention_plateau(h100, backward=True)
+    assert fwd is not None and bwd is not None
+    assert fwd[0] * 989.4 == pytest.approx(370) and bwd[0] * 989.4 == pytest.approx(322)
+    assert attention_plateau(a100, backward=True) == attention_plateau(a100)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -79,7 +81,8 @@ def test_energy_objective_without_tdp_ranks_by_throughput_and_says_so() -> None:
     res = plan_training(L13, parse_cluster("trn2-48xlarge", CAT), 4096, 64, top=5,
                         objective=Objective.ENERGY, explain=False)
     tps = [p.metrics["tokens_per_s"] for p in res.plans]
-    assert tps and tps == sorted(tps, reverse=True)
+    # best first; plans within 0.1 % are ties, ranked by the simpler mapping (planner._ranked)
+    assert tps and all(b <= a * 1.001 for a, b in itertools.pairwise(tps))
     assert any("no catalog TDP" in n for n in res.notes)
 
 

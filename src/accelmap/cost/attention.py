@@ -7,7 +7,10 @@ at short sequences:
 - Ampere (A100): forward up to 73 % of peak (Dao 2023, "FlashAttention-2", sec. 4.1, Fig. 4);
 - Hopper (H100): FlashAttention-2 plateaus at 370 of 989 TFLOP/s = 37 % (head dim 128, forward;
   Shah et al. 2024, "FlashAttention-3", Fig. 7), because it does not use wgmma/TMA; at 512
-  tokens it reaches 191-309 TFLOP/s.
+  tokens it reaches 191-309 TFLOP/s. Its backward is slower: 214, 260, 291, 310, 318 and
+  322 TFLOP/s at 512 to 16k tokens (same paper, the backward-speed figure, head dim 128,
+  H100 SXM5), a plateau of 322 / 989.4 = 33 % on the same ramp (keys / (keys + 300) gives
+  0.63-0.98 of it over that range, measured 0.66-1.0).
 
 The ramp with sequence length is fitted to that FlashAttention-3 paper figure (FA2 series, head
 dim 128, 512 to 16k keys): efficiency = plateau x keys / (keys + 300). Blackwell and non-NVIDIA
@@ -51,6 +54,11 @@ FA2_PLATEAU: dict[str, tuple[float, str]] = {
     "ampere": (0.73, "FlashAttention-2 on A100, Dao 2023 sec. 4.1"),
     "hopper": (370 / 989.4, "FlashAttention-2 on H100, Shah et al. 2024 Fig. 7"),
 }
+# the backward kernel's plateau where it is measured apart from the forward's (else the same)
+FA2_BACKWARD_PLATEAU: dict[str, tuple[float, str]] = {
+    "hopper": (322 / 989.4, "FlashAttention-2 backward on H100, Shah et al. 2024 (backward "
+                            "speed, head dim 128)"),
+}
 
 # FlashAttention-2's Ampere figure is the A100's (GA100); the GA102/GA10B parts (A10, RTX 3090,
 # Jetson Orin) have other SMs and shared memory and keep the GEMM-relative rule.
@@ -67,10 +75,13 @@ def generation(acc: Accelerator) -> str | None:
     return "hopper" if sparse is not None and sparse.architecture == "hopper" else None
 
 
-def attention_plateau(acc: Accelerator) -> tuple[float, str] | None:
-    """Plateau fraction of dense 16-bit peak for this device's generation, if measured."""
+def attention_plateau(acc: Accelerator, backward: bool = False) -> tuple[float, str] | None:
+    """Plateau fraction of dense 16-bit peak for this device's generation, if measured (the
+    backward kernel's where it is measured apart)."""
     gen = generation(acc)
-    return FA2_PLATEAU[gen] if gen else None
+    if gen is None:
+        return None
+    return FA2_BACKWARD_PLATEAU.get(gen, FA2_PLATEAU[gen]) if backward else FA2_PLATEAU[gen]
 
 
 def relative_to_gemm() -> float:

@@ -24,6 +24,18 @@
    max(40M, 1M x dp) parameters: megatron/core/distributed/distributed_data_parallel_config.py
    ``bucket_size``; PyTorch DDP 25 MB buckets, Li et al. 2020 sec. 3.2.3): each bucket pays the
    collective's fixed latency, and the last bucket is exposed after the backward ends.
+
+4. **TP comm overlap** (Megatron-Core ``--tp-comm-overlap`` on Transformer Engine userbuffers;
+   torchtitan's async TP on PyTorch SymmetricMemory, ``_fused_all_gather_matmul`` /
+   ``_fused_matmul_reduce_scatter``). The GEMMs run in chunks while the next shard moves peer
+   to peer on the copy engines (TE ``ring_exchange``; PyTorch's "micro-pipelined" async TP), so
+   no NCCL kernel takes SMs and the hidden TP traffic adds no contention. Transformer Engine's
+   pipelined reduce-scatter (forward proj/fc2) and bulk overlaps (qkv/fc1 dgrad and wgrad) do
+   hold 16 SMs and start their GEMMs with that margin (``initialize_ub`` defaults ``num_sm``,
+   ``set_sm_margin``): those GEMMs run on SMs - 16 (``engine.profile._tp_overlap_s``). Not
+   modelled: the chunks' own tile and wave losses (the roofline's shape model, made for whole
+   cuBLAS GEMMs, puts them at 40-60 % for T / tp rows, which the published Megatron-Core
+   table contradicts).
 """
 
 from __future__ import annotations

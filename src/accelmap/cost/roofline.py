@@ -166,7 +166,8 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
             eff = eff * alignment_efficiency(op, dev.acc, fw)  # 16-byte model dimensions
         elif (measured := _measured_attention(op, dev)) is not None:
             eff = measured  # this device's own SDPA, measured (accelmap measure attention)
-        elif (plateau := attention_plateau(dev.acc)) is not None:
+        elif (plateau := attention_plateau(dev.acc, op.stage is Stage.BACKWARD_DGRAD)) \
+                is not None:
             eff = plateau[0] * attention_ramp(op.attention_keys if op.attention_keys is not None
                                               else 1e9) * KERNEL_SPEED[fw.attention]
         else:  # no attention measurement for this device: relative to its GEMM efficiency

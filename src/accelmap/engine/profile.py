@@ -17,7 +17,7 @@ from accelmap.cost.roofline import Device, OpTime, time_ops
 from accelmap.errors import InputError
 from accelmap.mapping.plan import Mapping
 from accelmap.memory.budget import activation_bytes, optimizer_state_bytes_per_param
-from accelmap.memory.stack import memory_stack
+from accelmap.memory.stack import MEGATRON, memory_stack
 from accelmap.models.flops import forward_flops_per_token
 from accelmap.models.geometry import Geometry
 from accelmap.models.params import count_params
@@ -28,6 +28,7 @@ from accelmap.ops.recipes import apply_recipe
 from accelmap.ops.sparsity import sparse_training_ops
 from accelmap.ops.step import training_precision
 from accelmap.ops.training import backward_ops, recompute_ops
+from accelmap.units import DType
 from accelmap.workload import Adapters, Sparsity, Training
 
 
@@ -73,6 +74,9 @@ class LayerProfile:
     embed_frozen_bytes: float = 0.0
     head_frozen_bytes: float = 0.0
     host_notes: tuple[str, ...] = ()  # host- or device-bound, per pass (cost/host.py)
+    # TP comm overlap: seconds one layer's GEMMs lose, per micro-batch, to the SMs its
+    # communication kernels hold (cost/overlap.py, 4.; _tp_overlap_s)
+    layer_tp_overlap_s: float = 0.0
 
 
 def is_layer(n: str) -> bool:
@@ -135,7 +139,7 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
         layer_params, embed_params, head_params = adapters / L, 0.0, 0.0
         model_flops = finetune_model_flops_per_token(spec, s, ad)
     return LayerProfile(
-        T=T,
+        T=T, layer_tp_overlap_s=_tp_overlap_s(gemm, dev, fw, int(m.tp)) / L,
         layer_fwd_s=part(tf, is_layer) / L, layer_bwd_s=part(tb, is_layer) / L,
         layer_wgrad_s=float(sum(float(t.total_s) for t in tb if is_layer(t.op.name)
                                 and t.op.stage is Stage.BACKWARD_WGRAD)) / L,
@@ -179,6 +183,8 @@ def _passes(spec: ModelSpec, fw: FrameworkProfile, wl: Training, m: Mapping,
         # a stack that keeps the quantized copy keeps it in the recipe's format (NVFP4, MXFP8)
         kept = wl.dtype if stack.fp8_saved_input.bytes < 2 else stack.fp8_saved_input
         precision = replace(precision, saved_gemm_input=kept)
+    if wl.dtype is DType.FP8 and stack.fp8_dynamic_scaling:  # torchao: casts of their own
+        precision = replace(precision, fp8_dynamic_scaling=True)
     fwd = forward_ops(shard, shape, precision, flash=wl.flash_attention,
                       imbalance=imbalance, training=True)
     if wl.adapters is not None:
@@ -193,6 +199,30 @@ def _passes(spec: ModelSpec, fw: FrameworkProfile, wl: Training, m: Mapping,
     if wl.sparsity is not Sparsity.NONE:  # forward and dgrad on 2:4 weights (ops/sparsity.py)
         fwd, bwd = sparse_training_ops(fwd, bwd, precision)
     return shard, shape, fwd, bwd
+
+
+# Transformer Engine's userbuffers overlap (Megatron-Core / NeMo --tp-comm-overlap; TE
+# ``initialize_ub`` defaults): the "pipeline" reduce-scatter overlaps of the forward's
+# proj/fc2 GEMMs and the "bulk" overlaps of the qkv/fc1 dgrad and wgrad GEMMs run their
+# communication kernels on 16 SMs and start the GEMM with that margin (``num_sm = 16``,
+# ``set_sm_margin``); the "ring_exchange" all-gathers (qkv/fc1 forward, proj/fc2 dgrad) copy on
+# the copy engines with one SM. The GEMMs' names in ops.graph:
+UB_SM_MARGIN = 16
+_UB_MARGIN_GEMMS = {Stage.FORWARD: ("attention/out", "mlp/down"),
+                    Stage.RECOMPUTE: ("attention/out", "mlp/down"),
+                    Stage.BACKWARD_DGRAD: ("attention/qkv", "mlp/up"),
+                    Stage.BACKWARD_WGRAD: ("attention/qkv", "mlp/up")}
+
+
+def _tp_overlap_s(gemm: list[OpTime], dev: Device, fw: FrameworkProfile, tp: int) -> float:
+    """Seconds one layer's GEMMs lose, per micro-batch, to a TP comm overlap's SM margin
+    (Transformer Engine stacks; cost/overlap.py, 4.): the margin GEMMs run on SMs - 16."""
+    units = dev.acc.compute_units.count.value if dev.acc.compute_units else 0.0
+    if tp <= 1 or memory_stack(fw.name).name != MEGATRON.name or units <= UB_SM_MARGIN:
+        return 0.0
+    margin = sum(float(t.total_s) for t in gemm
+                 if any(k in t.op.name for k in _UB_MARGIN_GEMMS.get(t.op.stage, ())))
+    return margin * (units / (units - UB_SM_MARGIN) - 1.0)
 
 
 def _recompute_flops(spec: ModelSpec, seq_len: int, ops: list[Op], flash: bool) -> float:

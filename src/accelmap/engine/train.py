@@ -220,6 +220,18 @@ class StepFigures:
     detail: StepDetail | None = None
 
 
+def _tensor_parallel(prof: LayerProfile, m: Mapping, overlap: OverlapPolicy, per_stage: Num,
+                     one: Num) -> tuple[Num, Num]:
+    """TP traffic of a micro-batch on the critical stage and what of it is exposed: 4
+    collectives per layer (2 forward, 2 backward) of T x d activations, ``one`` each. With TP
+    comm overlap, what the GEMMs cannot hide plus what the overlap's SM margin costs them
+    (cost/overlap.py, 4.; LayerProfile.layer_tp_overlap_s)."""
+    tp_t = 4 * per_stage * one
+    overlapped = np.asarray(m.tp_comm_overlap, dtype=bool) | overlap.tp
+    unhidden = np.maximum(tp_t - per_stage * prof.layer_gemm_s, 0.0)  # beyond the GEMMs
+    return tp_t, np.where(overlapped, unhidden + per_stage * prof.layer_tp_overlap_s, tp_t)
+
+
 def _communication(prof: LayerProfile, system: System, wl: Training, overlap: OverlapPolicy,
                    m: Mapping, st: StageTimes, micro: Num, p_dev: Num) -> Communication:
     """Every axis's communication and what of it is exposed (cost/overlap.py)."""
@@ -235,12 +247,7 @@ def _communication(prof: LayerProfile, system: System, wl: Training, overlap: Ov
         ct = {k: (v * own if k.startswith("dp_") else v) for k, v in ct.items()}
     comm: dict[str, Num] = {}
     exposed: dict[str, Num] = {}
-    # TP: 4 collectives per layer per micro-batch (2 forward, 2 backward) of T x d activations
-    tp_t = 4 * per_stage * ct["tp"]
-    comm["tp"] = tp_t
-    tp_overlapped = np.asarray(m.tp_comm_overlap, dtype=bool) | overlap.tp
-    exposed["tp"] = np.where(tp_overlapped, np.maximum(tp_t - per_stage * prof.layer_gemm_s, 0.0),
-                             tp_t)
+    comm["tp"], exposed["tp"] = _tensor_parallel(prof, m, overlap, per_stage, ct["tp"])
     # CP: (cp - 1) ring steps of this rank's K and V chunk per layer, 3x for fwd + bwd (dK, dV)
     cp_t = 3 * per_stage * (cp - 1) * ct["cp"]
     comm["cp"] = cp_t
@@ -291,7 +298,9 @@ def _communication(prof: LayerProfile, system: System, wl: Training, overlap: Ov
     exposed["dp"] = np.where(z3, z3_exposed * micro + hsdp_tail, tail)
 
     # contention: communication hidden under compute stretches that compute
-    hidden_mb = (ov.hidden(comm["tp"], exposed["tp"]) + ov.hidden(comm["cp"], exposed["cp"])
+    # TP comm overlap moves its all-gathers and reduce-scatters peer to peer on the copy engines
+    # (cost/overlap.py, 4.): no NCCL kernel takes SMs from the GEMMs it hides behind
+    hidden_mb = (ov.hidden(comm["cp"], exposed["cp"])
                  + ov.hidden(comm["ep"], exposed["ep"])
                  + np.where(z3, ov.hidden(z3_mb, z3_exposed), 0.0))
     hidden_step = np.where(z3, ov.hidden(hsdp_ar, hsdp_tail), ov.hidden(grad + gather, tail))

@@ -20,6 +20,10 @@ framework profile, never a per-case constant). Every field cites the code that d
     torchtitan ``parallelisms/parallelize_llama.py`` L320 at 9dec370);
   - under pipelining torchtitan does not reshard after forward, so a stage keeps its layers'
     16-bit parameters gathered for the whole step (``parallelize_llama.py`` L325-331);
+  - torchao ``Float8Linear`` scales dynamically (``Float8LinearConfig`` tensorwise/rowwise:
+    the scale is the current tensor's amax; torchtitan's ``float8`` converter keeps that
+    default), where Transformer Engine's default ``DelayedScaling`` takes it from an amax
+    history: torchao's casts are kernels of their own (``fp8_dynamic_scaling``; cost, not memory);
   - FP8 (torchao ``Float8Linear``) adds no persistent copy: it casts the weights in every forward
     (torchao ``float8/float8_linear.py`` L355-385 at eab345c). Its saved FP8 input and weight
     transpose are not counted either: the published bf16/Float8 pairs measured the same peak
@@ -48,13 +52,17 @@ class MemoryStack:
     fp8_saved_input: DType | None  # what an FP8 GEMM keeps of its input; None = 16 bits
     fsdp_params: bool  # ZeRO-3 keeps one fp32 shard that is also the master (FSDP)
     gather_stage_under_pp: bool  # ZeRO-3 with pp > 1 keeps the stage's layers gathered
+    # FP8 scales from the tensor being cast (ops.op.Precision.fp8_dynamic_scaling): the cast is
+    # a kernel of its own, not folded into its producer
+    fp8_dynamic_scaling: bool = False
 
 
 MEGATRON = MemoryStack("megatron-core + transformer engine", fp8_weight_cache=True,
                        fp8_saved_input=DType.FP8, fsdp_params=False,
                        gather_stage_under_pp=False)
 PYTORCH = MemoryStack("pytorch fsdp / torchtitan / torchao float8", fp8_weight_cache=False,
-                      fp8_saved_input=None, fsdp_params=True, gather_stage_under_pp=True)
+                      fp8_saved_input=None, fsdp_params=True, gather_stage_under_pp=True,
+                      fp8_dynamic_scaling=True)
 
 
 def memory_stack(framework: Framework | str) -> MemoryStack:

@@ -414,7 +414,11 @@ def forward_ops(model: Geometry | ModelSpec, s: Shape, p: Precision, flash: bool
 # weight-gradient GEMM reads ("cast_transpose", transformer_engine/pytorch/module/linear.py);
 # the backward does the same to the incoming gradient (ops/training.py derives it from this op
 # at twice the traffic). Weights are cast once per step (is_first_microbatch) and not counted.
-# Stacks that fuse elementwise work fold the cast into its producer (``fusable``).
+# Stacks that fuse elementwise work fold the cast into its producer (``fusable``) when the scale
+# is known beforehand (TE's delayed scaling: last steps' amax history). With dynamic per-tensor
+# scaling (torchao Float8Linear, ``Precision.fp8_dynamic_scaling``) the amax reduction must end
+# before the first value is scaled: a fusing compiler folds the reduction into the producer,
+# but the scaled cast stays a kernel of its own (read 16 bits, write the FP8 copies).
 FP8_CAST_FLOPS = 3.0  # |x| for the amax, scale, convert
 
 
@@ -449,9 +453,10 @@ def _with_fp8_casts(ops: list[Op], p: Precision, training: bool) -> list[Op]:
             m, _n, k = op.gemm
             elems = m * k
             written = (2.0 if training else 1.0) * op.dtype.bytes  # FP8 (and its transpose)
+            own_pass = p.fp8_dynamic_scaling and op.dtype is DType.FP8
             out.append(Op(name=f"{op.name}/fp8_cast", unit=Unit.VECTOR, dtype=p.act,
                           count=op.count, flops=FP8_CAST_FLOPS * elems,
                           bytes={ByteKind.ACTIVATIONS: elems * (p.act.bytes + written)},
-                          fusable=True))
+                          fusable=not own_pass))
         out.append(op)
     return out

@@ -94,6 +94,11 @@ class Precision:
     weight_only: bool = False
     # the routed experts' own precision in a mixed recipe (``--moe-weights``); None: as above
     experts: Precision | None = None
+    # FP8 (per-tensor) scales taken from the tensor being cast (torchao ``Float8Linear``'s
+    # dynamic scaling), not from an amax history (Transformer Engine ``DelayedScaling``): the
+    # amax must be known before any value is scaled, so the cast is a memory pass of its own
+    # and cannot be folded into the kernel that produced its input (ops.graph)
+    fp8_dynamic_scaling: bool = False
 
     @property
     def wbytes(self) -> float:
