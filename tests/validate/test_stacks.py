@@ -20,9 +20,10 @@ M, N = Stack.MEGATRON_LM, Stack.NEMO
 
 
 @pytest.mark.parametrize(("stack", "version", "year", "release"), [
-    (M, "", 2020, "Megatron-LM 2020-2021 (v1-v2)"),
-    (M, "", 2021, "Megatron-LM 2020-2021 (v1-v2)"),
-    (M, "2.5", None, "Megatron-LM 2020-2021 (v1-v2)"),
+    (M, "", 2020, "Megatron-LM 2020 (v1.x)"),
+    (M, "1.1", None, "Megatron-LM 2020 (v1.x)"),
+    (M, "", 2021, "Megatron-LM 2021 (v2)"),
+    (M, "2.5", None, "Megatron-LM 2021 (v2)"),
     (M, "3.0", None, "Megatron-LM 2022 (v3)"),
     (M, "", 2022, "Megatron-LM 2022 (v3)"),
     (M, "0.9", None, "Megatron-Core 2023 on (core_r0.x)"),

@@ -108,7 +108,7 @@ def test_heldout_megatron_gets_its_releases_defaults(catalog: Catalog,
     assert "recompute not stated: selective" in notes
     assert "no FlashAttention" not in notes and "TP comm overlap on" in notes
     old = predict_case(read_cases(FIX / "measurements" / "training.csv").cases[0], catalog, NONE)
-    assert "year 2021 picks Megatron-LM 2020-2021" in " | ".join(old.notes)
+    assert "year 2021 picks Megatron-LM 2021 (v2)" in " | ".join(old.notes)
     assert any("no FlashAttention" in n for n in old.notes)
 
 
@@ -158,3 +158,20 @@ def test_four_bit_precision_words(weights: str, kv: str, want_w: DType, want_kv:
 def test_unknown_precision_word_is_a_reason() -> None:
     assert inference_precision("FP5", "FP8", 8192) == "precision 'FP5' is not understood"
     assert isinstance(inference_precision("fp4x", "", 8192), str)  # a word, not a prefix
+
+
+def test_megatron_2020_runs_take_the_whole_local_batch(tmp_path: Path, catalog: Catalog) -> None:
+    """Megatron-LM v1.x had no gradient accumulation (``--batch-size`` per model instance): the
+    2020 README's 8B run on 1,024 A100 (tp 8, dp 128, batch 2048) ran 16 sequences per rank in
+    one micro-batch, not 16 micro-batches of one. The 2021 (v2) rows keep micro-batch 1."""
+    shared = FIX.parents[1] / "data" / "reference" / "measurements" / "training.csv"
+    lines = shared.read_text().splitlines()
+    rows = tmp_path / "training.csv"
+    picked = [x for x in lines if x.startswith(("T0070,", "T0049,"))]
+    rows.write_text("\n".join([lines[0], *picked]))
+    cases = {c.row_id: c for c in read_cases(rows).cases}
+    notes = " | ".join(predict_case(cases["T0070"], catalog, NONE).notes)
+    assert "year 2020 picks Megatron-LM 2020 (v1.x)" in notes
+    assert "the whole local batch, 2048 / dp 128 = 16" in notes
+    notes = " | ".join(predict_case(cases["T0049"], catalog, NONE).notes)
+    assert "Megatron-LM 2021 (v2)" in notes and "micro-batch not stated: 1 " in notes

@@ -19,7 +19,9 @@ Megatron-LM ``1.x`` (2020), ``2.x`` (2021), ``3.x`` (2022) and Megatron-Core ``0
   distributed optimizer, so plain data-parallel all-reduce, after the backward pass
   (``--DDP-impl local`` reduces the gradient buffer once the backward is done); dropout 0.1
   (``--hidden-dropout``/``--attention-dropout`` defaults); fp16 (``--fp16`` in the GPT scripts);
-  micro-batch 1 and no interleaving unless stated; an unstated split of the model-parallel size
+  micro-batch 1 and no interleaving unless stated, except in v1.x (2020), which had no gradient
+  accumulation: its ``--batch-size`` is each data-parallel rank's whole batch
+  (``whole_local_batch``); an unstated split of the model-parallel size
   puts tensor parallelism inside the node and pipelines across (sec. 3.3, takeaway #1).
 - **Megatron-LM 2022** (v3; Korthikanti et al. 2022 "Reducing Activation Recomputation in Large
   Transformer Models"): ``--sequence-parallel`` with ``--recompute-activations`` (selective);
@@ -148,6 +150,9 @@ class StackDefaults:
     # a GPT run built from its dimensions that leaves these out (the release's example scripts)
     seq_len: int | None = None
     vocab: int | None = None
+    # the release had no gradient accumulation: a micro-batch, when not stated, is the data-
+    # parallel rank's whole batch (global batch / dp)
+    whole_local_batch: bool = False
 
 
 _NONE, _FULL, _SEL = Recompute.NONE, Recompute.FULL, Recompute.SELECTIVE
@@ -157,11 +162,19 @@ _MEGATRON_2021 = StackDefaults(
     dropout=True, grad_dtype=DType.FP32,
     source="Megatron-LM 2021 defaults: Narayanan et al. 2021, GPT scripts",
     overlap_grad_reduce=False, precision=DType.FP16, split_model_parallel=True,
-    release="Megatron-LM 2020-2021 (v1-v2)",
+    release="Megatron-LM 2021 (v2)",
     # README of 2020 (commit 52819194, the scaling tables): "All models use a vocabulary size
     # of 51,200 and a sequence length of 1024" (examples/pretrain_gpt.sh: --seq-length 1024;
     # the GPT-2 BPE vocabulary padded to 51,200)
     seq_len=1024, vocab=51200)
+# Megatron-LM v1.x (2020) had no gradient accumulation and no pipeline: ``--batch-size`` is the
+# "Batch size per model instance (local batch size). Global batch size is local batch size
+# times data parallel size." (megatron/arguments.py, add_training_args, v1.1); v2 (2021) added
+# --micro-batch-size and --global-batch-size.
+_MEGATRON_2020 = replace(
+    _MEGATRON_2021, release="Megatron-LM 2020 (v1.x)", whole_local_batch=True,
+    source="Megatron-LM 2020 defaults: v1.x GPT scripts, --batch-size per model instance, no "
+           "gradient accumulation")
 _MEGATRON_2022 = StackDefaults(
     Stack.MEGATRON_LM, Framework.MEGATRON, recompute=_SEL, flash_attention=False,
     sequence_parallel=True, zero=ZeroStage.NONE, micro_batch=1, tp_comm_overlap=False,
@@ -245,7 +258,8 @@ class Era:
 
 
 ERAS: dict[Stack, tuple[Era, ...]] = {
-    Stack.MEGATRON_LM: (Era(None, _MEGATRON_2021), Era((2022, 1), _MEGATRON_2022),
+    Stack.MEGATRON_LM: (Era(None, _MEGATRON_2020), Era((2021, 1), _MEGATRON_2021),
+                        Era((2022, 1), _MEGATRON_2022),
                         Era((2023, 1), _MEGATRON_CORE)),
     Stack.NEMO: (Era(None, _NEMO_2023), Era((2023, 8), _NEMO_MCORE)),
     Stack.LLM_FOUNDRY: (Era(None, _LLM_FOUNDRY_2023), Era((2024, 1), _LLM_FOUNDRY)),
