@@ -94,3 +94,29 @@ def test_tp_comm_hidden_by_the_overlap_adds_no_nccl_contention() -> None:
                       framework=Framework.MEGATRON).time for o in (False, True)]
     assert times[0].get("contention", 0.0) == pytest.approx(times[1].get("contention", 0.0))
     assert times[1]["exposed_comm/tp"] < times[0]["exposed_comm/tp"]
+
+
+def test_each_tp_collective_hides_only_behind_its_own_gemm() -> None:
+    """An overlapped all-gather feeds its block's input GEMMs and a reduce-scatter drains its
+    output GEMM: per layer 8 pairs (forward and dgrad, attention and MLP), each collective
+    exposed beyond its partner. Llama 3.1 8B at tp 8: the attention's output GEMM (4096 x 512
+    per rank) is shorter than its reduce-scatter, so the overlap leaves TP time exposed where
+    hiding behind the sum of the GEMMs left none."""
+    from accelmap.cost.framework import profile as framework_profile
+
+    prof = layer_profile(L8, Device.of(H100), framework_profile(Framework.MEGATRON),
+                         Training(batch=8, seq_len=4096),
+                         Mapping(dp=1, tp=8, tp_comm_overlap=True, sequence_parallel=True))
+    pairs = prof.layer_tp_pairs
+    assert len(pairs) == 8 and sum(pairs) == pytest.approx(
+        sum(float(t.total_s) for t in prof.forward + prof.backward
+            if t.op.gemm is not None and t.op.name.startswith("layers/")
+            and t.op.stage in (Stage.FORWARD, Stage.BACKWARD_DGRAD)) / L8.n_layers)
+    attn_in, attn_out, mlp_in, mlp_out = pairs[:4]
+    assert attn_out < attn_in < mlp_out < mlp_in  # out 4096x512, qkv 4096x768, up 4096x3584
+    cluster = parse_cluster("1x8xh100-sxm5-80gb", CAT)
+    e = estimate(L8, cluster, Training(batch=8, seq_len=4096),
+                 Mapping(dp=1, tp=8, tp_comm_overlap=True, sequence_parallel=True),
+                 framework=Framework.MEGATRON)
+    margin = 8 * L8.n_layers * prof.layer_tp_overlap_s  # 8 micro-batches of 1 sequence
+    assert e.time["exposed_comm/tp"] > 1.05 * margin

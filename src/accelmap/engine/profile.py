@@ -77,6 +77,10 @@ class LayerProfile:
     # TP comm overlap: seconds one layer's GEMMs lose, per micro-batch, to the SMs its
     # communication kernels hold (cost/overlap.py, 4.; _tp_overlap_s)
     layer_tp_overlap_s: float = 0.0
+    # the GEMM time each of a layer's 8 TP collectives (forward and dgrad: the all-gather into
+    # the attention and the feed-forward block, the reduce-scatter out of each) can hide behind
+    # under TP comm overlap, per micro-batch (cost/overlap.py, 4.; _tp_pairs)
+    layer_tp_pairs: tuple[float, ...] = ()
 
 
 def is_layer(n: str) -> bool:
@@ -140,6 +144,7 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
         model_flops = finetune_model_flops_per_token(spec, s, ad)
     return LayerProfile(
         T=T, layer_tp_overlap_s=_tp_overlap_s(gemm, dev, fw, int(m.tp)) / L,
+        layer_tp_pairs=tuple(g / L for g in _tp_pairs(gemm)),
         layer_fwd_s=part(tf, is_layer) / L, layer_bwd_s=part(tb, is_layer) / L,
         layer_wgrad_s=float(sum(float(t.total_s) for t in tb if is_layer(t.op.name)
                                 and t.op.stage is Stage.BACKWARD_WGRAD)) / L,
@@ -223,6 +228,23 @@ def _tp_overlap_s(gemm: list[OpTime], dev: Device, fw: FrameworkProfile, tp: int
     margin = sum(float(t.total_s) for t in gemm
                  if any(k in t.op.name for k in _UB_MARGIN_GEMMS.get(t.op.stage, ())))
     return margin * (units / (units - UB_SM_MARGIN) - 1.0)
+
+
+def _tp_pairs(gemm: list[OpTime]) -> list[float]:
+    """The layers' GEMM seconds paired with each TP collective of a micro-batch, forward and
+    dgrad: a block's (attention, feed-forward) input GEMMs consume its all-gather, its output
+    GEMM (``out``, ``down``) produces its reduce-scatter; in the dgrad pass the roles swap, with
+    the same pairs. Empty when the layers have no such blocks."""
+    pairs: list[float] = []
+    for stage in (Stage.FORWARD, Stage.BACKWARD_DGRAD):
+        for block in ("layers/attention/", ("layers/mlp/", "layers/moe/")):
+            times = [t for t in gemm if t.op.stage is stage and t.op.name.startswith(block)]
+            out = [t for t in times if t.op.name.removesuffix("/dgrad").endswith(("/out", "/down"))]
+            if not times or not out or len(out) == len(times):
+                return []
+            pairs += [sum(float(t.total_s) for t in times if t not in out),
+                      sum(float(t.total_s) for t in out)]
+    return pairs
 
 
 def _recompute_flops(spec: ModelSpec, seq_len: int, ops: list[Op], flash: bool) -> float:

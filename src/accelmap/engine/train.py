@@ -223,12 +223,17 @@ class StepFigures:
 def _tensor_parallel(prof: LayerProfile, m: Mapping, overlap: OverlapPolicy, per_stage: Num,
                      one: Num) -> tuple[Num, Num]:
     """TP traffic of a micro-batch on the critical stage and what of it is exposed: 4
-    collectives per layer (2 forward, 2 backward) of T x d activations, ``one`` each. With TP
-    comm overlap, what the GEMMs cannot hide plus what the overlap's SM margin costs them
+    collectives per layer (2 forward, 2 backward) of T x d activations, ``one`` each (an
+    all-gather and a reduce-scatter under sequence parallelism). With TP comm overlap, what
+    each all-gather or reduce-scatter takes beyond the GEMM it is fused with
+    (LayerProfile.layer_tp_pairs), plus what the overlap's SM margin costs the GEMMs
     (cost/overlap.py, 4.; LayerProfile.layer_tp_overlap_s)."""
     tp_t = 4 * per_stage * one
     overlapped = np.asarray(m.tp_comm_overlap, dtype=bool) | overlap.tp
-    unhidden = np.maximum(tp_t - per_stage * prof.layer_gemm_s, 0.0)  # beyond the GEMMs
+    if prof.layer_tp_pairs:  # each all-gather or reduce-scatter (half of ``one``) behind its GEMM
+        unhidden = per_stage * sum(np.maximum(one / 2 - g, 0.0) for g in prof.layer_tp_pairs)
+    else:
+        unhidden = np.maximum(tp_t - per_stage * prof.layer_gemm_s, 0.0)  # beyond the GEMMs
     return tp_t, np.where(overlapped, unhidden + per_stage * prof.layer_tp_overlap_s, tp_t)
 
 
