@@ -111,3 +111,18 @@ def test_partial_rack_run_is_predicted(tmp_path: Path, catalog: Catalog) -> None
     p = _predict(_write(tmp_path, run), catalog)["gb"]
     assert p.status is Status.OK, p.skipped_reason  # type: ignore[attr-defined]
     assert any("do not fill nodes of 72" in n for n in p.notes)  # type: ignore[attr-defined]
+
+
+def test_in_house_fsdp_under_pipeline_runs_as_torchtitan(tmp_path: Path,
+                                                         catalog: Catalog) -> None:
+    """Llama 3's data parallelism is FSDP. Megatron-Core (the in-house stack's physics) has no
+    FSDP under pp, so the run takes torchtitan's: parameters gathered once a step, gradients
+    reduced on the last micro-batch, ZeRO-2's memory. Read as ZeRO-3 (gathered parameters and
+    unsharded gradients on top of the sharded states) the 405B run was called "does not fit"
+    at 104 GB of 85.5; plain 1F1B now fits."""
+    run = {**LLAMA3_405B, "id": "llama3-405b-fsdp", "zero": "fsdp", "vpp": 1}
+    p = _predict(_write(tmp_path, run), catalog)["llama3-405b-fsdp"]
+    assert p.status is Status.OK, p.skipped_reason  # type: ignore[attr-defined]
+    notes = " ".join(p.notes)  # type: ignore[attr-defined]
+    assert "ZeRO-2's traffic" in notes and "zero=2" in notes
+    assert p.fits is True  # type: ignore[attr-defined]

@@ -228,11 +228,16 @@ OTHER_NOTE = (
     "TP/PP/CP/DP): fused Transformer-Engine-style kernels and FlashAttention-2-generation "
     "attention, sequence parallel with tp, ZeRO-1 with the gradient reduce-scatter and "
     "parameter all-gather overlapped with compute, no TP-communication overlap, selective "
-    "recompute unless the run says otherwise")
+    "recompute unless the run says otherwise; FSDP with pp as torchtitan runs it (parameters "
+    "gathered once a step, gradients reduced on the last micro-batch)")
 _OTHER = StackDefaults(
     Stack.OTHER, Framework.MEGATRON, recompute=_SEL, flash_attention=True,
     sequence_parallel=True, zero=ZeroStage.OPTIMIZER, micro_batch=1, tp_comm_overlap=False,
     dropout=False, grad_dtype=DType.FP32, split_model_parallel=True,
+    # FSDP under pipeline parallelism: Megatron-Core has no such combination, so the closest
+    # public stack that runs it, torchtitan (parameters kept gathered across the micro-batches,
+    # gradients reduced on the last: ZeRO-2's traffic and memory)
+    zero_with_pp=ZeroStage.GRADIENTS,
     source="in-house stack: Megatron-Core's physics (validate/stacks.py OTHER_NOTE)",
     release="in-house (Megatron-Core physics)")
 _DEEPSPEED = StackDefaults(
