@@ -239,11 +239,11 @@ def _tp_pairs(gemm: list[OpTime]) -> list[float]:
     for stage in (Stage.FORWARD, Stage.BACKWARD_DGRAD):
         for block in ("layers/attention/", ("layers/mlp/", "layers/moe/")):
             times = [t for t in gemm if t.op.stage is stage and t.op.name.startswith(block)]
-            out = [t for t in times if t.op.name.removesuffix("/dgrad").endswith(("/out", "/down"))]
-            if not times or not out or len(out) == len(times):
+            is_out = [t.op.name.removesuffix("/dgrad").endswith(("/out", "/down")) for t in times]
+            if not any(is_out) or all(is_out):
                 return []
-            pairs += [sum(float(t.total_s) for t in times if t not in out),
-                      sum(float(t.total_s) for t in out)]
+            pairs += [sum(float(t.total_s) for t, o in zip(times, is_out, strict=True) if not o),
+                      sum(float(t.total_s) for t, o in zip(times, is_out, strict=True) if o)]
     return pairs
 
 
