@@ -124,16 +124,21 @@ def test_shared_rows_read_as_before(catalog: Catalog) -> None:
     assert t392.metric is Metric.TOKENS_PER_S_PER_DEVICE
 
 
+def _shared_rows(tmp_path: Path, *ids: str) -> dict[str, Any]:
+    """These rows of the bundled shared training transcription (data/reference), by id."""
+    shared = FIX.parents[1] / "data" / "reference" / "measurements" / "training.csv"
+    lines = shared.read_text().splitlines()
+    rows = tmp_path / "training.csv"
+    rows.write_text("\n".join([lines[0], *(x for x in lines if x.startswith(
+        tuple(f"{i}," for i in ids)))]))
+    return {c.row_id: c for c in read_cases(rows).cases}
+
+
 def test_torchtitan_local_batch_gives_the_global_batch(tmp_path: Path) -> None:
     """torchtitan's Table 6 rows state "? (local batch size 8)" in the micro-batch cell and no
     global batch: 8 sequences per data-parallel rank, so 8 x dp (context-parallel ranks share
     them). It was read as no batch at all: 1 micro-batch under pp=8, an 85 % bubble."""
-    shared = FIX.parents[1] / "data" / "reference" / "measurements" / "training.csv"
-    lines = shared.read_text().splitlines()
-    rows = tmp_path / "training.csv"
-    picked = [x for x in lines if x.startswith(("T0374,", "T0377,"))]
-    rows.write_text("\n".join([lines[0], *picked]))
-    cases = {c.row_id: c for c in read_cases(rows).cases}
+    cases = _shared_rows(tmp_path, "T0374", "T0377")
     t377 = cases["T0377"]  # dp 4, cp 2
     assert t377.micro_batch is None and t377.local_batch == 8
     run = from_case(t377)
@@ -164,12 +169,7 @@ def test_megatron_2020_runs_take_the_whole_local_batch(tmp_path: Path, catalog: 
     """Megatron-LM v1.x had no gradient accumulation (``--batch-size`` per model instance): the
     2020 README's 8B run on 1,024 A100 (tp 8, dp 128, batch 2048) ran 16 sequences per rank in
     one micro-batch, not 16 micro-batches of one. The 2021 (v2) rows keep micro-batch 1."""
-    shared = FIX.parents[1] / "data" / "reference" / "measurements" / "training.csv"
-    lines = shared.read_text().splitlines()
-    rows = tmp_path / "training.csv"
-    picked = [x for x in lines if x.startswith(("T0070,", "T0049,"))]
-    rows.write_text("\n".join([lines[0], *picked]))
-    cases = {c.row_id: c for c in read_cases(rows).cases}
+    cases = _shared_rows(tmp_path, "T0070", "T0049")
     notes = " | ".join(predict_case(cases["T0070"], catalog, NONE).notes)
     assert "year 2020 picks Megatron-LM 2020 (v1.x)" in notes
     assert "the whole local batch, 2048 / dp 128 = 16" in notes
