@@ -223,7 +223,7 @@ def _tp_overlap_s(gemm: list[OpTime], dev: Device, fw: FrameworkProfile, tp: int
     """Seconds one layer's GEMMs lose, per micro-batch, to a TP comm overlap's SM margin
     (Transformer Engine stacks; cost/overlap.py, 4.): the margin GEMMs run on SMs - 16."""
     units = dev.acc.compute_units.count.value if dev.acc.compute_units else 0.0
-    if tp <= 1 or memory_stack(fw.name).name != MEGATRON.name or units <= UB_SM_MARGIN:
+    if tp <= 1 or memory_stack(fw.name) is not MEGATRON or units <= UB_SM_MARGIN:
         return 0.0
     margin = sum(float(t.total_s) for t in gemm
                  if any(k in t.op.name for k in _UB_MARGIN_GEMMS.get(t.op.stage, ())))
