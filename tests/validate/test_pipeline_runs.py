@@ -126,3 +126,14 @@ def test_in_house_fsdp_under_pipeline_runs_as_torchtitan(tmp_path: Path,
     notes = " ".join(p.notes)  # type: ignore[attr-defined]
     assert "ZeRO-2's traffic" in notes and "zero=2" in notes
     assert p.fits is True  # type: ignore[attr-defined]
+
+
+def test_flagship_file_is_predicted_and_fits(catalog: Catalog) -> None:
+    """data/flagship_training.yaml (benchmarks/flagship_training.py): the published Llama 3
+    405B runs, written as published, are predicted and none is called "does not fit"."""
+    path = Path(__file__).resolve().parents[2] / "data" / "flagship_training.yaml"
+    preds = _predict(path, catalog)
+    assert len(preds) == 3
+    for p in preds.values():
+        assert p.status is Status.OK, p.skipped_reason  # type: ignore[attr-defined]
+        assert p.fits is True, p.row_id  # type: ignore[attr-defined]
