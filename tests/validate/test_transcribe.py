@@ -175,3 +175,16 @@ def test_megatron_2020_runs_take_the_whole_local_batch(tmp_path: Path, catalog: 
     assert "the whole local batch, 2048 / dp 128 = 16" in notes
     notes = " | ".join(predict_case(cases["T0049"], catalog, NONE).notes)
     assert "Megatron-LM 2021 (v2)" in notes and "micro-batch not stated: 1 " in notes
+
+
+def test_a_local_batch_out_of_range_skips_its_row(tmp_path: Path) -> None:
+    """"local batch size 0" was read as a global batch of 0 and stopped the whole validate run
+    with "batch must be positive"; now the row is skipped with its reason."""
+    shared = FIX.parents[1] / "data" / "reference" / "measurements" / "training.csv"
+    lines = shared.read_text().splitlines()
+    row = next(x for x in lines if x.startswith("T0377,"))
+    rows = tmp_path / "training.csv"
+    rows.write_text("\n".join([lines[0], row.replace("local batch size 8", "local batch size 0")]))
+    (case,) = read_cases(rows).cases
+    assert case.local_batch is None  # type: ignore[union-attr]
+    assert any("local batch size 0 is not a whole number" in m for _, m in case.problems)

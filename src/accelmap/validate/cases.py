@@ -263,9 +263,17 @@ class _Row:
 _LOCAL_BATCH = re.compile(r"local batch size\s*(\d+)", re.I)
 
 
-def _local_batch(text: str) -> int | None:
-    m = _LOCAL_BATCH.search(text)
-    return int(m.group(1)) if m else None
+def _local_batch(r: _Row) -> int | None:
+    """torchtitan's local batch from the micro-batch cell; out of range, a problem of the row."""
+    m = _LOCAL_BATCH.search(r.text("micro_batch"))
+    if not m:
+        return None
+    value = int(m.group(1))
+    if not 1 <= value <= MAX_CELL_COUNT:
+        r.problems.append(("micro_batch", f"local batch size {value} is not a whole number in "
+                                          f"1..{MAX_CELL_COUNT:,}"))
+        return None
+    return value
 
 
 def _build(fmt: CaseFormat, r: _Row, path: Path, line: int) -> Case:
@@ -289,7 +297,7 @@ def _build(fmt: CaseFormat, r: _Row, path: Path, line: int) -> Case:
             parallel=r.parallel(), seq_len=r.integer("seq_len"),
             micro_batch=r.integer("micro_batch"),
             global_batch_seqs=r.integer("global_batch_seqs"), grad_accum=r.integer("grad_accum"),
-            local_batch=_local_batch(r.text("micro_batch")), recompute=r.text("recompute"),
+            local_batch=_local_batch(r), recompute=r.text("recompute"),
             precision=r.text("precision"),
             framework=r.text("framework"),
             achieved_tflops_per_device=r.num("achieved_tflops_per_device"),

@@ -237,11 +237,14 @@ def run_mapping(run: TrainingRun, cluster: Cluster, d: StackDefaults,
         return vpp
     split = run_split(run, d, spec, deg.pp, vpp, notes)
     mb = run.micro_batch
-    if mb is None and d.whole_local_batch and run.global_batch and deg.pp == 1 \
-            and run.global_batch % deg.dp == 0:
-        mb = run.global_batch // deg.dp
-        notes.append(f"micro-batch not stated: the whole local batch, {run.global_batch} / dp "
-                     f"{deg.dp} = {mb} ({d.source})")
+    if mb is None and d.whole_local_batch and run.global_batch and deg.pp == 1:
+        if run.global_batch % deg.dp == 0:
+            mb = run.global_batch // deg.dp
+            notes.append(f"micro-batch not stated: the whole local batch, {run.global_batch} / "
+                         f"dp {deg.dp} = {mb} ({d.source})")
+        else:
+            notes.append(f"global batch {run.global_batch} does not split over dp {deg.dp}, "
+                         f"which {d.release} needs (no gradient accumulation)")
     if mb is None:
         mb = d.micro_batch
         notes.append(f"micro-batch not stated: {mb} ({d.source})")
