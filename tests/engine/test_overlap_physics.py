@@ -120,3 +120,29 @@ def test_each_tp_collective_hides_only_behind_its_own_gemm() -> None:
                  framework=Framework.MEGATRON)
     margin = 8 * L8.n_layers * prof.layer_tp_overlap_s  # 8 micro-batches of 1 sequence
     assert e.time["exposed_comm/tp"] > 1.05 * margin
+
+
+def _fsdp_pp(framework: Framework, batch: int) -> tuple[float, float]:
+    """Seconds of data-parallel traffic per step (all, exposed) of Llama 3.1 70B under FSDP
+    (ZeRO-3) with pp 4 on 32 H100, one micro-batch of one sequence each."""
+    cluster = parse_cluster("4x8xh100-sxm5-80gb", CAT)
+    wl = Training(batch=batch, seq_len=4096, dtype=DType.BF16, recompute=Recompute.FULL)
+    m = Mapping(dp=4, tp=2, pp=4, zero=ZeroStage.PARAMETERS, micro_batch=1,
+                recompute=Recompute.FULL)
+    e = estimate(CAT.models["llama-3.1-70b"], cluster, wl, m, framework=framework)
+    return float(e.metrics["communication_s"]["dp"]), float(e.time["exposed_comm/dp"])
+
+
+def test_pytorch_fsdp_under_pp_gathers_once_a_step() -> None:
+    """PyTorch FSDP keeps a pipeline stage's parameters gathered across its micro-batches
+    (torchtitan: no reshard after forward with pp; gradients synced on the last micro-batch):
+    its data-parallel traffic is one all-gather and one reduce-scatter a step, whatever the
+    micro-batch count, as the memory it is charged (the stage held gathered) says. ZeRO-3
+    without that (the Megatron profile) gathers every micro-batch: traffic grows with them."""
+    once_8, once_16 = _fsdp_pp(Framework.FSDP, 32), _fsdp_pp(Framework.FSDP, 64)
+    each_8, each_16 = _fsdp_pp(Framework.MEGATRON, 32), _fsdp_pp(Framework.MEGATRON, 64)
+    assert once_8[0] == pytest.approx(once_16[0], rel=1e-9)
+    assert once_8[1] == pytest.approx(once_16[1], rel=1e-9)
+    assert each_16[0] == pytest.approx(2 * each_8[0], rel=1e-6)
+    # one gather + one reduce-scatter a step, against two gathers + one per micro-batch
+    assert once_8[0] < each_8[0] / 8

@@ -17,7 +17,12 @@
    to hide behind; every other unit exposes only what its gather (and, in backward, its
    reduce-scatter) takes beyond that unit's compute. With ``reshard_after_forward`` (FSDP
    FULL_SHARD, ZeRO-3) the backward gathers again, and every gradient-accumulation micro-batch
-   repeats both (Zhao et al. 2023, "PyTorch FSDP", sec. 3.2-3.3).
+   repeats both (Zhao et al. 2023, "PyTorch FSDP", sec. 3.2-3.3). Under pipeline parallelism
+   PyTorch's FSDP keeps a stage gathered across its micro-batches (torchtitan: no reshard after
+   forward with pp; ``torch.distributed.pipelining`` syncs gradients on the last micro-batch):
+   one gather chain under the first forward and one reduce-scatter chain under the last
+   backward a step (``memory.stack.MemoryStack.gather_stage_under_pp``); MaxText gathers per
+   micro-batch unless ``pipeline_fsdp_ag_once`` is set.
 
 3. **Gradient buckets (ZeRO 0-2).** Data-parallel gradient reduction runs per bucket as the
    backward produces them (Megatron-LM DDP ``--overlap-grad-reduce``, bucket of

@@ -237,9 +237,61 @@ def _tensor_parallel(prof: LayerProfile, m: Mapping, overlap: OverlapPolicy, per
     return tp_t, np.where(overlapped, unhidden + per_stage * prof.layer_tp_overlap_s, tp_t)
 
 
+def _zero3(ct: dict[str, Any], overlap: OverlapPolicy, units: Num, t_fwd: Num, t_bwd: Num,
+           once: Num) -> tuple[Num, Num, Num, Num]:
+    """ZeRO-3 / FSDP traffic of the critical stage, each layer one wrapped unit
+    (cost/overlap.py, 2.): per micro-batch (all, exposed) and per step (all, exposed).
+
+    Every micro-batch gathers each layer's 16-bit parameters for the forward and again for the
+    backward (reshard after forward) and reduce-scatters its gradients, the next layer's
+    gather running under the current layer's compute. Where ``once``, PyTorch FSDP under
+    pipeline parallelism, the stage is gathered once a step: torchtitan does not reshard after
+    forward when pp is on (``reshard_after_forward = not pp_enabled``, apply_fsdp in
+    models/llama3/infra/parallelize.py) and torch.distributed.pipelining syncs gradients on
+    the last micro-batch only (``backward_maybe_with_nosync``): one gather chain under the
+    first forward and one reduce-scatter chain under the last backward, the memory
+    memory/training.py charges (the stage held gathered)."""
+    ag_l, rs_l = ct["dp_ag_layer"], ct["dp_rs_layer"]
+    ends = 2 * ct["dp_ag_ends"] + ct["dp_rs_ends"]  # embedding and head units, left exposed
+    per_mb = units * (2 * ag_l + rs_l) + ends
+    if overlap.zero3_prefetch:
+        per_mb_exposed = (ov.per_layer_exposed(ag_l, ag_l, t_fwd / units, units)
+                          + ov.per_layer_exposed(ag_l + rs_l, ag_l + rs_l, t_bwd / units, units)
+                          + ends)
+    else:
+        per_mb_exposed = per_mb
+    per_mb_exposed = np.minimum(per_mb_exposed, per_mb)
+    step = units * (ag_l + rs_l) + ends
+    step_exposed = np.minimum(ov.per_layer_exposed(ag_l, ag_l, t_fwd / units, units)
+                              + ov.per_layer_exposed(rs_l, rs_l, t_bwd / units, units) + ends,
+                              step)
+    return (np.where(once, 0.0, per_mb), np.where(once, 0.0, per_mb_exposed),
+            np.where(once, step, 0.0), np.where(once, step_exposed, 0.0))
+
+
+def _distributed_optimizer(ct: dict[str, Any], overlap: OverlapPolicy, m: Mapping, zero: Num,
+                           p_dev: Num, t_fwd: Num, t_bwd: Num) -> tuple[Num, Num]:
+    """ZeRO 0-2's traffic a step and what of it is exposed (cost/overlap.py, 3.): the
+    distributed optimizer reduce-scatters the gradients and all-gathers the parameters, ZeRO-0
+    all-reduces the gradients, both bucketed and overlapped with the last backward / the next
+    forward, the last bucket exposed."""
+    sharded = zero >= 1
+    n_buckets = ov.buckets(p_dev, m.grad_group)
+    grad = np.where(sharded, ct["dp_rs"], ct["dp_ar"]) + (n_buckets - 1) * ct["dp_latency"]
+    gather = np.where(sharded, ct["dp_ag"], 0.0) + np.where(sharded, n_buckets - 1, 0) \
+        * ct["dp_latency"]
+    last_grad, last_gather = grad / n_buckets, gather / n_buckets
+    tail = (np.maximum(grad - t_bwd, last_grad) if overlap.dp_grad_reduce else grad) + (
+        np.maximum(gather - t_fwd, last_gather) if overlap.dp_param_gather else gather)
+    return grad + gather, np.minimum(tail, grad + gather)
+
+
 def _communication(prof: LayerProfile, system: System, wl: Training, overlap: OverlapPolicy,
-                   m: Mapping, st: StageTimes, micro: Num, p_dev: Num) -> Communication:
-    """Every axis's communication and what of it is exposed (cost/overlap.py)."""
+                   m: Mapping, st: StageTimes, micro: Num, p_dev: Num,
+                   stage_gathered: bool = False) -> Communication:
+    """Every axis's communication and what of it is exposed (cost/overlap.py).
+    ``stage_gathered``: the stack keeps a pipeline stage's ZeRO-3 parameters gathered across
+    its micro-batches (``memory.stack.MemoryStack.gather_stage_under_pp``)."""
     a, g = wl.storage_dtype.bytes, wl.grad_dtype.bytes
     per_stage, single, t_fwd, t_bwd = st.critical_layers, st.single, st.fwd, st.bwd
     cp, zero = np.asarray(m.cp), np.asarray(m.zero)
@@ -268,39 +320,18 @@ def _communication(prof: LayerProfile, system: System, wl: Training, overlap: Ov
     exposed["pp"] = 0.0 * pp_t if overlap.pp_p2p else pp_t
 
     z3 = zero >= 3
-    units = per_stage  # FSDP / ZeRO-3 wrap each layer as one unit (cost/overlap.py)
-    # ZeRO-3: every micro-batch gathers each layer's 16-bit parameters for the forward and again
-    # for the backward (reshard after forward) and reduce-scatters its gradients; the next
-    # layer's gather runs under the current layer's compute (cost/overlap.py, 2.)
-    ag_l, rs_l = ct["dp_ag_layer"], ct["dp_rs_layer"]
-    ends = 2 * ct["dp_ag_ends"] + ct["dp_rs_ends"]  # embedding and head units, left exposed
-    z3_mb = units * (2 * ag_l + rs_l) + ends
+    once = z3 & stage_gathered & ~np.asarray(single, dtype=bool)
+    z3_mb, z3_exposed, z3_step, z3_step_exposed = _zero3(ct, overlap, per_stage, t_fwd, t_bwd,
+                                                         once)
     # HSDP (shard_group < dp): the gathers and reduce-scatters above run inside the shard
     # group; each step the gradient shards are all-reduced across the dp / group replicas
     # (PyTorch FSDP HYBRID_SHARD, Zhao et al. 2023 sec. 3.4), under the last backward
     hsdp_ar = ct["dp_replica_ar"]
-    if overlap.zero3_prefetch:
-        z3_exposed = (ov.per_layer_exposed(ag_l, ag_l, t_fwd / units, units)
-                      + ov.per_layer_exposed(ag_l + rs_l, ag_l + rs_l, t_bwd / units, units)
-                      + ends)
-    else:
-        z3_exposed = z3_mb
-    z3_exposed = np.minimum(z3_exposed, z3_mb)
-    # ZeRO 1-2 (distributed optimizer): reduce-scatter grads, all-gather params; ZeRO-0:
-    # all-reduce grads; both bucketed and overlapped with the last backward / the next forward,
-    # the last bucket exposed (cost/overlap.py, 3.)
-    sharded = zero >= 1
-    n_buckets = ov.buckets(p_dev, m.grad_group)
-    grad = np.where(sharded, ct["dp_rs"], ct["dp_ar"]) + (n_buckets - 1) * ct["dp_latency"]
-    gather = np.where(sharded, ct["dp_ag"], 0.0) + np.where(sharded, n_buckets - 1, 0) \
-        * ct["dp_latency"]
-    last_grad, last_gather = grad / n_buckets, gather / n_buckets
-    tail = (np.maximum(grad - t_bwd, last_grad) if overlap.dp_grad_reduce else grad) + (
-        np.maximum(gather - t_fwd, last_gather) if overlap.dp_param_gather else gather)
-    tail = np.minimum(tail, grad + gather)
     hsdp_tail = np.maximum(hsdp_ar - t_bwd, hsdp_ar / ov.buckets(p_dev, m.grad_group))
-    comm["dp"] = np.where(z3, z3_mb * micro + hsdp_ar, grad + gather)
-    exposed["dp"] = np.where(z3, z3_exposed * micro + hsdp_tail, tail)
+    z3_step, z3_tail = z3_step + hsdp_ar, z3_step_exposed + hsdp_tail
+    grad_gather, tail = _distributed_optimizer(ct, overlap, m, zero, p_dev, t_fwd, t_bwd)
+    comm["dp"] = np.where(z3, z3_mb * micro + z3_step, grad_gather)
+    exposed["dp"] = np.where(z3, z3_exposed * micro + z3_tail, tail)
 
     # contention: communication hidden under compute stretches that compute
     # TP comm overlap moves its all-gathers and reduce-scatters peer to peer on the copy engines
@@ -308,10 +339,10 @@ def _communication(prof: LayerProfile, system: System, wl: Training, overlap: Ov
     hidden_mb = (ov.hidden(comm["cp"], exposed["cp"])
                  + ov.hidden(comm["ep"], exposed["ep"])
                  + np.where(z3, ov.hidden(z3_mb, z3_exposed), 0.0))
-    hidden_step = np.where(z3, ov.hidden(hsdp_ar, hsdp_tail), ov.hidden(grad + gather, tail))
+    hidden_step = np.where(z3, ov.hidden(z3_step, z3_tail), ov.hidden(grad_gather, tail))
     contention = ov.contention() * (micro * hidden_mb + hidden_step)
     return Communication(comm, exposed, np.where(z3, z3_exposed, 0.0),
-                         np.where(z3, hsdp_tail, tail), contention, links)
+                         np.where(z3, z3_tail, tail), contention, links)
 
 
 def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfile,
@@ -327,7 +358,8 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     st = stage_times(prof, m)
     t_fwd, t_bwd = st.fwd, st.bwd
     p_dev = params_per_device(prof, st.pp)
-    c = _communication(prof, system, wl, overlap, m, st, micro, p_dev)
+    c = _communication(prof, system, wl, overlap, m, st, micro, p_dev,
+                       memory_stack(fw.name).gather_stage_under_pp)
     ex = c.exposed
     per_mb = t_fwd + t_bwd + ex["tp"] + ex["cp"] + ex["ep"] + ex["pp"] + c.z3_mb
     opt_shards = np.where(np.asarray(m.zero) >= 1, m.zero_shards, 1)

@@ -36,7 +36,7 @@ llm-foundry both run on FSDP): ``workload.Loss``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from accelmap.cost.framework import Framework
 from accelmap.units import DType
@@ -65,9 +65,17 @@ PYTORCH = MemoryStack("pytorch fsdp / torchtitan / torchao float8", fp8_weight_c
                       fp8_dynamic_scaling=True)
 
 
+# JAX / MaxText on TPUs: FSDP shards as PyTorch's does, but under pipeline parallelism it
+# gathers a layer's weights for each micro-batch's pass unless told otherwise (MaxText
+# base.yml / configs ``pipeline_fsdp_ag_once: False``, the default; True "all-gather[s] FSDP
+# weights once before pipeline execution" at the cost of unsharded weights and gradients)
+XLA = replace(PYTORCH, name="jax / maxtext (xla)", gather_stage_under_pp=False)
+
+
 def memory_stack(framework: Framework | str) -> MemoryStack:
     """The memory layout of a training framework profile (serving profiles: PyTorch's)."""
-    return MEGATRON if Framework(framework) is Framework.MEGATRON else PYTORCH
+    fw = Framework(framework)
+    return MEGATRON if fw is Framework.MEGATRON else XLA if fw is Framework.XLA else PYTORCH
 
 
 @dataclass(frozen=True)
