@@ -150,9 +150,11 @@ def torchtitan_plan(row: dict[str, str], catalog: Catalog
     local = _int(row["micro_batch"])
     if local is None:
         return "local batch not stated"
-    # under pipelining the local batch splits into pp micro-batches (torchtitan default)
-    micro = max(local // pp, 1) if pp > 1 else local
     interleaved = "interleaved" in cfg.lower()
+    # under pipelining the local batch splits into as many micro-batches as the pipeline has
+    # stages, pp x stages per rank (torchtitan build_pipeline_schedule: n_microbatches defaults
+    # to num_total_stages; validate.stacks.StackDefaults.stage_microbatches)
+    micro = max(local // (pp * (2 if interleaved else 1)), 1) if pp > 1 else local
     rec = row["recompute"].lower()
     # torchtitan's "selective" is its op-level policy (saves every other matmul output, torchtitan
     # train_configs selective_ac_option = 'op'), not Korthikanti's selective recompute; the

@@ -152,3 +152,34 @@ def test_flagship_file_is_predicted_within_15_percent(catalog: Catalog) -> None:
 def test_flagship_8k_run_fits(catalog: Catalog) -> None:
     path = Path(__file__).resolve().parents[2] / "data" / "flagship_training.yaml"
     assert _predict(path, catalog)["llama3-405b-8k-gpus"].fits is True  # type: ignore[attr-defined]
+
+
+# torchtitan's Table 5 (405B, FSDP 8 x TP 8 x PP 8 on 512 Grand Teton H100, local batch 32)
+TORCHTITAN_PP = {
+    "id": "tt-405b-pp8", "source": "torchtitan benchmarks Table 5",
+    "accelerator": "h100-sxm5-96gb-hbm2e", "model": "llama-3.1-405b", "devices": 512,
+    "nodes": 64, "tp": 8, "pp": 8, "cp": 1, "dp": 8, "zero": "fsdp", "precision": "bf16",
+    "framework": "torchtitan 0.1", "year": 2024, "seq_len": 8192, "global_batch": 256,
+    "recompute": "full", "metric": "tokens_per_s_per_device", "value": 100}
+
+
+@pytest.mark.parametrize(("extra", "mb", "stages"), [({}, 4, 8), ({"vpp": 2}, 2, 16)])
+def test_torchtitan_splits_the_local_batch_over_the_pipeline_stages(
+        tmp_path: Path, catalog: Catalog, extra: dict[str, object], mb: int, stages: int) -> None:
+    """torchtitan build_pipeline_schedule: with no micro-batch count, n_microbatches = the
+    pipeline's stages (pp x stages per rank), so a local batch of 32 runs as 8 micro-batches of
+    4 under 1F1B and 16 of 2 interleaved, not 32 of 1 (which would shrink the bubble 4x)."""
+    p = _predict(_write(tmp_path, TORCHTITAN_PP | extra), catalog)["tt-405b-pp8"]
+    assert p.status is Status.OK, p.skipped_reason  # type: ignore[attr-defined]
+    notes = " ".join(p.notes)  # type: ignore[attr-defined]
+    assert f"local batch 32 over the pipeline's {stages} stages = {mb}" in notes
+    assert f" mb={mb} " in notes
+
+
+def test_torchtitan_local_batch_that_does_not_split_over_the_stages_says_so(
+        tmp_path: Path, catalog: Catalog) -> None:
+    """24 sequences per rank do not split into 16 micro-batches: torchtitan raises; the row
+    says why and falls back to the stack's micro-batch."""
+    p = _predict(_write(tmp_path, TORCHTITAN_PP | {"global_batch": 192, "vpp": 2}),
+                 catalog)["tt-405b-pp8"]
+    assert "does not split into the pipeline's 16 stages" in " ".join(p.notes)  # type: ignore[attr-defined]

@@ -219,6 +219,23 @@ def run_split(run: TrainingRun, d: StackDefaults, spec: ModelSpec | None, pp: in
     return split
 
 
+def _stage_micro_batch(global_batch: int, dp: int, stages: int, d: StackDefaults,
+                       notes: list[str]) -> int | None:
+    """The micro-batch of a stack whose unstated micro-batch count is the pipeline's stages
+    (``StackDefaults.stage_microbatches``): the local batch over them, or None (noted) where
+    it does not divide, which the stack refuses."""
+    if global_batch % (dp * stages):
+        notes.append(f"local batch {global_batch / dp:g} does not split into the pipeline's "
+                     f"{stages} stages, as {d.release} needs when the micro-batch count is "
+                     "not given")
+        return None
+    mb = global_batch // (dp * stages)
+    notes.append(f"micro-batch not stated: the local batch {global_batch // dp} over the "
+                 f"pipeline's {stages} stages = {mb} ({d.source}: micro-batches default to "
+                 "the stages)")
+    return mb
+
+
 def run_mapping(run: TrainingRun, cluster: Cluster, d: StackDefaults,
                 notes: list[str], spec: ModelSpec | None = None) -> Mapping | str:
     """The run's Mapping, or the reason it cannot be built; unstated settings are the stack's
@@ -245,6 +262,8 @@ def run_mapping(run: TrainingRun, cluster: Cluster, d: StackDefaults,
         else:
             notes.append(f"global batch {run.global_batch} does not split over dp {deg.dp}, "
                          f"which {d.release} needs (no gradient accumulation)")
+    if mb is None and d.stage_microbatches and run.global_batch and deg.pp > 1:
+        mb = _stage_micro_batch(run.global_batch, deg.dp, deg.pp * vpp, d, notes)
     if mb is None:
         mb = d.micro_batch
         notes.append(f"micro-batch not stated: {mb} ({d.source})")

@@ -153,6 +153,11 @@ class StackDefaults:
     # the release had no gradient accumulation: a micro-batch, when not stated, is the data-
     # parallel rank's whole batch (global batch / dp)
     whole_local_batch: bool = False
+    # under pipeline parallelism an unstated micro-batch count is the pipeline's stages (pp x
+    # stages per rank) and the local batch splits into them: torchtitan ``build_pipeline_
+    # schedule`` ("if n_microbatches is None: n_microbatches = num_total_stages"; the batch must
+    # divide by it, else it raises)
+    stage_microbatches: bool = False
 
 
 _NONE, _FULL, _SEL = Recompute.NONE, Recompute.FULL, Recompute.SELECTIVE
@@ -217,7 +222,7 @@ _LLM_FOUNDRY = replace(
     attention=AttentionKernel.FA2)
 _TORCHTITAN = StackDefaults(
     Stack.TORCHTITAN, Framework.FSDP, recompute=Recompute.PER_OP, selective=Recompute.PER_OP,
-    zero_with_pp=ZeroStage.GRADIENTS,
+    zero_with_pp=ZeroStage.GRADIENTS, stage_microbatches=True,
     flash_attention=True,
     sequence_parallel=True, zero=ZeroStage.PARAMETERS, micro_batch=1, tp_comm_overlap=False,
     dropout=False, grad_dtype=DType.FP32,
