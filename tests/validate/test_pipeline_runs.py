@@ -183,3 +183,28 @@ def test_torchtitan_local_batch_that_does_not_split_over_the_stages_says_so(
     p = _predict(_write(tmp_path, TORCHTITAN_PP | {"global_batch": 192, "vpp": 2}),
                  catalog)["tt-405b-pp8"]
     assert "does not split into the pipeline's 16 stages" in " ".join(p.notes)  # type: ignore[attr-defined]
+
+
+def test_schedule_is_read_written_and_used(tmp_path: Path, catalog: Catalog) -> None:
+    """schedule: the published pipeline schedule reaches the mapping and survives a round trip;
+    interleaved without vpp takes the recipe's count; a one-chunk schedule with vpp > 1 and
+    DeepSeek-V3's DualPipe are each a row-level reason naming what to write."""
+    rows = [LLAMA3_405B | {"id": "zb", "schedule": "zero-bubble", "vpp": 1},
+            LLAMA3_405B | {"id": "il", "schedule": "interleaved", "vpp": None,
+                           "first_stage_layers": None, "last_stage_layers": None,
+                           "model": "llama-3.1-70b", "pp": 4, "tp": 8, "dp": 256},
+            LLAMA3_405B | {"id": "bad", "schedule": "gpipe"},
+            LLAMA3_405B | {"id": "dual", "schedule": "dualpipe", "vpp": 1}]
+    path = _write(tmp_path, *rows)
+    runs = {r.id: r for r in read_runs(path)}
+    assert isinstance(runs["zb"], TrainingRun) and runs["zb"].schedule == "zb-h1"
+    assert isinstance(runs["il"], TrainingRun) and runs["il"].interleaved
+    assert isinstance(runs["bad"], UnreadableRun)
+    assert "write schedule: interleaved-1f1b, or vpp: 1" in " ".join(runs["bad"].lines())
+    (back,) = read_runs(write_runs([runs["zb"]], tmp_path / "back.yaml"))
+    assert isinstance(back, TrainingRun) and same_run(runs["zb"], back)
+    preds = _predict(path, catalog)
+    assert "schedule=zb-h1" in " ".join(preds["zb"].notes)  # type: ignore[attr-defined]
+    assert "vpp=5" in " ".join(preds["il"].notes)  # type: ignore[attr-defined]
+    why = preds["dual"].skipped_reason  # type: ignore[attr-defined]
+    assert "dualpipe" in why and "schedule: zb-h1" in why

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from accelmap.cost.framework import Framework
+from accelmap.cost.schedules import Schedule
 from accelmap.errors import InputError
 from accelmap.files import MAX_TABLE_BYTES, parse_yaml, read_text
 from accelmap.mapping.plan import ZeroStage
@@ -250,6 +251,15 @@ def _framework(v: Any) -> Parsed:
 
 
 INTERLEAVED = "interleaved"  # vpp: interleaved, the count from the stack's recipe
+# Pipeline schedules a run states (cost/schedules.py), their common names, and DeepSeek-V3's
+# DualPipe (Liu et al. 2024 sec. 3.2.1), which is read so that its row can say why it is not
+# predicted (validate/layout.py DUALPIPE_REASON)
+DUALPIPE = "dualpipe"
+SCHEDULES: dict[str, str] = {**{s.value: s.value for s in Schedule},
+                             INTERLEAVED: Schedule.INTERLEAVED.value,
+                             "interleaved1f1b": Schedule.INTERLEAVED.value,
+                             "zero-bubble": Schedule.ZERO_BUBBLE.value,
+                             DUALPIPE: DUALPIPE}
 
 
 def _vpp(v: Any) -> Parsed:
@@ -289,6 +299,10 @@ FIELDS: dict[str, FieldSpec] = {
     **{k: _positive(k) for k in ("tp", "pp", "dp", "cp", "ep")},
     "vpp": FieldSpec(_vpp, "whole number >= 1 (virtual pipeline stages; 1: not interleaved) "
                            "| interleaved (the stack's recipe gives the count)"),
+    "schedule": FieldSpec(_choice("schedule", SCHEDULES, lambda t: None),
+                          "1f1b | gpipe | interleaved-1f1b | zb-h1 | dualpipe (read, not "
+                          "modelled: the row says why); not stated: 1f1b, interleaved with "
+                          "vpp > 1"),
     "first_stage_layers": _positive("first_stage_layers"),
     "last_stage_layers": _positive("last_stage_layers"),
     **{k: FieldSpec(_choice(k, {"true": True, "false": False}, _suggest_flag), "true | false")
@@ -390,6 +404,11 @@ def _missing(values: dict[str, Any], serving: bool = False) -> list[Problem]:
 
 def _checks(values: dict[str, Any]) -> list[Problem]:
     """Values that read but cannot mean what they say."""
+    vpp, schedule = values.get("vpp"), values.get("schedule")
+    if isinstance(vpp, int) and vpp > 1 and schedule not in (None, Schedule.INTERLEAVED.value):
+        return [Problem("schedule", f"field 'schedule': {schedule} runs one model chunk per "
+                                    f"stage but vpp is {vpp}; write schedule: "
+                                    f"{Schedule.INTERLEAVED.value}, or vpp: 1")]
     if values.get("metric") is Metric.MFU and 0 < values.get("value", 2.0) <= 1.0:
         v = values["value"]
         return [Problem("value", f"field 'value': MFU is in percent, so {v:g} reads as "
@@ -427,7 +446,7 @@ def _serving_run(values: dict[str, Any], rid: str, file: str, line: int) -> Serv
         values["stack"], fw = fw, values.get("engine")
     arch = Arch(*(values.pop(k, None) for k in ARCH_FIELDS))
     values.pop("id", None)
-    for k in ("seq_len", "global_batch", "micro_batch", "grad_accum", "vpp", "zero",
+    for k in ("seq_len", "global_batch", "micro_batch", "grad_accum", "vpp", "schedule", "zero",
               "shard_group", "recompute", "sequence_parallel", "tp_comm_overlap",
               "flash_attention", "compile", "grad_reduce", "cp"):
         values.pop(k, None)  # training settings mean nothing to a serving run
@@ -468,7 +487,8 @@ def run_of(record: Mapping[str, Any], where: str, file: str, line: int, source: 
         return _serving_run(values, rid, file, line)
     stack, version = values.pop("framework", (None, ""))
     group = values.pop("shard_group", None)
-    if values.get("vpp") == INTERLEAVED:
+    if values.get("vpp") == INTERLEAVED or (
+            values.get("schedule") == Schedule.INTERLEAVED.value and "vpp" not in values):
         values["vpp"], values["interleaved"] = None, True
     arch = Arch(*(values.pop(k, None) for k in ARCH_FIELDS))
     values.pop("id", None)

@@ -219,6 +219,14 @@ def run_split(run: TrainingRun, d: StackDefaults, spec: ModelSpec | None, pp: in
     return split
 
 
+DUALPIPE = "dualpipe"  # validate.canonical.SCHEDULES
+DUALPIPE_REASON = (
+    "schedule dualpipe (DeepSeek-V3's bidirectional pipeline, Liu et al. 2024 sec. 3.2.1: "
+    "two copies of each stage's parameters, forward and backward chunks paired so that the "
+    "expert all-to-all hides under compute) is not modelled; schedule: zb-h1 is the nearest "
+    "the engine has, with its own bubble and no all-to-all overlap")
+
+
 def _stage_micro_batch(global_batch: int, dp: int, stages: int, d: StackDefaults,
                        notes: list[str]) -> int | None:
     """The micro-batch of a stack whose unstated micro-batch count is the pipeline's stages
@@ -240,6 +248,8 @@ def run_mapping(run: TrainingRun, cluster: Cluster, d: StackDefaults,
                 notes: list[str], spec: ModelSpec | None = None) -> Mapping | str:
     """The run's Mapping, or the reason it cannot be built; unstated settings are the stack's
     defaults ``d``, each noted (the model ``spec`` picks its recipe's pipeline defaults)."""
+    if run.schedule == DUALPIPE:
+        return DUALPIPE_REASON
     per_node = cluster.devices_per_node
     deg = run_degrees(run, per_node, d.split_model_parallel, notes)
     if isinstance(deg, str):
@@ -276,10 +286,11 @@ def run_mapping(run: TrainingRun, cluster: Cluster, d: StackDefaults,
     if policy is None:
         policy = d.recompute
         notes.append(f"recompute not stated: {policy.value} ({d.source})")
+    schedule = (Schedule(run.schedule) if run.schedule is not None else
+                Schedule.INTERLEAVED if vpp > 1 else Schedule.ONE_F_ONE_B)
     return Mapping(dp=deg.dp, tp=deg.tp, pp=deg.pp, cp=deg.cp, ep=deg.ep,
                    sequence_parallel=sp, zero=zero, shard_group=group, micro_batch=mb,
-                   virtual_stages=vpp,
-                   schedule=Schedule.INTERLEAVED if vpp > 1 else Schedule.ONE_F_ONE_B,
+                   virtual_stages=vpp, schedule=schedule,
                    recompute=policy, tp_comm_overlap=tp_overlap, **split)
 
 

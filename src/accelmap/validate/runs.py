@@ -100,6 +100,10 @@ class TrainingRun:
     ep: int | None = None
     vpp: int | None = None  # virtual pipeline stages; 1 = not interleaved
     interleaved: bool = False  # interleaved schedule stated, its virtual stages not
+    # the pipeline schedule as published (canonical.SCHEDULES: a cost.schedules.Schedule value,
+    # or "dualpipe", which is read and refused with its reason); None = 1F1B, interleaved with
+    # vpp > 1
+    schedule: str | None = None
     # the pipeline split (Megatron-LM's --decoder-first/last-pipeline-num-layers and
     # --account-for-embedding/loss-in-pipeline-split; mapping.plan.Mapping.stage_layers)
     first_stage_layers: int | None = None
