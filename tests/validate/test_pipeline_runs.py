@@ -130,19 +130,21 @@ def test_in_house_fsdp_under_pipeline_runs_as_torchtitan(tmp_path: Path,
     assert p.fits is True  # type: ignore[attr-defined]
 
 
-def test_flagship_file_is_predicted_within_15_percent(catalog: Catalog) -> None:
-    """data/flagship_training.yaml (benchmarks/flagship_training.py): the published Llama 3
-    405B runs, written as published (vpp 8 from sec. 3.3.2's one-slot chunks), are predicted
-    within 15 % of Table 4 and the 16K-GPU runs fit."""
+def test_flagship_file_is_predicted_and_fits(catalog: Catalog) -> None:
+    """data/flagship_training.yaml (benchmarks/flagship_training.py): every flagship run,
+    written as published (Llama 3 405B, MT-NLG 530B, BLOOM 176B, PaLM 540B), is predicted and
+    called fitting but the one known gap below; the Llama 3 rows (vpp 8 from sec. 3.3.2's
+    one-slot chunks) within 15 % of Table 4. The other rows' error is the benchmark's to print."""
     path = Path(__file__).resolve().parents[2] / "data" / "flagship_training.yaml"
     preds = _predict(path, catalog)
-    assert len(preds) == 3
-    for p in preds.values():
-        assert p.status is Status.OK, p.skipped_reason  # type: ignore[attr-defined]
-        assert "vpp=8" in " ".join(p.notes)  # type: ignore[attr-defined]
-        assert abs(p.signed_pct_error) <= 15, p.row_id  # type: ignore[attr-defined]
-    for rid in ("llama3-405b-16k-gpus", "llama3-405b-16k-gpus-cp16"):
-        assert preds[rid].fits is True, rid  # type: ignore[attr-defined]
+    assert len(preds) >= 8
+    for rid, p in preds.items():
+        assert p.status is Status.OK, (rid, p.skipped_reason)  # type: ignore[attr-defined]
+        if rid != "llama3-405b-8k-gpus":
+            assert p.fits is True, rid  # type: ignore[attr-defined]
+    for rid in ("llama3-405b-8k-gpus", "llama3-405b-16k-gpus", "llama3-405b-16k-gpus-cp16"):
+        assert "vpp=8" in " ".join(preds[rid].notes)  # type: ignore[attr-defined]
+        assert abs(preds[rid].signed_pct_error) <= 15, rid  # type: ignore[attr-defined]
 
 
 @pytest.mark.xfail(strict=True, reason="known gap: the 8K-GPU run (32 micro-batches) holds 141 "
