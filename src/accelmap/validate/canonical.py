@@ -32,6 +32,7 @@ from accelmap.units import DType
 from accelmap.validate.cases import Arch, parse_number
 from accelmap.validate.resolve import parse_recompute, training_dtype
 from accelmap.validate.runs import (
+    DUALPIPE,
     Family,
     Metric,
     Problem,
@@ -252,9 +253,7 @@ def _framework(v: Any) -> Parsed:
 
 INTERLEAVED = "interleaved"  # vpp: interleaved, the count from the stack's recipe
 # Pipeline schedules a run states (cost/schedules.py), their common names, and DeepSeek-V3's
-# DualPipe (Liu et al. 2024 sec. 3.2.1), which is read so that its row can say why it is not
-# predicted (validate/layout.py DUALPIPE_REASON)
-DUALPIPE = "dualpipe"
+# DualPipe (runs.DUALPIPE), which is read so that its row can say why it is not predicted
 SCHEDULES: dict[str, str] = {**{s.value: s.value for s in Schedule},
                              INTERLEAVED: Schedule.INTERLEAVED.value,
                              "interleaved1f1b": Schedule.INTERLEAVED.value,

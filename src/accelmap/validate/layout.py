@@ -33,7 +33,7 @@ from accelmap.models.schema import ModelSpec
 from accelmap.units import DType
 from accelmap.validate.cases import InferenceCase, TrainingCase
 from accelmap.validate.resolve import Resolved, parse_recompute
-from accelmap.validate.runs import TrainingRun
+from accelmap.validate.runs import DUALPIPE, TrainingRun
 from accelmap.validate.stacks import StackDefaults, recipe_vpp, silent_split
 from accelmap.validate.transcribe import from_case, fsdp_off, read_zero
 from accelmap.workload import Recompute
@@ -219,7 +219,6 @@ def run_split(run: TrainingRun, d: StackDefaults, spec: ModelSpec | None, pp: in
     return split
 
 
-DUALPIPE = "dualpipe"  # validate.canonical.SCHEDULES
 DUALPIPE_REASON = (
     "schedule dualpipe (DeepSeek-V3's bidirectional pipeline, Liu et al. 2024 sec. 3.2.1: "
     "two copies of each stage's parameters, forward and backward chunks paired so that the "
