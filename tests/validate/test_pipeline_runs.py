@@ -178,7 +178,7 @@ def test_torchtitan_splits_the_local_batch_over_the_pipeline_stages(
     p = _predict(_write(tmp_path, TORCHTITAN_PP | extra), catalog)["tt-405b-pp8"]
     assert p.status is Status.OK, p.skipped_reason  # type: ignore[attr-defined]
     notes = " ".join(p.notes)  # type: ignore[attr-defined]
-    assert f"local batch 32 over the pipeline's {stages} stages = {mb}" in notes
+    assert f"global batch 256 / dp 8 into the pipeline's {stages} stages = {mb}" in notes
     assert f" mb={mb} " in notes
 
 
@@ -188,7 +188,7 @@ def test_torchtitan_local_batch_that_does_not_split_over_the_stages_says_so(
     says why and falls back to the stack's micro-batch."""
     p = _predict(_write(tmp_path, TORCHTITAN_PP | {"global_batch": 192, "vpp": 2}),
                  catalog)["tt-405b-pp8"]
-    assert "does not split into the pipeline's 16 stages" in " ".join(p.notes)  # type: ignore[attr-defined]
+    assert "does not split over dp 8 into the pipeline's 16 stages" in " ".join(p.notes)  # type: ignore[attr-defined]
 
 
 def test_schedule_is_read_written_and_used(tmp_path: Path, catalog: Catalog) -> None:

@@ -172,7 +172,7 @@ def test_megatron_2020_runs_take_the_whole_local_batch(tmp_path: Path, catalog: 
     cases = _shared_rows(tmp_path, "T0070", "T0049")
     notes = " | ".join(predict_case(cases["T0070"], catalog, NONE).notes)
     assert "year 2020 picks Megatron-LM 2020 (v1.x)" in notes
-    assert "the whole local batch, 2048 / dp 128 = 16" in notes
+    assert "global batch 2048 / dp 128 into the whole local batch = 16" in notes
     notes = " | ".join(predict_case(cases["T0049"], catalog, NONE).notes)
     assert "Megatron-LM 2021 (v2)" in notes and "micro-batch not stated: 1 " in notes
 

@@ -262,9 +262,11 @@ def _zero3(ct: dict[str, Any], overlap: OverlapPolicy, units: Num, t_fwd: Num, t
         per_mb_exposed = per_mb
     per_mb_exposed = np.minimum(per_mb_exposed, per_mb)
     step = units * (ag_l + rs_l) + ends
-    step_exposed = np.minimum(ov.per_layer_exposed(ag_l, ag_l, t_fwd / units, units)
-                              + ov.per_layer_exposed(rs_l, rs_l, t_bwd / units, units) + ends,
-                              step)
+    step_exposed = step
+    if overlap.zero3_prefetch:
+        step_exposed = np.minimum(ov.per_layer_exposed(ag_l, ag_l, t_fwd / units, units)
+                                  + ov.per_layer_exposed(rs_l, rs_l, t_bwd / units, units)
+                                  + ends, step)
     return (np.where(once, 0.0, per_mb), np.where(once, 0.0, per_mb_exposed),
             np.where(once, step, 0.0), np.where(once, step_exposed, 0.0))
 

@@ -226,20 +226,21 @@ DUALPIPE_REASON = (
     "the engine has, with its own bubble and no all-to-all overlap")
 
 
-def _stage_micro_batch(global_batch: int, dp: int, stages: int, d: StackDefaults,
+def _local_micro_batch(global_batch: int, dp: int, parts: int, d: StackDefaults,
                        notes: list[str]) -> int | None:
-    """The micro-batch of a stack whose unstated micro-batch count is the pipeline's stages
-    (``StackDefaults.stage_microbatches``): the local batch over them, or None (noted) where
-    it does not divide, which the stack refuses."""
-    if global_batch % (dp * stages):
-        notes.append(f"local batch {global_batch / dp:g} does not split into the pipeline's "
-                     f"{stages} stages, as {d.release} needs when the micro-batch count is "
-                     "not given")
+    """The micro-batch of a stack that splits each data-parallel rank's batch into ``parts``
+    micro-batches when the run states none: 1 where the release had no gradient accumulation
+    (``StackDefaults.whole_local_batch``), the pipeline's stages for torchtitan
+    (``StackDefaults.stage_microbatches``). None (noted) where the batch does not split so,
+    which the stack refuses."""
+    into = "the whole local batch" if parts == 1 else f"the pipeline's {parts} stages"
+    if global_batch % (dp * parts):
+        notes.append(f"global batch {global_batch} does not split over dp {dp} into {into}, "
+                     f"as {d.release} needs when the micro-batch is not given")
         return None
-    mb = global_batch // (dp * stages)
-    notes.append(f"micro-batch not stated: the local batch {global_batch // dp} over the "
-                 f"pipeline's {stages} stages = {mb} ({d.source}: micro-batches default to "
-                 "the stages)")
+    mb = global_batch // (dp * parts)
+    notes.append(f"micro-batch not stated: global batch {global_batch} / dp {dp} into {into} "
+                 f"= {mb} ({d.source})")
     return mb
 
 
@@ -263,16 +264,10 @@ def run_mapping(run: TrainingRun, cluster: Cluster, d: StackDefaults,
         return vpp
     split = run_split(run, d, spec, deg.pp, vpp, notes)
     mb = run.micro_batch
-    if mb is None and d.whole_local_batch and run.global_batch and deg.pp == 1:
-        if run.global_batch % deg.dp == 0:
-            mb = run.global_batch // deg.dp
-            notes.append(f"micro-batch not stated: the whole local batch, {run.global_batch} / "
-                         f"dp {deg.dp} = {mb} ({d.source})")
-        else:
-            notes.append(f"global batch {run.global_batch} does not split over dp {deg.dp}, "
-                         f"which {d.release} needs (no gradient accumulation)")
-    if mb is None and d.stage_microbatches and run.global_batch and deg.pp > 1:
-        mb = _stage_micro_batch(run.global_batch, deg.dp, deg.pp * vpp, d, notes)
+    if mb is None and run.global_batch and d.whole_local_batch and deg.pp == 1:
+        mb = _local_micro_batch(run.global_batch, deg.dp, 1, d, notes)
+    if mb is None and run.global_batch and d.stage_microbatches and deg.pp > 1:
+        mb = _local_micro_batch(run.global_batch, deg.dp, deg.pp * vpp, d, notes)
     if mb is None:
         mb = d.micro_batch
         notes.append(f"micro-batch not stated: {mb} ({d.source})")
