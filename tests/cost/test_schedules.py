@@ -310,3 +310,29 @@ def test_in_flight_properties(p: int, m: int, v: int, s: Schedule, data: st.Data
     held = in_flight_micro_batches(s, p, m, stage, v)
     assert 0.0 < held <= m + 1e-12
     assert held <= in_flight_micro_batches(s, p, m, 0, v) + 1e-12  # the first stage holds most
+
+
+def test_dualpipe_bubble_is_deepseek_v3_table_2() -> None:
+    """DeepSeek-V3 Table 2: (PP/2 - 1)(F&B + B - 3W) with B the full backward and F&B = F + B
+    once the pair's communication is hidden; against 1F1B's (PP - 1)(F + B)."""
+    F, B, W = 1.0, 2.0, 0.8
+    for p, m in ((8, 16), (16, 120)):
+        got = bubble_over_ideal("dualpipe", p, m, w_share=W / (F + B), b_share=B / (F + B))
+        assert got * m * (F + B) == pytest.approx((p / 2 - 1) * (F + B + B - 3 * W))
+        assert got < bubble_over_ideal("zb-h1", p, m, w_share=W / (F + B))
+    # two ranks: each micro-batch direction starts where the other ends, no bubble
+    assert bubble_over_ideal("dualpipe", 2, 4) == 0.0
+    # the paper's F = B_input = W: (p/2 - 1)(3F + 2F - 3F) = 2 (p/2 - 1) F against 1F1B's
+    # 3 (p-1) F
+    assert fill_drain_scale("dualpipe", 8, 16, w_share=1 / 3, b_share=2 / 3) == pytest.approx(
+        3 * 2 / (7 * 3))
+
+
+def test_dualpipe_holds_p_plus_one_micro_batches_a_device() -> None:
+    """Device r holds stages r and p-1-r, p - s micro-batches each (DualPipe ``step``'s warm-up
+    counts): p + 1 in all (Table 2: "Activation PP+1")."""
+    for p in (2, 4, 8, 16):
+        for r in range(p):
+            held = (in_flight_micro_batches("dualpipe", p, 4 * p, r)
+                    + in_flight_micro_batches("dualpipe", p, 4 * p, p - 1 - r))
+            assert held == p + 1

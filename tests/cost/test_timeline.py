@@ -45,3 +45,5 @@ def test_bad_input_says_why() -> None:
         pipeline_timeline("1f1b", 0, 8, t_f=1.0, t_b=2.0)
     with pytest.raises(InputError, match="too large"):
         pipeline_timeline("1f1b", 64, MAX_PASSES, t_f=1.0, t_b=2.0)
+    with pytest.raises(InputError, match="DualPipe timeline is not drawn"):
+        pipeline_timeline("dualpipe", 4, 8, t_f=1.0, t_b=2.0)

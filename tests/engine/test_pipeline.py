@@ -147,18 +147,19 @@ def test_a_table_of_mixed_splits_and_schedules_equals_each_mapping() -> None:
     """The planner's vectorized call and estimate agree with splits and schedules in the
     table."""
     wl = WL405
-    table = Mapping(dp=np.array([16.0, 8.0, 16.0, 32.0]), tp=8,
-                    pp=np.array([8.0, 16.0, 8.0, 4.0]),
-                    first_stage_layers=np.array([15.0, 0.0, 14.0, 0.0]),
-                    last_stage_layers=np.array([15.0, 0.0, 0.0, 30.0]),
-                    embedding_in_split=np.array([False, True, False, False]),
-                    loss_in_split=np.array([False, True, False, False]),
-                    virtual_stages=np.array([1.0, 2.0, 2.0, 1.0]),
+    table = Mapping(dp=1.0, tp=8,
+                    pp=np.array([8.0, 16.0, 8.0, 4.0, 16.0]),
+                    first_stage_layers=np.array([15.0, 0.0, 14.0, 0.0, 7.0]),
+                    last_stage_layers=np.array([15.0, 0.0, 0.0, 30.0, 7.0]),
+                    embedding_in_split=np.array([False, True, False, False, False]),
+                    loss_in_split=np.array([False, True, False, False, False]),
+                    virtual_stages=np.array([1.0, 2.0, 2.0, 1.0, 1.0]),
                     schedule=np.array(["zb-h1", "interleaved-1f1b", "interleaved-1f1b",
-                                       "gpipe"]),
-                    zero=np.array([1, 1, 2, 1]), recompute=Recompute.FULL)
+                                       "gpipe", "dualpipe"]),
+                    zero=np.array([1, 1, 2, 1, 1]), recompute=Recompute.FULL)
+    table = table.with_(dp=np.array([16.0, 8.0, 16.0, 32.0, 8.0]))
     r = run(L405, C1024, wl, table)
-    for j in range(4):
+    for j in range(5):
         e = estimate(L405, C1024, wl, table.take(j))
         assert "violated_rule" not in e.metrics, e.reason
         assert e.metrics["step_time_s"] == pytest.approx(float(r.step_time_s[j]))
@@ -170,3 +171,47 @@ def test_one_stage_is_unchanged() -> None:
     wl = Training(batch=64, seq_len=4096)
     e = estimate(CAT.models["llama-2-7b"], C64, wl, Mapping(dp=64, zero=ZeroStage.OPTIMIZER))
     assert e.metrics["bubble_fraction"] == 0.0
+
+
+def test_dualpipe_holds_two_stages_and_p_plus_one_micro_batches() -> None:
+    """DeepSeek-V3 Table 2: DualPipe keeps 2x the parameters and p + 1 micro-batches of
+    activations a device (an end device: p of the first stage and one of the last); with p
+    equal stages both come out of the end device as of a middle one."""
+    wl = Training(batch=64, seq_len=4096, recompute=Recompute.SELECTIVE)
+    one = run(L70, C64, wl, Mapping(dp=2, tp=8, pp=4))
+    dual = run(L70, C64, wl, Mapping(dp=2, tp=8, pp=4, schedule=Schedule.DUALPIPE))
+    a, b = one.detail.memory_items, dual.detail.memory_items
+    assert float(b["activations/layers"]) == pytest.approx(
+        float(a["activations/layers"]) * 5 / 4)
+    # both ends' weights: 40 layers, the embedding and the head against 20 and the embedding
+    assert 1.9 < float(b["weights"]) / float(a["weights"]) < 2.1
+    assert float(dual.detail.bubble_s) < float(one.detail.bubble_s)
+
+
+def test_dualpipe_pairs_the_ends_into_one_device() -> None:
+    """An end device runs half its micro-batches through the first stage and half through
+    the last: fewer layers on both ends make the middle stages the critical ones."""
+    m = Mapping(dp=8, tp=8, pp=16, first_stage_layers=7, last_stage_layers=7,
+                schedule=Schedule.DUALPIPE)
+    st = stage_times(prof_of(L405, C1024, WL405), m)
+    assert int(st.critical) == MIDDLE and float(st.critical_layers) == 8.0
+    one = stage_times(prof_of(L405, C1024, WL405), m.with_(schedule=Schedule.ONE_F_ONE_B))
+    assert float(st.total) == pytest.approx(float(one.total))  # the same work in all
+    lopsided = m.with_(first_stage_layers=26, last_stage_layers=2)  # (26 + 2) / 2 = 14 > 7
+    st = stage_times(prof_of(L405, C1024, WL405), lopsided)
+    assert int(st.critical) == FIRST and float(st.critical_layers) == 14.0
+
+
+def test_dualpipe_hides_the_expert_all_to_all_under_the_paired_chunk() -> None:
+    """DeepSeek-V3 sec. 3.2.1: the forward chunk of one micro-batch and the backward chunk of
+    another hide each other's all-to-all; what outlasts the pair's compute stays exposed."""
+    spec = CAT.models["mixtral-8x7b"]
+    cluster = parse_cluster("128xH100", CAT)
+    wl = Training(batch=256, seq_len=4096, recompute=Recompute.SELECTIVE)
+    base = Mapping(dp=32, tp=1, pp=4, ep=8)
+    one = run(spec, cluster, wl, base)
+    dual = run(spec, cluster, wl, base.with_(schedule=Schedule.DUALPIPE))
+    assert float(dual.detail.comm["ep"]) == pytest.approx(float(one.detail.comm["ep"]))
+    assert float(one.detail.exposed["ep"]) > 0
+    assert float(dual.detail.exposed["ep"]) < float(one.detail.exposed["ep"])
+    assert float(dual.step_time_s) < float(one.step_time_s)

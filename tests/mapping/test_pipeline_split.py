@@ -206,3 +206,15 @@ def test_virtual_stage_refusal_names_the_rule_that_fails() -> None:
                                schedule=Schedule.INTERLEAVED)
     (v,) = [v for v in check_training(job, single) if v.rule == "virtual_stages"]
     assert "set --pp" in v.sentence
+
+
+def test_dualpipe_needs_an_even_pipeline_and_two_micro_batches_a_stage() -> None:
+    """deepseek-ai/DualPipe ``step``: num_ranks % 2 == 0, num_chunks even and >= 2 num_ranks."""
+    assert rules(mapping(8, schedule=Schedule.DUALPIPE), layers=128) == set()  # 64 >= 16
+    job = TrainingJob(L405, C1024, 1024, 8192)
+    for m in (Mapping(dp=16, tp=8, pp=7, schedule=Schedule.DUALPIPE),  # odd
+              mapping(8, schedule=Schedule.DUALPIPE, micro_batch=8, first_stage_layers=14,
+                      last_stage_layers=14)):  # 1024 / (16 x 8) = 8 < 16 micro-batches
+        (v,) = [v for v in check_training(job, m) if v.rule == "schedule"]
+        assert "dualpipe feeds half the micro-batches from each end" in v.sentence
+        assert "--schedule zb-h1" in v.sentence

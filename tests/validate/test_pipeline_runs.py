@@ -133,18 +133,17 @@ def test_in_house_fsdp_under_pipeline_runs_as_torchtitan(tmp_path: Path,
 def test_flagship_file_is_predicted_and_fits(catalog: Catalog) -> None:
     """data/flagship_training.yaml (benchmarks/flagship_training.py): every flagship run,
     written as published (Llama 3 405B, MT-NLG 530B, BLOOM 176B, PaLM 540B), is predicted and
-    called fitting but the one known gap below, and DeepSeek-V3 says why it is not (DualPipe);
-    the Llama 3 rows (vpp 8 from sec. 3.3.2's
+    called fitting but the known gaps below (NOT_FIT), DeepSeek-V3 with its DualPipe; the
+    Llama 3 rows (vpp 8 from sec. 3.3.2's
     one-slot chunks) within 15 % of Table 4. The other rows' error is the benchmark's to print."""
     path = Path(__file__).resolve().parents[2] / "data" / "flagship_training.yaml"
     preds = _predict(path, catalog)
     assert len(preds) >= 9
-    # DeepSeek-V3's DualPipe is read and refused with its reason (not modelled)
-    dualpipe = preds.pop("deepseek-v3-2048-h800")
-    assert "dualpipe" in dualpipe.skipped_reason  # type: ignore[attr-defined]
+    # DeepSeek-V3 runs DualPipe as published
+    assert "schedule=dualpipe" in " ".join(preds["deepseek-v3-2048-h800"].notes)  # type: ignore[attr-defined]
     for rid, p in preds.items():
         assert p.status is Status.OK, (rid, p.skipped_reason)  # type: ignore[attr-defined]
-        if rid != "llama3-405b-8k-gpus":
+        if rid not in NOT_FIT:
             assert p.fits is True, rid  # type: ignore[attr-defined]
     for rid in ("llama3-405b-8k-gpus", "llama3-405b-16k-gpus", "llama3-405b-16k-gpus-cp16"):
         assert "vpp=8" in " ".join(preds[rid].notes)  # type: ignore[attr-defined]
@@ -158,6 +157,17 @@ def test_flagship_file_is_predicted_and_fits(catalog: Catalog) -> None:
 def test_flagship_8k_run_fits(catalog: Catalog) -> None:
     path = Path(__file__).resolve().parents[2] / "data" / "flagship_training.yaml"
     assert _predict(path, catalog)["llama3-405b-8k-gpus"].fits is True  # type: ignore[attr-defined]
+
+
+NOT_FIT = ("llama3-405b-8k-gpus", "deepseek-v3-2048-h800")  # the strict xfails here
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: DeepSeek-V3 (DualPipe: two stages' weights "
+                   "and gradients, 17 micro-batches of 4 layers of 4096 tokens in flight) needs "
+                   "more than the H800's 85.5 GB")
+def test_flagship_deepseek_v3_fits(catalog: Catalog) -> None:
+    path = Path(__file__).resolve().parents[2] / "data" / "flagship_training.yaml"
+    assert _predict(path, catalog)["deepseek-v3-2048-h800"].fits is True  # type: ignore[attr-defined]
 
 
 # torchtitan's Table 5 (405B, FSDP 8 x TP 8 x PP 8 on 512 Grand Teton H100, local batch 32)
@@ -193,8 +203,8 @@ def test_torchtitan_local_batch_that_does_not_split_over_the_stages_says_so(
 
 def test_schedule_is_read_written_and_used(tmp_path: Path, catalog: Catalog) -> None:
     """schedule: the published pipeline schedule reaches the mapping and survives a round trip;
-    interleaved without vpp takes the recipe's count; a one-chunk schedule with vpp > 1 and
-    DeepSeek-V3's DualPipe are each a row-level reason naming what to write."""
+    interleaved without vpp takes the recipe's count; a one-chunk schedule with vpp > 1 is a
+    row-level reason naming what to write; DeepSeek-V3's DualPipe reaches the mapping."""
     rows = [LLAMA3_405B | {"id": "zb", "schedule": "zero-bubble", "vpp": 1},
             LLAMA3_405B | {"id": "il", "schedule": "interleaved", "vpp": None,
                            "first_stage_layers": None, "last_stage_layers": None,
@@ -212,5 +222,4 @@ def test_schedule_is_read_written_and_used(tmp_path: Path, catalog: Catalog) -> 
     preds = _predict(path, catalog)
     assert "schedule=zb-h1" in " ".join(preds["zb"].notes)  # type: ignore[attr-defined]
     assert "vpp=5" in " ".join(preds["il"].notes)  # type: ignore[attr-defined]
-    why = preds["dual"].skipped_reason  # type: ignore[attr-defined]
-    assert "dualpipe" in why and "schedule: zb-h1" in why
+    assert "schedule=dualpipe" in " ".join(preds["dual"].notes)  # type: ignore[attr-defined]

@@ -21,7 +21,16 @@ the bubble adds
   the three passes take equal time (the paper's assumption, and the default ``w_share`` 1/3).
   With m < p there are only m - 1 W passes after the first to delay, so the bubble is
   (p-1)(t_F + t_B) - min(m-1, p-1) t_W (the same critical path; at m = 1 nothing is delayed;
-  checked against a simulation of the schedule in tests/cost/test_schedules.py).
+  checked against a simulation of the schedule in tests/cost/test_schedules.py);
+- DualPipe (DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", arXiv:2412.19437, sec. 3.2.1 and
+  Table 2; the deepseek-ai/DualPipe README): micro-batches enter from both ends of the pipeline,
+  each device holding stage r of one copy of the model and stage p-1-r of the other, and each
+  forward chunk runs paired with another micro-batch's backward chunk so that each hides the
+  other's communication. The bubble is (p/2 - 1)(F&B + B - 3W) with B the full backward and F&B
+  the pair's time, which is F + B once the communication is hidden (the engine charges what
+  is not): (p/2 - 1)(t_F + 2 t_B - 3 t_W), a share (p/2 - 1)(1 + b - 3w)/(p - 1) of 1F1B's with
+  b = t_B/(t_F + t_B). The schedule needs p even and m even, m >= 2p (DualPipe ``step``
+  asserts both).
 
 Stages that are not alike (uneven splits, the embedding on the first stage, the head and loss on
 the last; ``bubble_time``): identical micro-batches through p stages in order take the sum of
@@ -46,7 +55,13 @@ that stage's whole share of layers), with 0-indexed ``stage``:
   pipeline_parallel_rank - 1) * 2 + (num_model_chunks - 1) * microbatch_group_size_per_vp_stage``,
   group size default p), clipped to the m v chunk-micro-batches, each 1/v of the stage's layers:
   min(2(p-stage-1) + (v-1)p + 1, m v) / v; the first stage holds p + (p-1)/v;
-- ZB-H1: as 1F1B (Qi et al. sec. 2.1: "peak memory no greater than 1F1B").
+- ZB-H1: as 1F1B (Qi et al. sec. 2.1: "peak memory no greater than 1F1B");
+- DualPipe: p + 1 stage-micro-batches on every device (Table 2), of its two stages: DualPipe
+  ``step`` runs 2(p/2 - h - 1) warm-up forwards of the device's first-direction chunk, then h + 1
+  pairs of both, then one more first-direction forward before its first backward, with h =
+  min(r, p-1-r): p - h micro-batches of the first-direction stage and h + 1 of the other. Stage
+  s, on whichever device and copy, so holds p - s, as under 1F1B (the functions below count a
+  stage); device r adds its two stages r and p-1-r: p - r + r + 1 = p + 1 (the engine's sum).
 
 p == 1 means no pipeline: no bubble and one micro-batch in flight (gradient accumulation runs
 them one after another). Every function is numpy-broadcastable in p, m, stage and v, and takes
@@ -63,6 +78,10 @@ import numpy as np
 from accelmap.errors import InputError
 from accelmap.units import Num
 
+# Narayanan et al. 2021 sec. 3.5: the backward takes about twice the forward's time; the engine
+# passes the share its operator graph gives
+BACKWARD_SHARE = 2.0 / 3.0
+
 # Qi et al. 2024 sec. 2.1 assume t_F = t_B = t_W: the weight-gradient pass is a third of a
 # micro-batch's forward + backward time. The engine passes the share its operator graph gives.
 ZB_EQUAL_W_SHARE = 1.0 / 3.0
@@ -73,6 +92,7 @@ class Schedule(StrEnum):
     ONE_F_ONE_B = "1f1b"
     INTERLEAVED = "interleaved-1f1b"
     ZERO_BUBBLE = "zb-h1"
+    DUALPIPE = "dualpipe"
 
 
 _NAMES = tuple(s.value for s in Schedule)
@@ -104,13 +124,16 @@ def schedule_names(schedule: Schedule | str | Num) -> Num:
 
 
 def fill_drain_scale(schedule: Schedule | str | Num, pp: Num, micro_batches: Num,
-                     virtual_stages: Num = 1, w_share: Num = ZB_EQUAL_W_SHARE) -> Num:
+                     virtual_stages: Num = 1, w_share: Num = ZB_EQUAL_W_SHARE,
+                     b_share: Num = BACKWARD_SHARE) -> Num:
     """What a schedule leaves of the plain warm-up + cool-down, (p-1) stage-micro-batches of
     idle time on the slowest stage: 1 for GPipe and 1F1B, 1/v interleaved (Narayanan et al.
     sec. 2.2.2), 1 - w - w min(m-1, p-1)/(p-1) for ZB-H1 with W a share w of a stage's
-    forward + backward (Qi et al. sec. 2.1: (t_F + t_B - t_W)/(t_F + t_B + t_W) once m >= p)."""
+    forward + backward (Qi et al. sec. 2.1: (t_F + t_B - t_W)/(t_F + t_B + t_W) once m >= p),
+    (p/2 - 1)(1 + b - 3w)/(p - 1) for DualPipe with the (full) backward a share b (DeepSeek-V3
+    Table 2)."""
     p, m, v = _check(pp, micro_batches, virtual_stages)
-    return _out(_scale(schedule_names(schedule), p, m, v, w_share))
+    return _out(_scale(schedule_names(schedule), p, m, v, w_share, b_share))
 
 
 def _per_schedule(names: Num, formulas: dict[str, Callable[[], Num]]) -> Num:
@@ -135,44 +158,55 @@ def _per_schedule(names: Num, formulas: dict[str, Callable[[], Num]]) -> Num:
     return select(values)
 
 
-def _scale(names: Num, p: Num, m: Num, v: Num, w_share: Num) -> Num:
+def _scale(names: Num, p: Num, m: Num, v: Num, w_share: Num,
+           b_share: Num = BACKWARD_SHARE) -> Num:
     w = np.clip(np.asarray(w_share, dtype=float), 0.0, 0.5)  # t_W <= t_F + t_B
+    b = np.clip(np.asarray(b_share, dtype=float), w, 1.0)  # the full backward holds W
+
+    def dual() -> Num:  # (p/2 - 1)(t_F + 2 t_B - 3 t_W) over 1F1B's (p - 1)(t_F + t_B)
+        return (np.maximum(p / 2 - 1, 0.0) * np.maximum(1 + b - 3 * w, 0.0)
+                / np.maximum(p - 1, 1))
+
     return _per_schedule(names, {
         Schedule.GPIPE.value: lambda: 1.0 + 0.0 * p,
         Schedule.ONE_F_ONE_B.value: lambda: 1.0 + 0.0 * p,
         Schedule.INTERLEAVED.value: lambda: 1.0 / v,
         Schedule.ZERO_BUBBLE.value:
-            lambda: 1.0 - w - w * np.minimum(m - 1, p - 1) / np.maximum(p - 1, 1)})
+            lambda: 1.0 - w - w * np.minimum(m - 1, p - 1) / np.maximum(p - 1, 1),
+        Schedule.DUALPIPE.value: dual})
 
 
 def bubble_over_ideal(schedule: Schedule | str | Num, pp: Num, micro_batches: Num,
-                      virtual_stages: Num = 1, w_share: Num = ZB_EQUAL_W_SHARE) -> Num:
+                      virtual_stages: Num = 1, w_share: Num = ZB_EQUAL_W_SHARE,
+                      b_share: Num = BACKWARD_SHARE) -> Num:
     """Pipeline bubble as a fraction of the ideal (bubble-free) compute time of one step, for p
     equal stages and no send time: (p-1)/m (GPipe, 1F1B), (p-1)/(v m) (interleaved),
-    ((p-1)(1-w) - w min(m-1, p-1))/m (ZB-H1)."""
+    ((p-1)(1-w) - w min(m-1, p-1))/m (ZB-H1), (p/2-1)(1+b-3w)/m (DualPipe)."""
     p, m, _ = _check(pp, micro_batches, virtual_stages)
-    scale = fill_drain_scale(schedule, pp, micro_batches, virtual_stages, w_share)
+    scale = fill_drain_scale(schedule, pp, micro_batches, virtual_stages, w_share, b_share)
     return _out((p - 1) / m * np.asarray(scale))  # Narayanan et al. 2021 sec. 2.2.1
 
 
 def bubble_over_total(schedule: Schedule | str | Num, pp: Num, micro_batches: Num,
-                      virtual_stages: Num = 1, w_share: Num = ZB_EQUAL_W_SHARE) -> Num:
+                      virtual_stages: Num = 1, w_share: Num = ZB_EQUAL_W_SHARE,
+                      b_share: Num = BACKWARD_SHARE) -> Num:
     """Bubble as a fraction of the whole step (ideal + bubble): b / (1 + b); (p-1)/(m+p-1) for
     GPipe and 1F1B."""
-    b = np.asarray(bubble_over_ideal(schedule, pp, micro_batches, virtual_stages, w_share))
+    b = np.asarray(bubble_over_ideal(schedule, pp, micro_batches, virtual_stages, w_share,
+                                     b_share))
     return _out(b / (1.0 + b))
 
 
 def bubble_time(schedule: Schedule | str | Num, pp: Num, micro_batches: Num,
                 virtual_stages: Num = 1, *, slowest: Num, stages_total: Num, send: Num = 0.0,
-                w_share: Num = ZB_EQUAL_W_SHARE) -> Num:
+                w_share: Num = ZB_EQUAL_W_SHARE, b_share: Num = BACKWARD_SHARE) -> Num:
     """Seconds per step the slowest stage waits in warm-up and cool-down: the other stages'
     time per micro-batch, sum_s tau_s - tau_max (``stages_total - slowest``), scaled by the
     schedule (``fill_drain_scale``), plus the 2 (p-1) point-to-point sends (``send`` each) on
     the critical path of the first micro-batch's forward and the last one's backward. For p
     equal stages and no sends it is ``bubble_over_ideal`` x m x tau."""
     p, m, v = _check(pp, micro_batches, virtual_stages)
-    scale = _scale(schedule_names(schedule), p, m, v, w_share)
+    scale = _scale(schedule_names(schedule), p, m, v, w_share, b_share)
     others = np.maximum(np.asarray(stages_total) - np.asarray(slowest), 0.0)
     return _out(np.where(p <= 1, 0.0, scale * others + 2.0 * (p - 1) * np.asarray(send)))
 
@@ -181,12 +215,13 @@ def in_flight_first_second_last(schedule: Schedule | str | Num, pp: Num, micro_b
                                 virtual_stages: Num = 1) -> tuple[Num, Num, Num]:
     """``in_flight_micro_batches`` of stages 0, 1 and p - 1 in one pass (the stages whose
     memory can peak: the first holds the most of its layers, the second the most among the
-    middle ones, the last the head and logits). Stage 1 is the last when p = 2."""
+    middle ones, the last the head and logits). Stage 1 is the last when p = 2. Under DualPipe
+    a device holds two stages, r and p - 1 - r, each as many as here."""
     names = schedule_names(schedule)
     p, m, v = _check(pp, micro_batches, virtual_stages)
     one = p <= 1
 
-    def plain() -> tuple[Num, Num, Num]:  # 1F1B; ZB-H1 keeps 1F1B's memory
+    def plain() -> tuple[Num, Num, Num]:  # 1F1B; ZB-H1 and DualPipe (a stage) as 1F1B
         return np.minimum(p, m), np.minimum(p - 1, m), 1.0 + 0.0 * p
 
     def interleaved() -> tuple[Num, Num, Num]:
@@ -197,7 +232,8 @@ def in_flight_first_second_last(schedule: Schedule | str | Num, pp: Num, micro_b
 
     formulas: dict[str, Callable[[], Num]] = {
         Schedule.GPIPE.value: lambda: (m, m, m), Schedule.ONE_F_ONE_B.value: plain,
-        Schedule.INTERLEAVED.value: interleaved, Schedule.ZERO_BUBBLE.value: plain}
+        Schedule.INTERLEAVED.value: interleaved, Schedule.ZERO_BUBBLE.value: plain,
+        Schedule.DUALPIPE.value: plain}
     held = _per_schedule(names, formulas)
     return (_out(np.where(one, 1.0, held[0])), _out(np.where(one, 1.0, held[1])),
             _out(np.where(one, 1.0, held[2])))
@@ -211,7 +247,7 @@ def in_flight_micro_batches(schedule: Schedule | str | Num, pp: Num, micro_batch
     p, m, v = _check(pp, micro_batches, virtual_stages)
     s = np.clip(np.asarray(stage, dtype=float), 0.0, p - 1)
 
-    def one_f_one_b() -> Num:  # 1F1B; ZB-H1 keeps 1F1B's memory
+    def one_f_one_b() -> Num:  # 1F1B; ZB-H1 keeps 1F1B's memory, DualPipe its count a stage
         return np.minimum(p - s, m)
 
     def interleaved() -> Num:  # v == 1 is plain 1F1B in Megatron
@@ -220,5 +256,7 @@ def in_flight_micro_batches(schedule: Schedule | str | Num, pp: Num, micro_batch
 
     held = _per_schedule(names, {
         Schedule.GPIPE.value: lambda: m + 0.0 * s, Schedule.ONE_F_ONE_B.value: one_f_one_b,
-        Schedule.INTERLEAVED.value: interleaved, Schedule.ZERO_BUBBLE.value: one_f_one_b})
+        Schedule.INTERLEAVED.value: interleaved, Schedule.ZERO_BUBBLE.value: one_f_one_b,
+        Schedule.DUALPIPE.value: one_f_one_b})
     return _out(np.where(p <= 1, 1.0, held))
+

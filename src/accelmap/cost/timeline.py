@@ -150,6 +150,9 @@ def pipeline_timeline(schedule: Schedule | str, pp: int, micro_batches: int,
         raise InputError("pipeline stages, micro-batches and virtual stages must all be >= 1")
     if not (t_f >= 0 and t_b >= 0 and send >= 0):
         raise InputError("pass times must be non-negative")
+    if sched is Schedule.DUALPIPE:  # two directions of paired chunks: not replayed here
+        raise InputError("a DualPipe timeline is not drawn (its bubble is DeepSeek-V3 "
+                         "Table 2's, cost/schedules.py)")
     if sched is not Schedule.INTERLEAVED:
         v = 1
     passes = p * m * v * (3 if sched is Schedule.ZERO_BUBBLE else 2)

@@ -51,6 +51,7 @@ from accelmap.cost.schedules import (
     bubble_time,
     in_flight_first_second_last,
     in_flight_micro_batches,
+    schedule_names,
 )
 from accelmap.engine.error_band import error_band
 from accelmap.engine.profile import LayerProfile, is_embed, is_layer, layer_profile
@@ -137,13 +138,21 @@ def stage_times(prof: LayerProfile, m: Mapping) -> StageTimes:
     t_first = first * layer + (ends_f + ends_b)
     t_mid = middle * layer
     t_last = last * layer + head
+    total = t_first + np.maximum(pp - 2, 0) * t_mid + (pp > 1) * t_last
+    # DualPipe: an end device holds the first stage of one copy and the last of the other and
+    # runs half the micro-batches through each (cost/schedules.py), so the two ends count as
+    # one stage of their mean time, layers and forward share ("first"; the last never wins)
+    dual = (schedule_names(m.schedule) == Schedule.DUALPIPE.value) & ~single
+    t_first = np.where(dual, (t_first + t_last) / 2, t_first)
+    t_last = np.where(dual, t_first, t_last)
     slowest = np.maximum(np.maximum(t_first, t_mid), t_last)
     is_first = t_first >= slowest
     is_mid = ~is_first & (t_mid >= slowest)
-    layers = np.where(is_first, first, np.where(is_mid, middle, last))
-    fwd = (layers * prof.layer_fwd_s + is_first * ends_f
+    layers = np.where(is_first, np.where(dual, (first + last) / 2, first),
+                      np.where(is_mid, middle, last))
+    ends_fwd = np.where(dual, (ends_f + prof.head_fwd_s) / 2, ends_f)
+    fwd = (layers * prof.layer_fwd_s + is_first * ends_fwd
            + ~(is_first | is_mid) * prof.head_fwd_s)
-    total = t_first + np.maximum(pp - 2, 0) * t_mid + (pp > 1) * t_last
     return StageTimes(pp, first, middle, last, single, is_first, is_mid, fwd, slowest - fwd,
                       total, layers)
 
@@ -320,6 +329,15 @@ def _communication(prof: LayerProfile, system: System, wl: Training, overlap: Ov
     pp_t = np.where(single, 0.0, 2 * ct["pp"])
     comm["pp"] = pp_t
     exposed["pp"] = 0.0 * pp_t if overlap.pp_p2p else pp_t
+    # DualPipe runs each forward chunk beside another micro-batch's backward chunk, each
+    # hiding the other's all-to-all and stage-to-stage sends (DeepSeek-V3 sec. 3.2.1, "both
+    # all-to-all and PP communication can be fully hidden"): what outlasts the pair's compute
+    # stays exposed, all-to-all first
+    dual = (schedule_names(m.schedule) == Schedule.DUALPIPE.value) & ~np.asarray(single)
+    room = t_fwd + t_bwd
+    exposed["ep"] = np.where(dual, np.maximum(ep_t - room, 0.0), exposed["ep"])
+    exposed["pp"] = np.where(dual, np.maximum(pp_t - np.maximum(room - ep_t, 0.0), 0.0),
+                             exposed["pp"])
 
     z3 = zero >= 3
     once = z3 & stage_gathered & ~np.asarray(single, dtype=bool)
@@ -339,7 +357,7 @@ def _communication(prof: LayerProfile, system: System, wl: Training, overlap: Ov
     # TP comm overlap moves its all-gathers and reduce-scatters peer to peer on the copy engines
     # (cost/overlap.py, 4.): no NCCL kernel takes SMs from the GEMMs it hides behind
     hidden_mb = (ov.hidden(comm["cp"], exposed["cp"])
-                 + ov.hidden(comm["ep"], exposed["ep"])
+                 + ov.hidden(comm["ep"], exposed["ep"]) + ov.hidden(pp_t, exposed["pp"])
                  + np.where(z3, ov.hidden(z3_mb, z3_exposed), 0.0))
     hidden_step = np.where(z3, ov.hidden(z3_step, z3_tail), ov.hidden(grad_gather, tail))
     contention = ov.contention() * (micro * hidden_mb + hidden_step)
@@ -359,7 +377,9 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     micro = m.micro_batches(wl.batch)
     st = stage_times(prof, m)
     t_fwd, t_bwd = st.fwd, st.bwd
-    p_dev = params_per_device(prof, st.pp)
+    # DualPipe's two model copies: a device reduces and updates both of its stages
+    p_dev = params_per_device(prof, st.pp) * np.where(
+        (schedule_names(m.schedule) == Schedule.DUALPIPE.value) & ~np.asarray(st.single), 2, 1)
     c = _communication(prof, system, wl, overlap, m, st, micro, p_dev,
                        memory_stack(fw.name).gather_stage_under_pp)
     ex = c.exposed
@@ -385,7 +405,7 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     bubble_s = bubble_time(m.schedule, st.pp, micro, m.virtual_stages, slowest=busy,
                            stages_total=st.total * busy / (t_fwd + t_bwd),
                            send=np.where(st.single, 0.0, c.comm["pp"] / 2),
-                           w_share=wgrad_share(prof))
+                           w_share=wgrad_share(prof), b_share=t_bwd / (t_fwd + t_bwd))
     step = micro * per_mb + bubble_s + c.tail + t_opt + c.contention
 
     # memory: the stage with the most activations in flight -- the first under 1F1B with an
@@ -448,15 +468,28 @@ def _peak_stage_memory(prof: LayerProfile, wl: Training, m: Mapping, st: StageTi
              * held[0] + single * prof.logits_bytes)
     middle = la * st.middle_layers * held[1] * (pp > 2)
     last = ((la * st.last_layers + prof.head_act_bytes) * held[2] + prof.logits_bytes) * ~single
+    # DualPipe: an end device holds the first stage of one model copy and the last of the
+    # other, a middle device two middle stages (cost/schedules.py): "first" is the end device,
+    # with both stages' parameters (DeepSeek-V3 Table 2: 2x), and the last is not apart
+    dual = (schedule_names(m.schedule) == Schedule.DUALPIPE.value) & ~single
+    first = np.where(dual, first + last, first)
+    last = np.where(dual, 0.0, last)
+    # device 1 holds stage 1's p - 1 micro-batches and stage p - 2's two
+    held = (held[0], held[1] + dual * np.minimum(2.0, micro), held[2])
+    middle = la * st.middle_layers * held[1] * (pp > 2)
     is_first = (first >= middle) & (first >= last)
     is_mid = ~is_first & (middle >= last)
-    last_like = ~(is_first | is_mid) | single
+    dual_end = dual & is_first  # with its last stage's: held[2] micro-batches
+    last_like = ~(is_first | is_mid) | single | dual_end
     layers = np.where(is_first, st.first_layers, np.where(is_mid, st.middle_layers,
                                                           st.last_layers))
     in_flight = np.where(is_first, held[0], np.where(is_mid, held[1], held[2]))
-    acts = la * layers * in_flight
-    ends = (is_first * prof.embed_act_bytes + last_like * prof.head_act_bytes) * in_flight
+    acts = la * layers * in_flight + dual_end * la * st.last_layers * held[2]
+    ends = ((is_first * prof.embed_act_bytes + (last_like & ~dual_end) * prof.head_act_bytes)
+            * in_flight + dual_end * prof.head_act_bytes * held[2])
     logits = last_like * prof.logits_bytes
+    # the layers whose parameters the device holds: both stages' under DualPipe
+    layers = layers + dual * np.where(is_first, st.last_layers, np.where(is_mid, layers, 0.0))
     params = (prof.layer_params * layers + is_first * prof.embed_params
               + last_like * prof.head_params)
     a = wl.storage_dtype.bytes
@@ -688,6 +721,13 @@ def _stage_notes(m: Mapping, r: StepDetail) -> tuple[str, ...]:
     names = ("first", "middle", "last")
     split = (f"{first:g} + {m.pp - 2} x {middle:g} + {last:g}" if m.pp > 2
              else f"{first:g} + {last:g}")
+    if Schedule(str(m.schedule)) is Schedule.DUALPIPE:  # a device holds stages r, p - 1 - r
+        names = ("end (first + last)", "middle", "end (first + last)")
+        return (f"pipeline split {split} layers (embedding on the first stage, head and loss "
+                f"on the last); DualPipe: each device holds stage r of one model copy and "
+                f"stage {m.pp - 1} - r of the other; slowest device: "
+                f"{names[int(r.critical_stage)]}; memory of a {names[int(r.peak_memory_stage)]}"
+                " device (it holds the most)",)
     return (f"pipeline split {split} layers (embedding on the first stage, head and loss on "
             f"the last); slowest stage: {names[int(r.critical_stage)]}; memory of the "
             f"{names[int(r.peak_memory_stage)]} stage (it holds the most)",)

@@ -200,16 +200,33 @@ def _schedule_bad(job: TrainingJob, m: Any) -> Any:
     """A schedule flag changes the result or is refused: interleaving (vpp > 1) is the
     interleaved 1F1B schedule (Narayanan et al. 2021 sec. 2.2.2; Megatron-LM runs
     forward_backward_pipelining_with_interleaving exactly when vpp is set, schedules.py
-    get_forward_backward_func); GPipe, 1F1B and ZB-H1 place one chunk per device. And
+    get_forward_backward_func); GPipe, 1F1B, ZB-H1 and DualPipe place one chunk per device
+    (DualPipe one of each model copy; its own needs: ``_dualpipe_bad``). And
     interleaved-1f1b with one chunk per device is plain 1F1B (arguments.py sets vpp = 1 to
     None), so it is refused rather than silently the same."""
     names = np.asarray(getattr(m, "schedule", "1f1b")).astype(str)
     interleaved = names == "interleaved-1f1b"
     v = np.asarray(m.virtual_stages)
-    return ((v > 1) & ~interleaved) | ((v <= 1) & interleaved)
+    return ((v > 1) & ~interleaved) | ((v <= 1) & interleaved) | (
+        (names == "dualpipe") & _dualpipe_bad(job, m))
+
+
+def _dualpipe_bad(job: TrainingJob, m: Any) -> Any:
+    """DualPipe feeds half the micro-batches from each end: it needs an even pp >= 2 and an
+    even number of micro-batches, at least 2 pp (deepseek-ai/DualPipe ``dualpipe.py``
+    ``step``: ``num_ranks % 2 == 0``, ``num_chunks % 2 == 0 and num_chunks >= num_ranks * 2``)."""
+    pp = np.asarray(m.pp)
+    micro = job.global_batch / (np.asarray(m.dp) * np.asarray(m.micro_batch))
+    return (pp < 2) | (pp % 2 != 0) | (micro % 2 != 0) | (micro < 2 * pp)
 
 
 def _schedule_sentence(job: TrainingJob, m: Any) -> str:
+    if str(m.schedule) == "dualpipe":
+        micro = job.global_batch / (m.dp * m.micro_batch)
+        return (f"dualpipe feeds half the micro-batches from each end of the pipeline: it needs "
+                f"an even pp (pp={m.pp}) and an even number of micro-batches, at least 2 x pp "
+                f"(global batch / (dp x micro-batch) = {micro:g}); change --pp, --batch or "
+                "--micro-batch, or use --schedule zb-h1")
     if m.virtual_stages > 1:
         return (f"vpp={m.virtual_stages}: interleaving needs the interleaved-1f1b schedule, "
                 f"not {m.schedule!s} (which runs one model chunk per device)")

@@ -32,7 +32,6 @@ from accelmap.units import DType
 from accelmap.validate.cases import Arch, parse_number
 from accelmap.validate.resolve import parse_recompute, training_dtype
 from accelmap.validate.runs import (
-    DUALPIPE,
     Family,
     Metric,
     Problem,
@@ -252,13 +251,11 @@ def _framework(v: Any) -> Parsed:
 
 
 INTERLEAVED = "interleaved"  # vpp: interleaved, the count from the stack's recipe
-# Pipeline schedules a run states (cost/schedules.py), their common names, and DeepSeek-V3's
-# DualPipe (runs.DUALPIPE), which is read so that its row can say why it is not predicted
+# Pipeline schedules a run states (cost/schedules.py) and their common names
 SCHEDULES: dict[str, str] = {**{s.value: s.value for s in Schedule},
                              INTERLEAVED: Schedule.INTERLEAVED.value,
                              "interleaved1f1b": Schedule.INTERLEAVED.value,
-                             "zero-bubble": Schedule.ZERO_BUBBLE.value,
-                             DUALPIPE: DUALPIPE}
+                             "zero-bubble": Schedule.ZERO_BUBBLE.value}
 
 
 def _vpp(v: Any) -> Parsed:
@@ -299,9 +296,8 @@ FIELDS: dict[str, FieldSpec] = {
     "vpp": FieldSpec(_vpp, "whole number >= 1 (virtual pipeline stages; 1: not interleaved) "
                            "| interleaved (the stack's recipe gives the count)"),
     "schedule": FieldSpec(_choice("schedule", SCHEDULES, lambda t: None),
-                          "1f1b | gpipe | interleaved-1f1b | zb-h1 | dualpipe (read, not "
-                          "modelled: the row says why); not stated: 1f1b, interleaved with "
-                          "vpp > 1"),
+                          "1f1b | gpipe | interleaved-1f1b | zb-h1 | dualpipe; not stated: "
+                          "1f1b, interleaved with vpp > 1"),
     "first_stage_layers": _positive("first_stage_layers"),
     "last_stage_layers": _positive("last_stage_layers"),
     **{k: FieldSpec(_choice(k, {"true": True, "false": False}, _suggest_flag), "true | false")

@@ -33,7 +33,7 @@ from accelmap.models.schema import ModelSpec
 from accelmap.units import DType
 from accelmap.validate.cases import InferenceCase, TrainingCase
 from accelmap.validate.resolve import Resolved, parse_recompute
-from accelmap.validate.runs import DUALPIPE, TrainingRun
+from accelmap.validate.runs import TrainingRun
 from accelmap.validate.stacks import StackDefaults, recipe_vpp, silent_split
 from accelmap.validate.transcribe import from_case, fsdp_off, read_zero
 from accelmap.workload import Recompute
@@ -219,13 +219,6 @@ def run_split(run: TrainingRun, d: StackDefaults, spec: ModelSpec | None, pp: in
     return split
 
 
-DUALPIPE_REASON = (
-    "schedule dualpipe (DeepSeek-V3's bidirectional pipeline, Liu et al. 2024 sec. 3.2.1: "
-    "two copies of each stage's parameters, forward and backward chunks paired so that the "
-    "expert all-to-all hides under compute) is not modelled; schedule: zb-h1 is the nearest "
-    "the engine has, with its own bubble and no all-to-all overlap")
-
-
 def _local_micro_batch(global_batch: int, dp: int, parts: int, d: StackDefaults,
                        notes: list[str]) -> int | None:
     """The micro-batch of a stack that splits each data-parallel rank's batch into ``parts``
@@ -248,8 +241,6 @@ def run_mapping(run: TrainingRun, cluster: Cluster, d: StackDefaults,
                 notes: list[str], spec: ModelSpec | None = None) -> Mapping | str:
     """The run's Mapping, or the reason it cannot be built; unstated settings are the stack's
     defaults ``d``, each noted (the model ``spec`` picks its recipe's pipeline defaults)."""
-    if run.schedule == DUALPIPE:
-        return DUALPIPE_REASON
     per_node = cluster.devices_per_node
     deg = run_degrees(run, per_node, d.split_model_parallel, notes)
     if isinstance(deg, str):

@@ -30,11 +30,6 @@ class Metric(StrEnum):
     TFLOPS_HARDWARE = "tflops_per_device_hardware"
 
 
-# DeepSeek-V3's DualPipe schedule (Liu et al. 2024 sec. 3.2.1): a run may state it; the engine
-# does not model it (validate/layout.py DUALPIPE_REASON)
-DUALPIPE = "dualpipe"
-
-
 @dataclass(frozen=True)
 class MetricSpec:
     engine_key: str  # key in Estimate.metrics
@@ -105,9 +100,8 @@ class TrainingRun:
     ep: int | None = None
     vpp: int | None = None  # virtual pipeline stages; 1 = not interleaved
     interleaved: bool = False  # interleaved schedule stated, its virtual stages not
-    # the pipeline schedule as published (canonical.SCHEDULES: a cost.schedules.Schedule value,
-    # or DUALPIPE, which is read and refused with its reason); None = 1F1B, interleaved with
-    # vpp > 1
+    # the pipeline schedule as published (canonical.SCHEDULES: a cost.schedules.Schedule
+    # value); None = 1F1B, interleaved with vpp > 1
     schedule: str | None = None
     # the pipeline split (Megatron-LM's --decoder-first/last-pipeline-num-layers and
     # --account-for-embedding/loss-in-pipeline-split; mapping.plan.Mapping.stage_layers)
