@@ -70,6 +70,10 @@ class Recompute(StrEnum):
     # outputs of attention and of every other nn.Linear of a block, recompute the rest
     # (ops/training.py ``per_op_split``)
     PER_OP = "per-op"
+    # DeepSeek-V3's (arXiv:2412.19437 sec. 3.2.3 and 3.3.4): recompute every RMSNorm and MLA
+    # up-projection and the MoE SwiGLU's output, keep the rest (ops/training.py
+    # ``norm_up_split``)
+    NORM_UP = "norm-up"
 
 
 class Finetune(StrEnum):

@@ -76,7 +76,9 @@ FrameworkOpt = Annotated[str | None, typer.Option(
     help="eager, torch-compile, tensorrt-llm (v0.x engines), tensorrt-llm-1 (1.x, PyTorch "
          "backend), vllm, megatron, fsdp (default: megatron for training, vllm for serving).")]
 OptimizerOpt = Annotated[str, typer.Option(help="adamw, sgd, lion, adafactor.")]
-RecomputeOpt = Annotated[str, typer.Option(help="none, selective, full.")]
+RecomputeOpt = Annotated[str, typer.Option(
+    help="none, selective, full, per-op (torchtitan's), norm-up (DeepSeek-V3's: norms, MLA "
+         "up-projections and the MoE SwiGLU re-run).")]
 FlashOpt = Annotated[bool, typer.Option("--flash/--no-flash", help="Flash attention.")]
 ImbalanceOpt = Annotated[float, typer.Option(
     "--moe-imbalance", min=1.0, help="MoE: busiest expert's load / mean load (1 = balanced).")]
@@ -87,8 +89,8 @@ IntOpt = Annotated[int, typer.Option(min=1, max=MAX_COUNT)]
 ZeroOpt = Annotated[int | None, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 "
                                              "(3 = FSDP; default 1 on a cluster).")]
 ScheduleOpt = Annotated[str | None, typer.Option(
-    help="gpipe, 1f1b, interleaved-1f1b, zb-h1 (default: interleaved-1f1b with --vpp > 1, else "
-         "1f1b).")]
+    help="gpipe, 1f1b, interleaved-1f1b, zb-h1, dualpipe (DeepSeek-V3's; default: "
+         "interleaved-1f1b with --vpp > 1, else 1f1b).")]
 TokensOpt = Annotated[str | None, typer.Option(help="Tokens to train, for time and cost "
                                                "(e.g. 1e12 or 1T).")]
 SparsityOpt = Annotated[str, typer.Option(

@@ -123,8 +123,10 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
     layer_ops = [o for o in fwd if is_layer(o.name)]
     # full recompute keeps each layer's input: its sequence shard under sequence parallelism
     T_in = shape.outside_tokens
-    kept = activation_bytes(layer_ops, recompute, shard, T_in, a, working_set=False)
-    working = activation_bytes(layer_ops, recompute, shard, T_in, a) - kept
+    fp8 = wl.dtype.bytes < 2  # DeepSeek-V3's policy keeps the SwiGLU input in FP8
+    kept = activation_bytes(layer_ops, recompute, shard, T_in, a, working_set=False,
+                            fp8_cache=fp8)
+    working = activation_bytes(layer_ops, recompute, shard, T_in, a, fp8_cache=fp8) - kept
     pc = count_params(shard)
     gemm = [t for t in tf + tb if t.op.gemm is not None and is_layer(t.op.name)]
     attn = [t for t in tf + tb if "attention/core" in t.op.name]

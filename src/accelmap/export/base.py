@@ -413,3 +413,16 @@ def load_plan_file(path: Path, index: int = 0) -> PlanJob:
     except InputError as e:
         raise InputError(f"{path}: {e}") from None
     raise InputError(f"{path}: expected the JSON of `accelmap plan --json`")
+
+
+def public_recompute(m: Mapping, stack: str, unsupported: list[str]) -> Mapping:
+    """The mapping as a public stack can run it: DeepSeek-V3's recompute of the norms and
+    up-projections (Recompute.NORM_UP, HAI-LLM's) is no option of theirs, so it is exported as
+    their attention-only selective recompute (more activation memory than planned), said in
+    ``unsupported``."""
+    if m.policy is not Recompute.NORM_UP:
+        return m
+    unsupported.append(f"recompute={m.policy.value}: DeepSeek-V3's recompute of the norms and "
+                       f"up-projections is no {stack} option; exported as selective (more "
+                       "activation memory than planned)")
+    return m.with_(recompute=Recompute.SELECTIVE)

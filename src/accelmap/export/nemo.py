@@ -86,7 +86,8 @@ def _recompute(job: PlanJob) -> dict[str, Any]:
                 "activations_checkpoint_method": "uniform",
                 "activations_checkpoint_num_layers": 1}
     return {"activations_checkpoint_granularity":
-            "selective" if policy in (Recompute.SELECTIVE, Recompute.PER_OP) else None}
+            "selective" if policy in (Recompute.SELECTIVE, Recompute.PER_OP, Recompute.NORM_UP)
+            else None}
 
 
 def overrides(job: PlanJob, spec: ModelSpec) -> dict[str, Any]:

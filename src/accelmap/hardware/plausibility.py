@@ -379,7 +379,7 @@ SPARSE_SOURCE = ("NVIDIA Ampere+ datasheets mark 2:4-sparse tensor figures with 
 def check_sparse_confusion(acc: Accelerator, known: Iterable[Accelerator]) -> list[Implausible]:
     """A peak exactly 2x the dense peak of a known part of the same vendor with the same memory:
     most likely a with-sparsity figure entered as dense."""
-    out = []
+    hits: dict[tuple[ComputeUnitKind, DType], tuple[float, float, list[str]]] = {}
     for other in known:
         if other.id == acc.id or other.vendor.lower() != acc.vendor.lower():
             continue
@@ -391,13 +391,14 @@ def check_sparse_confusion(acc: Accelerator, known: Iterable[Accelerator]) -> li
             for dtype, v in table.items():
                 ref = theirs.get(dtype)
                 if ref is not None and abs(v.value / (2 * ref.value) - 1) <= _ROUNDING:
-                    out.append(Implausible(
-                        f"{unit.value}.{dtype.value}", "sparse-as-dense",
-                        f"{_flops(v.value, dtype)}",
-                        f"the dense {dtype.value} of {other.id} (same vendor, same memory) is "
-                        f"{_flops(ref.value, dtype)}: a with-sparsity figure?", 2.0,
-                        SPARSE_SOURCE))
-    return out
+                    # one finding a field, naming every part it matches (H100 and H800 share
+                    # the dense rates and the memory)
+                    hits.setdefault((unit, dtype), (v.value, ref.value, []))[2].append(other.id)
+    return [Implausible(f"{unit.value}.{dtype.value}", "sparse-as-dense",
+                        f"{_flops(mine, dtype)}",
+                        f"the dense {dtype.value} of {', '.join(ids)} (same vendor, same memory) "
+                        f"is {_flops(ref, dtype)}: a with-sparsity figure?", 2.0, SPARSE_SOURCE)
+            for (unit, dtype), (mine, ref, ids) in hits.items()]
 
 
 # -- all checks ----------------------------------------------------------------------------------

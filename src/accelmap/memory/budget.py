@@ -57,7 +57,7 @@ from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Op
 from accelmap.ops.sparsity import compressed_bytes_per_param, sparse_params
-from accelmap.ops.training import per_op_split
+from accelmap.ops.training import norm_up_split, per_op_split
 from accelmap.units import DType, Num
 from accelmap.workload import Inference, Optimizer, Recompute, Sparsity, Training
 
@@ -245,12 +245,14 @@ def kv_cache_bytes(model: ModelSpec | Geometry, batch: Num, tokens: Num, dtype: 
 
 
 def activation_bytes(ops: list[Op], recompute: Recompute, model: ModelSpec | Geometry,
-                     tokens: Num, act_bytes: float, working_set: bool = True) -> Num:
+                     tokens: Num, act_bytes: float, working_set: bool = True,
+                     fp8_cache: bool = False) -> Num:
     """Activations kept for backward across all layers, by recompute policy. ``tokens``: the
     tokens of each layer's input on this rank (the sequence shard, T / tp, under sequence
     parallelism), which full recompute keeps. ``working_set`` adds, under full recompute, the
     one layer whose activations live again while it is recomputed (count it once per device,
-    not once per micro-batch in flight)."""
+    not once per micro-batch in flight). ``fp8_cache``: FP8 training, whose DeepSeek-V3 policy
+    keeps the MoE SwiGLU input in FP8 (``norm_up_split``)."""
     layer_ops = [o for o in ops if o.name.startswith("layers/")]
     other = sum(o.saved * o.count for o in ops if not o.name.startswith("layers/"))
     if recompute is Recompute.FULL:
@@ -266,6 +268,8 @@ def activation_bytes(ops: list[Op], recompute: Recompute, model: ModelSpec | Geo
         # as under full recompute, one block's activations live again while it re-runs
         one_layer = sum(o.saved for o in layer_ops) if working_set else 0.0
         return geo.n_layers * tokens * geo.d_model * act_bytes + kept + one_layer + other
+    if recompute is Recompute.NORM_UP:  # DeepSeek-V3's: norms and up-projections re-run
+        return norm_up_split(layer_ops, fp8_cache)[0] + other
     if recompute is Recompute.SELECTIVE:  # keep Q, K, V; drop the s x s tensors (sec. 5)
         return sum((o.saved - o.selective_dropped) * o.count for o in layer_ops) + other
     return sum(o.saved * o.count for o in layer_ops) + other

@@ -14,7 +14,8 @@
   (bitsandbytes ``MatMul4Bit.backward`` dequantizes the weight again).
 - Recompute: selective re-runs the attention core (Korthikanti et al. 2022 sec. 5); with
   FlashAttention that is already inside the backward kernel, so it costs nothing extra; full
-  recompute re-runs every layer's forward once.
+  recompute re-runs every layer's forward once; DeepSeek-V3's re-runs the norms, MLA's
+  up-projections and the MoE SwiGLU (``norm_up_split``).
 - Optimizer step, bytes per parameter: read + write each fp32 state (8 per state), read + write
   the fp32 master copy and write the 16-bit working copy (10) -- or, without a master copy,
   read + write the weights in their own dtype -- and read the gradient (g). Mixed precision:
@@ -132,11 +133,61 @@ def per_op_split(forward: list[Op], act_bytes: float) -> tuple[float, list[Op]]:
     return kept, ops
 
 
+# GEMMs whose input is a norm's output: under DeepSeek-V3's policy the norm re-runs in the
+# backward, so they keep nothing of their own (MLA's down-projections and the router read the
+# norm; q is MLA without a query LoRA, qkv other attention, mlp/up and shared/up the FFNs')
+_NORM_FED = ("attention/q_down", "attention/q", "attention/kv_down", "attention/qkv",
+             "mlp/up", "moe/router", "moe/shared/up")
+_MLA_UP = ("attention/q_up", "attention/kv_up")
+_SWIGLU = ("moe/experts/act", "moe/shared/act")
+_SWIGLU_FED = ("moe/experts/down", "moe/shared/down")
+
+
+def norm_up_split(forward: list[Op], fp8_cache: bool = False) -> tuple[float, list[Op]]:
+    """DeepSeek-V3's activation memory policy (arXiv:2412.19437): "We recompute all RMSNorm
+    operations and MLA up-projections during back-propagation, thereby eliminating the need to
+    persistently store their output activations" (sec. 3.2.3), and "we cache the inputs of the
+    SwiGLU operator and recompute its output in the backward pass. These activations are also
+    stored in FP8" (sec. 3.3.4, MoE). So the GEMMs a norm feeds keep nothing (``_NORM_FED``),
+    MLA's attention keeps its output O and not the Q, K and V that the up-projections make
+    from the kept latents, the MoE down-projections keep nothing and the SwiGLU input is kept
+    (in FP8 with ``fp8_cache``: FP8 training); the norms' inputs and the rest are kept.
+    Returns the bytes the layer ops keep (summed over their layers) and the recompute ops (the
+    norms, the up-projection GEMMs and the SwiGLUs). FlashAttention's softmax statistics (fp32,
+    one per head and row, under 2 % of O) are not counted."""
+    kept, ops = 0.0, []
+    layer_ops = [o for o in forward if o.name.startswith("layers/")]
+    mla = any(o.name.endswith(_MLA_UP) for o in layer_ops)
+    for i, o in enumerate(layer_ops):
+        name = o.name.removeprefix("layers/")
+        if name.endswith("norm"):
+            ops.append(_scaled(o, 1.0))
+            kept += float(o.saved) * o.count
+        elif name in _NORM_FED or name in _SWIGLU_FED:
+            continue
+        elif name in _MLA_UP:
+            ops.append(_scaled(o, 1.0))
+            kept += float(o.saved) * o.count
+        elif name in _SWIGLU:
+            ops.append(_scaled(o, 1.0))
+            kept += float(o.saved) * o.count * (0.5 if fp8_cache else 1.0)  # 16 bits -> FP8
+        elif mla and name == "attention/core":  # O only: the input of the out projection
+            out = next((x for x in layer_ops[i + 1:] if x.name.endswith("attention/out")), None)
+            o_bytes = (float(out.gemm[0] * out.gemm[2]) * o.dtype.bytes
+                       if out is not None and out.gemm is not None else float(o.saved))
+            kept += min(o_bytes, float(o.saved)) * o.count
+        else:
+            kept += float(o.saved) * o.count
+    return kept, ops
+
+
 def recompute_ops(forward: list[Op], policy: Recompute, flash: bool) -> list[Op]:
     if policy is Recompute.NONE:
         return []
     if policy is Recompute.PER_OP:
         return per_op_split(forward, 0.0)[1]
+    if policy is Recompute.NORM_UP:
+        return norm_up_split(forward)[1]
     if policy is Recompute.SELECTIVE:
         if flash:
             return []  # already recomputed inside the flash backward kernel

@@ -353,6 +353,8 @@ def parse_recompute(text: str) -> Recompute | None:
         return None
     if "per-op" in t or "per op" in t or t == "op":  # torchtitan's selective_ac_option "op"
         return Recompute.PER_OP
+    if "norm-up" in t:  # DeepSeek-V3's norms and up-projections
+        return Recompute.NORM_UP
     if "selective" in t:
         return Recompute.SELECTIVE
     if "full" in t:

@@ -38,6 +38,7 @@ from accelmap.export.base import (
     PlanJob,
     PlanKind,
     ReadBack,
+    public_recompute,
     register,
     training_mapping,
 )
@@ -63,6 +64,7 @@ def _config(job: PlanJob, spec: Any) -> tuple[dict[str, Any], list[str]]:
     _, micro, accum = batch_split(job)
     tp, zero = m.tp, m.zero
     unsupported: list[str] = []
+    m = public_recompute(m, "DeepSpeed", unsupported)
     cfg: dict[str, Any] = {
         # "Batch Size Related Parameters": train_batch_size = micro * accumulation * dp ranks
         "train_batch_size": job.global_batch,

@@ -70,6 +70,7 @@ from accelmap.export.base import (
     PlanJob,
     PlanKind,
     ReadBack,
+    public_recompute,
     register,
     training_mapping,
 )
@@ -180,8 +181,8 @@ def _pipeline(spec: Any, pp: int, vpp: int, out: dict[str, Any],
 
 def overrides(job: PlanJob, spec: Any) -> tuple[dict[str, Any], list[str]]:
     """The MaxText keys of a training plan and the plan fields it cannot express."""
-    m = job.mapping
     unsupported: list[str] = []
+    m = public_recompute(job.mapping, "MaxText", unsupported)
     dp, ep, zero = m.dp, m.ep, m.zero
     if m.world != job.devices:
         unsupported.append(f"dp x tp x pp x cp = {m.world} is not the job's "

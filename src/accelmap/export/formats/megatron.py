@@ -34,6 +34,7 @@ from accelmap.export.base import (
     PlanJob,
     PlanKind,
     ReadBack,
+    public_recompute,
     register,
     training_mapping,
 )
@@ -128,6 +129,7 @@ def _parallel_flags(job: PlanJob, n_layers: int) -> tuple[list[Flag], list[str]]
         ("--expert-model-parallel-size", str(m.ep)),  # _add_moe_args
     ]
     unsupported: list[str] = []
+    m = public_recompute(m, "Megatron-LM", unsupported)
     ends = [v for v in (m.first_stage_layers, m.last_stage_layers) if v]
     if m.interleaved and any(v % m.virtual_stages for v in ends):
         # validate_args/TransformerConfig refuse --decoder-first/last-pipeline-num-layers that

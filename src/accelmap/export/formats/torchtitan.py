@@ -40,6 +40,7 @@ from accelmap.export.base import (
     PlanJob,
     PlanKind,
     ReadBack,
+    public_recompute,
     register,
     training_mapping,
 )
@@ -138,6 +139,7 @@ def _sections(job: PlanJob, spec: ModelSpec) -> tuple[dict[str, dict[str, Any]],
     _, micro, accum = batch_split(job)
     tp, pp, vpp = m.tp, m.pp, m.virtual_stages
     unsupported: list[str] = []
+    m = public_recompute(m, "torchtitan", unsupported)
     name, flavor = FLAVORS.get(job.model, (job.model, job.model))
     if job.model not in FLAVORS:
         unsupported.append(

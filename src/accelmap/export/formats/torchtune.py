@@ -42,6 +42,7 @@ from accelmap.export.base import (
     PlanJob,
     PlanKind,
     ReadBack,
+    public_recompute,
     register,
     training_mapping,
 )
@@ -126,8 +127,8 @@ def _model(job: PlanJob) -> tuple[dict[str, Any], list[str]]:
 def overrides(job: PlanJob) -> tuple[dict[str, Any], list[str]]:
     """The recipe keys of the plan, and the plan fields the recipe cannot express."""
     recipe, _ = _recipe(job)
-    m = job.mapping
     model, unsupported = _model(job)
+    m = public_recompute(job.mapping, "torchtune", unsupported)
     for name, degree in (("tp", m.tp), ("pp", m.pp), ("cp", m.cp), ("ep", m.ep)):
         if degree > 1:
             unsupported.append(f"{name}={degree}: {recipe} shards with FSDP2 over all "
