@@ -30,7 +30,8 @@ the bubble adds
   the pair's time, which is F + B once the communication is hidden (the engine charges what
   is not): (p/2 - 1)(t_F + 2 t_B - 3 t_W), a share (p/2 - 1)(1 + b - 3w)/(p - 1) of 1F1B's with
   b = t_B/(t_F + t_B). The schedule needs p even and m even, m >= 2p (DualPipe ``step``
-  asserts both).
+  asserts both). Checked against a replay of ``step``'s op order (tests/cost/
+  test_dualpipe_replay.py).
 
 Stages that are not alike (uneven splits, the embedding on the first stage, the head and loss on
 the last; ``bubble_time``): identical micro-batches through p stages in order take the sum of
