@@ -442,6 +442,9 @@ NEMO_RECIPES: dict[str, Recipe] = {
     "llama-3.1-70b": Recipe(4, 5, file="llama31_70b.py"),
     "mixtral-8x22b": Recipe(4, 14, file="mixtral_8x22b.py"),
     "mixtral-8x7b": Recipe(4, 8, file="mixtral_8x7b.py"),
+    # read at NVIDIA/NeMo @01d03c17: pretrain_recipe(pipeline_parallelism=12,
+    # virtual_pipeline_parallelism=8), the Nemotron-4 340B report's 12-way pipeline
+    "nemotron-4-340b": Recipe(12, 8, file="nemotron4_340b.py"),
 }
 
 
