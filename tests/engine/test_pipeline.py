@@ -215,3 +215,36 @@ def test_dualpipe_hides_the_expert_all_to_all_under_the_paired_chunk() -> None:
     assert float(one.detail.exposed["ep"]) > 0
     assert float(dual.detail.exposed["ep"]) < float(one.detail.exposed["ep"])
     assert float(dual.step_time_s) < float(one.step_time_s)
+
+
+def test_stage_sends_split_over_tp_and_repeat_per_chunk() -> None:
+    """Megatron's stage-to-stage sends: each tp rank sends its 1/t (the sequence shard under
+    sequence parallelism, Narayanan et al. 2021 sec. 4.1's scatter/gather without), once per
+    model chunk (interleaving sends v times as much); a stack without the split (PyTorch's
+    pipelining) sends the whole activation from every tp rank."""
+    wl = Training(batch=64, seq_len=8192, recompute=Recompute.SELECTIVE)
+    m = Mapping(dp=2, tp=8, pp=4)
+    mega = run(L70, C64, wl, m)
+    fsdp_fw = profile("fsdp")
+    torch = compose(layer_profile(L70, System.of(C64).device, fsdp_fw, wl, m), System.of(C64),
+                    wl, fsdp_fw, OverlapPolicy(), m)
+    per_mb = float(mega.detail.comm["pp"]) / float(mega.detail.micro_batches)
+    whole = float(torch.detail.comm["pp"]) / float(torch.detail.micro_batches)
+    assert whole > 4 * per_mb  # 1/8 of the bytes, a latency term apart
+    two = run(L70, C64, wl, m.with_(virtual_stages=2, schedule=Schedule.INTERLEAVED))
+    assert float(two.detail.comm["pp"]) == pytest.approx(2 * float(mega.detail.comm["pp"]))
+
+
+def test_interleaved_sends_hide_behind_the_next_chunk_where_the_stack_overlaps_them() -> None:
+    """Megatron-Core's --overlap-p2p-communication (on by default, for interleaved schedules
+    only): the sends run beside the compute; a release without it waits for them."""
+    wl = Training(batch=64, seq_len=8192, recompute=Recompute.SELECTIVE)
+    m = Mapping(dp=2, tp=8, pp=4, virtual_stages=2, schedule=Schedule.INTERLEAVED)
+    hidden = run(L70, C64, wl, m)
+    prof = prof_of(L70, C64, wl)
+    waited = compose(prof, System.of(C64), wl, FW, OverlapPolicy(pp_p2p=False), m)
+    assert float(hidden.detail.exposed["pp"]) == 0.0
+    assert float(waited.detail.exposed["pp"]) == pytest.approx(float(waited.detail.comm["pp"]))
+    assert float(waited.step_time_s) > float(hidden.step_time_s)
+    plain = run(L70, C64, wl, Mapping(dp=2, tp=8, pp=4))  # no interleaving: nothing to overlap
+    assert float(plain.detail.exposed["pp"]) == pytest.approx(float(plain.detail.comm["pp"]))

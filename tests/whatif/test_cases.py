@@ -17,7 +17,9 @@ def test_part1_energy(cases: ModuleType) -> None:
     r = cases.part1_energy()
     assert r["a100_gemm_w"] == pytest.approx(400, rel=0.02)  # the anchor
     assert r["palm_w"] == pytest.approx(170, rel=0.03)  # the fitted case
-    assert r["gpt3_days"] == pytest.approx(14.8, rel=0.15)
+    # OpenAI never published GPT-3's layout: tp 8 x pp 8 on 10,240 V100 is assumed, so the
+    # band is the layout's as much as the model's
+    assert r["gpt3_days"] == pytest.approx(14.8, rel=0.2)
     assert r["gpt3_w"] == pytest.approx(330, rel=0.2)
     assert r["gpt3_mwh"] == pytest.approx(1287, rel=0.2)
     assert r["llama65_mwh"] == pytest.approx(449, rel=0.25)

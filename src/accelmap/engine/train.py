@@ -65,7 +65,7 @@ from accelmap.mapping.placement import place_axes
 from accelmap.mapping.plan import RANK_ORDER, Axis, Mapping
 from accelmap.memory.band import exact_bytes
 from accelmap.memory.budget import MemoryBudget, master_bytes_per_param
-from accelmap.memory.stack import fp8_weights, memory_stack
+from accelmap.memory.stack import MemoryStack, fp8_weights, memory_stack
 from accelmap.memory.training import training_items
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Op, Unit
@@ -88,7 +88,9 @@ class OverlapPolicy:
     zero3_prefetch: bool = True  # FSDP / ZeRO-3 prefetch of the next layer's parameters
     cp_ring: bool = True  # ring attention overlaps K/V exchange with attention compute
     ep_all_to_all: bool = False
-    pp_p2p: bool = False
+    # stage-to-stage sends under an interleaved schedule run beside the compute (Megatron-Core
+    # --overlap-p2p-communication); None: the stack's (memory.stack.MemoryStack.p2p_overlap)
+    pp_p2p: bool | None = None
 
 
 # Stage kinds, in the order StageTimes and the memory of compose stack them.
@@ -299,14 +301,15 @@ def _distributed_optimizer(ct: dict[str, Any], overlap: OverlapPolicy, m: Mappin
 
 def _communication(prof: LayerProfile, system: System, wl: Training, overlap: OverlapPolicy,
                    m: Mapping, st: StageTimes, micro: Num, p_dev: Num,
-                   stage_gathered: bool = False) -> Communication:
-    """Every axis's communication and what of it is exposed (cost/overlap.py).
-    ``stage_gathered``: the stack keeps a pipeline stage's ZeRO-3 parameters gathered across
-    its micro-batches (``memory.stack.MemoryStack.gather_stage_under_pp``)."""
+                   stack: MemoryStack) -> Communication:
+    """Every axis's communication and what of it is exposed (cost/overlap.py), as the
+    training ``stack`` runs it (``memory.stack.MemoryStack``: whether a pipeline stage's
+    ZeRO-3 parameters stay gathered across its micro-batches, whether its sends split over
+    the tensor-parallel group)."""
     a, g = wl.storage_dtype.bytes, wl.grad_dtype.bytes
     per_stage, single, t_fwd, t_bwd = st.critical_layers, st.single, st.fwd, st.bwd
     cp, zero = np.asarray(m.cp), np.asarray(m.zero)
-    ct, links = _collective_times(system.cluster, m, prof, a, g)
+    ct, links = _collective_times(system.cluster, m, prof, a, g, stack.p2p_over_tp)
     if external_link_bandwidth(system.device.acc) is not None:
         # SwarmX broadcasts the weights and reduces the gradients on their way to and from the
         # external tier, which the offload terms of compose charge over the system I/O: the
@@ -325,10 +328,17 @@ def _communication(prof: LayerProfile, system: System, wl: Training, overlap: Ov
     ep_t = 4 * np.ceil(prof.n_moe_layers / st.pp) * ct["ep"]
     comm["ep"] = ep_t
     exposed["ep"] = 0.0 * ep_t if overlap.ep_all_to_all else ep_t
-    # PP: activations out and gradients back, once per micro-batch
-    pp_t = np.where(single, 0.0, 2 * ct["pp"])
+    # PP: activations out and gradients back, once per micro-batch and model chunk (a device
+    # with v chunks sends each chunk's output on and its input gradient back, Narayanan et al.
+    # 2021 sec. 2.2.2: interleaving "increases the amount of communication" v times); with
+    # the sends overlapped (Megatron-Core runs them asynchronously beside the next chunk, for
+    # interleaved schedules only: megatron/training/arguments.py turns overlap_p2p_comm off
+    # without virtual stages), only what outlasts a micro-batch's compute waits
+    v = np.asarray(m.virtual_stages, dtype=float)
+    pp_t = np.where(single, 0.0, 2 * v * ct["pp"])
     comm["pp"] = pp_t
-    exposed["pp"] = 0.0 * pp_t if overlap.pp_p2p else pp_t
+    p2p = stack.p2p_overlap if overlap.pp_p2p is None else overlap.pp_p2p
+    exposed["pp"] = np.where(p2p & (v > 1), np.maximum(pp_t - (t_fwd + t_bwd), 0.0), pp_t)
     # DualPipe runs each forward chunk beside another micro-batch's backward chunk, each
     # hiding the other's all-to-all and stage-to-stage sends (DeepSeek-V3 sec. 3.2.1, "both
     # all-to-all and PP communication can be fully hidden"): what outlasts the pair's compute
@@ -340,7 +350,7 @@ def _communication(prof: LayerProfile, system: System, wl: Training, overlap: Ov
                              exposed["pp"])
 
     z3 = zero >= 3
-    once = z3 & stage_gathered & ~np.asarray(single, dtype=bool)
+    once = z3 & stack.gather_stage_under_pp & ~np.asarray(single, dtype=bool)
     z3_mb, z3_exposed, z3_step, z3_step_exposed = _zero3(ct, overlap, per_stage, t_fwd, t_bwd,
                                                          once)
     # HSDP (shard_group < dp): the gathers and reduce-scatters above run inside the shard
@@ -380,8 +390,7 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     # DualPipe's two model copies: a device reduces and updates both of its stages
     p_dev = params_per_device(prof, st.pp) * np.where(
         (schedule_names(m.schedule) == Schedule.DUALPIPE.value) & ~np.asarray(st.single), 2, 1)
-    c = _communication(prof, system, wl, overlap, m, st, micro, p_dev,
-                       memory_stack(fw.name).gather_stage_under_pp)
+    c = _communication(prof, system, wl, overlap, m, st, micro, p_dev, memory_stack(fw.name))
     ex = c.exposed
     per_mb = t_fwd + t_bwd + ex["tp"] + ex["cp"] + ex["ep"] + ex["pp"] + c.z3_mb
     opt_shards = np.where(np.asarray(m.zero) >= 1, m.zero_shards, 1)
@@ -404,7 +413,8 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     busy = per_mb - ex["pp"]
     bubble_s = bubble_time(m.schedule, st.pp, micro, m.virtual_stages, slowest=busy,
                            stages_total=st.total * busy / (t_fwd + t_bwd),
-                           send=np.where(st.single, 0.0, c.comm["pp"] / 2),
+                           send=np.where(st.single, 0.0,
+                                         c.comm["pp"] / (2 * np.asarray(m.virtual_stages))),
                            w_share=wgrad_share(prof), b_share=t_bwd / (t_fwd + t_bwd))
     step = micro * per_mb + bubble_s + c.tail + t_opt + c.contention
 
@@ -525,11 +535,13 @@ def frozen_per_device(prof: LayerProfile, pp: Num) -> Num:
             + np.where(np.asarray(pp) <= 1, prof.head_frozen_bytes, 0))
 
 
-def _collective_times(cluster: Any, m: Mapping, prof: LayerProfile, a: float, g: float
-                      ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _collective_times(cluster: Any, m: Mapping, prof: LayerProfile, a: float, g: float,
+                      p2p_over_tp: bool = False) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Every collective a step needs, for each (pp, dp) pair. They depend on nothing else once
     tp, cp and ep are fixed, so a large candidate table is reduced to its few distinct (pp, dp)
-    pairs first (the planner's hot path); the answer is the same either way."""
+    pairs first (the planner's hot path); the answer is the same either way.
+    ``p2p_over_tp``: a stage-to-stage send is split over the tp ranks (Megatron's scatter/
+    gather, ``memory.stack.MemoryStack.p2p_over_tp``)."""
     tp, cp, ep, pp, dp = m.tp, m.cp, m.ep, m.pp, m.dp
     group = m.zero_group
     shape = np.broadcast(pp, dp, group).shape
@@ -545,7 +557,7 @@ def _collective_times(cluster: Any, m: Mapping, prof: LayerProfile, a: float, g:
         dp_u = np.mod(rest, 2.0**20)
         triples = Mapping(dp=dp_u, tp=tp, pp=(rest - dp_u) / 2.0**20, cp=cp, ep=ep,
                           shard_group=g_u)
-        times, _ = _collective_times(cluster, triples, prof, a, g)
+        times, _ = _collective_times(cluster, triples, prof, a, g, p2p_over_tp)
         return {k: v[np.ravel(inv)].reshape(shape) for k, v in times.items()}, None
     # Dense axes fill the world in Megatron-Core's rank order (mapping.plan.RANK_ORDER: tp
     # innermost, then cp and dp, pp outermost); expert parallelism is carved out of dp x cp next
@@ -573,11 +585,17 @@ def _collective_times(cluster: Any, m: Mapping, prof: LayerProfile, a: float, g:
     ends_frozen = np.maximum(frozen_per_device(prof, pp) - np.ceil(prof.n_layers / np.asarray(pp))
                              * prof.layer_frozen_bytes, 0.0)
     T, d = prof.T, prof.d_model
+    # a stage's output, T x d: each tp rank sends its 1/t (its sequence shard under sequence
+    # parallelism; else a chunk the receiving stage all-gathers over the tp group's links)
+    split = p2p_over_tp & (np.asarray(tp) > 1)
+    gather = np.where(split & ~np.asarray(m.sequence_parallel, dtype=bool),
+                      links["tp"].time(Collective.ALL_GATHER, T * d * a), 0.0)
     times = {
         "tp": links["tp"].time(Collective.ALL_REDUCE, T * d * a),
         "cp": links["cp"].time(Collective.SEND_RECV, T * prof.kv_width * a),
         "ep": links["ep"].time(Collective.ALL_TO_ALL, T * prof.top_k * d * a),
-        "pp": links["pp"].time(Collective.SEND_RECV, T * d * a),
+        "pp": links["pp"].time(Collective.SEND_RECV, T * d * a / np.where(split, tp, 1))
+        + gather,
         "dp_ag": links["dp"].time(Collective.ALL_GATHER, p_dev * a),
         "dp_rs": links["dp"].time(Collective.REDUCE_SCATTER, p_dev * g),
         "dp_ar": links["dp"].time(Collective.ALL_REDUCE, p_dev * g),
@@ -601,6 +619,8 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
     cluster, dev = system.cluster, system.device
     m = m.with_recompute(wl.recompute)  # the mapping owns it; the workload's wish, once
     overlap = overlap or OverlapPolicy(tp=m.tp_comm_overlap)
+    if overlap.pp_p2p is None:  # the stack's, reported as such
+        overlap = replace(overlap, pp_p2p=memory_stack(fw.name).p2p_overlap)
     violations = check_training(TrainingJob(spec, cluster, wl.batch, wl.seq_len), m)
     if violations:
         v = violations[0]

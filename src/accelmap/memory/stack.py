@@ -13,6 +13,14 @@ framework profile, never a per-case constant). Every field cites the code that d
   - an FP8 GEMM keeps the FP8 cast of its input for the weight gradient (TE
     ``module/linear.py`` L299-311 ``saved_inputmat``; ``module/layernorm_linear.py`` L137 makes
     ``ln_out`` FP8 and L317-326 saves it);
+  - a pipeline stage sends its output split over the tensor-parallel group: each rank sends
+    1/t of it and the next stage all-gathers it over NVLink (Narayanan et al. 2021 sec. 4.1,
+    "scatter/gather communication optimization"; Megatron-LM ``--no-scatter-gather-tensors-in-
+    pipeline`` turns it off), and under sequence parallelism the output is already the rank's
+    1/t sequence shard (Megatron-Core ``p2p_communication.py``: the tensor shape is
+    (seq_length / tp, micro_batch, hidden)); under an interleaved schedule the sends run
+    beside the compute (``megatron/training/arguments.py``: ``--no-overlap-p2p-communication``
+    is ``store_false``, so overlap_p2p_comm is on unless the schedule is not interleaved);
 - **PyTorch FSDP / torchtitan / llm-foundry** (``Framework.FSDP``, ``TORCH_COMPILE``, eager):
   - ZeRO-3 through FSDP mixed precision keeps one sharded fp32 parameter that is also the
     optimizer's: the 16-bit parameters exist only gathered (PyTorch ``fully_shard``
@@ -52,6 +60,12 @@ class MemoryStack:
     fp8_saved_input: DType | None  # what an FP8 GEMM keeps of its input; None = 16 bits
     fsdp_params: bool  # ZeRO-3 keeps one fp32 shard that is also the master (FSDP)
     gather_stage_under_pp: bool  # ZeRO-3 with pp > 1 keeps the stage's layers gathered
+    # stage-to-stage sends split over the tp group (Megatron's scatter/gather), else each tp
+    # rank sends the whole activation
+    p2p_over_tp: bool = False
+    # under an interleaved schedule the sends run beside the compute (Megatron-Core's
+    # --overlap-p2p-communication, on by default; engine.train.OverlapPolicy.pp_p2p)
+    p2p_overlap: bool = False
     # FP8 scales from the tensor being cast (ops.op.Precision.fp8_dynamic_scaling): the cast is
     # a kernel of its own, not folded into its producer
     fp8_dynamic_scaling: bool = False
@@ -59,7 +73,7 @@ class MemoryStack:
 
 MEGATRON = MemoryStack("megatron-core + transformer engine", fp8_weight_cache=True,
                        fp8_saved_input=DType.FP8, fsdp_params=False,
-                       gather_stage_under_pp=False)
+                       gather_stage_under_pp=False, p2p_over_tp=True, p2p_overlap=True)
 PYTORCH = MemoryStack("pytorch fsdp / torchtitan / torchao float8", fp8_weight_cache=False,
                       fp8_saved_input=None, fsdp_params=True, gather_stage_under_pp=True,
                       fp8_dynamic_scaling=True)

@@ -120,10 +120,12 @@ def _problems(run: TrainingRun, fields: tuple[str, ...]) -> list[str]:
 
 
 def _overlap(d: StackDefaults, m: Mapping) -> OverlapPolicy | None:
-    """The stack's overlap of data-parallel communication (None: the engine's default)."""
-    if d.overlap_grad_reduce:
+    """The stack's overlap of data-parallel and stage-to-stage communication (None: the
+    engine's default)."""
+    if d.overlap_grad_reduce and d.overlap_p2p is None:
         return None
-    return OverlapPolicy(tp=m.tp_comm_overlap, dp_grad_reduce=False, dp_param_gather=False)
+    return OverlapPolicy(tp=m.tp_comm_overlap, dp_grad_reduce=d.overlap_grad_reduce,
+                         dp_param_gather=d.overlap_grad_reduce, pp_p2p=d.overlap_p2p)
 
 
 def _silent_shape(run: TrainingRun, d: StackDefaults | None, notes: list[str]) -> TrainingRun:

@@ -158,6 +158,11 @@ class StackDefaults:
     # schedule`` ("if n_microbatches is None: n_microbatches = num_total_stages"; the batch must
     # divide by it, else it raises)
     stage_microbatches: bool = False
+    # stage-to-stage sends beside the compute under an interleaved schedule (engine.train.
+    # OverlapPolicy.pp_p2p); None: the engine's stack default, which is Megatron-Core's
+    # (--overlap-p2p-communication on; NeMo's launcher training configs for Megatron-Core set
+    # ``overlap_p2p_comm: true``, e.g. conf/training/llama/llama3_70b.yaml)
+    overlap_p2p: bool | None = None
 
 
 _NONE, _FULL, _SEL = Recompute.NONE, Recompute.FULL, Recompute.SELECTIVE
@@ -168,6 +173,9 @@ _MEGATRON_2021 = StackDefaults(
     source="Megatron-LM 2021 defaults: Narayanan et al. 2021, GPT scripts",
     overlap_grad_reduce=False, precision=DType.FP16, split_model_parallel=True,
     release="Megatron-LM 2021 (v2)",
+    # blocking batched sends (schedules.py send_forward_recv_forward ...: isend/irecv waited
+    # before the next chunk); overlap_p2p_comm came with Megatron-Core
+    overlap_p2p=False,
     # README of 2020 (commit 52819194, the scaling tables): "All models use a vocabulary size
     # of 51,200 and a sequence length of 1024" (examples/pretrain_gpt.sh: --seq-length 1024;
     # the GPT-2 BPE vocabulary padded to 51,200)
@@ -186,7 +194,8 @@ _MEGATRON_2022 = StackDefaults(
     dropout=True, grad_dtype=DType.FP32,
     source="Megatron-LM 2022 defaults: Korthikanti et al. 2022, --sequence-parallel "
            "--recompute-activations",
-    overlap_grad_reduce=False, split_model_parallel=True, release="Megatron-LM 2022 (v3)")
+    overlap_grad_reduce=False, split_model_parallel=True, release="Megatron-LM 2022 (v3)",
+    overlap_p2p=False)
 _MEGATRON_CORE = StackDefaults(
     Stack.MEGATRON_LM, Framework.MEGATRON, recompute=_SEL, flash_attention=True,
     sequence_parallel=True, zero=ZeroStage.OPTIMIZER, micro_batch=1, tp_comm_overlap=True,
@@ -199,7 +208,10 @@ _NEMO_2023 = StackDefaults(
     sequence_parallel=True, zero=ZeroStage.OPTIMIZER, micro_batch=1, tp_comm_overlap=True,
     dropout=True, grad_dtype=DType.FP32,
     source="NeMo 23.05-23.07 defaults: NeMo-Framework-Launcher gpt3 training configs",
-    release="NeMo before 23.08")
+    release="NeMo before 23.08",
+    # NeMo's megatron_gpt_config.yaml: "overlap_p2p_comm: False # Overlap p2p communication
+    # with computes"
+    overlap_p2p=False)
 _NEMO_MCORE = StackDefaults(
     Stack.NEMO, Framework.MEGATRON, recompute=_NONE, flash_attention=True,
     sequence_parallel=True, zero=ZeroStage.OPTIMIZER, micro_batch=1, tp_comm_overlap=True,
