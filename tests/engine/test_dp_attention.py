@@ -159,6 +159,23 @@ def test_simulator_pools_the_group_kv() -> None:
     assert dp.to_dict()["mapping"]["dp_attention"] is True
 
 
+@pytest.mark.parametrize(("framework", "per_rank"), [(Framework.TENSORRT_LLM_1, True),
+                                                      (Framework.VLLM, True),
+                                                      (Framework.SGLANG, False)])
+def test_a_stated_cap_is_a_rank_s_where_the_stack_s_caps_are(framework: Framework,
+                                                            per_rank: bool) -> None:
+    """TensorRT-LLM's max_batch_size under attention DP is "Max batch size in each rank" (the
+    DeepSeek-R1 best-practice blog's max-throughput sections) and vLLM runs an engine core a
+    rank; SGLang divides a given --max-running-requests over the attention-DP ranks."""
+    system = System.of(NODE)
+    fw = framework_profile(framework)
+    load = Load(Scenario.CONCURRENCY, concurrency=1024, requests=2048, max_seqs=128,
+                max_tokens=1151)
+    got = scheduler_for(system, fw, load, DPA)
+    k = 8 if per_rank else 1
+    assert (got.max_seqs, got.max_batched_tokens) == (128 * k, 1151 * k)
+
+
 @settings(max_examples=25, deadline=None)
 @given(batch=st.integers(1, 4096), tp=st.sampled_from([2, 4, 8]),
        model=st.sampled_from(["deepseek-v3", "deepseek-r1", "kimi-k2"]))

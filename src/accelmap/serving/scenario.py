@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from accelmap.cost.execution import execution_model
-from accelmap.cost.framework import FrameworkProfile
+from accelmap.cost.framework import Framework, FrameworkProfile
 from accelmap.engine.error_band import ErrorBand, error_band
 from accelmap.engine.formats import resolve_inference
 from accelmap.engine.serve import rank_geometry, serving_memory
@@ -283,13 +283,20 @@ class Unfit:
     memory: MemoryBudget | None = None
 
 
+# Stacks whose scheduler caps are each DP-attention rank's: TensorRT-LLM runs one executor a
+# rank ("Max batch size in each rank", docs/source/blogs/Best_perf_practice_on_DeepSeek-R1_in_
+# TensorRT-LLM.md, max-throughput sections) and vLLM one engine core a data-parallel rank, each
+# with its --max-num-seqs; SGLang divides a given --max-running-requests by the attention-DP
+# size (``attn_dp_size``: export/formats/sglang.py), so its caps are the group's
+CAPS_PER_RANK = frozenset({Framework.TENSORRT_LLM, Framework.TENSORRT_LLM_1, Framework.VLLM})
+
+
 def scheduler_for(system: System, fw: FrameworkProfile, load: Load,
                   m: Mapping | None = None) -> SchedulerConfig:
     """The framework's documented scheduler for the scenario, with the user's caps. Under DP
     attention (``m.dp_attention``) each of the G ranks runs its own scheduler with the
     framework's caps, so the simulated replica (the group) schedules G times them; a cap the
-    user gives is the group's (SGLang divides a given ``--max-running-requests`` by the
-    attention-DP size, ``attn_dp_size``: export/formats/sglang.py)."""
+    user gives is a rank's where the stack's caps are (``CAPS_PER_RANK``), else the group's."""
     base = defaults(fw.name, offline=load.scenario is Scenario.OFFLINE,
                     device_bytes=system.memory_bytes)
     g = 1 if m is None else int(m.attention_dp)
@@ -297,8 +304,10 @@ def scheduler_for(system: System, fw: FrameworkProfile, load: Load,
         base = replace(base, max_seqs=base.max_seqs * g,
                        max_batched_tokens=base.max_batched_tokens * g,
                        source=f"{base.source}; x{g} DP-attention ranks")
-    return base.with_caps(load.max_seqs, load.max_tokens, load.chunked_prefill,
-                          load.kv_fraction)
+    k = g if fw.name in CAPS_PER_RANK else 1
+    return base.with_caps(None if load.max_seqs is None else load.max_seqs * k,
+                          None if load.max_tokens is None else load.max_tokens * k,
+                          load.chunked_prefill, load.kv_fraction)
 
 
 def instance(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: FrameworkProfile,
