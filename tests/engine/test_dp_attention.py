@@ -224,3 +224,43 @@ def test_experts_inside_the_tp_group_add_no_all_to_all() -> None:
     links = serving_links(NODE, TP, framework_profile(Framework.VLLM))  # the GPU default
     one = links["tp"].time(Collective.ALL_REDUCE, WL.batch * DS.d_model * 2)  # bf16 tokens
     assert ep8["decode_step"]["tp"] == pytest.approx(2 * DS.n_layers * one)
+
+
+def test_a_prompt_chunk_runs_on_its_rank_and_the_others_wait() -> None:
+    """TensorRT-LLM tech blog 10 ("ADP Balance Strategy"): under DP attention one rank's
+    context phase makes the iteration; the attention block runs max(P / G, the largest
+    chunk) prompt tokens on the busiest rank, the experts all of them."""
+    from accelmap.serving.iteration import IterationCost
+
+    system = System.of(NODE)
+    fw = framework_profile(Framework.TENSORRT_LLM_1)
+    cost = IterationCost(DS, system, WL, DPA, fw, max_tokens=8 * 2048, max_seqs=8 * 64,
+                         max_context=4096)
+    decode = 8 * 32  # 32 decoding sequences a rank
+    even = cost.cost(decode + 1024, decode, 1024, 512, decode, 2048)
+    one = cost.cost(decode + 1024, decode, 1024, 512, decode, 2048, largest_chunk=1024)
+    spread = cost.cost(decode + 1024, decode, 1024, 512, decode, 2048, largest_chunk=128)
+    assert one > even and spread == pytest.approx(even)
+    plain = IterationCost(DS, system, WL, TP, fw, max_tokens=2048, max_seqs=64,
+                          max_context=4096)
+    assert plain.cost(64, 32, 32, 16, 32, 2048, largest_chunk=32) == pytest.approx(
+        plain.cost(64, 32, 32, 16, 32, 2048))
+
+
+def test_a_prompt_chunk_is_at_most_a_rank_s_token_budget() -> None:
+    from accelmap.serving.iteration import IterationCost
+    from accelmap.serving.requests import make
+    from accelmap.serving.scheduler import KvPolicy
+    from accelmap.serving.simulator import simulate
+
+    system = System.of(NODE)
+    fw = framework_profile(Framework.TENSORRT_LLM_1)
+    load = Load(Scenario.CONCURRENCY, concurrency=4, requests=4, max_tokens=512)
+    sched = scheduler_for(system, fw, load, DPA)
+    assert sched.ranks == 8 and sched.max_batched_tokens == 8 * 512
+    assert sched.policy in tuple(KvPolicy)
+    cost = IterationCost(DS, system, WL, DPA, fw, max_tokens=sched.max_batched_tokens,
+                         max_seqs=64, max_context=4096)
+    r = simulate(make(1, 2048, 4), cost, sched, 1e6, concurrency=1)
+    # one 2048-token prompt in chunks of a rank's 512: four prefill iterations, not one
+    assert max(r.step_tokens) <= 512 and len(r.step_s) >= 4 + 3

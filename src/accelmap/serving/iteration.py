@@ -25,6 +25,12 @@ Under DP attention (``Mapping.dp_attention``) the replica is the group of G rank
 token-wise operators outside attention see all T tokens (gathered), the attention block of each
 rank its own T / G tokens and D / G decode sequences with the whole heads (``Shape.
 attention_share`` = 1 / G: the requests balanced over the ranks, ``engine.serve``'s module doc).
+A prompt chunk, though, is one request's and runs on its rank alone, and the expert layers wait
+for every rank: an iteration's attention block takes the busiest rank's time, its decode share
+plus max(P / G, the largest chunk) of the P prompt tokens ("some ranks may be processing
+computationally intensive context phases while others execute generation phases ... the
+iteration time is dominated by the slowest rank": TensorRT-LLM tech blog 10, "ADP Balance
+Strategy", whose balancing is off by default, ``AttentionDpConfig.enable_balance = False``).
 """
 
 from __future__ import annotations
@@ -99,6 +105,12 @@ def _is_head(op: Any) -> bool:
     return op.name.startswith("lm_head")
 
 
+def _in_attention_block(op: Any) -> bool:
+    """What a DP-attention rank runs on its own requests (``Shape.for_attention``): the norm,
+    projections and output of attention; the core is priced apart (``IterationCost.attention``)."""
+    return op.name.startswith("layers/attention/") and not op.attention_core
+
+
 class IterationCost:
     """Seconds of one iteration on one replica: ``cost(tokens, sampled, prefill_tokens,
     prefill_context, decode_seqs, decode_context)``."""
@@ -120,14 +132,18 @@ class IterationCost:
                 ops = kv_per_query_head(ops, shard, p)
             return time_ops(ops, dev, fw)
 
-        # token-wise operators over T tokens (one sampled row, the head is priced apart)
-        t_grid = grid(max(max_tokens, 2))
+        # token-wise operators over T tokens (one sampled row, the head is priced apart); under
+        # DP attention the attention block's apart (``cost``: the busiest rank's tokens)
+        self.ranks = float(m.attention_dp) if m.dp_attention else 1.0
+        t_grid = grid(max(max_tokens * self.ranks, 2))
         lin = timed(Shape(tokens=t_grid, context=1.0, kv_tokens=t_grid, sequences=1.0,
                           logits_tokens=1.0))
-        body = _sum(lin, lambda op: not op.attention_core and not _is_head(op))
+        block = _in_attention_block if self.ranks > 1 else (lambda op: False)
+        body = _sum(lin, lambda op: not op.attention_core and not _is_head(op) and not block(op))
         a = wl.act_dtype.bytes
         comm = serving_comm(spec, serving_links(system.cluster, m, fw), m, t_grid, a)
         self.linear = Curve.of(t_grid, body + sum(np.asarray(v, float) for v in comm.values()))
+        self.attention_block = Curve.of(t_grid, _sum(lin, block))
         l_grid = grid(max(max_seqs, 2))
         head = timed(Shape(tokens=l_grid, context=1.0, kv_tokens=l_grid, sequences=l_grid,
                            logits_tokens=l_grid))
@@ -163,16 +179,23 @@ class IterationCost:
 
     def cost(self, tokens: float, sampled: float, prefill_tokens: float,
              prefill_context: float, decode_seqs: float, decode_context: float,
-             admits: bool = False) -> float:
+             admits: bool = False, largest_chunk: float | None = None) -> float:
         """One iteration: ``tokens`` through the token-wise operators (prefill + decode query
         tokens), ``sampled`` rows through the LM head, prefill attention over
         ``prefill_tokens`` queries seeing ``prefill_context`` keys on average, decode attention
         of ``decode_seqs`` queries over ``decode_context`` cached tokens each; ``admits``: new
         requests join in this iteration, which pays the framework's per-request-batch host
-        work once (``request_overhead_s``, as ``engine.serve`` charges a batch's TTFT)."""
+        work once (``request_overhead_s``, as ``engine.serve`` charges a batch's TTFT).
+        ``largest_chunk``: the largest one request's prompt tokens in the iteration, which
+        under DP attention sets the busiest rank (module doc; None: spread evenly)."""
         if tokens <= 0:
             return 0.0
-        return (self.linear.at(tokens) + self.head.at(max(sampled, 1.0))
-                + self.attention(prefill_tokens, prefill_context, False)
+        g = self.ranks
+        busy = prefill_tokens  # prompt tokens of the busiest rank, as G ranks' worth
+        if g > 1 and largest_chunk is not None and prefill_tokens > 0:
+            busy = g * max(prefill_tokens / g, min(prefill_tokens, largest_chunk))
+        return (self.linear.at(tokens) + self.attention_block.at(tokens - prefill_tokens + busy)
+                + self.head.at(max(sampled, 1.0))
+                + self.attention(busy, prefill_context, False)
                 + self.attention(decode_seqs, decode_context, True)
                 + self.step_overhead_s + (self.request_overhead_s if admits else 0.0))

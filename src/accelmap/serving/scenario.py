@@ -302,7 +302,7 @@ def scheduler_for(system: System, fw: FrameworkProfile, load: Load,
     g = 1 if m is None else int(m.attention_dp)
     if g > 1:
         base = replace(base, max_seqs=base.max_seqs * g,
-                       max_batched_tokens=base.max_batched_tokens * g,
+                       max_batched_tokens=base.max_batched_tokens * g, ranks=g,
                        source=f"{base.source}; x{g} DP-attention ranks")
     k = g if fw.name in CAPS_PER_RANK else 1
     return base.with_caps(None if load.max_seqs is None else load.max_seqs * k,

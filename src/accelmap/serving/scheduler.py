@@ -59,6 +59,9 @@ class SchedulerConfig:
     memory_fraction: float  # of total (OF_TOTAL) or of free memory (OF_FREE)
     prefix_caching: bool = True
     source: str = ""
+    # DP-attention ranks scheduled as one group (serving.scenario.scheduler_for): each runs its
+    # own requests, so one request's prompt chunk takes at most a rank's share of the tokens
+    ranks: int = 1
 
     def __post_init__(self) -> None:
         for name in ("max_seqs", "max_batched_tokens", "block_tokens"):

@@ -137,13 +137,13 @@ class _Replica:
     finish steps; the clock and the per-iteration record."""
 
     __slots__ = (
-        "B", "D", "K", "arrival", "blocks_cap", "budget_cap", "busy", "cached", "chunked",
-        "clock", "concurrency", "ctx0", "dec_start", "decoding", "done_tok", "extra", "finish",
-        "finished", "first", "g", "half", "heap", "is_running", "it", "kv_capacity_tokens",
-        "kv_prefill", "max_seqs", "n", "nxt", "output", "peak", "policy", "pos", "preemptions",
-        "prefill_s", "prefilling", "prompt", "released", "reserved", "reserved_blocks",
-        "running_order", "static", "static_left", "static_width", "steps_d", "steps_s", "steps_t",
-        "target", "verify", "version", "waiting", "watermark")
+        "B", "D", "K", "arrival", "blocks_cap", "budget_cap", "busy", "cached", "chunk_cap",
+        "chunked", "clock", "concurrency", "ctx0", "dec_start", "decoding", "done_tok", "extra",
+        "finish", "finished", "first", "g", "half", "heap", "is_running", "it",
+        "kv_capacity_tokens", "kv_prefill", "max_seqs", "n", "nxt", "output", "peak", "policy",
+        "pos", "preemptions", "prefill_s", "prefilling", "prompt", "released", "reserved",
+        "reserved_blocks", "running_order", "static", "static_left", "static_width", "steps_d",
+        "steps_s", "steps_t", "target", "verify", "version", "waiting", "watermark")
 
     def __init__(self, req: Requests, sched: SchedulerConfig, kv_capacity_tokens: float,
                  step: DecodeStep, concurrency: int | None) -> None:
@@ -166,6 +166,8 @@ class _Replica:
         self.static = self.policy is KvPolicy.STATIC
         self.chunked = sched.chunked_prefill
         self.budget_cap = sched.max_batched_tokens
+        # a prompt chunk is one request's, on its DP-attention rank: a rank's token budget
+        self.chunk_cap = max(sched.max_batched_tokens // max(sched.ranks, 1), 1)
         self.max_seqs = sched.max_seqs
         self.g, self.verify = step.advance, step.verify
         self.extra, self.prefill_s = step.extra_s, step.prefill_s
@@ -265,7 +267,7 @@ class _Replica:
                 break
             left = target[r] - pos[r]
             if self.chunked and policy is not KvPolicy.STATIC:
-                take = min(left, budget)
+                take = min(left, budget, self.chunk_cap)
             elif left <= budget or (not chunks and D == 0) or policy is KvPolicy.STATIC:
                 take = left
             else:
@@ -310,7 +312,7 @@ class _Replica:
             if static:
                 take = left
             elif self.chunked:
-                take = min(left, budget)
+                take = min(left, budget, self.chunk_cap)
             elif left <= budget or (not chunks and self.D == 0):
                 take = left
             else:
@@ -359,9 +361,11 @@ class _Replica:
         tp = 0.0
         ctx_sum = 0.0
         completing = 0
+        largest = 0
         for r, take in chunks:
             s = pos[r]
             tp += take
+            largest = max(largest, take)
             ctx_sum += take * (s + (take + 1) / 2.0)
             if s + take >= target[r]:
                 completing += 1
@@ -369,7 +373,7 @@ class _Replica:
         decode_ctx = self.K / D if D else 0.0
         tokens = tp + width * verify
         dt = cost.cost(tokens, width * verify + completing, tp, ctx_sum / tp if tp else 0.0,
-                       width, decode_ctx + (verify - 1) / 2.0, admitted > 0)
+                       width, decode_ctx + (verify - 1) / 2.0, admitted > 0, largest)
         if self.extra is not None and width:
             dt += self.extra(width, decode_ctx)
         if self.prefill_s is not None and tp:
