@@ -5,6 +5,7 @@ defaults, partial racks and the generic in-house stack -- each predicted, never 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -160,9 +161,7 @@ def test_flagship_file_is_predicted_and_fits(catalog: Catalog) -> None:
                    "Megatron sends them (1/t per rank, overlapped under interleaving); what "
                    "slows the 16,384-GPU runs is not modelled")
 def test_flagship_long_context_run_within_15_percent(catalog: Catalog) -> None:
-    path = Path(__file__).resolve().parents[2] / "data" / "flagship_training.yaml"
-    p = _predict(path, catalog)["llama3-405b-16k-gpus-cp16"]
-    assert abs(p.signed_pct_error) <= 15  # type: ignore[attr-defined]
+    assert abs(_flagship(catalog, "llama3-405b-16k-gpus-cp16").signed_pct_error) <= 15
 
 
 @pytest.mark.xfail(strict=True, reason="known gap: the 8K-GPU run (32 micro-batches) holds 141 "
@@ -170,11 +169,16 @@ def test_flagship_long_context_run_within_15_percent(catalog: Catalog) -> None:
                    "plus the allocator reserve fitted on FSDP rows (17 GB): 100 GB of 85.5 GB; "
                    "Meta's own schedule and memory work are not modelled")
 def test_flagship_8k_run_fits(catalog: Catalog) -> None:
-    path = Path(__file__).resolve().parents[2] / "data" / "flagship_training.yaml"
-    assert _predict(path, catalog)["llama3-405b-8k-gpus"].fits is True  # type: ignore[attr-defined]
+    assert _flagship(catalog, "llama3-405b-8k-gpus").fits is True
 
 
 NOT_FIT = ("llama3-405b-8k-gpus",)  # the strict xfail above
+
+
+def _flagship(catalog: Catalog, rid: str) -> Any:
+    """One row of data/flagship_training.yaml, predicted."""
+    return _predict(Path(__file__).resolve().parents[2] / "data" / "flagship_training.yaml",
+                    catalog)[rid]
 
 
 # torchtitan's Table 5 (405B, FSDP 8 x TP 8 x PP 8 on 512 Grand Teton H100, local batch 32)
