@@ -1,10 +1,10 @@
 """Score the flagship published training configurations (data/flagship_training.yaml: Llama 3
-405B on 8,192 and 16,384 H100, MT-NLG 530B on 2,240-3,360 A100, BLOOM 176B on 384 A100,
-PaLM 540B on 6,144 TPU v4, DeepSeek-V3 on 2,048 H800, Nemotron-4 340B on 1,536-6,144 H100 and
-Korthikanti et al.'s 22B-1T Megatron runs on up to 2,240 A100, each as its paper or run log
-gives it) and print, beside the interleaved rows, what-ifs of the interleaving depth (vpp),
-read from the papers' prose rather than stated as a number. A run predicted not to fit shows the memory items behind the
-verdict. Nothing is fitted on these rows.
+405B on 8,192 and 16,384 H100, MT-NLG 530B on 2,240-3,360 A100, BLOOM 176B on 384 A100, PaLM 540B
+on 6,144 TPU v4, DeepSeek-V3 on 2,048 H800, Nemotron-4 340B on 1,536-6,144 H100 and Korthikanti
+et al.'s 22B-1T Megatron runs on up to 2,240 A100, each as its paper or run log gives it) and
+print, beside the interleaved rows, what-ifs of the interleaving depth (vpp), read from the
+papers' prose rather than stated as a number. A run predicted not to fit shows the memory items
+behind the verdict. Nothing is fitted on these rows.
 
 Run: python benchmarks/flagship_training.py
 """
