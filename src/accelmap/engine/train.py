@@ -144,7 +144,7 @@ def stage_times(prof: LayerProfile, m: Mapping) -> StageTimes:
     # DualPipe: an end device holds the first stage of one copy and the last of the other and
     # runs half the micro-batches through each (cost/schedules.py), so the two ends count as
     # one stage of their mean time, layers and forward share ("first"; the last never wins)
-    dual = (schedule_names(m.schedule) == Schedule.DUALPIPE.value) & ~single
+    dual = dualpipe(m)
     t_first = np.where(dual, (t_first + t_last) / 2, t_first)
     t_last = np.where(dual, t_first, t_last)
     slowest = np.maximum(np.maximum(t_first, t_mid), t_last)
@@ -157,6 +157,12 @@ def stage_times(prof: LayerProfile, m: Mapping) -> StageTimes:
            + ~(is_first | is_mid) * prof.head_fwd_s)
     return StageTimes(pp, first, middle, last, single, is_first, is_mid, fwd, slowest - fwd,
                       total, layers)
+
+
+def dualpipe(m: Mapping) -> Num:
+    """Where the mapping runs DualPipe over a pipeline (cost/schedules.py): each device holds
+    stage r of one model copy and stage p-1-r of the other."""
+    return (schedule_names(m.schedule) == Schedule.DUALPIPE.value) & (np.asarray(m.pp) > 1)
 
 
 def wgrad_share(prof: LayerProfile) -> float:
@@ -343,7 +349,7 @@ def _communication(prof: LayerProfile, system: System, wl: Training, overlap: Ov
     # hiding the other's all-to-all and stage-to-stage sends (DeepSeek-V3 sec. 3.2.1, "both
     # all-to-all and PP communication can be fully hidden"): what outlasts the pair's compute
     # stays exposed, all-to-all first
-    dual = (schedule_names(m.schedule) == Schedule.DUALPIPE.value) & ~np.asarray(single)
+    dual = dualpipe(m)
     room = t_fwd + t_bwd
     exposed["ep"] = np.where(dual, np.maximum(ep_t - room, 0.0), exposed["ep"])
     exposed["pp"] = np.where(dual, np.maximum(pp_t - np.maximum(room - ep_t, 0.0), 0.0),
@@ -388,8 +394,7 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     st = stage_times(prof, m)
     t_fwd, t_bwd = st.fwd, st.bwd
     # DualPipe's two model copies: a device reduces and updates both of its stages
-    p_dev = params_per_device(prof, st.pp) * np.where(
-        (schedule_names(m.schedule) == Schedule.DUALPIPE.value) & ~np.asarray(st.single), 2, 1)
+    p_dev = params_per_device(prof, st.pp) * np.where(dualpipe(m), 2, 1)
     c = _communication(prof, system, wl, overlap, m, st, micro, p_dev, memory_stack(fw.name))
     ex = c.exposed
     per_mb = t_fwd + t_bwd + ex["tp"] + ex["cp"] + ex["ep"] + ex["pp"] + c.z3_mb
@@ -470,6 +475,12 @@ def _peak_stage_memory(prof: LayerProfile, wl: Training, m: Mapping, st: StageTi
     pp = np.asarray(m.pp, dtype=float)
     single = pp <= 1
     held = in_flight_first_second_last(m.schedule, pp, micro, m.virtual_stages)
+    # DualPipe: an end device holds the first stage of one model copy and the last of the
+    # other, a middle device two middle stages (cost/schedules.py): "first" is the end device,
+    # with both stages' parameters (DeepSeek-V3 Table 2: 2x), and the last is not apart;
+    # device 1 holds stage 1's p - 1 micro-batches and stage p - 2's two
+    dual = dualpipe(m)
+    held = (held[0], held[1] + dual * np.minimum(2.0, micro), held[2])
     la = prof.layer_act_bytes
     # activation bytes in flight on the first, second and last stage; a kind that does not
     # exist never wins: pp = 2 has no middle (its "second" is the last, compared as such), and
@@ -478,15 +489,8 @@ def _peak_stage_memory(prof: LayerProfile, wl: Training, m: Mapping, st: StageTi
              * held[0] + single * prof.logits_bytes)
     middle = la * st.middle_layers * held[1] * (pp > 2)
     last = ((la * st.last_layers + prof.head_act_bytes) * held[2] + prof.logits_bytes) * ~single
-    # DualPipe: an end device holds the first stage of one model copy and the last of the
-    # other, a middle device two middle stages (cost/schedules.py): "first" is the end device,
-    # with both stages' parameters (DeepSeek-V3 Table 2: 2x), and the last is not apart
-    dual = (schedule_names(m.schedule) == Schedule.DUALPIPE.value) & ~single
     first = np.where(dual, first + last, first)
     last = np.where(dual, 0.0, last)
-    # device 1 holds stage 1's p - 1 micro-batches and stage p - 2's two
-    held = (held[0], held[1] + dual * np.minimum(2.0, micro), held[2])
-    middle = la * st.middle_layers * held[1] * (pp > 2)
     is_first = (first >= middle) & (first >= last)
     is_mid = ~is_first & (middle >= last)
     dual_end = dual & is_first  # with its last stage's: held[2] micro-batches
