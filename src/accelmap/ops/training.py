@@ -170,7 +170,9 @@ def norm_up_split(forward: list[Op], fp8_cache: bool = False) -> tuple[float, li
             kept += float(o.saved) * o.count
         elif name in _SWIGLU:
             ops.append(_scaled(o, 1.0))
-            kept += float(o.saved) * o.count * (0.5 if fp8_cache else 1.0)  # 16 bits -> FP8
+            # kept in FP8 under FP8 training (one byte for the activation dtype's)
+            fp8 = min(DType.FP8.bytes / o.dtype.bytes, 1.0) if fp8_cache else 1.0
+            kept += float(o.saved) * o.count * fp8
         elif mla and name == "attention/core":  # O only: the input of the out projection
             out = next((x for x in layer_ops[i + 1:] if x.name.endswith("attention/out")), None)
             o_bytes = (float(out.gemm[0] * out.gemm[2]) * o.dtype.bytes
