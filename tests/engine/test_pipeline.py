@@ -231,6 +231,10 @@ def test_stage_sends_split_over_tp_and_repeat_per_chunk() -> None:
     per_mb = float(mega.detail.comm["pp"]) / float(mega.detail.micro_batches)
     whole = float(torch.detail.comm["pp"]) / float(torch.detail.micro_batches)
     assert whole > 4 * per_mb  # 1/8 of the bytes, a latency term apart
+    # without sequence parallelism Megatron still sends 1/t and all-gathers it on NVLink
+    no_sp = run(L70, C64, wl, m.with_(sequence_parallel=False))
+    gathered = float(no_sp.detail.comm["pp"]) / float(no_sp.detail.micro_batches)
+    assert per_mb < gathered < whole
     two = run(L70, C64, wl, m.with_(virtual_stages=2, schedule=Schedule.INTERLEAVED))
     assert float(two.detail.comm["pp"]) == pytest.approx(2 * float(mega.detail.comm["pp"]))
 
