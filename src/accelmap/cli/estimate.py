@@ -215,11 +215,13 @@ SloTpotOpt = Annotated[str | None, typer.Option(
     "--slo-tpot", help="TPOT objective for goodput, e.g. 50ms.")]
 MaxSeqsOpt = Annotated[int | None, typer.Option(
     "--max-seqs", min=1, max=MAX_COUNT,
-    help="Scheduler cap on running requests (vLLM max_num_seqs, "
-    "TensorRT-LLM max_batch_size; default: the framework's).")]
+    help="Scheduler cap on running requests (vLLM max_num_seqs, TensorRT-LLM max_batch_size; "
+    "with --dp-attention each rank's for vLLM and TensorRT-LLM, the group's for SGLang; "
+    "default: the framework's).")]
 MaxTokensOpt = Annotated[int | None, typer.Option(
     "--max-tokens", min=1, max=MAX_COUNT, help="Scheduler cap on tokens per iteration "
-    "(max_num_batched_tokens / max_num_tokens; default: the framework's).")]
+    "(max_num_batched_tokens / max_num_tokens; a rank's as --max-seqs; default: the "
+    "framework's).")]
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED,
                                       help="Random seed of arrivals and "
                                       "lengths.")]

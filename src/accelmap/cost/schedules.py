@@ -79,8 +79,9 @@ import numpy as np
 from accelmap.errors import InputError
 from accelmap.units import Num
 
-# Narayanan et al. 2021 sec. 3.5: the backward takes about twice the forward's time; the engine
-# passes the share its operator graph gives
+# A GEMM's backward is its dgrad and wgrad GEMMs, twice its forward FLOPs (Kaplan et al. 2020
+# sec. 2.1; Narayanan et al. 2021 sec. 5.1, as ops/training.py): the backward two thirds of
+# forward + backward when the operator graph gives no share of its own (the engine passes it)
 BACKWARD_SHARE = 2.0 / 3.0
 
 # Qi et al. 2024 sec. 2.1 assume t_F = t_B = t_W: the weight-gradient pass is a third of a
@@ -260,4 +261,3 @@ def in_flight_micro_batches(schedule: Schedule | str | Num, pp: Num, micro_batch
         Schedule.INTERLEAVED.value: interleaved, Schedule.ZERO_BUBBLE.value: one_f_one_b,
         Schedule.DUALPIPE.value: one_f_one_b})
     return _out(np.where(p <= 1, 1.0, held))
-

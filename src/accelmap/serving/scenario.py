@@ -286,8 +286,10 @@ class Unfit:
 # Stacks whose scheduler caps are each DP-attention rank's: TensorRT-LLM runs one executor a
 # rank ("Max batch size in each rank", docs/source/blogs/Best_perf_practice_on_DeepSeek-R1_in_
 # TensorRT-LLM.md, max-throughput sections) and vLLM one engine core a data-parallel rank, each
-# with its --max-num-seqs; SGLang divides a given --max-running-requests by the attention-DP
-# size (``attn_dp_size``: export/formats/sglang.py), so its caps are the group's
+# scheduling with the whole config's --max-num-seqs (v1/engine/core.py: a ``DPEngineCoreProc``
+# runs one EngineCore a rank from the one VllmConfig); SGLang divides a given
+# --max-running-requests by the attention-DP size (``attn_dp_size``: export/formats/sglang.py),
+# so its caps are the group's
 CAPS_PER_RANK = frozenset({Framework.TENSORRT_LLM, Framework.TENSORRT_LLM_1, Framework.VLLM})
 
 
