@@ -54,6 +54,7 @@ from accelmap.serving.speculative import (
     draft_cost,
     draft_memory,
 )
+from accelmap.serving.trtllm_bench import bench_caps
 from accelmap.units import Dimension, format_quantity
 from accelmap.workload import Inference
 
@@ -394,8 +395,9 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
         if not plain.feasible:
             return plain
     replicas = int(m.replicas)
-    sched = scheduler_for(system, fw, load, m)
     reqs = requests_for(load, wl, replicas)
+    load, bench_note = _bench_caps(spec, system, wl, m, fw, load, reqs)
+    sched = scheduler_for(system, fw, load, m)
     dmem = None if speculation is None else draft_memory(speculation, spec, wl, m)
     verify = step.verify if speculation is None else (
         max(speculation.draft_len or 0, MAX_DRAFT_LEN) + 1)
@@ -435,6 +437,7 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
     notes = (*notes, *context_notes(spec, int(longest)),
              f"{m.describe_serving()} on {cluster.name}",
              f"scheduler: {sched.source}",
+             *bench_note,
              f"KV pool {format_quantity(pool.pool_bytes, Dimension.BYTES)} per device = "
              f"{pool.tokens:,.0f} tokens per replica",
              f"{len(reqs):,} requests simulated on one replica of {replicas}",
@@ -447,6 +450,22 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
                       error_band("serve-latency", fw.band_stack, int(m.devices_per_replica),
                                  dev.acc.device_class.value),
                       wall)
+
+
+def _bench_caps(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
+                fw: FrameworkProfile, load: Load, reqs: Requests) -> tuple[Load, tuple[str, ...]]:
+    """An offline TensorRT-LLM >= 1.0 run is ``trtllm-bench throughput``: the caps it does not
+    state are the ones trtllm-bench picks itself (serving/trtllm_bench.py), each rank's, with
+    chunked prefill off unless the run asks for it."""
+    if (fw.name is not Framework.TENSORRT_LLM_1 or load.scenario is not Scenario.OFFLINE
+            or (load.max_seqs is not None and load.max_tokens is not None)):
+        return load, ()
+    caps = bench_caps(spec, wl, int(m.tp), int(m.pp), system.memory_bytes,
+                      int(np.max(reqs.prompt)), load.kv_fraction)
+    chunked = caps.chunked if load.chunked_prefill is None else load.chunked_prefill
+    return replace(load, max_seqs=caps.max_batch if load.max_seqs is None else load.max_seqs,
+                   max_tokens=caps.max_tokens if load.max_tokens is None else load.max_tokens,
+                   chunked_prefill=chunked), (caps.note,)
 
 
 def _draft_violation(spec: ModelSpec, system: System, m: Mapping,
