@@ -106,10 +106,11 @@ def in_fit_set(rec: dict[str, Any]) -> bool:
     return hashlib.sha256(config_key(rec).encode()).digest()[0] % FIT_ONE_IN == 0
 
 
-def sglang_records(path: Path = DATA) -> list[dict[str, Any]]:
+def sglang_records(path: Path = DATA, stack: str = STACK) -> list[dict[str, Any]]:
+    """The file's records of ``stack`` (SGLang's; fit_atom_profile.py asks for ATOM's)."""
     data = yaml.safe_load(path.read_text())
     recs = data["runs"] if isinstance(data, dict) else data
-    return [r for r in recs if str(r.get("framework", "")).split(" ")[0] == STACK]
+    return [r for r in recs if str(r.get("framework", "")).split(" ")[0] == stack]
 
 
 def platform(rec: dict[str, Any], vendors: dict[str, str]) -> str:
@@ -132,15 +133,16 @@ def predict(recs: Sequence[dict[str, Any]], table: Table) -> list[Prediction]:
         Path(tmp.name).unlink()
 
 
-def with_sglang(base: Table, plat: str, values: dict[str, float]) -> Table:
-    """``base`` with SGLang's figures on ``plat`` set to ``values``."""
+def with_sglang(base: Table, plat: str, values: dict[str, float], stack: str = STACK) -> Table:
+    """``base`` with ``stack``'s figures on ``plat`` set to ``values`` (a stack that runs on
+    one platform only, ``plat`` None, keeps them at the top level)."""
     table = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
-    entry = dict(table.get(STACK) or {})
+    entry = dict(table.get(stack) or {})
     if plat == "rocm":
         entry["rocm"] = {**(entry.get("rocm") or {}), **values}
     else:
         entry.update(values)
-    table[STACK] = entry
+    table[stack] = entry
     return table
 
 
@@ -165,12 +167,13 @@ def _pairs(preds: Sequence[Prediction], metric: str) -> list[tuple[float, float]
             if p.status is Status.OK and p.metric == metric and p.predicted and p.measured]
 
 
-def fit_platform(recs: Sequence[dict[str, Any]], base: Table, plat: str) -> dict[str, float]:
+def fit_platform(recs: Sequence[dict[str, Any]], base: Table, plat: str,
+                 stack: str = STACK) -> dict[str, float]:
     """step_overhead_s on the TPOT rows, then request_latency_s on the TTFT rows (module doc)."""
-    zero = with_sglang(base, plat, {"step_overhead_s": 0.0, "request_latency_s": 0.0})
+    zero = with_sglang(base, plat, {"step_overhead_s": 0.0, "request_latency_s": 0.0}, stack)
     step = fit_additive(_pairs(predict(recs, zero), "tokens_per_s_per_user"),
                         *BOUNDS["step_overhead_s"])
-    at_step = with_sglang(base, plat, {"step_overhead_s": step, "request_latency_s": 0.0})
+    at_step = with_sglang(base, plat, {"step_overhead_s": step, "request_latency_s": 0.0}, stack)
     late = fit_additive(_pairs(predict(recs, at_step), "ttft_p50_ms"),
                         *BOUNDS["request_latency_s"])
     return {"step_overhead_s": round(step, 7), "request_latency_s": round(late, 5)}
@@ -242,10 +245,10 @@ def entry_text(cuda: dict[str, Any], rocm: dict[str, Any], base_entry: dict[str,
     return yaml.dump({STACK: entry}, Dumper=_NoAliases, sort_keys=False, width=100)
 
 
-def replace_block(text: str, block: str) -> str:
-    """``text`` with its top-level ``sglang:`` block (to the next top-level key or the end)
+def replace_block(text: str, block: str, stack: str = STACK) -> str:
+    """``text`` with its top-level ``stack:`` block (to the next top-level key or the end)
     replaced by ``block``; the other stacks' lines are untouched."""
-    pat = re.compile(rf"^{STACK}:\n(?:(?:[ #].*|)\n)*", re.MULTILINE)
+    pat = re.compile(rf"^{re.escape(stack)}:\n(?:(?:[ #].*|)\n)*", re.MULTILINE)
     if not pat.search(text):
         return text.rstrip("\n") + "\n" + block
     return pat.sub(lambda _: block, text, count=1)

@@ -103,3 +103,26 @@ def test_bundled_sglang_profile_is_fitted_and_physical(fs: ModuleType) -> None:
     amd = profile(Framework.SGLANG, "AMD")
     assert amd.platform == "rocm" and amd.step_overhead_s == entry["rocm"]["step_overhead_s"]
     assert "request_overhead_s" in profile(Framework.SGLANG).not_calibrated
+
+
+def test_atom_profile_is_fitted_on_one_configuration_and_checked_on_the_rest(
+        fs: ModuleType, load_fitter: Callable[[str], ModuleType]) -> None:
+    """ATOM (fitters/fit_atom_profile.py) takes SGLang's split unchanged: of its InferenceX
+    configurations the fit set holds those the hash picks; the entry it wrote names them, its
+    figures sit at the top level (ATOM runs on AMD GPUs only) and are what the profile reads."""
+    fa = load_fitter("fit_atom_profile")
+    recs = fs.sglang_records(stack="atom")
+    assert recs and all(str(r["framework"]).startswith("atom") for r in recs)
+    fit_keys = sorted({fs.config_key(r) for r in recs if fs.in_fit_set(r)})
+    entry = yaml.safe_load(CAL.read_text())["atom"]
+    assert entry["fitted_on"]["step_overhead_s"] == fit_keys and "rocm" not in entry
+    assert entry["held_out"]["after"]["rows"] > entry["in_sample"]["rows"]
+    assert entry["held_out"]["after"]["median_pct"] < entry["held_out"]["before"]["median_pct"]
+    prof = profile(Framework.ATOM, "AMD")
+    assert prof.step_overhead_s == pytest.approx(entry["step_overhead_s"])
+    assert prof.request_latency_s == pytest.approx(entry["request_latency_s"])
+    # its block replaces only ATOM's lines
+    text = "sglang:\n  a: 1\natom:\n  b: 2\nvllm:\n  c: 3\n"
+    assert fs.replace_block(text, "atom:\n  b: 9\n", "atom") == (
+        "sglang:\n  a: 1\natom:\n  b: 9\nvllm:\n  c: 3\n")
+    assert fa.STACK == "atom"

@@ -1,6 +1,6 @@
 """The run format's 2025-2026 fields (issue 22 part 8): SGLang, Dynamo (with its engine) and
 ATOM; dp_attention; disaggregated pools; MTP and acceptance. Each reads; what the run-file
-prediction models is predicted (SGLang, Dynamo's engine, disaggregated pools and MTP:
+prediction models is predicted (SGLang, ATOM, Dynamo's engine, disaggregated pools and MTP:
 tests/validate/test_run_pools_mtp.py), the rest is a clear skip with its reason, so no row is
 predicted as something it was not."""
 
@@ -55,8 +55,18 @@ def test_predicted_stacks(tmp_path: Path, extra: str, framework: Framework) -> N
         assert any("Dynamo orchestrating tensorrt-llm" in n for n in p.notes)
 
 
+def test_atom_runs_on_amd_parts(tmp_path: Path) -> None:
+    path = tmp_path / "runs.yaml"
+    path.write_text(BASE.replace("h100-sxm5-80gb", "mi355x") + "  framework: atom 20260511\n")
+    (run,) = read_runs(path)
+    assert isinstance(run, ServingRun) and run.framework is Framework.ATOM
+    (p,) = validate_cases([path]).predictions
+    assert p.status is Status.OK and p.predicted is not None and p.predicted > 0, p.skipped_reason
+    assert any("ATOM defaults" in n for n in p.notes), p.notes
+
+
 @pytest.mark.parametrize(("extra", "reason"), [
-    ("framework: atom", "ATOM has no framework profile"),
+    ("framework: atom", "AMD Instinct GPUs only"),
     ("framework: dynamo 0.3", "needs its engine"),
     ("framework: vllm\nengine: sglang", "not dynamo"),
     ("framework: sglang\ndp_attention: true", "dp_attention_moe rule"),  # llama: dense

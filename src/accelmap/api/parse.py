@@ -105,8 +105,8 @@ def framework(text: str | None, train: bool) -> str | None:
         fw = Framework(text.strip().lower())
     except ValueError:
         raise InputError(f"unknown framework {text.strip()!r}; "
-                         f"{'training' if train else 'serving'} takes one of "
-                         f"{', '.join(ok)}") from None
+                         f"{'training' if train else 'serving'} takes: {', '.join(ok)}"
+                         ) from None
     if fw.value in wrong:
         raise InputError(f"--framework {fw.value} is a {'serving' if train else 'training'} "
                          f"stack; {'training' if train else 'serving'} takes one of "

@@ -96,6 +96,12 @@ class Framework(StrEnum):
     TENSORRT_LLM_1 = "tensorrt-llm-1"
     VLLM = "vllm"
     SGLANG = "sglang"
+    # AMD's ATOM (ROCm/ATOM, "AiTer Optimized Model"): AITER kernels, HIP graphs of the decode
+    # batch (prefill eager), an OpenAI server process that tokenizes and detokenizes itself and
+    # engine-core processes over ZMQ (atom/entrypoints/openai/api_server.py,
+    # atom/model_engine/engine_core_mgr.py); its figures are fitted on InferenceX ATOM sweeps
+    # (fitters/fit_atom_profile.py). It runs on AMD GPUs only.
+    ATOM = "atom"
     MEGATRON = "megatron"
     FSDP = "fsdp"  # PyTorch FSDP / torchtitan / llm-foundry (Composer) without torch.compile
     # Default stacks of the non-GPU classes (cost/execution.py), each a named behaviour:
@@ -118,13 +124,16 @@ PREFILL_CHUNK: dict[Framework, int] = {Framework.TENSORRT_LLM: 8192,
                                        Framework.TENSORRT_LLM_1: 8192, Framework.VLLM: 8192,
                                        # SGLang ``chunked_prefill_size`` 8192 (server_args.py
                                        # default on large GPUs)
-                                       Framework.SGLANG: 8192}
+                                       Framework.SGLANG: 8192,
+                                       # ATOM ``max_num_batched_tokens`` 16384 (atom/config.py):
+                                       # a prefill batch of whole prompts up to it
+                                       Framework.ATOM: 16384}
 # Stacks that run a custom one-shot all-reduce for small tensor-parallel messages (see above).
 CUSTOM_ALL_REDUCE = (Framework.TENSORRT_LLM, Framework.TENSORRT_LLM_1, Framework.VLLM,
                      Framework.SGLANG)
 # Stacks that replay CUDA graphs and fuse elementwise ops: their figures come from the fit.
 GRAPH_STACKS = (Framework.TENSORRT_LLM, Framework.TENSORRT_LLM_1, Framework.TORCH_COMPILE,
-                Framework.VLLM, Framework.SGLANG)
+                Framework.VLLM, Framework.SGLANG, Framework.ATOM)
 # TensorRT-LLM releases from this one on run the 1.x profile (the PyTorch backend became the
 # default in 1.0: TensorRT-LLM 1.0 release notes)
 TRTLLM_PYTORCH_FROM = (1, 0)
@@ -237,6 +246,9 @@ def profile(name: Framework | str, vendor: str | None = None) -> FrameworkProfil
     except ValueError:
         raise InputError(f"unknown framework {name!r}; use one of "
                          f"{', '.join(f.value for f in Framework)}") from None
+    if fw is Framework.ATOM and vendor is not None and platform_of(vendor) != "rocm":
+        raise InputError(f"framework atom (AMD's ATOM) runs on AMD Instinct GPUs only; a "
+                         f"{vendor.strip()} part takes vllm, sglang or tensorrt-llm")
     eager_gaps = {"step_overhead_s": "no shared row of an eager serving loop: 0 s",
                   "request_overhead_s": "no shared row of an eager serving loop: 0 s"}
     if fw is Framework.EAGER:

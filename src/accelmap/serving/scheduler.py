@@ -126,6 +126,18 @@ def defaults(fw: Framework, *, offline: bool, device_bytes: float) -> SchedulerC
             source="SGLang defaults (chunked_prefill_size 8192, page_size 1, "
                    "mem_fraction_static ~0.88, retract on a full pool; max running capped at "
                    "1024)")
+    if fw is Framework.ATOM:
+        # ATOM atom/config.py and model_engine/arg_utils.py (the 2026-05 release InferenceX
+        # runs): max_num_seqs 512, max_num_batched_tokens 16384, block size 16 (its MLA backend
+        # pages one token: aiter_mla.py), gpu_memory_utilization 0.9 of the total memory, no
+        # chunked prefill (a prompt waits until it fits the token budget: scheduler.py
+        # ``schedule``), recompute preemption of the last running request (``preempt``).
+        # ATOM runs prefill batches apart from decode batches (prefill first); the simulator
+        # prices a prefill in the same iteration as the decodes, as its other stacks.
+        return SchedulerConfig(
+            KvPolicy.ON_DEMAND, 512, 16384, False, 16, KvBudget.OF_TOTAL, 0.9,
+            source="ATOM defaults (max_num_seqs 512, max_num_batched_tokens 16384, block 16, "
+                   "gpu_memory_utilization 0.9, no chunked prefill, recompute preemption)")
     # gpt-fast / eager PyTorch / training stacks: no serving scheduler, one static batch at a
     # time; the batch is the largest that fits (capped as vLLM's small-device default).
     return SchedulerConfig(

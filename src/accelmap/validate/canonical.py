@@ -61,13 +61,12 @@ ZERO_WORDS = ("0", "1", "2", "3", "fsdp")
 ARCH_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab")
 # Serving frameworks of the run format (cost profile and scheduler defaults, cost/framework.py)
 SERVING_FRAMEWORKS = {"tensorrt-llm": Framework.TENSORRT_LLM, "vllm": Framework.VLLM,
-                      "sglang": Framework.SGLANG}
+                      "sglang": Framework.SGLANG, "atom": Framework.ATOM}
 # Serving stacks a run may name that bring no cost profile of their own: Dynamo orchestrates an
-# engine (the `engine` field, whose profile is taken); AMD's ATOM has no profile yet, so its
-# rows are read and skipped with that reason (docs/validate-format.md)
+# engine (the `engine` field, whose profile is taken; docs/validate-format.md)
 ORCHESTRATORS = ("dynamo",)
-UNPROFILED = ("atom",)
-ENGINES = {k: v for k, v in SERVING_FRAMEWORKS.items()}
+UNPROFILED: tuple[str, ...] = ()
+ENGINES = {k: v for k, v in SERVING_FRAMEWORKS.items() if k != "atom"}
 METRIC_WORDS = {m.value: m for m in (*Metric, *ServingMetric)}
 LENGTH_DISTS = ("fixed", "uniform", "lognormal")
 # Fields only a serving run has (a record with any of them, or a serving metric, is one).

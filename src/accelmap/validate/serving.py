@@ -133,8 +133,11 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str],
     m = Mapping.serving(tp=tp, pp=pp, ep=ep, replicas=dp, dp_attention=bool(run.dp_attention))
     # the release picks the profile (TensorRT-LLM 1.x runs the PyTorch-backend profile), the
     # accelerator's vendor its platform block (SGLang on ROCm)
-    fw = framework_profile(release_stack(run.framework, run.version) if run.framework
-                           else Framework.EAGER, system.device.acc.vendor)
+    try:
+        fw = framework_profile(release_stack(run.framework, run.version) if run.framework
+                               else Framework.EAGER, system.device.acc.vendor)
+    except InputError as e:  # a stack the part does not run (ATOM on an NVIDIA GPU)
+        return str(e)
     weight = run.precision
     assert weight is not None
     # activations: fp8 with fp8 weights (W8A8), else 16 bits (4-bit GEMMs quantize their inputs
@@ -265,8 +268,6 @@ def _unmodelled(run: ServingRun) -> list[str]:
     """What a 2025-2026 run states that the run-file prediction does not model yet: each a
     reason to skip, so no row is predicted as something it was not (issue 22 part 8)."""
     out = []
-    if run.stack == "atom":
-        out.append("AMD ATOM has no framework profile yet")
     if run.stack == "dynamo" and run.engine is None:
         out.append("framework dynamo needs its engine (engine: tensorrt-llm, sglang or vllm)")
     if run.engine is not None and run.stack != "dynamo":
