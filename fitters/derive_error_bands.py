@@ -12,7 +12,8 @@ Also the offline runs of data/concurrency_published.yaml that no parameter was f
 run there but the ones fitters/fit_trtllm1_profile.py fitted the tensorrt-llm-1 profile on);
 and SGLang's held-out InferenceX concurrency sweeps (fitters/fit_sglang_profile.py: the three
 configurations in four its profile was not fitted on), stack ``sglang`` on CUDA GPUs and
-``sglang rocm`` on AMD ones, in their own groups only (phase, stack, scale) and (phase, stack):
+``sglang rocm`` on AMD ones, and ATOM's the same way (fitters/fit_atom_profile.py, SGLang's
+split; stack ``atom``), in their own groups only (phase, stack, scale) and (phase, stack):
 throughput rows as ``serve-offline`` and ``serve-throughput`` (a closed loop at concurrency N
 is a batch of N in steady state; SGLang has no published fixed-batch row), per-user rate and
 TTFT rows as ``serve-latency``.
@@ -120,11 +121,14 @@ def sglang_residuals() -> list[tuple[str, str, int, float]]:
     fs = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fs)
     out = []
-    for metric, plat, devices, err in fs.held_out_residuals():
-        stack = "sglang" if plat == "cuda" else f"sglang {plat}"
-        phases = (("serve-latency",) if metric in ("ttft_p50_ms", "tokens_per_s_per_user")
-                  else ("serve-offline", "serve-throughput"))
-        out += [(stack, phase, devices, err) for phase in phases]
+    # ATOM (fitters/fit_atom_profile.py) takes the same split; it runs on AMD GPUs only, so its
+    # figures, and its band, are the entry's own (no platform block)
+    for name in ("sglang", "atom"):
+        for metric, plat, devices, err in fs.held_out_residuals(stack=name):
+            stack = name if plat == "cuda" or name == "atom" else f"{name} {plat}"
+            phases = (("serve-latency",) if metric in ("ttft_p50_ms", "tokens_per_s_per_user")
+                      else ("serve-offline", "serve-throughput"))
+            out += [(stack, phase, devices, err) for phase in phases]
     return out
 
 

@@ -199,12 +199,13 @@ def grouped(preds: Sequence[Prediction], by_id: dict[str, dict[str, Any]],
     return {k: summary(v) for k, v in sorted(groups.items())}
 
 
-def held_out_residuals(table: Table | None = None) -> list[tuple[str, str, int, float]]:
-    """(metric, platform, devices, abs % error) of every held-out record the engine predicts
-    with ``table`` (default: the calibration as written): the SGLang error bands
-    (fitters/derive_error_bands.py)."""
+def held_out_residuals(table: Table | None = None,
+                       stack: str = STACK) -> list[tuple[str, str, int, float]]:
+    """(metric, platform, devices, abs % error) of every held-out record of ``stack`` the engine
+    predicts with ``table`` (default: the calibration as written): the SGLang (and ATOM) error
+    bands (fitters/derive_error_bands.py)."""
     vendors = {k: a.vendor for k, a in load_catalog().accelerators.items()}
-    recs = [r for r in sglang_records() if not in_fit_set(r)]
+    recs = [r for r in sglang_records(stack=stack) if not in_fit_set(r)]
     by_id = {r["id"]: r for r in recs}
     preds = predict(recs, table if table is not None else fwmod._calibration())
     return [(str(p.metric), platform(by_id[p.row_id], vendors), int(by_id[p.row_id]["devices"]),
