@@ -64,20 +64,29 @@ class BenchCaps:
     note: str
 
 
+# finetune_setting's rounding (module doc, step 4): (below, round up to) steps, then the floor
+BATCH_STEPS = ((256, 32), (1024, 128), (math.inf, 256))
+BATCH_FLOOR = 64
+TOKEN_STEPS = ((4096, 256), (8192, 512), (math.inf, 1024))
+TOKEN_FLOOR = 2048  # "Set min to 2048 to ensure Ctx/Gen overlap efficiency"
+
+
+def _round_up(raw: float, steps: tuple[tuple[float, int], ...], floor: int) -> int:
+    """``raw`` rounded up to the step of the first band it lies below; the first band's result
+    is at least ``floor``."""
+    for i, (below, step) in enumerate(steps):
+        if raw < below:
+            up = step * math.ceil(raw / step)
+            return max(floor, up) if i == 0 else up
+    raise AssertionError("the last band is unbounded")
+
+
 def _round_batch(raw: float) -> int:
-    if raw < 256:
-        return max(64, 32 * math.ceil(raw / 32))
-    if raw < 1024:
-        return 128 * math.ceil(raw / 128)
-    return 256 * math.ceil(raw / 256)
+    return _round_up(raw, BATCH_STEPS, BATCH_FLOOR)
 
 
 def _round_tokens(raw: float) -> int:
-    if raw < 4096:
-        return max(2048, 256 * math.ceil(raw / 256))
-    if raw < 8192:
-        return 512 * math.ceil(raw / 512)
-    return 1024 * math.ceil(raw / 1024)
+    return _round_up(raw, TOKEN_STEPS, TOKEN_FLOOR)
 
 
 def checkpoint_elements(spec: ModelSpec, wl: Inference) -> float:
