@@ -3,10 +3,11 @@
 The file (written by ``data/inferencex/convert.py`` from the InferenceX dashboard's API
 snapshot) holds closed-loop concurrency points of DeepSeek-R1 on B200, B300, GB200, GB300,
 H100, H200, MI300X, MI325X and MI355X in FP4 and FP8, in the run format. Nothing is fitted on
-it but SGLang's profile (fitters/fit_sglang_profile.py: one SGLang configuration in four, by a
-hash fixed in advance; that fitter reports the held-out rest). Prints median / p90 absolute %
-error and the median signed % error (+ = accelmap optimistic) per accelerator, model,
-precision, framework and metric, then the skip reasons with their counts.
+it but SGLang's and ATOM's host figures (fitters/fit_sglang_profile.py and fit_atom_profile.py:
+one configuration in four, by a hash fixed in advance; those fitters report the held-out rest).
+Prints median / p90 absolute % error and the median signed % error (+ = accelmap optimistic)
+per accelerator, model, precision, framework and metric, then the skip reasons with their
+counts.
 
     PYTHONPATH=src python3 benchmarks/inferencex_error.py [--sample N] [--seed S] [--rows]
         [--no-pool-dpa]

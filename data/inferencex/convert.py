@@ -287,9 +287,10 @@ def convert(rows: Sequence[Record]) -> tuple[list[tuple[Record, list[Record]]], 
 
 HEADER = """\
 # SemiAnalysis InferenceX (formerly InferenceMAX) concurrency sweeps, in the run format of
-# docs/validate-format.md (serving runs, scenario: concurrency). Report only: nothing is fitted
-# on these rows. Written by data/inferencex/convert.py (read its docstring for every rule and
-# citation) from {source}
+# docs/validate-format.md (serving runs, scenario: concurrency). Report only, but for SGLang's
+# and ATOM's host figures (fitters/fit_sglang_profile.py, fit_atom_profile.py: one
+# configuration in four by a fixed hash; the rest held out). Written by
+# data/inferencex/convert.py (read its docstring for every rule and citation) from {source}
 # at commit {commit}.
 # Print the error with
 #   PYTHONPATH=src python3 benchmarks/inferencex_error.py
