@@ -97,6 +97,8 @@ def test_offline_tensorrt_llm_1_runs_take_the_caps_and_a_stated_cap_wins() -> No
     assert not got.scheduler.chunked_prefill
     stated = run(spec, system, wl, m, fw, Load(Scenario.OFFLINE, requests=64, max_seqs=32))
     assert stated.scheduler is not None and stated.scheduler.max_seqs == 32
+    assert any("the stated --max-seqs (max_batch) replaces its max_batch_size" in n
+               for n in stated.assumptions)
     # the v0.x stack and other scenarios keep the framework's documented defaults
     old = run(spec, system, wl, m, resolve_framework("tensorrt-llm", Framework.VLLM),
               Load(Scenario.OFFLINE, requests=64))

@@ -463,9 +463,12 @@ def _bench_caps(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
     caps = bench_caps(spec, wl, int(m.tp), int(m.pp), system.memory_bytes,
                       int(np.max(reqs.prompt)), load.kv_fraction)
     chunked = caps.chunked if load.chunked_prefill is None else load.chunked_prefill
+    stated = [f"the stated {flag} replaces its {name}" for flag, name, v in (
+        ("--max-seqs (max_batch)", "max_batch_size", load.max_seqs),
+        ("--max-tokens (max_tokens)", "max_num_tokens", load.max_tokens)) if v is not None]
     return replace(load, max_seqs=caps.max_batch if load.max_seqs is None else load.max_seqs,
                    max_tokens=caps.max_tokens if load.max_tokens is None else load.max_tokens,
-                   chunked_prefill=chunked), (caps.note,)
+                   chunked_prefill=chunked), ("; ".join([caps.note, *stated]),)
 
 
 def _draft_violation(spec: ModelSpec, system: System, m: Mapping,
