@@ -67,6 +67,11 @@ TABLE: list[tuple[str, dict[str, Any], list[str]]] = [
                   "ep": 3},
      ["estimate", "deepseek-r1", "--cluster", "8xb200", "--weights", "fp4", "--tp", "8",
       "--ep", "3"]),
+    # AMD's ATOM on an NVIDIA part: one line in both; on an AMD part, the same answer
+    ("estimate", {"model": "llama-3.1-8b", "hw": "h100-sxm5-80gb", "framework": "atom"},
+     ["estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb", "--framework", "atom"]),
+    ("estimate", {"model": "llama-3.1-8b", "hw": "mi355x", "framework": "atom"},
+     ["estimate", "llama-3.1-8b", "--hw", "mi355x", "--framework", "atom"]),
     # DP attention on a dense model (issue 22 part 3): one line in both, naming the flag
     ("estimate", {"model": "llama-3.1-8b", "cluster": "2xH100", "tp": 2, "dp_attention": True},
      ["estimate", "llama-3.1-8b", "--cluster", "2xH100", "--tp", "2", "--dp-attention"]),

@@ -65,7 +65,6 @@ SERVING_FRAMEWORKS = {"tensorrt-llm": Framework.TENSORRT_LLM, "vllm": Framework.
 # Serving stacks a run may name that bring no cost profile of their own: Dynamo orchestrates an
 # engine (the `engine` field, whose profile is taken; docs/validate-format.md)
 ORCHESTRATORS = ("dynamo",)
-UNPROFILED: tuple[str, ...] = ()
 ENGINES = {k: v for k, v in SERVING_FRAMEWORKS.items() if k != "atom"}
 METRIC_WORDS = {m.value: m for m in (*Metric, *ServingMetric)}
 LENGTH_DISTS = ("fixed", "uniform", "lognormal")
@@ -221,7 +220,7 @@ def _framework(v: Any) -> Parsed:
     version = version.strip()
     if name in SERVING_FRAMEWORKS:
         return (SERVING_FRAMEWORKS[name], version), None
-    if name in ORCHESTRATORS or name in UNPROFILED:  # the engine, or the skip, decides later
+    if name in ORCHESTRATORS:  # the engine decides later
         return (name, version), None
     stack = FRAMEWORK_NAMES.get(name)
     if stack is Stack.OTHER:  # an in-house stack: whatever follows names it
