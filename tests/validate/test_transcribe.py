@@ -188,3 +188,12 @@ def test_a_local_batch_out_of_range_skips_its_row(tmp_path: Path) -> None:
     (case,) = read_cases(rows).cases
     assert case.local_batch is None  # type: ignore[union-attr]
     assert any("local batch size 0 is not a whole number" in m for _, m in case.problems)
+
+
+def test_a_captions_compile_is_the_runs(tmp_path: Path) -> None:
+    """torchtitan's tables state torch.compile in the caption ("Table 4 (FSDP 32 x TP 8 +
+    compile + Float8, ...)") and name only the compared variant in the framework cell
+    ("torchtitan (2D)"): the run is compiled. A row that says compile nowhere is not."""
+    cases = _shared_rows(tmp_path, "T0362", "T0372", "T0386")
+    assert from_case(cases["T0372"]).compile and from_case(cases["T0386"]).compile
+    assert not from_case(cases["T0362"]).compile  # Table 1, "torchtitan (FSDP)": eager

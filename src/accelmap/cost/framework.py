@@ -38,9 +38,18 @@ shared rows: their figures are borrowed from the fitted CUDA-graph stack and say
   dispatch of every aten op in series with the arithmetic: per graph op, its dispatch count times
   the measured seconds per dispatch, in place of one kernel overhead.
 - ``fuses_elementwise``: norms, activations, rotary and residual adds run inside neighbouring
-  kernels (torch.compile/Inductor, TensorRT-LLM and vLLM fused kernels), so they cost no memory
-  pass and no launch of their own. Megatron's fused kernels are separate launches that make one
-  pass each: they are counted like eager elementwise ops.
+  kernels (TensorRT-LLM and vLLM fused kernels), so they cost no launch of their own, and no
+  memory pass where they are folded into a GEMM's or attention kernel's epilogue. Megatron's
+  fused kernels are separate launches that make one pass each: they are counted like eager
+  elementwise ops.
+- ``fused_pass``: the fused elementwise ops still make their memory pass. torch.compile's
+  Inductor (default mode) leaves matmuls to cuBLAS as extern kernels and fuses the pointwise
+  and reduction ops between them into Triton kernels of their own (Ansel et al., "PyTorch 2",
+  ASPLOS 2024, sec. 5: TorchInductor's lowerings and scheduler); a GEMM epilogue takes them
+  only under ``max_autotune`` with Triton/CUTLASS GEMM templates
+  (``torch._inductor.config.epilogue_fusion``). Each fused kernel reads its inputs and writes
+  its output once, which is the graph's count for a vector op (one read and one write per
+  element); the launch is the fused kernel's, shared, so none is charged per op.
 """
 
 from __future__ import annotations
@@ -87,7 +96,7 @@ EAGER_LAUNCH_S = 5e-6  # middle of the 4-6 us per launch measured by the pegainf
 class Framework(StrEnum):
     EAGER = "eager"
     EAGER_CPU = "eager-cpu"  # eager PyTorch on a CPU: host dispatch in series (cost/eager_cpu.py)
-    TORCH_COMPILE = "torch-compile"  # gpt-fast: Inductor fusion + CUDA graphs
+    TORCH_COMPILE = "torch-compile"  # Inductor fusion (+ CUDA graphs in gpt-fast decode)
     TENSORRT_LLM = "tensorrt-llm"
     # TensorRT-LLM 1.x: the PyTorch-backend executor (the default backend from 1.0: Python
     # scheduler with the overlap scheduler, CUDA graphs of the decode batch, FlashInfer/CUTLASS
@@ -134,6 +143,8 @@ CUSTOM_ALL_REDUCE = (Framework.TENSORRT_LLM, Framework.TENSORRT_LLM_1, Framework
 # Stacks that replay CUDA graphs and fuse elementwise ops: their figures come from the fit.
 GRAPH_STACKS = (Framework.TENSORRT_LLM, Framework.TENSORRT_LLM_1, Framework.TORCH_COMPILE,
                 Framework.VLLM, Framework.SGLANG, Framework.ATOM)
+# Stacks whose fused elementwise kernels are kernels of their own (``fused_pass``)
+OWN_KERNEL_FUSION = (Framework.TORCH_COMPILE,)
 # TensorRT-LLM releases from this one on run the 1.x profile (the PyTorch backend became the
 # default in 1.0: TensorRT-LLM 1.0 release notes)
 TRTLLM_PYTORCH_FROM = (1, 0)
@@ -170,6 +181,9 @@ class FrameworkProfile:
     # tokenizer/detokenizer processes); it occupies no device time (see the module doc)
     request_latency_s: float = 0.0
     custom_all_reduce: bool = False
+    # fused elementwise ops keep their one memory pass (Inductor's Triton kernels beside cuBLAS
+    # GEMMs: module doc); False: folded into a neighbouring kernel, no pass of their own
+    fused_pass: bool = False
     # Decode attention of a grouped-query model with an 8-bit KV cache streams (and dequantizes)
     # the group's K/V once per *query* head: TensorRT-LLM before 0.7, whose masked-MHA kernel
     # runs one thread block per query head (the "MMHA optimization for MQA and GQA" came in
@@ -300,6 +314,7 @@ def profile(name: Framework | str, vendor: str | None = None) -> FrameworkProfil
         request_latency_s=float(cal.get("request_latency_s", 0.0)),
         platform=plat,
         custom_all_reduce=fw in CUSTOM_ALL_REDUCE,
+        fused_pass=fw in OWN_KERNEL_FUSION,
         not_calibrated={**missing, **{str(k): str(v) for k, v in
                                       (cal.get("not_calibrated") or {}).items()}},
     )

@@ -181,7 +181,9 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
     if np.any(op.dequant_flops):  # weight-only conversion on the vector units, in the kernel
         vector, _ = dev.peak(DType.FP32, Unit.VECTOR)
         compute = compute + op.dequant_flops / np.maximum(vector, 1.0)
-    memory = 0.0 * compute if fused else op.total_bytes / dev.bandwidth
+    # a fused op folded into its neighbour moves nothing of its own; one fused into a kernel of
+    # its own (fw.fused_pass: Inductor) still reads and writes its elements once
+    memory = 0.0 * compute if fused and not fw.fused_pass else op.total_bytes / dev.bandwidth
     if op.weight_dtype in fw.quantized_weight_efficiency and ByteKind.WEIGHTS in op.bytes:
         # dequantizing kernels stream their weights below the 16-bit GEMM's bandwidth
         slow = op.bytes[ByteKind.WEIGHTS] / dev.bandwidth

@@ -170,6 +170,9 @@ class TrainingCase(_Base):
     interleave: str = ""  # VPP_or_interleave as written ("6", "Interleaved 1F1B")
     sequence_parallel: str = ""
     year: int | None = None  # source_year: picks the stack's release when no version is given
+    # source_location as written: a table's caption can state the run's switches
+    # ("Table 4 (FSDP 32 x TP 8 + compile + Float8, ...)")
+    location: str = ""
 
 
 @dataclass(frozen=True)
@@ -305,7 +308,8 @@ def _build(fmt: CaseFormat, r: _Row, path: Path, line: int) -> Case:
             tokens_per_s_per_device=r.num("throughput_tokens_per_s_per_device"),
             mfu_pct=r.num("mfu_pct"), sharding=r.text("sharding_zero"),
             interleave=r.text("VPP_or_interleave"),
-            sequence_parallel=r.text("sequence_parallel"), year=r.integer("source_year"))
+            sequence_parallel=r.text("sequence_parallel"), year=r.integer("source_year"),
+            location=r.text("source_location"))
     else:
         case = MatmulCase(
             **base, dtype=r.text("dtype"), kind=r.text("kind"),

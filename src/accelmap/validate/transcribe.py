@@ -19,6 +19,10 @@ closed vocabulary.
 - framework: the stack (``stacks.training_stack``), the version written right after its name
   ("NeMo 24.07"), a year in the text ("Megatron-LM (Jan 2021)") or else ``source_year``;
   "compile" -> torch.compile, "async" -> tensor-parallel communication overlap (AsyncTP).
+  "compile" in the source location counts too: torchtitan's benchmark tables state their
+  switches in the caption ("Table 4 (FSDP 32 x TP 8 + compile + Float8, ...)", "... with
+  FSDP=32, TP=8, torch.compile, full AC ...") and name only the compared variant in the
+  framework cell.
 """
 
 from __future__ import annotations
@@ -210,7 +214,8 @@ def from_case(case: TrainingCase) -> TrainingRun:
         vpp=vpp, interleaved=interleaved, zero=zero, shard_group=group, shard_in_node=in_node,
         recompute=recompute,
         sequence_parallel=read_flag(case.sequence_parallel),
-        tp_comm_overlap=True if "async" in fw else None, compile="compile" in fw,
+        tp_comm_overlap=True if "async" in fw else None,
+        compile="compile" in fw or "compile" in case.location.lower(),
         precision=precision, grad_reduce=grad, framework=stack, version=version,
         year=text_year or case.year, seq_len=case.seq_len,
         global_batch=global_batch, micro_batch=case.micro_batch,
