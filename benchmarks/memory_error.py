@@ -151,10 +151,10 @@ def torchtitan_plan(row: dict[str, str], catalog: Catalog
     if local is None:
         return "local batch not stated"
     interleaved = "interleaved" in cfg.lower()
-    # under pipelining the local batch splits into as many micro-batches as the pipeline has
-    # stages, pp x stages per rank (torchtitan build_pipeline_schedule: n_microbatches defaults
-    # to num_total_stages; validate.stacks.StackDefaults.stage_microbatches)
-    micro = max(local // (pp * (2 if interleaved else 1)), 1) if pp > 1 else local
+    # under pipelining the local batch splits into pp-degree micro-batches, interleaved or not:
+    # these rows ran torchtitan 9dec370 (December 2024), before PR #781 made it pp x stages per
+    # rank (validate.stacks.StageMicrobatches)
+    micro = max(local // pp, 1) if pp > 1 else local
     rec = row["recompute"].lower()
     # torchtitan's "selective" is its op-level policy (saves every other matmul output, torchtitan
     # train_configs selective_ac_option = 'op'), not Korthikanti's selective recompute; the

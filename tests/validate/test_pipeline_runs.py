@@ -186,30 +186,50 @@ TORCHTITAN_PP = {
     "id": "tt-405b-pp8", "source": "torchtitan benchmarks Table 5",
     "accelerator": "h100-sxm5-96gb-hbm2e", "model": "llama-3.1-405b", "devices": 512,
     "nodes": 64, "tp": 8, "pp": 8, "cp": 1, "dp": 8, "zero": "fsdp", "precision": "bf16",
-    "framework": "torchtitan 0.1", "year": 2024, "seq_len": 8192, "global_batch": 256,
+    "framework": "torchtitan", "year": 2024, "seq_len": 8192, "global_batch": 256,
     "recompute": "full", "metric": "tokens_per_s_per_device", "value": 100}
 
 
-@pytest.mark.parametrize(("extra", "mb", "stages"), [({}, 4, 8), ({"vpp": 2}, 2, 16)])
-def test_torchtitan_splits_the_local_batch_over_the_pipeline_stages(
-        tmp_path: Path, catalog: Catalog, extra: dict[str, object], mb: int, stages: int) -> None:
-    """torchtitan build_pipeline_schedule: with no micro-batch count, n_microbatches = the
-    pipeline's stages (pp x stages per rank), so a local batch of 32 runs as 8 micro-batches of
-    4 under 1F1B and 16 of 2 interleaved, not 32 of 1 (which would shrink the bubble 4x)."""
+@pytest.mark.parametrize(("extra", "mb", "into"), [
+    # December 2024 (torchtitan 9dec370): pp-degree micro-batches, interleaved or not
+    ({}, 4, "into 8 micro-batches (torchtitan 2024: pp degree) = 4"),
+    ({"vpp": 2}, 4, "into 8 micro-batches (torchtitan 2024: pp degree) = 4"),
+    # PR #781 .. #1073 (2025-01 .. 2025-04): pp x stages per rank
+    ({"vpp": 2, "framework": "torchtitan 25.02"}, 2,
+     "into 16 micro-batches (torchtitan 2025-01..2025-04: pp x stages per rank) = 2"),
+    # v0.1 on: pipeline_parallel_microbatch_size defaults to 1
+    ({"framework": "torchtitan 0.1"}, 1, "micro-batch not stated: 1"),
+])
+def test_torchtitan_splits_the_local_batch_as_its_release_did(
+        tmp_path: Path, catalog: Catalog, extra: dict[str, object], mb: int, into: str) -> None:
+    """torchtitan build_pipeline_schedule with no micro-batch setting: a local batch of 32 runs
+    as 8 micro-batches of 4 in the December 2024 benchmarks (n_microbatches = pp degree), not
+    16 of 2 (the later pp x stages per rank rule) or 32 of 1 (the micro-batch size of v0.1 on)."""
     p = _predict(_write(tmp_path, TORCHTITAN_PP | extra), catalog)["tt-405b-pp8"]
     assert p.status is Status.OK, p.skipped_reason  # type: ignore[attr-defined]
     notes = " ".join(p.notes)  # type: ignore[attr-defined]
-    assert f"global batch 256 / dp 8 into the pipeline's {stages} stages = {mb}" in notes
+    assert into in notes
     assert f" mb={mb} " in notes
+
+
+def test_torchtitan_interleaving_without_a_count_is_two_stages_per_rank(
+        tmp_path: Path, catalog: Catalog) -> None:
+    """torchtitan's own rule (generate_split_points: 2 stages per rank for a multi-stage
+    schedule without split points), not a NeMo recipe's."""
+    p = _predict(_write(tmp_path, TORCHTITAN_PP | {"schedule": "interleaved"}),
+                 catalog)["tt-405b-pp8"]
+    notes = " ".join(p.notes)  # type: ignore[attr-defined]
+    assert "vpp=2 (torchtitan 2024: 2 stages per rank when no split is given)" in notes
+    assert "NeMo" not in notes
 
 
 def test_torchtitan_local_batch_that_does_not_split_over_the_stages_says_so(
         tmp_path: Path, catalog: Catalog) -> None:
-    """24 sequences per rank do not split into 16 micro-batches: torchtitan raises; the row
+    """20 sequences per rank do not split into 8 micro-batches: torchtitan raises; the row
     says why and falls back to the stack's micro-batch."""
-    p = _predict(_write(tmp_path, TORCHTITAN_PP | {"global_batch": 192, "vpp": 2}),
+    p = _predict(_write(tmp_path, TORCHTITAN_PP | {"global_batch": 160}),
                  catalog)["tt-405b-pp8"]
-    assert "does not split over dp 8 into the pipeline's 16 stages" in " ".join(p.notes)  # type: ignore[attr-defined]
+    assert "does not split over dp 8 into 8 micro-batches" in " ".join(p.notes)  # type: ignore[attr-defined]
 
 
 def test_schedule_is_read_written_and_used(tmp_path: Path, catalog: Catalog) -> None:

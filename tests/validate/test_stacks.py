@@ -10,6 +10,7 @@ from accelmap.validate.stacks import (
     DEFAULTS,
     ERAS,
     Stack,
+    StageMicrobatches,
     defaults_for,
     release_date,
     training_stack,
@@ -68,7 +69,23 @@ def test_every_range_has_a_source_and_the_transcription_keeps_its_defaults() -> 
     # the shared rows name Megatron-LM 2020/2021 and NeMo 24.07: the defaults they had
     assert defaults_for(M, "", 2021)[0] is DEFAULTS[M]
     assert defaults_for(N, "24.07")[0] is DEFAULTS[N]
-    assert defaults_for(Stack.TORCHTITAN, "0.1")[1] is None  # one range: nothing to choose
+    assert defaults_for(Stack.DEEPSPEED, "0.14")[1] is None  # one range: nothing to choose
+
+
+def test_torchtitan_releases_split_the_pipeline_batch_as_they_did() -> None:
+    """torchtitan's unstated micro-batch count under pipelining: pp degree until PR #781
+    (2025-01-07), pp x stages per rank until PR #1073 (2025-04-07), micro-batch size 1 since."""
+    old, note = defaults_for(Stack.TORCHTITAN, "", 2024)
+    assert old.stage_microbatches is StageMicrobatches.PP_DEGREE
+    assert note == ("torchtitan version not stated: the run's year 2024 picks torchtitan 2024 "
+                    "defaults")
+    assert defaults_for(Stack.TORCHTITAN, "25.02")[0].stage_microbatches \
+        is StageMicrobatches.TOTAL_STAGES
+    new = defaults_for(Stack.TORCHTITAN, "0.1")[0]
+    assert new.stage_microbatches is None and new.micro_batch == 1
+    assert all(d.interleaved_vpp == 2 for d in (old, new))
+    assert release_date(Stack.TORCHTITAN, "0.2.1") == (2025, 10)
+    assert isinstance(release_date(Stack.TORCHTITAN, "0.0.5"), str)
 
 
 def test_versions_in_each_stacks_numbering() -> None:

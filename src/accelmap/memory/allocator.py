@@ -35,7 +35,7 @@ from accelmap.units import Num
 
 # Fitted on memory.csv Y0092, Y0094, Y0100, Y0102, Y0104, Y0106 (benchmarks/memory_error.py
 # --fit)
-ALLOCATOR_FRAGMENTATION = 0.2392
+ALLOCATOR_FRAGMENTATION = 0.2297
 
 # Items of the memory tree that the caching allocator does not hold.
 NON_PYTORCH_ITEMS = ("runtime/context", "runtime/comm_buffers")

@@ -34,7 +34,7 @@ from accelmap.units import DType
 from accelmap.validate.cases import InferenceCase, TrainingCase
 from accelmap.validate.resolve import Resolved, parse_recompute
 from accelmap.validate.runs import TrainingRun
-from accelmap.validate.stacks import StackDefaults, recipe_vpp, silent_split
+from accelmap.validate.stacks import StackDefaults, StageMicrobatches, recipe_vpp, silent_split
 from accelmap.validate.transcribe import from_case, fsdp_off, read_zero
 from accelmap.workload import Recompute
 
@@ -184,11 +184,16 @@ def _stated(value: bool | None, default: bool) -> bool:
 
 def run_vpp(run: TrainingRun, pp: int, d: StackDefaults, spec: ModelSpec | None,
             notes: list[str]) -> int | str:
-    """Virtual stages: the run's; interleaved without a count, the stack's recipe
-    (stacks.recipe_vpp); not stated, none."""
+    """Virtual stages: the run's; interleaved without a count, the stack's rule
+    (``StackDefaults.interleaved_vpp``) or its recipe (stacks.recipe_vpp); not stated, none."""
     if run.vpp is not None:
         return run.vpp
     if run.interleaved and pp > 1:
+        if d.interleaved_vpp is not None:
+            notes.append(f"interleaved, virtual stages not stated: vpp={d.interleaved_vpp} "
+                         f"({d.release}: {d.interleaved_vpp} stages per rank when no split is "
+                         "given)")
+            return d.interleaved_vpp
         if spec is None:
             return "interleaved schedule without the number of virtual stages; write vpp"
         got = recipe_vpp(spec.id, spec.n_layers, pp)
@@ -220,13 +225,14 @@ def run_split(run: TrainingRun, d: StackDefaults, spec: ModelSpec | None, pp: in
 
 
 def _local_micro_batch(global_batch: int, dp: int, parts: int, d: StackDefaults,
-                       notes: list[str]) -> int | None:
+                       notes: list[str], rule: str = "") -> int | None:
     """The micro-batch of a stack that splits each data-parallel rank's batch into ``parts``
     micro-batches when the run states none: 1 where the release had no gradient accumulation
-    (``StackDefaults.whole_local_batch``), the pipeline's stages for torchtitan
-    (``StackDefaults.stage_microbatches``). None (noted) where the batch does not split so,
-    which the stack refuses."""
-    into = "the whole local batch" if parts == 1 else f"the pipeline's {parts} stages"
+    (``StackDefaults.whole_local_batch``), torchtitan's count under pipelining
+    (``StackDefaults.stage_microbatches``, named by ``rule``). None (noted) where the batch does
+    not split so, which the stack refuses."""
+    into = "the whole local batch" if parts == 1 else \
+        f"{parts} micro-batches" + (f" ({rule})" if rule else "")
     if global_batch % (dp * parts):
         notes.append(f"global batch {global_batch} does not split over dp {dp} into {into}, "
                      f"as {d.release} needs when the micro-batch is not given")
@@ -257,8 +263,10 @@ def run_mapping(run: TrainingRun, cluster: Cluster, d: StackDefaults,
     mb = run.micro_batch
     if mb is None and run.global_batch and d.whole_local_batch and deg.pp == 1:
         mb = _local_micro_batch(run.global_batch, deg.dp, 1, d, notes)
-    if mb is None and run.global_batch and d.stage_microbatches and deg.pp > 1:
-        mb = _local_micro_batch(run.global_batch, deg.dp, deg.pp * vpp, d, notes)
+    if mb is None and run.global_batch and d.stage_microbatches is not None and deg.pp > 1:
+        parts = deg.pp if d.stage_microbatches is StageMicrobatches.PP_DEGREE else deg.pp * vpp
+        mb = _local_micro_batch(run.global_batch, deg.dp, parts, d, notes,
+                                f"{d.release}: {d.stage_microbatches.value}")
     if mb is None:
         mb = d.micro_batch
         notes.append(f"micro-batch not stated: {mb} ({d.source})")

@@ -106,6 +106,19 @@ class Stack(StrEnum):
     OTHER = "other"  # an in-house stack (Meta's, T5X/Pathways, HAI-LLM, ...): OTHER_NOTE
 
 
+class StageMicrobatches(StrEnum):
+    """torchtitan's micro-batch count under pipeline parallelism when the run sets none; the
+    local batch splits into that many (the batch must divide by it, else it raises)."""
+
+    # ``build_pipeline_schedule`` before PR #781 (2025-01-07): "if n_microbatches is None:
+    # n_microbatches = job_config.experimental.pipeline_parallel_degree" (pipelining_utils.py
+    # @9dec370, the commit of the December 2024 benchmarks), interleaved or not
+    PP_DEGREE = "pp degree"
+    # PR #781 (2025-01-07) until PR #1073 (2025-04-07): ``num_total_stages`` = pp x the stages
+    # of each rank
+    TOTAL_STAGES = "pp x stages per rank"
+
+
 @dataclass(frozen=True)
 class OptimizerStorage:
     """How a recipe stores what the optimizer owns (memory only; ``workload.Training``)."""
@@ -153,11 +166,12 @@ class StackDefaults:
     # the release had no gradient accumulation: a micro-batch, when not stated, is the data-
     # parallel rank's whole batch (global batch / dp)
     whole_local_batch: bool = False
-    # under pipeline parallelism an unstated micro-batch count is the pipeline's stages (pp x
-    # stages per rank) and the local batch splits into them: torchtitan ``build_pipeline_
-    # schedule`` ("if n_microbatches is None: n_microbatches = num_total_stages"; the batch must
-    # divide by it, else it raises)
-    stage_microbatches: bool = False
+    # under pipeline parallelism, how many micro-batches the local batch splits into when the run
+    # states none (StageMicrobatches); None: the stack's micro_batch
+    stage_microbatches: StageMicrobatches | None = None
+    # virtual stages of an interleaved run that states none: this many per rank (None: the NeMo
+    # recipe's, recipe_vpp)
+    interleaved_vpp: int | None = None
     # stage-to-stage sends beside the compute under an interleaved schedule (engine.train.
     # OverlapPolicy.pp_p2p); None: the engine's stack default, which is Megatron-Core's
     # (--overlap-p2p-communication on; NeMo's launcher training configs for Megatron-Core set
@@ -232,14 +246,25 @@ _LLM_FOUNDRY = replace(
     _LLM_FOUNDRY_2023, source="llm-foundry 0.4+ defaults: mpt-*.yaml, attn_impl flash "
     "(flash-attn 2), FULL_SHARD", release="llm-foundry 0.4+ (2024)",
     attention=AttentionKernel.FA2)
+# torchtitan from PR #1073 (2025-04-07, v0.1 on): ``pipeline_parallel_microbatch_size``
+# defaults to 1, so an unstated micro-batch is 1 (n_microbatches = local batch); an interleaved
+# schedule without a split has 2 stages per rank ("For multi-stage schedules, default is 2
+# virtual stages per rank", distributed/pipeline_parallel.py), as before
 _TORCHTITAN = StackDefaults(
     Stack.TORCHTITAN, Framework.FSDP, recompute=Recompute.PER_OP, selective=Recompute.PER_OP,
-    zero_with_pp=ZeroStage.GRADIENTS, stage_microbatches=True,
+    zero_with_pp=ZeroStage.GRADIENTS, interleaved_vpp=2,
     flash_attention=True,
     sequence_parallel=True, zero=ZeroStage.PARAMETERS, micro_batch=1, tp_comm_overlap=False,
     dropout=False, grad_dtype=DType.FP32,
     source="torchtitan defaults: llama3 train_configs, selective AC, FSDP2",
-    release="torchtitan 0.x", loss=Loss.EAGER)
+    release="torchtitan 2025-04+ (v0.1+)", loss=Loss.EAGER)
+_TORCHTITAN_2025Q1 = replace(
+    _TORCHTITAN, stage_microbatches=StageMicrobatches.TOTAL_STAGES,
+    release="torchtitan 2025-01..2025-04")
+# before 2025-01-07: the pipeline's degree, and 2 stages per rank for a multi-stage schedule
+# without split points (generate_split_points, pipelining_utils.py @9dec370)
+_TORCHTITAN_2024 = replace(
+    _TORCHTITAN, stage_microbatches=StageMicrobatches.PP_DEGREE, release="torchtitan 2024")
 OTHER_NOTE = (
     "in-house stack: Megatron-Core's physics assumed (the closest public stack with the same "
     "TP/PP/CP/DP): fused Transformer-Engine-style kernels and FlashAttention-2-generation "
@@ -285,7 +310,8 @@ ERAS: dict[Stack, tuple[Era, ...]] = {
                         Era((2023, 1), _MEGATRON_CORE)),
     Stack.NEMO: (Era(None, _NEMO_2023), Era((2023, 8), _NEMO_MCORE)),
     Stack.LLM_FOUNDRY: (Era(None, _LLM_FOUNDRY_2023), Era((2024, 1), _LLM_FOUNDRY)),
-    Stack.TORCHTITAN: (Era(None, _TORCHTITAN),),
+    Stack.TORCHTITAN: (Era(None, _TORCHTITAN_2024), Era((2025, 1), _TORCHTITAN_2025Q1),
+                       Era((2025, 4), _TORCHTITAN)),
     Stack.DEEPSPEED: (Era(None, _DEEPSPEED),),
     Stack.FSDP: (Era(None, _FSDP),),
     Stack.OTHER: (Era(None, _OTHER),),
@@ -331,6 +357,8 @@ def _release_scheme(stack: Stack) -> str:
         return "a container release YY.MM such as 24.07, or 2.x"
     if stack is Stack.LLM_FOUNDRY:
         return "0.x such as 0.3 or 0.10"
+    if stack is Stack.TORCHTITAN:
+        return "a release such as 0.1 or 0.2 (earlier runs: leave it out and give the year)"
     return "numbers such as 0.9"
 
 
@@ -353,6 +381,9 @@ def release_date(stack: Stack, version: str) -> tuple[int, int] | str:
     elif stack is Stack.LLM_FOUNDRY:
         if major == 0:  # 0.0-0.3 released in 2023, 0.4 in January 2024 (GitHub releases)
             return (2023, MID_YEAR) if minor < 4 else (2024, 1)
+    elif stack is Stack.TORCHTITAN:
+        if major == 0 and minor >= 1:  # v0.1.0 2025-06-17, v0.2.0 2025-10-17 (git tags)
+            return (2025, 6) if minor == 1 else (2025, 10)
     else:
         return 0, 0  # single-range stacks: any version
     return f"{stack.value} version {version!r} is not one this table knows " \
