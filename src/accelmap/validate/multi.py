@@ -209,7 +209,7 @@ def plan_run(run: TrainingRun, catalog: Catalog
                   master_remainders=opt.master_remainders,
                   fp8_params=opt.fp8_params and dtype is DType.FP8, loss=d.loss)
     overlap = _overlap(d, m)
-    prof = stack_profile(d, fw)
+    prof = stack_profile(d, fw, model.value)
     notes.append(f"mapping {m.describe()}, global batch {wl.batch}, framework {fw.value}"
                  + (f", attention kernel {prof.attention.value}" if flash
                     else ", no FlashAttention")

@@ -87,9 +87,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
 
 from accelmap.cost.attention import AttentionKernel
-from accelmap.cost.framework import Framework, FrameworkProfile
+from accelmap.cost.framework import Framework, FrameworkProfile, eager_passes_for
 from accelmap.cost.framework import profile as framework_profile
 from accelmap.mapping.plan import ZeroStage, balanced_split
 from accelmap.units import DType
@@ -172,6 +173,9 @@ class StackDefaults:
     # virtual stages of an interleaved run that states none: this many per rank (None: the NeMo
     # recipe's, recipe_vpp)
     interleaved_vpp: int | None = None
+    # the model's elementwise ops are written out in PyTorch as the reference eager model's are
+    # (cost/eager_passes.py): run eagerly, each line is a kernel and a memory pass of its own
+    written_out: bool = False
     # stage-to-stage sends beside the compute under an interleaved schedule (engine.train.
     # OverlapPolicy.pp_p2p); None: the engine's stack default, which is Megatron-Core's
     # (--overlap-p2p-communication on; NeMo's launcher training configs for Megatron-Core set
@@ -250,9 +254,14 @@ _LLM_FOUNDRY = replace(
 # defaults to 1, so an unstated micro-batch is 1 (n_microbatches = local batch); an interleaved
 # schedule without a split has 2 stages per rank ("For multi-stage schedules, default is 2
 # virtual stages per rank", distributed/pipeline_parallel.py), as before
+# Its Llama is written out (torchtitan/models/norms.py RMSNorm: ``self._norm(x.float())
+# .type_as(x) * self.weight`` with pow, mean and rsqrt; models/llama/model.py: rotary embedding
+# as a complex product in fp32, ``w2(F.silu(w1(x)) * w3(x))``, residual adds), so an eager run
+# pays the reference eager model's passes (its half-rotation RoPE moves 18 bytes per element
+# where torchtitan's fp32 complex product moves 20: the reference's stand in)
 _TORCHTITAN = StackDefaults(
     Stack.TORCHTITAN, Framework.FSDP, recompute=Recompute.PER_OP, selective=Recompute.PER_OP,
-    zero_with_pp=ZeroStage.GRADIENTS, interleaved_vpp=2,
+    zero_with_pp=ZeroStage.GRADIENTS, interleaved_vpp=2, written_out=True,
     flash_attention=True,
     sequence_parallel=True, zero=ZeroStage.PARAMETERS, micro_batch=1, tp_comm_overlap=False,
     dropout=False, grad_dtype=DType.FP32,
@@ -454,10 +463,14 @@ def optimizer_storage(d: StackDefaults, model: str, notes: str) -> OptimizerStor
     return d.optimizer
 
 
-def stack_profile(d: StackDefaults, framework: Framework) -> FrameworkProfile:
+def stack_profile(d: StackDefaults, framework: Framework, spec: Any = None) -> FrameworkProfile:
     """The cost profile a run is predicted with: its framework's, with the release's named
-    features (the attention kernel generation)."""
-    return replace(framework_profile(framework), attention=d.attention)
+    features (the attention kernel generation), and, for a stack whose model is written out
+    run without fusion, the written-out elementwise passes of ``spec`` (cost/eager_passes.py)."""
+    prof = replace(framework_profile(framework), attention=d.attention)
+    if d.written_out and spec is not None and not prof.fuses_elementwise:
+        prof = replace(prof, passes=eager_passes_for(spec))
+    return prof
 
 
 def compiled_framework(stack: Stack, compiled: bool) -> Framework:
