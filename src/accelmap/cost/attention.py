@@ -17,6 +17,15 @@ dim 128, 512 to 16k keys): efficiency = plateau x keys / (keys + 300). Blackwell
 devices have no published measurement in our sources; they keep the GEMM-relative rule of the
 roofline (FlashAttention-2 73 % vs cuBLAS 87 % on A100) and say so.
 
+The plateaus are fractions of the peak of the part they were measured on (A100 SXM4 80GB, H100
+SXM5 at 700 W). Another part of the same die runs its tensor cores at its own sustained clocks:
+a power-limited board (Grand Teton's 500 W H100; the 300 W A100 PCIe) reaches a smaller share
+of its peak in a GEMM, and attention, on the same tensor cores under the same limit, loses the
+same share. Where the part has its own measured best-shape bf16 GEMM
+(``cost/data/achievable_*.yaml``), the plateau is scaled by that efficiency over the measured
+part's (:func:`clock_scale`): 585 TFLOP/s at 500 W against 794.5 at 700 W makes the 500 W
+board's FlashAttention-2 run at 0.74 of the 700 W SXM's, not at the ratio of their peaks.
+
 Kernel generations are a named feature of a software stack (``FrameworkProfile.attention``):
 
 - ``fa2``: the figures above (PyTorch SDPA, flash-attn 2.x, Megatron-Core/TE 2023+);
@@ -50,6 +59,10 @@ class AttentionKernel(StrEnum):
 
 KERNEL_SPEED = {AttentionKernel.FA2: 1.0, AttentionKernel.FA1: FA1_OVER_FA2}
 
+# the parts the plateaus were measured on (FlashAttention-2 paper: A100 SXM4 80GB; the
+# FlashAttention-3 paper's FA2 series: H100 SXM5)
+MEASURED_ON = {"ampere": "a100-sxm4-80gb", "hopper": "h100-sxm5-80gb"}
+
 FA2_PLATEAU: dict[str, tuple[float, str]] = {
     "ampere": (0.73, "FlashAttention-2 on A100, Dao 2023 sec. 4.1"),
     "hopper": (370 / 989.4, "FlashAttention-2 on H100, Shah et al. 2024 Fig. 7"),
@@ -82,6 +95,20 @@ def attention_plateau(acc: Accelerator, backward: bool = False) -> tuple[float, 
     if gen is None:
         return None
     return FA2_BACKWARD_PLATEAU.get(gen, FA2_PLATEAU[gen]) if backward else FA2_PLATEAU[gen]
+
+
+def clock_scale(acc: Accelerator) -> float:
+    """The share of its generation's plateau this part keeps: its own measured best-shape bf16
+    GEMM efficiency over the measured part's (module doc); 1.0 where either is not measured."""
+    from accelmap.cost.efficiency import measured_matmul
+
+    gen = generation(acc)
+    table = measured_matmul()
+    ref = table.get(MEASURED_ON[gen], {}).get("bf16") if gen is not None else None
+    own = table.get(acc.id, {}).get("bf16")
+    if ref is None or own is None:
+        return 1.0
+    return float(own["efficiency"]) / float(ref["efficiency"])
 
 
 def relative_to_gemm() -> float:

@@ -71,10 +71,12 @@ def sustained_fraction() -> float:
 @lru_cache(maxsize=1)
 def measured_matmul() -> dict[str, dict[str, dict[str, Any]]]:
     """Measured best-shape efficiency per device and dtype: the generated table
-    (achievable_matmul.yaml) and the hand-kept microscaling rows (achievable_block_scaled.yaml,
-    public FP4 GEMM measurements with their sources)."""
+    (achievable_matmul.yaml), the hand-kept microscaling rows (achievable_block_scaled.yaml,
+    public FP4 GEMM measurements with their sources) and hand-kept public rows of parts the
+    shared table lacks (achievable_published.yaml)."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    for name in ("achievable_matmul.yaml", "achievable_block_scaled.yaml"):
+    for name in ("achievable_matmul.yaml", "achievable_block_scaled.yaml",
+                 "achievable_published.yaml"):
         path = Path(str(resources.files("accelmap").joinpath(f"cost/data/{name}")))
         for dev, rows in (yaml.safe_load(path.read_text()) or {}).items():
             out.setdefault(dev, {}).update(rows)
@@ -131,14 +133,16 @@ def matmul_efficiency(acc: Accelerator, dtype: DType, exclude: str | None = None
     from accelmap.catalog import load_catalog
 
     cat = load_catalog()
-    peers = [
-        (v.get(dtype.value) or v.get("bf16") or next(iter(v.values())))["efficiency"]
+    rows = [
+        v.get(dtype.value) or v.get("bf16") or next(iter(v.values()))
         for k, v in table.items()
         if k in cat.accelerators and cat.accelerators[k].vendor == acc.vendor
         and cat.accelerators[k].device_class == acc.device_class
         # a device with only 8-bit rows speaks neither for itself nor for its peers in 16 bits
         and not (wide and (k == acc.id or not any(DType(d).bytes >= 2 for d in v)))
     ]
+    # a board measured below its die's design power (``peer: false``) speaks for itself only
+    peers = [r["efficiency"] for r in rows if r.get("peer", True)]
     if peers:
         return MatmulEfficiency(
             statistics.median(peers),

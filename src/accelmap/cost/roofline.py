@@ -18,6 +18,7 @@ from accelmap.cost.attention import (
     KERNEL_SPEED,
     attention_plateau,
     attention_ramp,
+    clock_scale,
     relative_to_gemm,
 )
 from accelmap.cost.calibration import CalibrationProfile
@@ -169,7 +170,8 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
         elif (plateau := attention_plateau(dev.acc, op.stage is Stage.BACKWARD_DGRAD)) \
                 is not None:
             eff = plateau[0] * attention_ramp(op.attention_keys if op.attention_keys is not None
-                                              else 1e9) * KERNEL_SPEED[fw.attention]
+                                              else 1e9) * KERNEL_SPEED[fw.attention] \
+                * clock_scale(dev.acc)
         else:  # no attention measurement for this device: relative to its GEMM efficiency
             eff = eff * ATTENTION_RELATIVE_EFFICIENCY * KERNEL_SPEED[fw.attention]
         achievable = peak * eff
