@@ -115,6 +115,19 @@ def mtp_tokens(framework: str, amd: bool, dp_attention: bool) -> int | None:
     return None
 
 
+def recv_interval(r: dict[str, Any]) -> int | None:
+    """SGLang's ``--scheduler-recv-interval`` where InferenceX's scripts set it: the single-node
+    DeepSeek-R1 scripts on B200 and B300 (dsr1_fp4/fp8_b200/b300[_mtp].sh: "if [[ $CONC -ge 16 ]];
+    then SCHEDULER_RECV_INTERVAL=30 else 10"), in every version of them on the dates of the
+    fixture's rows (B200 since #35/#42, 2025-09-21/23; B300 since their first scripts,
+    2026-04-17); with DP attention the script of 2026-06-23 sets 1, the default. The H200 and
+    AMD DeepSeek-R1 scripts and the disaggregated recipes set none: None (SGLang's 1)."""
+    if r["framework"] != "sglang" or r["disagg"] or r["model"] != "dsr1" \
+            or r["hardware"] not in ("b200", "b300") or r["decode_dp_attention"]:
+        return None
+    return 30 if r["conc"] >= 16 else 10
+
+
 _VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?(?:(?:\.?post|rc)\d+)*)")
 
 
@@ -278,10 +291,11 @@ def convert(rows: Sequence[Record]) -> tuple[list[tuple[Record, list[Record]]], 
             seen[rid] += 1
             if seen[rid] > 1:
                 rid += f"-{seen[rid]}"
-            groups[name][1].append({"id": rid, "source": r["run_url"],
-                                    "concurrency": r["conc"],
-                                    "requests": PROMPTS_PER_CLIENT * r["conc"],
-                                    "metric": metric, "value": round(value, 4)})
+            point = {"id": rid, "source": r["run_url"], "concurrency": r["conc"],
+                     "requests": PROMPTS_PER_CLIENT * r["conc"]}
+            if (interval := recv_interval(r)) is not None:
+                point["scheduler_recv_interval"] = interval
+            groups[name][1].append({**point, "metric": metric, "value": round(value, 4)})
     return list(groups.values()), dropped
 
 

@@ -100,3 +100,24 @@ def test_published_points_file_reads() -> None:
     fp4 = [r for r in runs if r.id == "deepseek-r1-8xb200-c1-nomtp"]
     # the NVFP4 row reads now that the run format knows the word (it was a skip before)
     assert fp4 and not isinstance(fp4[0], UnreadableRun)
+
+
+def test_sglang_receive_interval_is_read_and_other_stacks_skip_it(tmp_path: Path) -> None:
+    """scheduler_recv_interval (SGLang --scheduler-recv-interval) reaches the scheduler of an
+    SGLang run (its TTFT grows: arrivals wait for the poll); a vLLM run that states it is a
+    clear skip naming the flag."""
+    # uniform lengths: clients finish apart, so a new request finds the batch decoding
+    base = ROW.format(metric="ttft_p50_ms", value=100).replace(
+        "concurrency: 8", "concurrency: 16\n  length_dist: uniform\n  length_spread: 0.2")
+    sglang = base.replace("framework: vllm", "framework: sglang")
+    polled = sglang.replace("id: c8", "id: polled") + "  scheduler_recv_interval: 30\n"
+    runs = read_runs(_write(tmp_path, sglang + polled))
+    assert isinstance(runs[1], ServingRun) and runs[1].scheduler_recv_interval == 30
+    rows = {p.row_id: p for p in validate_cases([_write(tmp_path, sglang + polled)]).predictions}
+    assert rows["polled"].status is Status.OK and rows["c8"].status is Status.OK
+    assert rows["polled"].predicted > rows["c8"].predicted  # type: ignore[operator]
+    assert any("scheduler receive interval 30" in n for n in rows["polled"].notes)
+    vllm = base.replace("id: c8", "id: v") + "  scheduler_recv_interval: 30\n"
+    skip = validate_cases([_write(tmp_path, vllm)]).predictions[0]
+    assert skip.status is not Status.OK
+    assert "SGLang's --scheduler-recv-interval" in (skip.skipped_reason or "")

@@ -96,6 +96,8 @@ class Load:
     chunked_prefill: bool | None = None
     kv_fraction: float | None = None  # KV memory fraction overriding the framework's default
     concurrency: int | None = None  # closed-loop clients over all replicas (concurrency)
+    # SGLang --scheduler-recv-interval (SchedulerConfig.recv_interval); None: the stack's 1
+    recv_interval: int | None = None
 
     def __post_init__(self) -> None:
         if self.scenario is Scenario.SERVER and self.rate is None and self.trace is None:
@@ -113,6 +115,10 @@ class Load:
                              f"{self.spread}")
         if not (math.isfinite(self.prefix_hit) and 0 <= self.prefix_hit < 1):
             raise InputError(f"--prefix-hit must be a fraction in [0, 1), got {self.prefix_hit}")
+        n = self.recv_interval
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 10**6):
+            raise InputError(f"--recv-interval must be a whole number of decode steps from 1, "
+                             f"got {n}")
 
     def _check_concurrency(self) -> None:
         n = self.concurrency
@@ -308,6 +314,12 @@ def scheduler_for(system: System, fw: FrameworkProfile, load: Load,
                        max_batched_tokens=base.max_batched_tokens * g, ranks=g,
                        source=f"{base.source}; x{g} DP-attention ranks")
     k = g if fw.name in CAPS_PER_RANK else 1
+    if load.recv_interval is not None:
+        if fw.name is not Framework.SGLANG:
+            raise InputError(f"a scheduler receive interval is SGLang's --scheduler-recv-interval"
+                             f"; {fw.name.value} has no such setting: drop it, or serve with "
+                             "sglang")
+        base = replace(base, recv_interval=load.recv_interval)
     return base.with_caps(None if load.max_seqs is None else load.max_seqs * k,
                           None if load.max_tokens is None else load.max_tokens * k,
                           load.chunked_prefill, load.kv_fraction)

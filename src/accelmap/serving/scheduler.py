@@ -62,9 +62,12 @@ class SchedulerConfig:
     # DP-attention ranks scheduled as one group (serving.scenario.scheduler_for): each runs its
     # own requests, so one request's prompt chunk takes at most a rank's share of the tokens
     ranks: int = 1
+    # SGLang ``--scheduler-recv-interval`` (default 1): the scheduler takes new requests off its
+    # socket only once every this many decode steps (serving/simulator.py, RECV_* below)
+    recv_interval: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("max_seqs", "max_batched_tokens", "block_tokens"):
+        for name in ("max_seqs", "max_batched_tokens", "block_tokens", "recv_interval"):
             if getattr(self, name) < 1:
                 raise InputError(f"scheduler {name} must be at least 1, got {getattr(self, name)}")
         if not 0 < self.memory_fraction <= 1:

@@ -30,6 +30,15 @@ next request of the list at that instant, so ``SimResult.arrival_s`` holds the t
 were actually sent (each client's latency clock starts there, as in vLLM's benchmark, which
 starts timing a request after it acquires the concurrency semaphore).
 
+SGLang's ``--scheduler-recv-interval`` N (``SchedulerConfig.recv_interval``): the scheduler
+polls the tokenizer's socket for new requests only when a counter reaches N, and the counter
+grows by the weight of the batch it last ran: 1 for a decode (or speculative verify) step, 1000
+for any step with prompt tokens, 1 for an idle loop, whose spins are microseconds
+(``SchedulerRecvSkipper``, python/sglang/srt/managers/scheduler_recv_skipper.py; weights
+``SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_*``). So a request that arrives while the batch only
+decodes waits up to N decode steps before it can be admitted; after a prefill, or on an idle
+server, it is taken at once. N = 1 is the plain loop.
+
 Speculative decoding plugs in through ``DecodeStep``: each decode step verifies ``verify``
 tokens per sequence and advances ``advance`` tokens on average (Leviathan et al. 2023), with
 an extra cost per step for drafting.
@@ -50,6 +59,9 @@ from accelmap.serving.requests import Requests
 from accelmap.serving.scheduler import KvPolicy, SchedulerConfig
 
 WATERMARK = 0.01  # vLLM keeps 1 % of the KV blocks free when admitting (watermark=0.01)
+# SchedulerRecvSkipper's weights (module doc): a step with prompt tokens, and a decode step
+RECV_AFTER_PREFILL = 1000
+RECV_AFTER_DECODE = 1
 
 
 @dataclass(frozen=True)
@@ -100,10 +112,14 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
     # bound once: the loop runs once per iteration (tens of thousands per simulation)
     arrive, make_room, prompt_chunks, admit, run_step = (
         r.arrive, r.make_room, r.prompt_chunks, r.admit, r.run_step)
+    interval = sched.recv_interval
+    recv = interval  # the counter starts at the threshold: the first loop receives
     while r.finished < n:
-        if r.nxt < n:
-            arrive()
         running = r.D + len(prefilling)
+        idle = running == 0
+        if r.nxt < n and (recv >= interval or idle):
+            arrive()
+            recv = 0
         if running == 0 and not waiting:
             r.clock = r.arrival[r.nxt]
             continue
@@ -118,6 +134,7 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
             raise CapacityError("the scheduler cannot make progress: raise --max-tokens or "
                                 "the KV memory")
         run_step(chunks, admitted, cost)
+        recv += RECV_AFTER_PREFILL if chunks else RECV_AFTER_DECODE
     # what the client sees: the stack's latency outside the serving loop (front end, tokenizer
     # and detokenizer processes; cost/framework.py ``request_latency_s``) on every request's
     # first token and finish. The closed loop releases the next request at the loop's finish,

@@ -277,6 +277,8 @@ class ServingRun:
     max_batch: int | None = None  # scheduler cap on running requests (max_batch_size)
     max_tokens: int | None = None  # scheduler cap on tokens per iteration (max_num_tokens)
     kv_fraction: float | None = None  # KV-cache memory fraction (free_gpu_memory_fraction)
+    # SGLang --scheduler-recv-interval: decode steps between polls for new requests
+    scheduler_recv_interval: int | None = None
     # issue 22 part 8: what 2025-2026 deployments state, read so that such runs can be written
     # down; validate/serving.py predicts what it models and skips the rest with its reason
     stack: str = ""  # dynamo (orchestrating `engine`) or atom (no profile yet); "" otherwise

@@ -138,6 +138,9 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str],
                                else Framework.EAGER, system.device.acc.vendor)
     except InputError as e:  # a stack the part does not run (ATOM on an NVIDIA GPU)
         return str(e)
+    if run.scheduler_recv_interval is not None and fw.name is not Framework.SGLANG:
+        return (f"scheduler_recv_interval is SGLang's --scheduler-recv-interval; "
+                f"{fw.name.value} has no such setting: drop the field")
     weight = run.precision
     assert weight is not None
     # activations: fp8 with fp8 weights (W8A8), else 16 bits (4-bit GEMMs quantize their inputs
@@ -159,12 +162,15 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str],
         return hit if hit is not None else said[-1]
     more: list[str] = [f"stated {k} {v:g} overrides the framework's default" for k, v in
                         (("max_batch_size", run.max_batch), ("max_num_tokens", run.max_tokens),
-                         ("KV memory fraction", run.kv_fraction)) if v is not None]
+                         ("KV memory fraction", run.kv_fraction),
+                         ("scheduler receive interval", run.scheduler_recv_interval))
+                        if v is not None]
     replicas = dp if split is None else max(split.prefill_instances, split.decode_instances)
     unit = "replica" if split is None else "instance of the larger pool"
     load = Load(Scenario.OFFLINE, requests=_requests(run, replicas, more, unit),
                 dist=LengthDist(run.length_dist or "fixed"), spread=run.length_spread or 0.0,
-                max_seqs=run.max_batch, max_tokens=run.max_tokens, kv_fraction=run.kv_fraction)
+                max_seqs=run.max_batch, max_tokens=run.max_tokens, kv_fraction=run.kv_fraction,
+                recv_interval=run.scheduler_recv_interval)
     sp = speculation_of(run, spec, more)
     sim: SimRun | DisaggRun | None
     if isinstance(sp, str):
