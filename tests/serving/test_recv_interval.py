@@ -64,3 +64,16 @@ def test_only_sglang_has_the_setting(small) -> None:  # type: ignore[no-untyped-
         Load(Scenario.CONCURRENCY, concurrency=4, recv_interval=0)
     with pytest.raises(InputError, match="recv_interval must be at least 1"):
         _sched(0)
+
+
+def test_the_cli_takes_it_for_sglang_only(cli) -> None:  # type: ignore[no-untyped-def]
+    base = ["estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb", "--serve", "--prompt", "512",
+            "--output", "64", "--scenario", "concurrency", "--concurrency", "8", "--json"]
+    ok = cli(*base, "--framework", "sglang", "--recv-interval", "30")
+    assert ok.code == 0, ok.err
+    assert "once every 30 decode steps" in ok.out
+    bad = cli(*base, "--framework", "vllm", "--recv-interval", "30")
+    assert bad.code == 2 and "SGLang's --scheduler-recv-interval" in bad.err
+    batch = cli("estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb", "--serve",
+                "--recv-interval", "30")
+    assert batch.code == 2 and "simulated run" in batch.err

@@ -222,6 +222,10 @@ MaxTokensOpt = Annotated[int | None, typer.Option(
     "--max-tokens", min=1, max=MAX_COUNT, help="Scheduler cap on tokens per iteration "
     "(max_num_batched_tokens / max_num_tokens; a rank's as --max-seqs; default: the "
     "framework's).")]
+RecvIntervalOpt = Annotated[int | None, typer.Option(
+    "--recv-interval", min=1, max=MAX_COUNT,
+    help="SGLang --scheduler-recv-interval: new requests are taken once every N decode steps "
+    "(at once after a prefill or when idle; default 1). --framework sglang only.")]
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED,
                                       help="Random seed of arrivals and "
                                       "lengths.")]
@@ -337,6 +341,7 @@ class EstimateArgs:
     slo_tpot: str | None
     max_seqs: int | None
     max_tokens: int | None
+    recv_interval: int | None
     seed: int
     draft: str | None
     mtp: int | None
@@ -378,7 +383,8 @@ def estimate_cmd(
     concurrency: ConcurrencyOpt = None, requests: RequestsOpt = None, trace: TraceOpt = None,
     lengths: LengthsOpt = "fixed", spread: SpreadOpt = 0.0, prefix_hit: PrefixHitOpt = 0.0,
     slo_ttft: SloTtftOpt = None, slo_tpot: SloTpotOpt = None, max_seqs: MaxSeqsOpt = None,
-    max_tokens: MaxTokensOpt = None, seed: SeedOpt = 0, draft: DraftOpt = None, mtp: MtpOpt = None,
+    max_tokens: MaxTokensOpt = None, recv_interval: RecvIntervalOpt = None, seed: SeedOpt = 0,
+    draft: DraftOpt = None, mtp: MtpOpt = None,
     accept: AcceptOpt = None, draft_len: DraftLenOpt = "auto", disaggregate: DisaggregateOpt = None,
     prefill_tp: PrefillTpOpt = None, decode_tp: DecodeTpOpt = None,
     prefill_ep: PrefillEpOpt = None, decode_ep: DecodeEpOpt = None,
@@ -486,11 +492,15 @@ def _serving_load(o: EstimateArgs) -> Load | None:
                                 lengths=o.lengths, spread=o.spread, prefix_hit=o.prefix_hit,
                                 slo_ttft=o.slo_ttft, slo_tpot=o.slo_tpot, seed=o.seed,
                                 max_seqs=o.max_seqs, max_tokens=o.max_tokens,
-                                concurrency=o.concurrency)
+                                concurrency=o.concurrency, recv_interval=o.recv_interval)
     if sc != "batch" or o.rate is not None or o.trace is not None or o.concurrency is not None:
         raise InputError("--scenario, --rate, --trace and --concurrency are for serving "
                          "(--serve)" if o.train else
                          f"--scenario {sc} takes no --rate, --trace or --concurrency")
+    if o.recv_interval is not None:
+        raise InputError("--recv-interval is SGLang's scheduler setting of a simulated run: add "
+                         "--serve --framework sglang --scenario concurrency (or server, "
+                         "offline)")
     return None
 
 

@@ -319,7 +319,9 @@ def scheduler_for(system: System, fw: FrameworkProfile, load: Load,
             raise InputError(f"a scheduler receive interval is SGLang's --scheduler-recv-interval"
                              f"; {fw.name.value} has no such setting: drop it, or serve with "
                              "sglang")
-        base = replace(base, recv_interval=load.recv_interval)
+        base = replace(base, recv_interval=load.recv_interval,
+                       source=f"{base.source}; new requests taken once every "
+                              f"{load.recv_interval} decode steps (--scheduler-recv-interval)")
     return base.with_caps(None if load.max_seqs is None else load.max_seqs * k,
                           None if load.max_tokens is None else load.max_tokens * k,
                           load.chunked_prefill, load.kv_fraction)
