@@ -60,7 +60,7 @@ def test_only_sglang_has_the_setting(small) -> None:  # type: ignore[no-untyped-
     assert sched.recv_interval == 30
     with pytest.raises(InputError, match="SGLang's --scheduler-recv-interval"):
         scheduler_for(small.system, framework_profile(Framework.VLLM), load)
-    with pytest.raises(InputError, match="--recv-interval must be a whole number"):
+    with pytest.raises(InputError, match="--recv-interval must be a whole number of decode steps"):
         Load(Scenario.CONCURRENCY, concurrency=4, recv_interval=0)
     with pytest.raises(InputError, match="recv_interval must be at least 1"):
         _sched(0)

@@ -85,7 +85,13 @@ def test_torchtitan_releases_split_the_pipeline_batch_as_they_did() -> None:
     assert new.stage_microbatches is None and new.micro_batch == 1
     assert all(d.interleaved_vpp == 2 for d in (old, new))
     assert release_date(Stack.TORCHTITAN, "0.2.1") == (2025, 10)
-    assert isinstance(release_date(Stack.TORCHTITAN, "0.0.5"), str)
+    assert isinstance(release_date(Stack.TORCHTITAN, "1.7"), str)
+    # the pre-release 0.0.2 (torchao's 2025 benchmarks name it) dates nothing: the year picks
+    assert release_date(Stack.TORCHTITAN, "0.0.2") is None
+    d, said = defaults_for(Stack.TORCHTITAN, "0.0.2", 2024)
+    assert d.stage_microbatches is StageMicrobatches.PP_DEGREE
+    assert said == ("torchtitan 0.0.2 dates no release: the run's year 2024 picks torchtitan 2024 "
+                    "defaults")
 
 
 def test_versions_in_each_stacks_numbering() -> None:

@@ -9,8 +9,9 @@ note says so. One table (:data:`ERAS`), never a per-row choice.
 
 Versions are read in each stack's own numbering and placed in time (:func:`release_date`):
 Megatron-LM ``1.x`` (2020), ``2.x`` (2021), ``3.x`` (2022) and Megatron-Core ``0.x`` (the
-``core_r0.x`` tags, 2023 on); NeMo container releases ``YY.MM`` and NeMo ``2.x`` (24.09 on); a
-``YY.MM`` version of any stack is a container release of that month.
+``core_r0.x`` tags, 2023 on); NeMo container releases ``YY.MM`` and NeMo ``2.x`` (24.09 on);
+torchtitan ``0.1``/``0.2`` (its tags, 2025-06 and 2025-10; the pre-release ``0.0.x`` dates nothing
+and the run's year picks); a ``YY.MM`` version of any stack is a container release of that month.
 
 - **Megatron-LM 2020-2021** (v1-v2; README tables, Narayanan et al. 2021 "Efficient Large-Scale
   Language Model Training on GPU Clusters Using Megatron-LM"): activation recomputation on (the
@@ -367,12 +368,15 @@ def _release_scheme(stack: Stack) -> str:
     if stack is Stack.LLM_FOUNDRY:
         return "0.x such as 0.3 or 0.10"
     if stack is Stack.TORCHTITAN:
-        return "a release such as 0.1 or 0.2 (earlier runs: leave it out and give the year)"
+        return ("a release such as 0.1 or 0.2, or the pre-release 0.0.x with the run's year "
+                "(earlier runs: leave it out and give the year)")
     return "numbers such as 0.9"
 
 
-def release_date(stack: Stack, version: str) -> tuple[int, int] | str:
-    """(year, month) of a stack's release, or a sentence saying what versions look like."""
+def release_date(stack: Stack, version: str) -> tuple[int, int] | str | None:
+    """(year, month) of a stack's release, None for a real version that dates no release
+    (torchtitan's pre-release 0.0.x: the run's year picks), or a sentence saying what versions
+    look like."""
     m = _VERSION.match(version.strip().lower())
     if not m:
         return f"{stack.value} version {version!r} is not a version ({_release_scheme(stack)})"
@@ -393,6 +397,8 @@ def release_date(stack: Stack, version: str) -> tuple[int, int] | str:
     elif stack is Stack.TORCHTITAN:
         if major == 0 and minor >= 1:  # v0.1.0 2025-06-17, v0.2.0 2025-10-17 (git tags)
             return (2025, 6) if minor == 1 else (2025, 10)
+        if major == 0 and minor == 0:  # pyproject's 0.0.x before the first tag (2024-2025)
+            return None
     else:
         return 0, 0  # single-range stacks: any version
     return f"{stack.value} version {version!r} is not one this table knows " \
@@ -411,7 +417,9 @@ def defaults_for(stack: Stack, version: str = "", year: int | None = None
     if isinstance(when, tuple):
         how = f"{version}:"
     elif year is not None:
-        when, how = (year, MID_YEAR), f"version not stated: the run's year {year} picks"
+        said = ("version not stated" if not version or isinstance(when, str) else
+                f"{version} dates no release")
+        when, how = (year, MID_YEAR), f"{said}: the run's year {year} picks"
     else:
         when, how = (9999, 12), "version and year not stated: the latest release range,"
     chosen = eras[0].defaults
