@@ -62,6 +62,24 @@ class Sparsity(StrEnum):
     TWO_FOUR = "2:4"
 
 
+class Fp8Scaling(StrEnum):
+    """How an FP8 training recipe scales each GEMM input (torchao ``Float8LinearRecipeName``).
+
+    - ``tensorwise``: one scale per tensor (Transformer Engine's delayed and current scaling,
+      torchao's default); the GEMMs are cuBLAS's scaled FP8 kernels.
+    - ``rowwise``: one scale per row of each input, along the dimension its GEMM reduces over
+      (torchao ``rowwise``). The forward GEMM is PyTorch's CUTLASS row-wise kernel with fast
+      accumulation; the gradient GEMMs accumulate slowly (torchao ``Float8LinearConfig``
+      defaults), which that kernel runs so slowly that torchao calls cuBLAS with unit scales,
+      an fp32 output, and scales the output afterwards (pytorch/ao PR #1325,
+      ``addmm_float8_unwrapped``); the column-scaled copy of each input costs one more read
+      (ops/recipes.py ``rowwise_scaling``).
+    """
+
+    TENSORWISE = "tensorwise"
+    ROWWISE = "rowwise"
+
+
 class Recompute(StrEnum):
     NONE = "none"
     SELECTIVE = "selective"  # Korthikanti et al. 2022 sec. 5: recompute attention core only
@@ -198,10 +216,15 @@ class Training:
     tokens_to_train: float = 0.0  # for time and cost to train; 0 = not asked
     adapters: Adapters | None = None  # LoRA / QLoRA fine-tuning; None: every weight trains
     sparsity: Sparsity = Sparsity.NONE  # 2:4 weights in the forward and dgrad GEMMs
+    fp8_scaling: Fp8Scaling = Fp8Scaling.TENSORWISE  # of the FP8 GEMM inputs (dtype fp8)
 
     def __post_init__(self) -> None:
         _positive("batch", self.batch)
         _positive("seq_len", self.seq_len)
+        if self.fp8_scaling is not Fp8Scaling.TENSORWISE and self.dtype is not DType.FP8:
+            raise InputError(f"FP8 scaling {self.fp8_scaling.value} needs FP8 GEMMs: add "
+                             f"--dtype fp8, or drop --fp8-scaling (the job is in "
+                             f"{self.dtype.value})")
         if not (math.isfinite(self.tokens_to_train) and 0 <= self.tokens_to_train <= 1e18):
             raise InputError(f"tokens to train must be 0 to 1e18, got {self.tokens_to_train}")
 

@@ -17,6 +17,7 @@ from accelmap.validate.canonical import (
     dumps,
     problem_lines,
     read_runs,
+    run_of,
     same_run,
     to_record,
     write_runs,
@@ -27,8 +28,9 @@ from accelmap.validate.read import read_cases
 from accelmap.validate.report import summarize
 from accelmap.validate.runs import Family, Metric, TrainingRun, UnreadableRun
 from accelmap.validate.stacks import Stack
+from accelmap.validate.training import predict_run
 from accelmap.validate.transcribe import from_case
-from accelmap.workload import Recompute
+from accelmap.workload import Fp8Scaling, Recompute
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures"
@@ -180,3 +182,24 @@ def test_fields_documented() -> None:
         assert f"`{m.value}`" in doc
     assert "```yaml" in doc and "```csv" in doc
     assert dumps([], True).strip() == "[]"
+
+
+def test_fp8_scaling_field(catalog: Catalog) -> None:
+    """``fp8_scaling: rowwise`` is read, costs more than tensor-wise scaling, needs fp8, and a
+    wrong word is refused with the words that work."""
+    base = {"id": "r1", "accelerator": "h100-sxm5-80gb", "model": "llama-3.1-8b",
+            "devices": 8, "dp": 8, "zero": "fsdp", "precision": "fp8", "seq_len": 8192,
+            "global_batch": 16, "framework": "torchtitan 0.1", "compile": "true",
+            "metric": "tokens_per_s_per_device", "value": 5000}
+    row = run_of({**base, "fp8_scaling": "rowwise"}, "r1", "x.yaml", 1)
+    assert isinstance(row, TrainingRun) and row.fp8_scaling is Fp8Scaling.ROWWISE
+    tensor = run_of(base, "r1", "x.yaml", 1)
+    assert isinstance(tensor, TrainingRun) and tensor.fp8_scaling is None
+    fast, slow = (predict_run(r, catalog, frozenset()) for r in (tensor, row))
+    assert fast.predicted and slow.predicted and slow.predicted < fast.predicted
+    bad = run_of({**base, "fp8_scaling": "colwise"}, "r1", "x.yaml", 1)
+    assert any("tensorwise" in p.message for p in bad.problems)
+    bf16 = run_of({**base, "precision": "bf16", "fp8_scaling": "rowwise"}, "r1", "x.yaml", 1)
+    assert isinstance(bf16, TrainingRun)
+    skipped = predict_run(bf16, catalog, frozenset())
+    assert skipped.predicted is None and "needs precision fp8" in (skipped.skipped_reason or "")

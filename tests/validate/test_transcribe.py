@@ -19,7 +19,7 @@ from accelmap.validate.resolve import inference_precision
 from accelmap.validate.runs import Metric, Problem
 from accelmap.validate.stacks import Stack
 from accelmap.validate.transcribe import from_case, read_framework, read_interleave, read_zero
-from accelmap.workload import Recompute
+from accelmap.workload import Fp8Scaling, Recompute
 
 FIX = Path(__file__).parent.parent / "fixtures"
 NONE: frozenset[str] = frozenset()
@@ -208,3 +208,13 @@ def test_torchtitan_eager_pays_its_written_out_passes(tmp_path: Path, catalog: C
     compiled = predict_case(cases["T0363"], catalog, NONE)
     assert eager.predicted is not None and compiled.predicted is not None
     assert 1.1 < compiled.predicted / eager.predicted < 1.3
+
+
+def test_torchao_recipe_names_give_the_fp8_scaling() -> None:
+    """torchtitan's float8 tables name torchao's recipe in the precision column."""
+    shared = FIX.parents[1] / "data" / "reference" / "measurements" / "training.csv"
+    cases = {c.row_id: c for c in read_cases(shared).cases if isinstance(c, TrainingCase)}
+    runs = {rid: from_case(cases[rid]) for rid in ("T0380", "T0382", "T0384")}
+    assert [runs[r].fp8_scaling for r in ("T0380", "T0382", "T0384")] == [
+        None, Fp8Scaling.TENSORWISE, Fp8Scaling.ROWWISE]
+    assert runs["T0384"].precision is DType.FP8

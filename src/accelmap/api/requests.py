@@ -101,6 +101,7 @@ class EstimateRequest:
     lora_rank: int | None = None
     lora_targets: str | None = None
     sparsity: str = "none"
+    fp8_scaling: str = "tensorwise"
     tp: int | None = None
     pp: int | None = None
     dp: int | None = None
@@ -153,7 +154,7 @@ def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
                          "--tp group): use it with --serve")
     if r.train:
         wl = training(r.batch, r.seq, train_dtype, r.optimizer, r.recompute, r.flash, r.tokens,
-                      finetune=ft, sparsity=r.sparsity)
+                      finetune=ft, sparsity=r.sparsity, fp8_scaling=r.fp8_scaling)
         return spec, system, wl, mapping(
             system, wl, tp=_one(r.tp), pp=_one(r.pp), dp=r.dp, cp=r.cp, ep=_one(r.ep),
             zero=r.zero, micro_batch=r.micro_batch, vpp=r.vpp, schedule=r.schedule,
@@ -163,6 +164,9 @@ def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
             loss_in_split=r.loss_in_split)
     if ft is not None:
         raise InputError("--finetune lora/qlora is a training workload: add --train")
+    if r.fp8_scaling != "tensorwise":
+        raise InputError("--fp8-scaling is a training option (torchao's FP8 training recipes): "
+                         "add --train --dtype fp8, or drop it")
     context_warnings(spec, prompt=r.prompt, output=r.output)  # serving past it: refused
     inf = inference(r.batch, r.prompt, r.output, r.weights, r.kv, r.group, r.flash,
                     sparsity=r.sparsity, moe_weights=r.moe_weights)

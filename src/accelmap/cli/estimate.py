@@ -97,6 +97,11 @@ SparsityOpt = Annotated[str, typer.Option(
     "--sparsity", help="Weight sparsity: none, or 2:4 (the layers' GEMM weights 2:4-sparse; "
     "training: forward and dgrad sparse, wgrad dense). Parts with a 2:4 mode only.")]
 
+Fp8ScalingOpt = Annotated[str, typer.Option(
+    "--fp8-scaling", help="FP8 training recipe's scaling (with --train --dtype fp8): "
+    "tensorwise (one scale per tensor: Transformer Engine, torchao's default) or rowwise "
+    "(torchao's row-wise recipe: gradient GEMMs write fp32 and are rescaled).")]
+
 
 # said where no band exists (a class or stack with fewer than 8 similar published runs):
 # a figure is never printed as if its error were known
@@ -309,6 +314,7 @@ class EstimateArgs:
     lora_rank: int | None
     lora_targets: str | None
     sparsity: str
+    fp8_scaling: str
     imbalance: float
     cluster: str | None
     tp: int | None
@@ -372,7 +378,8 @@ def estimate_cmd(
     optimizer: OptimizerOpt = "adamw", recompute: RecomputeOpt = "none", flash: FlashOpt = True,
     tokens: TokensOpt = None, finetune: FinetuneOpt = "full", lora_rank: LoraRankOpt = None,
     lora_targets: LoraTargetsOpt = None, sparsity: SparsityOpt = "none",
-    imbalance: ImbalanceOpt = 1.0, cluster: ClusterOpt = None, tp: TpOpt = None, pp: PpOpt = None,
+    fp8_scaling: Fp8ScalingOpt = "tensorwise", imbalance: ImbalanceOpt = 1.0,
+    cluster: ClusterOpt = None, tp: TpOpt = None, pp: PpOpt = None,
     dp: DpOpt = None, cp: CpOpt = 1, ep: EpOpt = None, zero: ZeroOpt = None,
     micro_batch: MicroBatchOpt = None, vpp: VppOpt = 1, schedule: ScheduleOpt = None,
     first_stage_layers: FirstStageLayersOpt = None, last_stage_layers: LastStageLayersOpt = None,
@@ -413,6 +420,8 @@ def estimate_cmd(
       accelmap estimate llama-3.1-70b --cluster 2xH100 --serve --tp 2 --weights fp8
       accelmap estimate llama-3.1-8b --hw h100-sxm5-80gb --serve --profile my-h100
       accelmap estimate llama-3.1-8b --hw h100-sxm5-80gb --serve --batch 64 --sparsity 2:4
+      accelmap estimate llama-3.1-70b --cluster 32xH100 --train --dtype fp8 --fp8-scaling \
+          rowwise --tp 8 --zero 3 --batch 512 --seq 8192 --recompute full
       accelmap estimate llama-3.1-70b --cluster 1x2xh100-sxm5-80gb --serve --tp 2 \
           --scenario offline --prompt 1000 --output 1000 --weights fp8 --framework tensorrt-llm
       accelmap estimate llama-3.1-70b --cluster dgx-h100 --serve --tp 8 --rate 5 \

@@ -24,7 +24,7 @@ from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.adapters import adapt_forward, adapter_params
 from accelmap.ops.graph import Op, Shape, Stage, causal_shape_context, forward_ops
-from accelmap.ops.recipes import apply_recipe
+from accelmap.ops.recipes import training_formats
 from accelmap.ops.sparsity import sparse_training_ops
 from accelmap.ops.step import training_precision
 from accelmap.ops.training import backward_ops, recompute_ops
@@ -197,8 +197,9 @@ def _passes(spec: ModelSpec, fw: FrameworkProfile, wl: Training, m: Mapping,
     if wl.adapters is not None:
         fwd = adapt_forward(fwd, shard, wl.adapters, wl.storage_dtype)
     bwd = recompute_ops(fwd, m.policy, wl.flash_attention) + backward_ops(fwd, wl.grad_dtype)
-    # block-scaled recipes: each GEMM in its format, the head and a share of layers in bf16
-    fwd, bwd = apply_recipe(fwd, wl.dtype), apply_recipe(bwd, wl.dtype)
+    # block-scaled recipes: each GEMM in its format, the head and a share of layers in bf16;
+    # FP8 row-wise scaling: the rescale of each gradient GEMM's fp32 output
+    fwd, bwd = training_formats(fwd, bwd, wl)  # ops/recipes.py
     if wl.sparsity is not Sparsity.NONE and wl.adapters is not None \
             and wl.adapters.quantized_base:
         raise InputError("2:4 sparsity and a QLoRA base do not combine: the NF4 weights are "

@@ -9,7 +9,7 @@ from __future__ import annotations
 from accelmap.models.params import count_params
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Op, Precision, Shape, causal_shape_context, forward_ops
-from accelmap.ops.recipes import apply_recipe
+from accelmap.ops.recipes import training_formats
 from accelmap.ops.sparsity import sparse_training_ops
 from accelmap.ops.training import backward_ops, optimizer_ops, recompute_ops
 from accelmap.workload import Recompute, Sparsity, Training
@@ -40,7 +40,7 @@ def training_ops(spec: ModelSpec, wl: Training, imbalance: float = 1.0) -> list[
     # the workload's wish stands in for a mapping's policy here (no mapping: one device)
     bwd = recompute_ops(fwd, wl.recompute or Recompute.NONE, wl.flash_attention) \
         + backward_ops(fwd, wl.grad_dtype)
-    fwd, bwd = apply_recipe(fwd, wl.dtype), apply_recipe(bwd, wl.dtype)  # ops/recipes.py
+    fwd, bwd = training_formats(fwd, bwd, wl)  # ops/recipes.py
     if wl.sparsity is not Sparsity.NONE:  # forward and dgrad on 2:4 weights
         fwd, bwd = sparse_training_ops(fwd, bwd, p)
     return fwd + bwd + optimizer_ops(float(count_params(spec).total), wl)

@@ -43,7 +43,7 @@ from accelmap.validate.runs import (
 )
 from accelmap.validate.stacks import FRAMEWORK_NAMES, Stack, in_house, release_date
 from accelmap.validate.transcribe import read_flag, read_framework, read_interleave, read_zero
-from accelmap.workload import Recompute
+from accelmap.workload import Fp8Scaling, Recompute
 
 YAML_SUFFIXES = (".yaml", ".yml")
 # A CSV header with these columns is a canonical run file (the transcription has row_id and
@@ -184,6 +184,10 @@ def _suggest_precision(t: str) -> str | None:
     return d.value if d is not None else None
 
 
+def _suggest_scaling(t: str) -> str | None:
+    return "rowwise" if "row" in t else "tensorwise" if "tensor" in t else None
+
+
 def _suggest_flag(t: str) -> str | None:
     f = read_flag(t) if t not in ("y", "n") else t == "y"
     return None if f is None else ("true" if f else "false")
@@ -314,6 +318,10 @@ FIELDS: dict[str, FieldSpec] = {
                            _PRECISION_WORDS),
     "grad_reduce": FieldSpec(_choice("grad_reduce", GRAD_REDUCE, _suggest_precision),
                              "fp32 | bf16 (gradient reduction precision)"),
+    "fp8_scaling": FieldSpec(_choice("fp8_scaling", {f.value: f for f in Fp8Scaling},
+                                     _suggest_scaling),
+                             "tensorwise | rowwise (FP8 scaling of each GEMM input; "
+                             "precision: fp8)"),
     "framework": FieldSpec(_framework, " | ".join([*FRAMEWORK_NAMES, *SERVING_FRAMEWORKS])
                            + ", then its version"),
     "year": FieldSpec(_int("year", 2000, 2100), "the run's year, e.g. 2024"),
@@ -443,7 +451,7 @@ def _serving_run(values: dict[str, Any], rid: str, file: str, line: int) -> Serv
     values.pop("id", None)
     for k in ("seq_len", "global_batch", "micro_batch", "grad_accum", "vpp", "schedule", "zero",
               "shard_group", "recompute", "sequence_parallel", "tp_comm_overlap",
-              "flash_attention", "compile", "grad_reduce", "cp"):
+              "flash_attention", "compile", "grad_reduce", "fp8_scaling", "cp"):
         values.pop(k, None)  # training settings mean nothing to a serving run
     return ServingRun(rid, file=file, line=line, arch=arch, framework=fw, version=version,
                       **values)

@@ -52,7 +52,7 @@ from accelmap.validate.stacks import (
 )
 from accelmap.validate.transcribe import from_case, read_metric
 from accelmap.validate.transcribe import hardware_flops_meant as hardware_flops_meant
-from accelmap.workload import Inference, Training
+from accelmap.workload import Fp8Scaling, Inference, Training
 
 NOT_FIT = "published configuration predicted NOT to fit"
 FP8_NOTE = ("FP8: linear layers at the FP8 rate; attention, vector ops and stored activations "
@@ -180,6 +180,11 @@ def plan_run(run: TrainingRun, catalog: Catalog
         reasons += unread or ["precision not stated"]
     if dtype is DType.FP8:
         notes.append(FP8_NOTE)
+        if run.fp8_scaling is Fp8Scaling.ROWWISE:
+            notes.append("FP8 row-wise scaling (torchao rowwise): each gradient GEMM writes "
+                         "fp32 and a kernel rescales it (pytorch/ao PR #1325)")
+    elif run.fp8_scaling is Fp8Scaling.ROWWISE and dtype is not None:
+        reasons.append(f"fp8_scaling rowwise needs precision fp8 (the run is in {dtype.value})")
     if dev.value is not None and dev.value.fraction != 1.0:
         reasons.append("multi-device runs of part of a device are not modelled")
     reasons += [str(p) for p in run.problems if p.field not in ("framework", "precision")]
@@ -207,7 +212,8 @@ def plan_run(run: TrainingRun, catalog: Catalog
                   recompute=m.recompute, flash_attention=flash, dropout=d.dropout,
                   state_dtype=opt.state_dtype, master_dtype=opt.master_dtype,
                   master_remainders=opt.master_remainders,
-                  fp8_params=opt.fp8_params and dtype is DType.FP8, loss=d.loss)
+                  fp8_params=opt.fp8_params and dtype is DType.FP8, loss=d.loss,
+                  fp8_scaling=run.fp8_scaling or Fp8Scaling.TENSORWISE)
     overlap = _overlap(d, m)
     prof = stack_profile(d, fw, model.value)
     notes.append(f"mapping {m.describe()}, global batch {wl.batch}, framework {fw.value}"

@@ -17,7 +17,7 @@ from accelmap.mapping.plan import ZeroStage
 from accelmap.units import DType
 from accelmap.validate.cases import Arch
 from accelmap.validate.stacks import Stack
-from accelmap.workload import Recompute
+from accelmap.workload import Fp8Scaling, Recompute
 
 
 class Metric(StrEnum):
@@ -119,6 +119,7 @@ class TrainingRun:
     compile: bool | None = None  # torch.compile
     precision: DType | None = None
     grad_reduce: DType | None = None  # gradient reduction precision
+    fp8_scaling: Fp8Scaling | None = None  # FP8 recipe's scaling (None: tensorwise)
     framework: Stack | None = None
     version: str = ""  # the framework's release, in its own numbering ("0.9", "24.07")
     year: int | None = None  # the run's year: picks the release when the version is absent

@@ -48,6 +48,7 @@ from accelmap.validate.runs import (
     TrainingRun,
 )
 from accelmap.validate.stacks import Stack, training_stack
+from accelmap.workload import Fp8Scaling
 
 _NOT_INTERLEAVED = {"n/a", "na", "none", "-", "no", "off", "false", "1f1b", "1",
                     "non-interleaved", "not interleaved"}
@@ -195,6 +196,9 @@ def from_case(case: TrainingCase) -> TrainingRun:
     if precision is None and case.precision.strip():
         problems.append(Problem("precision", f"precision {case.precision!r} is not understood"))
     grad = DType.BF16 if "pure" in case.precision.lower() else None
+    # torchao's float8 recipe names (Float8LinearRecipeName): "float8 rowwise", "tensorwise"
+    scaling = (Fp8Scaling.ROWWISE if "rowwise" in case.precision.lower()
+               else Fp8Scaling.TENSORWISE if "tensorwise" in case.precision.lower() else None)
     p = case.parallel
     fw = case.framework.lower()
     global_batch = case.global_batch_seqs
@@ -216,7 +220,8 @@ def from_case(case: TrainingCase) -> TrainingRun:
         sequence_parallel=read_flag(case.sequence_parallel),
         tp_comm_overlap=True if "async" in fw else None,
         compile="compile" in fw or "compile" in case.location.lower(),
-        precision=precision, grad_reduce=grad, framework=stack, version=version,
+        precision=precision, grad_reduce=grad, fp8_scaling=scaling, framework=stack,
+        version=version,
         year=text_year or case.year, seq_len=case.seq_len,
         global_batch=global_batch, micro_batch=case.micro_batch,
         grad_accum=case.grad_accum, metric=metric, value=value, notes=case.notes_text,
