@@ -19,6 +19,7 @@ with warnings.catch_warnings():
 
 from accelmap import api
 from accelmap.cli.app import main
+from accelmap.errors import InputError
 from accelmap.web.app import create_app
 
 # (endpoint, body, CLI arguments); every one either answers or fails in both
@@ -279,3 +280,18 @@ def test_cli_options_and_form_give_equal_requests() -> None:
     body = {("class" if k == "device_class" else k): v for k, v in cmp.items()}
     assert from_cli_c == api.CompareRequest.of(CompareForm.model_validate(body))
     assert from_cli_c == api.CompareRequest(**cmp)
+
+
+def test_the_web_estimate_takes_the_fp8_scaling(catalog: Any) -> None:
+    """POST /api/estimate with fp8_scaling rowwise answers as `estimate --fp8-scaling rowwise`
+    (a slower step than tensor-wise scaling), and a wrong word is one line, not a crash."""
+    from accelmap.web import jobs
+    from accelmap.web.forms import EstimateForm
+
+    base = dict(model="llama-3.2-1b", cluster="2xH100", train=True, dtype="fp8", batch=8,
+                seq=2048, tp=1)
+    tensor, _ = jobs.estimate(EstimateForm(**base), catalog)
+    row, _ = jobs.estimate(EstimateForm(**base, fp8_scaling="rowwise"), catalog)
+    assert row["step_time_s"] > tensor["step_time_s"]
+    with pytest.raises(InputError, match="unknown FP8 scaling"):
+        jobs.estimate(EstimateForm(**base, fp8_scaling="colwise"), catalog)

@@ -33,6 +33,8 @@ class EstimateForm(_Form):
     prompt: int = Field(512, ge=1, le=TOKENS)
     output: int = Field(128, ge=0, le=TOKENS)
     dtype: str = "bf16"
+    fp8_scaling: str = Field("tensorwise", description="FP8 training: tensorwise or rowwise "
+                             "(torchao's row-wise recipe; with train and dtype fp8).")
     weights: str = "bf16"
     kv: str | None = None
     group: int = Field(128, ge=1, le=BIG)
