@@ -71,7 +71,7 @@ from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Op, Unit
 from accelmap.ops.training import optimizer_ops
 from accelmap.units import Num
-from accelmap.workload import LoraTarget, Training
+from accelmap.workload import LoraTarget, Recompute, Training
 
 # Host link when the catalog entry lists none: PCIe 4.0 x16, 16 GT/s x 16 lanes ~ 32 GB/s raw,
 # ~16 GB/s achieved for pinned transfers in one direction is a conservative middle.
@@ -237,21 +237,45 @@ class StepFigures:
     detail: StepDetail | None = None
 
 
+def recomputed_tp_collectives(m: Mapping) -> Num:
+    """TP collectives a layer's recompute runs again, in all-reduces of T x d (``one``; an
+    all-gather or a reduce-scatter is half of one). Full recompute re-runs the layer's forward,
+    its two all-reduces (or all-gather + reduce-scatter pairs under sequence parallelism) with
+    it: Megatron-LM's checkpointed forward is the module's own (Korthikanti et al. 2022 sec. 5:
+    full recompute costs a second forward pass), and so is torchtitan's ``checkpoint_wrapper``
+    around each block. torchtitan's per-op checkpointing keeps the outputs of its save list,
+    which holds the reduce-scatters (``_c10d_functional.reduce_scatter_tensor``) but neither
+    the all-gathers nor all-reduces: under sequence parallelism the two all-gathers into the
+    attention and the feed-forward block run again (one), without it the two all-reduces
+    (two). Selective recompute (the attention core, no collective inside) and DeepSeek-V3's
+    norm/up-projection policy re-run none."""
+    policy = m.policy
+    if policy is Recompute.FULL:
+        return 2.0
+    if policy is Recompute.PER_OP:
+        return np.where(np.asarray(m.sequence_parallel, dtype=bool), 1.0, 2.0)
+    return 0.0
+
+
 def _tensor_parallel(prof: LayerProfile, m: Mapping, overlap: OverlapPolicy, per_stage: Num,
                      one: Num) -> tuple[Num, Num]:
     """TP traffic of a micro-batch on the critical stage and what of it is exposed: 4
     collectives per layer (2 forward, 2 backward) of T x d activations, ``one`` each (an
-    all-gather and a reduce-scatter under sequence parallelism). With TP comm overlap, what
-    each all-gather or reduce-scatter takes beyond the GEMM it is fused with
-    (LayerProfile.layer_tp_pairs), plus what the overlap's SM margin costs the GEMMs
-    (cost/overlap.py, 4.; LayerProfile.layer_tp_overlap_s)."""
-    tp_t = 4 * per_stage * one
+    all-gather and a reduce-scatter under sequence parallelism), and those the recompute runs
+    again (:func:`recomputed_tp_collectives`). With TP comm overlap, what each all-gather or
+    reduce-scatter takes beyond the GEMM it is fused with (LayerProfile.layer_tp_pairs), plus
+    what the overlap's SM margin costs the GEMMs (cost/overlap.py, 4.;
+    LayerProfile.layer_tp_overlap_s); the recomputed forward's collectives are the forward's,
+    overlapped alike: the same exposed share."""
+    base = 4 * per_stage * one
+    tp_t = base + recomputed_tp_collectives(m) * per_stage * one
     overlapped = np.asarray(m.tp_comm_overlap, dtype=bool) | overlap.tp
     if prof.layer_tp_pairs:  # each all-gather or reduce-scatter (half of ``one``) behind its GEMM
         unhidden = per_stage * sum(np.maximum(one / 2 - g, 0.0) for g in prof.layer_tp_pairs)
     else:
-        unhidden = np.maximum(tp_t - per_stage * prof.layer_gemm_s, 0.0)  # beyond the GEMMs
-    return tp_t, np.where(overlapped, unhidden + per_stage * prof.layer_tp_overlap_s, tp_t)
+        unhidden = np.maximum(base - per_stage * prof.layer_gemm_s, 0.0)  # beyond the GEMMs
+    exposed_share = (unhidden + per_stage * prof.layer_tp_overlap_s) / np.maximum(base, 1e-30)
+    return tp_t, np.where(overlapped, tp_t * exposed_share, tp_t)
 
 
 def _zero3(ct: dict[str, Any], overlap: OverlapPolicy, units: Num, t_fwd: Num, t_bwd: Num,
