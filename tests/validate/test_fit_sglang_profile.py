@@ -126,3 +126,30 @@ def test_atom_profile_is_fitted_on_one_configuration_and_checked_on_the_rest(
     assert fs.replace_block(text, "atom:\n  b: 9\n", "atom") == (
         "sglang:\n  a: 1\natom:\n  b: 9\nvllm:\n  c: 3\n")
     assert fa.STACK == "atom"
+
+
+def test_kernel_efficiency_is_a_platform_figure_that_scales_device_time(
+        monkeypatch: pytest.MonkeyPatch, fs: ModuleType) -> None:
+    """SGLang's ROCm block carries the share of the roofline its kernels reach: the AMD profile
+    reads it, the NVIDIA one keeps 1.0, and every device op takes 1/efficiency as long."""
+    from dataclasses import replace
+
+    from accelmap import api
+    from accelmap.cost.roofline import time_op
+    from accelmap.ops.step import training_ops
+    from accelmap.workload import Training
+
+    rocm = {**TABLE["sglang"]["rocm"], "kernel_efficiency": 0.5}  # type: ignore[dict-item]
+    monkeypatch.setattr(fwmod, "_calibration",
+                        lambda: {**TABLE, "sglang": {**TABLE["sglang"], "rocm": rocm}})
+    amd, nv = profile("sglang", "AMD"), profile("sglang", "NVIDIA")
+    assert (amd.kernel_efficiency, nv.kernel_efficiency) == (0.5, 1.0)
+    dev = api.load_system(hw="mi300x").device
+    op = next(o for o in training_ops(api.load_model("llama-3.2-1b"), Training(batch=1))
+              if o.gemm is not None)
+    slow, fast = time_op(op, dev, amd), time_op(op, dev, replace(amd, kernel_efficiency=1.0))
+    assert float(slow.time_s - slow.overhead_s) == pytest.approx(
+        2 * float(fast.time_s - fast.overhead_s))
+    bundled = yaml.safe_load(CAL.read_text())["sglang"]
+    assert bundled["rocm"]["kernel_efficiency"] in fs.EFFICIENCIES
+    assert "kernel_efficiency" not in bundled  # CUDA: the kernels the figures were measured on

@@ -25,6 +25,13 @@ per-case constants.
   them well below 16-bit kernels, e.g. an NVFP4 GEMM at M=1 1.78 of 8 TB/s where fp16 reaches
   5-6 (FlashInfer issue #1732) and an NVFP4 grouped GEMM at m=16 about 3-4 TB/s where MXFP8
   nears 6 (CUTLASS issue #2266)).
+- ``kernel_efficiency``: the share of the roofline's achievable speed (the catalog's measured
+  best-shape GEMM and bandwidth figures) the stack's own kernels reach on a platform; every
+  device op's time is divided by it. 1.0 where the stack runs the kernels those figures come
+  from; fitted in a platform block where its kernel library falls short of them, as SGLang's
+  on ROCm, whose AITER/Triton MoE and MLA kernels run DeepSeek-R1's decode steps at a time
+  that scales with the device's bandwidth (MI300X against MI355X) far above the roofline's
+  (``fitters/fit_sglang_profile.py``).
 - ``custom_all_reduce``: the stack runs its own one-shot all-reduce kernel for small tensor-parallel
   messages where it beats NCCL (vLLM ``csrc/custom_all_reduce.cuh``, PR #2192; TensorRT-LLM
   ``cpp/tensorrt_llm/kernels/customAllReduceKernels.cu``; SGLang's port of both); its latency is
@@ -209,6 +216,8 @@ class FrameworkProfile:
     # the platform block of the calibration the figures came from ("rocm"), None: the stack's
     # own figures; the error bands of a platform are its own (engine/error_band.py)
     platform: str | None = None
+    # share of the roofline's achievable speed the stack's kernels reach (module doc); 1.0: all
+    kernel_efficiency: float = 1.0
 
     @property
     def band_stack(self) -> str:
@@ -313,6 +322,7 @@ def profile(name: Framework | str, vendor: str | None = None) -> FrameworkProfil
         request_overhead_s=float(cal.get("request_overhead_s", 0.0)),
         request_latency_s=float(cal.get("request_latency_s", 0.0)),
         platform=plat,
+        kernel_efficiency=float(cal.get("kernel_efficiency", 1.0)),
         custom_all_reduce=fw in CUSTOM_ALL_REDUCE,
         fused_pass=fw in OWN_KERNEL_FUSION,
         not_calibrated={**missing, **{str(k): str(v) for k, v in
