@@ -217,6 +217,30 @@ def test_dualpipe_hides_the_expert_all_to_all_under_the_paired_chunk() -> None:
     assert float(dual.step_time_s) < float(one.step_time_s)
 
 
+def test_dualpipe_all_to_all_costs_its_own_sms_not_nccl_contention() -> None:
+    """DeepSeek-V3 sec. 3.2.2: DualPipe's all-to-all runs on 20 of the H800's 132 SMs, so a
+    second of it hidden costs 20 / 112 s of compute (cost/overlap.py, 5.), whatever the fitted
+    NCCL contention is."""
+    from accelmap.cost import overlap as ov
+
+    spec = CAT.models["mixtral-8x7b"]
+    cluster = parse_cluster("128xH100", CAT)
+    wl = Training(batch=256, seq_len=4096, recompute=Recompute.SELECTIVE)
+    dual = run(spec, cluster, wl, Mapping(dp=32, tp=1, pp=4, ep=8, schedule=Schedule.DUALPIPE))
+    d = dual.detail
+    hidden_ep = float(d.comm["ep"]) - float(d.exposed["ep"])
+    assert hidden_ep > 0
+    assert ov.DUALPIPE_CONTENTION == pytest.approx(20 / 112)
+    # the other hidden traffic (pp sends, dp) keeps the fitted contention; only the ep part
+    # is charged at the SM share: with NCCL's figure instead, the step would pay the difference
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ov, "DUALPIPE_CONTENTION", ov.contention())
+        nccl = run(spec, cluster, wl, Mapping(dp=32, tp=1, pp=4, ep=8,
+                                              schedule=Schedule.DUALPIPE)).detail
+    assert float(nccl.contention_s) - float(d.contention_s) == pytest.approx(
+        (ov.contention() - 20 / 112) * hidden_ep, rel=1e-6)
+
+
 def test_stage_sends_split_over_tp_and_repeat_per_chunk() -> None:
     """Megatron's stage-to-stage sends: each tp rank sends its 1/t (the sequence shard under
     sequence parallelism, Narayanan et al. 2021 sec. 4.1's scatter/gather without), once per

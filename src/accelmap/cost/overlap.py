@@ -41,6 +41,13 @@
    modelled: the chunks' own tile and wave losses (the roofline's shape model, made for whole
    cuBLAS GEMMs, puts them at 40-60 % for T / tp rows, which the published Megatron-Core
    table contradicts).
+
+5. **DualPipe's all-to-all** (DeepSeek-V3, Liu et al. 2024 sec. 3.2.2): the expert dispatch and
+   combine run on DeepSeek's own kernels, which hold 20 of the H800's 132 SMs ("only 20 SMs are
+   sufficient to fully utilize the bandwidths of IB and NVLink"), warp-specialized, so the
+   computation they hide behind runs on the other 112: a second of hidden all-to-all costs the
+   20 SMs' share of a second of compute, 20 / 112 s (``DUALPIPE_CONTENTION``), in place of the
+   fitted NCCL contention.
 """
 
 from __future__ import annotations
@@ -48,6 +55,11 @@ from __future__ import annotations
 import numpy as np
 
 from accelmap.units import Num
+
+
+# DualPipe's communication SMs of the H800's 132 (5. above): compute added per second hidden
+DUALPIPE_COMM_SMS, H800_SMS = 20, 132
+DUALPIPE_CONTENTION = DUALPIPE_COMM_SMS / (H800_SMS - DUALPIPE_COMM_SMS)
 
 
 def contention() -> float:

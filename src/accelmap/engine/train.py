@@ -396,11 +396,16 @@ def _communication(prof: LayerProfile, system: System, wl: Training, overlap: Ov
     # contention: communication hidden under compute stretches that compute
     # TP comm overlap moves its all-gathers and reduce-scatters peer to peer on the copy engines
     # (cost/overlap.py, 4.): no NCCL kernel takes SMs from the GEMMs it hides behind
-    hidden_mb = (ov.hidden(comm["cp"], exposed["cp"])
-                 + ov.hidden(comm["ep"], exposed["ep"]) + ov.hidden(pp_t, exposed["pp"])
+    # DualPipe hides its expert all-to-all with DeepSeek's own kernels on a fixed set of SMs
+    # (cost/overlap.py, 5.): that traffic costs the compute of those SMs, not NCCL's contention
+    ep_hidden = ov.hidden(comm["ep"], exposed["ep"])
+    dual_ep = np.where(dualpipe(m), ep_hidden, 0.0)
+    hidden_mb = (ov.hidden(comm["cp"], exposed["cp"]) + ep_hidden - dual_ep
+                 + ov.hidden(pp_t, exposed["pp"])
                  + np.where(z3, ov.hidden(z3_mb, z3_exposed), 0.0))
     hidden_step = np.where(z3, ov.hidden(z3_step, z3_tail), ov.hidden(grad_gather, tail))
-    contention = ov.contention() * (micro * hidden_mb + hidden_step)
+    contention = (ov.contention() * (micro * hidden_mb + hidden_step)
+                  + ov.DUALPIPE_CONTENTION * micro * dual_ep)
     return Communication(comm, exposed, np.where(z3, z3_exposed, 0.0),
                          np.where(z3, z3_tail, tail), contention, links)
 
