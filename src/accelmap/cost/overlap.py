@@ -56,7 +56,6 @@ import numpy as np
 
 from accelmap.units import Num
 
-
 # DualPipe's communication SMs of the H800's 132 (5. above): compute added per second hidden
 DUALPIPE_COMM_SMS, H800_SMS = 20, 132
 DUALPIPE_CONTENTION = DUALPIPE_COMM_SMS / (H800_SMS - DUALPIPE_COMM_SMS)
