@@ -204,6 +204,16 @@ def layout(r: dict[str, Any]) -> dict[str, Any]:
             "decode_dp_attention": bool(r["decode_dp_attention"])}
 
 
+def unstated_pools(r: dict[str, Any]) -> bool:
+    """A disaggregated row whose pools the dashboard does not describe: no worker count in
+    either pool and each pool's tp equal to its GPU count (20, 28, 36, 48, 72 GPUs of GB200
+    NVL72 racks: no such tensor-parallel group splits DeepSeek-R1's 128 heads), which is the
+    dashboard's default when the recipe's launch script holds the layout."""
+    return bool(r["disagg"]) and not r.get("prefill_num_workers") \
+        and not r.get("decode_num_workers") and r["prefill_tp"] == r["num_prefill_gpu"] \
+        and r["decode_tp"] == r["num_decode_gpu"]
+
+
 def base_record(r: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     """The configuration's fields, or None and why the row is not written."""
     hw, amd = HARDWARE.get(r["hardware"]), r["hardware"] in AMD
@@ -218,6 +228,11 @@ def base_record(r: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     prec = precision_fields(model, r["precision"], amd)
     if prec is None:
         return None, f"precision {r['precision']!r} has no run-format word"
+    if unstated_pools(r):
+        return None, ("pool layout not stated: each pool's tp is its GPU count and no worker "
+                      "count is given (InferenceX's GB200 Dynamo recipes set tp, ep and DP "
+                      "attention in their launch scripts; .github/configs/nvidia-master.yaml: "
+                      "'tp, ep, and dp-attn do nothing because they are hardcoded')")
     rec: dict[str, Any] = {"accelerator": hw, "model": model, **layout(r)}
     image = r.get("image") or ""
     # a Dynamo row's version is Dynamo's only when its container is Dynamo's (ai-dynamo/...);

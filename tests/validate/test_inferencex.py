@@ -116,6 +116,19 @@ def test_rows_without_a_stated_fact_are_not_written(convert: ModuleType) -> None
     assert any("rtx6000pro" in why for why in dropped)
 
 
+def test_pools_the_dashboard_does_not_describe_are_not_written(convert: ModuleType) -> None:
+    """GB200 Dynamo rows of 2025-12 give each pool's GPU count as its tp (20, 72: no tensor-
+    parallel group of DeepSeek-R1's 128 heads) and no worker count: the layout is the launch
+    script's, not stated. A pool with its workers stated is written."""
+    blind = {**GB200_DISAGG, "prefill_tp": 20, "decode_tp": 20, "num_prefill_gpu": 20,
+             "num_decode_gpu": 20, "prefill_num_workers": 0, "decode_num_workers": 0,
+             "prefill_ep": 1, "decode_ep": 1, "prefill_dp_attention": False}
+    groups, dropped = convert.convert([blind])
+    assert not groups and any("pool layout not stated" in why for why in dropped)
+    assert convert.unstated_pools(blind) and not convert.unstated_pools(GB200_DISAGG)
+    assert not convert.unstated_pools(MI355X)  # aggregated: its tp is its GPU count
+
+
 @pytest.mark.parametrize(("image", "framework", "version"), [
     ("lmsysorg/sglang:v0.5.8.post1-cu130", "sglang", "0.5.8.post1"),
     ("rocm/sgl-dev:sglang-0.5.7-rocm700-mi35x-mori-fp4-0122", "sglang", "0.5.7"),
