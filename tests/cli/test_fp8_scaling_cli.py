@@ -29,3 +29,12 @@ def test_fp8_scaling_refusals_are_one_line(cli: Run) -> None:
                 "--fp8-scaling", "rowwise")
     assert serve.code == 2 and "training option" in serve.err
     assert all(len(r.err.strip().splitlines()) == 1 for r in (bf16, word, serve))
+
+
+def test_the_default_word_in_any_case_is_no_refusal(cli: Run) -> None:
+    """Serving with the default written as a user might (TENSORWISE) is no training option:
+    the same case-blind reading as the training path's."""
+    r = cli("estimate", "llama-3.2-1b", "--hw", "h100-sxm5-80gb", "--serve",
+            "--fp8-scaling", "TENSORWISE", "--json")
+    assert r.code == 0, r.err
+    assert cli(*TRAIN, "--dtype", "fp8", "--fp8-scaling", "ROWWISE").code == 0

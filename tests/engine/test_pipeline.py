@@ -276,3 +276,23 @@ def test_interleaved_sends_hide_behind_the_next_chunk_where_the_stack_overlaps_t
     assert float(waited.step_time_s) > float(hidden.step_time_s)
     plain = run(L70, C64, wl, Mapping(dp=2, tp=8, pp=4))  # no interleaving: nothing to overlap
     assert float(plain.detail.exposed["pp"]) == pytest.approx(float(plain.detail.comm["pp"]))
+
+
+@pytest.mark.parametrize(("policy", "sp", "ratio"), [
+    (Recompute.FULL, True, 6 / 4),  # the forward's AG + RS pairs again: 4 -> 6 per layer
+    (Recompute.FULL, False, 6 / 4),  # its two all-reduces again
+    (Recompute.PER_OP, True, 5 / 4),  # torchtitan keeps the reduce-scatters: two AGs = one
+    (Recompute.PER_OP, False, 6 / 4),  # all-reduces are not in its save list: both again
+    (Recompute.SELECTIVE, True, 1.0),  # the attention core holds no collective
+])
+def test_a_recompute_reruns_the_tp_collectives_it_recomputes(policy: Recompute, sp: bool,
+                                                             ratio: float) -> None:
+    """engine/train.py recomputed_tp_collectives: 4 all-reduces of T x d per layer (2 forward,
+    2 backward), plus what the recomputed forward runs again, by hand."""
+    m = Mapping(dp=2, tp=8, pp=4, sequence_parallel=sp)
+    none = run(L70, C64, Training(batch=64, seq_len=4096, recompute=Recompute.NONE),
+               m.with_(recompute=Recompute.NONE))
+    again = run(L70, C64, Training(batch=64, seq_len=4096, recompute=policy),
+                m.with_(recompute=policy))
+    assert float(again.detail.comm["tp"]) == pytest.approx(
+        ratio * float(none.detail.comm["tp"]))

@@ -236,3 +236,18 @@ def test_sharding_words(text: str, stage: ZeroStage, group: int | None) -> None:
     notes: list[str] = []
     assert lay.zero_stage(text, 16, 8, DEFAULTS[Stack.NEMO], notes) == (stage, group)
     assert bool(notes) == (text in ("", "HYBRID_SHARD"))
+
+
+def test_fit_loss_is_soft_l1_of_the_log_error(fit: ModuleType) -> None:
+    """fit_training's objective (module doc), by hand: 0 for exact predictions, 2 (sqrt(2) -
+    1) for a log error of one scale (0.1), linear in the error far beyond it."""
+    import math
+    from types import SimpleNamespace
+
+    def preds(*ratios: float) -> list[Any]:
+        return [SimpleNamespace(predicted=r, measured=1.0) for r in ratios]
+
+    assert fit.log_error(preds(1.0, 1.0)) == 0.0
+    assert fit.log_error(preds(math.exp(0.1))) == pytest.approx(2 * (math.sqrt(2) - 1))
+    far, farther = fit.log_error(preds(math.exp(2.0))), fit.log_error(preds(math.exp(4.0)))
+    assert farther / far == pytest.approx(2.0, rel=0.05)  # not 4: an outlier weighs linearly

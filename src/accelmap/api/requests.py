@@ -164,7 +164,7 @@ def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
             loss_in_split=r.loss_in_split)
     if ft is not None:
         raise InputError("--finetune lora/qlora is a training workload: add --train")
-    if r.fp8_scaling != "tensorwise":
+    if r.fp8_scaling.strip().lower() != "tensorwise":
         raise InputError("--fp8-scaling is a training option (torchao's FP8 training recipes): "
                          "add --train --dtype fp8, or drop it")
     context_warnings(spec, prompt=r.prompt, output=r.output)  # serving past it: refused
