@@ -750,8 +750,12 @@ def print_estimate(est: Estimate, missing: dict[str, str] | None = None,
 
     con = console()
     m = est.metrics
-    verdict = (("fits" if est.memory_fit.value == "fits" else "[yellow]tight[/yellow]: within the "
-                f"memory model's {est.memory.band:.1%} error band of capacity")
+    tight = ("[yellow]tight[/yellow]: over capacity with the caching allocator's reserve; fits "
+             "if the allocator gives it back (PyTorch frees cached blocks and retries a failed "
+             "allocation; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True fragments less)"
+             if est.memory.reclaims else "[yellow]tight[/yellow]: within the memory model's "
+             f"{est.memory.band:.1%} error band of capacity")
+    verdict = (("fits" if est.memory_fit.value == "fits" else tight)
                if est.feasible else f"[red]does not fit[/red]: {est.reason}"
                if not est.violated_rule else f"[red]cannot run[/red]: {est.reason}")
     where = est.accelerator if est.system in (None, est.accelerator) else est.system

@@ -225,8 +225,9 @@ def op_row(t: OpTime) -> dict[str, Any]:
 
 def fits(memory: MemoryBudget) -> tuple[bool, str | None]:
     """Whether the budget fits every device, and if not one sentence saying by how much. Only
-    a total over capacity by more than the memory model's error band does not fit; within the
-    band it is "tight" (``memory.band``) and still feasible."""
+    a total over capacity by more than the memory model's error band, the caching allocator's
+    reserve given back, does not fit; within the band it is "tight" (``memory.band``) and still
+    feasible."""
     if not np.any(memory.over):
         return True, None
     need, have = float(np.max(memory.total)), memory.capacity
@@ -237,8 +238,12 @@ def fits(memory: MemoryBudget) -> tuple[bool, str | None]:
         return False, (f"{what.replace('_', ' ')} alone need {_bytes(exact)} per device (counted "
                        f"exactly, no error band) but the device has {_bytes(have)}; "
                        f"{_bytes(need)} in all (memory rule)")
-    return False, (f"needs {_bytes(need)} per device but the device has {_bytes(have)}, over "
-                   f"by more than the memory model's {memory.band:.1%} error band (memory rule)")
+    elastic = float(np.max(memory.elastic))
+    live = (f" ({_bytes(need - elastic)} without the caching allocator's reserve, which it gives "
+            "back under pressure)" if elastic > 0 else "")
+    return False, (f"needs {_bytes(need)} per device{live} but the device has {_bytes(have)}, "
+                   f"over by more than the memory model's {memory.band:.1%} error band "
+                   "(memory rule)")
 
 
 def _bytes(b: float) -> str:

@@ -63,7 +63,7 @@ from accelmap.mapping.constraints import TrainingJob, check_training
 from accelmap.mapping.mesh import describe_mesh
 from accelmap.mapping.placement import place_axes
 from accelmap.mapping.plan import RANK_ORDER, Axis, Mapping
-from accelmap.memory.band import exact_bytes
+from accelmap.memory.band import elastic_bytes, exact_bytes
 from accelmap.memory.budget import MemoryBudget, master_bytes_per_param
 from accelmap.memory.stack import MemoryStack, fp8_weights, memory_stack
 from accelmap.memory.training import training_items
@@ -233,6 +233,7 @@ class StepFigures:
     mfu: Num
     memory_total: Num
     memory_exact: Num  # what the memory band cannot cover (memory.band)
+    memory_elastic: Num  # what the caching allocator gives back under pressure (memory.band)
     world: Num
     detail: StepDetail | None = None
 
@@ -462,7 +463,7 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     peak, _ = dev.peak(wl.dtype, Unit.MATRIX)
     figures = StepFigures(step, tokens / step, tokens / step / world,
                           model_flops / (step * world * peak), sum(items.values()),
-                          exact_bytes(items), world)
+                          exact_bytes(items), elastic_bytes(items), world)
     if not detail:  # the planner's hot path: ranking needs no breakdowns
         return figures
     dp, tp, cp = np.asarray(m.dp, dtype=float), np.asarray(m.tp), np.asarray(m.cp)

@@ -17,6 +17,16 @@ A plan's total T against the capacity C:
   <=> -margin > min(band x T, T - exact), the band's downside allowance (``allowance``);
 - **tight**: in between: within the model's measured error of capacity. Not "does not fit";
   the planner leaves tight plans out unless asked (``include_tight``).
+
+The caching allocator's reserve beyond the live tensors (``ELASTIC_ITEMS``: the fitted
+fragmentation of ``memory.allocator``) is what the allocator keeps when the device has room,
+not what the job needs: when cudaMalloc fails, PyTorch's allocator frees a cached block that
+is not split, then all of them, and retries before it raises out-of-memory (pytorch/pytorch
+``c10/cuda/CUDACachingAllocator.cpp``, the allocator's header comment; counted as
+``num_alloc_retries``). The fits of memory.csv measure ``reserved_bytes.all.peak`` on devices
+with room to spare. So the reserve E can make a plan tight, never over: over is
+(T - E) x (1 - band) > C; a plan that needs its reserve to fit is tight (it may pay alloc
+retries: cudaFree synchronises the device).
 """
 
 from __future__ import annotations
@@ -35,6 +45,8 @@ BAND_SOURCE = ("p90 |predicted - measured| / measured peak memory on memory.csv 
 
 # top-level memory items that are counts x bytes, not estimates (memory/budget.py keys)
 EXACT_ITEMS = ("weights", "gradients", "optimizer", "kv_cache")
+# items the caching allocator gives back under pressure (module doc): never make a plan "over"
+ELASTIC_ITEMS = ("runtime/fragmentation",)
 
 
 def exact_bytes(items: dict[str, Num]) -> Num:
@@ -42,11 +54,19 @@ def exact_bytes(items: dict[str, Num]) -> Num:
     return sum((v for k, v in items.items() if k.split("/")[0] in EXACT_ITEMS), 0.0)
 
 
-def allowance(total: Num, exact: Num = 0.0, band: float = MEMORY_ERROR_BAND) -> Num:
-    """Bytes by which a total may exceed capacity and still not be 'over': the band's share of
-    the total, at most the estimated (not exactly counted) bytes."""
-    t = np.asarray(total)
-    return np.minimum(band * t, t - np.asarray(exact))
+def elastic_bytes(items: dict[str, Num]) -> Num:
+    """The bytes of ``items`` the caching allocator gives back under pressure
+    (``ELASTIC_ITEMS``)."""
+    return sum((v for k, v in items.items() if k in ELASTIC_ITEMS), 0.0)
+
+
+def allowance(total: Num, exact: Num = 0.0, band: float = MEMORY_ERROR_BAND,
+              elastic: Num = 0.0) -> Num:
+    """Bytes by which a total may exceed capacity and still not be 'over': the allocator's
+    reserve plus the band's share of the rest, at most the estimated (not exactly counted)
+    bytes."""
+    t, e = np.asarray(total), np.asarray(elastic)
+    return np.minimum(e + band * (t - e), t - np.asarray(exact))
 
 
 class MemoryFit(StrEnum):
@@ -56,21 +76,22 @@ class MemoryFit(StrEnum):
 
 
 def is_over(total: Num, capacity: Num, band: float = MEMORY_ERROR_BAND,
-            exact: Num = 0.0) -> Num:
-    return (np.asarray(total) * (1.0 - band) > capacity) | (np.asarray(exact) > capacity)
+            exact: Num = 0.0, elastic: Num = 0.0) -> Num:
+    live = np.asarray(total) - np.asarray(elastic)  # what the allocator cannot give back
+    return (live * (1.0 - band) > capacity) | (np.asarray(exact) > capacity)
 
 
 def is_tight(total: Num, capacity: Num, band: float = MEMORY_ERROR_BAND,
-             exact: Num = 0.0) -> Num:
+             exact: Num = 0.0, elastic: Num = 0.0) -> Num:
     t = np.asarray(total)
-    return (t * (1.0 + band) > capacity) & ~is_over(t, capacity, band, exact)
+    return (t * (1.0 + band) > capacity) & ~is_over(t, capacity, band, exact, elastic)
 
 
 def memory_fit(total: float, capacity: float, band: float = MEMORY_ERROR_BAND,
-               exact: float = 0.0) -> MemoryFit:
+               exact: float = 0.0, elastic: float = 0.0) -> MemoryFit:
     """fits / tight / over for one total (see the module doc)."""
-    if bool(is_over(total, capacity, band, exact)):
+    if bool(is_over(total, capacity, band, exact, elastic)):
         return MemoryFit.OVER
-    if bool(is_tight(total, capacity, band, exact)):
+    if bool(is_tight(total, capacity, band, exact, elastic)):
         return MemoryFit.TIGHT
     return MemoryFit.FITS

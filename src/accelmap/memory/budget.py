@@ -47,6 +47,7 @@ from accelmap.memory.band import (
     MEMORY_ERROR_BAND,
     MemoryFit,
     allowance,
+    elastic_bytes,
     exact_bytes,
     is_over,
     is_tight,
@@ -96,26 +97,42 @@ class MemoryBudget:
         return exact_bytes(self.items)
 
     @property
+    def elastic(self) -> Num:
+        """Bytes the caching allocator gives back under pressure (``memory.band``)."""
+        return elastic_bytes(self.items)
+
+    @property
     def allowance(self) -> Num:
         """Bytes the total may exceed capacity by and still not be over (``memory.band``)."""
-        return allowance(self.total, self.exact)
+        return allowance(self.total, self.exact, elastic=self.elastic)
 
     @property
     def over(self) -> Num:
         """Over capacity by more than the error band, or by exactly counted bytes alone:
         does not fit."""
-        return is_over(self.total, self.capacity, exact=self.exact)
+        return is_over(self.total, self.capacity, exact=self.exact, elastic=self.elastic)
 
     @property
     def tight(self) -> Num:
         """Within the error band of capacity."""
-        return is_tight(self.total, self.capacity, exact=self.exact)
+        return is_tight(self.total, self.capacity, exact=self.exact, elastic=self.elastic)
+
+    @property
+    def reclaims(self) -> bool:
+        """Fits only if the caching allocator gives its reserve back: over on the estimated
+        total, not on the live tensors (``memory.band``)."""
+        total = float(np.max(self.total))
+        return self.fit is MemoryFit.TIGHT and total * (1.0 - self.band) > self.capacity
 
     @property
     def fit(self) -> MemoryFit:
-        """fits / tight / over (the largest total of a candidate table)."""
-        return memory_fit(float(np.max(self.total)), self.capacity,
-                          exact=float(np.max(self.exact)))
+        """fits / tight / over (the largest total of a candidate table, with its own reserve)."""
+        total = np.asarray(self.total)
+        at = int(np.argmax(total)) if total.ndim else 0
+        elastic = np.broadcast_to(self.elastic, total.shape).flat[at] if total.ndim else \
+            self.elastic
+        return memory_fit(float(total.flat[at]), self.capacity,
+                          exact=float(np.max(self.exact)), elastic=float(elastic))
 
     def tree(self) -> dict[str, Any]:
         """Nested dict of the slash keys, each level with its own 'total_bytes'."""

@@ -100,9 +100,11 @@ def _evaluate(job: TrainingJob, cand: Mapping, prof: Callable[[], LayerProfile],
     shape = np.shape(sel.pp)
     mem = np.broadcast_to(r.memory_total, shape)
     exact = np.broadcast_to(r.memory_exact, shape)
-    # over capacity beyond the error band, or by exactly counted bytes alone
-    over = is_over(mem, system.memory_bytes, exact=exact)
-    tight = is_tight(mem, system.memory_bytes, exact=exact)
+    elastic = np.broadcast_to(r.memory_elastic, shape)
+    # over capacity beyond the error band (the allocator's reserve given back), or by exactly
+    # counted bytes alone
+    over = is_over(mem, system.memory_bytes, exact=exact, elastic=elastic)
+    tight = is_tight(mem, system.memory_bytes, exact=exact, elastic=elastic)
     tally.rejected["memory"] += int(np.sum(over))
     tally.tight += int(np.sum(tight))
     fits = ~over & (include_tight | ~tight)
