@@ -62,6 +62,41 @@ class Sparsity(StrEnum):
     TWO_FOUR = "2:4"
 
 
+class GradAccumulation(StrEnum):
+    """How a stack adds each micro-batch's weight gradients into the step's accumulator.
+
+    - ``fused``: the wgrad GEMM writes into the accumulator (Megatron's
+      ``--gradient-accumulation-fusion``, FSDP's reduce-scatter into the sharded gradient): no
+      pass of its own (``ops/training.py`` counts the accumulator's read and write in the GEMM).
+    - ``autograd``: PyTorch's AccumulateGrad adds each fresh 16-bit gradient into ``.grad``
+      after the first micro-batch, a kernel of its own: read both, write one, 3 x 2 bytes per
+      parameter (DeepSpeed's fp16 pipeline, whose ``PipelineEngine`` runs
+      ``torch.autograd.backward`` and reduces ``.grad`` once a step).
+    - ``fp32-copy``: DeepSpeed's ``BF16_Optimizer`` (bf16 + pipeline parallelism, DeepSpeed PR
+      #1801, 2022-04) calls ``update_hp_grads`` after every micro-batch's backward:
+      ``hp_grad.add_(lp.grad.to(float32))``, a cast (read 2, write 4 bytes) and an add (read
+      4 + 4, write 4): 18 bytes per parameter (``deepspeed/runtime/bf16_optimizer.py``,
+      ``runtime/pipe/engine.py _exec_backward_pass``; the bf16 gradients are cleared, not
+      accumulated, before each backward).
+    """
+
+    FUSED = "fused"
+    AUTOGRAD = "autograd"
+    FP32_COPY = "fp32-copy"
+
+    @property
+    def bytes_per_param(self) -> float:
+        """Bytes one accumulation pass moves per parameter (0: no pass of its own)."""
+        return {GradAccumulation.FUSED: 0.0, GradAccumulation.AUTOGRAD: 6.0,
+                GradAccumulation.FP32_COPY: 18.0}[self]
+
+    @property
+    def first_micro_batch(self) -> bool:
+        """Whether the first micro-batch of a step pays the pass too (autograd's first
+        gradient is the GEMM's own output)."""
+        return self is GradAccumulation.FP32_COPY
+
+
 class Fp8Scaling(StrEnum):
     """How an FP8 training recipe scales each GEMM input (torchao ``Float8LinearRecipeName``).
 
@@ -217,6 +252,8 @@ class Training:
     adapters: Adapters | None = None  # LoRA / QLoRA fine-tuning; None: every weight trains
     sparsity: Sparsity = Sparsity.NONE  # 2:4 weights in the forward and dgrad GEMMs
     fp8_scaling: Fp8Scaling = Fp8Scaling.TENSORWISE  # of the FP8 GEMM inputs (dtype fp8)
+    # a pass of its own per micro-batch adding the weight gradients up (GradAccumulation)
+    grad_accumulation: GradAccumulation = GradAccumulation.FUSED
 
     def __post_init__(self) -> None:
         _positive("batch", self.batch)

@@ -32,6 +32,7 @@ from accelmap.workload import (
     Adapters,
     Finetune,
     Fp8Scaling,
+    GradAccumulation,
     Inference,
     LoraTarget,
     Optimizer,
@@ -80,18 +81,22 @@ def training(batch: int, seq: int, dtype_: str | DType = "bf16", optimizer: str 
              recompute: str | Recompute = "none", flash: bool = True,
              tokens: str | float | None = None, finetune: Adapters | None = None,
              sparsity: str | Sparsity = "none",
-             fp8_scaling: str | Fp8Scaling = "tensorwise") -> Training:
+             fp8_scaling: str | Fp8Scaling = "tensorwise",
+             grad_accumulation: str | GradAccumulation = "fused") -> Training:
     """A training job: ``batch`` sequences of ``seq`` tokens per optimizer step; ``finetune``
     the LoRA/QLoRA adapters of a parameter-efficient fine-tune (``adapters``); ``sparsity``
     "2:4" runs the forward and dgrad GEMMs on 2:4-sparse weights (cost/sparsity.py);
-    ``fp8_scaling`` "rowwise" is torchao's row-wise FP8 recipe (ops/recipes.py); QLoRA's
+    ``fp8_scaling`` "rowwise" is torchao's row-wise FP8 recipe (ops/recipes.py);
+    ``grad_accumulation`` the stack's pass adding micro-batch gradients up; QLoRA's
     dtypes as ``Training.fine_tune`` sets them."""
     return Training.fine_tune(batch, seq, finetune, dtype(dtype_, "training"),
                               optimizer=choice(Optimizer, optimizer, "optimizer"),
                               recompute=choice(Recompute, recompute, "recompute policy"),
                               flash_attention=flash, tokens_to_train=_tokens(tokens),
                               sparsity=choice(Sparsity, sparsity, "sparsity"),
-                              fp8_scaling=choice(Fp8Scaling, fp8_scaling, "FP8 scaling"))
+                              fp8_scaling=choice(Fp8Scaling, fp8_scaling, "FP8 scaling"),
+                              grad_accumulation=choice(GradAccumulation, grad_accumulation,
+                                                       "gradient accumulation"))
 
 
 # named target sets for ``--lora-targets`` (besides a comma list of q, k, v, o, gate, up,

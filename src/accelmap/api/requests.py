@@ -102,6 +102,7 @@ class EstimateRequest:
     lora_targets: str | None = None
     sparsity: str = "none"
     fp8_scaling: str = "tensorwise"
+    grad_accumulation: str = "fused"
     tp: int | None = None
     pp: int | None = None
     dp: int | None = None
@@ -154,7 +155,8 @@ def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
                          "--tp group): use it with --serve")
     if r.train:
         wl = training(r.batch, r.seq, train_dtype, r.optimizer, r.recompute, r.flash, r.tokens,
-                      finetune=ft, sparsity=r.sparsity, fp8_scaling=r.fp8_scaling)
+                      finetune=ft, sparsity=r.sparsity, fp8_scaling=r.fp8_scaling,
+                      grad_accumulation=r.grad_accumulation)
         return spec, system, wl, mapping(
             system, wl, tp=_one(r.tp), pp=_one(r.pp), dp=r.dp, cp=r.cp, ep=_one(r.ep),
             zero=r.zero, micro_batch=r.micro_batch, vpp=r.vpp, schedule=r.schedule,
@@ -167,6 +169,9 @@ def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
     if r.fp8_scaling.strip().lower() != "tensorwise":
         raise InputError("--fp8-scaling is a training option (torchao's FP8 training recipes): "
                          "add --train --dtype fp8, or drop it")
+    if r.grad_accumulation.strip().lower() != "fused":
+        raise InputError("--grad-accumulation is a training option (how the stack adds "
+                         "micro-batch gradients up): add --train, or drop it")
     context_warnings(spec, prompt=r.prompt, output=r.output)  # serving past it: refused
     inf = inference(r.batch, r.prompt, r.output, r.weights, r.kv, r.group, r.flash,
                     sparsity=r.sparsity, moe_weights=r.moe_weights)

@@ -102,6 +102,12 @@ Fp8ScalingOpt = Annotated[str, typer.Option(
     "tensorwise (one scale per tensor: Transformer Engine, torchao's default) or rowwise "
     "(torchao's row-wise recipe: gradient GEMMs write fp32 and are rescaled).")]
 
+GradAccumulationOpt = Annotated[str, typer.Option(
+    "--grad-accumulation", help="How the stack adds micro-batch gradients up (with --train): "
+    "fused (the wgrad GEMM accumulates: Megatron, FSDP), autograd (a 16-bit add per "
+    "micro-batch: DeepSpeed's fp16 pipeline) or fp32-copy (DeepSpeed's BF16_Optimizer: a "
+    "cast and fp32 add per micro-batch, Megatron-DeepSpeed bf16 runs such as BLOOM).")]
+
 
 # said where no band exists (a class or stack with fewer than 8 similar published runs):
 # a figure is never printed as if its error were known
@@ -315,6 +321,7 @@ class EstimateArgs:
     lora_targets: str | None
     sparsity: str
     fp8_scaling: str
+    grad_accumulation: str
     imbalance: float
     cluster: str | None
     tp: int | None
@@ -378,7 +385,8 @@ def estimate_cmd(
     optimizer: OptimizerOpt = "adamw", recompute: RecomputeOpt = "none", flash: FlashOpt = True,
     tokens: TokensOpt = None, finetune: FinetuneOpt = "full", lora_rank: LoraRankOpt = None,
     lora_targets: LoraTargetsOpt = None, sparsity: SparsityOpt = "none",
-    fp8_scaling: Fp8ScalingOpt = "tensorwise", imbalance: ImbalanceOpt = 1.0,
+    fp8_scaling: Fp8ScalingOpt = "tensorwise",
+    grad_accumulation: GradAccumulationOpt = "fused", imbalance: ImbalanceOpt = 1.0,
     cluster: ClusterOpt = None, tp: TpOpt = None, pp: PpOpt = None,
     dp: DpOpt = None, cp: CpOpt = 1, ep: EpOpt = None, zero: ZeroOpt = None,
     micro_batch: MicroBatchOpt = None, vpp: VppOpt = 1, schedule: ScheduleOpt = None,

@@ -45,7 +45,7 @@ from accelmap.cost.energy import op_energy_j
 from accelmap.cost.execution import execution_model, external_link_bandwidth, runtime_items
 from accelmap.cost.framework import FrameworkProfile
 from accelmap.cost.per_token import tdp_j_per_token
-from accelmap.cost.roofline import time_ops, total_time
+from accelmap.cost.roofline import Device, time_ops, total_time
 from accelmap.cost.schedules import (
     Schedule,
     bubble_time,
@@ -69,7 +69,7 @@ from accelmap.memory.stack import MemoryStack, fp8_weights, memory_stack
 from accelmap.memory.training import training_items
 from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Op, Unit
-from accelmap.ops.training import optimizer_ops
+from accelmap.ops.training import grad_accumulation_ops, optimizer_ops
 from accelmap.units import Num
 from accelmap.workload import LoraTarget, Recompute, Training
 
@@ -213,6 +213,7 @@ class StepDetail:
     stage_layers: tuple[Num, Num, Num]
     peak_memory_stage: Num
     optimizer_s: Num
+    grad_accumulation_s: Num  # the stack's own accumulation passes (GradAccumulation), a step
     contention_s: Num
     optimizer_ops: list[Op]
     energy_j_per_step_ops: Num
@@ -411,6 +412,18 @@ def _communication(prof: LayerProfile, system: System, wl: Training, overlap: Ov
                          np.where(z3, z3_tail, tail), contention, links)
 
 
+def _accumulation_time(p_dev: Num, wl: Training, dev: Device, fw: FrameworkProfile,
+                       micro: Num) -> Num:
+    """Seconds per micro-batch of a stack that adds each micro-batch's gradients up in a pass
+    of its own (workload.GradAccumulation): memory-bound, after every backward on every stage;
+    autograd's first micro-batch writes its gradient fresh."""
+    acc_ops = grad_accumulation_ops(p_dev, wl)
+    if not acc_ops:
+        return 0.0
+    share = 1.0 if wl.grad_accumulation.first_micro_batch else (micro - 1) / micro
+    return total_time(time_ops(acc_ops, dev, fw)) * share
+
+
 def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfile,
             overlap: OverlapPolicy, m: Mapping, detail: bool = True) -> StepFigures:
     """Step time, memory and (``detail``) their breakdowns for one mapping or a table of
@@ -427,7 +440,8 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     p_dev = params_per_device(prof, st.pp) * np.where(dualpipe(m), 2, 1)
     c = _communication(prof, system, wl, overlap, m, st, micro, p_dev, memory_stack(fw.name))
     ex = c.exposed
-    per_mb = t_fwd + t_bwd + ex["tp"] + ex["cp"] + ex["ep"] + ex["pp"] + c.z3_mb
+    t_acc = _accumulation_time(p_dev, wl, dev, fw, micro)
+    per_mb = t_fwd + t_bwd + ex["tp"] + ex["cp"] + ex["ep"] + ex["pp"] + c.z3_mb + t_acc
     opt_shards = np.where(np.asarray(m.zero) >= 1, m.zero_shards, 1)
     opt_ops = optimizer_ops(p_dev / opt_shards, wl)
     t_opt = total_time(time_ops(opt_ops, dev, fw))
@@ -486,7 +500,7 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
         stage_layers=(st.first_layers, st.middle_layers, st.last_layers),
         peak_memory_stage=np.where(peak_first, FIRST, np.where(peak_mid, MIDDLE, LAST)),
         optimizer_s=t_opt, contention_s=c.contention, optimizer_ops=opt_ops,
-        energy_j_per_step_ops=energy,
+        grad_accumulation_s=t_acc * micro, energy_j_per_step_ops=energy,
         exposed={k: (v * micro if k in per_step else v) for k, v in ex.items()},
         comm={k: (v * micro if k in per_step else v) for k, v in comm.items()},
         memory_items=items, links=c.links))
@@ -809,6 +823,8 @@ def _time_tree(prof: LayerProfile, r: StepDetail) -> dict[str, float]:
             out[key] = out.get(key, 0.0) + float(t.total_s) * share * micro
     out["bubble"] = float(r.bubble_s)
     out["optimizer"] = float(r.optimizer_s)
+    if float(r.grad_accumulation_s) > 0:
+        out["grad_accumulation"] = float(r.grad_accumulation_s)
     if float(r.contention_s) > 0:  # compute stretched by the communication it hides
         out["contention"] = float(r.contention_s)
     for k, v in r.exposed.items():

@@ -200,6 +200,19 @@ def recompute_ops(forward: list[Op], policy: Recompute, flash: bool) -> list[Op]
                     model_flops=0.0) for o in chosen]
 
 
+def grad_accumulation_ops(params: Any, wl: Training) -> list[Op]:
+    """One micro-batch's gradient-accumulation pass of a stack that adds gradients up in a
+    kernel of its own (``workload.GradAccumulation``; none when the wgrad GEMM accumulates)."""
+    per_param = wl.grad_accumulation.bytes_per_param
+    if not per_param:
+        return []
+    return [Op(
+        name=f"grad_accumulation/{wl.grad_accumulation.value}", unit=Unit.VECTOR,
+        dtype=DType.FP32, flops=params, stage=Stage.BACKWARD_WGRAD,
+        bytes={ByteKind.GRADIENTS: per_param * params}, model_flops=0.0,
+    )]
+
+
 def optimizer_ops(params: Any, wl: Training) -> list[Op]:
     states = 2 * 4.0 * wl.optimizer.fp32_states
     if wl.master_dtype is not wl.storage_dtype:

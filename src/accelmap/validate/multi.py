@@ -52,7 +52,7 @@ from accelmap.validate.stacks import (
 )
 from accelmap.validate.transcribe import from_case, read_metric
 from accelmap.validate.transcribe import hardware_flops_meant as hardware_flops_meant
-from accelmap.workload import Fp8Scaling, Inference, Training
+from accelmap.workload import Fp8Scaling, GradAccumulation, Inference, Training
 
 NOT_FIT = "published configuration predicted NOT to fit"
 FP8_NOTE = ("FP8: linear layers at the FP8 rate; attention, vector ops and stored activations "
@@ -208,12 +208,17 @@ def plan_run(run: TrainingRun, catalog: Catalog
     notes += [lora_note] if lora_note else []
     wl = Training(batch=lay.run_global_batch(run, m, notes), seq_len=run.seq_len, dtype=dtype,
                   adapters=adapters,
-                  grad_dtype=run.grad_reduce or opt.grad_dtype or d.grad_dtype,
+                  grad_dtype=run.grad_reduce or opt.grad_dtype or d.gradient_dtype(dtype),
+                  grad_accumulation=d.accumulation(dtype),
                   recompute=m.recompute, flash_attention=flash, dropout=d.dropout,
                   state_dtype=opt.state_dtype, master_dtype=opt.master_dtype,
                   master_remainders=opt.master_remainders,
                   fp8_params=opt.fp8_params and dtype is DType.FP8, loss=d.loss,
                   fp8_scaling=run.fp8_scaling or Fp8Scaling.TENSORWISE)
+    if wl.grad_accumulation is not GradAccumulation.FUSED:
+        notes.append(f"gradient accumulation {wl.grad_accumulation.value}: a pass of "
+                     f"{wl.grad_accumulation.bytes_per_param:g} bytes per parameter per "
+                     f"micro-batch ({d.source})")
     overlap = _overlap(d, m)
     prof = stack_profile(d, fw, model.value)
     notes.append(f"mapping {m.describe()}, global batch {wl.batch}, framework {fw.value}"

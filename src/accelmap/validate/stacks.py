@@ -78,6 +78,15 @@ and the run's year picks); a ``YY.MM`` version of any stack is a container relea
   assumes); the device class's own compiled stack where the part is no GPU (cost/execution.py:
   XLA on a TPU). TP-communication overlap is off unless the run says so: no in-house stack
   documents it as a default, and Megatron-Core itself needs ``--tp-comm-overlap``.
+- **Megatron-DeepSpeed** (Megatron-LM's model code and tensor parallelism under DeepSpeed's
+  ``PipelineEngine`` and optimizer: MT-NLG 530B, BLOOM 176B, GPT-NeoX): Megatron's fused
+  kernels without sequence parallelism or FlashAttention (the forks of 2021-2022), DeepSpeed
+  activation checkpointing of every layer (``recompute: full``), ZeRO-1, the pipeline's
+  blocking sends, the gradient reduction after the backward. Its gradient accumulation is a
+  pass of its own per micro-batch (``workload.GradAccumulation``): before DeepSpeed 0.6.2
+  (2022-04) the 16-bit ``.grad`` by autograd, reduced in 16 bits; from PR #1801 (v0.6.2) a
+  bf16 run's ``BF16_Optimizer`` adds each micro-batch's gradients into fp32 copies and
+  reduces those in fp32 (``runtime/pipe/engine.py _exec_backward_pass``, ``_bf16_reduce_grads``).
 - **DeepSpeed** (DeepSpeed configuration docs): ``zero_optimization.stage`` 0, activation
   checkpointing off, ``overlap_comm`` false; attention is the model's own code (PyTorch >= 2.0
   ``scaled_dot_product_attention`` takes the flash kernel for 16-bit inputs); eager PyTorch.
@@ -95,7 +104,7 @@ from accelmap.cost.framework import Framework, FrameworkProfile, eager_passes_fo
 from accelmap.cost.framework import profile as framework_profile
 from accelmap.mapping.plan import ZeroStage, balanced_split
 from accelmap.units import DType
-from accelmap.workload import Loss, Recompute
+from accelmap.workload import GradAccumulation, Loss, Recompute
 
 
 class Stack(StrEnum):
@@ -104,6 +113,7 @@ class Stack(StrEnum):
     LLM_FOUNDRY = "llm-foundry"  # MosaicML Composer + PyTorch FSDP
     TORCHTITAN = "torchtitan"  # PyTorch FSDP2 (+ TP/PP/CP)
     DEEPSPEED = "deepspeed"  # DeepSpeed ZeRO
+    MEGATRON_DEEPSPEED = "megatron-deepspeed"  # Megatron's model + DeepSpeed's pipeline/optimizer
     FSDP = "fsdp"  # any other PyTorch FSDP run
     OTHER = "other"  # an in-house stack (Meta's, T5X/Pathways, HAI-LLM, ...): OTHER_NOTE
 
@@ -182,6 +192,23 @@ class StackDefaults:
     # (--overlap-p2p-communication on; NeMo's launcher training configs for Megatron-Core set
     # ``overlap_p2p_comm: true``, e.g. conf/training/llama/llama3_70b.yaml)
     overlap_p2p: bool | None = None
+    # how the stack adds micro-batch gradients up (workload.GradAccumulation), and how it does
+    # for a bf16 run when that differs (None: the same)
+    grad_accumulation: GradAccumulation = GradAccumulation.FUSED
+    bf16_grad_accumulation: GradAccumulation | None = None
+    bf16_grad_dtype: DType | None = None  # a bf16 run's gradient reduction, when it differs
+
+    def accumulation(self, dtype: DType | None) -> GradAccumulation:
+        """The stack's gradient accumulation for a run in ``dtype``."""
+        if dtype is DType.BF16 and self.bf16_grad_accumulation is not None:
+            return self.bf16_grad_accumulation
+        return self.grad_accumulation
+
+    def gradient_dtype(self, dtype: DType | None) -> DType:
+        """The stack's gradient reduction precision for a run in ``dtype``."""
+        if dtype is DType.BF16 and self.bf16_grad_dtype is not None:
+            return self.bf16_grad_dtype
+        return self.grad_dtype
 
 
 _NONE, _FULL, _SEL = Recompute.NONE, Recompute.FULL, Recompute.SELECTIVE
@@ -298,6 +325,25 @@ _DEEPSPEED = StackDefaults(
     dropout=False, grad_dtype=DType.FP32,
     source="DeepSpeed defaults: config docs, zero_optimization.stage 0, overlap_comm false",
     overlap_grad_reduce=False, release="DeepSpeed 0.x")
+# Megatron-DeepSpeed before DeepSpeed 0.6.2: fp16 with DeepSpeed's ZeRO-1 optimizer under the
+# pipeline engine; gradients accumulate in the 16-bit .grad and are reduced in 16 bits
+_MEGATRON_DEEPSPEED_2021 = StackDefaults(
+    Stack.MEGATRON_DEEPSPEED, Framework.MEGATRON, recompute=_FULL, flash_attention=False,
+    sequence_parallel=False, zero=ZeroStage.OPTIMIZER, micro_batch=1, tp_comm_overlap=False,
+    dropout=True, grad_dtype=DType.FP16,
+    source="Megatron-DeepSpeed 2021 defaults: DeepSpeed PipelineEngine with ZeRO-1, fp16, "
+           "DeepSpeed activation checkpointing, Megatron's fused kernels",
+    overlap_grad_reduce=False, precision=DType.FP16, split_model_parallel=True,
+    release="Megatron-DeepSpeed with DeepSpeed < 0.6.2", overlap_p2p=False,
+    grad_accumulation=GradAccumulation.AUTOGRAD, bf16_grad_dtype=DType.BF16)
+# from DeepSpeed 0.6.2 (PR #1801, 2022-04-19, built for BLOOM): bf16 through BF16_Optimizer,
+# fp32 gradient copies added up per micro-batch and all-reduced in fp32
+_MEGATRON_DEEPSPEED_2022 = replace(
+    _MEGATRON_DEEPSPEED_2021, precision=DType.BF16,
+    source="Megatron-DeepSpeed 2022 defaults: DeepSpeed PipelineEngine, BF16_Optimizer (its "
+           "own ZeRO-1) for bf16, DeepSpeed activation checkpointing, Megatron's fused kernels",
+    release="Megatron-DeepSpeed with DeepSpeed >= 0.6.2",
+    bf16_grad_accumulation=GradAccumulation.FP32_COPY, bf16_grad_dtype=DType.FP32)
 _FSDP = StackDefaults(
     Stack.FSDP, Framework.FSDP, recompute=_NONE, flash_attention=True,
     sequence_parallel=False, zero=ZeroStage.PARAMETERS, micro_batch=1, tp_comm_overlap=False,
@@ -323,6 +369,8 @@ ERAS: dict[Stack, tuple[Era, ...]] = {
     Stack.TORCHTITAN: (Era(None, _TORCHTITAN_2024), Era((2025, 1), _TORCHTITAN_2025Q1),
                        Era((2025, 4), _TORCHTITAN)),
     Stack.DEEPSPEED: (Era(None, _DEEPSPEED),),
+    Stack.MEGATRON_DEEPSPEED: (Era(None, _MEGATRON_DEEPSPEED_2021),
+                               Era((2022, 4), _MEGATRON_DEEPSPEED_2022)),
     Stack.FSDP: (Era(None, _FSDP),),
     Stack.OTHER: (Era(None, _OTHER),),
 }
@@ -333,6 +381,7 @@ DEFAULTS: dict[Stack, StackDefaults] = {
     Stack.MEGATRON_LM: _MEGATRON_2021, Stack.NEMO: _NEMO_MCORE,
     Stack.LLM_FOUNDRY: _LLM_FOUNDRY_2023, Stack.TORCHTITAN: _TORCHTITAN,
     Stack.DEEPSPEED: _DEEPSPEED, Stack.FSDP: _FSDP, Stack.OTHER: _OTHER,
+    Stack.MEGATRON_DEEPSPEED: _MEGATRON_DEEPSPEED_2022,
 }
 
 # Canonical framework names (the run format's vocabulary) -> stack.
@@ -340,6 +389,7 @@ FRAMEWORK_NAMES: dict[str, Stack] = {
     "megatron-lm": Stack.MEGATRON_LM, "megatron-core": Stack.MEGATRON_LM, "nemo": Stack.NEMO,
     "llm-foundry": Stack.LLM_FOUNDRY, "torchtitan": Stack.TORCHTITAN,
     "deepspeed": Stack.DEEPSPEED, "fsdp": Stack.FSDP, "other": Stack.OTHER,
+    "megatron-deepspeed": Stack.MEGATRON_DEEPSPEED,
 }
 
 # In-house stacks named in publications (lowercase words of the name) -> the generic stack, with
@@ -370,6 +420,8 @@ def _release_scheme(stack: Stack) -> str:
     if stack is Stack.TORCHTITAN:
         return ("a release such as 0.1 or 0.2, or the pre-release 0.0.x with the run's year "
                 "(earlier runs: leave it out and give the year)")
+    if stack is Stack.MEGATRON_DEEPSPEED:
+        return "the DeepSpeed release it ran on, 0.x.y such as 0.5.8 or 0.6.2"
     return "numbers such as 0.9"
 
 
@@ -394,6 +446,10 @@ def release_date(stack: Stack, version: str) -> tuple[int, int] | str | None:
     elif stack is Stack.LLM_FOUNDRY:
         if major == 0:  # 0.0-0.3 released in 2023, 0.4 in January 2024 (GitHub releases)
             return (2023, MID_YEAR) if minor < 4 else (2024, 1)
+    elif stack is Stack.MEGATRON_DEEPSPEED:
+        if major == 0:  # DeepSpeed's own tags: PR #1801 (bf16 + pipeline) came after v0.6.1
+            patch = int(m.group(3) or 0)
+            return (2021, MID_YEAR) if (minor, patch) < (6, 2) else (2022, 4)
     elif stack is Stack.TORCHTITAN:
         if major == 0 and minor >= 1:  # v0.1.0 2025-06-17, v0.2.0 2025-10-17 (git tags)
             return (2025, 6) if minor == 1 else (2025, 10)
@@ -434,6 +490,8 @@ def training_stack(framework_text: str) -> Stack | None:
     t = framework_text.lower()
     if "nemo" in t:
         return Stack.NEMO
+    if "megatron" in t and "deepspeed" in t:  # Megatron-DeepSpeed, "DeepSpeed + Megatron"
+        return Stack.MEGATRON_DEEPSPEED
     if "megatron" in t:
         return Stack.MEGATRON_LM
     if "llm-foundry" in t or "composer" in t:

@@ -35,6 +35,9 @@ class EstimateForm(_Form):
     dtype: str = "bf16"
     fp8_scaling: str = Field("tensorwise", description="FP8 training: tensorwise or rowwise "
                              "(torchao's row-wise recipe; with train and dtype fp8).")
+    grad_accumulation: str = Field("fused", description="Training: how the stack adds "
+                                   "micro-batch gradients up: fused, autograd or fp32-copy "
+                                   "(DeepSpeed's BF16_Optimizer).")
     weights: str = "bf16"
     kv: str | None = None
     group: int = Field(128, ge=1, le=BIG)
