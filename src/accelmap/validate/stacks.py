@@ -307,8 +307,10 @@ OTHER_NOTE = (
     "TP/PP/CP/DP): fused Transformer-Engine-style kernels and FlashAttention-2-generation "
     "attention, sequence parallel with tp, ZeRO-1 with the gradient reduce-scatter and "
     "parameter all-gather overlapped with compute, no TP-communication overlap, selective "
-    "recompute unless the run says otherwise; FSDP with pp as torchtitan runs it (parameters "
-    "gathered once a step, gradients reduced on the last micro-batch)")
+    "recompute unless the run says otherwise; without pipeline parallelism no gradient "
+    "accumulation (each rank's batch is one micro-batch, as MaxText, T5X and metaseq default "
+    "to); FSDP with pp as torchtitan runs it (parameters gathered once a step, gradients "
+    "reduced on the last micro-batch)")
 _OTHER = StackDefaults(
     Stack.OTHER, Framework.MEGATRON, recompute=_SEL, flash_attention=True,
     sequence_parallel=True, zero=ZeroStage.OPTIMIZER, micro_batch=1, tp_comm_overlap=False,
@@ -317,6 +319,11 @@ _OTHER = StackDefaults(
     # public stack that runs it, torchtitan (parameters kept gathered across the micro-batches,
     # gradients reduced on the last: ZeRO-2's traffic and memory)
     zero_with_pp=ZeroStage.GRADIENTS,
+    # without a pipeline, the rank's whole batch in one micro-batch: the in-house stacks that
+    # publish their defaults accumulate no gradients unless told to (MaxText
+    # gradient_accumulation_steps: 1, T5X/Pax without accumulation, metaseq update_freq 1),
+    # and under FSDP each extra micro-batch would gather the parameters again
+    whole_local_batch=True,
     source="in-house stack: Megatron-Core's physics (validate/stacks.py OTHER_NOTE)",
     release="in-house (Megatron-Core physics)")
 _DEEPSPEED = StackDefaults(
@@ -390,12 +397,18 @@ FRAMEWORK_NAMES: dict[str, Stack] = {
     "llm-foundry": Stack.LLM_FOUNDRY, "torchtitan": Stack.TORCHTITAN,
     "deepspeed": Stack.DEEPSPEED, "fsdp": Stack.FSDP, "other": Stack.OTHER,
     "megatron-deepspeed": Stack.MEGATRON_DEEPSPEED,
+    # EleutherAI's GPT-NeoX: Megatron's model parallelism on DeepSpeed's pipeline engine and
+    # ZeRO (Black et al. 2022 sec. 3.1; its releases are dated by the run's year)
+    "gpt-neox": Stack.MEGATRON_DEEPSPEED,
 }
 
 # In-house stacks named in publications (lowercase words of the name) -> the generic stack, with
 # a note saying so (``in_house``).
 IN_HOUSE_NAMES: tuple[str, ...] = (
     "meta", "llama", "t5x", "pathways", "paxml", "pax", "hai-llm", "hai", "megascale",
+    # TII's Gigatron (Falcon, Almazrouei et al. 2023 sec. 4), Meta's metaseq (OPT: FairScale
+    # FSDP with Megatron's tensor parallelism, Zhang et al. 2022 sec. 2.4)
+    "gigatron", "metaseq",
     "in-house", "inhouse", "internal", "proprietary", "other")
 
 
@@ -490,7 +503,7 @@ def training_stack(framework_text: str) -> Stack | None:
     t = framework_text.lower()
     if "nemo" in t:
         return Stack.NEMO
-    if "megatron" in t and "deepspeed" in t:  # Megatron-DeepSpeed, "DeepSpeed + Megatron"
+    if ("megatron" in t and "deepspeed" in t) or "neox" in t:  # Megatron-DeepSpeed, GPT-NeoX
         return Stack.MEGATRON_DEEPSPEED
     if "megatron" in t:
         return Stack.MEGATRON_LM
