@@ -138,13 +138,16 @@ def _split_sentence(job: TrainingJob, m: Any) -> str:
         return (f"{int(first) or '-'} layers on the first stage and {int(last) or '-'} on the "
                 f"last leave {L - int(first + last)} for {middle} middle stage(s) of pp={m.pp}: "
                 "Megatron-LM needs them to split evenly (none left exactly when no middle "
-                "stage is)")
+                "stage is); change --first-stage-layers/--last-stage-layers "
+                "(first_stage_layers, last_stage_layers) or --pp")
     counted = L + int(emb + loss)
     extra = " (with the embedding/loss counted as layers)" if emb or loss else ""
     return (f"{counted} layers{extra} do not split evenly over pp={m.pp} stages: Megatron-LM "
             "asserts that pp divides them; give the first/last stage's layers "
-            "(--decoder-first/last-pipeline-num-layers) or count the embedding and loss as "
-            "layers (--account-for-embedding/loss-in-pipeline-split)")
+            "(--first-stage-layers/--last-stage-layers; Megatron's "
+            "--decoder-first/last-pipeline-num-layers) or count the embedding and loss as "
+            "layers (--embedding-in-split/--loss-in-split; Megatron's "
+            "--account-for-embedding/loss-in-pipeline-split)")
 
 
 def _chunks(job: TrainingJob, m: Any) -> tuple[Any, Any, Any, Any, Any]:
@@ -229,7 +232,8 @@ def _schedule_sentence(job: TrainingJob, m: Any) -> str:
                 "--micro-batch, or use --schedule zb-h1")
     if m.virtual_stages > 1:
         return (f"vpp={m.virtual_stages}: interleaving needs the interleaved-1f1b schedule, "
-                f"not {m.schedule!s} (which runs one model chunk per device)")
+                f"not {m.schedule!s} (which runs one model chunk per device); use --schedule "
+                "interleaved-1f1b, or --vpp 1")
     return ("interleaved-1f1b needs vpp >= 2 model chunks per device; with one it is plain "
             "1F1B (use --schedule 1f1b)")
 
@@ -239,31 +243,38 @@ TRAINING_RULES: tuple[Rule, ...] = (
          lambda j, m: (np.asarray(m.world) != j.cluster.devices)
          | (np.asarray(m.dp) % 1 != 0) | (np.asarray(m.dp) < 1),
          lambda j, m: f"dp x tp x pp x cp = {m.world} but the cluster has "
-                      f"{j.cluster.devices} devices"),
+                      f"{j.cluster.devices} devices; give --dp, --tp, --pp, --cp (run format: "
+                      "dp, tp, pp, cp) whose product is the device count"),
     # Megatron: num_attention_heads % tensor_model_parallel_size == 0 (whole heads per rank)
     Rule("heads_divisible", lambda j, m: j.spec.n_heads % np.asarray(m.tp) != 0,
-         lambda j, m: f"{j.spec.n_heads} attention heads do not split over tp={m.tp}"),
+         lambda j, m: f"{j.spec.n_heads} attention heads do not split over tp={m.tp}; "
+                      "--tp (tp) must divide them"),
     # GQA: KV heads split when kv % tp == 0, replicated when tp % kv == 0 (vLLM, Megatron-Core)
     Rule("kv_heads", _kv_bad,
          lambda j, m: f"{j.spec.kv_heads} KV heads can be neither split nor replicated evenly "
-                      f"over tp={m.tp}"),
+                      f"over tp={m.tp}; --tp (tp) must divide them or be a multiple of them"),
     Rule("ffn_divisible", _ffn_bad,
          lambda j, m: f"an FFN width does not split over tp={m.tp}"
-                      + (f" (experts over etp={m.etp})" if getattr(m, "etp", None) else "")),
+                      + (f" (experts over etp={m.etp})" if getattr(m, "etp", None) else "")
+                      + "; choose a --tp (tp) that divides it"),
     Rule("layers_over_stages", lambda j, m: np.asarray(m.pp) > j.spec.n_layers,
-         lambda j, m: f"pp={m.pp} stages for only {j.spec.n_layers} layers"),
+         lambda j, m: f"pp={m.pp} stages for only {j.spec.n_layers} layers; --pp (pp) can be "
+                      f"at most {j.spec.n_layers}"),
     Rule("split_conflict", _split_conflict_bad,
          lambda j, m: "the first/last stage's layers cannot be given together with the "
-                      "embedding/loss counted as layers (Megatron-LM refuses the mix)"),
+                      "embedding/loss counted as layers (Megatron-LM refuses the mix); drop "
+                      "--first-stage-layers/--last-stage-layers or --embedding-in-split/"
+                      "--loss-in-split"),
     Rule("pipeline_split", _split_bad, _split_sentence),
     Rule("virtual_stages", _virtual_bad, _virtual_sentence),
     Rule("schedule", _schedule_bad, _schedule_sentence),
     # Megatron-Core: expert parallelism is carved out of data x context parallelism
     Rule("experts_divisible", _experts_bad,
-         lambda j, m: f"ep={m.ep} does not split the experts within dp x cp = {m.dp * m.cp}"
-                      if getattr(m, "etp", None) is None else
+         lambda j, m: f"ep={m.ep} does not split the experts within dp x cp = {m.dp * m.cp}; "
+                      "--ep (ep) must divide both" if getattr(m, "etp", None) is None else
                       f"etp={m.etp} x ep={m.ep} does not divide tp x dp x cp = "
-                      f"{m.tp * m.dp * m.cp} ranks (Megatron-Core: etp x ep x edp)"),
+                      f"{m.tp * m.dp * m.cp} ranks (Megatron-Core: etp x ep x edp); change --ep "
+                      "(ep)"),
     Rule("tp_in_scale_up",
          lambda j, m: (np.asarray(m.tp) > j.cluster.scale_up_domain)
          & ~np.asarray(getattr(m, "force_tp_across_nodes", False)),
@@ -273,15 +284,18 @@ TRAINING_RULES: tuple[Rule, ...] = (
     Rule("batch_divisible", _batch_bad,
          lambda j, m: f"global batch {j.global_batch} does not split into dp x micro-batch = "
                       f"{m.dp * m.micro_batch} (or, interleaved, into micro-batches divisible "
-                      f"by pp={m.pp})"),
+                      f"by pp={m.pp}); change --batch or --micro-batch (run format: "
+                      "global_batch, micro_batch)"),
     # load-balanced ring attention splits the sequence into 2 x cp chunks
     Rule("cp_divides_seq",
          lambda j, m: (np.asarray(m.cp) > 1) & (j.seq_len % (2 * np.asarray(m.cp)) != 0),
-         lambda j, m: f"sequence {j.seq_len} does not split into 2 x cp = {2 * m.cp} chunks"),
+         lambda j, m: f"sequence {j.seq_len} does not split into 2 x cp = {2 * m.cp} chunks; "
+                      "change --seq or --cp (seq_len, cp)"),
     Rule("shard_group",
          lambda j, m: (np.asarray(m.zero_group) <= 0)
          | (np.asarray(m.dp) % np.maximum(np.asarray(m.zero_group), 1) != 0),
-         lambda j, m: f"HSDP shard group {m.shard_group} does not divide dp={m.dp}"),
+         lambda j, m: f"HSDP shard group {m.shard_group} does not divide dp={m.dp}; the run "
+                      "format's shard_group must divide dp"),
 )
 
 
