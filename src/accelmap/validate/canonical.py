@@ -27,6 +27,7 @@ from accelmap.cost.framework import Framework
 from accelmap.cost.schedules import Schedule
 from accelmap.errors import InputError
 from accelmap.files import MAX_TABLE_BYTES, parse_yaml, read_text
+from accelmap.hardware.scale_out import parse_scale_out
 from accelmap.mapping.plan import ZeroStage
 from accelmap.units import DType
 from accelmap.validate.cases import Arch, parse_number
@@ -273,6 +274,14 @@ def _vpp(v: Any) -> Parsed:
     return None, f"is not a whole number >= 1; {fix}"
 
 
+def _scale_out(v: Any) -> Parsed:
+    t = _text(v)
+    read = parse_scale_out(t)
+    if isinstance(read, str):
+        return None, read.replace(f"scale-out {t!r} ", "", 1)
+    return t, None
+
+
 @dataclass(frozen=True)
 class FieldSpec:
     parse: Callable[[Any], Parsed]
@@ -324,6 +333,9 @@ FIELDS: dict[str, FieldSpec] = {
                              "precision: fp8)"),
     "framework": FieldSpec(_framework, " | ".join([*FRAMEWORK_NAMES, *SERVING_FRAMEWORKS])
                            + ", then its version"),
+    "scale_out": FieldSpec(_scale_out, "the inter-node network: a line rate and its scope, "
+                           "e.g. '400 Gb/s per GPU', '4 x 100 Gb/s Omni-Path' (links per node), "
+                           "'1600 Gb/s per node'"),
     "year": FieldSpec(_int("year", 2000, 2100), "the run's year, e.g. 2024"),
     "seq_len": _positive("seq_len"),
     "global_batch": _positive("global_batch"),
@@ -451,7 +463,7 @@ def _serving_run(values: dict[str, Any], rid: str, file: str, line: int) -> Serv
     values.pop("id", None)
     for k in ("seq_len", "global_batch", "micro_batch", "grad_accum", "vpp", "schedule", "zero",
               "shard_group", "recompute", "sequence_parallel", "tp_comm_overlap",
-              "flash_attention", "compile", "grad_reduce", "fp8_scaling", "cp"):
+              "flash_attention", "compile", "grad_reduce", "fp8_scaling", "cp", "scale_out"):
         values.pop(k, None)  # training settings mean nothing to a serving run
     return ServingRun(rid, file=file, line=line, arch=arch, framework=fw, version=version,
                       **values)

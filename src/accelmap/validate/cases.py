@@ -173,6 +173,7 @@ class TrainingCase(_Base):
     # source_location as written: a table's caption can state the run's switches
     # ("Table 4 (FSDP 32 x TP 8 + compile + Float8, ...)")
     location: str = ""
+    interconnect: str = ""  # the interconnect column as written (hardware/scale_out.py)
 
 
 @dataclass(frozen=True)
@@ -309,7 +310,7 @@ def _build(fmt: CaseFormat, r: _Row, path: Path, line: int) -> Case:
             mfu_pct=r.num("mfu_pct"), sharding=r.text("sharding_zero"),
             interleave=r.text("VPP_or_interleave"),
             sequence_parallel=r.text("sequence_parallel"), year=r.integer("source_year"),
-            location=r.text("source_location"))
+            location=r.text("source_location"), interconnect=r.text("interconnect"))
     else:
         case = MatmulCase(
             **base, dtype=r.text("dtype"), kind=r.text("kind"),

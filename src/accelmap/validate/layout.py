@@ -27,6 +27,7 @@ from accelmap.hardware.cluster import (
     parse_cluster,
     shrink_tiers,
 )
+from accelmap.hardware.scale_out import ScaleOut, parse_scale_out, with_scale_out
 from accelmap.hardware.schema import Accelerator, SystemPreset
 from accelmap.mapping.plan import Mapping, ZeroStage
 from accelmap.models.schema import ModelSpec
@@ -54,8 +55,19 @@ def _host_of_rack(per_node: int, node: int) -> bool:
 
 
 def build_cluster(acc: Accelerator, devices: int, nodes: int | None,
-                  catalog: Catalog) -> Resolved:
-    """A cluster of exactly ``devices`` devices (see the module docstring)."""
+                  catalog: Catalog, scale_out: str = "") -> Resolved:
+    """A cluster of exactly ``devices`` devices (see the module docstring), its scale-out
+    tier the run's stated network where it states one (``hardware.scale_out``)."""
+    built = _build_cluster(acc, devices, nodes, catalog)
+    so = parse_scale_out(scale_out)
+    if not isinstance(so, ScaleOut) or built.value is None or built.value.nodes <= 1:
+        return built
+    tiers, note = with_scale_out(built.value.tiers, so, built.value.devices_per_node)
+    return Resolved(replace(built.value, tiers=tiers), (*built.notes, note))
+
+
+def _build_cluster(acc: Accelerator, devices: int, nodes: int | None,
+                   catalog: Catalog) -> Resolved:
     preset = node_preset(acc, catalog)
     notes: list[str] = []
     node = preset.devices_per_node if preset else DEFAULT_NODE

@@ -193,7 +193,7 @@ def plan_run(run: TrainingRun, catalog: Catalog
     assert run.seq_len is not None and dtype is not None and run.metric is not None
     acc: Accelerator = dev.value.acc
     base = replace(base, model_id=model.value.id, accelerator_id=acc.id)
-    cluster = lay.build_cluster(acc, run.device_count or 1, run.nodes, catalog)
+    cluster = lay.build_cluster(acc, run.device_count or 1, run.nodes, catalog, run.scale_out)
     notes += cluster.notes
     if cluster.value is None:
         return base, None, [cluster.reason or "cluster"], notes

@@ -120,6 +120,7 @@ class TrainingRun:
     precision: DType | None = None
     grad_reduce: DType | None = None  # gradient reduction precision
     fp8_scaling: Fp8Scaling | None = None  # FP8 recipe's scaling (None: tensorwise)
+    scale_out: str = ""  # the inter-node network as stated (hardware/scale_out.py); "": preset's
     framework: Stack | None = None
     version: str = ""  # the framework's release, in its own numbering ("0.9", "24.07")
     year: int | None = None  # the run's year: picks the release when the version is absent

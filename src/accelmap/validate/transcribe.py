@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 
+from accelmap.hardware.scale_out import ScaleOut, parse_scale_out
 from accelmap.mapping.plan import ZeroStage
 from accelmap.units import DType
 from accelmap.validate.cases import InferenceCase, TrainingCase
@@ -202,6 +203,9 @@ def from_case(case: TrainingCase) -> TrainingRun:
     p = case.parallel
     fw = case.framework.lower()
     global_batch = case.global_batch_seqs
+    network = parse_scale_out(case.interconnect)
+    if isinstance(network, str):  # unreadable: the node preset's fabric, noted
+        notes.append(f"interconnect not read ({network}): the node preset's network")
     if global_batch is None and case.local_batch is not None and p.dp is not None:
         # torchtitan's local batch is per data-parallel rank (context-parallel ranks share it):
         # global = local x dp (``training.local_batch_size``, torchtitan/config/job_config.py)
@@ -225,6 +229,7 @@ def from_case(case: TrainingCase) -> TrainingRun:
         year=text_year or case.year, seq_len=case.seq_len,
         global_batch=global_batch, micro_batch=case.micro_batch,
         grad_accum=case.grad_accum, metric=metric, value=value, notes=case.notes_text,
+        scale_out=network.text if isinstance(network, ScaleOut) else "",
         reading_notes=tuple(notes), problems=tuple(problems))
 
 
