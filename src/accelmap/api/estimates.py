@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from accelmap.api.parse import choice, count, dtype
@@ -24,6 +24,7 @@ from accelmap.engine.layout import default_serving_layout as _default_layout
 from accelmap.engine.result import Estimate, ServeStep, TrainStep, op_row
 from accelmap.errors import InputError
 from accelmap.hardware.cluster import Cluster, of_devices, parse_cluster, resolve_accelerator
+from accelmap.hardware.scale_out import ScaleOut, parse_scale_out, with_scale_out
 from accelmap.mapping.plan import Mapping, Offload, ZeroStage
 from accelmap.models.schema import ModelSpec
 from accelmap.units import DType
@@ -50,11 +51,31 @@ __all__ = ["Estimate", "OverlapPolicy", "Roofline", "ServeStep", "TrainStep", "a
 def load_system(hw: str | None = None, cluster: str | Cluster | None = None,
                 catalog: Catalog | None = None,
                 profile: CalibrationProfile | None = None,
-                devices: int | None = None) -> System:
+                devices: int | None = None, scale_out: str | None = None) -> System:
     """One accelerator (``hw``: id or forgiving name), ``devices`` of it (a cluster built as
     ``NxID`` is: the accelerator's presets, else its own catalog links; see
     ``hardware.cluster.of_devices``), or a cluster (preset id, ``64xH100``, ``2xH100``,
-    ``8x8xh100-sxm5-80gb``, ``4xdgx-h100`` or a system YAML file)."""
+    ``8x8xh100-sxm5-80gb``, ``4xdgx-h100`` or a system YAML file); ``scale_out`` the
+    inter-node network in place of the preset's ("4 x 100 Gb/s", "400 Gb/s per GPU":
+    ``hardware.scale_out``)."""
+    system = _load_system(hw, cluster, catalog, profile, devices)
+    if not scale_out:
+        return system
+    so = parse_scale_out(scale_out)
+    if not isinstance(so, ScaleOut):
+        raise InputError(f"--scale-out: {so or 'nothing stated'}")
+    cl = system.cluster
+    if cl.nodes <= 1:
+        raise InputError(f"--scale-out {scale_out!r}: the cluster is one node of "
+                         f"{cl.devices_per_node}, with no inter-node network; give a --cluster "
+                         "of several nodes (64xH100)")
+    tiers, _note = with_scale_out(cl.tiers, so, cl.devices_per_node)
+    return System.of(replace(cl, tiers=tiers, origin=f"{cl.origin}; scale-out {scale_out}"),
+                     profile)
+
+
+def _load_system(hw: str | None, cluster: str | Cluster | None, catalog: Catalog | None,
+                 profile: CalibrationProfile | None, devices: int | None) -> System:
     if (hw is None) == (cluster is None):
         raise InputError("give one accelerator (--hw NAME) or one cluster (--cluster SPEC)")
     if devices is not None and cluster is not None:

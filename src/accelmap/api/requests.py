@@ -103,6 +103,7 @@ class EstimateRequest:
     sparsity: str = "none"
     fp8_scaling: str = "tensorwise"
     grad_accumulation: str = "fused"
+    scale_out: str | None = None
     tp: int | None = None
     pp: int | None = None
     dp: int | None = None
@@ -146,6 +147,7 @@ def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
     train_dtype = dtype(r.dtype, "training")  # checked in every mode: a typo is never ignored
     spec = load_model(r.model, catalog)
     system = load_system(hw=r.hw, cluster=r.cluster, catalog=catalog, profile=profile,
+                         scale_out=r.scale_out,
                          devices=r.devices)
     check_one_device(system, r.hw, tp=r.tp, pp=r.pp, dp=r.dp, cp=r.cp, ep=r.ep,
                      replicas=r.replicas)

@@ -85,6 +85,10 @@ ImbalanceOpt = Annotated[float, typer.Option(
 ClusterOpt = Annotated[str | None, typer.Option(
     "--cluster", help="Cluster: preset (dgx-h100, tpu-v5p-1024), 64xH100, 8x8xh100-sxm5-80gb, "
     "or a system YAML. With it, --batch is the global batch (training) or per-replica batch.")]
+ScaleOutOpt = Annotated[str | None, typer.Option(
+    "--scale-out", help="The inter-node network in place of the cluster preset's: a line rate "
+    "and its scope, e.g. '400 Gb/s per GPU', '4 x 100 Gb/s' (links per node), '1600 Gb/s per "
+    "node'.")]
 IntOpt = Annotated[int, typer.Option(min=1, max=MAX_COUNT)]
 ZeroOpt = Annotated[int | None, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3 "
                                              "(3 = FSDP; default 1 on a cluster).")]
@@ -324,6 +328,7 @@ class EstimateArgs:
     grad_accumulation: str
     imbalance: float
     cluster: str | None
+    scale_out: str | None
     tp: int | None
     pp: int | None
     dp: int | None
@@ -387,7 +392,8 @@ def estimate_cmd(
     lora_targets: LoraTargetsOpt = None, sparsity: SparsityOpt = "none",
     fp8_scaling: Fp8ScalingOpt = "tensorwise",
     grad_accumulation: GradAccumulationOpt = "fused", imbalance: ImbalanceOpt = 1.0,
-    cluster: ClusterOpt = None, tp: TpOpt = None, pp: PpOpt = None,
+    cluster: ClusterOpt = None, scale_out: ScaleOutOpt = None, tp: TpOpt = None,
+    pp: PpOpt = None,
     dp: DpOpt = None, cp: CpOpt = 1, ep: EpOpt = None, zero: ZeroOpt = None,
     micro_batch: MicroBatchOpt = None, vpp: VppOpt = 1, schedule: ScheduleOpt = None,
     first_stage_layers: FirstStageLayersOpt = None, last_stage_layers: LastStageLayersOpt = None,
