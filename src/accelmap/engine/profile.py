@@ -81,6 +81,25 @@ class LayerProfile:
     # the attention and the feed-forward block, the reduce-scatter out of each) can hide behind
     # under TP comm overlap, per micro-batch (cost/overlap.py, 4.; _tp_pairs)
     layer_tp_pairs: tuple[float, ...] = ()
+    # TP collectives of a layer in all-reduces of T x d (tp_collectives): forward, backward
+    tp_forward_collectives: float = 2.0
+    tp_backward_collectives: float = 2.0
+
+
+def tp_collectives(spec: ModelSpec) -> tuple[float, float]:
+    """A layer's tensor-parallel reductions, forward and backward, in all-reduces of its
+    activations (an all-gather plus a reduce-scatter under sequence parallelism is one).
+    Sequential attention and MLP blocks reduce each block's output in the forward and each
+    block's input gradient in the backward: 2 + 2 (Shoeybi et al. 2019 sec. 3, the f and g
+    operators). A parallel block sums the two branches' outputs before one reduction (PaLM,
+    Chowdhery et al. 2022 sec. 2 "Parallel Layers": "the MLP and Attention input matrix
+    multiplications can be fused"; GPT-NeoX reduces the summed branches once,
+    ``gpt_j_residual``): 1 forward; its input gradients meet in one reduction when one norm
+    feeds both branches (GPT-J, PaLM), else one per branch's norm (GPT-NeoX, Falcon's two
+    norms): 1 or 2 backward."""
+    if not spec.parallel_block:
+        return 2.0, 2.0
+    return 1.0, (1.0 if spec.norms_per_layer == 1 else 2.0)
 
 
 def is_layer(n: str) -> bool:
@@ -144,8 +163,10 @@ def layer_profile(spec: ModelSpec, dev: Device, fw: FrameworkProfile, wl: Traini
         adapters = adapter_params(shard, ad.targets, ad.rank)
         layer_params, embed_params, head_params = adapters / L, 0.0, 0.0
         model_flops = finetune_model_flops_per_token(spec, s, ad)
+    tp_fwd, tp_bwd = tp_collectives(spec)
     return LayerProfile(
         T=T, layer_tp_overlap_s=_tp_overlap_s(gemm, dev, fw, int(m.tp)) / L,
+        tp_forward_collectives=tp_fwd, tp_backward_collectives=tp_bwd,
         layer_tp_pairs=tuple(g / L for g in _tp_pairs(gemm)),
         layer_fwd_s=part(tf, is_layer) / L, layer_bwd_s=part(tb, is_layer) / L,
         layer_wgrad_s=float(sum(float(t.total_s) for t in tb if is_layer(t.op.name)

@@ -262,15 +262,19 @@ def recomputed_tp_collectives(m: Mapping) -> Num:
 def _tensor_parallel(prof: LayerProfile, m: Mapping, overlap: OverlapPolicy, per_stage: Num,
                      one: Num) -> tuple[Num, Num]:
     """TP traffic of a micro-batch on the critical stage and what of it is exposed: 4
-    collectives per layer (2 forward, 2 backward) of T x d activations, ``one`` each (an
+    collectives per layer (2 forward, 2 backward; fewer for a parallel block:
+    ``profile.tp_collectives``) of T x d activations, ``one`` each (an
     all-gather and a reduce-scatter under sequence parallelism), and those the recompute runs
     again (:func:`recomputed_tp_collectives`). With TP comm overlap, what each all-gather or
     reduce-scatter takes beyond the GEMM it is fused with (LayerProfile.layer_tp_pairs), plus
     what the overlap's SM margin costs the GEMMs (cost/overlap.py, 4.;
     LayerProfile.layer_tp_overlap_s); the recomputed forward's collectives are the forward's,
     overlapped alike: the same exposed share."""
-    base = 4 * per_stage * one
-    tp_t = base + recomputed_tp_collectives(m) * per_stage * one
+    fwd = prof.tp_forward_collectives
+    base = (fwd + prof.tp_backward_collectives) * per_stage * one
+    # the recompute re-runs the forward's collectives (two for sequential blocks): a parallel
+    # block's one (engine/profile.py tp_collectives)
+    tp_t = base + recomputed_tp_collectives(m) * fwd / 2.0 * per_stage * one
     overlapped = np.asarray(m.tp_comm_overlap, dtype=bool) | overlap.tp
     if prof.layer_tp_pairs:  # each all-gather or reduce-scatter (half of ``one``) behind its GEMM
         unhidden = per_stage * sum(np.maximum(one / 2 - g, 0.0) for g in prof.layer_tp_pairs)
