@@ -38,3 +38,17 @@ def test_refusal_names_its_flag(model: str, cluster: str, batch: int, seq: int, 
     found = _violations(model, cluster, batch, seq, mapping)
     assert rule in found, found
     assert any(w in found[rule] for w in FLAG_WORDS), found[rule]
+
+
+def test_memory_refusal_names_the_flags_of_its_largest_item() -> None:
+    from accelmap.engine import estimate
+    from accelmap.workload import Inference, Training
+
+    cl = parse_cluster("8xh100-sxm5-80gb", CAT)
+    train = estimate(CAT.models["llama-3.1-70b"], cl, Training(batch=8, seq_len=4096),
+                     Mapping(tp=1, dp=8, zero=0))
+    assert not train.feasible and "(memory rule; the largest item" in (train.reason or "")
+    assert "--zero" in (train.reason or "")
+    serve = estimate(CAT.models["llama-3.1-70b"], parse_cluster("1xh100-sxm5-80gb", CAT),
+                     Inference(batch=8, prompt_len=512, output_len=128))
+    assert not serve.feasible and "--weights int8/fp8" in (serve.reason or "")

@@ -237,13 +237,34 @@ def fits(memory: MemoryBudget) -> tuple[bool, str | None]:
                           if any(i.split("/")[0] == k for i in memory.items))
         return False, (f"{what.replace('_', ' ')} alone need {_bytes(exact)} per device (counted "
                        f"exactly, no error band) but the device has {_bytes(have)}; "
-                       f"{_bytes(need)} in all (memory rule)")
+                       f"{_bytes(need)} in all (memory rule; {_memory_flags(memory)})")
     elastic = float(np.max(memory.elastic))
     live = (f" ({_bytes(need - elastic)} without the caching allocator's reserve, which it gives "
             "back under pressure)" if elastic > 0 else "")
     return False, (f"needs {_bytes(need)} per device{live} but the device has {_bytes(have)}, "
                    f"over by more than the memory model's {memory.band:.1%} error band "
-                   "(memory rule)")
+                   f"(memory rule; {_memory_flags(memory)})")
+
+
+# the largest memory item -> the flags that shrink it (training and serving)
+_SHRINK = {
+    "activations": "--recompute full, a smaller --micro-batch, or more --tp/--cp",
+    "weights": "more --tp/--pp, --zero 3, or --weights int8/fp8 when serving",
+    "gradients": "--zero 2/3 over more devices, or more --tp/--pp",
+    "optimizer": "--zero 1-3 over more devices, or more --tp/--pp",
+    "kv_cache": "a smaller --batch or context, --kv fp8, or more --tp",
+    "zero3": "more --tp/--pp or a smaller --micro-batch",
+}
+
+
+def _memory_flags(memory: MemoryBudget) -> str:
+    """The flags that shrink the budget's largest item (its top-level key)."""
+    tops: dict[str, float] = {}
+    for k, v in memory.items.items():
+        tops[k.split("/")[0]] = tops.get(k.split("/")[0], 0.0) + float(np.max(v))
+    big = max((k for k in tops if k in _SHRINK), key=lambda k: tops[k], default=None)
+    return (f"the largest item, {big.replace('_', ' ')}, shrinks with {_SHRINK[big]}" if big
+            else "more --tp/--pp or a smaller batch shrink it")
 
 
 def _bytes(b: float) -> str:
