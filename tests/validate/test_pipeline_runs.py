@@ -282,3 +282,20 @@ def test_schedule_is_read_written_and_used(tmp_path: Path, catalog: Catalog) -> 
     assert "schedule=zb-h1" in " ".join(preds["zb"].notes)  # type: ignore[attr-defined]
     assert "vpp=5" in " ".join(preds["il"].notes)  # type: ignore[attr-defined]
     assert "schedule=dualpipe" in " ".join(preds["dual"].notes)  # type: ignore[attr-defined]
+
+
+def test_in_house_whole_local_batch_accumulates_when_it_does_not_fit(catalog: Catalog) -> None:
+    """An in-house stack runs each rank's batch as one micro-batch (no gradient accumulation)
+    unless that does not fit: PaLM written without its rematerialization holds 4 sequences a
+    chip in one micro-batch only if it recomputes; with selective recompute it accumulates
+    over micro-batches of 2, noted, and fits."""
+    import dataclasses
+
+    path = Path(__file__).resolve().parents[2] / "data" / "flagship_training.yaml"
+    palm = next(r for r in read_cases(path).cases if r.id == "palm-540b")
+    _base, full, _r, _full_notes = plan_run(palm, catalog)
+    assert full is not None and int(full.mapping.micro_batch) == 4
+    _base, sel, _r, notes = plan_run(dataclasses.replace(palm, recompute=None), catalog)
+    assert sel is not None and int(sel.mapping.micro_batch) == 2
+    assert any("does not fit: micro-batches of 2" in n for n in notes)
+    assert sel.estimate().feasible

@@ -228,7 +228,28 @@ def plan_run(run: TrainingRun, catalog: Catalog
     spec = METRICS[run.metric]
     plan = TrainingPlan(model.value, cluster.value, wl, m, prof, spec.engine_key, spec.scale,
                         overlap)
+    if d.stack is Stack.OTHER and run.micro_batch is None and m.micro_batch > 1:
+        plan = _accumulate_to_fit(plan, notes)
     return base, plan, [], notes
+
+
+def _accumulate_to_fit(plan: TrainingPlan, notes: list[str]) -> TrainingPlan:
+    """An in-house stack's unstated micro-batch is the rank's whole batch (no gradient
+    accumulation, validate/stacks.py OTHER_NOTE); where that does not fit, the stack would
+    accumulate: the largest micro-batch dividing the local batch that fits, noted."""
+    est = plan.estimate()
+    if est.feasible or est.violated_rule is not None:
+        return plan
+    whole = int(plan.mapping.micro_batch)
+    for mb in range(whole - 1, 0, -1):
+        if whole % mb:
+            continue
+        smaller = replace(plan, mapping=replace(plan.mapping, micro_batch=mb))
+        if smaller.estimate().feasible:
+            notes.append(f"the whole local batch of {whole} does not fit: micro-batches of {mb} "
+                         f"with gradient accumulation, as the stack would run it")
+            return smaller
+    return plan
 
 
 def plan_training(case: TrainingCase, catalog: Catalog
