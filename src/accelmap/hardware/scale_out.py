@@ -81,7 +81,6 @@ def with_scale_out(tiers: tuple[NetworkTier, ...], so: ScaleOut, devices_per_nod
                    ) -> tuple[tuple[NetworkTier, ...], str]:
     """The tiers with the scale-out tier's line rate replaced (one added after the others
     when the preset has none), and a note saying so."""
-
     per_device = so.per_device_bytes(devices_per_node)
     bw = TierBandwidth.model_validate(
         {"value": f"{per_device} B/s", "source": ["derived"], "derived": True})
@@ -105,5 +104,3 @@ def with_scale_out(tiers: tuple[NetworkTier, ...], so: ScaleOut, devices_per_nod
 def replace_tier(tier: NetworkTier, name: str, bw: TierBandwidth) -> NetworkTier:
     """``tier`` with another name and line rate (its topology, domain and latency kept)."""
     return tier.model_copy(update={"name": name, "bandwidth_per_direction": bw})
-
-
