@@ -64,3 +64,10 @@ def test_per_device_rate_is_scope_consistent(gbps: float, per_node: int, scope: 
     each = so.per_device_bytes(per_node)
     want = float(f"{gbps:.3f}") * 1e9 / 8 / (per_node if scope == "per node" else 1)
     assert each == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("bad", ["1e9 Gb/s per GPU", "-5 Gb/s per GPU", "inf Gb/s",
+                                 "0 x 100 Gb/s", "1000 x 400 Gb/s", "200000 Tb/s per node"])
+def test_impossible_rates_are_refused(bad: str) -> None:
+    """Scientific notation, signs and rates beyond any fabric are refused, never misread."""
+    assert isinstance(parse_scale_out(bad), str)

@@ -20,7 +20,10 @@ from enum import StrEnum
 from accelmap.cited import TierBandwidth
 from accelmap.hardware.schema import LinkRole, NetworkTier, Topology
 
-_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*([gt])\s*(?:b(?:it)?\s*(?:ps|/s)|bps|be)\b", re.I)
+_RATE = re.compile(r"(?<![\w.+-])(\d+(?:\.\d+)?)\s*([gt])\s*(?:b(?:it)?\s*(?:ps|/s)|bps|be)\b",
+                   re.I)
+# no fabric comes near: an NVL72 rack's 72 x 800 Gb/s is 57.6 Tb/s
+MAX_GBPS = 1e5
 _COUNT = re.compile(r"(?<![\w.])(\d+)\s*[x\u00d7]\s", re.I)
 _PER_DEVICE = re.compile(r"\b(?:per|/|each)\s*(?:gpu|device|accelerator|chip|gcd|hpu)\b", re.I)
 _PER_NODE = re.compile(r"\b(?:per|/|each)\s*(?:node|host|server)\b|node-?to-?node|node-node|"
@@ -61,18 +64,21 @@ def parse_scale_out(text: str) -> ScaleOut | str | None:
     # the inter-node statement: the last rate of "NVLink ...; 8x 200Gb/s IB per node"
     rate = rates[-1]
     gbps = float(rate.group(1)) * (1000.0 if rate.group(2).lower() == "t" else 1.0)
-    if gbps <= 0:
-        return f"scale-out {t!r}: a line rate must be positive; write {FORMAT}"
+    if not 0 < gbps <= MAX_GBPS:
+        return (f"scale-out {t!r}: a line rate must be positive and at most {MAX_GBPS / 1e3:g} "
+                f"Tb/s; write {FORMAT}")
     before = t[:rate.start()]
     clause = before[before.rfind(";") + 1:]  # the count of the same clause ("8x Mellanox ...")
     count = _COUNT.findall(clause)
     after = t[rate.end():]
+    links = int(count[-1]) if count else 1
+    if not 0 < links * gbps <= MAX_GBPS:
+        return (f"scale-out {t!r}: {links} x {rate.group(0)} is not a rate between 0 and "
+                f"{MAX_GBPS / 1e3:g} Tb/s; write {FORMAT}")
     if _PER_DEVICE.search(after) or (not count and _PER_DEVICE.search(clause)):
-        return ScaleOut(gbps * 1e9 * (int(count[-1]) if count else 1), Scope.DEVICE, t)
-    if count:
-        return ScaleOut(int(count[-1]) * gbps * 1e9, Scope.NODE, t)
-    if _PER_NODE.search(t):
-        return ScaleOut(gbps * 1e9, Scope.NODE, t)
+        return ScaleOut(links * gbps * 1e9, Scope.DEVICE, t)
+    if count or _PER_NODE.search(t):
+        return ScaleOut(links * gbps * 1e9, Scope.NODE, t)
     # "100 Gbps Ethernet": one such link per node, the common reading of a cluster's fabric
     return ScaleOut(gbps * 1e9, Scope.NODE, t, assumed=True)
 

@@ -26,8 +26,8 @@ class EstimateForm(_Form):
     model: str = Field(description="Model preset, e.g. llama-3.1-8b.")
     hw: str | None = Field(None, description="Accelerator id or name (or use cluster).")
     cluster: str | None = Field(None, description="Cluster: 8xH100, dgx-h100, 64xH100 ...")
-    scale_out: str | None = Field(None, description="Inter-node network in place of the "
-                                  "preset's: '400 Gb/s per GPU', '4 x 100 Gb/s'.")
+    scale_out: str | None = Field(None, max_length=200, description="Inter-node network in "
+                                  "place of the preset's: '400 Gb/s per GPU', '4 x 100 Gb/s'.")
     devices: int | None = Field(None, ge=1, le=BIG, description="With hw: this many devices.")
     train: bool = Field(False, description="Training step (true) or serving (false).")
     batch: int = Field(1, ge=1, le=BIG)
