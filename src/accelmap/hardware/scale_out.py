@@ -100,10 +100,11 @@ def with_scale_out(tiers: tuple[NetworkTier, ...], so: ScaleOut, devices_per_nod
     else:
         out = tuple(replace_tier(t, name, bw) if t is old else t for t in tiers)
         was = f"{old.bandwidth_per_direction.value * 8 / 1e9:g} Gb/s per device ({old.name})"
-    over = f", over {devices_per_node} devices" if so.scope is Scope.NODE else ""
-    over += "; its scope not stated: one link per node assumed" if so.assumed else ""
-    note = (f"scale-out as stated: {so.text!r} = {per_device * 8 / 1e9:g} Gb/s per device "
-            f"({so.scope.value}{over}); the node preset's was {was}")
+    shared = (f" ({so.bits_per_s / 1e9:g} Gb/s per node over {devices_per_node} devices"
+              + ("; its scope not stated: one link per node assumed" if so.assumed else "")
+              + ")") if so.scope is Scope.NODE else ""
+    note = (f"scale-out as stated: {so.text!r} = {per_device * 8 / 1e9:g} Gb/s per device"
+            f"{shared}; the node preset's was {was}")
     return out, note
 
 
