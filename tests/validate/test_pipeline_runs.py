@@ -299,3 +299,10 @@ def test_in_house_whole_local_batch_accumulates_when_it_does_not_fit(catalog: Ca
     assert sel is not None and int(sel.mapping.micro_batch) == 2
     assert any("does not fit: micro-batches of 2" in n for n in notes)
     assert sel.estimate().feasible
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: MT-NLG 530B (Megatron-DeepSpeed, 2021) is "
+                   "17-23 % too fast; its three published iteration times fit 0.196 s per "
+                   "micro-batch slot (ours 0.190) plus ~6 s a step nothing modelled explains")
+def test_mt_nlg_within_15_percent(catalog: Catalog) -> None:
+    assert abs(_flagship(catalog, "mt-nlg-530b-280-nodes").signed_pct_error) <= 15
