@@ -215,10 +215,7 @@ def plan_run(run: TrainingRun, catalog: Catalog
                   master_remainders=opt.master_remainders,
                   fp8_params=opt.fp8_params and dtype is DType.FP8, loss=d.loss,
                   fp8_scaling=run.fp8_scaling or Fp8Scaling.TENSORWISE)
-    if wl.grad_accumulation is not GradAccumulation.FUSED:
-        notes.append(f"gradient accumulation {wl.grad_accumulation.value}: a pass of "
-                     f"{wl.grad_accumulation.bytes_per_param:g} bytes per parameter per "
-                     f"micro-batch ({d.source})")
+    notes += _accumulation_note(wl, d)
     overlap = _overlap(d, m)
     prof = stack_profile(d, fw, model.value)
     notes.append(f"mapping {m.describe()}, global batch {wl.batch}, framework {fw.value}"
@@ -231,6 +228,15 @@ def plan_run(run: TrainingRun, catalog: Catalog
     if d.stack is Stack.OTHER and run.micro_batch is None and m.micro_batch > 1:
         plan = _accumulate_to_fit(plan, notes)
     return base, plan, [], notes
+
+
+def _accumulation_note(wl: Training, d: StackDefaults) -> list[str]:
+    """The stack's own gradient-accumulation pass, when it has one (workload.GradAccumulation)."""
+    if wl.grad_accumulation is GradAccumulation.FUSED:
+        return []
+    return [f"gradient accumulation {wl.grad_accumulation.value}: a pass of "
+            f"{wl.grad_accumulation.bytes_per_param:g} bytes per parameter per micro-batch "
+            f"({d.source})"]
 
 
 def _accumulate_to_fit(plan: TrainingPlan, notes: list[str]) -> TrainingPlan:
