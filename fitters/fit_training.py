@@ -10,6 +10,10 @@ src/accelmap/cost/data/training_fit.yaml.
 2. ``contention``: seconds of compute added per second of communication hidden under it
    (cost/overlap.py: NCCL kernels take SMs and HBM bandwidth). Range [0, 0.6].
 
+Measured, not fitted here: the GEMM tile's reduction overhead k0 (cost/efficiency.py
+``gemm_k_overhead``, cost/data/gemm_k_overhead.yaml, from the H200 matmul sweep:
+fitters/derive_k_overhead.py).
+
 Everything else that differs between stacks is a named feature with a source (attention kernel
 generation, fused elementwise kernels, TP-comm overlap, ZeRO stage, recompute), not a fit.
 

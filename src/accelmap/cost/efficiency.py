@@ -69,6 +69,51 @@ def sustained_fraction() -> float:
 
 
 @lru_cache(maxsize=1)
+def gemm_k_overhead() -> float:
+    """k0 of ``k_efficiency``: the elements of the reduction dimension a GEMM's output tile
+    spends outside its main loop. Each tile fills its software pipeline (stages x the K step)
+    before its first MMA and writes its output after its last, so a GEMM of reduction length K
+    runs at K / (K + k0) of a long-K one. Measured, not fitted on runs: least squares over the
+    39 bf16 GEMMs of the H200 sweep under 2 TFLOP (``../shared/gpu/h200-sxm-2026-11``; larger
+    ones run long enough to drop to the power-limited clock), each divided by the tile and wave
+    model's efficiency: k0 = 496, rms 1.5 points (cost/data/gemm_k_overhead.yaml, written by
+    ``fitters/derive_k_overhead.py``). Hopper's tiles; no Ampere or Blackwell sweep is stored,
+    so every GPU takes it. training_fit.yaml's ``gemm_k_overhead`` overrides it (the fitters'
+    experiments)."""
+    fitted = training_fit().get("gemm_k_overhead")
+    if fitted is not None:
+        return float(fitted["value"])
+    path = Path(str(resources.files("accelmap").joinpath("cost/data/gemm_k_overhead.yaml")))
+    return float((yaml.safe_load(path.read_text()) or {}).get("value", 0.0))
+
+
+# the best-shape measurement's reduction length when its row states no shape (the MAMF
+# searches' best shapes have K of 1,024 to 8,192; matmul.csv)
+DEFAULT_REFERENCE_K = 4096.0
+
+
+def reference_k(acc_id: str, dtype: DType) -> float:
+    """K of the best shape the device's GEMM efficiency was measured at (its row's
+    ``shape``, MxNxK), the length ``k_efficiency`` is relative to."""
+    row = measured_matmul().get(acc_id, {}).get(dtype.value) or \
+        measured_matmul().get(acc_id, {}).get("bf16") or {}
+    shape = str(row.get("shape", ""))
+    parts = shape.lower().split("x")
+    return float(parts[2]) if len(parts) == 3 and parts[2].isdigit() else DEFAULT_REFERENCE_K
+
+
+def k_efficiency(k: Num, ref_k: float, k0: float | None = None) -> Num:
+    """A GEMM of reduction length ``k`` against the measured best shape's ``ref_k``:
+    (k / (k + k0)) / (ref_k / (ref_k + k0)), at most 1 (a longer K than the best shape's does
+    not beat the measured best: the search would have found it)."""
+    k0 = gemm_k_overhead() if k0 is None else k0
+    if k0 <= 0:
+        return np.ones_like(np.asarray(k, dtype=float)) if np.ndim(k) else 1.0
+    kk = np.maximum(np.asarray(k, dtype=float), 1.0)
+    return np.minimum((kk / (kk + k0)) / (ref_k / (ref_k + k0)), 1.0)
+
+
+@lru_cache(maxsize=1)
 def measured_matmul() -> dict[str, dict[str, dict[str, Any]]]:
     """Measured best-shape efficiency per device and dtype: the generated table
     (achievable_matmul.yaml), the hand-kept microscaling rows (achievable_block_scaled.yaml,

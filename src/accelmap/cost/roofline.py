@@ -27,7 +27,9 @@ from accelmap.cost.efficiency import (
     BANDWIDTH_EFFICIENCY,
     BANDWIDTH_SOURCE,
     geometry,
+    k_efficiency,
     matmul_efficiency,
+    reference_k,
     shape_efficiency,
     sustained_fraction,
 )
@@ -163,7 +165,11 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
                 skinny = dev.profile.skinny_at(op.dtype, m, n * k)
                 curve = curve if skinny is None else skinny
             base = eff if curve is None else curve
-            eff = base * _shape(op.gemm, dev) * _sustained(dev)
+            # a measured curve holds its own size effects; else the short-K loss against the
+            # best shape's K (efficiency.k_efficiency)
+            k_eff = k_efficiency(op.gemm[2], reference_k(dev.acc.id, op.dtype)) \
+                if curve is None and not _measured_cpu(dev) else 1.0
+            eff = base * _shape(op.gemm, dev) * _sustained(dev) * k_eff
             eff = eff * alignment_efficiency(op, dev.acc, fw)  # 16-byte model dimensions
         elif (measured := _measured_attention(op, dev)) is not None:
             eff = measured  # this device's own SDPA, measured (accelmap measure attention)
