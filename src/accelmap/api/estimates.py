@@ -63,7 +63,8 @@ def load_system(hw: str | None = None, cluster: str | Cluster | None = None,
         return system
     so = parse_scale_out(scale_out)
     if not isinstance(so, ScaleOut):
-        raise InputError(f"--scale-out: {so or 'nothing stated'}")
+        raise InputError(f"--{so}" if so else "--scale-out states nothing: write a line rate "
+                         "and its scope, e.g. '400 Gb/s per GPU'")
     cl = system.cluster
     if cl.nodes <= 1:
         raise InputError(f"--scale-out {scale_out!r}: the cluster is one node of "

@@ -65,15 +65,15 @@ def parse_scale_out(text: str) -> ScaleOut | str | None:
     rate = rates[-1]
     gbps = float(rate.group(1)) * (1000.0 if rate.group(2).lower() == "t" else 1.0)
     if not 0 < gbps <= MAX_GBPS:
-        return (f"scale-out {t!r}: a line rate must be positive and at most {MAX_GBPS / 1e3:g} "
-                f"Tb/s; write {FORMAT}")
+        return (f"scale-out {t!r} gives {rate.group(0)}, not a line rate between 0 and "
+                f"{MAX_GBPS / 1e3:g} Tb/s; write {FORMAT}")
     before = t[:rate.start()]
     clause = before[before.rfind(";") + 1:]  # the count of the same clause ("8x Mellanox ...")
     count = _COUNT.findall(clause)
     after = t[rate.end():]
     links = int(count[-1]) if count else 1
     if not 0 < links * gbps <= MAX_GBPS:
-        return (f"scale-out {t!r}: {links} x {rate.group(0)} is not a rate between 0 and "
+        return (f"scale-out {t!r} gives {links} x {rate.group(0)}, not a rate between 0 and "
                 f"{MAX_GBPS / 1e3:g} Tb/s; write {FORMAT}")
     if _PER_DEVICE.search(after) or (not count and _PER_DEVICE.search(clause)):
         return ScaleOut(links * gbps * 1e9, Scope.DEVICE, t)
