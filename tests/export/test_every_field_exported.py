@@ -87,6 +87,7 @@ VARIANTS: dict[PlanKind, dict[str, dict[str, Any]]] = {
         "loss_in_split": {"mapping": {"loss_in_split": True}},
         "shard_group": {"mapping": {"zero": 3, "shard_group": 2}},
         "tp_comm_overlap": {"mapping": {"tp_comm_overlap": True}},
+        "cp_comm": {"mapping": {"dp": 2, "cp": 2, "cp_comm": "allgather"}},
     },
     PlanKind.SERVE: {
         "kind": {},

@@ -25,7 +25,8 @@ from accelmap.engine.result import Estimate, ServeStep, TrainStep, op_row
 from accelmap.errors import InputError
 from accelmap.hardware.cluster import Cluster, of_devices, parse_cluster, resolve_accelerator
 from accelmap.hardware.scale_out import ScaleOut, parse_scale_out, with_scale_out
-from accelmap.mapping.plan import Mapping, Offload, ZeroStage
+from accelmap.mapping.plan import CpComm, Mapping, Offload, ZeroStage
+from accelmap.mapping.plan import cp_comm as parse_cp_comm
 from accelmap.models.schema import ModelSpec
 from accelmap.units import DType
 from accelmap.workload import (
@@ -201,7 +202,7 @@ def mapping(system: System, workload: Training, *, tp: int = 1, pp: int = 1,
             tp_overlap: bool = False, force_tp: bool = False, shard_group: int | None = None,
             offload: str | Offload | None = None, first_stage_layers: int | None = None,
             last_stage_layers: int | None = None, embedding_in_split: bool = False,
-            loss_in_split: bool = False) -> Mapping:
+            loss_in_split: bool = False, cp_comm: str | CpComm = CpComm.P2P) -> Mapping:
     """A training mapping on ``system``: names parsed here, every default applied by
     ``Mapping.training`` (dp filling the system, ZeRO, micro-batch, schedule, a wafer's weight
     streaming); the workload's recompute wish is settled by the engine. The pipeline split
@@ -219,7 +220,8 @@ def mapping(system: System, workload: Training, *, tp: int = 1, pp: int = 1,
         sequence_parallel=sequence_parallel, tp_comm_overlap=tp_overlap,
         force_tp_across_nodes=force_tp, shard_group=shard_group,
         first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
-        embedding_in_split=embedding_in_split, loss_in_split=loss_in_split)
+        embedding_in_split=embedding_in_split, loss_in_split=loss_in_split,
+        cp_comm=parse_cp_comm(cp_comm))
 
 
 def check_one_device(system: System, hw: str | None, **degrees: int | None) -> None:

@@ -49,7 +49,8 @@ from accelmap.errors import InputError
 from accelmap.hardware.cluster import Cluster
 from accelmap.hardware.schema import Accelerator
 from accelmap.mapping.constraints import check_serving
-from accelmap.mapping.plan import Mapping
+from accelmap.mapping.plan import CpComm, Mapping
+from accelmap.mapping.plan import cp_comm as parse_cp_comm
 from accelmap.models.schema import ModelSpec
 from accelmap.search.compare import CompareJob
 from accelmap.workload import Inference, Training
@@ -115,6 +116,7 @@ class EstimateRequest:
     schedule: str | None = None
     sequence_parallel: bool = True
     tp_overlap: bool = False
+    cp_comm: str = "p2p"
     force_tp: bool = False
     replicas: int | None = None
     first_stage_layers: int | None = None
@@ -138,6 +140,19 @@ def _one(v: int | None) -> int:
     return 1 if v is None else v
 
 
+def _check_cp_comm(r: EstimateRequest) -> None:
+    """--cp-comm other than p2p says how context-parallel ranks exchange K and V: refused
+    where there is no such exchange (serving, or training without --cp > 1)."""
+    if parse_cp_comm(r.cp_comm) is CpComm.P2P:
+        return
+    if not r.train:
+        raise InputError("--cp-comm is a training option (how context-parallel ranks exchange "
+                         "K and V): add --train --cp N, or drop it")
+    if r.cp <= 1:
+        raise InputError(f"--cp-comm {r.cp_comm} exchanges K and V between context-parallel "
+                         "ranks: add --cp N (N > 1), or drop it")
+
+
 def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
                     profile: CalibrationProfile | None = None
                     ) -> tuple[ModelSpec, System, Training | Inference, Mapping | None]:
@@ -152,6 +167,7 @@ def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
     check_one_device(system, r.hw, tp=r.tp, pp=r.pp, dp=r.dp, cp=r.cp, ep=r.ep,
                      replicas=r.replicas)
     ft = adapters(r.finetune, r.lora_rank, r.lora_targets)
+    _check_cp_comm(r)
     if r.train and r.dp_attention:
         raise InputError("--dp-attention is a serving layout (attention data-parallel over the "
                          "--tp group): use it with --serve")
@@ -162,7 +178,7 @@ def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
         return spec, system, wl, mapping(
             system, wl, tp=_one(r.tp), pp=_one(r.pp), dp=r.dp, cp=r.cp, ep=_one(r.ep),
             zero=r.zero, micro_batch=r.micro_batch, vpp=r.vpp, schedule=r.schedule,
-            sequence_parallel=r.sequence_parallel, tp_overlap=r.tp_overlap,
+            sequence_parallel=r.sequence_parallel, tp_overlap=r.tp_overlap, cp_comm=r.cp_comm,
             force_tp=r.force_tp, first_stage_layers=r.first_stage_layers,
             last_stage_layers=r.last_stage_layers, embedding_in_split=r.embedding_in_split,
             loss_in_split=r.loss_in_split)

@@ -189,6 +189,9 @@ EmbeddingInSplitOpt = Annotated[bool, typer.Option(
 LossInSplitOpt = Annotated[bool, typer.Option(
     "--loss-in-split", help="Count the loss as a layer in the pipeline split (Megatron "
     "--account-for-loss-in-pipeline-split).")]
+CpCommOpt = Annotated[str, typer.Option(
+    "--cp-comm", help="Context-parallel K/V exchange: p2p (ring attention, hidden behind "
+    "attention) or all-gather (Llama 3's, exposed; Megatron --cp-comm-type).")]
 NoSpOpt = Annotated[bool, typer.Option("--no-sp", help="Disable sequence parallelism.")]
 TpOverlapOpt = Annotated[bool, typer.Option("--tp-overlap", help="Overlap TP communication "
                                             "with GEMMs.")]
@@ -344,6 +347,7 @@ class EstimateArgs:
     loss_in_split: bool
     no_sp: bool
     tp_overlap: bool
+    cp_comm: str
     force_tp: bool
     replicas: int | None
     dp_attention: bool
@@ -398,8 +402,9 @@ def estimate_cmd(
     micro_batch: MicroBatchOpt = None, vpp: VppOpt = 1, schedule: ScheduleOpt = None,
     first_stage_layers: FirstStageLayersOpt = None, last_stage_layers: LastStageLayersOpt = None,
     embedding_in_split: EmbeddingInSplitOpt = False, loss_in_split: LossInSplitOpt = False,
-    no_sp: NoSpOpt = False, tp_overlap: TpOverlapOpt = False, force_tp: ForceTpOpt = False,
-    replicas: ReplicasOpt = None, dp_attention: DpAttentionOpt = False,
+    no_sp: NoSpOpt = False, tp_overlap: TpOverlapOpt = False, cp_comm: CpCommOpt = "p2p",
+    force_tp: ForceTpOpt = False, replicas: ReplicasOpt = None,
+    dp_attention: DpAttentionOpt = False,
     scenario: ScenarioOpt = None, rate: RateOpt = None,
     concurrency: ConcurrencyOpt = None, requests: RequestsOpt = None, trace: TraceOpt = None,
     lengths: LengthsOpt = "fixed", spread: SpreadOpt = 0.0, prefix_hit: PrefixHitOpt = 0.0,

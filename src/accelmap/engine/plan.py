@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from accelmap.cost.schedules import Schedule
 from accelmap.engine.result import plain
 from accelmap.errors import InputError
-from accelmap.mapping.plan import Mapping, ZeroStage
+from accelmap.mapping.plan import CpComm, Mapping, ZeroStage
 from accelmap.units import DType
 from accelmap.workload import Recompute
 
@@ -174,7 +174,8 @@ SERVE_MAPPING_KEYS = ("tp", "pp", "ep", "replicas", "batch", "weight_dtype", "kv
 OPTIONAL_SERVE_KEYS = ("max_batched_tokens",)  # offline/server scenario plans
 # written only when they differ from the default (Mapping.to_dict)
 OPTIONAL_TRAIN_KEYS = ("schedule", "first_stage_layers", "last_stage_layers",
-                       "embedding_in_split", "loss_in_split", "shard_group", "tp_comm_overlap")
+                       "embedding_in_split", "loss_in_split", "shard_group", "tp_comm_overlap",
+                       "cp_comm")
 
 
 def plan_mapping_dict(mapping: Mapping, serving: ServingChoice | None) -> dict[str, Any]:
@@ -237,6 +238,8 @@ def read_plan_mapping(data: Any, kind: PlanKind) -> tuple[Mapping, ServingChoice
             raise InputError(f"{what}: {key}={data[key]!r} is not true or false")
     if "schedule" in data:
         _choice(Schedule, data, "schedule", what)
+    if "cp_comm" in data:
+        _choice(CpComm, data, "cp_comm", what)
     return Mapping.from_dict(data), None
 
 

@@ -62,7 +62,7 @@ from accelmap.hardware.schema import DeviceClass, LinkRole
 from accelmap.mapping.constraints import TrainingJob, check_training
 from accelmap.mapping.mesh import describe_mesh
 from accelmap.mapping.placement import place_axes
-from accelmap.mapping.plan import RANK_ORDER, Axis, Mapping
+from accelmap.mapping.plan import RANK_ORDER, Axis, CpComm, Mapping
 from accelmap.memory.band import elastic_bytes, exact_bytes
 from accelmap.memory.budget import MemoryBudget, master_bytes_per_param
 from accelmap.memory.stack import MemoryStack, fp8_weights, memory_stack
@@ -355,11 +355,12 @@ def _communication(prof: LayerProfile, system: System, wl: Training, overlap: Ov
     comm: dict[str, Num] = {}
     exposed: dict[str, Num] = {}
     comm["tp"], exposed["tp"] = _tensor_parallel(prof, m, overlap, per_stage, ct["tp"])
-    # CP: (cp - 1) ring steps of this rank's K and V chunk per layer, 3x for fwd + bwd (dK, dV)
+    # CP: (cp - 1) ring steps of this rank's K and V chunk per layer, 3x for fwd + bwd (dK, dV);
+    # an all-gather moves the same bytes before the attention it feeds: none hides (CpComm)
     cp_t = 3 * per_stage * (cp - 1) * ct["cp"]
     comm["cp"] = cp_t
-    exposed["cp"] = (np.maximum(cp_t - per_stage * prof.layer_attn_s, 0.0) if overlap.cp_ring
-                     else cp_t)
+    ring = overlap.cp_ring and m.cp_comm is CpComm.P2P
+    exposed["cp"] = np.maximum(cp_t - per_stage * prof.layer_attn_s, 0.0) if ring else cp_t
     # EP: dispatch + combine, forward and backward, of T x top_k tokens of width d
     ep_t = 4 * np.ceil(prof.n_moe_layers / st.pp) * ct["ep"]
     comm["ep"] = ep_t

@@ -65,6 +65,7 @@ class _Mapping(BaseModel):
     offload: StrictBool | Short | None = None
     sequence_parallel: StrictBool | None = None
     tp_comm_overlap: StrictBool | None = None
+    cp_comm: Short | None = None
 
 
 class PlanJobSchema(BaseModel):

@@ -74,6 +74,21 @@ class ZeroStage(IntEnum):
     PARAMETERS = 3  # ZeRO-3 / FSDP: + parameters (gathered per layer when used)
 
 
+class CpComm(StrEnum):
+    """How context-parallel ranks exchange K and V (Megatron-Core ``--cp-comm-type``).
+
+    P2P: ring attention, each of the cp - 1 steps sends this rank's K/V chunk on while
+    attention runs on the chunk in hand, so the exchange hides behind attention (Liu et al.
+    2023, "Ring Attention", sec. 3; Megatron-Core's default ``p2p``).
+    ALL_GATHER: K and V are all-gathered before attention runs on the local queries, and
+    dK/dV reduce-scattered after it: "the all-gather communication latency is exposed in the
+    critical path" (Dubey et al. 2024, "The Llama 3 Herd of Models", sec. 3.3.2, Llama 3's
+    long-context training; Megatron-Core ``allgather``)."""
+
+    P2P = "p2p"
+    ALL_GATHER = "allgather"
+
+
 class Offload(StrEnum):
     NONE = "none"
     CPU = "cpu"  # ZeRO-Offload (Ren et al. 2021)
@@ -120,6 +135,7 @@ class Mapping:
     offload_optimizer: Offload | Num = Offload.NONE  # an Offload, or bools in a candidate table
     offload_params: Offload | Num = Offload.NONE
     tp_comm_overlap: bool = False  # Megatron --tp-comm-overlap (userbuffers)
+    cp_comm: CpComm = CpComm.P2P  # Megatron --cp-comm-type; one value for a candidate table
     force_tp_across_nodes: Num = False  # allow tp beyond the scale-up domain
     # Uneven pipeline splits (Megatron-LM's arguments; ``stage_layers``). In a candidate table
     # 0 stands for "not set" (Megatron refuses 0 layers on a stage).
@@ -134,6 +150,7 @@ class Mapping:
         # the schedule left open is Megatron-LM's for the vpp, in one place (_default_schedule)
         if self.schedule is None:
             object.__setattr__(self, "schedule", default_schedule(self.virtual_stages))
+        object.__setattr__(self, "cp_comm", cp_comm(self.cp_comm))  # one word for all rows
         # Candidate tables are built by the planner and checked by mapping.constraints as
         # masks; a single mapping comes from a user and is checked here, with the fix.
         if not self.is_scalar:
@@ -393,6 +410,8 @@ class Mapping:
         parts += [f"{k}={v}" for k, v in self._split_dict().items()]
         if self.tp_comm_overlap:
             parts.append("tp-overlap")
+        if self.cp_comm is not CpComm.P2P:
+            parts.append(f"cp-comm={CpComm(self.cp_comm).value}")
         parts.append(f"recompute={self.policy.value}")
         if self.offloads_optimizer or self.offloads_params:
             parts.append("offload")
@@ -415,6 +434,8 @@ class Mapping:
             out["shard_group"] = self.shard_group
         if self.tp_comm_overlap:
             out["tp_comm_overlap"] = True
+        if self.cp_comm is not CpComm.P2P:
+            out["cp_comm"] = CpComm(self.cp_comm).value
         return out | self._split_dict()
 
     def to_dicts(self, index: Any) -> list[dict[str, Any]]:
@@ -451,6 +472,8 @@ class Mapping:
                 row["shard_group"] = shard[i]
             if tpo[i]:
                 row["tp_comm_overlap"] = True
+            if self.cp_comm is not CpComm.P2P:
+                row["cp_comm"] = CpComm(self.cp_comm).value
             row |= {k: v[i] for k, v in split.items() if v[i] is not None}
             row |= {k: True for k, v in flags.items() if v[i]}
             out.append(row)
@@ -489,9 +512,24 @@ class Mapping:
                        embedding_in_split=bool(data.get("embedding_in_split", False)),
                        loss_in_split=bool(data.get("loss_in_split", False)),
                        shard_group=_opt_int(data.get("shard_group")),
-                       tp_comm_overlap=bool(data.get("tp_comm_overlap", False)))
+                       tp_comm_overlap=bool(data.get("tp_comm_overlap", False)),
+                       cp_comm=data.get("cp_comm", CpComm.P2P))
         except (TypeError, ValueError) as e:
             raise InputError(f"cannot read the mapping {data!r}: {e}") from None
+
+
+def cp_comm(value: object) -> CpComm:
+    """A CpComm from its word as Megatron spells it (``p2p``, ``allgather``) or as people
+    write it (``ring``, ``all-gather``, ``all_gather``); an InputError names the words."""
+    if isinstance(value, CpComm):
+        return value
+    word = str(value).strip().lower().replace("-", "").replace("_", "")
+    word = {"ring": "p2p"}.get(word, word)
+    try:
+        return CpComm(word)
+    except ValueError:
+        raise InputError(f"--cp-comm {value!r}: the context-parallel K/V exchange is p2p (ring "
+                         "attention) or all-gather (Llama 3's; Megatron --cp-comm-type)") from None
 
 
 @functools.cache

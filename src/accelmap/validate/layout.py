@@ -29,7 +29,7 @@ from accelmap.hardware.cluster import (
 )
 from accelmap.hardware.scale_out import ScaleOut, parse_scale_out, with_scale_out
 from accelmap.hardware.schema import Accelerator, SystemPreset
-from accelmap.mapping.plan import Mapping, ZeroStage
+from accelmap.mapping.plan import CpComm, Mapping, ZeroStage
 from accelmap.models.schema import ModelSpec
 from accelmap.units import DType
 from accelmap.validate.cases import InferenceCase, TrainingCase
@@ -296,7 +296,8 @@ def run_mapping(run: TrainingRun, cluster: Cluster, d: StackDefaults,
     return Mapping(dp=deg.dp, tp=deg.tp, pp=deg.pp, cp=deg.cp, ep=deg.ep,
                    sequence_parallel=sp, zero=zero, shard_group=group, micro_batch=mb,
                    virtual_stages=vpp, schedule=schedule,
-                   recompute=policy, tp_comm_overlap=tp_overlap, **split)
+                   recompute=policy, tp_comm_overlap=tp_overlap,
+                   cp_comm=run.cp_comm or CpComm.P2P, **split)
 
 
 def training_mapping(case: TrainingCase, cluster: Cluster, d: StackDefaults,

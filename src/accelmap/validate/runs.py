@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from accelmap.cost.framework import Framework
-from accelmap.mapping.plan import ZeroStage
+from accelmap.mapping.plan import CpComm, ZeroStage
 from accelmap.units import DType
 from accelmap.validate.cases import Arch
 from accelmap.validate.stacks import Stack
@@ -115,6 +115,7 @@ class TrainingRun:
     recompute: Recompute | None = None
     sequence_parallel: bool | None = None
     tp_comm_overlap: bool | None = None
+    cp_comm: CpComm | None = None  # the context-parallel exchange (None: the stack's, p2p)
     flash_attention: bool | None = None
     compile: bool | None = None  # torch.compile
     precision: DType | None = None

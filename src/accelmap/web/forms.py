@@ -63,6 +63,8 @@ class EstimateForm(_Form):
     schedule: str | None = None
     no_sp: bool = False
     tp_overlap: bool = False
+    cp_comm: str = Field("p2p", max_length=20, description="Training with cp > 1: the K/V "
+                         "exchange, p2p (ring attention) or all-gather (Llama 3's, exposed).")
     force_tp: bool = False
     replicas: int | None = Field(None, ge=1, le=BIG)
     dp_attention: bool = Field(False, description="Serving a MoE model: attention "

@@ -46,7 +46,7 @@ from accelmap.export.formats.launch import (
     torchrun_command,
 )
 from accelmap.export.lora import has_adapters, refuse
-from accelmap.mapping.plan import Mapping, ZeroStage, default_schedule
+from accelmap.mapping.plan import Mapping, ZeroStage, cp_comm, default_schedule
 from accelmap.models.schema import Activation, FFNKind, ModelSpec, NormKind, PositionKind
 from accelmap.units import DType
 from accelmap.workload import Finetune, Recompute
@@ -127,6 +127,8 @@ def _parallel_flags(job: PlanJob, n_layers: int) -> tuple[list[Flag], list[str]]
         ("--pipeline-model-parallel-size", str(m.pp)),  # _add_distributed_args
         ("--context-parallel-size", str(m.cp)),  # _add_distributed_args
         ("--expert-model-parallel-size", str(m.ep)),  # _add_moe_args
+        # _add_distributed_args --cp-comm-type: p2p (default), a2a, allgather or a2a+p2p
+        *([("--cp-comm-type", str(m.cp_comm))] if m.cp > 1 and m.cp_comm != "p2p" else []),
     ]
     unsupported: list[str] = []
     m = public_recompute(m, "Megatron-LM", unsupported)
@@ -411,6 +413,8 @@ def read_back(files: dict[str, str]) -> ReadBack:
         split["tp_comm_overlap"] = True
     if split:
         mapping = mapping.with_(**split)
+    if flags.get("--cp-comm-type"):
+        mapping = mapping.with_(cp_comm=cp_comm(str(flags["--cp-comm-type"])))
     finetune, rank, targets = nemo.read_back(files)
     return ReadBack(mapping, nodes=cluster["nodes"], devices_per_node=cluster["gpus_per_node"],
                     finetune=finetune, lora_rank=rank, lora_targets=targets)

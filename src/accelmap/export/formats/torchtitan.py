@@ -33,6 +33,7 @@ import tomllib
 from typing import Any
 
 from accelmap.export.base import (
+    CP_COMM_REASON,
     FRAMEWORK_REASON,
     SPLIT_REASON,
     Exporter,
@@ -273,7 +274,7 @@ EXPORTER = register(Exporter(
     url=TITAN_URL,
     kinds=(PlanKind.TRAIN,),
     not_exported={
-        "framework": FRAMEWORK_REASON,
+        "cp_comm": CP_COMM_REASON, "framework": FRAMEWORK_REASON,
         "schedule": "the export writes 1F1B or Interleaved1F1B; set "
                     "pipeline_parallel_schedule for another (torchtitan's ZBVZeroBubble is "
                     "a V-schedule, not zb-h1)",
