@@ -40,3 +40,21 @@ def test_fixed_batch_estimate_pays_it_once_before_the_first_token(small  # type:
     a, b = est(0.0), est(0.3)
     assert b.ttft_s == pytest.approx(a.ttft_s + 0.3, rel=1e-9)
     assert b.tpot_s == pytest.approx(a.tpot_s, rel=1e-12)
+
+
+def test_a_served_stack_adds_its_server_latency_in_served_scenarios_only() -> None:
+    """TensorRT-LLM >= 1.0 behind trtllm-serve (a fitted figure, data/server_latency.yaml)
+    waits for its front end in the concurrency and server scenarios, never offline
+    (trtllm-bench runs the executor in-process); a stack without one is left as it is."""
+    from accelmap.cost.framework import Framework, profile
+    from accelmap.serving.scenario import Load, Scenario, served
+
+    trt = profile(Framework.TENSORRT_LLM_1)
+    assert 0.0 < trt.server_request_latency_s < 1.0
+    closed = Load(Scenario.CONCURRENCY, concurrency=8)
+    fw, notes = served(trt, closed)
+    assert fw.request_latency_s == pytest.approx(
+        trt.request_latency_s + trt.server_request_latency_s) and "served" in notes[0]
+    assert served(trt, Load(Scenario.OFFLINE)) == (trt, ())
+    sgl = profile(Framework.SGLANG)
+    assert sgl.server_request_latency_s == 0.0 and served(sgl, closed) == (sgl, ())

@@ -15,6 +15,13 @@ per-case constants.
   in separate processes (``TokenizerManager`` and ``DetokenizerManager``, talking to the
   ``Scheduler`` over ZMQ; sgl-project/sglang ``python/sglang/srt/managers/``), so they delay
   what a client sees (TTFT and end-to-end latency) without occupying the device.
+- ``server_request_latency_s``: the same latency where the stack's engine runs behind a server
+  of its own only when served (``trtllm-serve``: an OpenAI HTTP front end, the LLM API's
+  tokenization and its executor worker processes over IPC, postprocess workers detokenizing;
+  TensorRT-LLM ``tensorrt_llm/serve/openai_server.py``, ``executor/proxy.py``), and not in its
+  offline benchmark (``trtllm-bench`` runs the executor in-process): added to
+  ``request_latency_s`` by the serving scenarios that are served (concurrency, server), never
+  offline. Fitted apart (``data/server_latency.yaml``, ``fitters/fit_server_latency.py``).
 - platform blocks: a stack's entry in framework_calibration.yaml may hold a ``rocm`` block that
   overrides its figures on AMD GPUs (``profile(name, vendor)``): the same framework runs other
   kernels (AITER / Triton on ROCm instead of FlashInfer, DeepGEMM, CUTLASS on CUDA) and HIP
@@ -187,6 +194,8 @@ class FrameworkProfile:
     # TTFT and end-to-end latency a client sees beyond the serving loop (front end,
     # tokenizer/detokenizer processes); it occupies no device time (see the module doc)
     request_latency_s: float = 0.0
+    # the same added when the stack is served, not benchmarked offline (module doc)
+    server_request_latency_s: float = 0.0
     custom_all_reduce: bool = False
     # fused elementwise ops keep their one memory pass (Inductor's Triton kernels beside cuBLAS
     # GEMMs: module doc); False: folded into a neighbouring kernel, no pass of their own
@@ -239,6 +248,18 @@ class FrameworkProfile:
 def _calibration() -> dict[str, dict[str, object]]:
     path = Path(str(resources.files("accelmap").joinpath("cost/data/framework_calibration.yaml")))
     return dict(yaml.safe_load(path.read_text()) or {})
+
+
+@lru_cache(maxsize=1)
+def _server_latency() -> dict[str, dict[str, Any]]:
+    """data/server_latency.yaml: the served-only request latency per stack (module doc)."""
+    path = Path(str(resources.files("accelmap").joinpath("cost/data/server_latency.yaml")))
+    return dict(yaml.safe_load(path.read_text()) or {})
+
+
+def server_latency_s(fw: Framework) -> float:
+    """The stack's served-only request latency (0 where none is fitted)."""
+    return float((_server_latency().get(fw.value) or {}).get("request_latency_s", 0.0))
 
 
 AMD_VENDOR = "AMD"  # the catalog's ``vendor`` of AMD GPUs (hardware/data/accelerators)
@@ -321,6 +342,7 @@ def profile(name: Framework | str, vendor: str | None = None) -> FrameworkProfil
         step_overhead_s=float(cal.get("step_overhead_s", 0.0)),
         request_overhead_s=float(cal.get("request_overhead_s", 0.0)),
         request_latency_s=float(cal.get("request_latency_s", 0.0)),
+        server_request_latency_s=server_latency_s(fw),
         platform=plat,
         kernel_efficiency=float(cal.get("kernel_efficiency", 1.0)),
         custom_all_reduce=fw in CUSTOM_ALL_REDUCE,

@@ -411,6 +411,8 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
     replicas = int(m.replicas)
     reqs = requests_for(load, wl, replicas)
     load, bench_note = _bench_caps(spec, system, wl, m, fw, load, reqs)
+    fw, served_note = served(fw, load)
+    bench_note = (*bench_note, *served_note)
     sched = scheduler_for(system, fw, load, m)
     dmem = None if speculation is None else draft_memory(speculation, spec, wl, m)
     verify = step.verify if speculation is None else (
@@ -464,6 +466,18 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
                       error_band("serve-latency", fw.band_stack, int(m.devices_per_replica),
                                  dev.acc.device_class.value),
                       wall)
+
+
+def served(fw: FrameworkProfile, load: Load) -> tuple[FrameworkProfile, tuple[str, ...]]:
+    """A stack whose engine sits behind a server of its own only when served (trtllm-serve,
+    cost/framework.py ``server_request_latency_s``): its clients wait for that front end in
+    TTFT and end-to-end latency in the served scenarios, not in an offline benchmark."""
+    if load.scenario is Scenario.OFFLINE or not fw.server_request_latency_s:
+        return fw, ()
+    late = fw.request_latency_s + fw.server_request_latency_s
+    return replace(fw, request_latency_s=late), (
+        f"served: {fw.server_request_latency_s * 1e3:.0f} ms of front-end latency per request "
+        f"(the {fw.name.value} server, fitted: data/server_latency.yaml)",)
 
 
 def _bench_caps(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
