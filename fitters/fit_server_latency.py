@@ -37,20 +37,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fit_sglang_profile as fs
-from accelmap.api import validate_cases
 from accelmap.api.validation import Prediction
-from accelmap.cost import framework as fwmod
-from accelmap.validate import serving as vserving
 
 OUT = fs.ROOT / "src" / "accelmap" / "cost" / "data" / "server_latency.yaml"
 STACK = "tensorrt-llm"  # the run format's framework word of the records fitted on
@@ -62,18 +57,7 @@ HEADER = ("# Written by fitters/fit_server_latency.py: the served-only request l
 
 def predict(recs: Sequence[dict[str, Any]], latency: float) -> list[Prediction]:
     """The engine's predictions of ``recs`` with TensorRT-LLM's served latency ``latency``."""
-    if not recs:
-        return []
-    table = {PROFILE: {"request_latency_s": latency}}
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as tmp:
-        yaml.safe_dump(list(recs), tmp, sort_keys=False)
-    vserving._cache.clear()
-    try:
-        with mock.patch.object(fwmod, "_server_latency", lambda: table):
-            return list(validate_cases([Path(tmp.name)]).predictions)
-    finally:
-        vserving._cache.clear()
-        Path(tmp.name).unlink()
+    return fs.predict(recs, {PROFILE: {"request_latency_s": latency}}, "_server_latency")
 
 
 def run(write: bool) -> dict[str, Any]:

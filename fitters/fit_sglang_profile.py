@@ -128,16 +128,18 @@ def platform(rec: dict[str, Any], vendors: dict[str, str]) -> str:
     return fwmod.platform_of(vendors.get(str(rec["accelerator"])))
 
 
-def predict(recs: Sequence[dict[str, Any]], table: Table) -> list[Prediction]:
-    """The engine's predictions of ``recs`` with framework_calibration.yaml replaced by
-    ``table`` (the serving simulations are re-run: their cache does not key on the profile)."""
+def predict(recs: Sequence[dict[str, Any]], table: Table,
+            loader: str = "_calibration") -> list[Prediction]:
+    """The engine's predictions of ``recs`` with framework_calibration.yaml (or the table
+    ``cost.framework.<loader>`` reads) replaced by ``table`` (the serving simulations are
+    re-run: their cache does not key on the profile)."""
     if not recs:
         return []
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as tmp:
         yaml.safe_dump(list(recs), tmp, sort_keys=False)
     vserving._cache.clear()
     try:
-        with mock.patch.object(fwmod, "_calibration", lambda: table):
+        with mock.patch.object(fwmod, loader, lambda: table):
             return list(validate_cases([Path(tmp.name)]).predictions)
     finally:
         vserving._cache.clear()
