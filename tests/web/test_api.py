@@ -77,6 +77,19 @@ def test_estimate_is_the_cli_estimate_json(client: TestClient,
     assert serve.status_code == 200 and serve.json()["ttft_s"] > 0
 
 
+
+def test_cp_comm_is_the_cli_flag(client: TestClient, capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama 3's all-gather context parallelism (--cp-comm all-gather) from the web form."""
+    body = {"model": "llama-3.1-8b", "cluster": "2xdgx-h100", "train": True, "tp": 4, "cp": 4,
+            "batch": 8, "seq": 32768, "cp_comm": "all-gather"}
+    r = client.post("/api/estimate", json=body)
+    assert r.status_code == 200, r.text
+    cli = cli_json(capsys, "estimate", "llama-3.1-8b", "--cluster", "2xdgx-h100", "--train",
+                   "--tp", "4", "--cp", "4", "--batch", "8", "--seq", "32768", "--cp-comm",
+                   "all-gather")
+    assert r.json() == cli and "cp-comm=allgather" in " ".join(cli["assumptions"])
+
+
 @pytest.mark.parametrize(("body", "status", "sentence"), [
     ({"model": "llama-9", "hw": "h100-sxm5-80gb"}, 400, "unknown model 'llama-9'"),
     ({"model": "llama-3.1-8b", "hw": "a100"}, 400, "'a100' matches 3 accelerators"),
@@ -84,6 +97,8 @@ def test_estimate_is_the_cli_estimate_json(client: TestClient,
     ({"model": "llama-3.1-8b", "hw": "h100-sxm5-80gb", "sq": 3}, 422, "unknown field 'sq'"),
     ({"model": "llama-3.1-8b", "hw": "h100-sxm5-80gb", "seq": 0}, 422, "seq: Input should be"),
     ({"hw": "h100-sxm5-80gb"}, 422, "missing field 'model'"),
+    ({"model": "llama-3.1-8b", "cluster": "2xdgx-h100", "train": True, "cp": 4,
+      "cp_comm": "ulysses"}, 400, "--cp-comm 'ulysses'"),
 ])
 def test_bad_estimate_input_is_one_sentence(client: TestClient, body: dict[str, Any],
                                             status: int, sentence: str) -> None:
