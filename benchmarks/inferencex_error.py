@@ -3,11 +3,12 @@
 The file (written by ``data/inferencex/convert.py`` from the InferenceX dashboard's API
 snapshot) holds closed-loop concurrency points of DeepSeek-R1 on B200, B300, GB200, GB300,
 H100, H200, MI300X, MI325X and MI355X in FP4 and FP8, in the run format. Nothing is fitted on
-it but SGLang's and ATOM's host figures (fitters/fit_sglang_profile.py and fit_atom_profile.py:
-one configuration in four, by a hash fixed in advance; those fitters report the held-out rest).
-Prints median / p90 absolute % error and the median signed % error (+ = accelmap optimistic)
-per accelerator, model, precision, framework and metric, then the skip reasons with their
-counts.
+it but SGLang's and ATOM's host figures and TensorRT-LLM's served latency
+(fitters/fit_sglang_profile.py, fit_atom_profile.py, fit_server_latency.py: one configuration in
+four, by a hash fixed in advance, validate/fit_split.py). Prints median / p90 absolute % error
+and the median signed % error (+ = accelmap optimistic) per accelerator, model, precision,
+framework and metric, and apart for the records no profile was fitted on ("fit: not fitted
+on"), then the skip reasons with their counts.
 
     PYTHONPATH=src python3 benchmarks/inferencex_error.py [--sample N] [--seed S] [--rows]
         [--no-pool-dpa]
@@ -35,6 +36,7 @@ import yaml
 
 from accelmap.api import load_catalog
 from accelmap.api.validation import Prediction, Status
+from accelmap.validate.fit_split import fitted_on
 from accelmap.validate.predict import predict_cases
 from accelmap.validate.read import read_cases
 
@@ -127,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "framework": field(framework_word),
         "metric": lambda p: p.metric or None,
         "accelerator x metric": field(lambda r: f"{r['accelerator']} {r['metric']}"),
+        "fit": field(lambda r: "fitted on" if fitted_on(r) else "not fitted on"),
     }, skipped=False)
     ok = sum(p.status is Status.OK for p in preds)
     print(f"\nscored {ok} of {len(preds)}; {len(preds) - ok} skipped, with these reasons "

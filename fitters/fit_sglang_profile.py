@@ -53,7 +53,6 @@ Run: python fitters/fit_sglang_profile.py [--dry-run]   (PYTHONPATH=src from the
 from __future__ import annotations
 
 import argparse
-import hashlib
 import math
 import re
 import statistics
@@ -75,21 +74,17 @@ from accelmap.api import load_catalog, validate_cases
 from accelmap.api.validation import Prediction, Status
 from accelmap.cost import framework as fwmod
 from accelmap.validate import serving as vserving
+from accelmap.validate.fit_split import RULE, config_key, in_fit_set, stack_word
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "inferencex_published.yaml"
 OUT = ROOT / "src" / "accelmap" / "cost" / "data" / "framework_calibration.yaml"
 STACK = "sglang"
-KEY_FIELDS = ("accelerator", "precision", "moe_precision", "input_len", "output_len", "tp", "ep",
-              "dp_attention", "disaggregated", "mtp")
-FIT_ONE_IN = 4
+# the split rule (RULE, config_key, in_fit_set) is src/accelmap/validate/fit_split.py's
 LOSS_SCALE = 0.1
 BOUNDS = {"step_overhead_s": (0.0, 20e-3), "request_latency_s": (0.0, 1.0)}
 # kernel_efficiency candidates on ROCm: device time x 1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4
 EFFICIENCIES = (1.0, 0.8, 0.6667, 0.5714, 0.5, 0.4, 0.3333, 0.25)
-RULE = ("one configuration in four: sha256('accelerator|precision|moe_precision|input_len|"
-        "output_len|tp|ep|dp_attention|disaggregated|mtp')[0] % 4 == 0 (fitters/"
-        "fit_sglang_profile.py)")
 Table = dict[str, Any]
 PLATFORM_NAMES = {"cuda": "CUDA", "rocm": "ROCm"}
 
@@ -99,29 +94,11 @@ class _NoAliases(yaml.SafeDumper):
         return True
 
 
-def config_key(rec: dict[str, Any]) -> str:
-    """The configuration a record belongs to (all its concurrencies and metrics share it). A
-    disaggregated record states DP attention per pool (``prefill_/decode_dp_attention``); its
-    key reads them as the one ``dp_attention`` the file wrote before it did (either pool), so
-    that no configuration changed sides when the pools' flags were split."""
-    def value(k: str) -> Any:
-        if k == "dp_attention" and "dp_attention" not in rec and rec.get("disaggregated"):
-            return bool(rec.get("prefill_dp_attention") or rec.get("decode_dp_attention"))
-        return rec.get(k)
-
-    return "|".join(str(value(k)) for k in KEY_FIELDS)
-
-
-def in_fit_set(rec: dict[str, Any]) -> bool:
-    """The split rule (module doc): one configuration in four, by hash, fixed in advance."""
-    return hashlib.sha256(config_key(rec).encode()).digest()[0] % FIT_ONE_IN == 0
-
-
 def sglang_records(path: Path = DATA, stack: str = STACK) -> list[dict[str, Any]]:
     """The file's records of ``stack`` (SGLang's; fit_atom_profile.py asks for ATOM's)."""
     data = yaml.safe_load(path.read_text())
     recs = data["runs"] if isinstance(data, dict) else data
-    return [r for r in recs if str(r.get("framework", "")).split(" ")[0] == stack]
+    return [r for r in recs if stack_word(r) == stack]
 
 
 def platform(rec: dict[str, Any], vendors: dict[str, str]) -> str:
