@@ -62,32 +62,37 @@ def test_plan_is_the_cli_plan_json(client: TestClient, capsys: pytest.CaptureFix
     assert web == cli
 
 
-def test_estimate_is_the_cli_estimate_json(client: TestClient,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
-    body = {"model": "llama-3.1-70b", "cluster": "64xH100", "train": True, "tp": 8, "pp": 2,
-            "batch": 256, "seq": 4096, "recompute": "full"}
+def _same_as_cli(client: TestClient, capsys: pytest.CaptureFixture[str],
+                 body: dict[str, Any]) -> dict[str, Any]:
+    """The web's estimate of ``body`` and the CLI's --json of the same options: equal."""
     r = client.post("/api/estimate", json=body)
     assert r.status_code == 200, r.text
-    cli = cli_json(capsys, "estimate", "llama-3.1-70b", "--cluster", "64xH100", "--train",
-                   "--tp", "8", "--pp", "2", "--batch", "256", "--seq", "4096", "--recompute",
-                   "full")
+    argv = ["estimate", body["model"]]
+    for key, value in body.items():
+        if key != "model":
+            flag = "--" + key.replace("_", "-")
+            argv += [flag] if value is True else [flag, str(value)]
+    cli = cli_json(capsys, *argv)
     assert r.json() == cli
+    return cli
+
+
+def test_estimate_is_the_cli_estimate_json(client: TestClient,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    _same_as_cli(client, capsys, {"model": "llama-3.1-70b", "cluster": "64xH100", "train": True,
+                                  "tp": 8, "pp": 2, "batch": 256, "seq": 4096,
+                                  "recompute": "full"})
     serve = client.post("/api/estimate", json={"model": "llama-3.1-8b", "hw": "h100-sxm5-80gb",
                                                "batch": 8})
     assert serve.status_code == 200 and serve.json()["ttft_s"] > 0
 
 
-
 def test_cp_comm_is_the_cli_flag(client: TestClient, capsys: pytest.CaptureFixture[str]) -> None:
     """Llama 3's all-gather context parallelism (--cp-comm all-gather) from the web form."""
-    body = {"model": "llama-3.1-8b", "cluster": "2xdgx-h100", "train": True, "tp": 4, "cp": 4,
-            "batch": 8, "seq": 32768, "cp_comm": "all-gather"}
-    r = client.post("/api/estimate", json=body)
-    assert r.status_code == 200, r.text
-    cli = cli_json(capsys, "estimate", "llama-3.1-8b", "--cluster", "2xdgx-h100", "--train",
-                   "--tp", "4", "--cp", "4", "--batch", "8", "--seq", "32768", "--cp-comm",
-                   "all-gather")
-    assert r.json() == cli and "cp-comm=allgather" in " ".join(cli["assumptions"])
+    cli = _same_as_cli(client, capsys, {"model": "llama-3.1-8b", "cluster": "2xdgx-h100",
+                                        "train": True, "tp": 4, "cp": 4, "batch": 8,
+                                        "seq": 32768, "cp_comm": "all-gather"})
+    assert "cp-comm=allgather" in " ".join(cli["assumptions"])
 
 
 @pytest.mark.parametrize(("body", "status", "sentence"), [
