@@ -1,6 +1,6 @@
-"""Fit the served-only request latency of TensorRT-LLM >= 1.0 (``trtllm-serve``) on a fixed
-quarter of the InferenceX TensorRT-LLM sweeps, report the error on the other three quarters,
-and write data/server_latency.yaml.
+"""Fit the served-only request latency of TensorRT-LLM >= 1.0 (``trtllm-serve``) and Dynamo's
+front end on a fixed quarter of their InferenceX sweeps, report the error on the other three
+quarters, and write data/server_latency.yaml.
 
 Why a parameter of its own: TensorRT-LLM's fitted profile (``tensorrt-llm-1``,
 fitters/fit_trtllm1_profile.py) comes from ``trtllm-bench`` runs, which drive the executor in
@@ -22,10 +22,18 @@ Split rule (fixed before fitting, from the configuration only): SGLang's
 ``accelerator|precision|moe_precision|input_len|output_len|tp|ep|dp_attention|disaggregated|
 mtp``; the rest is held out and only scored.
 
-Parameter (one, physical, none per row): ``request_latency_s``, fitted by robust least squares
-(soft-L1 loss, 10 % scale) on log(predicted / measured) of the fit set's median-TTFT rows,
-which are affine in it (``fit_sglang_profile.fit_additive``). The held-out records are
-predicted before (no served latency) and after.
+Dynamo (``dynamo``): Dynamo serves the engine's workers behind its own front end (HTTP server,
+tokenizer and router in Rust) and, disaggregated, hands each request from the prefill to the
+decode worker; the engine's own front end (SGLang's tokenizer/detokenizer processes,
+trtllm-serve) is not in the path, so Dynamo's latency replaces the engine's
+(cost/framework.py ``orchestrated``). Its records with DP attention in a disaggregated pool
+are left out (an hour to predict).
+
+Parameter (one per entry, physical, none per row): ``request_latency_s``, fitted by robust
+least squares (soft-L1 loss, 10 % scale) on log(predicted / measured) of the fit set's
+median-TTFT rows, which are affine in it (``fit_sglang_profile.fit_additive``). The held-out
+records are predicted before (the entry absent: no served latency; under Dynamo the engine's
+own front end) and after.
 
 Reads: data/inferencex_published.yaml and the bundled framework_calibration.yaml.
 Writes: src/accelmap/cost/data/server_latency.yaml.
@@ -48,43 +56,70 @@ import fit_sglang_profile as fs
 from accelmap.api.validation import Prediction
 
 OUT = fs.ROOT / "src" / "accelmap" / "cost" / "data" / "server_latency.yaml"
-STACK = "tensorrt-llm"  # the run format's framework word of the records fitted on
-PROFILE = "tensorrt-llm-1"  # the profile the latency belongs to (TensorRT-LLM >= 1.0)
 BOUNDS = (0.0, 1.0)
 HEADER = ("# Written by fitters/fit_server_latency.py: the served-only request latency per "
-          "stack\n# (cost/framework.py server_request_latency_s; serving/scenario.py served).\n")
+          "stack\n# and Dynamo's front end (cost/framework.py server_request_latency_s, "
+          "orchestrated;\n# serving/scenario.py served).\n")
+Table = dict[str, dict[str, float]]
 
 
-def predict(recs: Sequence[dict[str, Any]], latency: float) -> list[Prediction]:
-    """The engine's predictions of ``recs`` with TensorRT-LLM's served latency ``latency``."""
-    return fs.predict(recs, {PROFILE: {"request_latency_s": latency}}, "_server_latency")
+def _no_pool_dpa(rec: dict[str, Any]) -> bool:
+    """Not a disaggregated record with DP attention in a pool: those closed loops of thousands
+    of clients take an hour to predict (benchmarks/inferencex_error.py --no-pool-dpa)."""
+    return not (rec.get("disaggregated") and (rec.get("prefill_dp_attention")
+                                              or rec.get("decode_dp_attention")))
 
 
-def run(write: bool) -> dict[str, Any]:
-    recs = fs.sglang_records(stack=STACK)
+# entry of server_latency.yaml -> (framework word of its records, which records, what they are)
+ENTRIES: dict[str, tuple[str, Any, str]] = {
+    "tensorrt-llm-1": ("tensorrt-llm", lambda r: True,
+                       "TensorRT-LLM configurations served by trtllm-serve"),
+    "dynamo": ("dynamo", _no_pool_dpa,
+               "Dynamo configurations (its front end in place of the engine's; disaggregated "
+               "runs with DP attention in a pool left out: an hour to predict)"),
+}
+
+
+def predict(recs: Sequence[dict[str, Any]], table: Table) -> list[Prediction]:
+    """The engine's predictions of ``recs`` with server_latency.yaml replaced by ``table``."""
+    return fs.predict(recs, table, "_server_latency")
+
+
+def fit_entry(name: str, fitted: Table) -> dict[str, Any]:
+    """One entry's latency on its fit set's median-TTFT rows (the others as ``fitted``), and
+    its held-out records before (the entry absent) and after."""
+    stack, keep, what = ENTRIES[name]
+    recs = [r for r in fs.sglang_records(stack=stack) if keep(r)]
     fit = [r for r in recs if fs.in_fit_set(r)]
     held = [r for r in recs if not fs.in_fit_set(r)]
-    late = fs.fit_additive(fs._pairs(predict(fit, 0.0), "ttft_p50_ms"), *BOUNDS)
-    late = round(late, 5)
-    fit_after = predict(fit, late)
-    before, after = predict(held, 0.0), predict(held, late)
+    zero = {**fitted, name: {"request_latency_s": 0.0}}
+    late = round(fs.fit_additive(fs._pairs(predict(fit, zero), "ttft_p50_ms"), *BOUNDS), 5)
+    table = {**fitted, name: {"request_latency_s": late}}
+    fit_after = predict(fit, table)
+    before, after = predict(held, fitted), predict(held, table)
     by_id = {r["id"]: r for r in recs}
     scored = [by_id[p.row_id] for p in fit_after if p.status.value == "ok"]
     keys = sorted({fs.config_key(r) for r in scored})
-    print(f"{PROFILE}: request_latency_s {late} from {len(keys)} configurations "
+    print(f"{name}: request_latency_s {late} from {len(keys)} configurations "
           f"({len(scored)} scored records)")
     fs.report(before, after, by_id)
-    entry = {"request_latency_s": late,
-             "source": (f"fitted on the median-TTFT records of {len(keys)} TensorRT-LLM "
-                        f"configurations ({len(scored)} records) of "
-                        f"data/inferencex_published.yaml served by trtllm-serve (split rule: "
-                        f"{fs.RULE})"),
-             "fitted_on": keys, "in_sample": fs.summary(fit_after),
-             "held_out": {"before": fs.summary(before), "after": fs.summary(after)}}
+    return {"request_latency_s": late,
+            "source": (f"fitted on the median-TTFT records of {len(keys)} {what} "
+                       f"({len(scored)} records) of data/inferencex_published.yaml (split "
+                       f"rule: {fs.RULE})"),
+            "fitted_on": keys, "in_sample": fs.summary(fit_after),
+            "held_out": {"before": fs.summary(before), "after": fs.summary(after)}}
+
+
+def run(write: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in ENTRIES:
+        out[name] = fit_entry(name, {k: {"request_latency_s": v["request_latency_s"]}
+                                     for k, v in out.items()})
     if write:
-        OUT.write_text(HEADER + yaml.safe_dump({PROFILE: entry}, sort_keys=False, width=100))
+        OUT.write_text(HEADER + yaml.safe_dump(out, sort_keys=False, width=100))
         print(f"wrote {OUT}")
-    return entry
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> None:

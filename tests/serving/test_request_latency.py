@@ -58,3 +58,18 @@ def test_a_served_stack_adds_its_server_latency_in_served_scenarios_only() -> No
     assert served(trt, Load(Scenario.OFFLINE)) == (trt, ())
     sgl = profile(Framework.SGLANG)
     assert sgl.server_request_latency_s == 0.0 and served(sgl, closed) == (sgl, ())
+
+
+def test_dynamo_front_end_replaces_the_engines() -> None:
+    """Under Dynamo the engine's own front end is not in the request's path: its fitted latency
+    (data/server_latency.yaml ``dynamo``) replaces the engine's, and no served latency is
+    added on top (cost/framework.py ``orchestrated``)."""
+    from accelmap.cost import framework as fwmod
+    from accelmap.cost.framework import Framework, orchestrated, profile
+
+    for name in (Framework.SGLANG, Framework.TENSORRT_LLM_1):
+        fw = orchestrated(profile(name), "dynamo")
+        assert fw.request_latency_s == pytest.approx(fwmod.server_latency_s("dynamo"))
+        assert fw.server_request_latency_s == 0.0
+    plain = profile(Framework.SGLANG)
+    assert orchestrated(plain, "no-such-orchestrator") is plain

@@ -29,6 +29,7 @@ def test_fitted_on_needs_a_fitted_stack() -> None:
     side = next({**REC, "tp": tp} for tp in range(1, 200) if in_fit_set({**REC, "tp": tp}))
     assert fitted_on({**side, "framework": "sglang 0.5.9"})
     assert fitted_on({**side, "framework": "tensorrt-llm 1.2.0"})
-    assert not fitted_on({**side, "framework": "dynamo 0.8.1"})  # Dynamo is only scored
+    assert fitted_on({**side, "framework": "dynamo 0.8.1"})  # Dynamo's front end
+    assert not fitted_on({**side, "framework": "vllm 0.11"})  # no profile fitted on the file
     other = next({**REC, "tp": tp} for tp in range(1, 200) if not in_fit_set({**REC, "tp": tp}))
     assert not fitted_on({**other, "framework": "sglang"})

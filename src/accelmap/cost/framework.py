@@ -22,6 +22,13 @@ per-case constants.
   offline benchmark (``trtllm-bench`` runs the executor in-process): added to
   ``request_latency_s`` by the serving scenarios that are served (concurrency, server), never
   offline. Fitted apart (``data/server_latency.yaml``, ``fitters/fit_server_latency.py``).
+- an orchestrator's front end in place of the engine's (``orchestrated``): NVIDIA Dynamo runs
+  its own HTTP front end, tokenizer and router (in Rust) and hands requests to the engine's
+  workers, so the engine's own front-end latency (SGLang's tokenizer/detokenizer processes,
+  trtllm-serve) gives way to Dynamo's, and in a disaggregated run Dynamo's hand-off between the
+  prefill and decode workers (ai-dynamo/dynamo ``docs/architecture``; the engine's KV transfer
+  itself is the engine's, serving/disagg.py). Fitted like the served latency
+  (``data/server_latency.yaml`` ``dynamo``, ``fitters/fit_server_latency.py``).
 - platform blocks: a stack's entry in framework_calibration.yaml may hold a ``rocm`` block that
   overrides its figures on AMD GPUs (``profile(name, vendor)``): the same framework runs other
   kernels (AITER / Triton on ROCm instead of FlashInfer, DeepGEMM, CUTLASS on CUDA) and HIP
@@ -70,7 +77,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import lru_cache
 from importlib import resources
@@ -238,8 +245,6 @@ class FrameworkProfile:
         dispatch table: eager-cpu, and eager on a GPU, whose host time is ``cost/host.py``'s)."""
         if self.dispatches is None:
             return self
-        from dataclasses import replace
-
         return replace(self, dispatches=for_model(spec), serving=serving,
                        passes=eager_passes_for(spec))
 
@@ -257,9 +262,21 @@ def _server_latency() -> dict[str, dict[str, Any]]:
     return dict(yaml.safe_load(path.read_text()) or {})
 
 
-def server_latency_s(fw: Framework) -> float:
-    """The stack's served-only request latency (0 where none is fitted)."""
-    return float((_server_latency().get(fw.value) or {}).get("request_latency_s", 0.0))
+def server_latency_s(fw: Framework | str) -> float:
+    """The stack's (or an orchestrator's: ``dynamo``) served-only request latency (0 where
+    none is fitted)."""
+    name = fw.value if isinstance(fw, Framework) else fw
+    return float((_server_latency().get(name) or {}).get("request_latency_s", 0.0))
+
+
+def orchestrated(fw: FrameworkProfile, orchestrator: str) -> FrameworkProfile:
+    """``fw``'s engine behind ``orchestrator``'s front end (module doc): its request latency in
+    place of the engine's own, where one is fitted; else ``fw`` as it is."""
+    entry = _server_latency().get(orchestrator)
+    if entry is None:
+        return fw
+    return replace(fw, request_latency_s=float(entry.get("request_latency_s", 0.0)),
+                   server_request_latency_s=0.0)
 
 
 AMD_VENDOR = "AMD"  # the catalog's ``vendor`` of AMD GPUs (hardware/data/accelerators)

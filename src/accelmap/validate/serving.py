@@ -33,7 +33,7 @@ from dataclasses import replace
 from typing import Any
 
 from accelmap.catalog import Catalog
-from accelmap.cost.framework import Framework, FrameworkProfile, release_stack
+from accelmap.cost.framework import Framework, FrameworkProfile, orchestrated, release_stack
 from accelmap.cost.framework import profile as framework_profile
 from accelmap.engine import System
 from accelmap.engine.formats import resolve_inference
@@ -138,6 +138,8 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str],
                                else Framework.EAGER, system.device.acc.vendor)
     except InputError as e:  # a stack the part does not run (ATOM on an NVIDIA GPU)
         return str(e)
+    if run.stack == "dynamo":  # Dynamo's front end in place of the engine's (cost/framework.py)
+        fw = orchestrated(fw, "dynamo")
     if run.scheduler_recv_interval is not None and fw.name is not Framework.SGLANG:
         return (f"scheduler_recv_interval is SGLang's --scheduler-recv-interval; "
                 f"{fw.name.value} has no such setting: drop the field")
