@@ -89,6 +89,13 @@ class CpComm(StrEnum):
     ALL_GATHER = "allgather"
 
 
+# CpComm's words: Megatron's (``p2p``, ``allgather``) and as people write them; the CLI, the
+# API, plan files and the run format (validate/canonical.py) read these
+CP_COMM_WORDS: dict[str, CpComm] = {
+    "p2p": CpComm.P2P, "ring": CpComm.P2P, "allgather": CpComm.ALL_GATHER,
+    "all-gather": CpComm.ALL_GATHER, "all_gather": CpComm.ALL_GATHER}
+
+
 class Offload(StrEnum):
     NONE = "none"
     CPU = "cpu"  # ZeRO-Offload (Ren et al. 2021)
@@ -411,7 +418,7 @@ class Mapping:
         if self.tp_comm_overlap:
             parts.append("tp-overlap")
         if self.cp_comm is not CpComm.P2P:
-            parts.append(f"cp-comm={CpComm(self.cp_comm).value}")
+            parts.append(f"cp-comm={self.cp_comm.value}")
         parts.append(f"recompute={self.policy.value}")
         if self.offloads_optimizer or self.offloads_params:
             parts.append("offload")
@@ -435,7 +442,7 @@ class Mapping:
         if self.tp_comm_overlap:
             out["tp_comm_overlap"] = True
         if self.cp_comm is not CpComm.P2P:
-            out["cp_comm"] = CpComm(self.cp_comm).value
+            out["cp_comm"] = self.cp_comm.value
         return out | self._split_dict()
 
     def to_dicts(self, index: Any) -> list[dict[str, Any]]:
@@ -473,7 +480,7 @@ class Mapping:
             if tpo[i]:
                 row["tp_comm_overlap"] = True
             if self.cp_comm is not CpComm.P2P:
-                row["cp_comm"] = CpComm(self.cp_comm).value
+                row["cp_comm"] = self.cp_comm.value
             row |= {k: v[i] for k, v in split.items() if v[i] is not None}
             row |= {k: True for k, v in flags.items() if v[i]}
             out.append(row)
@@ -519,17 +526,14 @@ class Mapping:
 
 
 def cp_comm(value: object) -> CpComm:
-    """A CpComm from its word as Megatron spells it (``p2p``, ``allgather``) or as people
-    write it (``ring``, ``all-gather``, ``all_gather``); an InputError names the words."""
+    """A CpComm from its word (``CP_COMM_WORDS``, any case); an InputError names the words."""
     if isinstance(value, CpComm):
         return value
-    word = str(value).strip().lower().replace("-", "").replace("_", "")
-    word = {"ring": "p2p"}.get(word, word)
-    try:
-        return CpComm(word)
-    except ValueError:
+    word = CP_COMM_WORDS.get(str(value).strip().lower())
+    if word is None:
         raise InputError(f"--cp-comm {value!r}: the context-parallel K/V exchange is p2p (ring "
-                         "attention) or all-gather (Llama 3's; Megatron --cp-comm-type)") from None
+                         "attention) or all-gather (Llama 3's; Megatron --cp-comm-type)")
+    return word
 
 
 @functools.cache

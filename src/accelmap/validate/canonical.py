@@ -28,7 +28,7 @@ from accelmap.cost.schedules import Schedule
 from accelmap.errors import InputError
 from accelmap.files import MAX_TABLE_BYTES, parse_yaml, read_text
 from accelmap.hardware.scale_out import parse_scale_out
-from accelmap.mapping.plan import CpComm, ZeroStage
+from accelmap.mapping.plan import CP_COMM_WORDS, ZeroStage
 from accelmap.units import DType
 from accelmap.validate.cases import Arch, parse_number
 from accelmap.validate.resolve import parse_recompute, training_dtype
@@ -292,10 +292,6 @@ def _positive(name: str) -> FieldSpec:
     return FieldSpec(_int(name), "whole number >= 1")
 
 
-# the run format's words for Megatron's --cp-comm-type (mapping.plan.CpComm)
-CP_COMM = {"p2p": CpComm.P2P, "ring": CpComm.P2P, "all-gather": CpComm.ALL_GATHER,
-           "all_gather": CpComm.ALL_GATHER, "allgather": CpComm.ALL_GATHER}
-
 FIELDS: dict[str, FieldSpec] = {
     "id": FieldSpec(_text_field, "text; unique in the file (default: FILE:N)"),
     "source": FieldSpec(_text_field, "text: where the run was published"),
@@ -327,7 +323,7 @@ FIELDS: dict[str, FieldSpec] = {
                                    _suggest_recompute), "none | selective | full"),
     **{k: FieldSpec(_choice(k, {"true": True, "false": False}, _suggest_flag), "true | false")
        for k in ("sequence_parallel", "tp_comm_overlap", "flash_attention", "compile")},
-    "cp_comm": FieldSpec(_choice("cp_comm", CP_COMM, lambda t: None),
+    "cp_comm": FieldSpec(_choice("cp_comm", CP_COMM_WORDS, lambda t: None),
                          "p2p | all-gather (context-parallel K/V exchange: ring attention, "
                          "or Llama 3's all-gather; Megatron --cp-comm-type; not stated: p2p)"),
     "precision": FieldSpec(_choice("precision", PRECISIONS, _suggest_precision),
