@@ -97,6 +97,33 @@ class GradAccumulation(StrEnum):
         return self is GradAccumulation.FP32_COPY
 
 
+class PipeSends(StrEnum):
+    """How a pipeline stage sends its output on and its input gradient back.
+
+    - ``batched``: Megatron-LM's ``p2p_communication.py``: a stage's send and the receive it
+      waits for next (``send_forward_recv_backward`` ...) go out as one batched exchange, two a
+      micro-batch, each rank sending its 1/t of the tensor (``scatter_gather_tensors_in_
+      pipeline``) when the stack splits them (``memory.stack.MemoryStack.p2p_over_tp``).
+    - ``blocking``: DeepSpeed's ``PipelineEngine`` (``runtime/pipe/p2p.py``: ``send``/``recv``
+      assert ``async_op == False``; ``schedule.py`` ``TrainSchedule``): every send and every
+      receive is a blocking call of its own, issued in the schedule's order, so a stage's
+      stream waits for each neighbour in turn -- four transfers a micro-batch in series on a
+      busy stage, the activation's two and the gradient's two. Activations and gradients go
+      split over the tensor-parallel group (``PartitionedTensor``, all-gathered on arrival):
+      DeepSpeed from 0.5.4 (PR #1407, 2021-09-29, ``is_grad_partitioned``).
+    - ``blocking-whole-grad``: the same engine before DeepSpeed 0.5.4: the activation split,
+      but every tensor-parallel rank sends the whole input gradient back.
+    """
+
+    BATCHED = "batched"
+    BLOCKING = "blocking"
+    BLOCKING_WHOLE_GRAD = "blocking-whole-grad"
+
+    @property
+    def blocking(self) -> bool:
+        return self is not PipeSends.BATCHED
+
+
 class Fp8Scaling(StrEnum):
     """How an FP8 training recipe scales each GEMM input (torchao ``Float8LinearRecipeName``).
 
@@ -254,6 +281,8 @@ class Training:
     fp8_scaling: Fp8Scaling = Fp8Scaling.TENSORWISE  # of the FP8 GEMM inputs (dtype fp8)
     # a pass of its own per micro-batch adding the weight gradients up (GradAccumulation)
     grad_accumulation: GradAccumulation = GradAccumulation.FUSED
+    # how the pipeline's stage-to-stage sends run (PipeSends): the stack's engine
+    pp_sends: PipeSends = PipeSends.BATCHED
 
     def __post_init__(self) -> None:
         _positive("batch", self.batch)

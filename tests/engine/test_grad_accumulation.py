@@ -62,7 +62,7 @@ def test_megatron_deepspeed_stack_by_release_and_precision() -> None:
     assert training_stack("Megatron-LM (Jan 2021)") is Stack.MEGATRON_LM
     old, note = defaults_for(Stack.MEGATRON_DEEPSPEED, "0.6.1")
     new, _ = defaults_for(Stack.MEGATRON_DEEPSPEED, "0.6.2")
-    assert note is not None and "< 0.6.2" in note
+    assert note is not None and "0.5.4 to 0.6.1" in note
     # before PR #1801: autograd's 16-bit accumulation, reduced in 16 bits
     assert old.accumulation(DType.BF16) is GradAccumulation.AUTOGRAD
     assert old.gradient_dtype(DType.BF16) is DType.BF16
@@ -72,5 +72,7 @@ def test_megatron_deepspeed_stack_by_release_and_precision() -> None:
     assert new.gradient_dtype(DType.BF16) is DType.FP32
     assert new.accumulation(DType.FP16) is GradAccumulation.AUTOGRAD
     assert new.framework is Framework.MEGATRON and not new.sequence_parallel
-    assert defaults_for(Stack.MEGATRON_DEEPSPEED, year=2021)[0] is old
+    mid_2021 = defaults_for(Stack.MEGATRON_DEEPSPEED, year=2021)[0]
+    assert mid_2021.accumulation(DType.BF16) is GradAccumulation.AUTOGRAD
+    assert defaults_for(Stack.MEGATRON_DEEPSPEED, "0.5.3")[0] is mid_2021
     assert defaults_for(Stack.MEGATRON_DEEPSPEED, year=2022)[0] is new

@@ -39,6 +39,7 @@ from accelmap.workload import (
     LoraTarget,
     Optimizer,
     Phase,
+    PipeSends,
     Recompute,
     Sparsity,
     Training,
@@ -105,12 +106,14 @@ def training(batch: int, seq: int, dtype_: str | DType = "bf16", optimizer: str 
              tokens: str | float | None = None, finetune: Adapters | None = None,
              sparsity: str | Sparsity = "none",
              fp8_scaling: str | Fp8Scaling = "tensorwise",
-             grad_accumulation: str | GradAccumulation = "fused") -> Training:
+             grad_accumulation: str | GradAccumulation = "fused",
+             pp_sends: str | PipeSends = "batched") -> Training:
     """A training job: ``batch`` sequences of ``seq`` tokens per optimizer step; ``finetune``
     the LoRA/QLoRA adapters of a parameter-efficient fine-tune (``adapters``); ``sparsity``
     "2:4" runs the forward and dgrad GEMMs on 2:4-sparse weights (cost/sparsity.py);
     ``fp8_scaling`` "rowwise" is torchao's row-wise FP8 recipe (ops/recipes.py);
-    ``grad_accumulation`` the stack's pass adding micro-batch gradients up; QLoRA's
+    ``grad_accumulation`` the stack's pass adding micro-batch gradients up; ``pp_sends`` how
+    its pipeline sends between stages (``workload.PipeSends``); QLoRA's
     dtypes as ``Training.fine_tune`` sets them."""
     return Training.fine_tune(batch, seq, finetune, dtype(dtype_, "training"),
                               optimizer=choice(Optimizer, optimizer, "optimizer"),
@@ -119,7 +122,8 @@ def training(batch: int, seq: int, dtype_: str | DType = "bf16", optimizer: str 
                               sparsity=choice(Sparsity, sparsity, "sparsity"),
                               fp8_scaling=choice(Fp8Scaling, fp8_scaling, "FP8 scaling"),
                               grad_accumulation=choice(GradAccumulation, grad_accumulation,
-                                                       "gradient accumulation"))
+                                                       "gradient accumulation"),
+                              pp_sends=choice(PipeSends, pp_sends, "pipeline sends"))
 
 
 # named target sets for ``--lora-targets`` (besides a comma list of q, k, v, o, gate, up,

@@ -104,6 +104,7 @@ class EstimateRequest:
     sparsity: str = "none"
     fp8_scaling: str = "tensorwise"
     grad_accumulation: str = "fused"
+    pp_sends: str = "batched"
     scale_out: str | None = None
     tp: int | None = None
     pp: int | None = None
@@ -174,7 +175,7 @@ def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
     if r.train:
         wl = training(r.batch, r.seq, train_dtype, r.optimizer, r.recompute, r.flash, r.tokens,
                       finetune=ft, sparsity=r.sparsity, fp8_scaling=r.fp8_scaling,
-                      grad_accumulation=r.grad_accumulation)
+                      grad_accumulation=r.grad_accumulation, pp_sends=r.pp_sends)
         return spec, system, wl, mapping(
             system, wl, tp=_one(r.tp), pp=_one(r.pp), dp=r.dp, cp=r.cp, ep=_one(r.ep),
             zero=r.zero, micro_batch=r.micro_batch, vpp=r.vpp, schedule=r.schedule,
@@ -190,6 +191,9 @@ def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
     if r.grad_accumulation.strip().lower() != "fused":
         raise InputError("--grad-accumulation is a training option (how the stack adds "
                          "micro-batch gradients up): add --train, or drop it")
+    if r.pp_sends.strip().lower() != "batched":
+        raise InputError("--pp-sends is a training option (how the pipeline's stages send to "
+                         "each other): add --train --pp N, or drop it")
     context_warnings(spec, prompt=r.prompt, output=r.output)  # serving past it: refused
     inf = inference(r.batch, r.prompt, r.output, r.weights, r.kv, r.group, r.flash,
                     sparsity=r.sparsity, moe_weights=r.moe_weights)

@@ -112,6 +112,13 @@ GradAccumulationOpt = Annotated[str, typer.Option(
     "micro-batch: DeepSpeed's fp16 pipeline) or fp32-copy (DeepSpeed's BF16_Optimizer: a "
     "cast and fp32 add per micro-batch, Megatron-DeepSpeed bf16 runs such as BLOOM).")]
 
+PipeSendsOpt = Annotated[str, typer.Option(
+    "--pp-sends", help="How pipeline stages send to each other (with --train --pp N): batched "
+    "(Megatron: a send and the opposite receive in one exchange), blocking (DeepSpeed's "
+    "pipeline engine: each send and receive a blocking call, four transfers a micro-batch in "
+    "series) or blocking-whole-grad (DeepSpeed before 0.5.4: each tp rank sends the whole "
+    "input gradient back, as MT-NLG's 2021 run did).")]
+
 
 # said where no band exists (a class or stack with fewer than 8 similar published runs):
 # a figure is never printed as if its error were known
@@ -329,6 +336,7 @@ class EstimateArgs:
     sparsity: str
     fp8_scaling: str
     grad_accumulation: str
+    pp_sends: str
     imbalance: float
     cluster: str | None
     scale_out: str | None
@@ -395,7 +403,8 @@ def estimate_cmd(
     tokens: TokensOpt = None, finetune: FinetuneOpt = "full", lora_rank: LoraRankOpt = None,
     lora_targets: LoraTargetsOpt = None, sparsity: SparsityOpt = "none",
     fp8_scaling: Fp8ScalingOpt = "tensorwise",
-    grad_accumulation: GradAccumulationOpt = "fused", imbalance: ImbalanceOpt = 1.0,
+    grad_accumulation: GradAccumulationOpt = "fused", pp_sends: PipeSendsOpt = "batched",
+    imbalance: ImbalanceOpt = 1.0,
     cluster: ClusterOpt = None, scale_out: ScaleOutOpt = None, tp: TpOpt = None,
     pp: PpOpt = None,
     dp: DpOpt = None, cp: CpOpt = 1, ep: EpOpt = None, zero: ZeroOpt = None,
@@ -441,6 +450,9 @@ def estimate_cmd(
       accelmap estimate llama-3.1-8b --hw h100-sxm5-80gb --serve --batch 64 --sparsity 2:4
       accelmap estimate llama-3.1-70b --cluster 32xH100 --train --dtype fp8 --fp8-scaling \
           rowwise --tp 8 --zero 3 --batch 512 --seq 8192 --recompute full
+      accelmap estimate megatron-529.6b --cluster 280xdgx-a100 --train --tp 8 --pp 35 \
+          --zero 1 --batch 1920 --recompute full --grad-accumulation autograd \
+          --pp-sends blocking-whole-grad   (MT-NLG on DeepSpeed's 2021 pipeline engine)
       accelmap estimate llama-3.1-70b --cluster 1x2xh100-sxm5-80gb --serve --tp 2 \
           --scenario offline --prompt 1000 --output 1000 --weights fp8 --framework tensorrt-llm
       accelmap estimate llama-3.1-70b --cluster dgx-h100 --serve --tp 8 --rate 5 \

@@ -71,7 +71,7 @@ from accelmap.models.schema import ModelSpec
 from accelmap.ops.graph import Op, Unit
 from accelmap.ops.training import grad_accumulation_ops, optimizer_ops
 from accelmap.units import Num
-from accelmap.workload import LoraTarget, Recompute, Training
+from accelmap.workload import LoraTarget, PipeSends, Recompute, Training
 
 # Host link when the catalog entry lists none: PCIe 4.0 x16, 16 GT/s x 16 lanes ~ 32 GB/s raw,
 # ~16 GB/s achieved for pinned transfers in one direction is a conservative middle.
@@ -365,17 +365,8 @@ def _communication(prof: LayerProfile, system: System, wl: Training, overlap: Ov
     ep_t = 4 * np.ceil(prof.n_moe_layers / st.pp) * ct["ep"]
     comm["ep"] = ep_t
     exposed["ep"] = 0.0 * ep_t if overlap.ep_all_to_all else ep_t
-    # PP: activations out and gradients back, once per micro-batch and model chunk (a device
-    # with v chunks sends each chunk's output on and its input gradient back, Narayanan et al.
-    # 2021 sec. 2.2.2: interleaving "increases the amount of communication" v times); with
-    # the sends overlapped (Megatron-Core runs them asynchronously beside the next chunk, for
-    # interleaved schedules only: megatron/training/arguments.py turns overlap_p2p_comm off
-    # without virtual stages), only what outlasts a micro-batch's compute waits
-    v = np.asarray(m.virtual_stages, dtype=float)
-    pp_t = np.where(single, 0.0, 2 * v * ct["pp"])
+    pp_t, exposed["pp"] = _pipeline_sends(wl, overlap, m, st, ct, stack)
     comm["pp"] = pp_t
-    p2p = stack.p2p_overlap if overlap.pp_p2p is None else overlap.pp_p2p
-    exposed["pp"] = np.where(p2p & (v > 1), np.maximum(pp_t - (t_fwd + t_bwd), 0.0), pp_t)
     # DualPipe runs each forward chunk beside another micro-batch's backward chunk, each
     # hiding the other's all-to-all and stage-to-stage sends (DeepSeek-V3 sec. 3.2.1, "both
     # all-to-all and PP communication can be fully hidden"): what outlasts the pair's compute
@@ -588,6 +579,38 @@ def frozen_per_device(prof: LayerProfile, pp: Num) -> Num:
             + np.where(np.asarray(pp) <= 1, prof.head_frozen_bytes, 0))
 
 
+def _pipeline_sends(wl: Training, overlap: OverlapPolicy, m: Mapping, st: StageTimes,
+                    ct: dict[str, Num], stack: MemoryStack) -> tuple[Num, Num]:
+    """PP, a micro-batch: activations out and gradients back, once per model chunk (a device
+    with v chunks sends each chunk's output on and its input gradient back, Narayanan et al.
+    2021 sec. 2.2.2: interleaving "increases the amount of communication" v times), and what
+    of it is exposed. With the sends overlapped (Megatron-Core runs them asynchronously beside
+    the next chunk, for interleaved schedules only: megatron/training/arguments.py turns
+    overlap_p2p_comm off without virtual stages), only what outlasts a micro-batch's compute
+    waits; blocking sends (DeepSpeed's engine, workload.PipeSends) never overlap."""
+    v = np.asarray(m.virtual_stages, dtype=float)
+    pp_t = np.where(st.single, 0.0, v * stage_sends(wl.pp_sends, ct, st.pp))
+    p2p = (stack.p2p_overlap if overlap.pp_p2p is None else overlap.pp_p2p) \
+        and not wl.pp_sends.blocking
+    return pp_t, np.where(p2p & (v > 1), np.maximum(pp_t - (st.fwd + st.bwd), 0.0), pp_t)
+
+
+def stage_sends(sends: PipeSends, ct: dict[str, Num], pp: Num) -> Num:
+    """The stage-to-stage transfers one micro-batch of one model chunk waits for on a busy
+    stage (``ct``: _collective_times). Batched (Megatron): its activation out and its gradient
+    back, one exchange each. Blocking (DeepSpeed's ``TrainSchedule``, every send and receive a
+    call of its own): a middle stage waits for its input to arrive and its output to leave,
+    its output's gradient to arrive and its input's to leave -- each transfer twice, once on
+    each of the two stages it joins; with two stages, neither has both neighbours and each
+    transfer is waited for once. A discrete-event run of the schedule agrees to within three
+    transfers a step (tests/engine/test_pipe_sends.py). Before DeepSpeed 0.5.4 the gradient
+    went whole."""
+    if sends is PipeSends.BATCHED:
+        return 2 * ct["pp"]
+    grad = ct["pp_whole"] if sends is PipeSends.BLOCKING_WHOLE_GRAD else ct["pp_part"]
+    return np.where(np.asarray(pp) > 2, 2.0, 1.0) * (ct["pp_part"] + grad)
+
+
 def _collective_times(cluster: Any, m: Mapping, prof: LayerProfile, a: float, g: float,
                       p2p_over_tp: bool = False) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Every collective a step needs, for each (pp, dp) pair. They depend on nothing else once
@@ -649,6 +672,11 @@ def _collective_times(cluster: Any, m: Mapping, prof: LayerProfile, a: float, g:
         "ep": links["ep"].time(Collective.ALL_TO_ALL, T * prof.top_k * d * a),
         "pp": links["pp"].time(Collective.SEND_RECV, T * d * a / np.where(split, tp, 1))
         + gather,
+        # DeepSpeed's PartitionedTensor: 1/t of the tensor from each rank, all-gathered over
+        # the tp group on arrival; and the whole tensor from each rank (workload.PipeSends)
+        "pp_part": links["pp"].time(Collective.SEND_RECV, T * d * a / np.asarray(tp))
+        + np.where(np.asarray(tp) > 1, links["tp"].time(Collective.ALL_GATHER, T * d * a), 0.0),
+        "pp_whole": links["pp"].time(Collective.SEND_RECV, T * d * a),
         "dp_ag": links["dp"].time(Collective.ALL_GATHER, p_dev * a),
         "dp_rs": links["dp"].time(Collective.REDUCE_SCATTER, p_dev * g),
         "dp_ar": links["dp"].time(Collective.ALL_REDUCE, p_dev * g),
@@ -701,7 +729,9 @@ def train_step(spec: ModelSpec, system: System, wl: Training, m: Mapping,
         *_mesh_note(m, cluster),
         f"framework {fw.name.value}; overlap {overlap}",
         f"pipeline schedule {Schedule(str(m.schedule)).value}, "
-        f"{round(float(d.micro_batches))} micro-batches, bubble {bubble:.3f} of ideal",
+        f"{round(float(d.micro_batches))} micro-batches, bubble {bubble:.3f} of ideal"
+        + ("" if wl.pp_sends is PipeSends.BATCHED or m.pp <= 1 else
+           f", stage sends {wl.pp_sends.value} (each waited for on both of its stages)"),
         *_stage_notes(m, d),
         *device_notes(dev, wl.dtype, fw),
         *prof.host_notes,

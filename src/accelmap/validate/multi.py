@@ -52,7 +52,7 @@ from accelmap.validate.stacks import (
 )
 from accelmap.validate.transcribe import from_case, read_metric
 from accelmap.validate.transcribe import hardware_flops_meant as hardware_flops_meant
-from accelmap.workload import Fp8Scaling, GradAccumulation, Inference, Training
+from accelmap.workload import Fp8Scaling, GradAccumulation, Inference, PipeSends, Training
 
 NOT_FIT = "published configuration predicted NOT to fit"
 FP8_NOTE = ("FP8: linear layers at the FP8 rate; attention, vector ops and stored activations "
@@ -209,13 +209,13 @@ def plan_run(run: TrainingRun, catalog: Catalog
     wl = Training(batch=lay.run_global_batch(run, m, notes), seq_len=run.seq_len, dtype=dtype,
                   adapters=adapters,
                   grad_dtype=run.grad_reduce or opt.grad_dtype or d.gradient_dtype(dtype),
-                  grad_accumulation=d.accumulation(dtype),
+                  grad_accumulation=d.accumulation(dtype), pp_sends=d.pp_sends,
                   recompute=m.recompute, flash_attention=flash, dropout=d.dropout,
                   state_dtype=opt.state_dtype, master_dtype=opt.master_dtype,
                   master_remainders=opt.master_remainders,
                   fp8_params=opt.fp8_params and dtype is DType.FP8, loss=d.loss,
                   fp8_scaling=run.fp8_scaling or Fp8Scaling.TENSORWISE)
-    notes += _accumulation_note(wl, d)
+    notes += _accumulation_note(wl, d) + _sends_note(wl, m, d)
     overlap = _overlap(d, m)
     prof = stack_profile(d, fw, model.value)
     notes.append(f"mapping {m.describe()}, global batch {wl.batch}, framework {fw.value}"
@@ -237,6 +237,16 @@ def _accumulation_note(wl: Training, d: StackDefaults) -> list[str]:
     return [f"gradient accumulation {wl.grad_accumulation.value}: a pass of "
             f"{wl.grad_accumulation.bytes_per_param:g} bytes per parameter per micro-batch "
             f"({d.source})"]
+
+
+def _sends_note(wl: Training, m: Mapping, d: StackDefaults) -> list[str]:
+    """The stack's blocking pipeline sends, when it has them (workload.PipeSends)."""
+    if wl.pp_sends is PipeSends.BATCHED or m.pp <= 1:
+        return []
+    whole = ", each tp rank sending the whole input gradient back" \
+        if wl.pp_sends is PipeSends.BLOCKING_WHOLE_GRAD else ""
+    return [f"pipeline sends {wl.pp_sends.value}: every send and receive a blocking call of "
+            f"its own, each transfer waited for on both of its stages{whole} ({d.release})"]
 
 
 def _accumulate_to_fit(plan: TrainingPlan, notes: list[str]) -> TrainingPlan:

@@ -82,7 +82,9 @@ and the run's year picks); a ``YY.MM`` version of any stack is a container relea
   ``PipelineEngine`` and optimizer: MT-NLG 530B, BLOOM 176B, GPT-NeoX): Megatron's fused
   kernels without sequence parallelism or FlashAttention (the forks of 2021-2022), DeepSpeed
   activation checkpointing of every layer (``recompute: full``), ZeRO-1, the pipeline's
-  blocking sends, the gradient reduction after the backward. Its gradient accumulation is a
+  blocking sends (``workload.PipeSends``: every send and receive a call of its own, four
+  transfers a micro-batch in series; before DeepSpeed 0.5.4 each tp rank sends the whole input
+  gradient back), the gradient reduction after the backward. Its gradient accumulation is a
   pass of its own per micro-batch (``workload.GradAccumulation``): before DeepSpeed 0.6.2
   (2022-04) the 16-bit ``.grad`` by autograd, reduced in 16 bits; from PR #1801 (v0.6.2) a
   bf16 run's ``BF16_Optimizer`` adds each micro-batch's gradients into fp32 copies and
@@ -104,7 +106,7 @@ from accelmap.cost.framework import Framework, FrameworkProfile, eager_passes_fo
 from accelmap.cost.framework import profile as framework_profile
 from accelmap.mapping.plan import ZeroStage, balanced_split
 from accelmap.units import DType
-from accelmap.workload import GradAccumulation, Loss, Recompute
+from accelmap.workload import GradAccumulation, Loss, PipeSends, Recompute
 
 
 class Stack(StrEnum):
@@ -197,6 +199,8 @@ class StackDefaults:
     grad_accumulation: GradAccumulation = GradAccumulation.FUSED
     bf16_grad_accumulation: GradAccumulation | None = None
     bf16_grad_dtype: DType | None = None  # a bf16 run's gradient reduction, when it differs
+    # how the pipeline engine sends between stages (workload.PipeSends)
+    pp_sends: PipeSends = PipeSends.BATCHED
 
     def accumulation(self, dtype: DType | None) -> GradAccumulation:
         """The stack's gradient accumulation for a run in ``dtype``."""
@@ -333,7 +337,9 @@ _DEEPSPEED = StackDefaults(
     source="DeepSpeed defaults: config docs, zero_optimization.stage 0, overlap_comm false",
     overlap_grad_reduce=False, release="DeepSpeed 0.x")
 # Megatron-DeepSpeed before DeepSpeed 0.6.2: fp16 with DeepSpeed's ZeRO-1 optimizer under the
-# pipeline engine; gradients accumulate in the 16-bit .grad and are reduced in 16 bits
+# pipeline engine; gradients accumulate in the 16-bit .grad and are reduced in 16 bits; the
+# engine's sends block, and before 0.5.4 each tp rank sends the whole input gradient back
+# (runtime/pipe/engine.py: is_grad_partitioned = False until PR #1407, 2021-09-29)
 _MEGATRON_DEEPSPEED_2021 = StackDefaults(
     Stack.MEGATRON_DEEPSPEED, Framework.MEGATRON, recompute=_FULL, flash_attention=False,
     sequence_parallel=False, zero=ZeroStage.OPTIMIZER, micro_batch=1, tp_comm_overlap=False,
@@ -342,11 +348,16 @@ _MEGATRON_DEEPSPEED_2021 = StackDefaults(
            "DeepSpeed activation checkpointing, Megatron's fused kernels",
     overlap_grad_reduce=False, precision=DType.FP16, split_model_parallel=True,
     release="Megatron-DeepSpeed with DeepSpeed < 0.6.2", overlap_p2p=False,
-    grad_accumulation=GradAccumulation.AUTOGRAD, bf16_grad_dtype=DType.BF16)
+    grad_accumulation=GradAccumulation.AUTOGRAD, bf16_grad_dtype=DType.BF16,
+    pp_sends=PipeSends.BLOCKING_WHOLE_GRAD)
+# DeepSpeed 0.5.4 (2021-10-06) to 0.6.1: gradients sent split over the tp group as well
+_MEGATRON_DEEPSPEED_2021_Q4 = replace(
+    _MEGATRON_DEEPSPEED_2021, release="Megatron-DeepSpeed with DeepSpeed 0.5.4 to 0.6.1",
+    pp_sends=PipeSends.BLOCKING)
 # from DeepSpeed 0.6.2 (PR #1801, 2022-04-19, built for BLOOM): bf16 through BF16_Optimizer,
 # fp32 gradient copies added up per micro-batch and all-reduced in fp32
 _MEGATRON_DEEPSPEED_2022 = replace(
-    _MEGATRON_DEEPSPEED_2021, precision=DType.BF16,
+    _MEGATRON_DEEPSPEED_2021_Q4, precision=DType.BF16,
     source="Megatron-DeepSpeed 2022 defaults: DeepSpeed PipelineEngine, BF16_Optimizer (its "
            "own ZeRO-1) for bf16, DeepSpeed activation checkpointing, Megatron's fused kernels",
     release="Megatron-DeepSpeed with DeepSpeed >= 0.6.2",
@@ -377,6 +388,7 @@ ERAS: dict[Stack, tuple[Era, ...]] = {
                        Era((2025, 4), _TORCHTITAN)),
     Stack.DEEPSPEED: (Era(None, _DEEPSPEED),),
     Stack.MEGATRON_DEEPSPEED: (Era(None, _MEGATRON_DEEPSPEED_2021),
+                               Era((2021, 10), _MEGATRON_DEEPSPEED_2021_Q4),
                                Era((2022, 4), _MEGATRON_DEEPSPEED_2022)),
     Stack.FSDP: (Era(None, _FSDP),),
     Stack.OTHER: (Era(None, _OTHER),),
@@ -460,9 +472,11 @@ def release_date(stack: Stack, version: str) -> tuple[int, int] | str | None:
         if major == 0:  # 0.0-0.3 released in 2023, 0.4 in January 2024 (GitHub releases)
             return (2023, MID_YEAR) if minor < 4 else (2024, 1)
     elif stack is Stack.MEGATRON_DEEPSPEED:
-        if major == 0:  # DeepSpeed's own tags: PR #1801 (bf16 + pipeline) came after v0.6.1
+        if major == 0:  # DeepSpeed's own tags: PR #1407 (split gradient sends) in v0.5.4,
+            # PR #1801 (bf16 + pipeline) after v0.6.1
             patch = int(m.group(3) or 0)
-            return (2021, MID_YEAR) if (minor, patch) < (6, 2) else (2022, 4)
+            return ((2021, MID_YEAR) if (minor, patch) < (5, 4) else
+                    (2021, 10) if (minor, patch) < (6, 2) else (2022, 4))
     elif stack is Stack.TORCHTITAN:
         if major == 0 and minor >= 1:  # v0.1.0 2025-06-17, v0.2.0 2025-10-17 (git tags)
             return (2025, 6) if minor == 1 else (2025, 10)

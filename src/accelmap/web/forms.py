@@ -40,6 +40,9 @@ class EstimateForm(_Form):
     grad_accumulation: str = Field("fused", description="Training: how the stack adds "
                                    "micro-batch gradients up: fused, autograd or fp32-copy "
                                    "(DeepSpeed's BF16_Optimizer).")
+    pp_sends: str = Field("batched", description="Training: how pipeline stages send to each "
+                          "other: batched (Megatron), blocking (DeepSpeed's pipeline engine) "
+                          "or blocking-whole-grad (DeepSpeed before 0.5.4).")
     weights: str = "bf16"
     kv: str | None = None
     group: int = Field(128, ge=1, le=BIG)
