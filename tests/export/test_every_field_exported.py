@@ -88,6 +88,7 @@ VARIANTS: dict[PlanKind, dict[str, dict[str, Any]]] = {
         "shard_group": {"mapping": {"zero": 3, "shard_group": 2}},
         "tp_comm_overlap": {"mapping": {"tp_comm_overlap": True}},
         "cp_comm": {"mapping": {"dp": 2, "cp": 2, "cp_comm": "allgather"}},
+        "offload_activations": {"mapping": {"dp": 2, "pp": 2, "offload_activations": 4}},
     },
     PlanKind.SERVE: {
         "kind": {},

@@ -206,12 +206,14 @@ def mapping(system: System, workload: Training, *, tp: int = 1, pp: int = 1,
             tp_overlap: bool = False, force_tp: bool = False, shard_group: int | None = None,
             offload: str | Offload | None = None, first_stage_layers: int | None = None,
             last_stage_layers: int | None = None, embedding_in_split: bool = False,
-            loss_in_split: bool = False, cp_comm: str | CpComm = CpComm.P2P) -> Mapping:
+            loss_in_split: bool = False, cp_comm: str | CpComm = CpComm.P2P,
+            offload_activations: int = 0) -> Mapping:
     """A training mapping on ``system``: names parsed here, every default applied by
     ``Mapping.training`` (dp filling the system, ZeRO, micro-batch, schedule, a wafer's weight
     streaming); the workload's recompute wish is settled by the engine. The pipeline split
     follows Megatron-LM's arguments (``Mapping.stage_layers``): the first/last stage's layers,
-    or the embedding/loss counted as layers."""
+    or the embedding/loss counted as layers; ``offload_activations`` layers of each stage keep
+    their activations in host memory (Megatron-Core --cpu-offloading-num-layers)."""
     if zero is not None and int(zero) not in (0, 1, 2, 3):
         raise InputError(f"zero={zero}: the ZeRO stage is 0, 1, 2 or 3")
     return Mapping.training(
@@ -225,7 +227,7 @@ def mapping(system: System, workload: Training, *, tp: int = 1, pp: int = 1,
         force_tp_across_nodes=force_tp, shard_group=shard_group,
         first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
         embedding_in_split=embedding_in_split, loss_in_split=loss_in_split,
-        cp_comm=parse_cp_comm(cp_comm))
+        cp_comm=parse_cp_comm(cp_comm), offload_activations=offload_activations)
 
 
 def check_one_device(system: System, hw: str | None, **degrees: int | None) -> None:

@@ -118,6 +118,7 @@ class EstimateRequest:
     sequence_parallel: bool = True
     tp_overlap: bool = False
     cp_comm: str = "p2p"
+    offload_activations: int = 0
     force_tp: bool = False
     replicas: int | None = None
     first_stage_layers: int | None = None
@@ -180,6 +181,7 @@ def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
             system, wl, tp=_one(r.tp), pp=_one(r.pp), dp=r.dp, cp=r.cp, ep=_one(r.ep),
             zero=r.zero, micro_batch=r.micro_batch, vpp=r.vpp, schedule=r.schedule,
             sequence_parallel=r.sequence_parallel, tp_overlap=r.tp_overlap, cp_comm=r.cp_comm,
+            offload_activations=r.offload_activations,
             force_tp=r.force_tp, first_stage_layers=r.first_stage_layers,
             last_stage_layers=r.last_stage_layers, embedding_in_split=r.embedding_in_split,
             loss_in_split=r.loss_in_split)
@@ -191,6 +193,9 @@ def estimate_inputs(req: EstimateRequest, catalog: Catalog | None = None,
     if r.grad_accumulation.strip().lower() != "fused":
         raise InputError("--grad-accumulation is a training option (how the stack adds "
                          "micro-batch gradients up): add --train, or drop it")
+    if r.offload_activations:
+        raise InputError("--offload-activations is a training option (layers whose saved "
+                         "activations go to host memory): add --train, or drop it")
     if r.pp_sends.strip().lower() != "batched":
         raise InputError("--pp-sends is a training option (how the pipeline's stages send to "
                          "each other): add --train --pp N, or drop it")

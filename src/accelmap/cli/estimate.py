@@ -199,6 +199,10 @@ LossInSplitOpt = Annotated[bool, typer.Option(
 CpCommOpt = Annotated[str, typer.Option(
     "--cp-comm", help="Context-parallel K/V exchange: p2p (ring attention, hidden behind "
     "attention) or all-gather (Llama 3's, exposed; Megatron --cp-comm-type).")]
+OffloadActivationsOpt = Annotated[int, typer.Option(
+    "--offload-activations", min=0, help="Layers per pipeline stage whose saved activations go "
+    "to host memory in the forward and come back for the backward (Megatron-Core "
+    "--cpu-offloading-num-layers; Grace parts over NVLink-C2C).")]
 NoSpOpt = Annotated[bool, typer.Option("--no-sp", help="Disable sequence parallelism.")]
 TpOverlapOpt = Annotated[bool, typer.Option("--tp-overlap", help="Overlap TP communication "
                                             "with GEMMs.")]
@@ -356,6 +360,7 @@ class EstimateArgs:
     no_sp: bool
     tp_overlap: bool
     cp_comm: str
+    offload_activations: int
     force_tp: bool
     replicas: int | None
     dp_attention: bool
@@ -412,6 +417,7 @@ def estimate_cmd(
     first_stage_layers: FirstStageLayersOpt = None, last_stage_layers: LastStageLayersOpt = None,
     embedding_in_split: EmbeddingInSplitOpt = False, loss_in_split: LossInSplitOpt = False,
     no_sp: NoSpOpt = False, tp_overlap: TpOverlapOpt = False, cp_comm: CpCommOpt = "p2p",
+    offload_activations: OffloadActivationsOpt = 0,
     force_tp: ForceTpOpt = False, replicas: ReplicasOpt = None,
     dp_attention: DpAttentionOpt = False,
     scenario: ScenarioOpt = None, rate: RateOpt = None,

@@ -175,7 +175,7 @@ OPTIONAL_SERVE_KEYS = ("max_batched_tokens",)  # offline/server scenario plans
 # written only when they differ from the default (Mapping.to_dict)
 OPTIONAL_TRAIN_KEYS = ("schedule", "first_stage_layers", "last_stage_layers",
                        "embedding_in_split", "loss_in_split", "shard_group", "tp_comm_overlap",
-                       "cp_comm")
+                       "cp_comm", "offload_activations")
 
 
 def plan_mapping_dict(mapping: Mapping, serving: ServingChoice | None) -> dict[str, Any]:

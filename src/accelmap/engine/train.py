@@ -435,15 +435,14 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     # DualPipe's two model copies: a device reduces and updates both of its stages
     p_dev = params_per_device(prof, st.pp) * np.where(dualpipe(m), 2, 1)
     c = _communication(prof, system, wl, overlap, m, st, micro, p_dev, memory_stack(fw.name))
-    ex = c.exposed
     t_acc = _accumulation_time(p_dev, wl, dev, fw, micro)
-    per_mb = t_fwd + t_bwd + ex["tp"] + ex["cp"] + ex["ep"] + ex["pp"] + c.z3_mb + t_acc
+    host = _host_bandwidth(dev)
+    ex = {**c.exposed, "act_offload": _activation_offload(prof, m, st, host)}
+    per_mb = (t_fwd + t_bwd + ex["tp"] + ex["cp"] + ex["ep"] + ex["pp"] + ex["act_offload"]
+              + c.z3_mb + t_acc)
     opt_shards = np.where(np.asarray(m.zero) >= 1, m.zero_shards, 1)
     opt_ops = optimizer_ops(p_dev / opt_shards, wl)
     t_opt = total_time(time_ops(opt_ops, dev, fw))
-    stream = external_link_bandwidth(dev.acc)  # weight streaming (cost/execution.py)
-    host = (stream[0] if stream else dev.acc.bandwidth_per_direction(LinkRole.HOST)
-            or HOST_FALLBACK_BW)
     # ZeRO-Offload (Ren et al. 2021): gradients go to the host, updated parameters come back
     t_opt = t_opt + np.where(m.offloads_optimizer,
                              2 * p_dev / opt_shards * wl.grad_dtype.bytes / host, 0.0)
@@ -483,7 +482,7 @@ def compose(prof: LayerProfile, system: System, wl: Training, fw: FrameworkProfi
     hw_flops = model_flops + prof.layer_recompute_flops * L * micro * dp * tp * cp
     energy = ((prof.layer_energy_j * L + prof.ends_energy_j) * micro * dp * tp * cp
               + op_energy_j(opt_ops, dev.acc.device_memory.kind) * world)
-    per_step = ("tp", "cp", "ep", "pp")  # per micro-batch above: times the micro-batches
+    per_step = ("tp", "cp", "ep", "pp", "act_offload")  # per micro-batch: x micro-batches
     return replace(figures, detail=StepDetail(
         hfu=hw_flops / (step * world * peak),
         tflops_per_device=model_flops / step / world / 1e12,
@@ -538,7 +537,8 @@ def _peak_stage_memory(prof: LayerProfile, wl: Training, m: Mapping, st: StageTi
     layers = np.where(is_first, st.first_layers, np.where(is_mid, st.middle_layers,
                                                           st.last_layers))
     in_flight = np.where(is_first, held[0], np.where(is_mid, held[1], held[2]))
-    acts = la * layers * in_flight + dual_end * la * st.last_layers * held[2]
+    acts = (la * (layers - offloaded_layers(m, layers)) * in_flight
+            + dual_end * la * st.last_layers * held[2])
     ends = ((is_first * prof.embed_act_bytes + (last_like & ~dual_end) * prof.head_act_bytes)
             * in_flight + dual_end * prof.head_act_bytes * held[2])
     logits = last_like * prof.logits_bytes
@@ -561,6 +561,32 @@ def _peak_stage_memory(prof: LayerProfile, wl: Training, m: Mapping, st: StageTi
                 + last_like * prof.head_frozen_bytes),
         frozen_layer=prof.layer_frozen_bytes)
     return items, is_first, is_mid
+
+
+def _host_bandwidth(dev: Any) -> float:
+    """Bytes/s per direction to where offloaded state lives: the external tier of a
+    weight-streaming part (cost/execution.py), else the host link."""
+    stream = external_link_bandwidth(dev.acc)
+    return float(stream[0] if stream else dev.acc.bandwidth_per_direction(LinkRole.HOST)
+                 or HOST_FALLBACK_BW)
+
+
+def offloaded_layers(m: Mapping, layers: Num) -> Num:
+    """Layers of a stage whose saved activations sit in host memory (Mapping.
+    offload_activations): at most all but the stage's last, whose backward follows its
+    forward at once (Transformer Engine's CPU offload context keeps it on the device)."""
+    return np.minimum(m.offload_activations, np.maximum(np.asarray(layers, dtype=float) - 1, 0))
+
+
+def _activation_offload(prof: LayerProfile, m: Mapping, st: StageTimes, host_bw: float) -> Num:
+    """What a micro-batch waits for of its offloaded activations on the critical stage: they
+    leave over the host link during the forward and come back ahead of the backward, each
+    overlapped with that pass's compute (Transformer Engine's offload runs on its own stream,
+    a layer ahead); only a transfer that outlasts its pass is exposed."""
+    if not m.offload_activations:
+        return 0.0
+    move = prof.layer_act_bytes * offloaded_layers(m, st.critical_layers) / host_bw
+    return np.maximum(move - st.fwd, 0.0) + np.maximum(move - st.bwd, 0.0)
 
 
 def params_per_device(prof: LayerProfile, pp: Num) -> Num:

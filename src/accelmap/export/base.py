@@ -309,6 +309,10 @@ SPLIT_REASON = ("the export splits layers evenly over the stages; an uneven spli
 CP_COMM_REASON = ("the framework's context parallelism exchanges K and V its own way (a ring, or "
                   "PyTorch's all-gather overlapped with the local chunk); Llama 3's exposed "
                   "all-gather (cp_comm=allgather) is Megatron-Core's --cp-comm-type allgather")
+ACT_OFFLOAD_REASON = ("the framework keeps every layer's saved activations on the device; "
+                      "Megatron-Core's per-layer offload to host memory (offload_activations, "
+                      "--cpu-offloading-num-layers) has no key here, and without it the plan's "
+                      "activations need that much more device memory")
 SERVE_LEN_REASON = ("the serving files size the context from prompt_len + output_len (a "
                     "serving plan's seq_len is their sum)")
 
@@ -320,7 +324,8 @@ NEUTRAL: dict[str, Any] = {"cp": 1, "ep": 1, "pp": 1, "vpp": 1, "zero": 0, "micr
                             "schedule": None, "first_stage_layers": None,
                             "last_stage_layers": None, "embedding_in_split": None,
                             "loss_in_split": None, "shard_group": None,
-                            "tp_comm_overlap": None, "cp_comm": None, "dtype": "bf16",
+                            "tp_comm_overlap": None, "cp_comm": None,
+                            "offload_activations": None, "dtype": "bf16",
                             "kv_dtype": "bf16", "weight_dtype": "bf16"}
 
 

@@ -66,6 +66,7 @@ class _Mapping(BaseModel):
     sequence_parallel: StrictBool | None = None
     tp_comm_overlap: StrictBool | None = None
     cp_comm: Short | None = None
+    offload_activations: Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)] | None = None
 
 
 class PlanJobSchema(BaseModel):

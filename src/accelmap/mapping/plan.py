@@ -152,12 +152,22 @@ class Mapping:
     loss_in_split: Num = False  # --account-for-loss-in-pipeline-split
     # serving: attention data-parallel over the tp group (module doc; ``attention_tp``)
     dp_attention: Num = False
+    # Megatron-Core --cpu-offloading --cpu-offloading-num-layers N (Transformer Engine's
+    # get_cpu_offload_context): the saved activations of N layers of a stage go to host
+    # memory in the forward and come back before their backward; one value for a table
+    offload_activations: int = 0
 
     def __post_init__(self) -> None:
         # the schedule left open is Megatron-LM's for the vpp, in one place (_default_schedule)
         if self.schedule is None:
             object.__setattr__(self, "schedule", default_schedule(self.virtual_stages))
         object.__setattr__(self, "cp_comm", cp_comm(self.cp_comm))  # one word for all rows
+        n = self.offload_activations
+        if isinstance(n, bool) or not float(n).is_integer() or n < 0:
+            raise InputError(f"offload_activations={n!r}: the layers whose activations go to "
+                             "host memory are a whole number >= 0 (Megatron-Core "
+                             "--cpu-offloading-num-layers)")
+        object.__setattr__(self, "offload_activations", int(n))
         # Candidate tables are built by the planner and checked by mapping.constraints as
         # masks; a single mapping comes from a user and is checked here, with the fix.
         if not self.is_scalar:
@@ -422,6 +432,8 @@ class Mapping:
         parts.append(f"recompute={self.policy.value}")
         if self.offloads_optimizer or self.offloads_params:
             parts.append("offload")
+        if self.offload_activations:
+            parts.append(f"act-offload={self.offload_activations}")
         return " ".join(parts)
 
     def describe_serving(self) -> str:
@@ -443,6 +455,8 @@ class Mapping:
             out["tp_comm_overlap"] = True
         if self.cp_comm is not CpComm.P2P:
             out["cp_comm"] = self.cp_comm.value
+        if self.offload_activations:
+            out["offload_activations"] = self.offload_activations
         return out | self._split_dict()
 
     def to_dicts(self, index: Any) -> list[dict[str, Any]]:
@@ -481,6 +495,8 @@ class Mapping:
                 row["tp_comm_overlap"] = True
             if self.cp_comm is not CpComm.P2P:
                 row["cp_comm"] = self.cp_comm.value
+            if self.offload_activations:
+                row["offload_activations"] = self.offload_activations
             row |= {k: v[i] for k, v in split.items() if v[i] is not None}
             row |= {k: True for k, v in flags.items() if v[i]}
             out.append(row)
@@ -520,7 +536,8 @@ class Mapping:
                        loss_in_split=bool(data.get("loss_in_split", False)),
                        shard_group=_opt_int(data.get("shard_group")),
                        tp_comm_overlap=bool(data.get("tp_comm_overlap", False)),
-                       cp_comm=data.get("cp_comm", CpComm.P2P))
+                       cp_comm=data.get("cp_comm", CpComm.P2P),
+                       offload_activations=int(data.get("offload_activations", 0)))
         except (TypeError, ValueError) as e:
             raise InputError(f"cannot read the mapping {data!r}: {e}") from None
 

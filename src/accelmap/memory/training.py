@@ -86,7 +86,12 @@ def training_items(*, params: Num, layer_params: float, zero: Num, zero_shards: 
         "gradients": np.where(off_o, 0.0, ms["gradients"]),
         "optimizer/master_weights": np.where(off_o, 0.0, opt_share * master_bytes),
         "optimizer/states": np.where(off_o, 0.0, opt_share * state_bytes),
-        "fp8/weight_cache": fp8.cache * gemm,
+        # Transformer Engine's FP8 copies are cast from the weights it holds: the whole stage's,
+        # or under ZeRO-3 / FSDP the gathered layers', made and freed with them (Megatron
+        # FSDP gathers bf16 and casts per use: keep_fp8_transpose_cache off)
+        "fp8/weight_cache": np.where(z3 & ~whole_stage,
+                                     fp8.cache * np.minimum(2 * layer_params, gemm),
+                                     fp8.cache * gemm),
         "activations/layers": layer_acts + working,
         "activations/ends": ends_acts,
         "activations/logits": logits,

@@ -323,6 +323,10 @@ FIELDS: dict[str, FieldSpec] = {
                                    _suggest_recompute), "none | selective | full"),
     **{k: FieldSpec(_choice(k, {"true": True, "false": False}, _suggest_flag), "true | false")
        for k in ("sequence_parallel", "tp_comm_overlap", "flash_attention", "compile")},
+    "offload_activations": FieldSpec(_int("offload_activations", lo=0),
+                                     "whole number >= 0 (layers per pipeline stage whose "
+                                     "activations go to host memory: Megatron-Core "
+                                     "--cpu-offloading-num-layers; not stated: 0)"),
     "cp_comm": FieldSpec(_choice("cp_comm", CP_COMM_WORDS, lambda t: None),
                          "p2p | all-gather (context-parallel K/V exchange: ring attention, "
                          "or Llama 3's all-gather; Megatron --cp-comm-type; not stated: p2p)"),
@@ -466,7 +470,8 @@ def _serving_run(values: dict[str, Any], rid: str, file: str, line: int) -> Serv
     values.pop("id", None)
     for k in ("seq_len", "global_batch", "micro_batch", "grad_accum", "vpp", "schedule", "zero",
               "shard_group", "recompute", "sequence_parallel", "tp_comm_overlap",
-              "cp_comm", "flash_attention", "compile", "grad_reduce", "fp8_scaling", "cp",
+              "cp_comm", "offload_activations", "flash_attention", "compile", "grad_reduce",
+              "fp8_scaling", "cp",
               "scale_out"):
         values.pop(k, None)  # training settings mean nothing to a serving run
     return ServingRun(rid, file=file, line=line, arch=arch, framework=fw, version=version,

@@ -297,7 +297,8 @@ def run_mapping(run: TrainingRun, cluster: Cluster, d: StackDefaults,
                    sequence_parallel=sp, zero=zero, shard_group=group, micro_batch=mb,
                    virtual_stages=vpp, schedule=schedule,
                    recompute=policy, tp_comm_overlap=tp_overlap,
-                   cp_comm=run.cp_comm or CpComm.P2P, **split)
+                   cp_comm=run.cp_comm or CpComm.P2P,
+                   offload_activations=run.offload_activations, **split)
 
 
 def training_mapping(case: TrainingCase, cluster: Cluster, d: StackDefaults,

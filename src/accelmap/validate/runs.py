@@ -116,6 +116,7 @@ class TrainingRun:
     sequence_parallel: bool | None = None
     tp_comm_overlap: bool | None = None
     cp_comm: CpComm | None = None  # the context-parallel exchange (None: the stack's, p2p)
+    offload_activations: int = 0  # layers per stage whose activations go to host memory
     flash_attention: bool | None = None
     compile: bool | None = None  # torch.compile
     precision: DType | None = None

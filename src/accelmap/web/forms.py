@@ -68,6 +68,9 @@ class EstimateForm(_Form):
     tp_overlap: bool = False
     cp_comm: str = Field("p2p", max_length=20, description="Training with cp > 1: the K/V "
                          "exchange, p2p (ring attention) or all-gather (Llama 3's, exposed).")
+    offload_activations: int = Field(0, ge=0, le=BIG, description="Training: layers per stage "
+                                     "whose activations go to host memory (Megatron-Core "
+                                     "--cpu-offloading-num-layers).")
     force_tp: bool = False
     replicas: int | None = Field(None, ge=1, le=BIG)
     dp_attention: bool = Field(False, description="Serving a MoE model: attention "

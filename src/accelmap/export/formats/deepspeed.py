@@ -29,6 +29,7 @@ from typing import Any
 from accelmap.export import peft
 from accelmap.export.base import (
     ACCELERATOR_REASON,
+    ACT_OFFLOAD_REASON,
     CP_COMM_REASON,
     FRAMEWORK_REASON,
     MODEL_REASON,
@@ -219,7 +220,8 @@ EXPORTER = register(Exporter(
         "model": MODEL_REASON, "accelerator": ACCELERATOR_REASON, "seq_len": SEQ_REASON,
         "dtype": "ds_config.json's bf16/fp16 sections set 16-bit training; fp8 comes from "
                  "Transformer Engine layers in the training script",
-        "cp_comm": CP_COMM_REASON, "framework": FRAMEWORK_REASON,
+        "cp_comm": CP_COMM_REASON, "offload_activations": ACT_OFFLOAD_REASON,
+        "framework": FRAMEWORK_REASON,
         "ep": "DeepSpeed-MoE sets expert parallelism in the model code (deepspeed.moe.layer."
               "MoE ep_size), not in ds_config.json",
         "vpp": PIPE_REASON, "schedule": PIPE_REASON,

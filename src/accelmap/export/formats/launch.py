@@ -30,6 +30,7 @@ from typing import Any
 from accelmap.engine.plan import TRAIN_MAPPING_KEYS
 from accelmap.errors import InputError
 from accelmap.export.base import (
+    ACT_OFFLOAD_REASON,
     CP_COMM_REASON,
     FRAMEWORK_REASON,
     MODEL_REASON,
@@ -197,7 +198,8 @@ EXPORTER = register(Exporter(
          "last_stage_layers", "embedding_in_split", "loss_in_split", "shard_group",
          "tp_comm_overlap"), LAUNCH_REASON),
         **dict.fromkeys(("finetune", "lora_rank", "lora_targets"), LAUNCH_REASON),
-        "model": MODEL_REASON, "cp_comm": CP_COMM_REASON, "framework": FRAMEWORK_REASON},
+        "model": MODEL_REASON, "cp_comm": CP_COMM_REASON,
+        "offload_activations": ACT_OFFLOAD_REASON, "framework": FRAMEWORK_REASON},
     export=export,
     read_back=read_back,
 ))

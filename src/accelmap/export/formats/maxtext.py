@@ -63,6 +63,7 @@ from typing import Any
 import yaml
 
 from accelmap.export.base import (
+    ACT_OFFLOAD_REASON,
     CP_COMM_REASON,
     FRAMEWORK_REASON,
     SPLIT_REASON,
@@ -349,7 +350,8 @@ def read_back(files: dict[str, str]) -> ReadBack:
 EXPORTER = register(Exporter(
     name="maxtext", framework="MaxText", version=VERSION, url=URL, kinds=(PlanKind.TRAIN,),
     not_exported={
-        "cp_comm": CP_COMM_REASON, "framework": FRAMEWORK_REASON,
+        "cp_comm": CP_COMM_REASON, "offload_activations": ACT_OFFLOAD_REASON,
+        "framework": FRAMEWORK_REASON,
         "schedule": "MaxText pipelines with its own circular schedule "
                     "(num_pipeline_repeats); there is no zero-bubble option",
         "first_stage_layers": SPLIT_REASON, "last_stage_layers": SPLIT_REASON,

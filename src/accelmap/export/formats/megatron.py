@@ -119,6 +119,24 @@ def read_layout(layout: str, pp: int) -> tuple[int, dict[str, int]]:
     return vpp, {k: v for k, v in ends.items() if v != middle}
 
 
+def _offload_flags(m: Mapping, unsupported: list[str]) -> list[Flag]:
+    """What goes to host memory: the optimizer state (_add_training_args
+    --optimizer-cpu-offload; validate_args requires --use-precision-aware-optimizer,
+    _add_experimental_args, with it) and the activations of some layers (--cpu-offloading
+    with --cpu-offloading-num-layers: Transformer Engine's offload, Mapping.
+    offload_activations); parameters never do."""
+    flags: list[Flag] = []
+    if m.offloads_optimizer:
+        flags += [("--optimizer-cpu-offload", None), ("--use-precision-aware-optimizer", None)]
+    if m.offloads_params:
+        unsupported.append("offload=True: Megatron offloads only the optimizer state "
+                           "(--optimizer-cpu-offload); parameters stay on the GPU")
+    if m.offload_activations:
+        flags += [("--cpu-offloading", None),
+                  ("--cpu-offloading-num-layers", str(m.offload_activations))]
+    return flags
+
+
 def _parallel_flags(job: PlanJob, n_layers: int) -> tuple[list[Flag], list[str]]:
     batch_split(job)  # the global batch must split into dp x micro-batches (validate_args)
     m = job.mapping
@@ -181,13 +199,7 @@ def _parallel_flags(job: PlanJob, n_layers: int) -> tuple[list[Flag], list[str]]
     if m.recompute is Recompute.FULL:
         # _add_training_args: recompute each layer's input (uniform chunks of one layer)
         flags += [("--recompute-method", "uniform"), ("--recompute-num-layers", "1")]
-    if m.offloads_optimizer:
-        # _add_training_args --optimizer-cpu-offload; validate_args requires
-        # --use-precision-aware-optimizer (_add_experimental_args) with it.
-        flags += [("--optimizer-cpu-offload", None), ("--use-precision-aware-optimizer", None)]
-    if m.offloads_params:
-        unsupported.append("offload=True: Megatron offloads only the optimizer state "
-                           "(--optimizer-cpu-offload); parameters stay on the GPU")
+    flags += _offload_flags(m, unsupported)
     flags += [
         ("--micro-batch-size", str(m.micro_batch)),  # _add_training_args
         ("--global-batch-size", str(job.global_batch)),  # _add_training_args
@@ -415,6 +427,9 @@ def read_back(files: dict[str, str]) -> ReadBack:
         mapping = mapping.with_(**split)
     if flags.get("--cp-comm-type"):
         mapping = mapping.with_(cp_comm=cp_comm(str(flags["--cp-comm-type"])))
+    if "--cpu-offloading" in flags:
+        mapping = mapping.with_(offload_activations=int(str(flags.get(
+            "--cpu-offloading-num-layers") or 0)))
     finetune, rank, targets = nemo.read_back(files)
     return ReadBack(mapping, nodes=cluster["nodes"], devices_per_node=cluster["gpus_per_node"],
                     finetune=finetune, lora_rank=rank, lora_targets=targets)

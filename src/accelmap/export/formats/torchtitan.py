@@ -33,6 +33,7 @@ import tomllib
 from typing import Any
 
 from accelmap.export.base import (
+    ACT_OFFLOAD_REASON,
     CP_COMM_REASON,
     FRAMEWORK_REASON,
     SPLIT_REASON,
@@ -274,7 +275,8 @@ EXPORTER = register(Exporter(
     url=TITAN_URL,
     kinds=(PlanKind.TRAIN,),
     not_exported={
-        "cp_comm": CP_COMM_REASON, "framework": FRAMEWORK_REASON,
+        "cp_comm": CP_COMM_REASON, "offload_activations": ACT_OFFLOAD_REASON,
+        "framework": FRAMEWORK_REASON,
         "schedule": "the export writes 1F1B or Interleaved1F1B; set "
                     "pipeline_parallel_schedule for another (torchtitan's ZBVZeroBubble is "
                     "a V-schedule, not zb-h1)",

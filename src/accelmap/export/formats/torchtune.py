@@ -36,6 +36,7 @@ import yaml
 
 from accelmap.errors import InputError
 from accelmap.export.base import (
+    ACT_OFFLOAD_REASON,
     CP_COMM_REASON,
     FRAMEWORK_REASON,
     Exporter,
@@ -271,7 +272,8 @@ EXPORTER = register(Exporter(
         "seq_len": "the recipe's dataset sets max_seq_len (tokenizer.max_seq_len); the "
                    "overrides leave it to the dataset you choose",
         "dtype": "the recipe trains in bf16 or fp32 (dtype); fp8 has no recipe key",
-        "cp_comm": CP_COMM_REASON, "framework": FRAMEWORK_REASON},
+        "cp_comm": CP_COMM_REASON, "offload_activations": ACT_OFFLOAD_REASON,
+        "framework": FRAMEWORK_REASON},
     export=export,
     read_back=read_back,
 ))
