@@ -217,8 +217,9 @@ def test_training_profiles_carry_named_features_not_fitted_factors(
     d2024, _ = defaults_for(Stack.LLM_FOUNDRY, "", year=2024)
     assert stack_profile(d2023, Framework.FSDP).attention is AttentionKernel.FA1
     assert stack_profile(d2024, Framework.FSDP).attention is AttentionKernel.FA2
+    # Transformer Engine's FusedAttention (cuDNN), which TE prefers on Hopper and later
     assert stack_profile(defaults_for(Stack.NEMO, "24.07")[0],
-                         Framework.MEGATRON).attention is AttentionKernel.FA2
+                         Framework.MEGATRON).attention is AttentionKernel.CUDNN
     monkeypatch.setattr(efficiency, "training_fit", lambda: {})
     assert efficiency.sustained_fraction() == 1.0
 

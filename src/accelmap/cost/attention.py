@@ -33,7 +33,14 @@ Kernel generations are a named feature of a software stack (``FrameworkProfile.a
   (flash_attn_triton.py; llm-foundry's MPT ``attn_impl: triton``, needed for ALiBi before
   flash-attn 2.4). FlashAttention-2 is "around 2x faster than FlashAttention" with FA1 at 25-40 %
   of the A100's peak (Dao 2023, abstract and sec. 1), so ``fa1`` runs at half the ``fa2``
-  figure on the same device.
+  figure on the same device;
+- ``cudnn``: Transformer Engine's FusedAttention, cuDNN's SDPA (Megatron-Core and NeMo). TE's
+  backend selection (``get_attention_backend``: "Disabling FlashAttention to give
+  FusedAttention preference on Hopper+ for performance reasons", compute capability >= 9.0)
+  runs it on Hopper and later, FlashAttention-2 before. On H100 SXM5 (head dim 128, bf16)
+  Shah et al. 2024's figures measure it at 497-617 TFLOP/s forward and 305-518 backward from
+  512 to 16k keys: plateaus 600 and 518 of 989.4, ramps keys / (keys + 80) and keys /
+  (keys + 250). Blackwell has no published figure in our sources: the GEMM-relative rule.
 """
 
 from __future__ import annotations
@@ -55,9 +62,13 @@ FA1_OVER_FA2 = 0.5  # Dao 2023: FlashAttention-2 is ~2x FlashAttention(-1)
 class AttentionKernel(StrEnum):
     FA2 = "fa2"
     FA1 = "fa1"  # FlashAttention-1 / Triton FlashAttention generation
+    # Transformer Engine's FusedAttention (cuDNN's arbitrary-sequence-length SDPA), which TE
+    # selects over FlashAttention on Hopper and later (module doc); FlashAttention-2 before
+    CUDNN = "cudnn"
 
 
-KERNEL_SPEED = {AttentionKernel.FA2: 1.0, AttentionKernel.FA1: FA1_OVER_FA2}
+KERNEL_SPEED = {AttentionKernel.FA2: 1.0, AttentionKernel.FA1: FA1_OVER_FA2,
+                AttentionKernel.CUDNN: 1.0}
 
 # the parts the plateaus were measured on (FlashAttention-2 paper: A100 SXM4 80GB; the
 # FlashAttention-3 paper's FA2 series: H100 SXM5)
@@ -72,6 +83,17 @@ FA2_BACKWARD_PLATEAU: dict[str, tuple[float, str]] = {
     "hopper": (322 / 989.4, "FlashAttention-2 backward on H100, Shah et al. 2024 (backward "
                             "speed, head dim 128)"),
 }
+
+# cuDNN's SDPA on H100 SXM5, head dim 128, bf16 (Shah et al. 2024, "FlashAttention-3", the
+# forward- and backward-speed figures' cuDNN series): forward 497, 574, 617, 609, 600, 595
+# TFLOP/s at 512 to 16k keys, backward 305, 408, 465, 499, 518, 516; plateaus at 8k of 989.4
+# and the ramp keys / (keys + k0) through the short-sequence points (forward k0 ~ 80,
+# backward ~ 250)
+CUDNN_PLATEAU: dict[str, tuple[float, str]] = {
+    "hopper": (600 / 989.4, "cuDNN SDPA forward on H100, Shah et al. 2024 Fig. (head dim 128)")}
+CUDNN_BACKWARD_PLATEAU: dict[str, tuple[float, str]] = {
+    "hopper": (518 / 989.4, "cuDNN SDPA backward on H100, Shah et al. 2024 Fig. (head dim 128)")}
+CUDNN_HALF_KEYS = {False: 80.0, True: 250.0}  # forward, backward
 
 # FlashAttention-2's Ampere figure is the A100's (GA100); the GA102/GA10B parts (A10, RTX 3090,
 # Jetson Orin) have other SMs and shared memory and keep the GEMM-relative rule.
@@ -88,13 +110,29 @@ def generation(acc: Accelerator) -> str | None:
     return "hopper" if sparse is not None and sparse.architecture == "hopper" else None
 
 
-def attention_plateau(acc: Accelerator, backward: bool = False) -> tuple[float, str] | None:
-    """Plateau fraction of dense 16-bit peak for this device's generation, if measured (the
-    backward kernel's where it is measured apart)."""
+def attention_plateau(acc: Accelerator, backward: bool = False,
+                      kernel: AttentionKernel = AttentionKernel.FA2) -> tuple[float, str] | None:
+    """Plateau fraction of dense 16-bit peak for this device's generation and kernel, if
+    measured (the backward kernel's where it is measured apart). cuDNN's is measured on Hopper;
+    on Ampere Transformer Engine runs FlashAttention-2, whose figures stand."""
     gen = generation(acc)
     if gen is None:
         return None
+    if kernel is AttentionKernel.CUDNN and gen in CUDNN_PLATEAU:
+        return CUDNN_BACKWARD_PLATEAU[gen] if backward else CUDNN_PLATEAU[gen]
     return FA2_BACKWARD_PLATEAU.get(gen, FA2_PLATEAU[gen]) if backward else FA2_PLATEAU[gen]
+
+
+def attention_efficiency(acc: Accelerator, keys: Num, backward: bool,
+                         kernel: AttentionKernel) -> Num | None:
+    """Fraction of dense 16-bit peak the kernel reaches at ``keys`` keys per query on this
+    part's generation, where measured: the plateau times its ramp (cuDNN's own on Hopper,
+    FlashAttention-2's elsewhere); None where no generation figure exists."""
+    plateau = attention_plateau(acc, backward, kernel)
+    if plateau is None:
+        return None
+    own = kernel is AttentionKernel.CUDNN and generation(acc) in CUDNN_PLATEAU
+    return plateau[0] * attention_ramp(keys, kernel if own else AttentionKernel.FA2, backward)
 
 
 def clock_scale(acc: Accelerator) -> float:
@@ -121,6 +159,9 @@ def relative_to_gemm() -> float:
                                              ["efficiency"])
 
 
-def attention_ramp(keys: Num) -> Num:
+def attention_ramp(keys: Num, kernel: AttentionKernel = AttentionKernel.FA2,
+                   backward: bool = False) -> Num:
+    """The share of the plateau at ``keys`` keys per query: keys / (keys + k0)."""
     k = np.asarray(keys, dtype=float)
-    return k / (k + HALF_EFFICIENCY_KEYS)
+    k0 = CUDNN_HALF_KEYS[backward] if kernel is AttentionKernel.CUDNN else HALF_EFFICIENCY_KEYS
+    return k / (k + k0)

@@ -16,8 +16,7 @@ import numpy as np
 from accelmap.cost.alignment import alignment_efficiency
 from accelmap.cost.attention import (
     KERNEL_SPEED,
-    attention_plateau,
-    attention_ramp,
+    attention_efficiency,
     clock_scale,
     relative_to_gemm,
 )
@@ -173,11 +172,10 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
             eff = eff * alignment_efficiency(op, dev.acc, fw)  # 16-byte model dimensions
         elif (measured := _measured_attention(op, dev)) is not None:
             eff = measured  # this device's own SDPA, measured (accelmap measure attention)
-        elif (plateau := attention_plateau(dev.acc, op.stage is Stage.BACKWARD_DGRAD)) \
-                is not None:
-            eff = plateau[0] * attention_ramp(op.attention_keys if op.attention_keys is not None
-                                              else 1e9) * KERNEL_SPEED[fw.attention] \
-                * clock_scale(dev.acc)
+        elif (measured_gen := attention_efficiency(
+                dev.acc, op.attention_keys if op.attention_keys is not None else 1e9,
+                op.stage is Stage.BACKWARD_DGRAD, fw.attention)) is not None:
+            eff = measured_gen * KERNEL_SPEED[fw.attention] * clock_scale(dev.acc)
         else:  # no attention measurement for this device: relative to its GEMM efficiency
             eff = eff * ATTENTION_RELATIVE_EFFICIENCY * KERNEL_SPEED[fw.attention]
         achievable = peak * eff

@@ -252,7 +252,8 @@ _MEGATRON_CORE = StackDefaults(
     dropout=True, grad_dtype=DType.FP32,
     source="Megatron-Core defaults: Megatron-LM README 2024, Transformer Engine attention, "
            "selective recompute, --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap",
-    split_model_parallel=True, release="Megatron-Core 2023 on (core_r0.x)")
+    split_model_parallel=True, release="Megatron-Core 2023 on (core_r0.x)",
+    attention=AttentionKernel.CUDNN)
 _NEMO_2023 = StackDefaults(
     Stack.NEMO, Framework.MEGATRON, recompute=_SEL, flash_attention=False,
     sequence_parallel=True, zero=ZeroStage.OPTIMIZER, micro_batch=1, tp_comm_overlap=True,
@@ -267,7 +268,7 @@ _NEMO_MCORE = StackDefaults(
     sequence_parallel=True, zero=ZeroStage.OPTIMIZER, micro_batch=1, tp_comm_overlap=True,
     dropout=False, grad_dtype=DType.BF16,
     source="NeMo 24.07 defaults: NeMo-Framework-Launcher training configs",
-    release="NeMo 23.08 on (Megatron-Core)",
+    release="NeMo 23.08 on (Megatron-Core)", attention=AttentionKernel.CUDNN,
     optimizer=OptimizerStorage(master_remainders=True, source=(
         "NeMo 24.07 distributed_fused_adam: fp32 master kept as bf16 weights + 16-bit "
         "remainders; bf16 gradients (launcher H100 examples)")))
