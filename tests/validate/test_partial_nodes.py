@@ -16,10 +16,17 @@ CAT = load_catalog()
 def test_256_gpus_of_nvl72_racks_are_a_cluster_not_a_refusal() -> None:
     r = build_cluster(CAT.accelerators["gb200"], 256, None, CAT)
     assert r.value is not None and r.value.devices == 256
-    # 3 x 72 + 40: equal domains of gcd(72, 40) = 8, so a TP group of 8 stays on NVLink and
-    # nothing larger is given NVLink that the partial rack lacks
-    assert r.value.scale_up_domain == 8
+    # 64 trays of 4 as SLURM --segment places them (Megatron-Bridge's GB200 launcher: the
+    # largest divisor <= 18 of the tray count): 4 racks of 64, each an NVLink domain of 64
+    assert r.value.scale_up_domain == 64 and r.value.nodes == 4
     assert any("do not fill nodes of 72" in n for n in r.notes)
+
+
+@pytest.mark.parametrize(("n", "domain"), [(2496, 64), (100, 20), (216, 72), (74, 2)])
+def test_nvl72_jobs_run_in_blocks_of_whole_trays(n: int, domain: int) -> None:
+    """Blocks of whole 4-GPU trays dividing the job, each inside one rack: NVIDIA's 2,496-GPU
+    runs fill 39 racks with 64; a job of 74 (not whole trays) keeps the gcd rule."""
+    assert parse_cluster(f"{n}xgb200", CAT).scale_up_domain == domain
 
 
 def test_part_of_each_rack_has_a_domain_of_the_devices_used() -> None:

@@ -259,8 +259,9 @@ def of_devices(acc: Accelerator, n: int, cat: Catalog) -> Cluster:
         base = presets[-1]
         unit, tiers, what = _unit(base), base.tiers, f"preset {base.id}"
         host = base.devices_per_node
+        tray = host // base.hosts_per_node  # an OS host's devices
     else:
-        unit = host = _node_size(acc)
+        unit = host = tray = _node_size(acc)
         what = "the accelerator's links (no preset)"
         if n <= unit:
             return _check_network(Cluster(f"1 x {n} x {acc.id}", acc, n, 1,
@@ -271,10 +272,24 @@ def of_devices(acc: Accelerator, n: int, cat: Catalog) -> Cluster:
         per_node = host if unit > host else unit  # whole slices keep their hosts
         return _check_network(Cluster(f"{n // per_node} x {per_node} x {acc.id}", acc,
                                       per_node, n // per_node, tiers, None, f"tiers of {what}"))
-    g = math.gcd(unit, rem)
-    per_node = math.gcd(host, g)
-    note = (f"{full} x {unit} + 1 x {rem} devices, modelled as {n // g} scale-up domains of "
-            f"{g} (gcd) with the tiers of {what}")
+    if tray < host and n % tray == 0:
+        # a node that is a scale-up domain of several OS hosts (GB200 NVL72: 18 trays of 4):
+        # the scheduler places the job in equal blocks of hosts, each inside one domain --
+        # SLURM's --segment, which Megatron-Bridge's GB200 launcher sets to the largest divisor
+        # <= 18 of the tray count (scripts/performance/utils/executors.py): 256 GPUs run as 4
+        # racks of 64, as NVIDIA's GB200 runs fill them
+        hosts = n // tray
+        g = tray * max(d for d in range(1, unit // tray + 1) if hosts % d == 0)
+        name = f"{n} x {acc.id} ({n // g} x {g})"
+        note = (f"{n} devices placed as {n // g} blocks of {g}, each inside one scale-up "
+                f"domain of {unit} (SLURM --segment: the largest whole number of hosts that "
+                f"divides the job and fits a domain), with the tiers of {what}")
+        return _check_network(Cluster(name, acc, g, n // g, _shrink(tiers, g), None, note))
+    else:
+        g = math.gcd(unit, rem)
+        per_node = math.gcd(host, g)
+        note = (f"{full} x {unit} + 1 x {rem} devices, modelled as {n // g} scale-up domains "
+                f"of {g} (gcd) with the tiers of {what}")
     name = f"{n} x {acc.id} ({full} x {unit} + {rem})" if full else f"{n} x {acc.id}"
     return _check_network(Cluster(name, acc, per_node, n // per_node, _shrink(tiers, g), None,
                                   note))

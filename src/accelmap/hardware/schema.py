@@ -301,6 +301,9 @@ class SystemPreset(CatalogEntry):
     devices_per_node: int = Field(gt=0, le=MAX_DEVICES)
     nodes: int = Field(default=1, gt=0, le=MAX_DEVICES)
     torus: tuple[int, ...] | None = Field(default=None, description="ICI torus/mesh shape")
+    # OS hosts one node spans where the node is a scale-up domain of several (GB200 NVL72: 18
+    # compute trays of 4 GPUs); a job is scheduled in whole hosts (hardware/cluster.py)
+    hosts_per_node: int = Field(default=1, gt=0, le=MAX_DEVICES)
     tiers: tuple[NetworkTier, ...]
     host_memory: NodeCapacity | None = None
     price: PriceQuote | None = None
