@@ -1,6 +1,6 @@
-"""`accelmap estimate --scale-out` (the inter-node network as published) and
-`--grad-accumulation` (a stack's own accumulation pass): slower where they should be, one
-error line where they mean nothing."""
+"""`accelmap estimate --scale-out` (the inter-node network as published), `--grad-accumulation`
+(a stack's own accumulation pass) and `--pp-sends` (DeepSpeed's blocking stage sends,
+workload.PipeSends): slower where they should be, one error line where they mean nothing."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ Run = Callable[..., Any]
 # 16 A100 nodes, data parallel over the scale-out network
 TRAIN = ("estimate", "gpt3-13b", "--cluster", "128xa100-sxm4-80gb", "--train", "--batch",
          "512", "--seq", "2048", "--tp", "8", "--pp", "2", "--micro-batch", "1", "--json")
+# four stages in different nodes: a middle stage waits on both neighbours
+PP4 = tuple("4" if a == "2" and TRAIN[i - 1] == "--pp" else a for i, a in enumerate(TRAIN))
 
 
-def _step(cli: Run, *extra: str) -> float:
-    r = cli(*TRAIN, *extra)
+def _step(cli: Run, *extra: str, train: tuple[str, ...] = TRAIN) -> float:
+    r = cli(*train, *extra)
     assert r.code == 0, r.err
     return float(json.loads(r.out)["step_time_s"])
 
@@ -40,3 +42,20 @@ def test_refusals_are_one_line(cli: Run) -> None:
     assert serve.code == 2 and "training option" in serve.err
     assert all(len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
                for r in (one, bad, word, serve))
+
+
+def test_blocking_pipeline_sends_slow_the_step(cli: Run) -> None:
+    base = _step(cli, "--pp-sends", "batched", train=PP4)
+    assert base == _step(cli, train=PP4)  # the default
+    blocking = _step(cli, "--pp-sends", "blocking", train=PP4)
+    assert base < blocking < _step(cli, "--pp-sends", "blocking-whole-grad", train=PP4)
+
+
+def test_pp_sends_refusals_are_one_line(cli: Run) -> None:
+    word = cli(*PP4, "--pp-sends", "async")
+    serve = cli("estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb", "--serve",
+                "--pp-sends", "blocking")
+    assert word.code == 2 and "batched, blocking, blocking-whole-grad" in word.err
+    assert serve.code == 2 and "training option" in serve.err
+    assert all(len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+               for r in (word, serve))
