@@ -121,6 +121,9 @@ def test_cli_flag_and_refusals(cli: Run) -> None:
     on = cli(*TRAIN, "--offload-activations", "40")
     assert on.code == 0, on.err
     assert json.loads(on.out)["feasible"] is True
+    over = cli(*TRAIN, "--offload-activations", "80")  # 80 layers: at most 79
+    assert over.code == 0 and json.loads(over.out)["feasible"] is False
+    assert "offload_activations=80" in json.loads(over.out)["reason"]
     bad = [cli(*TRAIN, "--offload-activations", "-2"),
            cli("estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb", "--serve",
                "--offload-activations", "4")]

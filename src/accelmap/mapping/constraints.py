@@ -291,6 +291,14 @@ TRAINING_RULES: tuple[Rule, ...] = (
          lambda j, m: (np.asarray(m.cp) > 1) & (j.seq_len % (2 * np.asarray(m.cp)) != 0),
          lambda j, m: f"sequence {j.seq_len} does not split into 2 x cp = {2 * m.cp} chunks; "
                       "change --seq or --cp (seq_len, cp)"),
+    # Megatron-Core TransformerConfig: "CPU offloading can be done only for layers less than
+    # num_layers" (cpu_offloading_num_layers in [0, num_layers))
+    Rule("offload_activations",
+         lambda j, m: np.asarray(getattr(m, "offload_activations", 0)) >= j.spec.n_layers,
+         lambda j, m: f"offload_activations={m.offload_activations} is not fewer than the "
+                      f"model's {j.spec.n_layers} layers (Megatron-Core offloads at most "
+                      f"{j.spec.n_layers - 1}); lower --offload-activations (run format: "
+                      "offload_activations)"),
     Rule("shard_group",
          lambda j, m: (np.asarray(m.zero_group) <= 0)
          | (np.asarray(m.dp) % np.maximum(np.asarray(m.zero_group), 1) != 0),
