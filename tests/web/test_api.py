@@ -95,6 +95,21 @@ def test_cp_comm_is_the_cli_flag(client: TestClient, capsys: pytest.CaptureFixtu
     assert "cp-comm=allgather" in " ".join(cli["assumptions"])
 
 
+def test_stack_knobs_are_the_cli_flags(client: TestClient,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSpeed's blocking pipeline sends and Megatron's activation offload from the web form
+    give the CLI's answer."""
+    sends = _same_as_cli(client, capsys, {"model": "gpt3-13b", "cluster": "128xa100-sxm4-80gb",
+                                          "train": True, "tp": 8, "pp": 4, "batch": 512,
+                                          "pp_sends": "blocking-whole-grad"})
+    assert "stage sends blocking-whole-grad" in " ".join(sends["assumptions"])
+    off = _same_as_cli(client, capsys, {"model": "llama-3.1-70b", "cluster": "64xgb200",
+                                        "train": True, "zero": 3, "micro_batch": 2,
+                                        "batch": 256, "seq": 8192, "dtype": "fp8",
+                                        "offload_activations": 40})
+    assert off["feasible"] is True and "act-offload=40" in " ".join(off["assumptions"])
+
+
 @pytest.mark.parametrize(("body", "status", "sentence"), [
     ({"model": "llama-9", "hw": "h100-sxm5-80gb"}, 400, "unknown model 'llama-9'"),
     ({"model": "llama-3.1-8b", "hw": "a100"}, 400, "'a100' matches 3 accelerators"),
