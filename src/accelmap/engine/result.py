@@ -248,7 +248,8 @@ def fits(memory: MemoryBudget) -> tuple[bool, str | None]:
 
 # the largest memory item -> the flags that shrink it (training and serving)
 _SHRINK = {
-    "activations": "--recompute full, a smaller --micro-batch, or more --tp/--cp",
+    "activations": "--recompute full, a smaller --micro-batch, more --tp/--cp, or "
+                   "(training) --offload-activations N to host memory",
     "weights": "more --tp/--pp, --zero 3, or --weights int8/fp8 when serving",
     "gradients": "--zero 2/3 over more devices, or more --tp/--pp",
     "optimizer": "--zero 1-3 over more devices, or more --tp/--pp",
