@@ -145,6 +145,32 @@ def version(image: str | None, framework: str) -> str:
     return m.group(1) if m else ""
 
 
+# Containers of the rows whose fixture entry names no image (``image: null``), read from
+# InferenceX's ``.github/configs/nvidia-master.yaml`` at the last commit on or before the row's
+# date, where the entry held that image for days on either side of it (so the run cannot have
+# used another): keyed (hardware, framework, precision, date). TensorRT-LLM 1.1.0rc2.post2 is
+# the ``dsr1-fp8-h200-trt`` / ``dsr1-fp4-b200-trt`` image from commit 534d98c2b (2025-10-30)
+# through 25506e87c (2025-12-05); SGLang v0.5.3rc1-cu129-b200 the ``dsr1-fp4-b200-sglang`` one
+# at 534d98c2b until #204 (d8fe8f73e, 2025-11-10) moved it to v0.5.5-cu129-amd64, which
+# ``dsr1-fp8-b200-sglang`` keeps through 25506e87c. Rows of 2025-11-10 (the day of that change)
+# and the image-less Dynamo and ROCm rows stay unversioned. The version matters for
+# TensorRT-LLM (1.0 and later run the PyTorch executor behind trtllm-serve: the
+# ``tensorrt-llm-1`` profile, cost/framework.py ``release_stack``); for the others it is
+# information only.
+IMAGE_ON_DATE = {
+    ("h200", "trt", "fp8", "2025-11-02"): "nvcr.io/nvidia/tensorrt-llm/release:1.1.0rc2.post2",
+    ("b200", "trt", "fp4", "2025-11-02"): "nvcr.io/nvidia/tensorrt-llm/release:1.1.0rc2.post2",
+    ("b200", "sglang", "fp4", "2025-11-02"): "lmsysorg/sglang:v0.5.3rc1-cu129-b200",
+    ("b200", "sglang", "fp8", "2025-11-18"): "lmsysorg/sglang:v0.5.5-cu129-amd64",
+}
+
+
+def image_of(r: dict[str, Any]) -> str:
+    """The row's container image: the fixture's, else the dated one of ``IMAGE_ON_DATE``."""
+    key = (r["hardware"], r["framework"], r["precision"], r["date"])
+    return r.get("image") or IMAGE_ON_DATE.get(key, "")
+
+
 def config_key(r: dict[str, Any]) -> tuple[Any, ...]:
     keys = ("hardware", "framework", "model", "precision", "spec_method", "disagg",
             "prefill_tp", "prefill_ep", "prefill_dp_attention", "prefill_num_workers",
@@ -234,7 +260,7 @@ def base_record(r: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
                       "attention in their launch scripts; .github/configs/nvidia-master.yaml: "
                       "'tp, ep, and dp-attn do nothing because they are hardcoded')")
     rec: dict[str, Any] = {"accelerator": hw, "model": model, **layout(r)}
-    image = r.get("image") or ""
+    image = image_of(r)
     # a Dynamo row's version is Dynamo's only when its container is Dynamo's (ai-dynamo/...);
     # dynamo-sglang rows run in SGLang's container: no Dynamo version is stated
     ver = version(image, fw[0]) if fw[1] is None or "ai-dynamo" in image else ""
