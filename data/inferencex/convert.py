@@ -128,6 +128,21 @@ def recv_interval(r: dict[str, Any]) -> int | None:
     return 30 if r["conc"] >= 16 else 10
 
 
+ADP_BALANCE_ITERS = 60  # attention_dp_config timeout_iters of InferenceX's TensorRT-LLM scripts
+
+
+def adp_balance(r: dict[str, Any]) -> int | None:
+    """TensorRT-LLM's attention-DP balance where InferenceX's scripts set it: every single-node
+    DeepSeek-R1 TensorRT-LLM script (dsr1_fp4/fp8_b200_trt[_mtp].sh, dsr1_fp8_h200_trt[_mtp].sh,
+    and before 2026-01-05 benchmarks/dsr1_fp*_trt_slurm.sh) appends ``attention_dp_config:
+    {batching_wait_iters: 0, enable_balance: true, timeout_iters: 60}`` when DP_ATTENTION is
+    true. The Dynamo recipes set none: None (TensorRT-LLM's default, off)."""
+    if r["framework"] != "trt" or r["disagg"] or r["model"] != "dsr1" \
+            or not r["decode_dp_attention"]:
+        return None
+    return ADP_BALANCE_ITERS
+
+
 _VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?(?:(?:\.?post|rc)\d+)*)")
 
 
@@ -268,6 +283,8 @@ def base_record(r: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     if fw[1]:
         rec["engine"] = fw[1]
     rec["year"] = int(r["date"][:4])
+    if (iters := adp_balance(r)) is not None:
+        rec["attention_dp_balance"] = iters
     rec.update(prec)
     if kv_fp8(model, r["framework"], r["hardware"], r["disagg"]):
         rec["kv_precision"] = "fp8"

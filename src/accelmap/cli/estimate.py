@@ -255,6 +255,11 @@ RecvIntervalOpt = Annotated[int | None, typer.Option(
     "--recv-interval", min=1, max=MAX_COUNT,
     help="SGLang --scheduler-recv-interval: new requests are taken once every N decode steps "
     "(at once after a prefill or when idle; default 1). --framework sglang only.")]
+AdpBalanceOpt = Annotated[int | None, typer.Option(
+    "--adp-balance", min=1, max=MAX_COUNT,
+    help="TensorRT-LLM attention-DP balance (attention_dp_config enable_balance, timeout_iters "
+    "N, batching_wait_iters 0): under --dp-attention a new prompt waits until every rank has "
+    "one, or N iterations. --framework tensorrt-llm-1 only.")]
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED,
                                       help="Random seed of arrivals and "
                                       "lengths.")]
@@ -377,6 +382,7 @@ class EstimateArgs:
     max_seqs: int | None
     max_tokens: int | None
     recv_interval: int | None
+    adp_balance: int | None
     seed: int
     draft: str | None
     mtp: int | None
@@ -424,7 +430,8 @@ def estimate_cmd(
     concurrency: ConcurrencyOpt = None, requests: RequestsOpt = None, trace: TraceOpt = None,
     lengths: LengthsOpt = "fixed", spread: SpreadOpt = 0.0, prefix_hit: PrefixHitOpt = 0.0,
     slo_ttft: SloTtftOpt = None, slo_tpot: SloTpotOpt = None, max_seqs: MaxSeqsOpt = None,
-    max_tokens: MaxTokensOpt = None, recv_interval: RecvIntervalOpt = None, seed: SeedOpt = 0,
+    max_tokens: MaxTokensOpt = None, recv_interval: RecvIntervalOpt = None,
+    adp_balance: AdpBalanceOpt = None, seed: SeedOpt = 0,
     draft: DraftOpt = None, mtp: MtpOpt = None,
     accept: AcceptOpt = None, draft_len: DraftLenOpt = "auto", disaggregate: DisaggregateOpt = None,
     prefill_tp: PrefillTpOpt = None, decode_tp: DecodeTpOpt = None,
@@ -538,7 +545,8 @@ def _serving_load(o: EstimateArgs) -> Load | None:
                                 lengths=o.lengths, spread=o.spread, prefix_hit=o.prefix_hit,
                                 slo_ttft=o.slo_ttft, slo_tpot=o.slo_tpot, seed=o.seed,
                                 max_seqs=o.max_seqs, max_tokens=o.max_tokens,
-                                concurrency=o.concurrency, recv_interval=o.recv_interval)
+                                concurrency=o.concurrency, recv_interval=o.recv_interval,
+                                adp_balance=o.adp_balance)
     if sc != "batch" or o.rate is not None or o.trace is not None or o.concurrency is not None:
         raise InputError("--scenario, --rate, --trace and --concurrency are for serving "
                          "(--serve)" if o.train else
@@ -547,6 +555,10 @@ def _serving_load(o: EstimateArgs) -> Load | None:
         raise InputError("--recv-interval is SGLang's scheduler setting of a simulated run: add "
                          "--serve --framework sglang --scenario concurrency (or server, "
                          "offline)")
+    if o.adp_balance is not None:
+        raise InputError("--adp-balance is TensorRT-LLM's scheduler setting of a simulated run: "
+                         "add --serve --framework tensorrt-llm-1 --dp-attention --scenario "
+                         "concurrency (or server, offline)")
     return None
 
 

@@ -75,6 +75,7 @@ MAX_CONCURRENCY = 1_000_000  # clients over a whole cluster
 
 
 MAX_RATE = 1e7  # requests/s over a whole cluster
+MAX_ADP_BALANCE = 1_000_000  # iterations (TensorRT-LLM timeout_iters)
 MAX_SPREAD = 100.0  # uniform +- fraction or lognormal coefficient of variation
 
 
@@ -98,6 +99,9 @@ class Load:
     concurrency: int | None = None  # closed-loop clients over all replicas (concurrency)
     # SGLang --scheduler-recv-interval (SchedulerConfig.recv_interval); None: the stack's 1
     recv_interval: int | None = None
+    # TensorRT-LLM attention-DP balance timeout in iterations (SchedulerConfig.adp_balance_iters;
+    # attention_dp_config enable_balance, timeout_iters N, batching_wait_iters 0); None: off
+    adp_balance: int | None = None
 
     def __post_init__(self) -> None:
         if self.scenario is Scenario.SERVER and self.rate is None and self.trace is None:
@@ -119,6 +123,11 @@ class Load:
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise InputError(f"--recv-interval must be a whole number of decode steps, at "
                              f"least 1, got {n}")
+        n = self.adp_balance
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int)
+                              or not 1 <= n <= MAX_ADP_BALANCE):
+            raise InputError(f"--adp-balance must be a whole number of iterations from 1 to "
+                             f"{MAX_ADP_BALANCE:,}, got {n}")
 
     def _check_concurrency(self) -> None:
         n = self.concurrency
@@ -300,6 +309,21 @@ class Unfit:
 CAPS_PER_RANK = frozenset({Framework.TENSORRT_LLM, Framework.TENSORRT_LLM_1, Framework.VLLM})
 
 
+def _with_adp_balance(base: SchedulerConfig, fw: FrameworkProfile, iters: int
+                      ) -> SchedulerConfig:
+    """TensorRT-LLM's attention-DP balance on ``base`` (simulator module doc); a layout
+    without DP attention has one rank and nothing to balance."""
+    if fw.name is not Framework.TENSORRT_LLM_1:
+        raise InputError(f"attention-DP balance is TensorRT-LLM's (1.0 and later) "
+                         f"attention_dp_config; {fw.name.value} has no such setting: drop it, "
+                         "or serve with tensorrt-llm 1.x")
+    if base.ranks < 2:
+        return base
+    return replace(base, adp_balance_iters=iters,
+                   source=f"{base.source}; prompts held until every rank has one or "
+                          f"{iters} iterations pass (attention_dp_config enable_balance)")
+
+
 def scheduler_for(system: System, fw: FrameworkProfile, load: Load,
                   m: Mapping | None = None) -> SchedulerConfig:
     """The framework's documented scheduler for the scenario, with the user's caps. Under DP
@@ -322,6 +346,8 @@ def scheduler_for(system: System, fw: FrameworkProfile, load: Load,
         base = replace(base, recv_interval=load.recv_interval,
                        source=f"{base.source}; new requests taken once every "
                               f"{load.recv_interval} decode steps (--scheduler-recv-interval)")
+    if load.adp_balance is not None:
+        base = _with_adp_balance(base, fw, load.adp_balance)
     return base.with_caps(None if load.max_seqs is None else load.max_seqs * k,
                           None if load.max_tokens is None else load.max_tokens * k,
                           load.chunked_prefill, load.kv_fraction)

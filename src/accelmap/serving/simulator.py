@@ -39,6 +39,18 @@ for any step with prompt tokens, 1 for an idle loop, whose spins are microsecond
 decodes waits up to N decode steps before it can be admitted; after a prefill, or on an idle
 server, it is taken at once. N = 1 is the plain loop.
 
+TensorRT-LLM's attention-DP balance (``SchedulerConfig.adp_balance_iters`` N: its
+``attention_dp_config`` with ``enable_balance: true, timeout_iters: N, batching_wait_iters:
+0``; ``PyExecutor._balance_adp_requests``): a context request is scheduled only in an
+iteration where every DP-attention rank has one (and a free slot), so that the ranks prefill
+together; otherwise a counter of such iterations grows by one, and the held requests go when it
+reaches N (it then restarts from 0) or when some rank has no generation request to run. The
+counter grows in every iteration that fails the test, with or without a waiting request, so a
+lone arrival waits out the rest of the current cycle of N iterations. The ranks are tracked
+in the balance's bookkeeping: a new request goes to the rank with the fewest active requests
+(in a closed loop, the rank whose request just finished), so every rank has one waiting only
+once each has seen a finish.
+
 Speculative decoding plugs in through ``DecodeStep``: each decode step verifies ``verify``
 tokens per sequence and advances ``advance`` tokens on average (Leviathan et al. 2023), with
 an extra cost per step for drafting.
@@ -114,6 +126,9 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
         r.arrive, r.make_room, r.prompt_chunks, r.admit, r.run_step)
     interval = sched.recv_interval
     recv = interval  # the counter starts at the threshold: the first loop receives
+    balance = _AdpBalance(sched, n) if sched.adp_balance_iters and sched.ranks > 1 else None
+    if balance is not None:
+        r.on_done = balance.done
     while r.finished < n:
         running = r.D + len(prefilling)
         idle = running == 0
@@ -126,7 +141,16 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
         preempted_now = make_room()
         chunks: list[tuple[int, int]] = []  # (request, tokens)
         budget = prompt_chunks(chunks)
-        admitted = admit(chunks, budget, running, preempted_now) if waiting or r.static else 0
+        if balance is None:
+            admitted = admit(chunks, budget, running, preempted_now) \
+                if waiting or r.static else 0
+        else:  # the counter moves every iteration, with or without a request waiting
+            balance.assign(r.nxt)
+            admitted = 0
+            if balance.release() and waiting:
+                head = [waiting[i] for i in range(min(len(waiting), r.max_seqs - running))]
+                admitted = admit(chunks, budget, running, preempted_now)
+                balance.admitted(head[:admitted])
         if not chunks and r.D == 0:
             if r.nxt < n and not prefilling:
                 r.clock = max(r.clock, r.arrival[r.nxt])
@@ -147,6 +171,57 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
                      np.array(r.steps_t), r.preemptions, r.peak, kv_capacity_tokens, r.busy)
 
 
+class _AdpBalance:
+    """TensorRT-LLM's attention-DP balance gate (module doc), over the ranks of the group: each
+    new request goes to the rank with the fewest active (waiting or running) requests, lowest
+    index first (TensorRT-LLM's ``_balance_requests_across_ranks``: a heap of active counts);
+    ``release`` says whether this iteration schedules the waiting context requests."""
+
+    __slots__ = ("active", "count", "rank_of", "ranks", "running", "seen", "slots", "timeout",
+                 "waiting")
+
+    def __init__(self, sched: SchedulerConfig, n: int) -> None:
+        self.timeout, self.ranks = sched.adp_balance_iters, sched.ranks
+        self.slots = max(sched.max_seqs // sched.ranks, 1)  # a rank's max_batch_size
+        self.count = 0
+        self.seen = 0  # requests given a rank so far (they arrive in index order)
+        self.rank_of = [0] * n
+        self.active = [0] * self.ranks
+        self.waiting = [0] * self.ranks
+        self.running = [0] * self.ranks
+
+    def assign(self, upto: int) -> None:
+        """Ranks for the requests that arrived since the last call (indices seen .. upto - 1)."""
+        active, waiting, rank_of = self.active, self.waiting, self.rank_of
+        for r in range(self.seen, upto):
+            k = active.index(min(active))
+            rank_of[r] = k
+            active[k] += 1
+            waiting[k] += 1
+        self.seen = max(self.seen, upto)
+
+    def release(self) -> bool:
+        if min(self.waiting) > 0 and max(self.running) < self.slots:
+            self.count = 0  # every rank has a context request and a free slot
+            return True
+        self.count += 1
+        if self.count >= self.timeout or min(self.running) == 0:
+            self.count = 0
+            return True
+        return False
+
+    def admitted(self, requests: list[int]) -> None:
+        for r in requests:
+            k = self.rank_of[r]
+            self.waiting[k] -= 1
+            self.running[k] += 1
+
+    def done(self, r: int) -> None:
+        k = self.rank_of[r]
+        self.active[k] -= 1
+        self.running[k] -= 1
+
+
 class _Replica:
     """One replica's scheduler state: per request its target, emitted tokens, KV position,
     decode start and preemption version; the waiting queue, the prefilling and running lists;
@@ -157,7 +232,8 @@ class _Replica:
         "B", "D", "K", "arrival", "blocks_cap", "budget_cap", "busy", "cached", "chunk_cap",
         "chunked", "clock", "concurrency", "ctx0", "dec_start", "decoding", "done_tok", "extra",
         "finish", "finished", "first", "g", "half", "heap", "is_running", "it",
-        "kv_capacity_tokens", "kv_prefill", "max_seqs", "n", "nxt", "output", "peak", "policy",
+        "kv_capacity_tokens", "kv_prefill", "max_seqs", "n", "nxt", "on_done", "output", "peak",
+        "policy",
         "pos", "preemptions", "prefill_s", "prefilling", "prompt", "released", "reserved",
         "reserved_blocks", "running_order", "static", "static_left", "static_width", "steps_d",
         "steps_s", "steps_t", "target", "verify", "version", "waiting", "watermark")
@@ -222,6 +298,7 @@ class _Replica:
         self.steps_t: list[float] = []
         self.watermark = (WATERMARK * self.blocks_cap if self.policy is KvPolicy.ON_DEMAND
                           else 0.0)
+        self.on_done: Callable[[int], None] | None = None  # the ADP balance's bookkeeping
 
     def used_blocks(self, extra_tokens: float = 0.0, extra_seqs: int = 0) -> float:
         seqs = self.D + len(self.prefilling) + extra_seqs
@@ -426,6 +503,8 @@ class _Replica:
         self.reserved_blocks -= self.reserved[r]
         if self.policy is KvPolicy.STATIC:
             self.static_left -= 1
+        if self.on_done is not None:
+            self.on_done(r)
 
     def finish_decodes(self) -> None:
         """Decoding requests whose last step this was leave."""

@@ -120,6 +120,17 @@ def _requests(run: ServingRun, replicas: int, notes: list[str], unit: str = "rep
     return min(run.requests, cap)
 
 
+def _foreign_setting(run: ServingRun, fw: Framework) -> str | None:
+    """Why a run states a scheduler setting its stack does not have, or None."""
+    if run.scheduler_recv_interval is not None and fw is not Framework.SGLANG:
+        return (f"scheduler_recv_interval is SGLang's --scheduler-recv-interval; "
+                f"{fw.value} has no such setting: drop the field")
+    if run.attention_dp_balance is not None and fw is not Framework.TENSORRT_LLM_1:
+        return (f"attention_dp_balance is TensorRT-LLM's (1.0 and later) attention_dp_config; "
+                f"{fw.value} has no such setting: drop the field")
+    return None
+
+
 def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str],
                  split: Disaggregation | None = None) -> SimRun | DisaggRun | str:
     """The simulation the run's metric is read from (shared by rows of the same run), or why
@@ -140,9 +151,8 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str],
         return str(e)
     if run.stack == "dynamo":  # Dynamo's front end in place of the engine's (cost/framework.py)
         fw = orchestrated(fw, "dynamo")
-    if run.scheduler_recv_interval is not None and fw.name is not Framework.SGLANG:
-        return (f"scheduler_recv_interval is SGLang's --scheduler-recv-interval; "
-                f"{fw.name.value} has no such setting: drop the field")
+    if (foreign := _foreign_setting(run, fw.name)) is not None:
+        return foreign
     weight = run.precision
     assert weight is not None
     # activations: fp8 with fp8 weights (W8A8), else 16 bits (4-bit GEMMs quantize their inputs
@@ -165,14 +175,16 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str],
     more: list[str] = [f"stated {k} {v:g} overrides the framework's default" for k, v in
                         (("max_batch_size", run.max_batch), ("max_num_tokens", run.max_tokens),
                          ("KV memory fraction", run.kv_fraction),
-                         ("scheduler receive interval", run.scheduler_recv_interval))
+                         ("scheduler receive interval", run.scheduler_recv_interval),
+                         ("attention-DP balance timeout", run.attention_dp_balance))
                         if v is not None]
     replicas = dp if split is None else max(split.prefill_instances, split.decode_instances)
     unit = "replica" if split is None else "instance of the larger pool"
     load = Load(Scenario.OFFLINE, requests=_requests(run, replicas, more, unit),
                 dist=LengthDist(run.length_dist or "fixed"), spread=run.length_spread or 0.0,
                 max_seqs=run.max_batch, max_tokens=run.max_tokens, kv_fraction=run.kv_fraction,
-                recv_interval=run.scheduler_recv_interval)
+                recv_interval=run.scheduler_recv_interval,
+                adp_balance=run.attention_dp_balance)
     sp = speculation_of(run, spec, more)
     sim: SimRun | DisaggRun | None
     if isinstance(sp, str):
