@@ -121,3 +121,35 @@ def test_sglang_receive_interval_is_read_and_other_stacks_skip_it(tmp_path: Path
     skip = validate_cases([_write(tmp_path, vllm)]).predictions[0]
     assert skip.status is not Status.OK
     assert "SGLang's --scheduler-recv-interval" in (skip.skipped_reason or "")
+
+
+SERVER = """
+- id: {id}
+  source: test
+  accelerator: h100-sxm5-80gb
+  model: llama-3.1-8b
+  devices: 1
+  framework: vllm
+  precision: bf16
+  scenario: server
+  rate: 2
+  input_len: 256
+  output_len: 64
+  metric: output_tokens_per_s
+  value: 100
+"""
+
+
+def test_a_server_runs_throughput_is_counted_over_its_own_queries(tmp_path: Path) -> None:
+    """MLPerf's LoadGen divides what completed by the time from the first query sent to the
+    last answer: a long run (many queries) reads the steady state, rate x output tokens; a short
+    one loses the last answer's latency in its span; unstated, the steady state."""
+    text = (SERVER.format(id="long") + "  requests: 1000000\n"
+            + SERVER.format(id="short") + "  requests: 20\n" + SERVER.format(id="unstated"))
+    rows = {p.row_id: p for p in validate_cases([_write(tmp_path, text)]).predictions}
+    assert all(p.status is Status.OK for p in rows.values())
+    steady = 2 * 64.0
+    assert rows["long"].predicted == pytest.approx(steady, rel=1e-3)
+    assert rows["unstated"].predicted == pytest.approx(steady, rel=1e-9)
+    assert rows["short"].predicted < 0.99 * steady  # type: ignore[operator]
+    assert any("over the run's 20 queries" in n for n in rows["short"].notes)
