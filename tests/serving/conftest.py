@@ -11,6 +11,7 @@ from accelmap.cost.framework import FrameworkProfile
 from accelmap.engine import System, resolve_framework
 from accelmap.mapping.plan import Mapping
 from accelmap.models.schema import ModelSpec
+from accelmap.serving.iteration import IterationCost
 from accelmap.workload import Inference
 
 
@@ -39,3 +40,10 @@ def small() -> Setup:
 @pytest.fixture(scope="session")
 def make_setup() -> object:
     return setup
+
+
+@pytest.fixture(scope="module")
+def cost(small: Setup) -> IterationCost:
+    """The small setup's iteration cost, for the scheduler tests that drive the simulator."""
+    return IterationCost(small.spec, small.system, small.wl, small.m, small.fw, max_tokens=9000,
+                         max_seqs=96, max_context=3000)

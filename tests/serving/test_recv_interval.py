@@ -11,17 +11,10 @@ import pytest
 from accelmap.cost.framework import Framework
 from accelmap.cost.framework import profile as framework_profile
 from accelmap.errors import InputError
-from accelmap.serving.iteration import IterationCost
 from accelmap.serving.requests import make
 from accelmap.serving.scenario import Load, Scenario, scheduler_for
 from accelmap.serving.scheduler import KvBudget, KvPolicy, SchedulerConfig
 from accelmap.serving.simulator import simulate
-
-
-@pytest.fixture(scope="module")
-def cost(small):  # type: ignore[no-untyped-def]
-    return IterationCost(small.spec, small.system, small.wl, small.m, small.fw, max_tokens=9000,
-                         max_seqs=96, max_context=3000)
 
 
 def _sched(interval: int = 1) -> SchedulerConfig:

@@ -123,21 +123,10 @@ def test_sglang_receive_interval_is_read_and_other_stacks_skip_it(tmp_path: Path
     assert "SGLang's --scheduler-recv-interval" in (skip.skipped_reason or "")
 
 
-SERVER = """
-- id: {id}
-  source: test
-  accelerator: h100-sxm5-80gb
-  model: llama-3.1-8b
-  devices: 1
-  framework: vllm
-  precision: bf16
-  scenario: server
-  rate: 2
-  input_len: 256
-  output_len: 64
-  metric: output_tokens_per_s
-  value: 100
-"""
+# a server run at a stated rate: the concurrency row with its scenario, rate and metric
+SERVER = ROW.format(metric="output_tokens_per_s", value=100).replace("id: c8", "id: {id}").replace(
+    "scenario: concurrency\n  concurrency: 8\n  requests: 40\n", "scenario: server\n  rate: 2\n"
+).replace("input_len: 512", "input_len: 256")
 
 
 def test_a_server_runs_throughput_is_counted_over_its_own_queries(tmp_path: Path) -> None:
