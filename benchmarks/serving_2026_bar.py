@@ -17,7 +17,8 @@ Prints the median / p90 absolute % error and the signed median (+ = accelmap opt
 all of them and per source, accelerator, model, number format and metric, the coverage the bar
 asks for, and whether each part of the bar holds. Without ``--all`` the InferenceX records of
 disaggregated runs with DP attention in a pool are left out (their closed loops of thousands of
-clients take over an hour on 2 cores; about 3 minutes without them).
+clients take over an hour on 2 cores; about 7 minutes without them, half of it the MLPerf
+server rows' highest-rate searches).
 
     PYTHONPATH=src python3 benchmarks/serving_2026_bar.py [--all]
 """
