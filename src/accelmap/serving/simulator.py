@@ -63,6 +63,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
 
 import numpy as np
 
@@ -148,7 +149,7 @@ def simulate(req: Requests, cost: IterationCost, sched: SchedulerConfig,
             balance.assign(r.nxt)
             admitted = 0
             if balance.release() and waiting:
-                head = [waiting[i] for i in range(min(len(waiting), r.max_seqs - running))]
+                head = list(islice(waiting, max(r.max_seqs - running, 0)))  # admitted first
                 admitted = admit(chunks, budget, running, preempted_now)
                 balance.admitted(head[:admitted])
         if not chunks and r.D == 0:
