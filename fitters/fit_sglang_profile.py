@@ -34,10 +34,19 @@ On ROCm a third, ``kernel_efficiency``: the share of the roofline's achievable s
 ROCm kernels (AITER/Triton fused MoE, MLA decode) reach, every device op's time divided by it
 (cost/framework.py). The ROCm records' decode time scales with the device's bandwidth (the
 per-user rate of MI355X over MI300X's at the same load is about their 8.0 / 5.3 TB/s) at about
-three times the roofline's time, which a fixed step cannot express; CUDA's kernels are the
-ones the achievable figures were measured with, so CUDA keeps 1.0. It is chosen on a grid
+three times the roofline's time, which a fixed step cannot express; CUDA's kernels are the ones
+the achievable figures were measured with, so CUDA keeps 1.0. It is chosen on a grid
 (``EFFICIENCIES``), each value with its own step and latency fitted as below, by the mean
-soft-L1 loss of every fit-set record's log error.
+soft-L1 loss of every fit-set record's log error. AITER ships its kernels per GPU target (gfx942
+for CDNA3's MI300X/MI325X, gfx950 for CDNA4's MI355X: ROCm/aiter ``hsa/gfx942/mla`` holds 26 MLA
+kernels, ``hsa/gfx950/mla`` 65, the FP8-query decode ones among them), so the share is then
+chosen again per architecture among the fit-set records (``ARCH_EFFICIENCIES``, each
+architecture on its own records at the joint step and latency), and the step and latency
+refitted on every record at those shares (``architecture_efficiency`` in the ROCm block; an
+architecture with no fitted record, CDNA2, keeps the joint share). On the fit set of this split
+the joint share is 0.67 and the per-architecture ones CDNA3 0.6 and CDNA4 1.0 (MI300X at 1k/1k
+and 4 clients takes 14.6 ms per token, MI355X 9.9 ms); no grid value of the joint share fits
+both generations at the step their other loads fix.
 
 Each is fitted by robust least squares (``scipy.optimize.least_squares``, soft-L1 loss with a
 10 % scale) on log(predicted / measured time), step first (with zero latency; TPOT does not
@@ -85,6 +94,8 @@ LOSS_SCALE = 0.1
 BOUNDS = {"step_overhead_s": (0.0, 20e-3), "request_latency_s": (0.0, 1.0)}
 # kernel_efficiency candidates on ROCm: device time x 1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4
 EFFICIENCIES = (1.0, 0.8, 0.6667, 0.5714, 0.5, 0.4, 0.3333, 0.25)
+# per architecture (CDNA3, CDNA4): device time x 1 to 4 in finer steps
+ARCH_EFFICIENCIES = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25)
 Table = dict[str, Any]
 PLATFORM_NAMES = {"cuda": "CUDA", "rocm": "ROCm"}
 
@@ -158,14 +169,16 @@ def _pairs(preds: Sequence[Prediction], metric: str) -> list[tuple[float, float]
 
 
 def fit_platform(recs: Sequence[dict[str, Any]], base: Table, plat: str,
-                 stack: str = STACK, efficiencies: Sequence[float] = (1.0,)
-                 ) -> dict[str, float]:
+                 stack: str = STACK, efficiencies: Sequence[float] = (1.0,),
+                 fixed: dict[str, Any] | None = None) -> dict[str, Any]:
     """step_overhead_s on the TPOT rows, then request_latency_s on the TTFT rows (module doc),
     at each kernel efficiency of ``efficiencies``; the one whose fitted figures give the
-    lowest soft-L1 loss over every record wins (one candidate: no choice, nothing written)."""
-    best: tuple[float, dict[str, float]] | None = None
+    lowest soft-L1 loss over every record wins (one candidate: no choice, nothing written).
+    ``fixed``: figures held as given while the step and latency are fitted."""
+    best: tuple[float, dict[str, Any]] | None = None
     for eff in efficiencies:
-        own = {} if len(efficiencies) == 1 else {"kernel_efficiency": eff}
+        own: dict[str, Any] = dict(fixed) if fixed else (
+            {} if len(efficiencies) == 1 else {"kernel_efficiency": eff})
         zero = with_sglang(base, plat, {"step_overhead_s": 0.0, "request_latency_s": 0.0,
                                         **own}, stack)
         step = fit_additive(_pairs(predict(recs, zero), "tokens_per_s_per_user"),
@@ -175,13 +188,44 @@ def fit_platform(recs: Sequence[dict[str, Any]], base: Table, plat: str,
         late = fit_additive(_pairs(predict(recs, at_step), "ttft_p50_ms"),
                             *BOUNDS["request_latency_s"])
         values = {"step_overhead_s": round(step, 7), "request_latency_s": round(late, 5), **own}
-        if len(efficiencies) == 1:
+        if len(efficiencies) == 1 or fixed:
             return values
         loss = soft_l1_loss(predict(recs, with_sglang(base, plat, values, stack)))
         if best is None or loss < best[0]:
             best = (loss, values)
     assert best is not None
     return best[1]
+
+
+def architecture_of(rec: dict[str, Any], archs: dict[str, str]) -> str:
+    return archs.get(str(rec["accelerator"]), "")
+
+
+def fit_architectures(recs: Sequence[dict[str, Any]], base: Table, plat: str,
+                      values: dict[str, float], archs: dict[str, str],
+                      stack: str = STACK) -> dict[str, Any]:
+    """Per GPU architecture among ``recs`` (module doc): its kernel efficiency chosen on
+    ``ARCH_EFFICIENCIES`` by the soft-L1 loss of its own records at the platform's joint step
+    and latency, then the step and latency refitted on every record at those efficiencies.
+    The joint ``kernel_efficiency`` stays for architectures with no fitted record."""
+    by_arch: dict[str, list[dict[str, Any]]] = {}
+    for r in recs:
+        by_arch.setdefault(architecture_of(r, archs), []).append(r)
+    chosen: dict[str, float] = {}
+    for arch, mine in sorted(by_arch.items()):
+        if not arch:
+            continue
+        losses = {eff: soft_l1_loss(predict(mine, with_sglang(
+            base, plat, {**values, "architecture_efficiency": {**chosen, arch: eff}}, stack)))
+            for eff in ARCH_EFFICIENCIES}
+        chosen[arch] = min(losses, key=lambda e: losses[e])
+        print(f"  {plat} {arch}: kernel efficiency {chosen[arch]} "
+              f"(loss {losses[chosen[arch]]:.4f}; joint {values.get('kernel_efficiency')}: "
+              f"{losses.get(values.get('kernel_efficiency', 1.0), math.nan):.4f})")
+    own = {k: v for k, v in values.items() if k == "kernel_efficiency"}
+    own["architecture_efficiency"] = chosen  # type: ignore[assignment]
+    refit = fit_platform(recs, base, plat, stack, fixed=own)
+    return {**refit, **own}
 
 
 def soft_l1_loss(preds: Sequence[Prediction]) -> float:
@@ -234,8 +278,8 @@ def entry_text(cuda: dict[str, Any], rocm: dict[str, Any], base_entry: dict[str,
     """SGLang's block of framework_calibration.yaml: the CUDA figures at the top level, the
     ROCm ones in ``rocm:`` (cost/framework.py reads both)."""
     def block(res: dict[str, Any], plat: str) -> dict[str, Any]:
-        eff = ({"kernel_efficiency": res["values"]["kernel_efficiency"]}
-               if "kernel_efficiency" in res["values"] else {})
+        eff = {k: res["values"][k] for k in ("kernel_efficiency", "architecture_efficiency")
+               if k in res["values"]}
         return {"step_overhead_s": res["values"]["step_overhead_s"],
                 "request_latency_s": res["values"]["request_latency_s"], **eff,
                 "source": (f"fitted on {len(res['keys'])} SGLang configurations "
@@ -282,7 +326,10 @@ def borrowed(cal: Table) -> Table:
 
 def run(write: bool) -> dict[str, Any]:
     base = borrowed(dict(fwmod._calibration()))
-    vendors = {k: a.vendor for k, a in load_catalog().accelerators.items()}
+    catalog = load_catalog().accelerators
+    vendors = {k: a.vendor for k, a in catalog.items()}
+    archs = {k: str(a.sparsity_2_4.architecture) for k, a in catalog.items()
+             if a.sparsity_2_4 is not None}
     recs = sglang_records()
     fit = [r for r in recs if in_fit_set(r)]
     held = [r for r in recs if not in_fit_set(r)]
@@ -291,6 +338,8 @@ def run(write: bool) -> dict[str, Any]:
         mine = [r for r in fit if platform(r, vendors) == plat]
         values = fit_platform(mine, base, plat,
                               efficiencies=EFFICIENCIES if plat == "rocm" else (1.0,))
+        if plat == "rocm":
+            values = fit_architectures(mine, base, plat, values, archs)
         table = with_sglang(table, plat, values)
         out[plat] = {"values": values}
     before = predict(held, base)

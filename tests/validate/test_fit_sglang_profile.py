@@ -153,3 +153,33 @@ def test_kernel_efficiency_is_a_platform_figure_that_scales_device_time(
     bundled = yaml.safe_load(CAL.read_text())["sglang"]
     assert bundled["rocm"]["kernel_efficiency"] in fs.EFFICIENCIES
     assert "kernel_efficiency" not in bundled  # CUDA: the kernels the figures were measured on
+
+
+def test_architecture_efficiency_overrides_the_platform_figure_on_its_architecture(
+        monkeypatch: pytest.MonkeyPatch, fs: ModuleType) -> None:
+    """A ROCm block's per-architecture efficiency applies on that architecture's parts (MI300X,
+    CDNA3) and the platform's figure on the others (MI355X, CDNA4, when only CDNA3 is named);
+    the bundled block names its architectures from the fitter's grid."""
+    from dataclasses import replace
+
+    from accelmap import api
+    from accelmap.cost.roofline import time_op
+    from accelmap.ops.step import training_ops
+    from accelmap.workload import Training
+
+    rocm = {**TABLE["sglang"]["rocm"], "kernel_efficiency": 0.5,  # type: ignore[dict-item]
+            "architecture_efficiency": {"cdna3": 0.25}}
+    monkeypatch.setattr(fwmod, "_calibration",
+                        lambda: {**TABLE, "sglang": {**TABLE["sglang"], "rocm": rocm}})
+    amd = profile("sglang", "AMD")
+    cdna3, cdna4 = api.load_system(hw="mi300x").device, api.load_system(hw="mi355x").device
+    assert (amd.efficiency_on(cdna3.acc), amd.efficiency_on(cdna4.acc)) == (0.25, 0.5)
+    op = next(o for o in training_ops(api.load_model("llama-3.2-1b"), Training(batch=1))
+              if o.gemm is not None)
+    at_arch = time_op(op, cdna3, amd)
+    at_platform = time_op(op, cdna3, replace(amd, architecture_efficiency=()))
+    assert float(at_arch.time_s - at_arch.overhead_s) == pytest.approx(
+        2 * float(at_platform.time_s - at_platform.overhead_s))
+    bundled = yaml.safe_load(CAL.read_text())["sglang"]["rocm"]["architecture_efficiency"]
+    assert bundled and set(bundled.values()) <= set(fs.ARCH_EFFICIENCIES)
+    assert profile("sglang", "NVIDIA").architecture_efficiency == ()

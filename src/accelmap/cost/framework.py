@@ -45,7 +45,10 @@ per-case constants.
   from; fitted in a platform block where its kernel library falls short of them, as SGLang's
   on ROCm, whose AITER/Triton MoE and MLA kernels run DeepSeek-R1's decode steps at a time
   that scales with the device's bandwidth (MI300X against MI355X) far above the roofline's
-  (``fitters/fit_sglang_profile.py``).
+  (``fitters/fit_sglang_profile.py``). Where the kernel library is built per GPU target (AITER:
+  gfx942 for CDNA3, gfx950 for CDNA4), the block may hold a share per architecture
+  (``architecture_efficiency``, the catalog's architecture name), fitted apart on each one's
+  records; the platform's share stays for an architecture not named.
 - ``custom_all_reduce``: the stack runs its own one-shot all-reduce kernel for small tensor-parallel
   messages where it beats NCCL (vLLM ``csrc/custom_all_reduce.cuh``, PR #2192; TensorRT-LLM
   ``cpp/tensorrt_llm/kernels/customAllReduceKernels.cu``; SGLang's port of both); its latency is
@@ -82,7 +85,7 @@ from enum import StrEnum
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -92,6 +95,9 @@ from accelmap.cost.host import DISPATCH_SOURCE as GPU_DISPATCH_SOURCE
 from accelmap.cost.host import Launch
 from accelmap.errors import InputError
 from accelmap.units import DType
+
+if TYPE_CHECKING:
+    from accelmap.hardware.schema import Accelerator
 
 
 def eager_passes_for(spec: Any) -> dict[str, Any]:
@@ -234,6 +240,16 @@ class FrameworkProfile:
     platform: str | None = None
     # share of the roofline's achievable speed the stack's kernels reach (module doc); 1.0: all
     kernel_efficiency: float = 1.0
+    # the same per GPU architecture where the platform's kernel library differs by target
+    # (AITER's gfx942 and gfx950 kernels: module doc), (architecture, share) pairs; an
+    # architecture not named keeps kernel_efficiency
+    architecture_efficiency: tuple[tuple[str, float], ...] = ()
+
+    def efficiency_on(self, acc: Accelerator) -> float:
+        """The share of the roofline's speed this stack's kernels reach on ``acc``: its
+        architecture's where fitted apart, else the platform's ``kernel_efficiency``."""
+        arch = acc.sparsity_2_4.architecture if acc.sparsity_2_4 is not None else None
+        return dict(self.architecture_efficiency).get(str(arch), self.kernel_efficiency)
 
     @property
     def band_stack(self) -> str:
@@ -362,6 +378,8 @@ def profile(name: Framework | str, vendor: str | None = None) -> FrameworkProfil
         server_request_latency_s=server_latency_s(fw),
         platform=plat,
         kernel_efficiency=float(cal.get("kernel_efficiency", 1.0)),
+        architecture_efficiency=tuple(sorted(
+            (str(k), float(v)) for k, v in (cal.get("architecture_efficiency") or {}).items())),
         custom_all_reduce=fw in CUSTOM_ALL_REDUCE,
         fused_pass=fw in OWN_KERNEL_FUSION,
         not_calibrated={**missing, **{str(k): str(v) for k, v in

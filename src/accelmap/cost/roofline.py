@@ -200,8 +200,9 @@ def time_op(op: Op, dev: Device, fw: FrameworkProfile, overlap: Overlap = Overla
         memory = memory + op.bytes.get(ByteKind.ACTIVATIONS, 0.0) * (k - 1.0) / dev.bandwidth
     if fused:
         compute = 0.0 * compute  # its arithmetic hides inside the kernel it is fused into
-    if fw.kernel_efficiency != 1.0:  # the stack's kernels on this platform (cost/framework.py)
-        compute, memory = compute / fw.kernel_efficiency, memory / fw.kernel_efficiency
+    kernel_eff = fw.efficiency_on(dev.acc)  # the stack's kernels on this part (cost/framework.py)
+    if kernel_eff != 1.0:
+        compute, memory = compute / kernel_eff, memory / kernel_eff
     body = np.maximum(compute, memory) if overlap is Overlap.MAX else compute + memory
     per_op = fw.kernel_overhead_s
     if fw.name in EAGER_STACKS and dev.profile is not None and dev.profile.kernel_overhead_s:
