@@ -53,6 +53,26 @@ def test_replicas_share_the_load(make_setup) -> None:  # type: ignore[no-untyped
     assert b.metrics["output_tokens_per_s"] > 1.5 * a.metrics["output_tokens_per_s"]
 
 
+def test_a_pipeline_keeps_one_micro_batch_in_flight_per_stage(
+        make_setup, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """tp1 x pp2: each stage works on one of two micro-batches while the other is in the other
+    stage (TensorRT-LLM mNumMicroBatches = pp), so offline throughput is about twice that of one
+    batch walking both stages in turn; a micro-batch's iteration still takes both stages."""
+    from accelmap.serving import scenario
+
+    s = make_setup(cluster="1x2xh100-sxm5-80gb", fw="tensorrt-llm")
+    pp2 = api.serving_mapping(tp=1, pp=2)
+    load = Load(Scenario.OFFLINE, requests=400)
+    piped = run(s.spec, s.system, s.wl, pp2, s.fw, load)
+    monkeypatch.setattr(scenario, "micro_batches", lambda m: 1)
+    serial = run(s.spec, s.system, s.wl, pp2, s.fw, load)
+    assert piped.metrics["requests"] == serial.metrics["requests"] == 400
+    ratio = piped.metrics["output_tokens_per_s"] / serial.metrics["output_tokens_per_s"]
+    assert 1.5 < ratio <= 2.05
+    assert any("2 pipeline micro-batches in flight" in n for n in piped.assumptions)
+    assert scenario.micro_batches(api.serving_mapping(tp=2)) == 1
+
+
 def test_the_issue_command_prints_output_tokens_per_s(cli) -> None:  # type: ignore[no-untyped-def]
     r = cli("estimate", "llama-3.1-70b", "--cluster", "1x2xh100-sxm5-80gb", "--serve", "--tp",
             "2", "--scenario", "offline", "--prompt", "1000", "--output", "1000", "--weights",

@@ -14,7 +14,18 @@
 Replicas (data parallelism) each get an equal share of the requests: a load balancer splitting
 a Poisson stream round-robin leaves each replica with (close to) rate / replicas; N closed-loop
 clients split the same way, N / replicas each (rounded up when N does not divide).
-"""
+
+A pipeline-parallel replica keeps one micro-batch in flight per stage, each scheduled on its own
+under the batch caps, so that every stage works on one of them while the others are in the other
+stages: TensorRT-LLM's in-flight batching model sets ``mNumMicroBatches =
+getPipelineParallelism()`` and sizes its capacity scheduler at ``getMaxBatchSize() *
+mNumMicroBatches`` (cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp); vLLM V1's
+engine keeps ``max_concurrent_batches`` batches in its batch queue, ``pipeline_parallel_size``
+of them ("PP requires PP-size concurrent batches to fill the pipeline", vllm/config/vllm.py).
+One micro-batch's iteration takes every stage in turn (the iteration cost,
+serving/iteration.py), so a replica of pp stages is simulated as pp lanes, each with the caps, 1
+/ pp of the replica's KV pool and 1 / pp of its requests or clients, and the replica's
+throughput is pp lanes'. """
 
 from __future__ import annotations
 
@@ -433,7 +444,8 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
         if not plain.feasible:
             return plain
     replicas = int(m.replicas)
-    reqs = requests_for(load, wl, replicas)
+    lanes = replicas * micro_batches(m)  # simulated units: micro-batches of every replica
+    reqs = requests_for(load, wl, lanes)
     load, bench_note = _bench_caps(spec, system, wl, m, fw, load, reqs)
     fw, served_note = served(fw, load)
     bench_note = (*bench_note, *served_note)
@@ -446,6 +458,7 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
         return ServingRun(*head, False, inst.reason, {}, None if inst.memory is None else sched,
                           inst.memory)
     pool, cost, longest = inst.pool, inst.cost, inst.longest
+    lane_tokens = pool.tokens / micro_batches(m)  # the replica's KV pool shared by its lanes
     choice = None
     if speculation is not None:
         assert plain is not None and dmem is not None
@@ -457,18 +470,18 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
         step = decode_step(speculation, choice.chosen.k, dcost)
     t0 = time.perf_counter()
     try:
-        clients = load.clients_per_replica(replicas)
-        sim = simulate(reqs, cost, sched, pool.tokens, step, clients)
+        clients = load.clients_per_replica(lanes)
+        sim = simulate(reqs, cost, sched, lane_tokens, step, clients)
         if choice is not None and not choice.given:
             assert speculation is not None
             sim, choice = _simulate_draft_lens(sim, choice, speculation, dcost, reqs, cost,
-                                               sched, pool.tokens, clients, load)
+                                               sched, lane_tokens, clients, load)
         if plain is not None and load.scenario is Scenario.OFFLINE and choice is not None:
             choice = _offline_check(choice, plain, sim, load, replicas)
     except CapacityError as e:
         return ServingRun(*head, False, f"{e} (memory rule)", {}, sched, pool.other)
     wall = time.perf_counter() - t0
-    metrics = summarize(sim, replicas, int(m.world), load.slo)
+    metrics = summarize(sim, lanes, int(m.world), load.slo)
     world = int(m.world)
     notes: tuple[str, ...] = ()
     if speculation is not None and choice is not None and plain is not None and dmem:
@@ -480,8 +493,10 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
              *bench_note,
              f"KV pool {format_quantity(pool.pool_bytes, Dimension.BYTES)} per device = "
              f"{pool.tokens:,.0f} tokens per replica",
-             f"{len(reqs):,} requests simulated on one replica of {replicas}",
-             *_closed_loop_notes(load, replicas),
+             f"{len(reqs):,} requests simulated on one replica of {replicas}" + (
+                 f", one of its {micro_batches(m)} pipeline micro-batches in flight (each "
+                 f"with the batch caps and {lane_tokens:,.0f} KV tokens)" if m.pp > 1 else ""),
+             *_closed_loop_notes(load, lanes),
              *device_notes(dev, wl.compute_dtype, fw))
     # the throughput band: the offline check set (data/serving_published.csv: out-of-sample
     # residuals of the same simulator); no published server run is scored yet
@@ -490,6 +505,11 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
                       error_band("serve-latency", fw.band_stack, int(m.devices_per_replica),
                                  dev.acc.device_class.value),
                       wall)
+
+
+def micro_batches(m: Mapping) -> int:
+    """Micro-batches a replica keeps in flight: one per pipeline stage (module doc)."""
+    return max(int(m.pp), 1)
 
 
 def served(fw: FrameworkProfile, load: Load) -> tuple[FrameworkProfile, tuple[str, ...]]:
