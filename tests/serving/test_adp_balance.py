@@ -1,7 +1,8 @@
 """TensorRT-LLM's attention-DP balance (``attention_dp_config: enable_balance: true,
-timeout_iters: N, batching_wait_iters: 0``): a context request waits until every rank has one,
-or until a counter of iterations reaches N, or until some rank has nothing to decode
-(``PyExecutor._balance_adp_requests``; serving/simulator.py module doc)."""
+timeout_iters: N, batching_wait_iters: W``): a context request waits until every rank has one,
+or until a counter of iterations reaches N, or until some rank has nothing to decode; with W,
+W more such iterations pass before the prompts go (``PyExecutor._balance_adp_requests``;
+serving/simulator.py module doc)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from accelmap import api
 from accelmap.api.validation import Status, validate_cases
 from accelmap.cost.framework import Framework
 from accelmap.cost.framework import profile as framework_profile
@@ -23,9 +25,9 @@ from accelmap.serving.simulator import simulate
 RANKS = 4
 
 
-def _sched(iters: int = 0) -> SchedulerConfig:
+def _sched(iters: int = 0, wait: int = 0) -> SchedulerConfig:
     return SchedulerConfig(KvPolicy.RESERVE, 64, 8192, True, 32, KvBudget.OF_FREE, 0.9,
-                           ranks=RANKS, adp_balance_iters=iters)
+                           ranks=RANKS, adp_balance_iters=iters, adp_batching_wait_iters=wait)
 
 
 def _ttft(s):  # type: ignore[no-untyped-def]
@@ -65,6 +67,21 @@ def test_longer_timeouts_hold_prompts_longer(cost) -> None:  # type: ignore[no-u
     assert waits[0] < waits[1] < waits[2]
 
 
+def test_a_batching_wait_holds_ready_prompts_and_batches_them(cost) -> None:  # type: ignore[no-untyped-def]
+    """batching_wait_iters W: with every rank holding a prompt and a decode, W more iterations
+    pass before the prompts go, so TTFT grows with W while the first wave (nothing decoding
+    yet) still goes at once, and fewer iterations carry prompt tokens; the tokens are the
+    same."""
+    reqs = make(96, 300, 200, dist=LengthDist.UNIFORM, spread=0.5, seed=4)
+    runs = [simulate(reqs, cost, _sched(40, w), 1e6, concurrency=16) for w in (0, 3, 10)]
+    waits = [float(np.median(_ttft(r)[16:])) for r in runs]
+    assert waits[0] < waits[1] < waits[2]
+    assert np.allclose(_ttft(runs[2])[:16], _ttft(runs[0])[:16])
+    prefills = [int(np.count_nonzero(r.step_tokens > r.step_decodes)) for r in runs]
+    assert prefills[2] < prefills[0]
+    assert {int(r.step_tokens.sum()) for r in runs} == {int(runs[0].step_tokens.sum())}
+
+
 def test_only_tensorrt_llm_1_has_it_and_one_rank_ignores_it(small) -> None:  # type: ignore[no-untyped-def]
     load = Load(Scenario.CONCURRENCY, concurrency=4, adp_balance=60)
     trt = framework_profile(Framework.TENSORRT_LLM_1)
@@ -75,6 +92,15 @@ def test_only_tensorrt_llm_1_has_it_and_one_rank_ignores_it(small) -> None:  # t
         Load(Scenario.CONCURRENCY, concurrency=4, adp_balance=0)
     with pytest.raises(InputError, match="adp_balance_iters must be at least 0"):
         replace(_sched(), adp_balance_iters=-1)
+    with pytest.raises(InputError, match="adp_batching_wait_iters must be at least 0"):
+        replace(_sched(), adp_batching_wait_iters=-1)
+    with pytest.raises(InputError, match="give --adp-balance N"):
+        Load(Scenario.CONCURRENCY, concurrency=4, adp_batching_wait=3)
+    with pytest.raises(InputError, match="--adp-batching-wait must be a whole number"):
+        Load(Scenario.CONCURRENCY, concurrency=4, adp_balance=60, adp_batching_wait=-1)
+    waited = scheduler_for(small.system, trt, replace(load, adp_batching_wait=3),
+                           api.serving_mapping(tp=1, replicas=1))
+    assert waited.adp_batching_wait_iters == 0  # one rank: nothing to balance
 
 
 ROW = """
@@ -107,14 +133,22 @@ def test_the_run_format_field(tmp_path: Path) -> None:
     held = ROW.format(id="held", framework="tensorrt-llm 1.1.0") + \
         "  attention_dp_balance: 60\n"
     sglang = ROW.format(id="sg", framework="sglang") + "  attention_dp_balance: 60\n"
+    batched = held.replace("id: held", "id: batched") + "  attention_dp_batching_wait: 10\n"
+    alone = ROW.format(id="alone", framework="tensorrt-llm 1.1.0") + \
+        "  attention_dp_batching_wait: 10\n"
     path = tmp_path / "runs.yaml"
-    path.write_text(trt + held + sglang)
+    path.write_text(trt + held + sglang + batched + alone)
     rows = {p.row_id: p for p in validate_cases([path]).predictions}
     assert rows["plain"].status is Status.OK and rows["held"].status is Status.OK
     assert rows["held"].predicted > rows["plain"].predicted  # type: ignore[operator]
     assert any("attention-DP balance timeout 60" in n for n in rows["held"].notes)
     assert rows["sg"].status is not Status.OK
     assert "attention_dp_config" in (rows["sg"].skipped_reason or "")
+    assert rows["batched"].status is Status.OK
+    assert rows["batched"].predicted != rows["held"].predicted  # it reaches the simulation
+    assert any("attention-DP batching wait 10" in n for n in rows["batched"].notes)
+    assert rows["alone"].status is not Status.OK
+    assert "state attention_dp_balance" in (rows["alone"].skipped_reason or "")
 
 
 def test_the_cli_flag(cli) -> None:  # type: ignore[no-untyped-def]
@@ -124,6 +158,12 @@ def test_the_cli_flag(cli) -> None:  # type: ignore[no-untyped-def]
     ok = cli(*base, "--framework", "tensorrt-llm-1", "--adp-balance", "60")
     assert ok.code == 0, ok.err
     assert "60 iterations pass" in ok.out
+    waited = cli(*base, "--framework", "tensorrt-llm-1", "--adp-balance", "60",
+                 "--adp-batching-wait", "3")
+    assert waited.code == 0, waited.err
+    assert "then 3 more to batch them" in waited.out
+    alone = cli(*base, "--framework", "tensorrt-llm-1", "--adp-batching-wait", "3")
+    assert alone.code == 2 and "give --adp-balance N" in alone.err
     bad = cli(*base, "--framework", "sglang", "--adp-balance", "60")
     assert bad.code == 2 and "attention_dp_config" in bad.err
     batch = cli("estimate", "llama-3.1-8b", "--hw", "h100-sxm5-80gb", "--serve",

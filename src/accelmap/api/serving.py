@@ -62,11 +62,13 @@ def serving_load(scenario: str | Scenario = "offline", *, requests: int | None =
                  slo_tpot: str | float | None = None, seed: int = 0,
                  max_seqs: int | None = None, max_tokens: int | None = None,
                  chunked_prefill: bool | None = None, concurrency: int | None = None,
-                 recv_interval: int | None = None, adp_balance: int | None = None) -> Load:
+                 recv_interval: int | None = None, adp_balance: int | None = None,
+                 adp_batching_wait: int | None = None) -> Load:
     """A scenario's request stream and objectives from text (``slo_ttft``/``slo_tpot``:
     durations such as '2s', '50ms'); ``concurrency``: closed-loop clients of the
     ``concurrency`` scenario; ``recv_interval``: SGLang's --scheduler-recv-interval;
-    ``adp_balance``: TensorRT-LLM's attention-DP balance timeout in iterations."""
+    ``adp_balance``: TensorRT-LLM's attention-DP balance timeout in iterations;
+    ``adp_batching_wait``: its batching_wait_iters."""
     sc = choice(Scenario, scenario, "scenario")
     if sc is Scenario.BATCH:
         raise InputError("the batch scenario is one fixed batch: use api.estimate")
@@ -81,7 +83,7 @@ def serving_load(scenario: str | Scenario = "offline", *, requests: int | None =
     return Load(sc, requests, rate, path, choice(LengthDist, lengths, "length distribution"),
                 spread, prefix_hit, slo, seed, max_seqs, max_tokens, chunked_prefill,
                 concurrency=concurrency, recv_interval=recv_interval,
-                adp_balance=adp_balance)
+                adp_balance=adp_balance, adp_batching_wait=adp_batching_wait)
 
 
 def scenario_layout(model: ModelSpec, system: System, workload: Inference, load: Load,

@@ -258,8 +258,13 @@ RecvIntervalOpt = Annotated[int | None, typer.Option(
 AdpBalanceOpt = Annotated[int | None, typer.Option(
     "--adp-balance", min=1, max=MAX_COUNT,
     help="TensorRT-LLM attention-DP balance (attention_dp_config enable_balance, timeout_iters "
-    "N, batching_wait_iters 0): under --dp-attention a new prompt waits until every rank has "
-    "one, or N iterations. --framework tensorrt-llm-1 only.")]
+    "N): under --dp-attention a new prompt waits until every rank has one, or N iterations. "
+    "--framework tensorrt-llm-1 only.")]
+AdpBatchingWaitOpt = Annotated[int | None, typer.Option(
+    "--adp-batching-wait", min=0, max=MAX_COUNT,
+    help="With --adp-balance: its batching_wait_iters W (default 0): once every rank has a "
+    "prompt and a sequence decoding, W more iterations pass before the prompts go, so they "
+    "batch.")]
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED,
                                       help="Random seed of arrivals and "
                                       "lengths.")]
@@ -383,6 +388,7 @@ class EstimateArgs:
     max_tokens: int | None
     recv_interval: int | None
     adp_balance: int | None
+    adp_batching_wait: int | None
     seed: int
     draft: str | None
     mtp: int | None
@@ -431,7 +437,8 @@ def estimate_cmd(
     lengths: LengthsOpt = "fixed", spread: SpreadOpt = 0.0, prefix_hit: PrefixHitOpt = 0.0,
     slo_ttft: SloTtftOpt = None, slo_tpot: SloTpotOpt = None, max_seqs: MaxSeqsOpt = None,
     max_tokens: MaxTokensOpt = None, recv_interval: RecvIntervalOpt = None,
-    adp_balance: AdpBalanceOpt = None, seed: SeedOpt = 0,
+    adp_balance: AdpBalanceOpt = None, adp_batching_wait: AdpBatchingWaitOpt = None,
+    seed: SeedOpt = 0,
     draft: DraftOpt = None, mtp: MtpOpt = None,
     accept: AcceptOpt = None, draft_len: DraftLenOpt = "auto", disaggregate: DisaggregateOpt = None,
     prefill_tp: PrefillTpOpt = None, decode_tp: DecodeTpOpt = None,
@@ -546,7 +553,8 @@ def _serving_load(o: EstimateArgs) -> Load | None:
                                 slo_ttft=o.slo_ttft, slo_tpot=o.slo_tpot, seed=o.seed,
                                 max_seqs=o.max_seqs, max_tokens=o.max_tokens,
                                 concurrency=o.concurrency, recv_interval=o.recv_interval,
-                                adp_balance=o.adp_balance)
+                                adp_balance=o.adp_balance,
+                                adp_batching_wait=o.adp_batching_wait)
     if sc != "batch" or o.rate is not None or o.trace is not None or o.concurrency is not None:
         raise InputError("--scenario, --rate, --trace and --concurrency are for serving "
                          "(--serve)" if o.train else
@@ -555,8 +563,9 @@ def _serving_load(o: EstimateArgs) -> Load | None:
         raise InputError("--recv-interval is SGLang's scheduler setting of a simulated run: add "
                          "--serve --framework sglang --scenario concurrency (or server, "
                          "offline)")
-    if o.adp_balance is not None:
-        raise InputError("--adp-balance is TensorRT-LLM's scheduler setting of a simulated run: "
+    if o.adp_balance is not None or o.adp_batching_wait is not None:
+        raise InputError("--adp-balance and --adp-batching-wait are TensorRT-LLM's scheduler "
+                         "settings of a simulated run: "
                          "add --serve --framework tensorrt-llm-1 --dp-attention --scenario "
                          "concurrency (or server, offline)")
     return None

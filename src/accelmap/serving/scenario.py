@@ -110,8 +110,10 @@ class Load:
     # SGLang --scheduler-recv-interval (SchedulerConfig.recv_interval); None: the stack's 1
     recv_interval: int | None = None
     # TensorRT-LLM attention-DP balance timeout in iterations (SchedulerConfig.adp_balance_iters;
-    # attention_dp_config enable_balance, timeout_iters N, batching_wait_iters 0); None: off
+    # attention_dp_config enable_balance, timeout_iters N); None: off
     adp_balance: int | None = None
+    # its batching_wait_iters (SchedulerConfig.adp_batching_wait_iters); None: 0
+    adp_batching_wait: int | None = None
 
     def __post_init__(self) -> None:
         if self.scenario is Scenario.SERVER and self.rate is None and self.trace is None:
@@ -137,6 +139,13 @@ class Load:
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise InputError(f"--adp-balance must be a whole number of iterations, at least 1, "
                              f"got {n}")
+        w = self.adp_batching_wait
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 0):
+            raise InputError(f"--adp-batching-wait must be a whole number of iterations, at "
+                             f"least 0, got {w}")
+        if w and n is None:
+            raise InputError("--adp-batching-wait is a setting of TensorRT-LLM's attention-DP "
+                             "balance: give --adp-balance N (its timeout_iters) with it")
 
     def _check_concurrency(self) -> None:
         n = self.concurrency
@@ -318,8 +327,8 @@ class Unfit:
 CAPS_PER_RANK = frozenset({Framework.TENSORRT_LLM, Framework.TENSORRT_LLM_1, Framework.VLLM})
 
 
-def _with_adp_balance(base: SchedulerConfig, fw: FrameworkProfile, iters: int
-                      ) -> SchedulerConfig:
+def _with_adp_balance(base: SchedulerConfig, fw: FrameworkProfile, iters: int,
+                      wait: int = 0) -> SchedulerConfig:
     """TensorRT-LLM's attention-DP balance on ``base`` (simulator module doc); a layout
     without DP attention has one rank and nothing to balance."""
     if fw.name is not Framework.TENSORRT_LLM_1:
@@ -328,9 +337,11 @@ def _with_adp_balance(base: SchedulerConfig, fw: FrameworkProfile, iters: int
                          "or serve with tensorrt-llm 1.x")
     if base.ranks < 2:
         return base
-    return replace(base, adp_balance_iters=iters,
+    batched = f", then {wait} more to batch them" if wait else ""
+    return replace(base, adp_balance_iters=iters, adp_batching_wait_iters=wait,
                    source=f"{base.source}; prompts held until every rank has one or "
-                          f"{iters} iterations pass (attention_dp_config enable_balance)")
+                          f"{iters} iterations pass{batched} (attention_dp_config "
+                          "enable_balance)")
 
 
 def scheduler_for(system: System, fw: FrameworkProfile, load: Load,
@@ -356,7 +367,7 @@ def scheduler_for(system: System, fw: FrameworkProfile, load: Load,
                        source=f"{base.source}; new requests taken once every "
                               f"{load.recv_interval} decode steps (--scheduler-recv-interval)")
     if load.adp_balance is not None:
-        base = _with_adp_balance(base, fw, load.adp_balance)
+        base = _with_adp_balance(base, fw, load.adp_balance, load.adp_batching_wait or 0)
     return base.with_caps(None if load.max_seqs is None else load.max_seqs * k,
                           None if load.max_tokens is None else load.max_tokens * k,
                           load.chunked_prefill, load.kv_fraction)

@@ -69,14 +69,18 @@ class SchedulerConfig:
     # timeout_iters: N, batching_wait_iters: 0``): new prompts wait until every rank has one, or
     # N iterations (serving/simulator.py); 0: off, the stack's default
     adp_balance_iters: int = 0
+    # its ``batching_wait_iters`` W: with every rank holding a prompt and a generation request,
+    # W such iterations pass before the prompts go (serving/simulator.py); 0: at once
+    adp_batching_wait_iters: int = 0
 
     def __post_init__(self) -> None:
         for name in ("max_seqs", "max_batched_tokens", "block_tokens", "recv_interval"):
             if getattr(self, name) < 1:
                 raise InputError(f"scheduler {name} must be at least 1, got {getattr(self, name)}")
-        if self.adp_balance_iters < 0:
-            raise InputError(f"scheduler adp_balance_iters must be at least 0, got "
-                             f"{self.adp_balance_iters}")
+        for name in ("adp_balance_iters", "adp_batching_wait_iters"):
+            if getattr(self, name) < 0:
+                raise InputError(f"scheduler {name} must be at least 0, got "
+                                 f"{getattr(self, name)}")
         if not 0 < self.memory_fraction <= 1:
             raise InputError(f"scheduler memory fraction must be in (0, 1], got "
                              f"{self.memory_fraction}")

@@ -49,7 +49,12 @@ counter grows in every iteration that fails the test, with or without a waiting 
 lone arrival waits out the rest of the current cycle of N iterations. The ranks are tracked
 in the balance's bookkeeping: a new request goes to the rank with the fewest active requests
 (in a closed loop, the rank whose request just finished), so every rank has one waiting only
-once each has seen a finish.
+once each has seen a finish. With ``batching_wait_iters`` W > 0
+(``SchedulerConfig.adp_batching_wait_iters``), an iteration in which every rank has a context
+request and a free slot, and every rank a generation request, still holds them unless W such
+iterations have already been held (a second counter, reset when they go): the prompts go in
+batches every W + 1 such iterations, more of them per batch (the same function; the
+``batching_wait_iters`` branch).
 
 Speculative decoding plugs in through ``DecodeStep``: each decode step verifies ``verify``
 tokens per sequence and advances ``advance`` tokens on average (Leviathan et al. 2023), with
@@ -178,13 +183,14 @@ class _AdpBalance:
     index first (TensorRT-LLM's ``_balance_requests_across_ranks``: a heap of active counts);
     ``release`` says whether this iteration schedules the waiting context requests."""
 
-    __slots__ = ("active", "count", "rank_of", "ranks", "running", "seen", "slots", "timeout",
-                 "waiting")
+    __slots__ = ("active", "batching", "count", "rank_of", "ranks", "running", "seen", "slots",
+                 "timeout", "wait", "waiting")
 
     def __init__(self, sched: SchedulerConfig, n: int) -> None:
         self.timeout, self.ranks = sched.adp_balance_iters, sched.ranks
         self.slots = max(sched.max_seqs // sched.ranks, 1)  # a rank's max_batch_size
         self.count = 0
+        self.wait, self.batching = sched.adp_batching_wait_iters, 0  # batching_wait_iters
         self.seen = 0  # requests given a rank so far (they arrive in index order)
         self.rank_of = [0] * n
         self.active = [0] * self.ranks
@@ -204,6 +210,10 @@ class _AdpBalance:
     def release(self) -> bool:
         if min(self.waiting) > 0 and max(self.running) < self.slots:
             self.count = 0  # every rank has a context request and a free slot
+            if min(self.running) > 0 and self.batching < self.wait:
+                self.batching += 1  # and a generation request: wait to batch more prompts
+                return False
+            self.batching = 0
             return True
         self.count += 1
         if self.count >= self.timeout or min(self.running) == 0:

@@ -283,9 +283,10 @@ class ServingRun:
     kv_fraction: float | None = None  # KV-cache memory fraction (free_gpu_memory_fraction)
     # SGLang --scheduler-recv-interval: decode steps between polls for new requests
     scheduler_recv_interval: int | None = None
-    # TensorRT-LLM attention_dp_config (enable_balance: true, batching_wait_iters: 0): its
-    # timeout_iters
+    # TensorRT-LLM attention_dp_config (enable_balance: true): its timeout_iters, and its
+    # batching_wait_iters (None: 0)
     attention_dp_balance: int | None = None
+    attention_dp_batching_wait: int | None = None
     # issue 22 part 8: what 2025-2026 deployments state, read so that such runs can be written
     # down; validate/serving.py predicts what it models and skips the rest with its reason
     stack: str = ""  # dynamo (orchestrating `engine`) or atom (no profile yet); "" otherwise

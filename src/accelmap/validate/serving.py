@@ -128,6 +128,9 @@ def _foreign_setting(run: ServingRun, fw: Framework) -> str | None:
     if run.attention_dp_balance is not None and fw is not Framework.TENSORRT_LLM_1:
         return (f"attention_dp_balance is TensorRT-LLM's (1.0 and later) attention_dp_config; "
                 f"{fw.value} has no such setting: drop the field")
+    if run.attention_dp_batching_wait and run.attention_dp_balance is None:
+        return ("attention_dp_batching_wait is a setting of TensorRT-LLM's attention-DP "
+                "balance: state attention_dp_balance (its timeout_iters) with it")
     return None
 
 
@@ -176,7 +179,8 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str],
                         (("max_batch_size", run.max_batch), ("max_num_tokens", run.max_tokens),
                          ("KV memory fraction", run.kv_fraction),
                          ("scheduler receive interval", run.scheduler_recv_interval),
-                         ("attention-DP balance timeout", run.attention_dp_balance))
+                         ("attention-DP balance timeout", run.attention_dp_balance),
+                         ("attention-DP batching wait", run.attention_dp_batching_wait))
                         if v is not None]
     replicas = dp if split is None else max(split.prefill_instances, split.decode_instances)
     unit = "replica" if split is None else "instance of the larger pool"
@@ -184,7 +188,8 @@ def simulate_run(run: ServingRun, system: System, spec: Any, notes: list[str],
                 dist=LengthDist(run.length_dist or "fixed"), spread=run.length_spread or 0.0,
                 max_seqs=run.max_batch, max_tokens=run.max_tokens, kv_fraction=run.kv_fraction,
                 recv_interval=run.scheduler_recv_interval,
-                adp_balance=run.attention_dp_balance)
+                adp_balance=run.attention_dp_balance,
+                adp_batching_wait=run.attention_dp_batching_wait)
     sp = speculation_of(run, spec, more)
     sim: SimRun | DisaggRun | None
     if isinstance(sp, str):
