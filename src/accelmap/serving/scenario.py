@@ -308,6 +308,10 @@ class Instance:
     max_tokens: float
     longest: float
 
+    def lane_tokens(self, m: Mapping) -> float:
+        """KV tokens of one micro-batch lane: the replica's pool shared by its lanes."""
+        return self.pool.tokens / micro_batches(m)
+
 
 @dataclass(frozen=True)
 class Unfit:
@@ -468,8 +472,7 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
     if isinstance(inst, Unfit):
         return ServingRun(*head, False, inst.reason, {}, None if inst.memory is None else sched,
                           inst.memory)
-    pool, cost, longest = inst.pool, inst.cost, inst.longest
-    lane_tokens = pool.tokens / micro_batches(m)  # the replica's KV pool shared by its lanes
+    pool, cost, longest, lane_tokens = inst.pool, inst.cost, inst.longest, inst.lane_tokens(m)
     choice = None
     if speculation is not None:
         assert plain is not None and dmem is not None
@@ -504,9 +507,7 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
              *bench_note,
              f"KV pool {format_quantity(pool.pool_bytes, Dimension.BYTES)} per device = "
              f"{pool.tokens:,.0f} tokens per replica",
-             f"{len(reqs):,} requests simulated on one replica of {replicas}" + (
-                 f", one of its {micro_batches(m)} pipeline micro-batches in flight (each "
-                 f"with the batch caps and {lane_tokens:,.0f} KV tokens)" if m.pp > 1 else ""),
+             _simulated_note(len(reqs), m, lane_tokens),
              *_closed_loop_notes(load, lanes),
              *device_notes(dev, wl.compute_dtype, fw))
     # the throughput band: the offline check set (data/serving_published.csv: out-of-sample
@@ -521,6 +522,14 @@ def _run(spec: ModelSpec, system: System, wl: Inference, m: Mapping, fw: Framewo
 def micro_batches(m: Mapping) -> int:
     """Micro-batches a replica keeps in flight: one per pipeline stage (module doc)."""
     return max(int(m.pp), 1)
+
+
+def _simulated_note(n: int, m: Mapping, lane_tokens: float) -> str:
+    """What one simulation stands for: a replica, or one pipeline micro-batch of it."""
+    lanes = "" if m.pp <= 1 else (
+        f", one of its {micro_batches(m)} pipeline micro-batches in flight (each with the "
+        f"batch caps and {lane_tokens:,.0f} KV tokens)")
+    return f"{n:,} requests simulated on one replica of {int(m.replicas)}{lanes}"
 
 
 def served(fw: FrameworkProfile, load: Load) -> tuple[FrameworkProfile, tuple[str, ...]]:
