@@ -53,7 +53,7 @@ once each has seen a finish. With ``batching_wait_iters`` W > 0
 (``SchedulerConfig.adp_batching_wait_iters``), an iteration in which every rank has a context
 request and a free slot, and every rank a generation request, still holds them unless W such
 iterations have already been held (a second counter, reset when they go): the prompts go in
-batches every W + 1 such iterations, more of them per batch (the same function; the
+batches every W + 1 such iterations, more of them per batch (``_balance_adp_requests``'s
 ``batching_wait_iters`` branch).
 
 Speculative decoding plugs in through ``DecodeStep``: each decode step verifies ``verify``
