@@ -220,8 +220,7 @@ def fit_architectures(recs: Sequence[dict[str, Any]], base: Table, plat: str,
             for eff in ARCH_EFFICIENCIES}
         chosen[arch] = min(losses, key=lambda e: losses[e])
         print(f"  {plat} {arch}: kernel efficiency {chosen[arch]} "
-              f"(loss {losses[chosen[arch]]:.4f}; joint {values.get('kernel_efficiency')}: "
-              f"{losses.get(values.get('kernel_efficiency', 1.0), math.nan):.4f})")
+              f"(loss {losses[chosen[arch]]:.4f} over {len(mine)} records)")
     own = {k: v for k, v in values.items() if k == "kernel_efficiency"}
     own["architecture_efficiency"] = chosen  # type: ignore[assignment]
     refit = fit_platform(recs, base, plat, stack, fixed=own)

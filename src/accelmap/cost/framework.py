@@ -248,8 +248,10 @@ class FrameworkProfile:
     def efficiency_on(self, acc: Accelerator) -> float:
         """The share of the roofline's speed this stack's kernels reach on ``acc``: its
         architecture's where fitted apart, else the platform's ``kernel_efficiency``."""
-        arch = acc.sparsity_2_4.architecture if acc.sparsity_2_4 is not None else None
-        return dict(self.architecture_efficiency).get(str(arch), self.kernel_efficiency)
+        if acc.sparsity_2_4 is None:  # no architecture in the catalog: the platform's share
+            return self.kernel_efficiency
+        return dict(self.architecture_efficiency).get(acc.sparsity_2_4.architecture,
+                                                      self.kernel_efficiency)
 
     @property
     def band_stack(self) -> str:
