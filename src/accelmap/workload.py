@@ -362,6 +362,15 @@ class Inference:
         return self.gemm_dtype(self.weight_dtype)
 
     @property
+    def stream_dtype(self) -> DType:
+        """The residual stream's format, the one tensor-, data-attention- and pipeline-parallel
+        communication carries: 8-bit activations exist only as a GEMM's quantized input, every
+        GEMM writes 16 bits and the all-reduce adds those (SGLang's and vLLM's
+        ``RowParallelLinear`` reduce their output in the model's 16-bit dtype, TensorRT-LLM's
+        ``AllReduce`` the hidden states'), as attention runs in 16 bits under FP8."""
+        return self.act_dtype if self.act_dtype.bytes >= 2 else DType.BF16
+
+    @property
     def expert_weight_dtype(self) -> DType:
         return self.moe_weight_dtype or self.weight_dtype
 

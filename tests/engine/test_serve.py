@@ -41,3 +41,19 @@ def test_replicas_multiply_throughput() -> None:
 def test_bad_serving_mapping_is_a_result() -> None:
     e = estimate(L70, NODE, WL, Mapping.serving(tp=3))
     assert not e.feasible and "heads" in (e.reason or "")
+
+
+def test_fp8_runs_communicate_their_16_bit_residual_stream() -> None:
+    """FP8 activations exist only as a GEMM's quantized input; the row-parallel GEMMs write 16
+    bits and the tensor-parallel all-reduce adds those (Inference.stream_dtype), so an FP8
+    run's TP communication is the BF16 run's, not half of it."""
+    from accelmap.units import DType
+
+    fp8 = Inference(batch=8, prompt_len=1024, output_len=128, weight_dtype=DType.FP8,
+                    act_dtype=DType.FP8, kv_dtype=DType.FP8)
+    assert fp8.stream_dtype is DType.BF16 and WL.stream_dtype is DType.BF16
+    comm = [estimate(L70, NODE, w, Mapping.serving(tp=8)).metrics["communication_s"]
+            for w in (WL, fp8)]
+    assert comm[1]["prefill"]["tp"] == comm[0]["prefill"]["tp"] > 0
+    assert comm[1]["decode_step"]["tp"] == comm[0]["decode_step"]["tp"]
+    assert Inference(act_dtype=DType.FP32).stream_dtype is DType.FP32

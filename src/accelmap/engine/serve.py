@@ -88,7 +88,7 @@ def serve_step(spec: ModelSpec, system: System, wl: Inference, m: Mapping,
                             for sh in inference_shapes(spec, wl))
     pre, dec = _replica_passes(spec, system, wl, m, fw, imbalance, pre_shape, dec_shape)
     links = serving_links(cluster, m, fw)
-    a = wl.act_dtype.bytes
+    a = wl.stream_dtype.bytes
     # communication per pass (serving_comm) and its seconds with the host work
     pre = pre.finish(serving_comm(spec, links, m, float(pre_shape.tokens), a), dev, fw, True)
     dec = dec.finish(serving_comm(spec, links, m, float(dec_shape.tokens), a), dev, fw, False)

@@ -140,7 +140,7 @@ class IterationCost:
                           logits_tokens=1.0))
         block = _in_attention_block if self.ranks > 1 else (lambda op: False)
         body = _sum(lin, lambda op: not op.attention_core and not _is_head(op) and not block(op))
-        a = wl.act_dtype.bytes
+        a = wl.stream_dtype.bytes  # 16-bit hidden states (Inference.stream_dtype)
         comm = serving_comm(spec, serving_links(system.cluster, m, fw), m, t_grid, a)
         self.linear = Curve.of(t_grid, body + sum(np.asarray(v, float) for v in comm.values()))
         self.attention_block = Curve.of(t_grid, _sum(lin, block))
