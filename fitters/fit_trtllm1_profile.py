@@ -38,12 +38,22 @@ Reads: data/concurrency_published.yaml, data/serving_published.csv.
 Writes: src/accelmap/cost/data/framework_calibration.yaml (its ``tensorrt-llm-1`` entry; the
 other entries are kept as they are).
 
+``--sweeps`` adds to the fitted rows the per-user-rate records (tokens/s per user = 1 / median
+TPOT) of InferenceX's TensorRT-LLM >= 1.0 closed-loop sweeps of ``data/inferencex_published.yaml``
+that SGLang's fixed split puts in its fit set (``validate/fit_split.py``: one configuration in
+four, chosen from the configuration alone), and reports the other records of those sweeps as
+held out. Those sweeps run 1 to 256 clients, so their time per output token shows the host
+figures the large offline batches hide; the TPOT carries no front-end latency (it is in both
+the TTFT and the end-to-end time a request's TPOT subtracts), so the served latency
+(``fit_server_latency.py``) stays apart and is refitted after.
+
 ``--borrow-overheads`` fits only the 4-bit efficiencies and keeps the v0.x stack's host figures
 (``tensorrt-llm`` entry: per kernel, per step, per request), for comparison: the 2025 rows are
 mostly large offline batches, where host figures barely move the time, so the two variants
 differ mainly on the check set's small-batch rows.
 
-Run: python fitters/fit_trtllm1_profile.py [--dry-run] [--borrow-overheads]  (PYTHONPATH=src)
+Run: python fitters/fit_trtllm1_profile.py [--dry-run] [--borrow-overheads | --sweeps]
+(PYTHONPATH=src)
 """
 
 from __future__ import annotations
@@ -76,6 +86,8 @@ from accelmap.validate.runs import ServingRun
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "data" / "concurrency_published.yaml"
+SWEEPS = ROOT / "data" / "inferencex_published.yaml"
+SWEEP_METRIC = "tokens_per_s_per_user"  # 1 / median TPOT: the host figures' record
 CHECK_SET = ROOT / "data" / "serving_published.csv"
 OUT = ROOT / "src" / "accelmap" / "cost" / "data" / "framework_calibration.yaml"
 STACK = Framework.TENSORRT_LLM_1
@@ -112,6 +124,19 @@ def split(runs: list[ServingRun]) -> tuple[list[ServingRun], list[ServingRun]]:
 def stack_runs(path: Path = RUNS) -> list[ServingRun]:
     return [c for c in read_cases(path).cases if isinstance(c, ServingRun) and c.framework
             and release_stack(c.framework, c.version) is STACK]
+
+
+def sweep_cases() -> tuple[list[Any], list[Any]]:
+    """(fitted, held out): the per-user-rate records of InferenceX's TensorRT-LLM >= 1.0 sweeps
+    (not Dynamo's), on SGLang's fixed split (``--sweeps``, module doc)."""
+    from accelmap.validate.fit_split import fitted_on
+
+    recs = {r["id"]: r for r in yaml.safe_load(SWEEPS.read_text()) or []}
+    cases = [c for c in read_cases(SWEEPS).cases if isinstance(c, ServingRun) and c.framework
+             and release_stack(c.framework, c.version) is STACK and c.stack != "dynamo"
+             and c.metric is not None and c.metric.value == SWEEP_METRIC]
+    return ([c for c in cases if fitted_on(recs.get(c.id, {}))],
+            [c for c in cases if not fitted_on(recs.get(c.id, {}))])
 
 
 def params_for(runs: list[ServingRun], borrow: bool = False) -> list[Param]:
@@ -232,7 +257,11 @@ def entry_for(params: list[Param], x: np.ndarray, fitted: list[Row], held: list[
         node[leaf] = float(f"{p.to_yaml(float(v)):.5g}")
     ids = [r.case.id for r in fitted]
     host = "; host figures borrowed from the v0.x fit" if borrowed else ""
-    entry["source"] = f"fitted on {len(ids)} TensorRT-LLM >= 1.0 rows ({RULE}){host}"
+    sweeps = sum(1 for r in fitted if str(r.case.id).startswith("ix-"))
+    also = (f", with {sweeps} InferenceX {SWEEP_METRIC} records of SGLang's fixed split "
+            "(--sweeps)") if sweeps else ""
+    entry["source"] = (f"fitted on {len(ids) - sweeps} TensorRT-LLM >= 1.0 rows ({RULE})"
+                       f"{also}{host}")
     entry["calibrated_on"] = []
     entry["fitted_on"] = {p.key: list(ids) for p in params}
     entry["in_sample"] = summary(at_fit)
@@ -257,7 +286,11 @@ def main() -> None:
     params = params_for(fitted_runs, borrow)
     print(f"{STACK.value}: {len(fitted_runs)} fitted and {len(held_runs)} held-out runs "
           f"(every {HOLD_OUT_EVERY}th by id held out); parameters {[p.key for p in params]}")
-    rows = linearize(fitted_runs, params, base)
+    sweeps, held_sweeps = sweep_cases() if "--sweeps" in sys.argv else ([], [])
+    if sweeps:
+        print(f"  with {len(sweeps)} fitted and {len(held_sweeps)} held-out InferenceX "
+              f"{SWEEP_METRIC} records (SGLang's fixed split)")
+    rows = linearize([*fitted_runs, *sweeps], params, base)
     x = fit(rows, params)
     table = table_for(params, x, base)
     for p, v in zip(params, x, strict=True):
@@ -266,6 +299,8 @@ def main() -> None:
     at_fit = engine_errors([r.case for r in rows], table, "fitted")
     held = engine_errors(held_runs, table, "held-out")
     check = engine_errors(check_set_cases(), table, "check-set")
+    if held_sweeps:
+        print(f"  held-out sweeps {summary(engine_errors(held_sweeps, table, 'held-ix'))}")
     entry = entry_for(params, x, rows, held, check, at_fit, lent)
     for k in ("in_sample", "held_out", "check_set"):
         print(f"  {k:10s} {entry[k]}")

@@ -71,11 +71,15 @@ def test_the_fit_recovers_figures_from_an_affine_form_made_by_hand(fitmod: Modul
 
 def test_the_bundled_entry_is_bounded_and_fitted_only_on_the_fitted_side(
         fitmod: ModuleType) -> None:
+    """Fitted only on the fit side of both splits: the id split of the 2025 runs and, with
+    --sweeps, SGLang's configuration split of InferenceX's TensorRT-LLM sweep records."""
     entry = yaml.safe_load(CAL.read_text())[Framework.TENSORRT_LLM_1.value]
     fitted, held = fitmod.split(fitmod.stack_runs())
+    sweeps, held_sweeps = fitmod.sweep_cases()
     used = {i for ids in entry["fitted_on"].values() for i in ids}
-    assert used and used <= {r.id for r in fitted}
-    assert not used & {r.id for r in held}
+    assert used and used <= {r.id for r in fitted} | {c.id for c in sweeps}
+    assert not used & ({r.id for r in held} | {c.id for c in held_sweeps})
+    assert held_sweeps and all(c.metric.value == fitmod.SWEEP_METRIC for c in sweeps)
     for fmt, eff in (entry.get("quantized_weight_efficiency") or {}).items():
         assert DType(fmt) in (DType.NVFP4, DType.MXFP4) and 1 / 11 <= eff <= 1.0
     assert 0.0 <= entry["kernel_overhead_s"] <= 10e-6
