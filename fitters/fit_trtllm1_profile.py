@@ -246,8 +246,9 @@ def check_set_cases() -> list[InferenceCase]:
 
 
 def entry_for(params: list[Param], x: np.ndarray, fitted: list[Row], held: list[float],
-              check: list[float], at_fit: list[float], borrowed: dict[str, Any] | None = None
-              ) -> dict[str, Any]:
+              check: list[float], at_fit: list[float], borrowed: dict[str, Any] | None = None,
+              sweeps: int = 0) -> dict[str, Any]:
+    """The yaml entry; ``sweeps``: how many of ``fitted`` are InferenceX sweep records."""
     entry: dict[str, Any] = dict(borrowed or {})
     for p, v in zip(params, x, strict=True):
         *parents, leaf = p.key.split(".")
@@ -257,7 +258,6 @@ def entry_for(params: list[Param], x: np.ndarray, fitted: list[Row], held: list[
         node[leaf] = float(f"{p.to_yaml(float(v)):.5g}")
     ids = [r.case.id for r in fitted]
     host = "; host figures borrowed from the v0.x fit" if borrowed else ""
-    sweeps = sum(1 for r in fitted if str(r.case.id).startswith("ix-"))
     also = (f", with {sweeps} InferenceX {SWEEP_METRIC} records of SGLang's fixed split "
             "(--sweeps)") if sweeps else ""
     entry["source"] = (f"fitted on {len(ids) - sweeps} TensorRT-LLM >= 1.0 rows ({RULE})"
@@ -301,7 +301,9 @@ def main() -> None:
     check = engine_errors(check_set_cases(), table, "check-set")
     if held_sweeps:
         print(f"  held-out sweeps {summary(engine_errors(held_sweeps, table, 'held-ix'))}")
-    entry = entry_for(params, x, rows, held, check, at_fit, lent)
+    swept = {c.id for c in sweeps}
+    entry = entry_for(params, x, rows, held, check, at_fit, lent,
+                      sum(1 for r in rows if r.case.id in swept))
     for k in ("in_sample", "held_out", "check_set"):
         print(f"  {k:10s} {entry[k]}")
     if "--dry-run" in sys.argv:
