@@ -300,8 +300,10 @@ def main() -> None:
     for fw in BORROWERS:
         table[fw.value] = borrowed(table[LENDER.value], fw)
         print(f"\n{fw.value}: {table[fw.value]['source']}")
-    managed = {f.value for f in (*FITTED_STACKS, *BORROWERS)}
-    merged = {**{k: v for k, v in old.items() if k not in managed}, **table}
+    # every stack where the file had it (the other fitters' blocks stay in place, so a refit's
+    # diff shows values, not moved blocks); new stacks at the end
+    merged = {**{k: table.get(k, v) for k, v in old.items()},
+              **{k: v for k, v in table.items() if k not in old}}
     OUT.write_text(HEADER + yaml.safe_dump(merged, sort_keys=False, width=100))
     fwmod._calibration.cache_clear()
     pr.calibration_rows.cache_clear()
