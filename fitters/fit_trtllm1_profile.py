@@ -299,12 +299,15 @@ def main() -> None:
     at_fit = engine_errors([r.case for r in rows], table, "fitted")
     held = engine_errors(held_runs, table, "held-out")
     check = engine_errors(check_set_cases(), table, "check-set")
-    if held_sweeps:
-        print(f"  held-out sweeps {summary(engine_errors(held_sweeps, table, 'held-ix'))}")
+    held_ix = engine_errors(held_sweeps, table, "held-ix")
     swept = {c.id for c in sweeps}
     entry = entry_for(params, x, rows, held, check, at_fit, lent,
                       sum(1 for r in rows if r.case.id in swept))
-    for k in ("in_sample", "held_out", "check_set"):
+    if held_sweeps:  # the sweep records of the split's held-out side (--sweeps)
+        entry["held_out_sweeps"] = summary(held_ix)
+    for k in ("in_sample", "held_out", "check_set", "held_out_sweeps"):
+        if k not in entry:
+            continue
         print(f"  {k:10s} {entry[k]}")
     if "--dry-run" in sys.argv:
         return

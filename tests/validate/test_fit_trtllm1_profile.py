@@ -84,7 +84,7 @@ def test_the_bundled_entry_is_bounded_and_fitted_only_on_the_fitted_side(
         assert DType(fmt) in (DType.NVFP4, DType.MXFP4) and 1 / 11 <= eff <= 1.0
     assert 0.0 <= entry["kernel_overhead_s"] <= 10e-6
     assert 0.0 <= entry["step_overhead_s"] <= 20e-3
-    for k in ("held_out", "check_set"):
+    for k in ("held_out", "check_set", "held_out_sweeps"):
         assert entry[k]["rows"] > 0 and entry[k]["median_pct"] <= entry[k]["p90_pct"]
 
 
