@@ -385,7 +385,7 @@ class Inference:
             return weights
         if weights in LOW_PRECISION_GEMM:
             # dequantized in the kernel to 16 bits (vLLM's Marlin FP4 kernels on Hopper/Ampere)
-            return self.act_dtype if self.act_dtype.bytes >= 2 else DType.BF16
+            return self.stream_dtype
         return self.act_dtype
 
     def dequantized(self, weights: DType) -> bool:

@@ -26,9 +26,8 @@ CALIBRATION_NOTE = "calibration: "
 def inference_precision(wl: Inference) -> Precision:
     """Attention runs in the activations' dtype, in 16 bits under FP8 (Precision.attention):
     an fp32 run (a CPU) computes its attention in fp32."""
-    attention = wl.act_dtype if wl.act_dtype.bytes >= 2 else DType.BF16
     p = Precision(act=wl.act_dtype, weight=wl.weight_dtype, compute=wl.compute_dtype,
-                  kv=wl.kv_dtype, attention=attention,
+                  kv=wl.kv_dtype, attention=wl.stream_dtype,
                   weight_bytes_per_param=weight_bytes_per_param(wl.weight_dtype,
                                                                 wl.quant_group),
                   sparsity=wl.sparsity,
